@@ -1,0 +1,370 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/base/time_format.h"
+#include "core/config/job_config.h"
+#include "core/rpc/coordinator_client.h"
+#include "schemas/coordinator_constants.h"
+
+namespace parallax::cli {
+namespace {
+
+constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
+
+std::string StateName(rpc::JobState::type s) {
+  auto it = rpc::_JobState_VALUES_TO_NAMES.find(s);
+  return it == rpc::_JobState_VALUES_TO_NAMES.end() ? "UNKNOWN" : it->second;
+}
+
+// Where the coordinator address came from, for messages.
+struct Target {
+  std::string address;
+  std::string source;  // "--coordinator", "PARALLAX_COORDINATOR", "the default"
+};
+
+// Prints a table with columns padded to their widest cell.
+void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
+
+nlohmann::json JobJson(const rpc::JobInfo& j) {
+  nlohmann::json o = {
+      {"id", j.id},
+      {"name", j.name},
+      {"state", StateName(j.state)},
+      {"workers", j.workers},
+      {"step", j.step},
+      {"attempt", j.attempt},
+      {"created", FormatRfc3339(j.created)},
+      {"updated", FormatRfc3339(j.updated)},
+  };
+  if (j.__isset.reason) o["reason"] = j.reason;
+  if (j.__isset.job_path) o["job_path"] = j.job_path;
+  if (j.__isset.submitted_by) o["submitted_by"] = j.submitted_by;
+  return o;
+}
+
+class Cli {
+ public:
+  Cli(const CliEnvironment& env, std::ostream& out, std::ostream& err)
+      : env_(env), out_(out), err_(err) {}
+
+  int Run(const std::vector<std::string>& args);
+
+ private:
+  Target ResolveTarget() const {
+    if (!coordinator_flag_.empty()) return {coordinator_flag_, "--coordinator"};
+    if (!env_.coordinator.empty()) return {env_.coordinator, "PARALLAX_COORDINATOR"};
+    return {kDefaultCoordinator, "the default"};
+  }
+
+  // Connects or prints why not; returns the exit code to use on failure via `code`.
+  std::unique_ptr<CoordinatorClient> ConnectOrReport(int* code);
+  // Maps a failed Status to an exit code and prints it.
+  int Report(const Status& status);
+
+  int Submit();
+  int Status_();
+  int Cancel();
+  int Agents();
+  int Events();
+
+  const CliEnvironment& env_;
+  std::ostream& out_;
+  std::ostream& err_;
+
+  std::string coordinator_flag_;
+  std::string token_flag_;
+  std::string job_file_;
+  int64_t job_id_ = 0;
+  bool json_ = false;
+  std::string reason_;
+  int limit_ = 0;
+};
+
+std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
+  Target target = ResolveTarget();
+  CoordinatorClientOptions options;
+  options.address = target.address;
+  options.auth_token = token_flag_.empty() ? env_.token : token_flag_;
+  options.client_name = "cli";
+  StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
+  if (client.ok()) return std::move(client).value();
+  const Status& s = client.status();
+  if (s.code() == StatusCode::kUnavailable) {
+    err_ << "parallax: " << s.message() << "\n"
+         << "  (address from " << target.source
+         << "; start one with `parallax-coordinator --listen " << target.address
+         << "`, or point --coordinator / PARALLAX_COORDINATOR at a running one)\n";
+    *code = kExitUnreachable;
+  } else if (s.code() == StatusCode::kInvalidArgument) {
+    err_ << "parallax: " << s.message() << " (from " << target.source << ")\n";
+    *code = kExitUsage;
+  } else {
+    err_ << "parallax: " << s.message() << "\n";
+    *code = kExitFailed;
+  }
+  return nullptr;
+}
+
+int Cli::Report(const Status& status) {
+  err_ << "parallax: " << status.message() << "\n";
+  switch (status.code()) {
+    case StatusCode::kUnavailable: return kExitUnreachable;
+    case StatusCode::kInvalidArgument: return kExitUsage;
+    default: return kExitFailed;
+  }
+}
+
+int Cli::Submit() {
+  // Validate here first: nothing is submitted from an invalid file, and the
+  // user sees every problem with its file:line:column.
+  StatusOr<JobConfig> config = LoadJobConfig(job_file_);
+  if (!config.ok()) {
+    err_ << config.status().message() << "\n";
+    err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
+    return kExitUsage;
+  }
+  std::ifstream in(job_file_, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
+  StatusOr<rpc::JobInfo> job = client->SubmitJob(text.str(), ec ? job_file_ : abs);
+  if (!job.ok()) return Report(job.status());
+  err_ << "submitted job " << job->id << " (" << job->name << ", " << job->workers
+       << " workers) to " << client->options().address << "\n";
+  out_ << job->id << "\n";
+  return kExitOk;
+}
+
+int Cli::Status_() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  std::vector<rpc::JobInfo> jobs;
+  if (job_id_ > 0) {
+    StatusOr<rpc::JobInfo> job = client->GetJob(job_id_);
+    if (!job.ok()) return Report(job.status());
+    jobs.push_back(*job);
+  } else {
+    rpc::ListJobsRequest request;
+    if (limit_ > 0) request.__set_limit(limit_);
+    StatusOr<std::vector<rpc::JobInfo>> list = client->ListJobs(request);
+    if (!list.ok()) return Report(list.status());
+    jobs = std::move(list).value();
+  }
+  if (json_) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& j : jobs) arr.push_back(JobJson(j));
+    out_ << nlohmann::json{{"jobs", arr}}.dump() << "\n";
+    return kExitOk;
+  }
+  if (job_id_ > 0) {
+    const rpc::JobInfo& j = jobs.front();
+    std::vector<std::vector<std::string>> rows = {
+        {"id:", std::to_string(j.id)},
+        {"name:", j.name},
+        {"state:", StateName(j.state)},
+        {"workers:", std::to_string(j.workers)},
+        {"step:", std::to_string(j.step)},
+        {"attempt:", std::to_string(j.attempt)},
+        {"created:", FormatRfc3339(j.created)},
+        {"updated:", FormatRfc3339(j.updated)},
+    };
+    if (j.__isset.reason) rows.push_back({"reason:", j.reason});
+    if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
+    if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
+    PrintTable(out_, rows);
+    return kExitOk;
+  }
+  if (jobs.empty()) {
+    out_ << "no jobs (submit one with `parallax submit JOB.toml`)\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "WORKERS", "STEP", "ATTEMPT", "CREATED", "UPDATED"}};
+  for (const auto& j : jobs) {
+    rows.push_back({std::to_string(j.id), j.name, StateName(j.state), std::to_string(j.workers),
+                    std::to_string(j.step), std::to_string(j.attempt), FormatRfc3339(j.created),
+                    FormatRfc3339(j.updated)});
+  }
+  PrintTable(out_, rows);
+  return kExitOk;
+}
+
+int Cli::Cancel() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  StatusOr<rpc::JobInfo> job = client->CancelJob(job_id_, reason_);
+  if (!job.ok()) return Report(job.status());
+  out_ << "job " << job->id << " " << StateName(job->state) << "\n";
+  return kExitOk;
+}
+
+int Cli::Agents() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  StatusOr<std::vector<rpc::AgentInfo>> agents = client->ListAgents();
+  if (!agents.ok()) return Report(agents.status());
+  if (json_) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& a : *agents) {
+      arr.push_back({{"name", a.name},
+                     {"address", a.address},
+                     {"slots", a.slots},
+                     {"gpus", a.gpus},
+                     {"hostname", a.hostname},
+                     {"version", a.version},
+                     {"registered", FormatRfc3339(a.registered)},
+                     {"last_seen", FormatRfc3339(a.last_seen)},
+                     {"alive", a.alive},
+                     {"draining", a.draining}});
+    }
+    out_ << nlohmann::json{{"agents", arr}}.dump() << "\n";
+    return kExitOk;
+  }
+  if (agents->empty()) {
+    out_ << "no agents registered (start one with `parallax-agent --coordinator "
+         << client->options().address << " ...`)\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "ADDRESS", "SLOTS", "GPUS", "ALIVE", "LAST SEEN"}};
+  for (const auto& a : *agents) {
+    rows.push_back({a.name, a.address, std::to_string(a.slots), std::to_string(a.gpus),
+                    a.alive ? (a.draining ? "draining" : "yes") : "no",
+                    FormatRfc3339(a.last_seen)});
+  }
+  PrintTable(out_, rows);
+  return kExitOk;
+}
+
+int Cli::Events() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  StatusOr<std::vector<rpc::Event>> events = client->GetEvents(job_id_, 0, limit_);
+  if (!events.ok()) return Report(events.status());
+  if (json_) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : *events) {
+      arr.push_back({{"seq", e.seq},
+                     {"job_id", e.job_id},
+                     {"time", FormatRfc3339Millis(e.time)},
+                     {"kind", e.kind},
+                     {"message", e.message}});
+    }
+    out_ << nlohmann::json{{"events", arr}}.dump() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"TIME", "KIND", "MESSAGE"}};
+  for (const auto& e : *events) rows.push_back({FormatRfc3339Millis(e.time), e.kind, e.message});
+  PrintTable(out_, rows);
+  return kExitOk;
+}
+
+int Cli::Run(const std::vector<std::string>& args) {
+  CLI::App app{"parallax: submit and watch sparsity-aware distributed training jobs"};
+  app.set_version_flag("--version", "parallax 0.1.0 (protocol " +
+                                        std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
+                                        ")");
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_option("--coordinator", coordinator_flag_,
+                 "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR, else " +
+                     std::string(kDefaultCoordinator) + ")");
+  app.add_option("--token", token_flag_, "coordinator shared secret (default: $PARALLAX_TOKEN)");
+
+  CLI::Validator job_id_check(
+      [](std::string& text) -> std::string {
+        bool digits = !text.empty() && text.size() <= 18 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+        if (digits && std::stoll(text) > 0) return "";
+        return "must be a job id, a positive integer as printed by `parallax submit` (got '" +
+               text + "')";
+      },
+      "ID");
+  auto job_id_option = [&](CLI::App* sub) {
+    return sub->add_option("JOB", job_id_, "job id (as printed by `parallax submit`)")
+        ->check(job_id_check);
+  };
+
+  int result = kExitOk;
+  CLI::App* submit = app.add_subcommand("submit", "validate JOB.toml and submit it; prints the "
+                                                  "job id as the last line of stdout");
+  submit->add_option("JOB.toml", job_file_, "job file")->required();
+  submit->callback([&] { result = Submit(); });
+
+  CLI::App* status = app.add_subcommand("status", "show all jobs, or one job in detail");
+  job_id_option(status);
+  status->add_flag("--json", json_, "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC)");
+  status->add_option("--limit", limit_, "show only the newest N jobs")->check(CLI::NonNegativeNumber);
+  status->callback([&] { result = Status_(); });
+
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel a live job");
+  job_id_option(cancel)->required();
+  cancel->add_option("--reason", reason_, "why (recorded in the job's events)");
+  cancel->callback([&] { result = Cancel(); });
+
+  CLI::App* agents = app.add_subcommand("agents", "list the agents registered with the coordinator");
+  agents->add_flag("--json", json_, "print {\"agents\": [...]} for scripts");
+  agents->callback([&] { result = Agents(); });
+
+  CLI::App* events = app.add_subcommand("events", "show a job's events, oldest first");
+  job_id_option(events)->required();
+  events->add_flag("--json", json_, "print {\"events\": [...]} for scripts");
+  events->add_option("--limit", limit_, "show at most N events")->check(CLI::NonNegativeNumber);
+  events->callback([&] { result = Events(); });
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e, out_, err_);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  return result;
+}
+
+}  // namespace
+
+CliEnvironment CliEnvironmentFromProcess() {
+  CliEnvironment env;
+  if (const char* c = std::getenv("PARALLAX_COORDINATOR")) env.coordinator = c;
+  if (const char* t = std::getenv("PARALLAX_TOKEN")) env.token = t;
+  return env;
+}
+
+int RunCli(const std::vector<std::string>& args, const CliEnvironment& env, std::ostream& out,
+           std::ostream& err) {
+  Cli cli(env, out, err);
+  return cli.Run(args);
+}
+
+}  // namespace parallax::cli

@@ -1,0 +1,140 @@
+// parallax-coordinator: the control-plane service. See docs/OPERATIONS.md.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "coordinator/server.h"
+#include "coordinator/service.h"
+#include "coordinator/sqlite_state_store.h"
+#include "core/base/logging.h"
+#include "schemas/coordinator_constants.h"
+
+int main(int argc, char** argv) {
+  using namespace parallax;
+  using namespace parallax::coordinator;
+
+  std::string listen = "127.0.0.1:7070";
+  std::string db = "parallax.db";
+  std::string token;
+  std::string port_file;
+  int64_t agent_timeout_ms = 10'000;
+  bool verbose = false;
+  if (const char* t = std::getenv("PARALLAX_TOKEN")) token = t;
+
+  CLI::App app{"Parallax coordinator: accepts jobs, tracks agents, serves rendezvous; "
+               "state is kept in a SQLite database"};
+  app.set_version_flag("--version", std::string("parallax-coordinator 0.1.0 (protocol ") +
+                                        std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
+                                        ")");
+  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)")
+      ->capture_default_str();
+  app.add_option("--db", db, "SQLite state database; created if missing")->capture_default_str();
+  app.add_option("--token", token,
+                 "shared secret every client must send (default: $PARALLAX_TOKEN; empty: none)");
+  app.add_option("--agent-timeout-ms", agent_timeout_ms,
+                 "an agent silent for longer than this is shown as not alive")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--port-file", port_file, "write the bound port to this file once listening");
+  app.add_flag("-v,--verbose", verbose, "log debug messages");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (verbose) SetMinLogLevel(LogLevel::kDebug);
+
+  StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
+  if (!address.ok()) {
+    std::cerr << "parallax-coordinator: --listen: " << address.status().message() << "\n";
+    return 2;
+  }
+
+  // Signals are taken by one thread with sigwait, so every other thread
+  // (Thrift's included) runs with them blocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // One coordinator per database: two would each believe they own every job.
+  // The lock is released by the kernel however this process ends.
+  std::string lock_path = db + ".lock";
+  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    std::cerr << "parallax-coordinator: cannot create lock file '" << lock_path
+              << "': " << std::strerror(errno) << "; check that the directory exists and is writable\n";
+    return 1;
+  }
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    char owner[32] = {0};
+    ssize_t n = pread(lock_fd, owner, sizeof(owner) - 1, 0);
+    std::string pid = n > 0 ? std::string(owner, static_cast<size_t>(n)) : "?";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    std::cerr << "parallax-coordinator: database '" << db
+              << "' is in use by another parallax-coordinator (pid " << pid
+              << "); stop it first or use another --db\n";
+    return 1;
+  }
+  std::string pid_text = std::to_string(getpid()) + "\n";
+  if (ftruncate(lock_fd, 0) != 0 ||
+      pwrite(lock_fd, pid_text.data(), pid_text.size(), 0) < 0) {
+    PX_LOG(WARNING) << "cannot write pid to '" << lock_path << "'";
+  }
+
+  SqliteStateStoreOptions store_options;
+  store_options.path = db;
+  StatusOr<std::unique_ptr<StateStore>> store = OpenSqliteStateStore(store_options);
+  if (!store.ok()) {
+    std::cerr << "parallax-coordinator: " << store.status().message() << "\n";
+    return 1;
+  }
+  ServiceOptions service_options;
+  service_options.auth_token = token;
+  service_options.agent_timeout_ms = agent_timeout_ms;
+  auto service = std::make_shared<CoordinatorService>(store->get(), RealClock(), service_options);
+  if (Status s = service->Init(); !s.ok()) {
+    std::cerr << "parallax-coordinator: " << s.message() << "\n";
+    return 1;
+  }
+  service->StartBackground();
+
+  ServerOptions server_options;
+  server_options.host = address->first;
+  server_options.port = address->second;
+  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);
+  if (!server.ok()) {
+    std::cerr << "parallax-coordinator: " << server.status().message() << "\n";
+    return 1;
+  }
+  int port = (*server)->port();
+  if (!port_file.empty()) {
+    // Written then renamed, so a reader never sees a half-written port.
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::cerr << "parallax-coordinator: cannot write --port-file '" << port_file << "'\n";
+      return 1;
+    }
+  }
+  std::cout << "parallax-coordinator listening on " << address->first << ":" << port
+            << " (db " << db << ")" << std::endl;
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  PX_LOG(INFO) << "signal " << sig << ": shutting down";
+  service->Stop();
+  (*server)->Stop();
+  return 0;
+}

@@ -1,0 +1,561 @@
+#include "coordinator/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "core/base/logging.h"
+#include "core/config/job_config.h"
+#include "schemas/coordinator_constants.h"
+
+namespace parallax::coordinator {
+namespace {
+
+constexpr char kServerVersion[] = "0.1.0";
+
+[[noreturn]] void Throw(rpc::ErrorCode::type code, std::string message) {
+  rpc::CoordinatorError error;
+  error.code = code;
+  error.message = std::move(message);
+  throw error;
+}
+
+// Throws the Status as a CoordinatorError unless it is OK.
+void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw ToCoordinatorError(status);
+}
+
+template <typename T>
+T ValueOrThrow(StatusOr<T> result) {
+  ThrowIfError(result.status());
+  return std::move(result).value();
+}
+
+void RequireJobId(int64_t job_id) {
+  if (job_id <= 0) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "job id must be a positive integer, got " + std::to_string(job_id));
+  }
+}
+
+// Constant-time comparison so the token cannot be guessed byte by byte.
+bool TokensEqual(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::string& longer = a.size() >= b.size() ? a : b;
+  for (size_t i = 0; i < longer.size(); ++i) {
+    unsigned char x = i < a.size() ? a[i] : 0;
+    unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+rpc::JobInfo ToJobInfo(const JobRecord& job, bool with_text) {
+  rpc::JobInfo info;
+  info.id = job.id;
+  info.name = job.name;
+  info.state = static_cast<rpc::JobState::type>(job.state);
+  info.workers = job.workers;
+  info.step = job.step;
+  info.created = job.created;
+  info.updated = job.updated;
+  info.attempt = job.attempt;
+  if (!job.reason.empty()) info.__set_reason(job.reason);
+  if (!job.job_path.empty()) info.__set_job_path(job.job_path);
+  if (!job.submitted_by.empty()) info.__set_submitted_by(job.submitted_by);
+  if (with_text) info.__set_job_text(job.job_text);
+  return info;
+}
+
+std::string ClientName(const rpc::RequestHeader& header) {
+  return header.__isset.client && !header.client.empty() ? header.client : "unknown client";
+}
+
+}  // namespace
+
+rpc::CoordinatorError ToCoordinatorError(const Status& status) {
+  rpc::CoordinatorError error;
+  error.message = status.message();
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument: error.code = rpc::ErrorCode::INVALID_ARGUMENT; break;
+    case StatusCode::kNotFound: error.code = rpc::ErrorCode::NOT_FOUND; break;
+    case StatusCode::kAlreadyExists: error.code = rpc::ErrorCode::ALREADY_EXISTS; break;
+    case StatusCode::kFailedPrecondition: error.code = rpc::ErrorCode::FAILED_PRECONDITION; break;
+    case StatusCode::kDeadlineExceeded: error.code = rpc::ErrorCode::DEADLINE_EXCEEDED; break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kAborted:
+    case StatusCode::kIoError: error.code = rpc::ErrorCode::UNAVAILABLE; break;
+    case StatusCode::kPermissionDenied: error.code = rpc::ErrorCode::UNAUTHENTICATED; break;
+    default: error.code = rpc::ErrorCode::INTERNAL; break;
+  }
+  return error;
+}
+
+CoordinatorService::CoordinatorService(StateStore* store, Clock* clock, ServiceOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)) {}
+
+CoordinatorService::~CoordinatorService() { Stop(); }
+
+Status CoordinatorService::Init() {
+  PX_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, store_->ListAgents());
+  std::lock_guard<std::mutex> lock(agents_mu_);
+  for (const AgentRecord& a : agents) last_seen_[a.name] = a.last_seen;
+  return Status::Ok();
+}
+
+void CoordinatorService::StartBackground() {
+  PX_CHECK(!flusher_.joinable()) << "StartBackground called twice";
+  flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+void CoordinatorService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    stopping_ = true;
+  }
+  wait_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  Status s = FlushHeartbeats();
+  if (!s.ok()) PX_LOG(WARNING) << "could not write heartbeat times on stop: " << s.ToString();
+}
+
+void CoordinatorService::FlusherLoop() {
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  while (!stopping_) {
+    wait_cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_flush_ms));
+    if (stopping_) break;
+    lock.unlock();
+    Status s = FlushHeartbeats();
+    if (!s.ok()) PX_LOG(WARNING) << "could not write heartbeat times: " << s.ToString();
+    lock.lock();
+  }
+}
+
+Status CoordinatorService::FlushHeartbeats() {
+  std::vector<std::pair<std::string, int64_t>> batch;
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    batch.assign(unflushed_.begin(), unflushed_.end());
+    unflushed_.clear();
+  }
+  if (batch.empty()) return Status::Ok();
+  StatusOr<int> n = store_->TouchAgents(batch);
+  if (!n.ok()) {
+    // Keep them for the next flush unless a newer heartbeat replaced them.
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    for (auto& [name, t] : batch) unflushed_.emplace(name, t);
+    return n.status();
+  }
+  return Status::Ok();
+}
+
+void CoordinatorService::CheckHeader(const rpc::RequestHeader& header) const {
+  if (header.protocol_version != rpc::g_coordinator_constants.PROTOCOL_VERSION) {
+    Throw(rpc::ErrorCode::VERSION_MISMATCH,
+          "protocol version mismatch: client speaks version " +
+              std::to_string(header.protocol_version) + ", this coordinator speaks version " +
+              std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
+              " (server " + kServerVersion +
+              "); use parallax binaries from the same release as the coordinator");
+  }
+  if (!options_.auth_token.empty() && !TokensEqual(header.auth_token, options_.auth_token)) {
+    Throw(rpc::ErrorCode::UNAUTHENTICATED,
+          "authentication failed: wrong or missing token; pass the coordinator's shared secret "
+          "with --token or PARALLAX_TOKEN");
+  }
+}
+
+template <typename Ready>
+bool CoordinatorService::WaitFor(int64_t timeout_ms, Ready ready) {
+  timeout_ms = std::clamp<int64_t>(timeout_ms, 0, options_.max_wait_ms);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(wait_mu_);
+      if (stopping_) Throw(rpc::ErrorCode::UNAVAILABLE, "coordinator is shutting down");
+      seen = change_seq_;
+    }
+    // Checked without wait_mu_ held: the store has its own lock, and a change
+    // after this check bumps change_seq_, so the wait below cannot miss it.
+    if (ready()) return true;
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    if (!wait_cv_.wait_until(lock, deadline,
+                             [&] { return stopping_ || change_seq_ != seen; })) {
+      return false;
+    }
+  }
+}
+
+void CoordinatorService::NotifyWaiters() {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    ++change_seq_;
+  }
+  wait_cv_.notify_all();
+}
+
+void CoordinatorService::Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) {
+  CheckHeader(header);
+  out.protocol_version = rpc::g_coordinator_constants.PROTOCOL_VERSION;
+  out.server_version = kServerVersion;
+  out.server_time = clock_->NowMillis();
+}
+
+void CoordinatorService::SubmitJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
+                                   const rpc::SubmitJobRequest& request) {
+  CheckHeader(header);
+  if (request.job_text.size() > options_.max_job_text_bytes) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "job file is " + std::to_string(request.job_text.size()) + " bytes; the limit is " +
+              std::to_string(options_.max_job_text_bytes));
+  }
+  std::string source = request.__isset.job_path && !request.job_path.empty()
+                           ? request.job_path
+                           : std::string("<submitted>");
+  // The coordinator never trusts the client's validation. Paths are checked
+  // on the hosts that use them, not here.
+  JobLoadOptions load_options;
+  load_options.check_paths = false;
+  StatusOr<JobConfig> config = ParseJobConfig(request.job_text, source, load_options);
+  ThrowIfError(config.status());
+  NewJob job;
+  job.name = config->job.name;
+  job.workers = config->job.workers;
+  job.job_text = request.job_text;
+  job.job_path = request.__isset.job_path ? request.job_path : "";
+  job.submitted_by = ClientName(header);
+  JobRecord record = ValueOrThrow(store_->CreateJob(job, clock_->NowMillis()));
+  PX_LOG(INFO) << "job \"" << record.id << "\" (" << record.name << ") submitted by "
+               << job.submitted_by;
+  out = ToJobInfo(record, /*with_text=*/false);
+}
+
+void CoordinatorService::GetJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
+                                int64_t job_id) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  out = ToJobInfo(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/true);
+}
+
+void CoordinatorService::ListJobs(std::vector<rpc::JobInfo>& out,
+                                  const rpc::RequestHeader& header,
+                                  const rpc::ListJobsRequest& request) {
+  CheckHeader(header);
+  JobFilter filter;
+  if (request.__isset.states) {
+    for (rpc::JobState::type s : request.states) {
+      if (s < rpc::JobState::PENDING || s > rpc::JobState::CANCELLED) {
+        Throw(rpc::ErrorCode::INVALID_ARGUMENT, "unknown job state " + std::to_string(s));
+      }
+      filter.states.push_back(static_cast<JobState>(s));
+    }
+  }
+  if (request.__isset.limit) {
+    if (request.limit < 0) Throw(rpc::ErrorCode::INVALID_ARGUMENT, "limit must be >= 0");
+    filter.limit = request.limit;
+  }
+  out.clear();
+  for (const JobRecord& job : ValueOrThrow(store_->ListJobs(filter))) {
+    out.push_back(ToJobInfo(job, /*with_text=*/false));
+  }
+}
+
+void CoordinatorService::CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
+                                   int64_t job_id, const std::string& reason) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  std::string why = reason.empty() ? "cancelled by " + ClientName(header) : reason;
+  StatusOr<JobRecord> job =
+      store_->TransitionJob(job_id, JobState::kCancelled, why, clock_->NowMillis());
+  if (job.status().code() == StatusCode::kFailedPrecondition) {
+    // Say it in the user's terms: the job already finished.
+    StatusOr<JobRecord> current = store_->GetJob(job_id);
+    if (current.ok()) {
+      Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+            "job " + std::to_string(job_id) + " is already " +
+                std::string(JobStateName(current->state)) + "; only a live job can be cancelled");
+    }
+  }
+  out = ToJobInfo(ValueOrThrow(std::move(job)), /*with_text=*/false);
+}
+
+void CoordinatorService::GetEvents(std::vector<rpc::Event>& out, const rpc::RequestHeader& header,
+                                   int64_t job_id, int64_t after_seq, int32_t limit) {
+  CheckHeader(header);
+  if (job_id < 0) Throw(rpc::ErrorCode::INVALID_ARGUMENT, "job id must be >= 0");
+  if (limit < 0) Throw(rpc::ErrorCode::INVALID_ARGUMENT, "limit must be >= 0");
+  if (job_id > 0) ThrowIfError(store_->GetJob(job_id).status());  // unknown job: NOT_FOUND
+  out.clear();
+  for (const EventRecord& e : ValueOrThrow(store_->ListEvents(job_id, after_seq, limit))) {
+    rpc::Event event;
+    event.seq = e.seq;
+    event.job_id = e.job_id;
+    event.time = e.time;
+    event.kind = e.kind;
+    event.message = e.message;
+    out.push_back(std::move(event));
+  }
+}
+
+void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
+                                       const rpc::AgentInfo& agent) {
+  CheckHeader(header);
+  if (agent.name.empty() || agent.name.size() > 128) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "agent name must be 1 to 128 characters");
+  }
+  if (agent.address.empty()) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "agent \"" + agent.name + "\" has no address");
+  }
+  if (agent.slots < 0 || agent.gpus < 0) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "agent \"" + agent.name + "\": slots and gpus must be >= 0");
+  }
+  AgentRecord record;
+  record.name = agent.name;
+  record.address = agent.address;
+  record.slots = agent.slots;
+  record.gpus = agent.gpus;
+  record.hostname = agent.__isset.hostname ? agent.hostname : "";
+  record.version = agent.__isset.version ? agent.version : "";
+  int64_t now = clock_->NowMillis();
+  ThrowIfError(store_->UpsertAgent(record, now));
+  std::lock_guard<std::mutex> lock(agents_mu_);
+  last_seen_[agent.name] = now;
+  unflushed_.erase(agent.name);
+}
+
+void CoordinatorService::Heartbeat(rpc::HeartbeatResponse& out, const rpc::RequestHeader& header,
+                                   const rpc::HeartbeatRequest& request) {
+  CheckHeader(header);
+  int64_t now = clock_->NowMillis();
+  out.server_time = now;
+  std::lock_guard<std::mutex> lock(agents_mu_);
+  auto it = last_seen_.find(request.agent_name);
+  out.known = it != last_seen_.end();
+  if (out.known) {
+    it->second = now;
+    unflushed_[request.agent_name] = now;
+  }
+}
+
+void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
+                                    const rpc::RequestHeader& header) {
+  CheckHeader(header);
+  std::vector<AgentRecord> agents = ValueOrThrow(store_->ListAgents());
+  int64_t now = clock_->NowMillis();
+  std::lock_guard<std::mutex> lock(agents_mu_);
+  out.clear();
+  for (const AgentRecord& a : agents) {
+    rpc::AgentInfo info;
+    info.name = a.name;
+    info.address = a.address;
+    info.slots = a.slots;
+    info.gpus = a.gpus;
+    info.__set_hostname(a.hostname);
+    info.__set_version(a.version);
+    info.__set_registered(a.registered);
+    auto it = last_seen_.find(a.name);
+    int64_t seen = it != last_seen_.end() ? std::max(it->second, a.last_seen) : a.last_seen;
+    info.__set_last_seen(seen);
+    info.__set_alive(now - seen <= options_.agent_timeout_ms);
+    info.__set_draining(a.draining);
+    out.push_back(std::move(info));
+  }
+}
+
+void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
+                                   const rpc::RequestHeader& header, int64_t job_id) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  ThrowIfError(store_->GetJob(job_id).status());
+  out.clear();
+  for (const TaskRecord& t : ValueOrThrow(store_->ListTasks(job_id))) {
+    rpc::TaskInfo info;
+    info.job_id = t.job_id;
+    info.attempt = t.attempt;
+    info.role = static_cast<rpc::TaskRole::type>(t.role);
+    info.index = t.index;
+    info.agent_name = t.agent_name;
+    info.state = static_cast<rpc::TaskState::type>(t.state);
+    if (t.exit_code) info.__set_exit_code(*t.exit_code);
+    if (t.signal) info.__set_signal(*t.signal);
+    info.updated = t.updated;
+    out.push_back(std::move(info));
+  }
+}
+
+void CoordinatorService::PutPlan(const rpc::RequestHeader& header,
+                                 const rpc::PutPlanRequest& request) {
+  CheckHeader(header);
+  RequireJobId(request.job_id);
+  if (request.attempt < 0) Throw(rpc::ErrorCode::INVALID_ARGUMENT, "attempt must be >= 0");
+  if (request.plan_json.size() > options_.max_plan_bytes) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "plan is larger than the limit of " +
+                                                std::to_string(options_.max_plan_bytes) + " bytes");
+  }
+  ThrowIfError(
+      store_->PutPlan(request.job_id, request.attempt, request.plan_json, clock_->NowMillis()));
+  NotifyWaiters();
+}
+
+void CoordinatorService::GetPlan(std::string& out, const rpc::RequestHeader& header,
+                                 int64_t job_id, int32_t attempt, int64_t timeout_ms) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  ThrowIfError(store_->GetJob(job_id).status());
+  std::optional<std::string> plan;
+  bool found = WaitFor(timeout_ms, [&] {
+    plan = ValueOrThrow(store_->GetPlan(job_id, attempt));
+    return plan.has_value();
+  });
+  if (!found) {
+    Throw(rpc::ErrorCode::DEADLINE_EXCEEDED,
+          "no plan for job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+              " after " + std::to_string(timeout_ms) + " ms");
+  }
+  out = std::move(*plan);
+}
+
+void CoordinatorService::KvSet(const rpc::RequestHeader& header,
+                               const rpc::KvSetRequest& request) {
+  CheckHeader(header);
+  if (request.key.empty() || request.key.size() > 512) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
+  }
+  if (request.value.size() > options_.max_kv_value_bytes) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "value for key \"" + request.key + "\" is larger than the limit of " +
+              std::to_string(options_.max_kv_value_bytes) + " bytes");
+  }
+  ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
+  NotifyWaiters();
+}
+
+void CoordinatorService::KvGet(std::vector<std::string>& out, const rpc::RequestHeader& header,
+                               const rpc::KvGetRequest& request) {
+  CheckHeader(header);
+  if (request.keys.empty() || request.keys.size() > 4096) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "ask for 1 to 4096 keys");
+  }
+  std::vector<std::string> missing;
+  bool found = WaitFor(request.timeout_ms, [&] {
+    out.assign(request.keys.size(), std::string());
+    missing.clear();
+    for (size_t i = 0; i < request.keys.size(); ++i) {
+      std::optional<std::string> v = ValueOrThrow(store_->KvGet(request.keys[i]));
+      if (v) {
+        out[i] = std::move(*v);
+      } else {
+        missing.push_back(request.keys[i]);
+      }
+    }
+    return missing.empty();
+  });
+  if (!found) {
+    std::string names;
+    for (size_t i = 0; i < missing.size() && i < 8; ++i) {
+      names += (i ? ", \"" : "\"") + missing[i] + "\"";
+    }
+    if (missing.size() > 8) names += ", ...";
+    Throw(rpc::ErrorCode::DEADLINE_EXCEEDED,
+          std::to_string(missing.size()) + " key(s) still missing after " +
+              std::to_string(request.timeout_ms) + " ms: " + names);
+  }
+}
+
+int64_t CoordinatorService::KvAdd(const rpc::RequestHeader& header,
+                                  const rpc::KvAddRequest& request) {
+  CheckHeader(header);
+  if (request.key.empty() || request.key.size() > 512) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
+  }
+  int64_t v = ValueOrThrow(store_->KvAdd(request.key, request.delta, clock_->NowMillis()));
+  NotifyWaiters();
+  return v;
+}
+
+void CoordinatorService::ReportMetrics(const rpc::RequestHeader& header,
+                                       const std::vector<rpc::MetricPoint>& points) {
+  CheckHeader(header);
+  if (points.size() > 10'000) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "report at most 10000 points per call");
+  }
+  std::vector<MetricRecord> records;
+  records.reserve(points.size());
+  for (const rpc::MetricPoint& p : points) {
+    if (p.job_id <= 0 || p.rank < 0 || p.step < 0 || p.attempt < 0) {
+      Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+            "metric point needs job_id > 0 and rank, step, attempt >= 0");
+    }
+    MetricRecord r;
+    r.job_id = p.job_id;
+    r.attempt = p.attempt;
+    r.rank = p.rank;
+    r.step = p.step;
+    r.loss = p.loss;
+    r.throughput = p.throughput;
+    records.push_back(r);
+  }
+  ThrowIfError(store_->RecordMetrics(records, clock_->NowMillis()));
+}
+
+void CoordinatorService::GetMetrics(std::vector<rpc::MetricPoint>& out,
+                                    const rpc::RequestHeader& header,
+                                    const rpc::GetMetricsRequest& request) {
+  CheckHeader(header);
+  RequireJobId(request.job_id);
+  ThrowIfError(store_->GetJob(request.job_id).status());
+  int64_t after = request.__isset.after_step ? request.after_step : -1;
+  int limit = request.__isset.limit ? request.limit : 0;
+  if (limit < 0) Throw(rpc::ErrorCode::INVALID_ARGUMENT, "limit must be >= 0");
+  out.clear();
+  for (const MetricRecord& r : ValueOrThrow(store_->ListMetrics(request.job_id, after, limit))) {
+    rpc::MetricPoint p;
+    p.job_id = r.job_id;
+    p.attempt = r.attempt;
+    p.rank = r.rank;
+    p.step = r.step;
+    p.loss = r.loss;
+    p.throughput = r.throughput;
+    p.__set_time(r.time);
+    out.push_back(std::move(p));
+  }
+}
+
+void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,
+                                          const rpc::CheckpointInfo& checkpoint) {
+  CheckHeader(header);
+  RequireJobId(checkpoint.job_id);
+  if (checkpoint.step < 0 || checkpoint.attempt < 0 || checkpoint.path.empty()) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "checkpoint needs step >= 0, attempt >= 0 and a path");
+  }
+  CheckpointRecord record;
+  record.job_id = checkpoint.job_id;
+  record.attempt = checkpoint.attempt;
+  record.step = checkpoint.step;
+  record.path = checkpoint.path;
+  record.manifest_sha256 = checkpoint.manifest_sha256;
+  ThrowIfError(store_->CommitCheckpoint(record, clock_->NowMillis()));
+}
+
+void CoordinatorService::ListCheckpoints(std::vector<rpc::CheckpointInfo>& out,
+                                         const rpc::RequestHeader& header, int64_t job_id) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  ThrowIfError(store_->GetJob(job_id).status());
+  out.clear();
+  for (const CheckpointRecord& c : ValueOrThrow(store_->ListCheckpoints(job_id))) {
+    rpc::CheckpointInfo info;
+    info.job_id = c.job_id;
+    info.attempt = c.attempt;
+    info.step = c.step;
+    info.path = c.path;
+    info.manifest_sha256 = c.manifest_sha256;
+    info.__set_created(c.created);
+    out.push_back(std::move(info));
+  }
+}
+
+}  // namespace parallax::coordinator

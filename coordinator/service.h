@@ -1,0 +1,137 @@
+// CoordinatorService: the handler behind the Thrift `Coordinator` service
+// (schemas/coordinator.thrift). It checks every request's header (protocol
+// version, auth token), validates the request, and turns it into StateStore
+// calls. A Status becomes a rpc::CoordinatorError only here.
+//
+// Thread-safety: every method may be called concurrently from many
+// connection threads. Blocking calls (KvGet, GetPlan) wait on a condition
+// variable with a deadline and never hold the store while waiting, so they
+// cannot starve heartbeats.
+//
+// Heartbeats never touch the database on the caller's path: the newest
+// last-seen time of each agent is kept in memory and written in one batch
+// per flush interval (FlushHeartbeats, or the flusher thread started by
+// StartBackground). A coordinator crash loses at most that interval of
+// last-seen times, never a registration, job or event.
+#ifndef PARALLAX_COORDINATOR_SERVICE_H_
+#define PARALLAX_COORDINATOR_SERVICE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "coordinator/state_store.h"
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "schemas/Coordinator.h"
+
+namespace parallax::coordinator {
+
+struct ServiceOptions {
+  // Shared secret every request must carry; empty accepts any token.
+  std::string auth_token;
+  // An agent whose last heartbeat is older than this is shown as not alive.
+  int64_t agent_timeout_ms = 10'000;
+  // Longest wait a blocking call may ask for; longer requests are capped.
+  int64_t max_wait_ms = 300'000;
+  // How often the flusher thread writes heartbeat times to the store.
+  int64_t heartbeat_flush_ms = 1'000;
+  // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
+  size_t max_job_text_bytes = 1 << 20;
+  size_t max_kv_value_bytes = 1 << 20;
+  size_t max_plan_bytes = 16 << 20;
+};
+
+class CoordinatorService : public rpc::CoordinatorIf {
+ public:
+  // `store` and `clock` must outlive the service.
+  CoordinatorService(StateStore* store, Clock* clock, ServiceOptions options);
+  ~CoordinatorService() override;
+
+  CoordinatorService(const CoordinatorService&) = delete;
+  CoordinatorService& operator=(const CoordinatorService&) = delete;
+
+  // Loads the agent registry from the store. Call once before serving.
+  Status Init();
+  // Starts the heartbeat flusher thread. Stop() (or the destructor) joins it.
+  void StartBackground();
+  // Wakes every blocked call (they fail with UNAVAILABLE "shutting down"),
+  // stops the flusher and writes pending heartbeats.
+  void Stop();
+  // Writes pending heartbeat times to the store now.
+  Status FlushHeartbeats();
+
+  // rpc::CoordinatorIf
+  void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;
+  void SubmitJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
+                 const rpc::SubmitJobRequest& request) override;
+  void GetJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id) override;
+  void ListJobs(std::vector<rpc::JobInfo>& out, const rpc::RequestHeader& header,
+                const rpc::ListJobsRequest& request) override;
+  void CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id,
+                 const std::string& reason) override;
+  void GetEvents(std::vector<rpc::Event>& out, const rpc::RequestHeader& header, int64_t job_id,
+                 int64_t after_seq, int32_t limit) override;
+  void RegisterAgent(const rpc::RequestHeader& header, const rpc::AgentInfo& agent) override;
+  void Heartbeat(rpc::HeartbeatResponse& out, const rpc::RequestHeader& header,
+                 const rpc::HeartbeatRequest& request) override;
+  void ListAgents(std::vector<rpc::AgentInfo>& out, const rpc::RequestHeader& header) override;
+  void ListTasks(std::vector<rpc::TaskInfo>& out, const rpc::RequestHeader& header,
+                 int64_t job_id) override;
+  void PutPlan(const rpc::RequestHeader& header, const rpc::PutPlanRequest& request) override;
+  void GetPlan(std::string& out, const rpc::RequestHeader& header, int64_t job_id,
+               int32_t attempt, int64_t timeout_ms) override;
+  void KvSet(const rpc::RequestHeader& header, const rpc::KvSetRequest& request) override;
+  void KvGet(std::vector<std::string>& out, const rpc::RequestHeader& header,
+             const rpc::KvGetRequest& request) override;
+  int64_t KvAdd(const rpc::RequestHeader& header, const rpc::KvAddRequest& request) override;
+  void ReportMetrics(const rpc::RequestHeader& header,
+                     const std::vector<rpc::MetricPoint>& points) override;
+  void GetMetrics(std::vector<rpc::MetricPoint>& out, const rpc::RequestHeader& header,
+                  const rpc::GetMetricsRequest& request) override;
+  void CommitCheckpoint(const rpc::RequestHeader& header,
+                        const rpc::CheckpointInfo& checkpoint) override;
+  void ListCheckpoints(std::vector<rpc::CheckpointInfo>& out, const rpc::RequestHeader& header,
+                       int64_t job_id) override;
+
+ private:
+  // Throws rpc::CoordinatorError unless the header's version and token are right.
+  void CheckHeader(const rpc::RequestHeader& header) const;
+  // Blocks until `ready()` holds (checked under wait_mu_), the deadline
+  // passes, or the service stops. Returns whether `ready()` held.
+  template <typename Ready>
+  bool WaitFor(int64_t timeout_ms, Ready ready);
+  // Wakes blocked KvGet/GetPlan calls after a change.
+  void NotifyWaiters();
+  void FlusherLoop();
+
+  // Constant after construction.
+  StateStore* const store_;
+  Clock* const clock_;
+  const ServiceOptions options_;
+
+  // Guards the in-memory agent registry: name -> newest heartbeat time, and
+  // the names whose time has not been written yet.
+  std::mutex agents_mu_;
+  std::map<std::string, int64_t> last_seen_;  // GUARDED_BY(agents_mu_)
+  std::map<std::string, int64_t> unflushed_;  // GUARDED_BY(agents_mu_)
+
+  // Blocking calls wait on wait_cv_; every change to kv or plans bumps
+  // change_seq_ and notifies.
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  uint64_t change_seq_ = 0;  // GUARDED_BY(wait_mu_)
+  bool stopping_ = false;    // GUARDED_BY(wait_mu_)
+
+  std::thread flusher_;
+};
+
+// Converts a Status into the CoordinatorError the IDL defines.
+rpc::CoordinatorError ToCoordinatorError(const Status& status);
+
+}  // namespace parallax::coordinator
+
+#endif  // PARALLAX_COORDINATOR_SERVICE_H_

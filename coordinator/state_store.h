@@ -1,0 +1,184 @@
+// StateStore: the coordinator's durable state, behind a seam so that logic
+// is written against it and tests can wrap it (fault injection). The real
+// implementation is SQLite (coordinator/sqlite_state_store.h), schema in
+// schemas/state.sql.
+//
+// Contract for every implementation:
+// - Each method is one transaction: it either happens completely or not at
+//   all. A method that changes a job also appends its event in the same
+//   transaction.
+// - Thread-safe: the service calls it from many connection threads.
+// - Times are int64 milliseconds since the Unix epoch, passed in by the
+//   caller (the service reads its Clock), never read inside the store.
+// - Expected failures return a Status: NOT_FOUND for unknown ids,
+//   FAILED_PRECONDITION for a disallowed state change, UNAVAILABLE when the
+//   database is locked or read-only (nothing was changed), INTERNAL otherwise.
+#ifndef PARALLAX_COORDINATOR_STATE_STORE_H_
+#define PARALLAX_COORDINATOR_STATE_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coordinator/job_state.h"
+#include "core/base/status.h"
+
+namespace parallax::coordinator {
+
+struct NewJob {
+  std::string name;
+  int workers = 1;
+  std::string job_text;
+  std::string job_path;
+  std::string submitted_by;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string name;
+  JobState state = JobState::kPending;
+  int workers = 1;
+  int64_t step = 0;
+  int64_t created = 0;
+  int64_t updated = 0;
+  int attempt = 0;
+  std::string reason;
+  std::string job_text;
+  std::string job_path;
+  std::string submitted_by;
+};
+
+struct JobFilter {
+  std::vector<JobState> states;  // empty: every state
+  int limit = 0;                 // newest first; 0: no limit
+};
+
+struct EventRecord {
+  int64_t seq = 0;
+  int64_t job_id = 0;  // 0: not about a job
+  int64_t time = 0;
+  std::string kind;
+  std::string message;
+};
+
+struct AgentRecord {
+  std::string name;
+  std::string address;
+  int slots = 0;
+  int gpus = 0;
+  std::string hostname;
+  std::string version;
+  int64_t registered = 0;
+  int64_t last_seen = 0;
+  bool draining = false;
+};
+
+enum class TaskRole { kTrainer = 1, kPs = 2 };
+enum class TaskState { kAssigned = 1, kRunning, kExited, kKilled, kLost };
+
+struct TaskRecord {
+  int64_t job_id = 0;
+  int attempt = 0;
+  TaskRole role = TaskRole::kTrainer;
+  int index = 0;  // rank for trainers, shard for PS
+  std::string agent_name;
+  TaskState state = TaskState::kAssigned;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int64_t updated = 0;
+};
+
+struct MetricRecord {
+  int64_t job_id = 0;
+  int attempt = 0;
+  int rank = 0;
+  int64_t step = 0;
+  double loss = 0;
+  double throughput = 0;
+  int64_t time = 0;
+};
+
+struct CheckpointRecord {
+  int64_t job_id = 0;
+  int attempt = 0;
+  int64_t step = 0;
+  std::string path;
+  std::string manifest_sha256;
+  int64_t created = 0;
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+
+  // ---- Jobs ----
+  // Inserts a PENDING job (attempt 0) and its "submitted" event.
+  virtual StatusOr<JobRecord> CreateJob(const NewJob& job, int64_t now) = 0;
+  virtual StatusOr<JobRecord> GetJob(int64_t job_id) = 0;
+  virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // Moves the job to `to` if IsValidTransition(current, to), records `reason`
+  // (kept for FAILED/CANCELLED) and appends a "state" event saying
+  // "FROM -> TO[: reason]". FAILED_PRECONDITION names the current state when
+  // the move is not allowed.
+  virtual StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
+                                            int64_t now) = 0;
+
+  // ---- Events ----
+  // Appends an event; returns its seq. job_id 0 is "no job"; any other id
+  // must exist (NOT_FOUND).
+  virtual StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind,
+                                        const std::string& message, int64_t now) = 0;
+  // Events with seq > after_seq in seq order, of one job (job_id > 0) or of
+  // all (job_id == 0); at most `limit` (0: no limit).
+  virtual StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,
+                                                        int limit) = 0;
+
+  // ---- Agents ----
+  // Inserts or replaces the agent's registration (keeping `registered` from
+  // the first time) with last_seen = now, and appends an "agent" event.
+  virtual Status UpsertAgent(const AgentRecord& agent, int64_t now) = 0;
+  // Sets last_seen for many agents in one transaction. Unknown names are
+  // skipped; returns how many were updated.
+  virtual StatusOr<int> TouchAgents(const std::vector<std::pair<std::string, int64_t>>& seen) = 0;
+  virtual StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+
+  // ---- Tasks ----
+  // Inserts or updates the task keyed by (job_id, attempt, role, index).
+  virtual Status UpsertTask(const TaskRecord& task) = 0;
+  // Every task of the job, newest attempt first, then role, then index.
+  virtual StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id) = 0;
+
+  // ---- Plans ----
+  // Stores the plan of (job, attempt), replacing an earlier one.
+  virtual Status PutPlan(int64_t job_id, int attempt, const std::string& plan_json,
+                         int64_t now) = 0;
+  // nullopt when there is no plan yet.
+  virtual StatusOr<std::optional<std::string>> GetPlan(int64_t job_id, int attempt) = 0;
+
+  // ---- Rendezvous key-value ----
+  virtual Status KvSet(const std::string& key, const std::string& value, int64_t now) = 0;
+  virtual StatusOr<std::optional<std::string>> KvGet(const std::string& key) = 0;
+  // Adds delta to the decimal integer stored at key (absent = 0) and returns
+  // the new value. INVALID_ARGUMENT if the stored value is not an integer.
+  virtual StatusOr<int64_t> KvAdd(const std::string& key, int64_t delta, int64_t now) = 0;
+
+  // ---- Metrics ----
+  // Stores the points (stamped `now`) and raises each job's step to the
+  // newest reported step. Unknown job ids are NOT_FOUND and nothing is stored.
+  virtual Status RecordMetrics(const std::vector<MetricRecord>& points, int64_t now) = 0;
+  // Points with step > after_step in (step, rank) order; at most limit (0: all).
+  virtual StatusOr<std::vector<MetricRecord>> ListMetrics(int64_t job_id, int64_t after_step,
+                                                          int limit) = 0;
+
+  // ---- Checkpoints ----
+  // Records a complete checkpoint and appends a "checkpoint" event.
+  virtual Status CommitCheckpoint(const CheckpointRecord& checkpoint, int64_t now) = 0;
+  // Every checkpoint of the job, newest step first.
+  virtual StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id) = 0;
+};
+
+}  // namespace parallax::coordinator
+
+#endif  // PARALLAX_COORDINATOR_STATE_STORE_H_

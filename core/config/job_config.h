@@ -1,0 +1,102 @@
+// JobConfig: a validated job.toml. Every key is documented in schemas/job.md.
+//
+// Loading never half-succeeds: either every key is valid and a JobConfig is
+// returned, or an INVALID_ARGUMENT Status lists every problem found, one per
+// line, each as "FILE:LINE:COLUMN: key 'a.b': what was expected".
+#ifndef PARALLAX_CORE_CONFIG_JOB_CONFIG_H_
+#define PARALLAX_CORE_CONFIG_JOB_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace parallax {
+
+struct OptimizerConfig {
+  std::string type = "sgd";  // sgd | momentum | adagrad | adam
+  double lr = 0.01;          // > 0
+  double momentum = 0.9;     // momentum: [0, 1)
+  double beta1 = 0.9;        // adam: [0, 1)
+  double beta2 = 0.999;      // adam: [0, 1)
+  double epsilon = 1e-8;     // adam, adagrad: > 0
+  double initial_accumulator = 0.1;  // adagrad: >= 0
+};
+
+// A [[variable]] table: overrides the plan for one variable.
+struct VariableOverride {
+  std::string name;
+  std::optional<std::string> path;              // allreduce | allgather | ps
+  std::optional<OptimizerConfig> optimizer;
+  std::optional<int> partitions;                // >= 1
+};
+
+struct JobConfig {
+  // Where the job was loaded from ("<submitted>" for text with no file) and
+  // the directory relative paths resolve against.
+  std::string source;
+  std::string base_dir;
+
+  struct Job {
+    std::string name;                 // required, [A-Za-z0-9._-]{1,64}
+    int workers = 1;                  // >= 1
+    std::string arch = "hybrid";      // hybrid | allreduce | allgather | ps
+    std::string consistency = "sync"; // sync | async | ssp
+    int staleness = 0;                // >= 0; used by ssp
+    int max_restarts = 0;             // >= 0
+  } job;
+
+  struct Trainer {
+    std::string model;                 // built-in model name; empty when command is set
+    std::vector<std::string> command;  // custom trainer argv; empty when model is set
+    int64_t steps = 1000;              // >= 1
+    int batch_size = 32;               // >= 1
+    int64_t checkpoint_every = 0;      // >= 0; 0 = no checkpoints
+    std::string checkpoint_dir;        // absolute after loading; empty = none
+    std::map<std::string, std::string> env;  // extra environment for every task
+  } trainer;
+
+  // The [model] and [user] tables, re-serialised as TOML text. [model] is
+  // validated by the chosen model's own schema; [user] is passed untouched
+  // to a custom trainer. In model_toml, string values of keys named `data` or
+  // ending in `_path` have been made absolute.
+  std::string model_toml;
+  std::string user_toml;
+
+  OptimizerConfig dense_optimizer;
+  OptimizerConfig sparse_optimizer;
+
+  struct Ps {
+    int shards = 0;                  // 0 = auto (one per host)
+    int partitions = 0;              // 0 = auto (search)
+    bool local_aggregation = true;
+    std::string value_encoding = "fp32";  // fp32 | fp16
+  } ps;
+
+  std::vector<VariableOverride> variables;
+};
+
+struct JobLoadOptions {
+  // Check that paths named in the file (data, checkpoint_dir's parent) exist.
+  // The coordinator turns this off: paths are resolved on the hosts that use
+  // them, which need not be the coordinator's.
+  bool check_paths = true;
+};
+
+// Parses and validates `text`. `source` names it in error messages and its
+// directory is the base for relative paths ("" or "<submitted>": the current
+// directory).
+StatusOr<JobConfig> ParseJobConfig(std::string_view text, std::string_view source,
+                                   const JobLoadOptions& options = {});
+
+// Reads `path` and calls ParseJobConfig. A file that cannot be read is an
+// IO_ERROR naming the path.
+StatusOr<JobConfig> LoadJobConfig(const std::string& path, const JobLoadOptions& options = {});
+
+}  // namespace parallax
+
+#endif  // PARALLAX_CORE_CONFIG_JOB_CONFIG_H_

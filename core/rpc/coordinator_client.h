@@ -1,0 +1,87 @@
+// CoordinatorClient: a Thrift client of the coordinator service that returns
+// Status instead of throwing. Connect() performs the protocol handshake
+// (Hello), so a version or token mismatch is reported before any real call.
+//
+// Errors:
+//   UNAVAILABLE        the coordinator cannot be reached (connect refused,
+//                      connection lost, timed out); the message names the
+//                      address. The next call reconnects.
+//   PERMISSION_DENIED  protocol version mismatch or wrong token.
+//   ABORTED            the coordinator could not do it now (database locked);
+//                      nothing changed, retrying may help.
+//   others             as the coordinator said (NOT_FOUND, INVALID_ARGUMENT,
+//                      FAILED_PRECONDITION, DEADLINE_EXCEEDED, INTERNAL).
+//
+// Not thread-safe: one client per thread.
+#ifndef PARALLAX_CORE_RPC_COORDINATOR_CLIENT_H_
+#define PARALLAX_CORE_RPC_COORDINATOR_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "schemas/Coordinator.h"
+
+namespace parallax {
+
+struct CoordinatorClientOptions {
+  std::string address = "127.0.0.1:7070";  // HOST:PORT
+  std::string auth_token;
+  std::string client_name = "client";     // shown in the coordinator's events
+  int connect_timeout_ms = 3'000;
+  // Socket timeout of a call; blocking calls add their own wait to it.
+  int rpc_timeout_ms = 30'000;
+  // Protocol version sent; only tests change it.
+  int32_t protocol_version = 0;  // 0: this build's PROTOCOL_VERSION
+};
+
+class CoordinatorClient {
+ public:
+  ~CoordinatorClient();
+
+  // Connects and says Hello. On failure the Status says where it looked.
+  static StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
+      const CoordinatorClientOptions& options);
+
+  const CoordinatorClientOptions& options() const { return options_; }
+  const rpc::HelloResponse& hello() const { return hello_; }
+
+  // A request header for this client.
+  rpc::RequestHeader Header() const;
+
+  // Runs `call` against the Thrift stub, turning exceptions into a Status.
+  // `extra_wait_ms` extends the socket timeout for blocking calls.
+  Status Call(const std::function<void(rpc::CoordinatorClient&)>& call, int64_t extra_wait_ms = 0);
+
+  // Typed conveniences over Call().
+  StatusOr<rpc::JobInfo> SubmitJob(const std::string& job_text, const std::string& job_path);
+  StatusOr<rpc::JobInfo> GetJob(int64_t job_id);
+  StatusOr<std::vector<rpc::JobInfo>> ListJobs(const rpc::ListJobsRequest& request = {});
+  StatusOr<rpc::JobInfo> CancelJob(int64_t job_id, const std::string& reason);
+  StatusOr<std::vector<rpc::Event>> GetEvents(int64_t job_id, int64_t after_seq, int32_t limit);
+  Status RegisterAgent(const rpc::AgentInfo& agent);
+  StatusOr<rpc::HeartbeatResponse> Heartbeat(const std::string& agent_name);
+  StatusOr<std::vector<rpc::AgentInfo>> ListAgents();
+  Status KvSet(const std::string& key, const std::string& value);
+  StatusOr<std::vector<std::string>> KvGet(const std::vector<std::string>& keys,
+                                           int64_t timeout_ms);
+
+ private:
+  explicit CoordinatorClient(CoordinatorClientOptions options);
+  Status Open();
+  void Close();
+
+  CoordinatorClientOptions options_;
+  std::string host_;
+  int port_ = 0;
+  rpc::HelloResponse hello_;
+  struct Connection;
+  std::unique_ptr<Connection> conn_;  // null when disconnected
+};
+
+}  // namespace parallax
+
+#endif  // PARALLAX_CORE_RPC_COORDINATOR_CLIENT_H_

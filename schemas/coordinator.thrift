@@ -1,0 +1,265 @@
+// The coordinator service: the one control-plane API that the CLI, agents,
+// trainer ranks and PS shards speak (Apache Thrift, binary protocol, framed
+// transport). Times are int64 milliseconds since the Unix epoch (UTC).
+//
+// Compatibility rules:
+// - Every request starts with a RequestHeader: the caller's protocol version
+//   and an auth token. The coordinator refuses a request whose
+//   protocol_version differs from PROTOCOL_VERSION with
+//   ErrorCode.VERSION_MISMATCH and a message naming both versions.
+// - Fields are only ever added (optional, new ids); ids are never reused.
+//   A change that old clients cannot ignore bumps PROTOCOL_VERSION.
+
+namespace cpp parallax.rpc
+
+const i32 PROTOCOL_VERSION = 1
+
+struct RequestHeader {
+  1: required i32 protocol_version
+  // Shared secret for the control plane. Empty when the coordinator runs
+  // without --token; required (and checked in constant time) when it has one.
+  2: required string auth_token
+  // Who is calling, for logs and events: "cli", "agent:host-a", "trainer:3".
+  3: optional string client
+}
+
+enum ErrorCode {
+  INVALID_ARGUMENT = 1     // the request is malformed; the message says which field
+  NOT_FOUND = 2            // unknown job, agent or key
+  ALREADY_EXISTS = 3
+  FAILED_PRECONDITION = 4  // valid, but not in the current state (cancel a finished job)
+  DEADLINE_EXCEEDED = 5    // a blocking call's deadline passed
+  UNAVAILABLE = 6          // the coordinator cannot serve now (database locked, read-only)
+  UNAUTHENTICATED = 7      // wrong or missing auth token
+  VERSION_MISMATCH = 8     // client and coordinator protocol versions differ
+  FENCED = 9               // the caller belongs to an older attempt of the job
+  INTERNAL = 10
+}
+
+exception CoordinatorError {
+  1: required ErrorCode code
+  2: required string message
+}
+
+// ---- Handshake ----
+
+struct HelloResponse {
+  1: required i32 protocol_version
+  2: required string server_version   // "0.1.0"
+  3: required i64 server_time
+}
+
+// ---- Jobs ----
+
+enum JobState {
+  PENDING = 1     // stored, waiting for placement
+  PLACING = 2     // tasks being placed on agents
+  RUNNING = 3
+  SUCCEEDED = 4
+  FAILED = 5
+  CANCELLED = 6
+}
+
+struct SubmitJobRequest {
+  // The whole job.toml text. The coordinator re-validates it; it never trusts
+  // the client's validation.
+  1: required string job_text
+  // Where the client read it from (for messages, and to resolve relative paths
+  // on hosts that share the client's filesystem).
+  2: optional string job_path
+}
+
+struct JobInfo {
+  1: required i64 id
+  2: required string name
+  3: required JobState state
+  4: required i32 workers
+  5: required i64 step            // newest step any rank reported; 0 before the first
+  6: required i64 created
+  7: required i64 updated
+  8: required i32 attempt         // 0 until the first attempt starts
+  9: optional string reason       // why the job is FAILED or CANCELLED
+  10: optional string job_text    // only from GetJob
+  11: optional string job_path
+  12: optional string submitted_by
+}
+
+struct ListJobsRequest {
+  // Empty: all jobs. Otherwise only jobs in these states.
+  1: optional list<JobState> states
+  // Newest first; 0 means no limit.
+  2: optional i32 limit
+}
+
+struct Event {
+  1: required i64 seq             // strictly increasing per coordinator database
+  2: required i64 job_id          // 0 for events about no job (agents)
+  3: required i64 time
+  4: required string kind         // "submitted", "state", "cancel", "agent", "checkpoint", ...
+  5: required string message
+}
+
+// ---- Agents and tasks ----
+
+struct AgentInfo {
+  1: required string name         // unique per cluster
+  2: required string address      // HOST:PORT of the agent's own service
+  3: required i32 slots
+  4: required i32 gpus
+  5: optional string hostname
+  6: optional string version
+  // Filled in by the coordinator in ListAgents.
+  7: optional i64 registered
+  8: optional i64 last_seen
+  9: optional bool alive
+  10: optional bool draining
+}
+
+struct HeartbeatRequest {
+  1: required string agent_name
+}
+
+struct HeartbeatResponse {
+  // False when the coordinator does not know the agent (it lost its database
+  // or the agent was never registered): the agent must register again.
+  1: required bool known
+  2: required i64 server_time
+}
+
+enum TaskRole {
+  TRAINER = 1
+  PS = 2
+}
+
+enum TaskState {
+  ASSIGNED = 1
+  RUNNING = 2
+  EXITED = 3
+  KILLED = 4
+  LOST = 5
+}
+
+struct TaskInfo {
+  1: required i64 job_id
+  2: required i32 attempt
+  3: required TaskRole role
+  4: required i32 index           // rank for trainers, shard for PS
+  5: required string agent_name
+  6: required TaskState state
+  7: optional i32 exit_code
+  8: optional i32 signal
+  9: required i64 updated
+}
+
+// ---- Plans ----
+
+struct PutPlanRequest {
+  1: required i64 job_id
+  2: required i32 attempt
+  // The plan as the planner writes it (JSON); the coordinator stores it as is.
+  3: required string plan_json
+}
+
+// ---- Rendezvous key-value ----
+// Keys are "job/<id>/<attempt>/..." so that a restarted job never reads a
+// stale address. Values are opaque bytes.
+
+struct KvSetRequest {
+  1: required string key
+  2: required binary value
+}
+
+struct KvGetRequest {
+  1: required list<string> keys
+  // How long to wait for every key to exist. 0: do not wait.
+  2: required i64 timeout_ms
+}
+
+struct KvAddRequest {
+  1: required string key
+  2: required i64 delta
+}
+
+// ---- Metrics ----
+
+struct MetricPoint {
+  1: required i64 job_id
+  2: required i32 attempt
+  3: required i32 rank
+  4: required i64 step
+  5: required double loss
+  6: required double throughput   // samples per second on this rank
+  7: optional i64 time            // set by the coordinator
+}
+
+struct GetMetricsRequest {
+  1: required i64 job_id
+  // Only points with step > after_step.
+  2: optional i64 after_step
+  3: optional i32 limit
+}
+
+// ---- Checkpoints ----
+
+struct CheckpointInfo {
+  1: required i64 job_id
+  2: required i32 attempt
+  3: required i64 step
+  4: required string path         // directory of the complete checkpoint
+  5: required string manifest_sha256
+  6: optional i64 created
+}
+
+service Coordinator {
+  HelloResponse Hello(1: RequestHeader header) throws (1: CoordinatorError error)
+
+  // Jobs
+  JobInfo SubmitJob(1: RequestHeader header, 2: SubmitJobRequest request)
+      throws (1: CoordinatorError error)
+  JobInfo GetJob(1: RequestHeader header, 2: i64 job_id) throws (1: CoordinatorError error)
+  list<JobInfo> ListJobs(1: RequestHeader header, 2: ListJobsRequest request)
+      throws (1: CoordinatorError error)
+  JobInfo CancelJob(1: RequestHeader header, 2: i64 job_id, 3: string reason)
+      throws (1: CoordinatorError error)
+  // Events of one job (job_id > 0) or of every job (job_id = 0) with seq > after_seq.
+  list<Event> GetEvents(1: RequestHeader header, 2: i64 job_id, 3: i64 after_seq, 4: i32 limit)
+      throws (1: CoordinatorError error)
+
+  // Agents
+  void RegisterAgent(1: RequestHeader header, 2: AgentInfo agent) throws (1: CoordinatorError error)
+  HeartbeatResponse Heartbeat(1: RequestHeader header, 2: HeartbeatRequest request)
+      throws (1: CoordinatorError error)
+  list<AgentInfo> ListAgents(1: RequestHeader header) throws (1: CoordinatorError error)
+
+  // Tasks of a job (every attempt), newest attempt first.
+  list<TaskInfo> ListTasks(1: RequestHeader header, 2: i64 job_id)
+      throws (1: CoordinatorError error)
+
+  // Plans: one per job attempt.
+  void PutPlan(1: RequestHeader header, 2: PutPlanRequest request)
+      throws (1: CoordinatorError error)
+  // Waits up to timeout_ms for the plan of (job, attempt) to exist.
+  string GetPlan(1: RequestHeader header, 2: i64 job_id, 3: i32 attempt, 4: i64 timeout_ms)
+      throws (1: CoordinatorError error)
+
+  // Rendezvous key-value store (what Gloo and NCCL bootstrap through).
+  void KvSet(1: RequestHeader header, 2: KvSetRequest request) throws (1: CoordinatorError error)
+  // Returns the values of every key in order, waiting up to timeout_ms for all
+  // to exist; DEADLINE_EXCEEDED names the keys still missing.
+  list<binary> KvGet(1: RequestHeader header, 2: KvGetRequest request)
+      throws (1: CoordinatorError error)
+  // Atomically adds delta to the integer stored at key (0 if absent); returns the new value.
+  i64 KvAdd(1: RequestHeader header, 2: KvAddRequest request) throws (1: CoordinatorError error)
+
+  // Metrics
+  void ReportMetrics(1: RequestHeader header, 2: list<MetricPoint> points)
+      throws (1: CoordinatorError error)
+  list<MetricPoint> GetMetrics(1: RequestHeader header, 2: GetMetricsRequest request)
+      throws (1: CoordinatorError error)
+
+  // Checkpoints: a checkpoint is committed once it is completely written.
+  void CommitCheckpoint(1: RequestHeader header, 2: CheckpointInfo checkpoint)
+      throws (1: CoordinatorError error)
+  list<CheckpointInfo> ListCheckpoints(1: RequestHeader header, 2: i64 job_id)
+      throws (1: CoordinatorError error)
+}

@@ -1,0 +1,45 @@
+// Real child processes for integration tests: run a command to completion
+// capturing its output, or start a long-lived one (a daemon) and signal it.
+#ifndef PARALLAX_TESTS_TESTING_SUBPROCESS_H_
+#define PARALLAX_TESTS_TESTING_SUBPROCESS_H_
+
+#include <string>
+#include <vector>
+
+namespace parallax::testing {
+
+struct RunResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] (a path) with `env` added to this process's environment
+// ("NAME=value"), waits at most timeout_ms (then SIGKILLs it).
+RunResult RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                     int timeout_ms = 60'000);
+
+// A started child; killed with SIGKILL in the destructor if still running.
+class ChildProcess {
+ public:
+  // stdout and stderr go to `log_path` (appended).
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log_path,
+               const std::vector<std::string>& env = {});
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  int pid() const { return pid_; }
+  void Signal(int sig);
+  // Waits for exit; returns the wait status, or -1 after timeout_ms.
+  int Wait(int timeout_ms);
+  bool running() const { return pid_ > 0; }
+
+ private:
+  int pid_ = -1;
+};
+
+}  // namespace parallax::testing
+
+#endif  // PARALLAX_TESTS_TESTING_SUBPROCESS_H_
