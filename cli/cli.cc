@@ -8,9 +8,13 @@
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
+#include <unistd.h>
 
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
+#include "cli/run.h"
+#include "core/rpc/agent_client.h"
 #include "core/rpc/coordinator_client.h"
 #include "schemas/coordinator_constants.h"
 
@@ -61,6 +65,7 @@ nlohmann::json JobJson(const rpc::JobInfo& j) {
   if (j.__isset.reason) o["reason"] = j.reason;
   if (j.__isset.job_path) o["job_path"] = j.job_path;
   if (j.__isset.submitted_by) o["submitted_by"] = j.submitted_by;
+  if (j.__isset.waiting_for) o["waiting_for"] = j.waiting_for;
   return o;
 }
 
@@ -88,6 +93,10 @@ class Cli {
   int Cancel();
   int Agents();
   int Events();
+  int Drain();
+  int Resume();
+  int Logs();
+  int RunCommand();
 
   const CliEnvironment& env_;
   std::ostream& out_;
@@ -100,6 +109,13 @@ class Cli {
   bool json_ = false;
   std::string reason_;
   int limit_ = 0;
+  std::string agent_;
+  bool undo_ = false;
+  std::string task_ = "trainer/0";
+  int attempt_ = 0;
+  bool follow_ = false;
+  std::string db_;
+  std::string state_dir_ = ".parallax";
 };
 
 std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
@@ -195,10 +211,29 @@ int Cli::Status_() {
         {"created:", FormatRfc3339(j.created)},
         {"updated:", FormatRfc3339(j.updated)},
     };
+    if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
     if (j.__isset.reason) rows.push_back({"reason:", j.reason});
     if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
     if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
     PrintTable(out_, rows);
+    std::vector<rpc::TaskInfo> tasks;
+    Status st = client->Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), j.id); });
+    if (st.ok() && !tasks.empty()) {
+      std::vector<std::vector<std::string>> trows = {{"TASK", "ATTEMPT", "AGENT", "STATE", "EXIT"}};
+      for (const auto& t : tasks) {
+        if (t.attempt != j.attempt) continue;
+        auto state = rpc::_TaskState_VALUES_TO_NAMES.find(t.state);
+        std::string exit = t.__isset.exit_code ? std::to_string(t.exit_code)
+                           : t.__isset.signal  ? "signal " + std::to_string(t.signal)
+                                               : "";
+        trows.push_back({std::string(t.role == rpc::TaskRole::TRAINER ? "trainer/" : "ps/") +
+                             std::to_string(t.index),
+                         std::to_string(t.attempt), t.agent_name,
+                         state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second, exit});
+      }
+      out_ << "\n";
+      PrintTable(out_, trows);
+    }
     return kExitOk;
   }
   if (jobs.empty()) {
@@ -289,8 +324,110 @@ int Cli::Events() {
   return kExitOk;
 }
 
+int Cli::Drain() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  Status s = client->Call(
+      [&](rpc::CoordinatorClient& c) { c.DrainAgent(client->Header(), agent_, !undo_); });
+  if (!s.ok()) return Report(s);
+  out_ << "agent " << agent_ << (undo_ ? " takes new tasks again" : " is draining: running tasks stay, no new ones")
+       << "\n";
+  return kExitOk;
+}
+
+int Cli::Resume() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  rpc::JobInfo job;
+  Status s = client->Call([&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_); });
+  if (!s.ok()) return Report(s);
+  out_ << "job " << job.id << " " << StateName(job.state) << " (attempt " << job.attempt << ")\n";
+  return kExitOk;
+}
+
+int Cli::Logs() {
+  // --task ROLE/INDEX
+  size_t slash = task_.find('/');
+  std::string role = task_.substr(0, slash);
+  std::string index = slash == std::string::npos ? "" : task_.substr(slash + 1);
+  if ((role != "trainer" && role != "ps") || index.empty() ||
+      index.find_first_not_of("0123456789") != std::string::npos || index.size() > 6) {
+    err_ << "parallax: --task must be trainer/N or ps/N, got '" << task_ << "'\n";
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  StatusOr<rpc::JobInfo> job = client->GetJob(job_id_);
+  if (!job.ok()) return Report(job.status());
+  std::vector<rpc::TaskInfo> tasks;
+  Status s = client->Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), job_id_); });
+  if (!s.ok()) return Report(s);
+  int attempt = attempt_ > 0 ? attempt_ : job->attempt;
+  const rpc::TaskInfo* task = nullptr;
+  for (const auto& t : tasks) {
+    if (t.attempt == attempt && (t.role == rpc::TaskRole::TRAINER) == (role == "trainer") &&
+        t.index == std::stoi(index)) {
+      task = &t;
+    }
+  }
+  if (task == nullptr) {
+    err_ << "parallax: job " << job_id_ << " has no task " << task_ << " in attempt " << attempt
+         << (job->attempt == 0 ? " (it has not started: see `parallax status " + std::to_string(job_id_) + "`)" : "")
+         << "\n";
+    return kExitFailed;
+  }
+  StatusOr<std::vector<rpc::AgentInfo>> agents = client->ListAgents();
+  if (!agents.ok()) return Report(agents.status());
+  std::string address;
+  for (const auto& a : *agents) {
+    if (a.name == task->agent_name) address = a.address;
+  }
+  if (address.empty()) {
+    err_ << "parallax: agent \"" << task->agent_name << "\" that ran " << task_ << " is not registered\n";
+    return kExitFailed;
+  }
+  StatusOr<std::unique_ptr<AgentClient>> agent =
+      AgentClient::Connect(address, token_flag_.empty() ? env_.token : token_flag_);
+  if (!agent.ok()) return Report(agent.status());
+  rpc::TaskKey key;
+  key.job_id = job_id_;
+  key.attempt = attempt;
+  key.role = role == "trainer" ? rpc::TaskRole::TRAINER : rpc::TaskRole::PS;
+  key.index = task->index;
+  int64_t offset = 0;
+  while (true) {
+    StatusOr<rpc::LogChunk> chunk = (*agent)->ReadLog(key, offset, 1 << 20);
+    if (!chunk.ok()) return Report(chunk.status());
+    if (chunk->first_offset > offset) {
+      out_ << "[... " << chunk->first_offset - offset << " bytes rotated away ...]\n";
+    }
+    out_ << chunk->data << std::flush;
+    offset = chunk->next_offset;
+    if (!chunk->data.empty()) continue;
+    if (!follow_ || chunk->complete) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return kExitOk;
+}
+
+int Cli::RunCommand() {
+  RunOptions options;
+  options.job_file = job_file_;
+  options.db = db_;
+  options.state_dir = state_dir_;
+  options.token = token_flag_.empty() ? env_.token : token_flag_;
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
+  options.bin_dir = ec ? "." : self.parent_path().string();
+  options.progress_bar = isatty(STDOUT_FILENO) && &out_ == &std::cout;
+  return RunJob(options, out_, err_);
+}
+
 int Cli::Run(const std::vector<std::string>& args) {
-  CLI::App app{"parallax: submit and watch sparsity-aware distributed training jobs"};
+  CLI::App app{"parallax: submit and watch sparsity-aware distributed training jobs", "parallax"};
   app.set_version_flag("--version", "parallax 0.1.0 (protocol " +
                                         std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
                                         ")");
@@ -341,6 +478,31 @@ int Cli::Run(const std::vector<std::string>& args) {
   events->add_flag("--json", json_, "print {\"events\": [...]} for scripts");
   events->add_option("--limit", limit_, "show at most N events")->check(CLI::NonNegativeNumber);
   events->callback([&] { result = Events(); });
+
+  CLI::App* drain = app.add_subcommand("drain", "stop placing new tasks on an agent (running ones stay)");
+  drain->add_option("AGENT", agent_, "agent name (see `parallax agents`)")->required();
+  drain->add_flag("--undo", undo_, "let the agent take new tasks again");
+  drain->callback([&] { result = Drain(); });
+
+  CLI::App* resume = app.add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
+  job_id_option(resume)->required();
+  resume->callback([&] { result = Resume(); });
+
+  CLI::App* logs = app.add_subcommand("logs", "print a task's output (stdout and stderr), read from its agent");
+  job_id_option(logs)->required();
+  logs->add_option("--task", task_, "trainer/N or ps/N")->capture_default_str();
+  logs->add_option("--attempt", attempt_, "attempt (default: the newest)")->check(CLI::PositiveNumber);
+  logs->add_flag("-f,--follow", follow_, "keep printing until the task ends");
+  logs->callback([&] { result = Logs(); });
+
+  CLI::App* run = app.add_subcommand(
+      "run", "run a job on this machine: embedded coordinator and agent, progress until it ends; "
+             "exits 0 only if the job SUCCEEDED, 130 on Ctrl-C");
+  run->add_option("JOB.toml", job_file_, "job file")->required();
+  run->add_option("--state-dir", state_dir_, "database, daemon logs and task directories")
+      ->capture_default_str();
+  run->add_option("--db", db_, "SQLite database (default: STATE_DIR/state.db)");
+  run->callback([&] { result = RunCommand(); });
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {

@@ -28,7 +28,10 @@ bool IsTerminal(JobState state) {
 }
 
 bool IsValidTransition(JobState from, JobState to) {
-  if (IsTerminal(from)) return false;
+  // Resuming a failed or cancelled job is the only way out of a terminal state.
+  if (IsTerminal(from)) {
+    return to == JobState::kPending && from != JobState::kSucceeded;
+  }
   switch (to) {
     case JobState::kPending: return from == JobState::kPlacing || from == JobState::kRunning;
     case JobState::kPlacing: return from == JobState::kPending;

@@ -1,6 +1,7 @@
 // The job lifecycle: PENDING -> PLACING -> RUNNING -> SUCCEEDED | FAILED |
 // CANCELLED. A job may also go back from PLACING or RUNNING to PENDING (a new
-// attempt after a failure) and be FAILED or CANCELLED from any live state.
+// attempt after a failure) and be FAILED or CANCELLED from any live state. A
+// FAILED or CANCELLED job may be resumed (back to PENDING); SUCCEEDED is final.
 #ifndef PARALLAX_COORDINATOR_JOB_STATE_H_
 #define PARALLAX_COORDINATOR_JOB_STATE_H_
 

@@ -50,7 +50,7 @@ bool TokensEqual(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-rpc::JobInfo ToJobInfo(const JobRecord& job, bool with_text) {
+rpc::JobInfo ToJobInfo(const JobRecord& job, bool with_text, const std::string& waiting_for) {
   rpc::JobInfo info;
   info.id = job.id;
   info.name = job.name;
@@ -64,6 +64,7 @@ rpc::JobInfo ToJobInfo(const JobRecord& job, bool with_text) {
   if (!job.job_path.empty()) info.__set_job_path(job.job_path);
   if (!job.submitted_by.empty()) info.__set_submitted_by(job.submitted_by);
   if (with_text) info.__set_job_text(job.job_text);
+  if (!waiting_for.empty() && job.state == JobState::kPending) info.__set_waiting_for(waiting_for);
   return info;
 }
 
@@ -92,14 +93,65 @@ rpc::CoordinatorError ToCoordinatorError(const Status& status) {
 }
 
 CoordinatorService::CoordinatorService(StateStore* store, Clock* clock, ServiceOptions options)
-    : store_(store), clock_(clock), options_(std::move(options)) {}
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      orchestrator_(store, clock, OrchestratorOptions{options_.agent_timeout_ms}) {}
+
+rpc::JobInfo CoordinatorService::JobInfoOf(const JobRecord& job, bool with_text) {
+  return ToJobInfo(job, with_text, orchestrator_.WaitingFor(job.id));
+}
+
+void CoordinatorService::Reconcile() {
+  std::map<std::string, int64_t> seen;
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    seen = last_seen_;
+  }
+  StatusOr<bool> changed = orchestrator_.Reconcile(seen);
+  if (!changed.ok()) {
+    PX_LOG(WARNING) << "reconcile: " << changed.status().ToString();
+  } else if (*changed) {
+    NotifyWaiters();
+  }
+}
+
+void CoordinatorService::CheckAttempt(int64_t job_id, int attempt) {
+  JobRecord job = ValueOrThrow(store_->GetJob(job_id));
+  if (attempt < job.attempt) {
+    Throw(rpc::ErrorCode::FENCED,
+          "attempt " + std::to_string(attempt) + " of job " + std::to_string(job_id) +
+              " is over (the job is at attempt " + std::to_string(job.attempt) +
+              "); this process belongs to a stopped attempt and must exit");
+  }
+}
+
+void CoordinatorService::CheckKey(const std::string& key) {
+  // "job/<id>/<attempt>/..."
+  if (key.rfind("job/", 0) != 0) return;
+  size_t a = key.find('/', 4);
+  if (a == std::string::npos) return;
+  size_t b = key.find('/', a + 1);
+  std::string id = key.substr(4, a - 4);
+  std::string attempt = key.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() < 18 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(id) || !digits(attempt)) return;
+  StatusOr<JobRecord> job = store_->GetJob(std::stoll(id));
+  if (!job.ok()) return;  // keys of unknown jobs are allowed (tests, tools)
+  if (std::stoi(attempt) < job->attempt) CheckAttempt(job->id, std::stoi(attempt));
+}
 
 CoordinatorService::~CoordinatorService() { Stop(); }
 
 Status CoordinatorService::Init() {
-  PX_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, store_->ListAgents());
-  std::lock_guard<std::mutex> lock(agents_mu_);
-  for (const AgentRecord& a : agents) last_seen_[a.name] = a.last_seen;
+  // Agents known from the database are not trusted until they talk to this
+  // coordinator process: their first heartbeat is answered known = false, so
+  // they register again and report what they run (reconciliation). Until
+  // then no task is placed on them, and after agent_timeout_ms of silence
+  // their tasks are lost.
+  PX_RETURN_IF_ERROR(store_->ListAgents().status());
   return Status::Ok();
 }
 
@@ -127,6 +179,7 @@ void CoordinatorService::FlusherLoop() {
     lock.unlock();
     Status s = FlushHeartbeats();
     if (!s.ok()) PX_LOG(WARNING) << "could not write heartbeat times: " << s.ToString();
+    Reconcile();
     lock.lock();
   }
 }
@@ -228,14 +281,16 @@ void CoordinatorService::SubmitJob(rpc::JobInfo& out, const rpc::RequestHeader& 
   JobRecord record = ValueOrThrow(store_->CreateJob(job, clock_->NowMillis()));
   PX_LOG(INFO) << "job \"" << record.id << "\" (" << record.name << ") submitted by "
                << job.submitted_by;
-  out = ToJobInfo(record, /*with_text=*/false);
+  out = JobInfoOf(record, /*with_text=*/false);
+  Reconcile();
+  out = JobInfoOf(ValueOrThrow(store_->GetJob(record.id)), /*with_text=*/false);
 }
 
 void CoordinatorService::GetJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
                                 int64_t job_id) {
   CheckHeader(header);
   RequireJobId(job_id);
-  out = ToJobInfo(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/true);
+  out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/true);
 }
 
 void CoordinatorService::ListJobs(std::vector<rpc::JobInfo>& out,
@@ -257,7 +312,7 @@ void CoordinatorService::ListJobs(std::vector<rpc::JobInfo>& out,
   }
   out.clear();
   for (const JobRecord& job : ValueOrThrow(store_->ListJobs(filter))) {
-    out.push_back(ToJobInfo(job, /*with_text=*/false));
+    out.push_back(JobInfoOf(job, /*with_text=*/false));
   }
 }
 
@@ -277,7 +332,9 @@ void CoordinatorService::CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& 
                 std::string(JobStateName(current->state)) + "; only a live job can be cancelled");
     }
   }
-  out = ToJobInfo(ValueOrThrow(std::move(job)), /*with_text=*/false);
+  out = JobInfoOf(ValueOrThrow(std::move(job)), /*with_text=*/false);
+  Reconcile();
+  NotifyWaiters();  // agents' long polls learn now that the job's tasks must stop
 }
 
 void CoordinatorService::GetEvents(std::vector<rpc::Event>& out, const rpc::RequestHeader& header,
@@ -311,6 +368,24 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
     Throw(rpc::ErrorCode::INVALID_ARGUMENT,
           "agent \"" + agent.name + "\": slots and gpus must be >= 0");
   }
+  int64_t now = clock_->NowMillis();
+  {
+    // A live agent of this name elsewhere: two daemons would fight over tasks.
+    StatusOr<std::vector<AgentRecord>> known = store_->ListAgents();
+    if (known.ok()) {
+      std::lock_guard<std::mutex> lock(agents_mu_);
+      for (const AgentRecord& a : *known) {
+        if (a.name != agent.name || a.address == agent.address) continue;
+        int64_t seen = std::max(a.last_seen, last_seen_.count(a.name) ? last_seen_[a.name] : 0);
+        if (now - seen <= options_.agent_timeout_ms) {
+          Throw(rpc::ErrorCode::ALREADY_EXISTS,
+                "agent \"" + agent.name + "\" is already registered from " + a.address +
+                    " and heartbeating; give this agent another --name (or stop the other one "
+                    "and retry after " + std::to_string(options_.agent_timeout_ms / 1000) + " s)");
+        }
+      }
+    }
+  }
   AgentRecord record;
   record.name = agent.name;
   record.address = agent.address;
@@ -318,11 +393,90 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
   record.gpus = agent.gpus;
   record.hostname = agent.__isset.hostname ? agent.hostname : "";
   record.version = agent.__isset.version ? agent.version : "";
-  int64_t now = clock_->NowMillis();
+  // Keep a drain across re-registrations.
+  StatusOr<std::vector<AgentRecord>> before = store_->ListAgents();
+  if (before.ok()) {
+    for (const AgentRecord& a : *before) {
+      if (a.name == agent.name) record.draining = a.draining;
+    }
+  }
   ThrowIfError(store_->UpsertAgent(record, now));
-  std::lock_guard<std::mutex> lock(agents_mu_);
-  last_seen_[agent.name] = now;
-  unflushed_.erase(agent.name);
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    last_seen_[agent.name] = now;
+    unflushed_.erase(agent.name);
+    fresh_.insert(agent.name);
+  }
+  Reconcile();
+}
+
+void CoordinatorService::PollAssignments(rpc::PollResponse& out, const rpc::RequestHeader& header,
+                                         const rpc::PollRequest& request) {
+  CheckHeader(header);
+  bool after_register = false;
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    auto it = last_seen_.find(request.agent_name);
+    out.known = it != last_seen_.end();
+    if (!out.known) return;
+    int64_t now = clock_->NowMillis();
+    it->second = now;
+    unflushed_[request.agent_name] = now;
+    after_register = fresh_.erase(request.agent_name) > 0;
+  }
+  if (after_register) {
+    // Reconcile what the agent runs with what the store expects, then let the
+    // job lifecycle react (a task that vanished restarts its job).
+    ValueOrThrow(orchestrator_.WorkFor(request.agent_name, request.running, true));
+    Reconcile();
+  }
+  AgentWork work;
+  WaitFor(request.timeout_ms, [&] {
+    work = ValueOrThrow(orchestrator_.WorkFor(request.agent_name, request.running, false));
+    return !work.start.empty() || !work.stop.empty();
+  });
+  out.start = std::move(work.start);
+  out.stop = std::move(work.stop);
+}
+
+void CoordinatorService::ReportTasks(const rpc::RequestHeader& header,
+                                     const std::string& agent_name,
+                                     const std::vector<rpc::TaskReport>& reports) {
+  CheckHeader(header);
+  if (reports.size() > 10'000) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT, "report at most 10000 tasks per call");
+  }
+  for (const rpc::TaskReport& r : reports) {
+    if (r.state < rpc::TaskState::ASSIGNED || r.state > rpc::TaskState::LOST ||
+        (r.key.role != rpc::TaskRole::TRAINER && r.key.role != rpc::TaskRole::PS)) {
+      Throw(rpc::ErrorCode::INVALID_ARGUMENT, "task report with an unknown state or role");
+    }
+  }
+  ThrowIfError(orchestrator_.ApplyReports(agent_name, reports));
+  Reconcile();
+}
+
+void CoordinatorService::DrainAgent(const rpc::RequestHeader& header, const std::string& agent_name,
+                                    bool drain) {
+  CheckHeader(header);
+  ThrowIfError(store_->SetAgentDraining(agent_name, drain, clock_->NowMillis()));
+  Reconcile();
+}
+
+void CoordinatorService::ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
+                                   int64_t job_id) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  JobRecord job = ValueOrThrow(store_->GetJob(job_id));
+  if (job.state != JobState::kFailed && job.state != JobState::kCancelled) {
+    Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+          "job " + std::to_string(job_id) + " is " + std::string(JobStateName(job.state)) +
+              "; only a FAILED or CANCELLED job can be resumed");
+  }
+  ValueOrThrow(store_->TransitionJob(job_id, JobState::kPending,
+                                     "resumed by " + ClientName(header), clock_->NowMillis()));
+  Reconcile();
+  out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/false);
 }
 
 void CoordinatorService::Heartbeat(rpc::HeartbeatResponse& out, const rpc::RequestHeader& header,
@@ -394,6 +548,7 @@ void CoordinatorService::PutPlan(const rpc::RequestHeader& header,
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "plan is larger than the limit of " +
                                                 std::to_string(options_.max_plan_bytes) + " bytes");
   }
+  CheckAttempt(request.job_id, request.attempt);
   ThrowIfError(
       store_->PutPlan(request.job_id, request.attempt, request.plan_json, clock_->NowMillis()));
   NotifyWaiters();
@@ -428,6 +583,7 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
           "value for key \"" + request.key + "\" is larger than the limit of " +
               std::to_string(options_.max_kv_value_bytes) + " bytes");
   }
+  CheckKey(request.key);
   ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
   NotifyWaiters();
 }
@@ -470,6 +626,7 @@ int64_t CoordinatorService::KvAdd(const rpc::RequestHeader& header,
   if (request.key.empty() || request.key.size() > 512) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
   }
+  CheckKey(request.key);
   int64_t v = ValueOrThrow(store_->KvAdd(request.key, request.delta, clock_->NowMillis()));
   NotifyWaiters();
   return v;
@@ -488,6 +645,7 @@ void CoordinatorService::ReportMetrics(const rpc::RequestHeader& header,
       Throw(rpc::ErrorCode::INVALID_ARGUMENT,
             "metric point needs job_id > 0 and rank, step, attempt >= 0");
     }
+    CheckAttempt(p.job_id, p.attempt);
     MetricRecord r;
     r.job_id = p.job_id;
     r.attempt = p.attempt;

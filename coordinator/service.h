@@ -20,9 +20,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
+#include "coordinator/orchestrator.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
@@ -37,7 +39,8 @@ struct ServiceOptions {
   int64_t agent_timeout_ms = 10'000;
   // Longest wait a blocking call may ask for; longer requests are capped.
   int64_t max_wait_ms = 300'000;
-  // How often the flusher thread writes heartbeat times to the store.
+  // How often the background thread writes heartbeat times to the store and
+  // reconciles jobs (lost agents, placement).
   int64_t heartbeat_flush_ms = 1'000;
   // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
   size_t max_job_text_bytes = 1 << 20;
@@ -63,6 +66,9 @@ class CoordinatorService : public rpc::CoordinatorIf {
   void Stop();
   // Writes pending heartbeat times to the store now.
   Status FlushHeartbeats();
+  // Runs one orchestration pass now (what the background thread does every
+  // heartbeat_flush_ms) and wakes long polls if anything changed.
+  void Reconcile();
 
   // rpc::CoordinatorIf
   void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;
@@ -79,6 +85,13 @@ class CoordinatorService : public rpc::CoordinatorIf {
   void Heartbeat(rpc::HeartbeatResponse& out, const rpc::RequestHeader& header,
                  const rpc::HeartbeatRequest& request) override;
   void ListAgents(std::vector<rpc::AgentInfo>& out, const rpc::RequestHeader& header) override;
+  void PollAssignments(rpc::PollResponse& out, const rpc::RequestHeader& header,
+                       const rpc::PollRequest& request) override;
+  void ReportTasks(const rpc::RequestHeader& header, const std::string& agent_name,
+                   const std::vector<rpc::TaskReport>& reports) override;
+  void DrainAgent(const rpc::RequestHeader& header, const std::string& agent_name,
+                  bool drain) override;
+  void ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id) override;
   void ListTasks(std::vector<rpc::TaskInfo>& out, const rpc::RequestHeader& header,
                  int64_t job_id) override;
   void PutPlan(const rpc::RequestHeader& header, const rpc::PutPlanRequest& request) override;
@@ -107,6 +120,11 @@ class CoordinatorService : public rpc::CoordinatorIf {
   // Wakes blocked KvGet/GetPlan calls after a change.
   void NotifyWaiters();
   void FlusherLoop();
+  rpc::JobInfo JobInfoOf(const JobRecord& job, bool with_text);
+  // Throws FENCED when `attempt` is older than the job's current attempt.
+  void CheckAttempt(int64_t job_id, int attempt);
+  // Applies CheckAttempt to rendezvous keys "job/<id>/<attempt>/...".
+  void CheckKey(const std::string& key);
 
   // Constant after construction.
   StateStore* const store_;
@@ -118,6 +136,10 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::mutex agents_mu_;
   std::map<std::string, int64_t> last_seen_;  // GUARDED_BY(agents_mu_)
   std::map<std::string, int64_t> unflushed_;  // GUARDED_BY(agents_mu_)
+  // Agents that registered and have not polled since.
+  std::set<std::string> fresh_;  // GUARDED_BY(agents_mu_)
+
+  Orchestrator orchestrator_;
 
   // Blocking calls wait on wait_cv_; every change to kv or plans bumps
   // change_seq_ and notifies.

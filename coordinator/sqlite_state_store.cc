@@ -94,11 +94,11 @@ std::optional<int64_t> ParseInt64(std::string_view text) {
 
 constexpr char kJobColumns[] =
     "id, name, state, workers, step, created, updated, attempt, reason, job_text, job_path, "
-    "submitted_by";
+    "submitted_by, restarts";
 constexpr char kAgentColumns[] =
     "name, address, slots, gpus, hostname, version, registered, last_seen, draining";
 constexpr char kTaskColumns[] =
-    "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated";
+    "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated, message";
 
 class SqliteStateStore final : public StateStore {
  public:
@@ -120,8 +120,13 @@ class SqliteStateStore final : public StateStore {
   Status UpsertAgent(const AgentRecord& agent, int64_t now) override;
   StatusOr<int> TouchAgents(const std::vector<std::pair<std::string, int64_t>>& seen) override;
   StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  Status SetAgentDraining(const std::string& name, bool draining, int64_t now) override;
+  StatusOr<JobRecord> StartAttempt(int64_t job_id, const std::vector<TaskRecord>& tasks,
+                                   const std::string& message, int64_t now) override;
   Status UpsertTask(const TaskRecord& task) override;
+  Status UpsertTasks(const std::vector<TaskRecord>& tasks) override;
   StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id) override;
+  StatusOr<std::vector<TaskRecord>> ListLiveTasks() override;
   Status PutPlan(int64_t job_id, int attempt, const std::string& plan_json, int64_t now) override;
   StatusOr<std::optional<std::string>> GetPlan(int64_t job_id, int attempt) override;
   Status KvSet(const std::string& key, const std::string& value, int64_t now) override;
@@ -161,6 +166,9 @@ class SqliteStateStore final : public StateStore {
   StatusOr<int64_t> InsertEvent(int64_t job_id, std::string_view kind, std::string_view message,
                                 int64_t now);
   StatusOr<JobRecord> ReadJob(const SqliteStatement& row) const;
+  Status WriteTask(const TaskRecord& task);
+  StatusOr<TaskRecord> ReadTask(const SqliteStatement& row) const;
+  StatusOr<std::vector<TaskRecord>> ReadTasks(SqliteStatement& stmt) const;
 
   std::mutex mu_;
   // The one connection; its pointer is constant after construction, every
@@ -230,6 +238,7 @@ StatusOr<JobRecord> SqliteStateStore::ReadJob(const SqliteStatement& row) const 
   job.job_text = row.ColumnText(9);
   job.job_path = row.ColumnText(10);
   job.submitted_by = row.ColumnText(11);
+  job.restarts = static_cast<int>(row.ColumnInt64(12));
   return job;
 }
 
@@ -348,15 +357,17 @@ StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
     job.reason = (to == JobState::kFailed || to == JobState::kCancelled) ? reason : "";
     // Every placement starts a new attempt: 1 for the first, +1 per restart.
     if (to == JobState::kPlacing) ++job.attempt;
+    if (to == JobState::kPending) job.restarts = IsTerminal(from) ? 0 : job.restarts + 1;
     PX_ASSIGN_OR_RETURN(
         SqliteStatement update,
-        db_->Prepare("UPDATE jobs SET state = ?1, reason = ?2, updated = ?3, attempt = ?4 "
-                     "WHERE id = ?5"));
+        db_->Prepare("UPDATE jobs SET state = ?1, reason = ?2, updated = ?3, attempt = ?4, "
+                     "restarts = ?6 WHERE id = ?5"));
     update.BindText(1, JobStateName(to))
         .BindText(2, job.reason)
         .BindInt64(3, now)
         .BindInt64(4, job.attempt)
-        .BindInt64(5, job_id);
+        .BindInt64(5, job_id)
+        .BindInt64(6, job.restarts);
     PX_RETURN_IF_ERROR(update.Run());
     std::string message = std::string(JobStateName(from)) + " -> " + std::string(JobStateName(to));
     if (!reason.empty()) message += ": " + reason;
@@ -459,6 +470,21 @@ StatusOr<int> SqliteStateStore::TouchAgents(
   });
 }
 
+Status SqliteStateStore::SetAgentDraining(const std::string& name, bool draining, int64_t now) {
+  return Write([&]() -> Status {
+    PX_ASSIGN_OR_RETURN(SqliteStatement update,
+                        db_->Prepare("UPDATE agents SET draining = ?1 WHERE name = ?2"));
+    update.BindInt64(1, draining ? 1 : 0).BindText(2, name);
+    PX_RETURN_IF_ERROR(update.Run());
+    if (db_->Changes() == 0) return NotFound("agent " + Quote(name) + " is not registered");
+    return InsertEvent(0, "agent",
+                       "agent " + Quote(name) + (draining ? " is draining: no new tasks"
+                                                          : " takes new tasks again"),
+                       now)
+        .status();
+  });
+}
+
 StatusOr<std::vector<AgentRecord>> SqliteStateStore::ListAgents() {
   return Read([&]() -> StatusOr<std::vector<AgentRecord>> {
     PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(std::string("SELECT ") + kAgentColumns +
@@ -485,7 +511,7 @@ StatusOr<std::vector<AgentRecord>> SqliteStateStore::ListAgents() {
 
 // ---- Tasks ----
 
-Status SqliteStateStore::UpsertTask(const TaskRecord& task) {
+Status SqliteStateStore::WriteTask(const TaskRecord& task) {
   const std::string_view role = TaskRoleName(task.role);
   const std::string_view state = TaskStateName(task.state);
   if (role.empty()) {
@@ -496,34 +522,76 @@ Status SqliteStateStore::UpsertTask(const TaskRecord& task) {
     return InvalidArgument("task of " + JobRef(task.job_id) + ": unknown state " +
                            std::to_string(static_cast<int>(task.state)));
   }
+  PX_RETURN_IF_ERROR(CheckJob(task.job_id));
+  PX_ASSIGN_OR_RETURN(
+      SqliteStatement upsert,
+      db_->Prepare(std::string("INSERT INTO tasks (") + kTaskColumns +
+                   ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                   "ON CONFLICT (job_id, attempt, role, task_index) DO UPDATE SET "
+                   "agent_name = excluded.agent_name, state = excluded.state, "
+                   "exit_code = excluded.exit_code, signal = excluded.signal, "
+                   "updated = excluded.updated, message = excluded.message"));
+  upsert.BindInt64(1, task.job_id)
+      .BindInt64(2, task.attempt)
+      .BindText(3, role)
+      .BindInt64(4, task.index)
+      .BindText(5, task.agent_name)
+      .BindText(6, state)
+      .BindInt64(9, task.updated)
+      .BindText(10, task.message);
+  if (task.exit_code) {
+    upsert.BindInt64(7, *task.exit_code);
+  } else {
+    upsert.BindNull(7);
+  }
+  if (task.signal) {
+    upsert.BindInt64(8, *task.signal);
+  } else {
+    upsert.BindNull(8);
+  }
+  return upsert.Run();
+}
+
+StatusOr<TaskRecord> SqliteStateStore::ReadTask(const SqliteStatement& row) const {
+  TaskRecord task;
+  task.job_id = row.ColumnInt64(0);
+  task.attempt = static_cast<int>(row.ColumnInt64(1));
+  std::optional<TaskRole> role = ParseTaskRole(row.ColumnText(2));
+  std::optional<TaskState> state = ParseTaskState(row.ColumnText(5));
+  if (!role || !state) {
+    return Internal("a task of " + JobRef(task.job_id) +
+                    " has an unknown role or state in database '" + db_->path() + "'");
+  }
+  task.role = *role;
+  task.index = static_cast<int>(row.ColumnInt64(3));
+  task.agent_name = row.ColumnText(4);
+  task.state = *state;
+  if (!row.IsNull(6)) task.exit_code = static_cast<int>(row.ColumnInt64(6));
+  if (!row.IsNull(7)) task.signal = static_cast<int>(row.ColumnInt64(7));
+  task.updated = row.ColumnInt64(8);
+  task.message = row.ColumnText(9);
+  return task;
+}
+
+StatusOr<std::vector<TaskRecord>> SqliteStateStore::ReadTasks(SqliteStatement& stmt) const {
+  std::vector<TaskRecord> tasks;
+  while (true) {
+    PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    PX_ASSIGN_OR_RETURN(TaskRecord task, ReadTask(stmt));
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+Status SqliteStateStore::UpsertTask(const TaskRecord& task) {
+  return Write([&]() -> Status { return WriteTask(task); });
+}
+
+Status SqliteStateStore::UpsertTasks(const std::vector<TaskRecord>& tasks) {
   return Write([&]() -> Status {
-    PX_RETURN_IF_ERROR(CheckJob(task.job_id));
-    PX_ASSIGN_OR_RETURN(
-        SqliteStatement upsert,
-        db_->Prepare(std::string("INSERT INTO tasks (") + kTaskColumns +
-                     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
-                     "ON CONFLICT (job_id, attempt, role, task_index) DO UPDATE SET "
-                     "agent_name = excluded.agent_name, state = excluded.state, "
-                     "exit_code = excluded.exit_code, signal = excluded.signal, "
-                     "updated = excluded.updated"));
-    upsert.BindInt64(1, task.job_id)
-        .BindInt64(2, task.attempt)
-        .BindText(3, role)
-        .BindInt64(4, task.index)
-        .BindText(5, task.agent_name)
-        .BindText(6, state)
-        .BindInt64(9, task.updated);
-    if (task.exit_code) {
-      upsert.BindInt64(7, *task.exit_code);
-    } else {
-      upsert.BindNull(7);
-    }
-    if (task.signal) {
-      upsert.BindInt64(8, *task.signal);
-    } else {
-      upsert.BindNull(8);
-    }
-    return upsert.Run();
+    for (const TaskRecord& task : tasks) PX_RETURN_IF_ERROR(WriteTask(task));
+    return Status::Ok();
   });
 }
 
@@ -535,31 +603,50 @@ StatusOr<std::vector<TaskRecord>> SqliteStateStore::ListTasks(int64_t job_id) {
                                      " FROM tasks WHERE job_id = ?1 ORDER BY attempt DESC, "
                                      "CASE role WHEN 'TRAINER' THEN 1 ELSE 2 END, task_index"));
     stmt.BindInt64(1, job_id);
-    std::vector<TaskRecord> tasks;
-    while (true) {
-      PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
-      if (!row) break;
-      TaskRecord task;
-      task.job_id = stmt.ColumnInt64(0);
-      task.attempt = static_cast<int>(stmt.ColumnInt64(1));
-      std::optional<TaskRole> role = ParseTaskRole(stmt.ColumnText(2));
-      std::optional<TaskState> state = ParseTaskState(stmt.ColumnText(5));
-      if (!role || !state) {
-        return Internal("a task of " + JobRef(job_id) +
-                        " has an unknown role or state in "
-                        "database '" +
-                        db_->path() + "'");
-      }
-      task.role = *role;
-      task.index = static_cast<int>(stmt.ColumnInt64(3));
-      task.agent_name = stmt.ColumnText(4);
-      task.state = *state;
-      if (!stmt.IsNull(6)) task.exit_code = static_cast<int>(stmt.ColumnInt64(6));
-      if (!stmt.IsNull(7)) task.signal = static_cast<int>(stmt.ColumnInt64(7));
-      task.updated = stmt.ColumnInt64(8);
-      tasks.push_back(std::move(task));
+    return ReadTasks(stmt);
+  });
+}
+
+StatusOr<std::vector<TaskRecord>> SqliteStateStore::ListLiveTasks() {
+  return Read([&]() -> StatusOr<std::vector<TaskRecord>> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
+                        db_->Prepare(std::string("SELECT ") + kTaskColumns +
+                                     " FROM tasks WHERE state IN ('ASSIGNED', 'RUNNING') "
+                                     "ORDER BY job_id, attempt, role, task_index"));
+    return ReadTasks(stmt);
+  });
+}
+
+StatusOr<JobRecord> SqliteStateStore::StartAttempt(int64_t job_id,
+                                                   const std::vector<TaskRecord>& tasks,
+                                                   const std::string& message, int64_t now) {
+  return Write([&]() -> StatusOr<JobRecord> {
+    PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id));
+    if (job.state != JobState::kPending) {
+      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(job.state)) +
+                                "; only a PENDING job can start an attempt");
     }
-    return tasks;
+    job.state = JobState::kPlacing;
+    job.attempt += 1;
+    job.updated = now;
+    job.reason.clear();
+    PX_ASSIGN_OR_RETURN(SqliteStatement update,
+                        db_->Prepare("UPDATE jobs SET state = 'PLACING', reason = '', "
+                                     "updated = ?1, attempt = ?2 WHERE id = ?3"));
+    update.BindInt64(1, now).BindInt64(2, job.attempt).BindInt64(3, job_id);
+    PX_RETURN_IF_ERROR(update.Run());
+    for (TaskRecord task : tasks) {
+      task.job_id = job_id;
+      task.attempt = job.attempt;
+      task.updated = now;
+      PX_RETURN_IF_ERROR(WriteTask(task));
+    }
+    PX_RETURN_IF_ERROR(InsertEvent(job_id, "state",
+                                   "PENDING -> PLACING: attempt " + std::to_string(job.attempt) +
+                                       (message.empty() ? "" : ": " + message),
+                                   now)
+                           .status());
+    return job;
   });
 }
 

@@ -44,6 +44,7 @@ struct JobRecord {
   int64_t created = 0;
   int64_t updated = 0;
   int attempt = 0;
+  int restarts = 0;  // automatic restarts since submitted or last resumed
   std::string reason;
   std::string job_text;
   std::string job_path;
@@ -87,8 +88,11 @@ struct TaskRecord {
   TaskState state = TaskState::kAssigned;
   std::optional<int> exit_code;
   std::optional<int> signal;
+  std::string message;  // launch error, or the tail of the task's log when it ended
   int64_t updated = 0;
 };
+
+inline bool IsLive(TaskState s) { return s == TaskState::kAssigned || s == TaskState::kRunning; }
 
 struct MetricRecord {
   int64_t job_id = 0;
@@ -121,7 +125,8 @@ class StateStore {
   // Moves the job to `to` if IsValidTransition(current, to), records `reason`
   // (kept for FAILED/CANCELLED) and appends a "state" event saying
   // "FROM -> TO[: reason]". FAILED_PRECONDITION names the current state when
-  // the move is not allowed.
+  // the move is not allowed. PLACING -> PENDING and RUNNING -> PENDING count
+  // a restart; FAILED/CANCELLED -> PENDING (resume) resets the count.
   virtual StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                             int64_t now) = 0;
 
@@ -143,10 +148,23 @@ class StateStore {
   // skipped; returns how many were updated.
   virtual StatusOr<int> TouchAgents(const std::vector<std::pair<std::string, int64_t>>& seen) = 0;
   virtual StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+  // Sets whether the agent is draining and appends an "agent" event.
+  // NOT_FOUND for an unknown agent.
+  virtual Status SetAgentDraining(const std::string& name, bool draining, int64_t now) = 0;
+
+  // Starts a new attempt: PENDING -> PLACING (attempt + 1), inserts `tasks`
+  // (their attempt is set to the new one) and a "placed" event with
+  // `message`, all in one transaction.
+  virtual StatusOr<JobRecord> StartAttempt(int64_t job_id, const std::vector<TaskRecord>& tasks,
+                                           const std::string& message, int64_t now) = 0;
 
   // ---- Tasks ----
   // Inserts or updates the task keyed by (job_id, attempt, role, index).
   virtual Status UpsertTask(const TaskRecord& task) = 0;
+  // UpsertTask for many tasks in one transaction.
+  virtual Status UpsertTasks(const std::vector<TaskRecord>& tasks) = 0;
+  // Every ASSIGNED or RUNNING task of every job.
+  virtual StatusOr<std::vector<TaskRecord>> ListLiveTasks() = 0;
   // Every task of the job, newest attempt first, then role, then index.
   virtual StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id) = 0;
 

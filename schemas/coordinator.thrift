@@ -82,6 +82,8 @@ struct JobInfo {
   10: optional string job_text    // only from GetJob
   11: optional string job_path
   12: optional string submitted_by
+  // Why a PENDING job has not started yet ("needs 8 slots; 4 free on 2 agents").
+  13: optional string waiting_for
 }
 
 struct ListJobsRequest {
@@ -149,6 +151,61 @@ struct TaskInfo {
   7: optional i32 exit_code
   8: optional i32 signal
   9: required i64 updated
+}
+
+// Identifies one task of one attempt of a job.
+struct TaskKey {
+  1: required i64 job_id
+  2: required i32 attempt
+  3: required TaskRole role
+  4: required i32 index           // rank for trainers, shard for PS
+}
+
+// What an agent needs to launch a task; see schemas/task_env.md for the
+// environment it builds from this.
+struct TaskAssignment {
+  1: required TaskKey key
+  2: required i32 world_size       // trainer ranks in the job
+  3: required i32 local_rank       // trainers: index among this job's trainers on this agent
+  4: required i32 local_world_size // trainers of this job on this agent
+  5: required i32 host_index       // index of this agent among the job's agents
+  6: required i32 num_hosts
+  7: required i32 num_shards       // PS shards of the job (0: none)
+  // Trainers of a custom-trainer job: its argv (command[0] relative to the job
+  // file's directory when it contains a '/'). Empty: the built-in binary for
+  // the role (parallax-trainer or parallax-ps).
+  8: required list<string> command
+  9: required map<string, string> env  // the job's [trainer] env table
+  10: required string job_text
+  11: required string job_path
+  12: optional string cuda_visible_devices
+}
+
+struct PollRequest {
+  1: required string agent_name
+  2: required i64 timeout_ms
+  // Every task the agent is running now, so the coordinator can reconcile
+  // after either side restarted.
+  3: required list<TaskKey> running
+}
+
+struct PollResponse {
+  // False: the coordinator does not know this agent; register again.
+  1: required bool known
+  2: required list<TaskAssignment> start
+  // Tasks to stop: SIGTERM to the task's process group, SIGKILL after the grace period.
+  3: required list<TaskKey> stop
+}
+
+struct TaskReport {
+  1: required TaskKey key
+  // RUNNING once launched; EXITED with exit_code; KILLED with signal; LOST when
+  // it could not be launched or its fate is unknown.
+  2: required TaskState state
+  3: optional i32 exit_code
+  4: optional i32 signal
+  // A launch error, or the last lines of the task's log when it ended.
+  5: optional string message
 }
 
 // ---- Plans ----
@@ -230,6 +287,19 @@ service Coordinator {
   HeartbeatResponse Heartbeat(1: RequestHeader header, 2: HeartbeatRequest request)
       throws (1: CoordinatorError error)
   list<AgentInfo> ListAgents(1: RequestHeader header) throws (1: CoordinatorError error)
+  // Long poll: returns as soon as the agent has tasks to start or stop, or
+  // after timeout_ms with empty lists. Also counts as a heartbeat.
+  PollResponse PollAssignments(1: RequestHeader header, 2: PollRequest request)
+      throws (1: CoordinatorError error)
+  // Task state changes seen by an agent. Reports about an older attempt than
+  // the job's current one are recorded but change nothing.
+  void ReportTasks(1: RequestHeader header, 2: string agent_name, 3: list<TaskReport> reports)
+      throws (1: CoordinatorError error)
+  // Stops (drain = true) or resumes placing new tasks on an agent.
+  void DrainAgent(1: RequestHeader header, 2: string agent_name, 3: bool drain)
+      throws (1: CoordinatorError error)
+  // A new attempt of a FAILED or CANCELLED job.
+  JobInfo ResumeJob(1: RequestHeader header, 2: i64 job_id) throws (1: CoordinatorError error)
 
   // Tasks of a job (every attempt), newest attempt first.
   list<TaskInfo> ListTasks(1: RequestHeader header, 2: i64 job_id)

@@ -125,3 +125,12 @@ CREATE INDEX checkpoints_by_job_step ON checkpoints (job_id, step);
 CREATE INDEX events_by_job_seq ON events (job_id, seq);
 CREATE INDEX metrics_by_job_step ON metrics (job_id, step);
 CREATE INDEX tasks_by_agent ON tasks (agent_name);
+
+-- migrate: 3
+
+-- Automatic restarts since the job was submitted or last resumed (compared
+-- with the job file's max_restarts).
+ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0 CHECK (restarts >= 0);
+-- A launch error, or the last lines of the task's log when it ended.
+ALTER TABLE tasks ADD COLUMN message TEXT NOT NULL DEFAULT '';
+CREATE INDEX tasks_by_state ON tasks (state);

@@ -4,7 +4,7 @@
 // StateStore seam).
 //
 // Writes are CreateJob, TransitionJob, AppendEvent, UpsertAgent, TouchAgents,
-// UpsertTask, PutPlan, KvSet, KvAdd, RecordMetrics and CommitCheckpoint.
+// SetAgentDraining, StartAttempt, UpsertTask, UpsertTasks, PutPlan, KvSet, KvAdd, RecordMetrics and CommitCheckpoint.
 // Every write is counted (failed ones too), starting at 1. A failed write
 // returns UNAVAILABLE "injected fault" and is NOT forwarded, so the wrapped
 // store is unchanged, as the StateStore contract promises for a failed call.
@@ -66,6 +66,19 @@ class FaultInjectionStateStore : public StateStore {
     PX_RETURN_IF_ERROR(MaybeFail());
     return base_->TouchAgents(seen);
   }
+  Status SetAgentDraining(const std::string& name, bool draining, int64_t now) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->SetAgentDraining(name, draining, now);
+  }
+  StatusOr<JobRecord> StartAttempt(int64_t job_id, const std::vector<TaskRecord>& tasks,
+                                   const std::string& message, int64_t now) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->StartAttempt(job_id, tasks, message, now);
+  }
+  Status UpsertTasks(const std::vector<TaskRecord>& tasks) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->UpsertTasks(tasks);
+  }
   Status UpsertTask(const TaskRecord& task) override {
     PX_RETURN_IF_ERROR(MaybeFail());
     return base_->UpsertTask(task);
@@ -104,6 +117,7 @@ class FaultInjectionStateStore : public StateStore {
   StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id) override {
     return base_->ListTasks(job_id);
   }
+  StatusOr<std::vector<TaskRecord>> ListLiveTasks() override { return base_->ListLiveTasks(); }
   StatusOr<std::optional<std::string>> GetPlan(int64_t job_id, int attempt) override {
     return base_->GetPlan(job_id, attempt);
   }

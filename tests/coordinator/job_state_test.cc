@@ -43,11 +43,13 @@ TEST(JobStateTest, LiveJobsCanFailOrBeCancelled) {
   }
 }
 
-TEST(JobStateTest, TerminalStatesAreFinal) {
+TEST(JobStateTest, TerminalStatesAreFinalExceptResume) {
   for (JobState from : {JobState::kSucceeded, JobState::kFailed, JobState::kCancelled}) {
     EXPECT_TRUE(IsTerminal(from));
     for (JobState to : kAll) {
-      EXPECT_FALSE(IsValidTransition(from, to)) << JobStateName(from) << " -> " << JobStateName(to);
+      bool resume = to == JobState::kPending && from != JobState::kSucceeded;
+      EXPECT_EQ(IsValidTransition(from, to), resume)
+          << JobStateName(from) << " -> " << JobStateName(to);
     }
   }
   EXPECT_FALSE(IsTerminal(JobState::kRunning));

@@ -255,16 +255,28 @@ TEST_F(CoordinatorServiceTest, HeartbeatKeepsAgentAliveAndIsFlushedInBatches) {
   EXPECT_FALSE(agents->front().alive);
 }
 
-TEST_F(CoordinatorServiceTest, RestartedServiceStillKnowsAgents) {
+TEST_F(CoordinatorServiceTest, RestartedServiceAsksAgentsToRegisterAgainAndKeepsThem) {
   StartService();
   ASSERT_TRUE(Connect()->RegisterAgent(Agent("host-b")).ok());
+  int64_t registered = clock_.NowMillis();
   StopServer();
   service_.reset();
   server_.reset();
+  clock_.Advance(1000);
   StartService();
-  auto hb = Connect()->Heartbeat("host-b");
+  auto client = Connect();
+  // Still listed from the database...
+  auto agents = client->ListAgents();
+  ASSERT_TRUE(agents.ok());
+  ASSERT_EQ(agents->size(), 1u);
+  // ...but the new coordinator process wants it to register again (and say
+  // what it runs) before it trusts it with tasks.
+  auto hb = client->Heartbeat("host-b");
   ASSERT_TRUE(hb.ok());
-  EXPECT_TRUE(hb->known);
+  EXPECT_FALSE(hb->known);
+  ASSERT_TRUE(client->RegisterAgent(Agent("host-b")).ok());
+  EXPECT_TRUE(client->Heartbeat("host-b")->known);
+  EXPECT_EQ(client->ListAgents()->front().registered, registered);
 }
 
 TEST_F(CoordinatorServiceTest, RegisterAgentValidatesFields) {

@@ -1,0 +1,176 @@
+// Agent: the logic of parallax-agent. Registers with the coordinator,
+// heartbeats, long-polls for assignments, launches and stops tasks through a
+// ProcessLauncher, reaps them, rotates their logs, reports every state change
+// (retrying until the coordinator has it) and serves their logs.
+//
+// Tasks outlive the agent: they run in their own process groups with their
+// output in files, and a restarted agent adopts those still alive (from the
+// pid files in their directories) and re-sends final reports the coordinator
+// had not taken yet (from their `result` files). The agent never kills a task
+// because the coordinator is away; only a `stop` from the coordinator does.
+//
+// Threads: Run() long-polls on the calling thread and starts a heartbeat
+// thread and a supervisor thread (reaping, grace deadlines, rotation,
+// reports). Tests call the steps (Register, HandlePoll, Tick, FlushReports)
+// directly instead, with a FakeClock.
+#ifndef PARALLAX_AGENT_AGENT_H_
+#define PARALLAX_AGENT_AGENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent_service.h"
+#include "agent/coordinator_link.h"
+#include "agent/process_launcher.h"
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "schemas/coordinator_types.h"
+
+namespace parallax::agent {
+
+struct AgentOptions {
+  std::string name;     // unique per cluster
+  std::string workdir;  // holds tasks/<job>-<attempt>-<role>-<index>/
+  // HOST:PORT of this agent's log service, as registered.
+  std::string address;
+  int slots = 1;
+  int gpus = 0;
+  std::string hostname;
+  std::string version = "0.1.0";
+  // Where parallax-trainer and parallax-ps are.
+  std::string bin_dir;
+  // For the tasks' environment (schemas/task_env.md).
+  std::string coordinator;  // PARALLAX_COORDINATOR
+  std::string bind_addr;    // PARALLAX_BIND_ADDR
+  std::string token;        // PARALLAX_TOKEN
+  // The agent's own environment ("NAME=value"), which tasks inherit.
+  std::vector<std::string> inherited_env;
+
+  int64_t grace_ms = 5'000;          // SIGTERM → SIGKILL
+  int64_t heartbeat_ms = 1'000;
+  int64_t poll_timeout_ms = 10'000;  // long-poll wait
+  int64_t tick_ms = 100;             // supervisor period (reaping, rotation, reports)
+  int64_t max_backoff_ms = 5'000;    // retry delay cap while the coordinator is away
+  int64_t max_log_bytes = 64ll << 20;
+  int keep_logs = 3;                 // task.log.1 … task.log.<keep_logs>
+  // For `parallax run`'s private agent: tasks die with the agent (SIGKILL
+  // through PR_SET_PDEATHSIG), and when Run() ends it stops every task
+  // (SIGTERM, SIGKILL after grace_ms) and reports them before returning.
+  // Off for cluster agents, whose tasks survive agent restarts.
+  bool stop_tasks_on_exit = false;
+};
+
+class Agent : public LogSource {
+ public:
+  // `link`, `launcher` and `clock` must outlive the agent.
+  Agent(AgentOptions options, CoordinatorLink* link, ProcessLauncher* launcher, Clock* clock);
+  ~Agent() override;
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Makes the workdir (FAILED_PRECONDITION "workdir 'X' is not writable: …"
+  // when it cannot be created or written, or is used by another agent) and
+  // adopts live tasks left by a previous agent process. Call once, first.
+  Status Init();
+
+  // The HOST:PORT registered as this agent's log service (overrides
+  // options.address; known only once the server listens). Call before Run().
+  void set_address(const std::string& address) { address_ = address; }
+
+  // Runs until Stop() (returns OK) or until the coordinator refuses the
+  // registration (returns why: another agent has the name, wrong token or
+  // protocol version). Leaves tasks running either way, unless
+  // options.stop_tasks_on_exit. Tasks are launched on the calling thread.
+  Status Run();
+  // Makes Run() return soon. Thread-safe; callable from a signal thread.
+  void Stop();
+
+  // ---- Steps of Run(), public for tests ----
+
+  // Registers once. A refusal that retrying cannot fix is returned as is;
+  // UNAVAILABLE means try again later.
+  Status Register();
+  // The long-poll request: every task running now.
+  rpc::PollRequest MakePollRequest() const;
+  // Starts each `start` not already running (or already ended), stops each
+  // `stop`. Does not look at `known`.
+  void HandlePoll(const rpc::PollResponse& response);
+  // Reaps ended tasks, sends SIGKILL past the grace period, rotates logs,
+  // then FlushReports().
+  void Tick();
+  // Sends the queued reports; keeps them queued when that fails.
+  // Returns whether the queue is empty now.
+  bool FlushReports();
+
+  std::vector<rpc::TaskKey> RunningTasks() const;
+  size_t PendingReports() const;
+  // The absolute directory of a task.
+  std::string TaskDir(const rpc::TaskKey& key) const;
+
+  // LogSource.
+  StatusOr<rpc::LogChunk> ReadLog(const rpc::TaskKey& task, int64_t offset,
+                                  int32_t max_bytes) override;
+
+ private:
+  struct Task {
+    rpc::TaskKey key;
+    std::string dir;
+    int pid = -1;
+    int64_t start_time = -1;
+    bool adopted = false;  // not our child: its exit status is unknown
+    bool stopping = false;
+    bool killed = false;   // SIGKILL sent
+    int64_t kill_at = 0;   // when stopping: SIGKILL time (clock millis)
+  };
+
+  void StartTask(const rpc::TaskAssignment& assignment);  // REQUIRES: mu_ held
+  void StopTask(const rpc::TaskKey& key);                 // REQUIRES: mu_ held
+  void QueueReport(rpc::TaskReport report);               // REQUIRES: mu_ held
+  void Adopt();
+  // Stops every task and waits (ticking) until all ended or grace_ms + 1 s.
+  void StopAllTasks();
+  void HeartbeatLoop();
+  void SupervisorLoop();
+  // Registers if needed (thread-safe). Returns a fatal error, else OK.
+  Status EnsureRegistered();
+  // Waits on cv_ up to `millis` or until stopping; returns false when stopping.
+  bool WaitFor(int64_t millis);
+
+  // Constant after construction (workdir_ after Init).
+  const AgentOptions options_;
+  CoordinatorLink* const link_;
+  ProcessLauncher* const launcher_;
+  Clock* const clock_;
+  std::string workdir_;
+  std::string address_;
+  int lock_fd_ = -1;
+
+  mutable std::mutex mu_;
+  std::map<std::string, Task> tasks_;        // GUARDED_BY(mu_), by TaskDirName
+  std::set<std::string> ended_;              // GUARDED_BY(mu_): tasks that ended in this process
+  std::deque<rpc::TaskReport> reports_;      // GUARDED_BY(mu_): not yet accepted
+  int64_t next_flush_at_ = 0;                // GUARDED_BY(mu_)
+  int64_t flush_backoff_ms_ = 0;             // GUARDED_BY(mu_)
+
+  std::mutex flush_mu_;     // one FlushReports at a time, so reports stay in order
+  std::mutex log_mu_;       // rotation vs. reading
+  std::mutex register_mu_;  // one registration at a time
+  std::atomic<bool> registered_{false};
+
+  std::mutex stop_mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // GUARDED_BY(stop_mu_)
+  Status fatal_;           // GUARDED_BY(stop_mu_)
+};
+
+}  // namespace parallax::agent
+
+#endif  // PARALLAX_AGENT_AGENT_H_

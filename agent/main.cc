@@ -1,0 +1,177 @@
+// parallax-agent: the per-host daemon that runs tasks. See docs/OPERATIONS.md.
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/agent_service.h"
+#include "agent/coordinator_link.h"
+#include "agent/gpu_probe.h"
+#include "agent/process_launcher.h"
+#include "core/base/logging.h"
+#include "schemas/coordinator_constants.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  using namespace parallax;
+  using namespace parallax::agent;
+
+  AgentOptions options;
+  std::string listen = "127.0.0.1:0";
+  std::string advertise;
+  std::string port_file;
+  int slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool verbose = false;
+  if (const char* t = std::getenv("PARALLAX_TOKEN")) options.token = t;
+  std::error_code ec;
+  options.bin_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+
+  CLI::App app{"Parallax agent: registers this host's slots with the coordinator, launches the "
+               "tasks it assigns and keeps their logs"};
+  app.set_version_flag("--version", std::string("parallax-agent ") + options.version +
+                                        " (protocol " +
+                                        std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
+                                        ")");
+  app.add_option("--coordinator", options.coordinator, "coordinator HOST:PORT")->required();
+  app.add_option("--name", options.name, "this agent's name, unique in the cluster")->required();
+  app.add_option("--workdir", options.workdir, "directory for task directories and logs")
+      ->required();
+  app.add_option("--slots", slots, "CPU slots when the host has no GPU (default: CPUs)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--listen", listen, "HOST:PORT of the log service (port 0 picks a free one)")
+      ->capture_default_str();
+  app.add_option("--advertise", advertise,
+                 "host the coordinator and CLI reach the log service at (default: the listen "
+                 "host, or the hostname when listening on all interfaces)");
+  app.add_option("--bind-addr", options.bind_addr,
+                 "PARALLAX_BIND_ADDR given to tasks (default: the advertised host)");
+  app.add_option("--bin-dir", options.bin_dir,
+                 "where parallax-trainer and parallax-ps are (default: this executable's directory)");
+  app.add_option("--token", options.token, "control-plane shared secret (default: $PARALLAX_TOKEN)");
+  app.add_option("--grace-ms", options.grace_ms, "SIGTERM to SIGKILL delay when stopping a task")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--heartbeat-ms", options.heartbeat_ms, "heartbeat period")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-log-bytes", options.max_log_bytes,
+                 "rotate a task's log past this size, in bytes or with a unit (64MiB); keeps 3 "
+                 "old files")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--stop-tasks-on-exit", options.stop_tasks_on_exit,
+               "stop every task when the agent exits, and let tasks die with it (for `parallax "
+               "run`; a cluster agent leaves tasks running across restarts)");
+  app.add_option("--port-file", port_file, "write the log service's port here once listening");
+  app.add_flag("-v,--verbose", verbose, "log debug messages");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (verbose) SetMinLogLevel(LogLevel::kDebug);
+  StatusOr<std::pair<std::string, int>> address = SplitHostPort(listen);
+  if (!address.ok()) {
+    std::cerr << "parallax-agent: --listen: " << address.status().message() << "\n";
+    return 2;
+  }
+  char host[HOST_NAME_MAX + 1] = {0};
+  gethostname(host, sizeof(host) - 1);
+  options.hostname = host;
+  if (advertise.empty()) {
+    const std::string& h = address->first;
+    advertise = (h.empty() || h == "0.0.0.0" || h == "::") ? options.hostname : h;
+  }
+  if (options.bind_addr.empty()) options.bind_addr = advertise;
+  std::string why;
+  options.gpus = CountCudaDevices(&why);
+  options.slots = options.gpus > 0 ? options.gpus : slots;
+  PX_LOG(INFO) << "GPUs: " << why << "; " << options.slots << " slots";
+  for (char** e = environ; *e; ++e) options.inherited_env.emplace_back(*e);
+
+  // Signals are taken by one thread with sigwait; every other thread (and,
+  // until they reset it, tasks) starts with them blocked. SIGUSR1 wakes that
+  // thread when the agent stops by itself.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher();
+  CoordinatorLinkOptions link_options;
+  link_options.address = options.coordinator;
+  link_options.auth_token = options.token;
+  link_options.agent_name = options.name;
+  std::unique_ptr<CoordinatorLink> link = NewCoordinatorLink(link_options);
+  Agent agent(options, link.get(), launcher.get(), RealClock());
+  if (Status s = agent.Init(); !s.ok()) {
+    std::cerr << "parallax-agent: " << s.message() << "\n";
+    return 1;
+  }
+
+  AgentServiceOptions service_options;
+  service_options.auth_token = options.token;
+  service_options.version = options.version;
+  auto service = std::make_shared<AgentService>(&agent, RealClock(), service_options);
+  // With port 0, a restarted agent first tries the port it had, so it comes
+  // back at the address the coordinator knows (which accepts a re-registration
+  // of a live name only from the same address).
+  std::string last_port_path = options.workdir + "/agent.port";
+  StatusOr<std::unique_ptr<AgentServer>> server = Unavailable("not started");
+  int last_port = 0;
+  if (address->second == 0 && (std::ifstream(last_port_path) >> last_port) && last_port > 0 &&
+      last_port <= 65535) {
+    server = StartAgentServer({address->first, last_port}, service);
+  }
+  if (!server.ok()) server = StartAgentServer({address->first, address->second}, service);
+  if (!server.ok()) {
+    std::cerr << "parallax-agent: " << server.status().message() << "\n";
+    return 1;
+  }
+  int port = (*server)->port();
+  agent.set_address(advertise + ":" + std::to_string(port));
+  if (address->second == 0) std::ofstream(last_port_path) << port << "\n";
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::cerr << "parallax-agent: cannot write --port-file '" << port_file << "'\n";
+      return 1;
+    }
+  }
+  std::cout << "parallax-agent '" << options.name << "' serving logs on " << address->first << ":"
+            << port << ", coordinator " << options.coordinator << std::endl;
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) {
+      PX_LOG(INFO) << "signal " << sig << ": stopping"
+                   << (options.stop_tasks_on_exit ? " and stopping tasks" : " (tasks keep running)");
+    }
+    agent.Stop();
+  });
+  Status result = agent.Run();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  (*server)->Stop();
+  if (!result.ok()) {
+    std::cerr << "parallax-agent: " << result.message() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,6 @@
+add_executable(launch_bench launch_bench.cc)
+target_link_libraries(launch_bench PRIVATE px_rpc px_base CLI11::CLI11 nlohmann_json::nlohmann_json)
+add_dependencies(launch_bench parallax-coordinator)
+if(TARGET parallax-agent)
+  add_dependencies(launch_bench parallax-agent)
+endif()

@@ -1,0 +1,321 @@
+#include "cli/run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli.h"
+#include "core/config/job_config.h"
+#include "core/rpc/coordinator_client.h"
+
+namespace parallax::cli {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) { g_signal.store(sig); }
+
+// A daemon started by `run`: killed with SIGTERM when this process dies for
+// any reason (PR_SET_PDEATHSIG), and by Stop() on the way out.
+class Daemon {
+ public:
+  Daemon(const std::vector<std::string>& argv, const std::string& log_path) {
+    std::vector<std::string> args = argv;
+    std::vector<char*> ptrs;
+    for (auto& a : args) ptrs.push_back(a.data());
+    ptrs.push_back(nullptr);
+    pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);  // the parent died before prctl
+      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      int null = open("/dev/null", O_RDONLY);
+      if (null >= 0) dup2(null, 0);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      signal(SIGINT, SIG_IGN);  // Ctrl-C is for `run` to handle, not its daemons
+      execv(ptrs[0], ptrs.data());
+      std::fprintf(stderr, "cannot execute %s: %s\n", ptrs[0], std::strerror(errno));
+      _exit(127);
+    }
+  }
+  ~Daemon() { Stop(); }
+
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 200 && !Exited(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string Tail(const std::string& path, size_t bytes = 2000) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+std::string Duration(double seconds) {
+  int s = static_cast<int>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%d:%02d", s / 60, s % 60);
+  }
+  return buf;
+}
+
+std::string StateName(rpc::JobState::type s) {
+  auto it = rpc::_JobState_VALUES_TO_NAMES.find(s);
+  return it == rpc::_JobState_VALUES_TO_NAMES.end() ? "UNKNOWN" : it->second;
+}
+
+bool Terminal(rpc::JobState::type s) {
+  return s == rpc::JobState::SUCCEEDED || s == rpc::JobState::FAILED ||
+         s == rpc::JobState::CANCELLED;
+}
+
+// Tasks of the job that an agent still runs (or was told to start).
+int LiveTasks(CoordinatorClient& client, int64_t job_id) {
+  std::vector<rpc::TaskInfo> tasks;
+  Status s = client.Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client.Header(), job_id); });
+  if (!s.ok()) return -1;
+  int live = 0;
+  for (const auto& t : tasks) {
+    live += t.state == rpc::TaskState::ASSIGNED || t.state == rpc::TaskState::RUNNING;
+  }
+  return live;
+}
+
+}  // namespace
+
+int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  StatusOr<JobConfig> config = LoadJobConfig(options.job_file);
+  if (!config.ok()) {
+    err << config.status().message() << "\n";
+    err << "parallax: " << options.job_file << " is not a valid job file; nothing was run\n";
+    return kExitUsage;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  if (ec) {
+    err << "parallax: cannot create '" << options.state_dir << "': " << ec.message() << "\n";
+    return kExitFailed;
+  }
+  const std::string dir = std::filesystem::absolute(options.state_dir).string();
+  const std::string db = options.db.empty() ? dir + "/state.db" : options.db;
+  const std::string port_file = dir + "/coordinator.port";
+  std::filesystem::remove(port_file, ec);
+
+  // Signals: Ctrl-C and SIGTERM cancel the job instead of killing us.
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  Daemon coordinator({options.bin_dir + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
+                      db, "--port-file", port_file},
+                     dir + "/coordinator.log");
+  std::string address;
+  for (int i = 0; i < 400 && address.empty(); ++i) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      address = "127.0.0.1:" + std::to_string(port);
+    } else if (coordinator.Exited()) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+  }
+  if (address.empty()) {
+    err << "parallax: the embedded coordinator did not start; its log (" << dir
+        << "/coordinator.log) ends with:\n"
+        << Tail(dir + "/coordinator.log") << "\n";
+    return kExitFailed;
+  }
+  // A fixed name: the agent comes back at the address it saved in its workdir,
+  // so a later `run` on the same state directory re-registers it at once.
+  const std::string agent_name = "local";
+  Daemon agent({options.bin_dir + "/parallax-agent", "--coordinator", address, "--name", agent_name,
+                "--workdir", dir + "/agent", "--slots", std::to_string(config->job.workers),
+                "--grace-ms", "2000", "--stop-tasks-on-exit"},
+               dir + "/agent.log");
+
+  CoordinatorClientOptions copts;
+  copts.address = address;
+  copts.auth_token = options.token;
+  copts.client_name = "run";
+  StatusOr<std::unique_ptr<CoordinatorClient>> connected = CoordinatorClient::Connect(copts);
+  if (!connected.ok()) {
+    err << "parallax: " << connected.status().message() << "\n";
+    return kExitFailed;
+  }
+  CoordinatorClient& client = **connected;
+  bool registered = false;
+  for (int i = 0; i < 400 && !registered && !agent.Exited(); ++i) {
+    StatusOr<std::vector<rpc::AgentInfo>> agents = client.ListAgents();
+    if (agents.ok()) {
+      for (const auto& a : *agents) registered |= a.name == agent_name && a.alive;
+    }
+    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (!registered) {
+    err << "parallax: the local agent did not register; its log (" << dir
+        << "/agent.log) ends with:\n"
+        << Tail(dir + "/agent.log") << "\n";
+    return kExitFailed;
+  }
+
+  std::ifstream in(options.job_file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  StatusOr<rpc::JobInfo> job = client.SubmitJob(
+      text.str(), std::filesystem::absolute(options.job_file).lexically_normal().string());
+  if (!job.ok()) {
+    err << "parallax: " << job.status().message() << "\n";
+    return job.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+  }
+  const int64_t id = job->id;
+  const int64_t total_steps = config->trainer.steps;
+  err << "parallax: job " << id << " (" << job->name << ", " << job->workers
+      << " workers) on an embedded coordinator at " << address << "; logs: parallax --coordinator "
+      << address << " logs " << id << "\n";
+
+  const auto start = SteadyClock::now();
+  bool cancelled = false;
+  rpc::JobInfo last = *job;
+  std::string last_line;
+  int64_t last_step = -1;
+  double loss = 0, steps_per_s = 0;
+  auto last_print = SteadyClock::now() - std::chrono::hours(1);
+  int64_t rate_step = 0;
+  auto rate_time = start;
+  while (true) {
+    if (g_signal.load() != 0 && !cancelled) {
+      cancelled = true;
+      err << (options.progress_bar ? "\n" : "") << "parallax: cancelling job " << id << "\n";
+      (void)client.CancelJob(id, "interrupted (parallax run received a signal)");
+    }
+    StatusOr<rpc::JobInfo> now = client.GetJob(id);
+    if (now.ok()) last = *now;
+    if (last.step != last_step) {
+      std::vector<rpc::MetricPoint> points;
+      rpc::GetMetricsRequest req;
+      req.job_id = id;
+      req.__set_after_step(std::max<int64_t>(last_step, 0) - 1);
+      if (client.Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, client.Header(), req); })
+              .ok() &&
+          !points.empty()) {
+        loss = points.back().loss;
+      }
+      double dt = std::chrono::duration<double>(SteadyClock::now() - rate_time).count();
+      if (dt > 0.5) {
+        steps_per_s = (last.step - rate_step) / dt;
+        rate_step = last.step;
+        rate_time = SteadyClock::now();
+      }
+      last_step = last.step;
+    }
+    double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    std::ostringstream line;
+    if (last.state == rpc::JobState::RUNNING && total_steps > 0) {
+      double frac = std::min(1.0, static_cast<double>(last.step) / static_cast<double>(total_steps));
+      int filled = static_cast<int>(frac * 30);
+      line << "[" << std::string(filled, '#') << std::string(30 - filled, '-') << "] " << last.step
+           << "/" << total_steps << " steps";
+      if (last_step > 0) line << "  loss " << loss;
+      if (steps_per_s > 0) {
+        line << "  " << static_cast<int64_t>(steps_per_s * 10) / 10.0 << " steps/s  ETA "
+             << Duration((total_steps - last.step) / steps_per_s);
+      }
+    } else {
+      line << StateName(last.state);
+      if (last.__isset.waiting_for) line << ": " << last.waiting_for;
+      if (last.attempt > 1) line << " (attempt " << last.attempt << ")";
+    }
+    line << "  " << Duration(elapsed);
+    if (options.progress_bar) {
+      std::string s = line.str();
+      out << "\r" << s << std::string(last_line.size() > s.size() ? last_line.size() - s.size() : 0, ' ')
+          << std::flush;
+      last_line = s;
+    } else if (line.str() != last_line &&
+               (SteadyClock::now() - last_print > std::chrono::seconds(5) ||
+                last.state != rpc::JobState::RUNNING)) {
+      // Not a terminal: a plain line when something changed, at most every 5 s.
+      std::string s = line.str();
+      if (s.substr(0, s.rfind("  ")) != last_line.substr(0, last_line.rfind("  "))) {
+        out << s << "\n" << std::flush;
+        last_print = SteadyClock::now();
+      }
+      last_line = s;
+    }
+    if (Terminal(last.state)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (options.progress_bar) out << "\n";
+
+  // Wait for every task to be gone before the daemons go.
+  for (int i = 0; i < 300 && LiveTasks(client, id) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  out << "job " << id << " " << StateName(last.state) << " after " << Duration(elapsed);
+  std::vector<std::string> facts;
+  if (last.step > 0) facts.push_back(std::to_string(last.step) + " steps, last loss " + std::to_string(loss));
+  if (last.attempt > 1) facts.push_back(std::to_string(last.attempt) + " attempts");
+  for (size_t i = 0; i < facts.size(); ++i) out << (i == 0 ? " (" : ", ") << facts[i];
+  out << (facts.empty() ? "" : ")") << "\n";
+  if (last.__isset.reason && last.state != rpc::JobState::SUCCEEDED) {
+    out << "reason: " << last.reason << "\n";
+  }
+  agent.Stop();
+  coordinator.Stop();
+  if (cancelled) return 130;
+  return last.state == rpc::JobState::SUCCEEDED ? kExitOk : kExitFailed;
+}
+
+}  // namespace parallax::cli

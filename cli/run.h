@@ -1,0 +1,28 @@
+// `parallax run JOB.toml`: a whole job on this machine. Starts
+// parallax-coordinator (SQLite under ./.parallax/ unless --db) and one
+// parallax-agent with as many slots as the job needs, submits the job, shows
+// progress until it ends and exits 0 only if it SUCCEEDED. Ctrl-C cancels the
+// job, waits for its tasks to stop and exits 130. Both daemons die with this
+// process (PR_SET_PDEATHSIG), and the agent then stops the job's tasks.
+#ifndef PARALLAX_CLI_RUN_H_
+#define PARALLAX_CLI_RUN_H_
+
+#include <ostream>
+#include <string>
+
+namespace parallax::cli {
+
+struct RunOptions {
+  std::string job_file;
+  std::string state_dir = ".parallax";  // database, daemon logs, agent workdir
+  std::string db;                       // default: <state_dir>/state.db
+  std::string bin_dir;                  // where parallax-coordinator/-agent are
+  std::string token;
+  bool progress_bar = false;            // a terminal: redraw one line
+};
+
+int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace parallax::cli
+
+#endif  // PARALLAX_CLI_RUN_H_

@@ -1,0 +1,137 @@
+// Communicator: the seam for dense collectives. One object per rank of a job;
+// the backend is Gloo (TCP, host memory) or NCCL (GPU, device memory), both
+// bootstrapped through a RendezvousStore (the coordinator's key-value store in
+// a job, an in-memory or file store in tests).
+//
+// Every call takes a deadline and returns a Status instead of hanging when a
+// peer is gone:
+//   DEADLINE_EXCEEDED   a peer did not take part before the deadline (never
+//                       arrived, or is stuck); the message names this rank,
+//                       the operation and what was waited for.
+//   UNAVAILABLE         a peer closed its connection (it exited or crashed).
+//   INVALID_ARGUMENT    bad arguments on this rank, or (with
+//                       verify_arguments) ranks disagree on the count, type or
+//                       root; the message names the ranks.
+//   FAILED_PRECONDITION the backend cannot be used here (NCCL without a
+//                       device), or an earlier error broke the communicator.
+// After any error other than INVALID_ARGUMENT found before communicating, the
+// communicator is broken: every later call fails with FAILED_PRECONDITION and
+// the job should start a new attempt.
+//
+// Thread-safety: calls are serialized internally; ranks must issue the same
+// collectives in the same order (as with MPI, Gloo and NCCL).
+#ifndef PARALLAX_CORE_COMM_COMMUNICATOR_H_
+#define PARALLAX_CORE_COMM_COMMUNICATOR_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace parallax::comm {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+inline Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
+  return std::chrono::steady_clock::now() + timeout;
+}
+
+enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kUInt8 };
+enum class ReduceOp { kSum, kMean };
+enum class Backend { kGloo, kNccl };
+
+size_t DataTypeSize(DataType type);
+std::string_view DataTypeName(DataType type);
+std::string_view ReduceOpName(ReduceOp op);
+std::string_view BackendName(Backend backend);
+
+class RendezvousStore;
+
+struct CommunicatorOptions {
+  Backend backend = Backend::kGloo;
+  int rank = 0;
+  int world_size = 1;
+  // Keys of this communicator live under this prefix in the store. In a job:
+  // CommKeyPrefix(job_id, attempt) ("job/<id>/<attempt>/comm"), so a restarted
+  // attempt never reads a stale address. Two communicators of one job need
+  // two prefixes.
+  std::string key_prefix = "comm";
+  // Gloo: address (or host name) to bind and advertise to peers; the trainer
+  // passes PARALLAX_BIND_ADDR. The port is always ephemeral.
+  std::string bind_address = "127.0.0.1";
+  // NCCL: the CUDA device ordinal (the local rank, under CUDA_VISIBLE_DEVICES).
+  int device = 0;
+  // How long Create() waits for every peer to publish its address.
+  std::chrono::milliseconds rendezvous_timeout{60'000};
+  // Before each collective, exchange (operation, count, type, root) and fail
+  // with INVALID_ARGUMENT naming the ranks that disagree. Costs one small
+  // extra round per call. Turn off only where every rank is known to agree:
+  // without it, ranks that pass different counts to Gloo make its event-loop
+  // thread throw (EnforceNotMet in tcp/pair.cc), which terminates the process.
+  bool verify_arguments = true;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  // Connects to every peer through `store` (which must outlive the call, not
+  // the communicator). Blocks until all world_size ranks have arrived or
+  // options.rendezvous_timeout passes (DEADLINE_EXCEEDED naming the ranks
+  // that did not arrive).
+  static StatusOr<std::unique_ptr<Communicator>> Create(const CommunicatorOptions& options,
+                                                        RendezvousStore* store);
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual Backend backend() const = 0;
+  virtual bool Supports(DataType type) const = 0;
+
+  // Memory: host pointers for Gloo, device pointers for NCCL. A null pointer
+  // is allowed when the count is 0.
+
+  // Reduces `count` elements of `data` over all ranks, in place. kMean divides
+  // the sum by world_size().
+  virtual Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
+                           Deadline deadline) = 0;
+  // Copies `count` elements of root's `data` into every rank's `data`.
+  virtual Status Broadcast(void* data, size_t count, DataType type, int root,
+                           Deadline deadline) = 0;
+  // out (world_size() * count elements) = the `count` elements of every rank,
+  // in rank order.
+  virtual Status AllGather(const void* in, size_t count, DataType type, void* out,
+                           Deadline deadline) = 0;
+  // Like AllGather with per-rank counts: rank r sends counts[r] elements;
+  // out holds sum(counts) elements. Every rank passes the same `counts`.
+  virtual Status AllGatherv(const void* in, const std::vector<size_t>& counts, DataType type,
+                            void* out, Deadline deadline) = 0;
+  // Returns once every rank has entered the barrier.
+  virtual Status Barrier(Deadline deadline) = 0;
+
+  // Typed conveniences for host float32 buffers.
+  Status AllReduce(std::vector<float>& data, ReduceOp op, Deadline deadline) {
+    return AllReduce(data.data(), data.size(), DataType::kFloat32, op, deadline);
+  }
+  Status Broadcast(std::vector<float>& data, int root, Deadline deadline) {
+    return Broadcast(data.data(), data.size(), DataType::kFloat32, root, deadline);
+  }
+};
+
+// "job/<id>/<attempt>/comm": the key prefix of a job attempt's collectives.
+std::string CommKeyPrefix(int64_t job_id, int attempt);
+
+// True when this build has the NCCL backend (CUDA and NCCL were found).
+bool NcclCompiledIn();
+
+// CUDA devices this process can see; 0 without NCCL support, a driver or a
+// device.
+int VisibleCudaDevices();
+
+}  // namespace parallax::comm
+
+#endif  // PARALLAX_CORE_COMM_COMMUNICATOR_H_

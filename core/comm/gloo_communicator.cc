@@ -1,0 +1,468 @@
+// The Gloo backend: a TCP device bound to options.bind_address, a full mesh
+// connected through the RendezvousStore, and Gloo's own collectives
+// (gloo::allreduce, broadcast, allgather, allgatherv, barrier) with a timeout
+// derived from each call's deadline. Gloo reports failures by throwing; every
+// call here catches at this wrapper and returns a Status.
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "core/base/logging.h"
+#include "core/comm/backends.h"
+#include "core/comm/half.h"
+#include "core/comm/rendezvous_store.h"
+
+namespace parallax::comm::internal {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds Left(Deadline deadline) {
+  return std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+}
+
+// "prefix/3" -> "rank 3"; other keys as they are.
+std::string DescribeKey(const std::string& key) {
+  size_t end = key.size();
+  size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(key[begin - 1]))) --begin;
+  if (begin == end) return "key \"" + key + "\"";
+  return "rank " + key.substr(begin) + " (key \"" + key + "\")";
+}
+
+// gloo::rendezvous::Store on a RendezvousStore (in a job: the coordinator's
+// key-value RPCs), under `prefix/`. Gloo expects exceptions; the Status that
+// caused one is kept for Create() to return.
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(RendezvousStore* store, std::string prefix, Deadline deadline)
+      : store_(store), prefix_(std::move(prefix)), deadline_(deadline) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check(store_->Set(Full(key), std::string(data.begin(), data.end())));
+  }
+
+  std::vector<char> get(const std::string& key) override {
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      wait({key}, Left(deadline_));
+      it = cache_.find(key);
+    }
+    return std::vector<char>(it->second.begin(), it->second.end());
+  }
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, Left(deadline_)); }
+
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(Full(k));
+    Deadline d = std::min(deadline_, std::chrono::steady_clock::now() + timeout);
+    StatusOr<std::vector<std::string>> values = store_->Get(full, d);
+    if (!values.ok()) {
+      std::string who;
+      for (const auto& k : full) who += (who.empty() ? "" : ", ") + DescribeKey(k);
+      Status s = values.status();
+      if (s.code() == StatusCode::kDeadlineExceeded) {
+        s = DeadlineExceeded("no address from " + who + " before the rendezvous deadline (" +
+                             s.message() + "); is that rank running, with the same key prefix " +
+                             "and world size?");
+      }
+      Check(s);
+    }
+    for (size_t i = 0; i < keys.size(); ++i) cache_[keys[i]] = std::move(values.value()[i]);
+  }
+
+  const Status& error() const { return error_; }
+
+ private:
+  std::string Full(const std::string& key) const { return prefix_ + "/" + key; }
+  void Check(const Status& s) {
+    if (s.ok()) return;
+    error_ = s;
+    throw gloo::IoException(s.ToString());
+  }
+
+  RendezvousStore* const store_;
+  const std::string prefix_;
+  const Deadline deadline_;
+  std::map<std::string, std::string> cache_;
+  Status error_;
+};
+
+void SumBFloat16(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  auto* x = static_cast<const uint16_t*>(a);
+  auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = FloatToBFloat16(BFloat16ToFloat(x[i]) + BFloat16ToFloat(y[i]));
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+// What every rank states before a collective when verify_arguments is on.
+struct CallHeader {
+  int32_t op;
+  int32_t type;
+  int64_t count;
+  int64_t root;
+};
+static_assert(sizeof(CallHeader) == 24);
+
+enum class Op : int32_t { kAllReduce = 1, kBroadcast, kAllGather, kAllGatherv, kBarrier };
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kAllReduce:
+      return "AllReduce";
+    case Op::kBroadcast:
+      return "Broadcast";
+    case Op::kAllGather:
+      return "AllGather";
+    case Op::kAllGatherv:
+      return "AllGatherv";
+    case Op::kBarrier:
+      return "Barrier";
+  }
+  return "?";
+}
+
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(CommunicatorOptions options, std::shared_ptr<gloo::rendezvous::Context> context)
+      : options_(std::move(options)), context_(std::move(context)) {}
+
+  ~GlooCommunicator() override {
+    // Pairs close their sockets; peers blocked on us see the connection drop.
+    std::lock_guard<std::mutex> lock(mu_);
+    context_.reset();
+  }
+
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+  Backend backend() const override { return Backend::kGloo; }
+  bool Supports(DataType type) const override {
+    return type == DataType::kFloat32 || type == DataType::kFloat16 ||
+           type == DataType::kBFloat16 || type == DataType::kInt32;
+  }
+
+  Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
+                   Deadline deadline) override {
+    std::string what = std::string("AllReduce of ") + std::to_string(count) + " " +
+                       std::string(DataTypeName(type)) + " (" + std::string(ReduceOpName(op)) + ")";
+    if (type == DataType::kUInt8)
+      return InvalidArgument(Prefix() + what + ": uint8 cannot be reduced");
+    return Run(
+        Op::kAllReduce, type, count, 0, what, data, deadline,
+        [&](milliseconds timeout) {
+          if (count == 0 || options_.world_size == 1) return;
+          gloo::AllreduceOptions opts(context_);
+          opts.setTag(next_tag_++);
+          opts.setTimeout(timeout);
+          switch (type) {
+            case DataType::kFloat32:
+              opts.setOutput(static_cast<float*>(data), count);
+              opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+              break;
+            case DataType::kFloat16:
+              opts.setOutput(static_cast<gloo::float16*>(data), count);
+              opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<gloo::float16>));
+              break;
+            case DataType::kBFloat16:
+              opts.setOutput(static_cast<uint16_t*>(data), count);
+              opts.setReduceFunction(&SumBFloat16);
+              break;
+            case DataType::kInt32:
+              opts.setOutput(static_cast<int32_t*>(data), count);
+              opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<int32_t>));
+              break;
+            case DataType::kUInt8:
+              break;
+          }
+          gloo::allreduce(opts);
+        },
+        [&] {
+          if (op == ReduceOp::kMean) Divide(data, count, type);
+        });
+  }
+
+  Status Broadcast(void* data, size_t count, DataType type, int root, Deadline deadline) override {
+    std::string what = "Broadcast of " + std::to_string(count) + " " +
+                       std::string(DataTypeName(type)) + " from rank " + std::to_string(root);
+    if (root < 0 || root >= options_.world_size) {
+      return InvalidArgument(Prefix() + what + ": root is not a rank");
+    }
+    return Run(Op::kBroadcast, type, count, root, what, data, deadline, [&](milliseconds timeout) {
+      if (count == 0 || options_.world_size == 1) return;
+      gloo::BroadcastOptions opts(context_);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(timeout);
+      opts.setRoot(root);
+      opts.setOutput(static_cast<uint8_t*>(data), count * DataTypeSize(type));
+      gloo::broadcast(opts);
+    });
+  }
+
+  Status AllGather(const void* in, size_t count, DataType type, void* out,
+                   Deadline deadline) override {
+    std::string what =
+        "AllGather of " + std::to_string(count) + " " + std::string(DataTypeName(type));
+    size_t bytes = count * DataTypeSize(type);
+    return Run(Op::kAllGather, type, count, 0, what, out, deadline, [&](milliseconds timeout) {
+      if (count == 0) return;
+      if (options_.world_size == 1) {
+        std::memmove(out, in, bytes);
+        return;
+      }
+      gloo::AllgatherOptions opts(context_);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(timeout);
+      opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
+      opts.setOutput(static_cast<uint8_t*>(out), bytes * options_.world_size);
+      gloo::allgather(opts);
+    });
+  }
+
+  Status AllGatherv(const void* in, const std::vector<size_t>& counts, DataType type, void* out,
+                    Deadline deadline) override {
+    if (counts.size() != static_cast<size_t>(options_.world_size)) {
+      return InvalidArgument(Prefix() + "AllGatherv: " + std::to_string(counts.size()) +
+                             " counts given for a world of " + std::to_string(options_.world_size) +
+                             "; pass one per rank");
+    }
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    size_t mine = counts[options_.rank];
+    std::string what = "AllGatherv of " + std::to_string(mine) + " of " + std::to_string(total) +
+                       " " + std::string(DataTypeName(type));
+    // The header carries the total and a digest of the counts, so ranks with
+    // different count vectors are caught.
+    uint64_t digest = 1469598103934665603ull;  // FNV-1a over the counts
+    for (size_t c : counts) digest = (digest ^ c) * 1099511628211ull;
+    return Run(Op::kAllGatherv, type, total, static_cast<int64_t>(digest >> 1), what, out, deadline,
+               [&](milliseconds timeout) {
+                 if (total == 0) return;
+                 size_t esize = DataTypeSize(type);
+                 if (options_.world_size == 1) {
+                   std::memmove(out, in, mine * esize);
+                   return;
+                 }
+                 std::vector<size_t> bytes;
+                 for (size_t c : counts) bytes.push_back(c * esize);
+                 gloo::AllgathervOptions opts(context_);
+                 opts.setTag(next_tag_++);
+                 opts.setTimeout(timeout);
+                 opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), mine * esize);
+                 opts.setOutput(static_cast<uint8_t*>(out), bytes);
+                 gloo::allgatherv(opts);
+               });
+  }
+
+  Status Barrier(Deadline deadline) override {
+    return Run(Op::kBarrier, DataType::kUInt8, 0, 0, "Barrier", nullptr, deadline,
+               [&](milliseconds timeout) {
+                 if (options_.world_size == 1) return;
+                 gloo::BarrierOptions opts(context_);
+                 opts.setTag(next_tag_++);
+                 opts.setTimeout(timeout);
+                 gloo::barrier(opts);
+               });
+  }
+
+ private:
+  std::string Prefix() const { return RankName(options_) + ": "; }
+
+  template <typename Body, typename After = void (*)()>
+  Status Run(
+      Op op, DataType type, size_t count, int64_t root, const std::string& what, const void* data,
+      Deadline deadline, Body body, After after = [] {}) {
+    if (data == nullptr && count > 0) return InvalidArgument(Prefix() + what + ": null buffer");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) {
+      return FailedPrecondition(Prefix() + what + ": communicator is broken by an earlier error (" +
+                                broken_.message() + "); start a new attempt");
+    }
+    try {
+      if (options_.verify_arguments && options_.world_size > 1) {
+        milliseconds left = Left(deadline);
+        if (left.count() <= 0)
+          return Fail(DeadlineExceeded(Prefix() + what + ": deadline already passed"));
+        PX_RETURN_IF_ERROR(Verify(op, type, count, root, what, left));
+      }
+      milliseconds left = Left(deadline);
+      if (left.count() <= 0)
+        return Fail(DeadlineExceeded(Prefix() + what + ": deadline already passed"));
+      body(left);
+      after();
+      return Status::Ok();
+    } catch (const gloo::IoException& e) {
+      std::string m = e.what();
+      if (m.find("Timed out") != std::string::npos || m.find("timed out") != std::string::npos) {
+        return Fail(
+            DeadlineExceeded(Prefix() + what + " did not finish before its deadline: a peer " +
+                             "did not take part (is every rank alive and issuing the same " +
+                             "collectives?): " + m));
+      }
+      return Fail(Unavailable(Prefix() + what + " failed: a peer closed its connection (did it " +
+                              "exit?): " + m));
+    } catch (const std::exception& e) {
+      return Fail(Internal(Prefix() + what + " failed in Gloo: " + e.what()));
+    }
+  }
+
+  Status Fail(Status s) {
+    broken_ = s;
+    return s;
+  }
+
+  // Exchanges the call's header with every rank; INVALID_ARGUMENT names the
+  // ranks that disagree. Called with mu_ held; may throw Gloo exceptions.
+  Status Verify(Op op, DataType type, size_t count, int64_t root, const std::string& what,
+                milliseconds timeout) {
+    CallHeader mine{static_cast<int32_t>(op), static_cast<int32_t>(type),
+                    static_cast<int64_t>(count), root};
+    std::vector<CallHeader> all(options_.world_size);
+    gloo::AllgatherOptions opts(context_);
+    opts.setTag(next_tag_++);
+    opts.setTimeout(timeout);
+    opts.setInput(reinterpret_cast<uint8_t*>(&mine), sizeof(mine));
+    opts.setOutput(reinterpret_cast<uint8_t*>(all.data()), sizeof(CallHeader) * all.size());
+    gloo::allgather(opts);
+    std::string diffs;
+    for (int r = 0; r < options_.world_size; ++r) {
+      const CallHeader& h = all[r];
+      if (std::memcmp(&h, &all[0], sizeof(h)) == 0) continue;
+      diffs += "; rank " + std::to_string(r) + " called " + Describe(h) + " but rank 0 called " +
+               Describe(all[0]);
+    }
+    if (diffs.empty()) return Status::Ok();
+    return InvalidArgument(Prefix() + what + ": ranks disagree on the collective" + diffs +
+                           " (every rank must pass the same operation, count, type and root)");
+  }
+
+  static std::string Describe(const CallHeader& h) {
+    std::string s = OpName(static_cast<Op>(h.op));
+    if (static_cast<Op>(h.op) == Op::kBarrier) return s;
+    s += " of " + std::to_string(h.count) + " " +
+         std::string(DataTypeName(static_cast<DataType>(h.type)));
+    if (static_cast<Op>(h.op) == Op::kBroadcast) s += " from rank " + std::to_string(h.root);
+    if (static_cast<Op>(h.op) == Op::kAllGatherv) {
+      s += " in total (counts digest " + std::to_string(h.root) + ")";
+    }
+    return s;
+  }
+
+  void Divide(void* data, size_t count, DataType type) const {
+    const float n = static_cast<float>(options_.world_size);
+    switch (type) {
+      case DataType::kFloat32: {
+        auto* p = static_cast<float*>(data);
+        for (size_t i = 0; i < count; ++i) p[i] /= n;
+        break;
+      }
+      case DataType::kFloat16: {
+        auto* p = static_cast<uint16_t*>(data);
+        for (size_t i = 0; i < count; ++i) p[i] = FloatToHalf(HalfToFloat(p[i]) / n);
+        break;
+      }
+      case DataType::kBFloat16: {
+        auto* p = static_cast<uint16_t*>(data);
+        for (size_t i = 0; i < count; ++i) p[i] = FloatToBFloat16(BFloat16ToFloat(p[i]) / n);
+        break;
+      }
+      case DataType::kInt32: {
+        auto* p = static_cast<int32_t*>(data);
+        for (size_t i = 0; i < count; ++i) p[i] /= options_.world_size;
+        break;
+      }
+      case DataType::kUInt8:
+        break;
+    }
+  }
+
+  // Constant after construction.
+  const CommunicatorOptions options_;
+
+  std::mutex mu_;                                       // serializes collectives
+  std::shared_ptr<gloo::rendezvous::Context> context_;  // guarded by mu_
+  uint32_t next_tag_ = 0;                               // guarded by mu_
+  Status broken_;                                       // guarded by mu_
+};
+
+// Resolves a bind address to a numeric one. Gloo's own lookup crashes on some
+// failures (seen: a segfault in CreateDeviceAttr on an unresolvable name), so
+// it only ever sees an address that resolved here.
+StatusOr<std::string> ResolveBindAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    return InvalidArgument("cannot resolve bind address \"" + host + "\": " + gai_strerror(rc) +
+                           " (check PARALLAX_BIND_ADDR)");
+  }
+  char numeric[NI_MAXHOST];
+  rc = getnameinfo(result->ai_addr, result->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
+                   NI_NUMERICHOST);
+  freeaddrinfo(result);
+  if (rc != 0) {
+    return InvalidArgument("cannot use bind address \"" + host + "\": " + gai_strerror(rc));
+  }
+  return std::string(numeric);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const CommunicatorOptions& options,
+                                                               RendezvousStore* store) {
+  const std::string who = RankName(options);
+  StatusOr<std::string> address = ResolveBindAddress(options.bind_address);
+  if (!address.ok()) return address.status().WithContext(who);
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = address.value();
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return InvalidArgument(who + ": cannot bind a Gloo TCP device to \"" + options.bind_address +
+                           "\" (check PARALLAX_BIND_ADDR): " + e.what());
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
+  context->setTimeout(options.rendezvous_timeout);
+  GlooStoreAdapter adapter(store, options.key_prefix, DeadlineAfter(options.rendezvous_timeout));
+  try {
+    context->connectFullMesh(adapter, device);
+  } catch (const std::exception& e) {
+    std::string where = " under \"" + options.key_prefix + "\" within " +
+                        std::to_string(options.rendezvous_timeout.count()) + " ms";
+    if (!adapter.error().ok()) {
+      return Status(adapter.error().code(),
+                    who + ": rendezvous" + where + " failed: " + adapter.error().message());
+    }
+    std::string m = e.what();
+    if (m.find("imed out") != std::string::npos) {
+      return DeadlineExceeded(who + ": rendezvous" + where + " failed connecting to peers: " + m);
+    }
+    return Unavailable(who + ": rendezvous" + where + " failed connecting to peers: " + m);
+  }
+  return std::unique_ptr<Communicator>(
+      std::make_unique<GlooCommunicator>(options, std::move(context)));
+}
+
+}  // namespace parallax::comm::internal
