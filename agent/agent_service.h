@@ -10,6 +10,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/status.h"
+#include "core/rpc/thrift_server.h"
 #include "schemas/Agent.h"
 
 namespace parallax::agent {
@@ -49,25 +50,12 @@ class AgentService : public rpc::AgentIf {
   const AgentServiceOptions options_;
 };
 
-struct AgentServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 0;  // 0: pick a free port
-};
-
-class AgentServer {
- public:
-  virtual ~AgentServer() = default;
-  virtual int port() const = 0;
-  // Stops accepting, closes connections, joins the serving thread. Idempotent.
-  virtual void Stop() = 0;
-};
+using AgentServerOptions = ThriftServerOptions;
+using AgentServer = ThriftServer;
 
 // Binds and serves in a background thread; returns once listening.
 StatusOr<std::unique_ptr<AgentServer>> StartAgentServer(const AgentServerOptions& options,
                                                         std::shared_ptr<rpc::AgentIf> handler);
-
-// Splits "HOST:PORT" (port 0..65535; "[v6]:port" allowed).
-StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
 
 }  // namespace parallax::agent
 

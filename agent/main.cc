@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (verbose) SetMinLogLevel(LogLevel::kDebug);
-  StatusOr<std::pair<std::string, int>> address = SplitHostPort(listen);
+  StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
   if (!address.ok()) {
     std::cerr << "parallax-agent: --listen: " << address.status().message() << "\n";
     return 2;

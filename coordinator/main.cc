@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
   service->StartBackground();
 
   ServerOptions server_options;
+  server_options.what = "coordinator";
   server_options.host = address->first;
   server_options.port = address->second;
   StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);

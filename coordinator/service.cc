@@ -6,6 +6,7 @@
 
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
+#include "core/rpc/request_header.h"
 #include "schemas/coordinator_constants.h"
 
 namespace parallax::coordinator {
@@ -38,18 +39,6 @@ void RequireJobId(int64_t job_id) {
   }
 }
 
-// Constant-time comparison so the token cannot be guessed byte by byte.
-bool TokensEqual(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const std::string& longer = a.size() >= b.size() ? a : b;
-  for (size_t i = 0; i < longer.size(); ++i) {
-    unsigned char x = i < a.size() ? a[i] : 0;
-    unsigned char y = i < b.size() ? b[i] : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
-
 rpc::JobInfo ToJobInfo(const JobRecord& job, bool with_text, const std::string& waiting_for) {
   rpc::JobInfo info;
   info.id = job.id;
@@ -73,24 +62,6 @@ std::string ClientName(const rpc::RequestHeader& header) {
 }
 
 }  // namespace
-
-rpc::CoordinatorError ToCoordinatorError(const Status& status) {
-  rpc::CoordinatorError error;
-  error.message = status.message();
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument: error.code = rpc::ErrorCode::INVALID_ARGUMENT; break;
-    case StatusCode::kNotFound: error.code = rpc::ErrorCode::NOT_FOUND; break;
-    case StatusCode::kAlreadyExists: error.code = rpc::ErrorCode::ALREADY_EXISTS; break;
-    case StatusCode::kFailedPrecondition: error.code = rpc::ErrorCode::FAILED_PRECONDITION; break;
-    case StatusCode::kDeadlineExceeded: error.code = rpc::ErrorCode::DEADLINE_EXCEEDED; break;
-    case StatusCode::kUnavailable:
-    case StatusCode::kAborted:
-    case StatusCode::kIoError: error.code = rpc::ErrorCode::UNAVAILABLE; break;
-    case StatusCode::kPermissionDenied: error.code = rpc::ErrorCode::UNAUTHENTICATED; break;
-    default: error.code = rpc::ErrorCode::INTERNAL; break;
-  }
-  return error;
-}
 
 CoordinatorService::CoordinatorService(StateStore* store, Clock* clock, ServiceOptions options)
     : store_(store),
@@ -203,19 +174,7 @@ Status CoordinatorService::FlushHeartbeats() {
 }
 
 void CoordinatorService::CheckHeader(const rpc::RequestHeader& header) const {
-  if (header.protocol_version != rpc::g_coordinator_constants.PROTOCOL_VERSION) {
-    Throw(rpc::ErrorCode::VERSION_MISMATCH,
-          "protocol version mismatch: client speaks version " +
-              std::to_string(header.protocol_version) + ", this coordinator speaks version " +
-              std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
-              " (server " + kServerVersion +
-              "); use parallax binaries from the same release as the coordinator");
-  }
-  if (!options_.auth_token.empty() && !TokensEqual(header.auth_token, options_.auth_token)) {
-    Throw(rpc::ErrorCode::UNAUTHENTICATED,
-          "authentication failed: wrong or missing token; pass the coordinator's shared secret "
-          "with --token or PARALLAX_TOKEN");
-  }
+  if (auto error = CheckRequestHeader(header, options_.auth_token, "coordinator")) throw *error;
 }
 
 template <typename Ready>

@@ -151,9 +151,6 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::thread flusher_;
 };
 
-// Converts a Status into the CoordinatorError the IDL defines.
-rpc::CoordinatorError ToCoordinatorError(const Status& status);
-
 }  // namespace parallax::coordinator
 
 #endif  // PARALLAX_COORDINATOR_SERVICE_H_

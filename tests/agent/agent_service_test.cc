@@ -117,14 +117,14 @@ TEST_F(AgentServiceTest, ChecksTheTokenWhenSet) {
 }
 
 TEST(SplitHostPortTest, ParsesAndRejects) {
-  auto a = SplitHostPort("127.0.0.1:0");
+  auto a = ParseHostPort("127.0.0.1:0");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->first, "127.0.0.1");
   EXPECT_EQ(a->second, 0);
-  EXPECT_EQ(SplitHostPort("[::1]:80")->first, "::1");
-  EXPECT_FALSE(SplitHostPort("host").ok());
-  EXPECT_FALSE(SplitHostPort("host:70000").ok());
-  EXPECT_FALSE(SplitHostPort(":80").ok());
+  EXPECT_EQ(ParseHostPort("[::1]:80")->first, "::1");
+  EXPECT_FALSE(ParseHostPort("host").ok());
+  EXPECT_FALSE(ParseHostPort("host:70000").ok());
+  EXPECT_FALSE(ParseHostPort(":80").ok());
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// The checks every Parallax Thrift service makes on a request's header, and
+// how a Status becomes the IDL's CoordinatorError. Used by the service
+// adapters only (STYLE: a Status becomes a Thrift exception only there).
+#ifndef PARALLAX_CORE_RPC_REQUEST_HEADER_H_
+#define PARALLAX_CORE_RPC_REQUEST_HEADER_H_
+
+#include <optional>
+#include <string>
+
+#include "core/base/status.h"
+#include "schemas/coordinator_types.h"
+
+namespace parallax {
+
+// nullopt when the header is acceptable; otherwise VERSION_MISMATCH naming
+// both versions, or UNAUTHENTICATED (`token` empty: any token is accepted;
+// compared in constant time). `server` names the service in messages
+// ("coordinator", "agent").
+std::optional<rpc::CoordinatorError> CheckRequestHeader(const rpc::RequestHeader& header,
+                                                        const std::string& token,
+                                                        const std::string& server);
+
+// INVALID_ARGUMENT -> INVALID_ARGUMENT, NOT_FOUND -> NOT_FOUND, ...;
+// UNAVAILABLE, ABORTED and IO_ERROR -> UNAVAILABLE; PERMISSION_DENIED ->
+// UNAUTHENTICATED; others -> INTERNAL.
+rpc::CoordinatorError ToCoordinatorError(const Status& status);
+
+}  // namespace parallax
+
+#endif  // PARALLAX_CORE_RPC_REQUEST_HEADER_H_
