@@ -1,0 +1,304 @@
+// ps_bench: sparse parameter-server throughput, workload W1 (issue 4).
+//
+// V rows of D float32 (default 1,000,000 × 64) range-partitioned over 2
+// parallax-ps shard processes; 2 worker processes each pull K = 8192 distinct
+// rows and push K gradient rows per step, SGD w -= 0.01·g on the shards
+// (async). Ids: Zipf(1.05) over V, drawn until K are distinct, then
+// scrambled by a bijection of [0, V) (a splitmix64-style finalizer on 20
+// bits, cycle-walked into [0, V)) so hot ids do not crowd one range
+// partition. Every id stream is generated before timing.
+//
+// rows/s = (pulled + pushed rows of both workers) / slowest worker's time.
+// GB/s counts row values only (D × 4 bytes a row).
+//
+// Modes: "pullpush" (waited pull, then waited push, per step) and "pushpull"
+// (one combined PUSH_PULL per step). Prints one JSON object per line and
+// statistic (median, min, max over --runs).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/ps/client.h"
+#include "core/ps/plan.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace parallax;
+using namespace parallax::ps;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  int64_t rows = 1'000'000;
+  uint32_t dim = 64;
+  uint32_t k = 8192;
+  int warmup = 20;
+  int steps = 500;
+  int runs = 5;
+  double zipf_s = 1.05;
+  std::string modes = "pullpush,pushpull";
+  std::string transport = "ipc";
+  std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
+};
+
+// A bijection of [0, 2^20) (splitmix64's finalizer shape: xor-shift,
+// multiply by an odd constant, modulo 2^20), cycle-walked into [0, v).
+uint64_t Scramble(uint64_t x, uint64_t v) {
+  constexpr uint64_t kMask = (1u << 20) - 1;
+  do {
+    x ^= x >> 10;
+    x = (x * 0x9E3B5u) & kMask;
+    x ^= x >> 9;
+    x = (x * 0x6A4F7u) & kMask;
+    x ^= x >> 11;
+  } while (x >= v);
+  return x;
+}
+
+std::vector<std::vector<int64_t>> MakeIdStream(const Config& c, uint32_t worker, int steps) {
+  std::vector<double> cdf(c.rows);
+  double sum = 0;
+  for (int64_t i = 0; i < c.rows; ++i) {
+    sum += 1.0 / std::pow(static_cast<double>(i + 1), c.zipf_s);
+    cdf[i] = sum;
+  }
+  std::mt19937_64 rng(1234 + worker);
+  std::uniform_real_distribution<double> u(0.0, sum);
+  std::vector<std::vector<int64_t>> stream(steps);
+  std::vector<uint32_t> seen(c.rows, 0);
+  for (int s = 0; s < steps; ++s) {
+    auto& ids = stream[s];
+    ids.reserve(c.k);
+    while (ids.size() < c.k) {
+      const int64_t rank = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+      const int64_t r = std::min<int64_t>(rank, c.rows - 1);
+      if (seen[r] == static_cast<uint32_t>(s + 1)) continue;
+      seen[r] = s + 1;
+      ids.push_back(static_cast<int64_t>(Scramble(static_cast<uint64_t>(r), c.rows)));
+    }
+  }
+  return stream;
+}
+
+PsPlan MakePlan(const Config& c) {
+  PsPlan plan;
+  plan.consistency = Consistency::kAsync;
+  plan.num_workers = 2;
+  plan.num_shards = 2;
+  VariableSpec v;
+  v.id = 0;
+  v.name = "w1";
+  v.rows = c.rows;
+  v.dim = c.dim;
+  v.partitions = 2;
+  v.scheme = PartitionScheme::kRange;
+  v.partition_shards = {0, 1};
+  v.optimizer.type = OptimizerType::kSgd;
+  v.optimizer.lr = 0.01f;
+  plan.variables.push_back(v);
+  return plan;
+}
+
+bool WaitForFile(const std::string& path, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (Clock::now() < deadline) {
+    if (std::filesystem::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  return pid;
+}
+
+// ---- worker process ----
+
+int RunWorker(const Config& c, const std::string& plan_file, const std::string& endpoints_csv,
+              uint32_t worker, const std::string& mode, const std::string& dir) {
+  auto plan = LoadPsPlanFile(plan_file);
+  if (!plan.ok()) {
+    std::cerr << plan.status().ToString() << "\n";
+    return 1;
+  }
+  PsClientOptions o;
+  o.plan = *plan;
+  o.worker = worker;
+  std::stringstream ss(endpoints_csv);
+  for (std::string ep; std::getline(ss, ep, ',');) o.shard_endpoints.push_back(ep);
+  auto client = PsClient::Create(o);
+  if (!client.ok()) {
+    std::cerr << client.status().ToString() << "\n";
+    return 1;
+  }
+  PsClient& ps = **client;
+  const int total = c.warmup + c.steps;
+  const auto stream = MakeIdStream(c, worker, total);
+  std::vector<float> grads(size_t{c.k} * c.dim, 0.001f), rows;
+  auto step = [&](int s) -> bool {
+    const auto& ids = stream[s];
+    if (mode == "pushpull") {
+      auto t = ps.PushPull(0, ids, grads, s, &rows);
+      return t.ok() && ps.Wait(*t, DeadlineIn(60'000)).ok();
+    }
+    auto p = ps.Pull(0, ids, s, &rows);
+    if (!p.ok() || !ps.Wait(*p, DeadlineIn(60'000)).ok()) return false;
+    auto q = ps.Push(0, ids, grads, s);
+    return q.ok() && ps.Wait(*q, DeadlineIn(60'000)).ok();
+  };
+  for (int s = 0; s < c.warmup; ++s) {
+    if (!step(s)) return 1;
+  }
+  // Both workers start the timed steps together.
+  std::ofstream(dir + "/ready" + std::to_string(worker)) << "1";
+  if (!WaitForFile(dir + "/go", 120'000)) return 1;
+  const auto start = Clock::now();
+  for (int s = c.warmup; s < total; ++s) {
+    if (!step(s)) {
+      std::cerr << "step " << s << " failed\n";
+      return 1;
+    }
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  std::ofstream(dir + "/result" + std::to_string(worker)) << secs << "\n";
+  return 0;
+}
+
+// ---- launcher ----
+
+// One run: returns the slowest worker's seconds, or < 0 on failure.
+double RunOnce(const Config& c, const std::string& self, const std::string& mode, int run) {
+  const std::string dir = "/tmp/ps_bench." + std::to_string(getpid()) + "." + mode + "." + std::to_string(run);
+  std::filesystem::create_directories(dir);
+  const std::string plan_file = dir + "/plan.json";
+  std::ofstream(plan_file) << PsPlanToJson(MakePlan(c));
+  std::vector<pid_t> shards;
+  std::string endpoints;
+  for (int s = 0; s < 2; ++s) {
+    const std::string listen = c.transport == "ipc" ? "ipc://" + dir + "/shard" + std::to_string(s)
+                                                    : "tcp://127.0.0.1:0";
+    const std::string port_file = dir + "/endpoint" + std::to_string(s);
+    shards.push_back(Spawn({c.ps_bin, "--plan", plan_file, "--shard", std::to_string(s), "--listen",
+                            listen, "--port-file", port_file}));
+    if (!WaitForFile(port_file, 20'000)) return -1;
+    std::ifstream in(port_file);
+    std::string ep;
+    in >> ep;
+    endpoints += (s ? "," : "") + ep;
+  }
+  std::vector<pid_t> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(Spawn({self, "--role", "worker", "--plan", plan_file, "--endpoints", endpoints,
+                             "--worker", std::to_string(w), "--mode", mode, "--dir", dir, "--rows",
+                             std::to_string(c.rows), "--dim", std::to_string(c.dim), "--k",
+                             std::to_string(c.k), "--warmup", std::to_string(c.warmup), "--steps",
+                             std::to_string(c.steps)}));
+  }
+  bool ok = WaitForFile(dir + "/ready0", 300'000) && WaitForFile(dir + "/ready1", 300'000);
+  if (ok) std::ofstream(dir + "/go") << "1";
+  for (pid_t p : workers) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  for (pid_t p : shards) {
+    kill(p, SIGTERM);
+    waitpid(p, nullptr, 0);
+  }
+  double slowest = -1;
+  if (ok) {
+    for (int w = 0; w < 2; ++w) {
+      std::ifstream in(dir + "/result" + std::to_string(w));
+      double secs = -1;
+      in >> secs;
+      slowest = std::max(slowest, secs);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return slowest;
+}
+
+void Emit(const std::string& metric, const std::string& unit, const std::string& stat, int runs,
+          double value, const std::string& mode, const Config& c) {
+  nlohmann::json j = {{"bench", "ps"},   {"impl", "parallax"}, {"metric", metric},
+                      {"unit", unit},    {"stat", stat},       {"runs", runs},
+                      {"value", value},  {"workers", 2},       {"shards", 2},
+                      {"mode", mode},    {"transport", c.transport}, {"rows", c.rows},
+                      {"dim", c.dim},    {"k", c.k},           {"steps", c.steps}};
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  std::string role = "launcher", plan_file, endpoints, mode, dir;
+  uint32_t worker = 0;
+  CLI::App app{"PS throughput benchmark (workload W1)"};
+  app.add_option("--role", role, "launcher (default) or worker (internal)");
+  app.add_option("--rows", c.rows, "V: rows of the variable")->capture_default_str();
+  app.add_option("--dim", c.dim, "D: floats per row")->capture_default_str();
+  app.add_option("--k", c.k, "K: distinct rows per step")->capture_default_str();
+  app.add_option("--warmup", c.warmup, "untimed steps")->capture_default_str();
+  app.add_option("--steps", c.steps, "timed steps")->capture_default_str();
+  app.add_option("--runs", c.runs, "runs per mode")->capture_default_str();
+  app.add_option("--modes", c.modes, "comma-separated: pullpush,pushpull")->capture_default_str();
+  app.add_option("--transport", c.transport, "ipc or tcp (loopback)")->capture_default_str();
+  app.add_option("--ps-bin", c.ps_bin, "parallax-ps binary")->capture_default_str();
+  app.add_option("--plan", plan_file);
+  app.add_option("--endpoints", endpoints);
+  app.add_option("--worker", worker);
+  app.add_option("--mode", mode);
+  app.add_option("--dir", dir);
+  CLI11_PARSE(app, argc, argv);
+  if (c.rows > (int64_t{1} << 20) || c.rows < 2 * int64_t{c.k}) {
+    std::cerr << "ps_bench: --rows must be at most 2^20 (the id scrambler's domain) and at least 2 × --k\n";
+    return 2;
+  }
+  if (role == "worker") return RunWorker(c, plan_file, endpoints, worker, mode, dir);
+
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::stringstream ss(c.modes);
+  for (std::string m; std::getline(ss, m, ',');) {
+    std::vector<double> rates;
+    for (int r = 0; r < c.runs; ++r) {
+      const double secs = RunOnce(c, self, m, r);
+      if (secs <= 0) {
+        std::cerr << "ps_bench: run " << r << " of mode " << m << " failed\n";
+        return 1;
+      }
+      rates.push_back(2.0 * 2.0 * c.k * c.steps / secs);  // 2 workers × (pull + push) rows
+      std::cerr << "ps_bench: mode " << m << " run " << r << ": " << rates.back() << " rows/s\n";
+    }
+    std::sort(rates.begin(), rates.end());
+    const double med = rates[rates.size() / 2];
+    const double row_bytes = 4.0 * c.dim;
+    for (auto [stat, v] : {std::pair{"median", med}, {"min", rates.front()}, {"max", rates.back()}}) {
+      Emit("rows_per_s", "rows/s", stat, c.runs, v, m, c);
+    }
+    for (auto [stat, v] : {std::pair{"median", med}, {"min", rates.front()}, {"max", rates.back()}}) {
+      Emit("row_values_gb_per_s", "GB/s", stat, c.runs, v * row_bytes / 1e9, m, c);
+    }
+  }
+  return 0;
+}

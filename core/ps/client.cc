@@ -1,0 +1,453 @@
+#include "core/ps/client.h"
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "core/base/logging.h"
+#include "core/ps/aggregate.h"
+#include "core/ps/wire.h"
+
+namespace parallax::ps {
+namespace {
+
+constexpr uint32_t kStopLoop = 0xffffffffu;
+constexpr uint32_t kNoPos = 0xffffffffu;
+constexpr int kSocketBufferBytes = 4 << 20;
+
+struct Part {
+  uint32_t partition = 0;  // data ops: partition; control ops: shard
+  uint32_t shard = 0;
+  std::vector<uint32_t> uniq;  // indexes into the distinct ids, in wire order
+};
+
+// One ticket. Written by the caller before it is registered; afterwards the
+// loop thread writes `out`/`texts` and, under mu_, `remaining`/`done`/`status`.
+struct Request {
+  Op op = Op::kPull;
+  const VariableSpec* var = nullptr;
+  size_t var_index = 0;
+  std::vector<float>* out = nullptr;
+  std::vector<std::string>* texts = nullptr;
+  std::vector<uint32_t> first_pos;  // per distinct id: its first position
+  std::vector<uint32_t> index_of;   // per position: distinct id index
+  bool has_duplicates = false;
+  std::vector<Part> parts;
+  std::vector<int32_t> part_of;  // partition (or shard) → index into parts
+  size_t remaining = 0;
+  bool done = false;
+  Status status;
+};
+
+StatusCode CodeFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kBadClock: return StatusCode::kFailedPrecondition;
+    case ErrorCode::kCheckpoint: return StatusCode::kFailedPrecondition;
+    case ErrorCode::kStaleAttempt: return StatusCode::kPermissionDenied;
+    case ErrorCode::kInternal: return StatusCode::kInternal;
+    default: return StatusCode::kInvalidArgument;
+  }
+}
+
+zmq::message_t HeaderMessage(const Header& h) {
+  zmq::message_t m(ps_wire::kHeaderSize);
+  ps_wire::WriteHeader(h, m.data());
+  return m;
+}
+
+class ZmqPsClient final : public PsClient {
+ public:
+  explicit ZmqPsClient(PsClientOptions options) : options_(std::move(options)), ctx_(1) {
+    last_version_.resize(options_.plan.variables.size());
+    for (size_t i = 0; i < last_version_.size(); ++i)
+      last_version_[i].assign(options_.plan.variables[i].partitions, 0);
+  }
+
+  ~ZmqPsClient() override {
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(send_mu_);
+        uint32_t stop = kStopLoop;
+        cmd_send_.send(zmq::const_buffer(&stop, sizeof stop), zmq::send_flags::none);
+      }
+      thread_.join();
+    }
+  }
+
+  Status Start() {
+    const auto& plan = options_.plan;
+    if (options_.shard_endpoints.size() != plan.num_shards)
+      return InvalidArgument("PS client: " + std::to_string(options_.shard_endpoints.size()) +
+                             " shard endpoints given but the plan has " +
+                             std::to_string(plan.num_shards) + " shards");
+    try {
+      const std::string inproc = "inproc://px-ps-client-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+      cmd_recv_ = zmq::socket_t(ctx_, zmq::socket_type::pull);
+      cmd_recv_.set(zmq::sockopt::rcvhwm, 0);
+      cmd_recv_.bind(inproc);
+      cmd_send_ = zmq::socket_t(ctx_, zmq::socket_type::push);
+      cmd_send_.set(zmq::sockopt::sndhwm, 0);
+      cmd_send_.set(zmq::sockopt::linger, 0);
+      cmd_send_.connect(inproc);
+      for (const auto& ep : options_.shard_endpoints) {
+        zmq::socket_t s(ctx_, zmq::socket_type::dealer);
+        s.set(zmq::sockopt::linger, 0);
+        s.set(zmq::sockopt::sndhwm, 0);
+        s.set(zmq::sockopt::rcvhwm, 0);
+        // Rows travel in megabyte messages: large kernel buffers mean fewer
+        // wake-ups of ZeroMQ's I/O threads per message (capped by the
+        // kernel's wmem_max/rmem_max).
+        s.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
+        s.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);
+        s.connect(ep);
+        dealers_.push_back(std::move(s));
+      }
+    } catch (const zmq::error_t& e) {
+      return InvalidArgument(std::string("PS client: cannot set up sockets: ") + e.what());
+    }
+    thread_ = std::thread([this] { Loop(); });
+    return Status::Ok();
+  }
+
+  StatusOr<Ticket> Pull(uint32_t var, std::span<const int64_t> ids, int64_t clock,
+                        std::vector<float>* out) override {
+    return SubmitData(Op::kPull, var, ids, {}, clock, out);
+  }
+  StatusOr<Ticket> Push(uint32_t var, std::span<const int64_t> ids, std::span<const float> grads,
+                        int64_t clock) override {
+    return SubmitData(Op::kPush, var, ids, grads, clock, nullptr);
+  }
+  StatusOr<Ticket> PushPull(uint32_t var, std::span<const int64_t> ids,
+                            std::span<const float> grads, int64_t clock,
+                            std::vector<float>* out) override {
+    return SubmitData(Op::kPushPull, var, ids, grads, clock, out);
+  }
+  StatusOr<Ticket> Clock(int64_t clock) override { return SubmitControl(Op::kClock, "", clock, nullptr); }
+  StatusOr<Ticket> Save(const std::string& dir, int64_t step) override {
+    return SubmitControl(Op::kSave, dir, step, nullptr);
+  }
+  StatusOr<Ticket> Load(const std::string& dir) override { return SubmitControl(Op::kLoad, dir, 0, nullptr); }
+  StatusOr<Ticket> Stats(std::vector<std::string>* out) override {
+    out->assign(options_.plan.num_shards, "");
+    return SubmitControl(Op::kStats, "", 0, out);
+  }
+
+  Status Wait(Ticket ticket, Deadline deadline) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = requests_.find(ticket);
+    if (it == requests_.end())
+      return NotFound("PS ticket " + std::to_string(ticket) + " is unknown or already waited for");
+    Request* r = it->second.get();
+    if (!cv_.wait_until(lock, deadline, [r] { return r->done; })) {
+      return DeadlineExceeded("PS ticket " + std::to_string(ticket) + ": " +
+                              std::to_string(r->remaining) + " of " +
+                              std::to_string(r->parts.size()) + " shard replies still outstanding");
+    }
+    Status s = r->status;
+    requests_.erase(ticket);
+    return s;
+  }
+
+  const PsPlan& plan() const override { return options_.plan; }
+
+ private:
+  StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
+                              std::span<const float> grads, int64_t clock, std::vector<float>* out) {
+    const PsPlan& plan = options_.plan;
+    const VariableSpec* var = plan.FindVariable(var_id);
+    if (var == nullptr)
+      return InvalidArgument("PS: variable " + std::to_string(var_id) + " is not in the plan");
+    const uint32_t dim = var->dim;
+    const bool pushes = op != Op::kPull;
+    if (pushes && grads.size() != ids.size() * dim)
+      return InvalidArgument("PS push to \"" + var->name + "\": " + std::to_string(grads.size()) +
+                             " gradient values for " + std::to_string(ids.size()) +
+                             " ids of dim " + std::to_string(dim));
+    if (ids.size() >= kNoPos) return InvalidArgument("PS: too many ids in one request");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= var->rows)
+        return InvalidArgument("PS: id " + std::to_string(ids[i]) + " at position " +
+                               std::to_string(i) + " is outside variable \"" + var->name +
+                               "\" (rows 0.." + std::to_string(var->rows - 1) + ")");
+    }
+    auto req = std::make_unique<Request>();
+    Request& r = *req;
+    r.op = op;
+    r.var = var;
+    r.var_index = static_cast<size_t>(var - plan.variables.data());
+    r.out = out;
+    Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
+    const size_t n_unique = d.unique.size();
+    r.has_duplicates = n_unique != ids.size();
+    // Sync pushes reach every partition: the shard counts one contribution
+    // per worker and step, even an empty one.
+    const bool all_partitions = pushes && plan.consistency == Consistency::kSync;
+    r.part_of.assign(var->partitions, -1);
+    if (all_partitions) {
+      for (uint32_t p = 0; p < var->partitions; ++p) {
+        r.part_of[p] = static_cast<int32_t>(p);
+        r.parts.push_back(Part{p, ShardOf(*var, p), {}});
+      }
+    }
+    for (size_t u = 0; u < n_unique; ++u) {
+      const uint32_t p = PartitionOf(*var, d.unique[u]);
+      if (r.part_of[p] < 0) {
+        r.part_of[p] = static_cast<int32_t>(r.parts.size());
+        r.parts.push_back(Part{p, ShardOf(*var, p), {}});
+      }
+      r.parts[r.part_of[p]].uniq.push_back(static_cast<uint32_t>(u));
+    }
+    // Gradient of each distinct id: the caller's row, or the sum of its repeats.
+    std::vector<float> summed;
+    if (pushes && r.has_duplicates) {
+      summed.assign(n_unique * dim, 0.0f);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        float* dst = summed.data() + size_t{d.index_of[i]} * dim;
+        const float* src = grads.data() + i * dim;
+        for (uint32_t j = 0; j < dim; ++j) dst[j] += src[j];
+      }
+    }
+    if (r.has_duplicates) r.index_of = std::move(d.index_of);
+    if (out != nullptr) out->resize(ids.size() * dim);
+
+    // Build every part's frames before registering, so the loop never sees
+    // a half-built request.
+    const bool fp16 = plan.fp16_values;
+    const uint16_t flags = fp16 ? ps_wire::kFlagFp16 : 0;
+    const size_t vbytes = ValueBytes(flags);
+    std::vector<std::array<zmq::message_t, 3>> frames(r.parts.size());
+    for (size_t k = 0; k < r.parts.size(); ++k) {
+      const Part& part = r.parts[k];
+      const size_t count = part.uniq.size();
+      zmq::message_t id_msg(count * sizeof(int64_t));
+      auto* idp = static_cast<char*>(id_msg.data());
+      for (size_t j = 0; j < count; ++j)
+        std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
+      zmq::message_t val_msg(pushes ? count * dim * vbytes : 0);
+      if (pushes) {
+        auto* vp = static_cast<char*>(val_msg.data());
+        for (size_t j = 0; j < count; ++j) {
+          const uint32_t u = part.uniq[j];
+          const float* src = r.has_duplicates ? summed.data() + size_t{u} * dim
+                                              : grads.data() + size_t{r.first_pos[u]} * dim;
+          EncodeValues(src, dim, fp16, vp + j * dim * vbytes);
+        }
+      }
+      frames[k][1] = std::move(id_msg);
+      frames[k][2] = std::move(val_msg);
+    }
+    Ticket ticket;
+    std::vector<int64_t> versions(r.parts.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ticket = ++next_ticket_;
+      for (size_t k = 0; k < r.parts.size(); ++k)
+        versions[k] = last_version_[r.var_index][r.parts[k].partition];
+      r.remaining = r.parts.size();
+      r.done = r.remaining == 0;
+      requests_.emplace(ticket, std::move(req));
+    }
+    for (size_t k = 0; k < frames.size(); ++k) {
+      Header h;
+      h.op = static_cast<uint8_t>(op);
+      h.flags = flags;
+      h.variable = var_id;
+      h.partition = r.parts[k].partition;
+      h.worker = options_.worker;
+      h.count = static_cast<uint32_t>(r.parts[k].uniq.size());
+      h.dim = dim;
+      h.request_id = ticket;
+      h.clock = clock;
+      h.version_seen = versions[k];
+      h.attempt = options_.attempt;
+      frames[k][0] = HeaderMessage(h);
+      SendToLoop(r.parts[k].shard, frames[k]);
+    }
+    return ticket;
+  }
+
+  StatusOr<Ticket> SubmitControl(Op op, const std::string& text, int64_t clock,
+                                 std::vector<std::string>* texts) {
+    const uint32_t num_shards = options_.plan.num_shards;
+    auto req = std::make_unique<Request>();
+    Request& r = *req;
+    r.op = op;
+    r.texts = texts;
+    r.part_of.assign(num_shards, -1);
+    for (uint32_t s = 0; s < num_shards; ++s) {
+      r.part_of[s] = static_cast<int32_t>(s);
+      r.parts.push_back(Part{s, s, {}});
+    }
+    Ticket ticket;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ticket = ++next_ticket_;
+      r.remaining = num_shards;
+      requests_.emplace(ticket, std::move(req));
+    }
+    for (uint32_t s = 0; s < num_shards; ++s) {
+      Header h;
+      h.op = static_cast<uint8_t>(op);
+      h.partition = s;
+      h.worker = options_.worker;
+      h.request_id = ticket;
+      h.clock = clock;
+      h.attempt = options_.attempt;
+      std::array<zmq::message_t, 3> frames;
+      frames[0] = HeaderMessage(h);
+      frames[1] = zmq::message_t(text.data(), text.size());
+      SendToLoop(s, frames);
+    }
+    return ticket;
+  }
+
+  // Hands a message to the loop thread, which owns the shard sockets.
+  // inproc moves message bodies without copying them.
+  void SendToLoop(uint32_t shard, std::array<zmq::message_t, 3>& frames) {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    cmd_send_.send(zmq::const_buffer(&shard, sizeof shard), zmq::send_flags::sndmore);
+    cmd_send_.send(frames[0], zmq::send_flags::sndmore);
+    cmd_send_.send(frames[1], zmq::send_flags::sndmore);
+    cmd_send_.send(frames[2], zmq::send_flags::none);
+  }
+
+  void Loop() {
+    std::vector<zmq::pollitem_t> items;
+    items.push_back({cmd_recv_.handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& d : dealers_) items.push_back({d.handle(), 0, ZMQ_POLLIN, 0});
+    std::vector<zmq::message_t> msgs;
+    while (true) {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      if (items[0].revents & ZMQ_POLLIN) {
+        while (true) {
+          msgs.clear();
+          auto got = zmq::recv_multipart(cmd_recv_, std::back_inserter(msgs), zmq::recv_flags::dontwait);
+          if (!got) break;
+          uint32_t shard;
+          std::memcpy(&shard, msgs[0].data(), sizeof shard);
+          if (shard == kStopLoop) return;
+          auto& d = dealers_[shard];
+          d.send(msgs[1], zmq::send_flags::sndmore);
+          d.send(msgs[2], zmq::send_flags::sndmore);
+          d.send(msgs[3], zmq::send_flags::none);
+        }
+      }
+      for (size_t s = 0; s < dealers_.size(); ++s) {
+        if (!(items[s + 1].revents & ZMQ_POLLIN)) continue;
+        while (true) {
+          msgs.clear();
+          auto got = zmq::recv_multipart(dealers_[s], std::back_inserter(msgs), zmq::recv_flags::dontwait);
+          if (!got) break;
+          HandleReply(static_cast<uint32_t>(s), msgs);
+        }
+      }
+    }
+  }
+
+  void HandleReply(uint32_t shard, std::vector<zmq::message_t>& msgs) {
+    const void* data[3] = {nullptr, nullptr, nullptr};
+    size_t sizes[3] = {0, 0, 0};
+    const size_t n = std::min<size_t>(msgs.size(), 3);
+    for (size_t i = 0; i < n; ++i) {
+      data[i] = msgs[i].data();
+      sizes[i] = msgs[i].size();
+    }
+    MessageView m;
+    WireError err = ParseMessage(data, sizes, msgs.size(), WireLimits{}, /*expect_reply=*/true, &m);
+    if (!err.ok()) {
+      PX_LOG(WARNING) << "PS shard " << shard << " sent a malformed reply: " << err.text;
+      return;
+    }
+    const Header& h = m.header;
+    Request* r = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = requests_.find(h.request_id);
+      if (it == requests_.end()) return;  // its ticket was abandoned
+      r = it->second.get();
+    }
+    Status status;
+    int32_t k = h.partition < r->part_of.size() ? r->part_of[h.partition] : -1;
+    if (k < 0) {
+      status = Internal("PS shard " + std::to_string(shard) + " answered for partition " +
+                        std::to_string(h.partition) + " that was not asked");
+    } else if (h.op == static_cast<uint8_t>(Op::kError)) {
+      const auto code = static_cast<ErrorCode>(h.error_code);
+      status = Status(CodeFor(code), "PS shard " + std::to_string(shard) + ": " +
+                                         ErrorCodeName(code) + ": " + std::string(m.text));
+    } else if (h.op != static_cast<uint8_t>(r->op)) {
+      status = Internal("PS shard " + std::to_string(shard) + " answered " + OpName(h.op) +
+                        " to " + OpName(static_cast<uint8_t>(r->op)));
+    } else if (r->op == Op::kStats) {
+      (*r->texts)[h.partition] = std::string(m.text);
+    } else if (r->op == Op::kPull || r->op == Op::kPushPull) {
+      const Part& part = r->parts[k];
+      const uint32_t dim = r->var->dim;
+      if (h.count != part.uniq.size() || (h.count > 0 && h.dim != dim)) {
+        status = Internal("PS shard " + std::to_string(shard) + " returned " +
+                          std::to_string(h.count) + " rows, expected " +
+                          std::to_string(part.uniq.size()));
+      } else {
+        const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+        float* out = r->out->data();
+        for (size_t j = 0; j < part.uniq.size(); ++j) {
+          DecodeValues(m.values + j * row_bytes, dim, m.fp16(),
+                       out + size_t{r->first_pos[part.uniq[j]]} * dim);
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (k >= 0 && status.ok() &&
+        (h.op == static_cast<uint8_t>(Op::kPull) || h.op == static_cast<uint8_t>(Op::kPushPull))) {
+      last_version_[r->var_index][h.partition] = h.version_seen;
+    }
+    if (!status.ok() && r->status.ok()) r->status = status;
+    if (r->remaining > 0 && --r->remaining == 0) {
+      if (r->has_duplicates && r->out != nullptr && r->status.ok()) {
+        const uint32_t dim = r->var->dim;
+        float* out = r->out->data();
+        for (size_t i = 0; i < r->index_of.size(); ++i) {
+          const uint32_t first = r->first_pos[r->index_of[i]];
+          if (first != i) std::memcpy(out + i * dim, out + size_t{first} * dim, dim * sizeof(float));
+        }
+      }
+      r->done = true;
+      cv_.notify_all();
+    }
+  }
+
+  // Constant after construction.
+  const PsClientOptions options_;
+  zmq::context_t ctx_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Ticket next_ticket_ = 0;                                          // guarded by mu_
+  std::unordered_map<Ticket, std::unique_ptr<Request>> requests_;   // guarded by mu_
+  std::vector<std::vector<int64_t>> last_version_;                  // guarded by mu_
+
+  std::mutex send_mu_;
+  zmq::socket_t cmd_send_;  // guarded by send_mu_
+
+  // Loop thread only (after Start()).
+  zmq::socket_t cmd_recv_;
+  std::vector<zmq::socket_t> dealers_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
+  auto client = std::make_unique<ZmqPsClient>(options);
+  PX_RETURN_IF_ERROR(client->Start());
+  return std::unique_ptr<PsClient>(std::move(client));
+}
+
+}  // namespace parallax::ps

@@ -1,0 +1,106 @@
+// PsClient: a worker's asynchronous connection to every PS shard of a job.
+//
+// Pull/Push/PushPull return a Ticket at once; the request has been split by
+// partition and queued for every shard concurrently. Wait(ticket, deadline)
+// blocks until every shard answered (or the deadline passes). Before a push
+// leaves the process its ids are deduplicated and the gradients of repeated
+// ids summed; a pull sends each distinct id once and fills every position of
+// the caller's id list, in the caller's order.
+//
+// Ownership: buffers passed as `out` must stay alive, and the caller must not
+// read them, until Wait() for that ticket returned OK or an error other than
+// DEADLINE_EXCEEDED. Input spans are copied before the call returns.
+//
+// Versions: every pull reply carries its partition's version (the number of
+// updates applied to it); a later push to that partition carries the version
+// last pulled, which lets the shard measure staleness.
+//
+// Thread-safety: all methods may be called from any thread. A single I/O
+// thread owns the sockets.
+#ifndef PARALLAX_CORE_PS_CLIENT_H_
+#define PARALLAX_CORE_PS_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/ps/plan.h"
+
+namespace parallax::ps {
+
+using Ticket = uint64_t;
+using Deadline = std::chrono::steady_clock::time_point;
+
+// A deadline `ms` milliseconds from now.
+inline Deadline DeadlineIn(int64_t ms) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+}
+
+struct PsClientOptions {
+  PsPlan plan;
+  // ZeroMQ endpoint of every shard, by shard index (size == plan.num_shards).
+  std::vector<std::string> shard_endpoints;
+  // Contributor rank written into every request: the worker's rank, or its
+  // host's index when this client pushes a host's aggregated gradients.
+  uint32_t worker = 0;
+  // Job attempt sent for fencing; 0 disables the shard's check.
+  uint32_t attempt = 0;
+};
+
+class PsClient {
+ public:
+  virtual ~PsClient() = default;
+
+  // Connects (asynchronously, as ZeroMQ does) to every shard and starts the
+  // I/O thread. Fails on a bad endpoint or options that do not fit the plan.
+  static StatusOr<std::unique_ptr<PsClient>> Create(const PsClientOptions& options);
+
+  // Rows of `ids` of variable `var` as of worker step `clock` (sync: after
+  // step clock-1 applied; ssp: once the slowest worker reached
+  // clock - staleness; async: newest). `out` is resized to ids.size() × dim.
+  // INVALID_ARGUMENT for an unknown variable or an id outside it.
+  virtual StatusOr<Ticket> Pull(uint32_t var, std::span<const int64_t> ids, int64_t clock,
+                                std::vector<float>* out) = 0;
+
+  // Gradients of step `clock` for `ids` (grads.size() == ids.size() × dim).
+  // In sync mode every partition of `var` receives a (possibly empty) push,
+  // since the shard waits for one contribution per worker per step.
+  virtual StatusOr<Ticket> Push(uint32_t var, std::span<const int64_t> ids,
+                                std::span<const float> grads, int64_t clock) = 0;
+
+  // Push, then the same ids' rows after the push applied (sync: after the
+  // whole step applied), in one round trip.
+  virtual StatusOr<Ticket> PushPull(uint32_t var, std::span<const int64_t> ids,
+                                    std::span<const float> grads, int64_t clock,
+                                    std::vector<float>* out) = 0;
+
+  // Tells every shard this worker finished step `clock` (ssp progress for
+  // workers that push nothing to some shard).
+  virtual StatusOr<Ticket> Clock(int64_t clock) = 0;
+
+  // Checkpoint every shard's partitions to / from `dir` (each shard writes
+  // its own files; a shared directory holds the whole table). In sync mode a
+  // Save with step s > 0 is written once every partition applied steps
+  // 0..s-1, and holds step s until then: a consistent cut. step 0: now.
+  virtual StatusOr<Ticket> Save(const std::string& dir, int64_t step) = 0;
+  virtual StatusOr<Ticket> Load(const std::string& dir) = 0;
+
+  // Each shard's counters as a JSON object; out->size() == num_shards.
+  virtual StatusOr<Ticket> Stats(std::vector<std::string>* out) = 0;
+
+  // Blocks until `ticket` completed or `deadline`. OK or the first shard
+  // error (the shard's code and text). DEADLINE_EXCEEDED leaves the ticket
+  // pending (Wait again later); any other result consumes it. NOT_FOUND for a
+  // ticket that was never issued or already consumed.
+  virtual Status Wait(Ticket ticket, Deadline deadline) = 0;
+
+  virtual const PsPlan& plan() const = 0;
+};
+
+}  // namespace parallax::ps
+
+#endif  // PARALLAX_CORE_PS_CLIENT_H_

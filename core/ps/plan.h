@@ -1,0 +1,105 @@
+// PsPlan: the parameter-server part of a job's plan, what both workers and
+// shards need to agree on: the sparse variables, how each is split into
+// partitions, which shard owns which partition, the optimizer and
+// initializer of each, and the consistency mode.
+//
+// JSON (the coordinator stores the plan as JSON; tests write it directly):
+//   {"consistency": "sync"|"async"|"ssp", "staleness": 4,
+//    "num_workers": 3, "num_contributors": 3, "sync_reduce": "mean"|"sum",
+//    "num_shards": 2, "value_encoding": "fp32"|"fp16",
+//    "staleness_lr": false, "nonfinite": "reject"|"count",
+//    "variables": [{"id": 0, "name": "emb", "rows": 1000, "dim": 16,
+//                   "partitions": 4, "scheme": "hash"|"range",
+//                   "partition_shards": [0, 1, 0, 1],      // optional: p % num_shards
+//                   "optimizer": {"type": "sgd"|"momentum"|"adagrad"|"adam",
+//                                 "lr": 0.01, "momentum": 0.9, "beta1": 0.9,
+//                                 "beta2": 0.999, "epsilon": 1e-8,
+//                                 "initial_accumulator": 0.0},
+//                   "init": {"type": "uniform"|"zeros"|"normal", "seed": 1,
+//                            "scale": 0.05}}]}
+// A whole-job plan may carry this object under the key "ps"; ParsePsPlan
+// accepts either form. Every key but "variables" has a default.
+#ifndef PARALLAX_CORE_PS_PLAN_H_
+#define PARALLAX_CORE_PS_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace parallax::ps {
+
+enum class Consistency { kSync, kAsync, kSsp };
+enum class PartitionScheme { kHash, kRange };
+enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam };
+enum class InitType { kZeros, kUniform, kNormal };
+
+struct OptimizerSpec {
+  OptimizerType type = OptimizerType::kSgd;
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float initial_accumulator = 0.0f;  // Adagrad
+};
+
+struct InitSpec {
+  InitType type = InitType::kUniform;
+  uint64_t seed = 1;
+  float scale = 0.05f;  // uniform in [-scale, scale); normal with stddev scale
+};
+
+struct VariableSpec {
+  uint32_t id = 0;
+  std::string name;
+  int64_t rows = 0;  // ids are 0 .. rows-1
+  uint32_t dim = 0;
+  uint32_t partitions = 1;
+  PartitionScheme scheme = PartitionScheme::kHash;
+  std::vector<uint32_t> partition_shards;  // size == partitions after parsing
+  OptimizerSpec optimizer;
+  InitSpec init;
+};
+
+struct PsPlan {
+  Consistency consistency = Consistency::kSync;
+  int64_t staleness = 0;          // ssp bound, in steps
+  uint32_t num_workers = 1;       // sync mean divides by this
+  uint32_t num_contributors = 0;  // sync: pushes expected per step (hosts with local
+                                  // aggregation); 0 = num_workers
+  bool sync_mean = true;          // false: sum
+  uint32_t num_shards = 1;
+  bool fp16_values = false;
+  bool staleness_lr = false;      // async/ssp: lr / max(1, staleness)
+  bool reject_nonfinite = true;   // false: drop NaN/Inf rows and count them
+  std::vector<VariableSpec> variables;
+
+  uint32_t contributors() const { return num_contributors ? num_contributors : num_workers; }
+  // Null when `id` is not a variable of the plan.
+  const VariableSpec* FindVariable(uint32_t id) const;
+};
+
+// Parses and validates (shard indices in range, dims > 0, unique ids, ...).
+// Errors name the offending key.
+StatusOr<PsPlan> ParsePsPlan(std::string_view json);
+StatusOr<PsPlan> LoadPsPlanFile(const std::string& path);
+std::string PsPlanToJson(const PsPlan& plan);
+
+// The partition of `id` in `var` (REQUIRES: 0 <= id < var.rows). Hash
+// partitions scatter ids by a 64-bit mix; range partitions are contiguous
+// blocks of ceil(rows / partitions) ids.
+uint32_t PartitionOf(const VariableSpec& var, int64_t id);
+
+// The shard owning partition `p` of `var`.
+inline uint32_t ShardOf(const VariableSpec& var, uint32_t p) { return var.partition_shards[p]; }
+
+// splitmix64's finalizer: a reversible mix of 64 bits.
+uint64_t Mix64(uint64_t x);
+uint64_t UnMix64(uint64_t x);
+
+}  // namespace parallax::ps
+
+#endif  // PARALLAX_CORE_PS_PLAN_H_

@@ -1,0 +1,203 @@
+#include "core/ps/wire.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace parallax::ps {
+namespace {
+
+WireError Err(ErrorCode code, std::string text) { return WireError{code, std::move(text)}; }
+
+bool IsDataOp(uint8_t op) {
+  return op == static_cast<uint8_t>(Op::kPull) || op == static_cast<uint8_t>(Op::kPush) ||
+         op == static_cast<uint8_t>(Op::kPushPull);
+}
+
+}  // namespace
+
+int64_t MessageView::IdAt(size_t i) const {
+  int64_t v;
+  std::memcpy(&v, ids + i * sizeof(int64_t), sizeof v);
+  return v;
+}
+
+WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t num_frames,
+                       const WireLimits& limits, bool expect_reply, MessageView* out) {
+  *out = MessageView{};
+  if (num_frames != ps_wire::kNumFrames)
+    return Err(ErrorCode::kBadFrames, "expected 3 frames (header, ids, values), got " +
+                                          std::to_string(num_frames));
+  size_t total = 0;
+  for (size_t i = 0; i < num_frames; ++i) total += sizes[i];
+  if (total > limits.max_message_bytes)
+    return Err(ErrorCode::kTooLarge, "message of " + std::to_string(total) +
+                                         " bytes is over the limit of " +
+                                         std::to_string(limits.max_message_bytes));
+  if (sizes[0] != ps_wire::kHeaderSize)
+    return Err(ErrorCode::kBadFrames, "header frame has " + std::to_string(sizes[0]) +
+                                          " bytes, expected 64");
+  const Header h = ps_wire::ReadHeader(frames[0]);
+  out->header = h;
+  if (h.magic != ps_wire::kMagic) return Err(ErrorCode::kBadMagic, "bad magic number");
+  if (h.version != ps_wire::kVersion)
+    return Err(ErrorCode::kBadVersion, "wire version " + std::to_string(h.version) +
+                                           " is not supported (this build speaks 1)");
+  if (h.op == 0 || h.op > ps_wire::kMaxOp)
+    return Err(ErrorCode::kUnknownOp, "unknown op " + std::to_string(h.op));
+  if (h.flags & ~ps_wire::kKnownFlags)
+    return Err(ErrorCode::kBadFlags, "unknown flag bits " + std::to_string(h.flags));
+  const bool is_reply = h.flags & ps_wire::kFlagReply;
+  if (is_reply != expect_reply)
+    return Err(ErrorCode::kBadFlags, expect_reply ? "expected a reply" : "a reply sent to a shard");
+  // Clocks and versions are step and update counts: never negative, and
+  // far from overflow when the shard adds to them.
+  if (h.clock < 0 || h.clock > ps_wire::kMaxClock || h.version_seen < 0 ||
+      h.version_seen > ps_wire::kMaxClock)
+    return Err(ErrorCode::kBadClock, "clock " + std::to_string(h.clock) + " or version " +
+                                         std::to_string(h.version_seen) + " is out of range");
+  if (h.op == static_cast<uint8_t>(Op::kError) && !is_reply)
+    return Err(ErrorCode::kUnknownOp, "ERROR is a reply-only op");
+  if (!IsDataOp(h.op)) {
+    if (sizes[2] != 0) return Err(ErrorCode::kBadCount, "values frame must be empty for this op");
+    out->text = std::string_view(static_cast<const char*>(frames[1]), sizes[1]);
+    return {};
+  }
+  const uint64_t count = h.count;
+  if (count > 0 && h.dim == 0) return Err(ErrorCode::kBadDim, "dim is 0");
+  if (h.dim > (1u << 20)) return Err(ErrorCode::kBadDim, "dim " + std::to_string(h.dim) + " is over 1048576");
+  const uint64_t want_ids = is_reply ? 0 : count * sizeof(int64_t);
+  if (sizes[1] != want_ids)
+    return Err(ErrorCode::kBadCount, "count " + std::to_string(count) + " needs " +
+                                         std::to_string(want_ids) + " bytes of ids, got " +
+                                         std::to_string(sizes[1]));
+  const Op op = static_cast<Op>(h.op);
+  // Requests: PUSH and PUSH_PULL carry values, PULL does not. Replies: PULL
+  // and PUSH_PULL carry values, PUSH does not.
+  const bool has_values = is_reply ? op != Op::kPush : op != Op::kPull;
+  const uint64_t want = has_values ? count * h.dim * ValueBytes(h.flags) : 0;
+  if (sizes[2] != want)
+    return Err(ErrorCode::kBadCount, "count " + std::to_string(count) + " × dim " +
+                                         std::to_string(h.dim) + " needs " + std::to_string(want) +
+                                         " bytes of values, got " + std::to_string(sizes[2]));
+  out->ids = static_cast<const char*>(frames[1]);
+  out->values = static_cast<const char*>(frames[2]);
+  out->values_bytes = sizes[2];
+  return {};
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow → inf
+  if (abs < 0x38800000u) {  // subnormal or zero in half
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t e = abs >> 23;
+    const uint32_t m = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // 14..24
+    uint32_t half = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = ((abs - 0x38000000u) >> 13);
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1f;
+  uint32_t m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0x1f) {
+    x = sign | 0x7f800000u | (m << 13);
+  } else if (e == 0) {
+    if (m == 0) {
+      x = sign;
+    } else {
+      e = 113;
+      while (!(m & 0x400u)) {
+        m <<= 1;
+        --e;
+      }
+      x = sign | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+  } else {
+    x = sign | ((e + 112) << 23) | (m << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+void EncodeValues(const float* in, size_t n, bool fp16, void* out) {
+  if (n == 0) return;  // buffers may be null
+  if (!fp16) {
+    std::memcpy(out, in, n * sizeof(float));
+    return;
+  }
+  auto* o = static_cast<char*>(out);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = FloatToHalf(in[i]);
+    std::memcpy(o + 2 * i, &h, 2);
+  }
+}
+
+void DecodeValues(const void* in, size_t n, bool fp16, float* out) {
+  if (n == 0) return;  // buffers may be null
+  if (!fp16) {
+    std::memcpy(out, in, n * sizeof(float));
+    return;
+  }
+  const auto* p = static_cast<const char*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    out[i] = HalfToFloat(h);
+  }
+}
+
+const char* OpName(uint8_t op) {
+  switch (op) {
+    case 1: return "PULL";
+    case 2: return "PUSH";
+    case 3: return "PUSH_PULL";
+    case 4: return "CLOCK";
+    case 5: return "SAVE";
+    case 6: return "LOAD";
+    case 7: return "STATS";
+    case 8: return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
+const char* ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNone: return "NONE";
+    case ErrorCode::kBadMagic: return "BAD_MAGIC";
+    case ErrorCode::kBadVersion: return "BAD_VERSION";
+    case ErrorCode::kUnknownOp: return "UNKNOWN_OP";
+    case ErrorCode::kUnknownVariable: return "UNKNOWN_VARIABLE";
+    case ErrorCode::kBadPartition: return "BAD_PARTITION";
+    case ErrorCode::kBadCount: return "BAD_COUNT";
+    case ErrorCode::kIdOutOfRange: return "ID_OUT_OF_RANGE";
+    case ErrorCode::kNonFinite: return "NON_FINITE";
+    case ErrorCode::kTooLarge: return "TOO_LARGE";
+    case ErrorCode::kBadFrames: return "BAD_FRAMES";
+    case ErrorCode::kBadDim: return "BAD_DIM";
+    case ErrorCode::kBadClock: return "BAD_CLOCK";
+    case ErrorCode::kCheckpoint: return "CHECKPOINT";
+    case ErrorCode::kBadFlags: return "BAD_FLAGS";
+    case ErrorCode::kStaleAttempt: return "STALE_ATTEMPT";
+    case ErrorCode::kInternal: return "INTERNAL";
+    case ErrorCode::kBadWorker: return "BAD_WORKER";
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace parallax::ps

@@ -1,0 +1,69 @@
+// Encoding and validation of PS wire messages (schemas/ps_wire.md). Pure
+// functions over byte buffers: no sockets, so the shard, the client, the
+// tests and the fuzz target share them.
+#ifndef PARALLAX_CORE_PS_WIRE_H_
+#define PARALLAX_CORE_PS_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "schemas/ps_wire.h"
+
+namespace parallax::ps {
+
+using ps_wire::ErrorCode;
+using ps_wire::Header;
+using ps_wire::Op;
+
+// A received message whose frames are structurally sound. Views into the
+// frames: valid while they are. ids and values may be unaligned; read them
+// with IdAt() / DecodeValues().
+struct MessageView {
+  Header header;
+  const char* ids = nullptr;     // count × 8 bytes (data ops)
+  const char* values = nullptr;  // count × dim × (2 or 4) bytes, or null
+  size_t values_bytes = 0;
+  std::string_view text;         // frame 1 of SAVE/LOAD/STATS/ERROR
+
+  int64_t IdAt(size_t i) const;
+  bool fp16() const { return header.flags & ps_wire::kFlagFp16; }
+};
+
+struct WireLimits {
+  size_t max_message_bytes = 256u << 20;  // all frames together
+};
+
+// What went wrong with a message, for the error reply.
+struct WireError {
+  ErrorCode code = ErrorCode::kNone;
+  std::string text;
+  bool ok() const { return code == ErrorCode::kNone; }
+};
+
+// Checks everything that can be checked without knowing the plan: frame
+// count, header size, magic, version, op, flags, count against frame sizes,
+// total size against `limits`. `expect_reply` says which direction the
+// message must travel (kFlagReply set or clear).
+WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t num_frames,
+                       const WireLimits& limits, bool expect_reply, MessageView* out);
+
+// Bytes of one value in the encoding the flags select.
+inline size_t ValueBytes(uint16_t flags) { return (flags & ps_wire::kFlagFp16) ? 2 : 4; }
+
+// Writes n floats as float32 or fp16 (round to nearest even) to `out`.
+void EncodeValues(const float* in, size_t n, bool fp16, void* out);
+// Reads n values of the message's encoding into floats.
+void DecodeValues(const void* in, size_t n, bool fp16, float* out);
+
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+
+// Human names for logs and error texts.
+const char* OpName(uint8_t op);
+const char* ErrorCodeName(ErrorCode code);
+
+}  // namespace parallax::ps
+
+#endif  // PARALLAX_CORE_PS_WIRE_H_

@@ -1,0 +1,203 @@
+#include "ps/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace parallax::ps {
+namespace {
+
+constexpr uint32_t kFileMagic = 0x4b435850;  // "PXCK"
+constexpr uint32_t kFileVersion = 1;
+
+struct FileHeader {
+  uint32_t magic = kFileMagic;
+  uint32_t format = kFileVersion;
+  uint32_t variable = 0;
+  uint32_t partition = 0;
+  uint32_t partitions = 0;
+  uint32_t scheme = 0;
+  uint32_t dim = 0;
+  uint32_t optimizer = 0;
+  int64_t rows = 0;      // the variable's rows
+  uint64_t count = 0;    // rows in this file
+  int64_t applied = 0;
+  int64_t version = 0;
+};
+static_assert(sizeof(FileHeader) == 64);
+
+uint64_t Fnv1a(const char* p, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+void Put(std::string* s, const void* p, size_t n) { s->append(static_cast<const char*>(p), n); }
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot write \"" + path + "\": " + std::strerror(errno));
+    }
+    off += static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string PartitionFileName(uint32_t var, uint32_t partition) {
+  return "var" + std::to_string(var) + "-part" + std::to_string(partition) + ".pxps";
+}
+
+Status SavePartition(const std::string& dir, const VariableTable& table, uint32_t partition,
+                     int64_t applied, int64_t version) {
+  const VariableSpec& var = table.spec();
+  const size_t dim = var.dim;
+  std::vector<uint32_t> rows;
+  for (uint32_t i = 0; i < table.size(); ++i) {
+    if (PartitionOf(var, table.id_at(i)) == partition) rows.push_back(i);
+  }
+  FileHeader fh;
+  fh.variable = var.id;
+  fh.partition = partition;
+  fh.partitions = var.partitions;
+  fh.scheme = static_cast<uint32_t>(var.scheme);
+  fh.dim = var.dim;
+  fh.optimizer = static_cast<uint32_t>(var.optimizer.type);
+  fh.rows = var.rows;
+  fh.count = rows.size();
+  fh.applied = applied;
+  fh.version = version;
+  std::string data;
+  const bool adam = var.optimizer.type == OptimizerType::kAdam;
+  data.reserve(sizeof fh + rows.size() * (8 + dim * 4 * (1 + table.slots())) + 8);
+  Put(&data, &fh, sizeof fh);
+  for (uint32_t i : rows) {
+    const int64_t id = table.id_at(i);
+    Put(&data, &id, 8);
+    Put(&data, table.weights(i), dim * 4);
+    for (int s = 0; s < table.slots(); ++s) Put(&data, table.slot(s, i), dim * 4);
+    if (adam) {
+      const int64_t step = table.step_value(i);
+      Put(&data, &step, 8);
+    }
+  }
+  const uint64_t sum = Fnv1a(data.data(), data.size());
+  Put(&data, &sum, 8);
+
+  const std::string path = dir + "/" + PartitionFileName(var.id, partition);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create \"" + tmp + "\": " + std::strerror(errno));
+  Status st = WriteAll(fd, data, tmp);
+  if (st.ok() && ::fsync(fd) != 0) st = IoError("cannot fsync \"" + tmp + "\": " + std::strerror(errno));
+  ::close(fd);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = IoError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + std::strerror(errno));
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
+StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const VariableSpec& var,
+                                          uint32_t partition) {
+  const std::string path = dir + "/" + PartitionFileName(var.id, partition);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError("checkpoint file \"" + path + "\" cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string data = ss.str();
+  if (data.size() < sizeof(FileHeader) + 8)
+    return FailedPrecondition("checkpoint file \"" + path + "\" is truncated (" +
+                              std::to_string(data.size()) + " bytes)");
+  uint64_t sum;
+  std::memcpy(&sum, data.data() + data.size() - 8, 8);
+  if (Fnv1a(data.data(), data.size() - 8) != sum)
+    return FailedPrecondition("checkpoint file \"" + path +
+                              "\" fails its checksum: it is corrupt or was not completely written");
+  FileHeader fh;
+  std::memcpy(&fh, data.data(), sizeof fh);
+  auto shape = [&](const std::string& what) {
+    return FailedPrecondition("checkpoint file \"" + path + "\" does not match the plan: " + what);
+  };
+  if (fh.magic != kFileMagic || fh.format != kFileVersion)
+    return shape("not a PS checkpoint of format 1");
+  if (fh.variable != var.id || fh.partition != partition)
+    return shape("it holds variable " + std::to_string(fh.variable) + " partition " +
+                 std::to_string(fh.partition));
+  if (fh.dim != var.dim) return shape("dim " + std::to_string(fh.dim) + ", plan has " + std::to_string(var.dim));
+  if (fh.rows != var.rows)
+    return shape("rows " + std::to_string(fh.rows) + ", plan has " + std::to_string(var.rows));
+  if (fh.partitions != var.partitions || fh.scheme != static_cast<uint32_t>(var.scheme))
+    return shape(std::to_string(fh.partitions) + " partitions of another scheme, plan has " +
+                 std::to_string(var.partitions));
+  if (fh.optimizer != static_cast<uint32_t>(var.optimizer.type))
+    return shape("it holds the state of another optimizer");
+  const size_t dim = var.dim;
+  const int slots = var.optimizer.type == OptimizerType::kSgd ? 0
+                    : var.optimizer.type == OptimizerType::kAdam ? 2 : 1;
+  const bool adam = var.optimizer.type == OptimizerType::kAdam;
+  const size_t row_bytes = 8 + dim * 4 * (1 + slots) + (adam ? 8 : 0);
+  if (fh.count > (data.size() - sizeof fh - 8) / row_bytes ||
+      sizeof fh + fh.count * row_bytes + 8 != data.size())
+    return shape("its size does not match " + std::to_string(fh.count) + " rows");
+  PartitionSnapshot snap;
+  snap.partition = partition;
+  snap.applied = fh.applied;
+  snap.version = fh.version;
+  snap.ids.resize(fh.count);
+  snap.weights.resize(fh.count * dim);
+  for (int s = 0; s < slots; ++s) snap.slots[s].resize(fh.count * dim);
+  if (adam) snap.steps.resize(fh.count);
+  const char* p = data.data() + sizeof fh;
+  for (size_t r = 0; r < fh.count; ++r) {
+    std::memcpy(&snap.ids[r], p, 8);
+    p += 8;
+    if (snap.ids[r] < 0 || snap.ids[r] >= var.rows || PartitionOf(var, snap.ids[r]) != partition)
+      return shape("row id " + std::to_string(snap.ids[r]) + " does not belong to this partition");
+    std::memcpy(&snap.weights[r * dim], p, dim * 4);
+    p += dim * 4;
+    for (int s = 0; s < slots; ++s) {
+      std::memcpy(&snap.slots[s][r * dim], p, dim * 4);
+      p += dim * 4;
+    }
+    if (adam) {
+      std::memcpy(&snap.steps[r], p, 8);
+      p += 8;
+    }
+  }
+  return snap;
+}
+
+void RestoreTable(VariableTable* table, const std::vector<PartitionSnapshot>& snapshots) {
+  table->Clear();
+  const size_t dim = table->dim();
+  for (const auto& snap : snapshots) {
+    for (size_t r = 0; r < snap.ids.size(); ++r) {
+      const uint32_t idx = table->Touch(snap.ids[r]);
+      std::memcpy(table->weights(idx), &snap.weights[r * dim], dim * 4);
+      for (int s = 0; s < table->slots(); ++s)
+        std::memcpy(table->slot(s, idx), &snap.slots[s][r * dim], dim * 4);
+      if (!snap.steps.empty()) *table->step(idx) = snap.steps[r];
+    }
+  }
+}
+
+}  // namespace parallax::ps

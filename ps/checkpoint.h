@@ -1,0 +1,46 @@
+// Checkpoint files of PS partitions: one file per (variable, partition),
+// <dir>/var<V>-part<P>.pxps, holding the partition's rows, their optimizer
+// state and the partition's step and version, followed by a 64-bit FNV-1a
+// checksum of everything before it. Written atomically: a temp file in the
+// same directory, fsync, rename, fsync of the directory.
+#ifndef PARALLAX_PS_CHECKPOINT_H_
+#define PARALLAX_PS_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/ps/plan.h"
+#include "ps/variable_table.h"
+
+namespace parallax::ps {
+
+struct PartitionSnapshot {
+  uint32_t partition = 0;
+  int64_t applied = 0;  // sync steps applied
+  int64_t version = 0;  // updates applied
+  std::vector<int64_t> ids;
+  std::vector<float> weights;  // ids.size() × dim
+  std::vector<float> slots[2];
+  std::vector<int64_t> steps;  // Adam only
+};
+
+std::string PartitionFileName(uint32_t var, uint32_t partition);
+
+// Writes the rows of `table` that belong to `partition`.
+Status SavePartition(const std::string& dir, const VariableTable& table, uint32_t partition,
+                     int64_t applied, int64_t version);
+
+// Reads and verifies (checksum, then variable, partition, rows, dim,
+// partitioning and optimizer against `var`) one partition file. Nothing is
+// changed on failure; the message names the file and what differs.
+StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const VariableSpec& var,
+                                          uint32_t partition);
+
+// Replaces `table`'s rows by the rows of `snapshots` (already verified).
+void RestoreTable(VariableTable* table, const std::vector<PartitionSnapshot>& snapshots);
+
+}  // namespace parallax::ps
+
+#endif  // PARALLAX_PS_CHECKPOINT_H_

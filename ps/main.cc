@@ -1,0 +1,130 @@
+// parallax-ps: one PS shard server. See ps/README.md.
+//
+// Under an agent it reads PARALLAX_JOB_ID, PARALLAX_ATTEMPT, PARALLAX_SHARD,
+// PARALLAX_COORDINATOR, PARALLAX_BIND_ADDR and PARALLAX_TOKEN, fetches the
+// plan from the coordinator, binds port 0 on the bind address and publishes
+// its endpoint under job/<id>/<attempt>/ps/<shard>. Flags override the
+// environment; tests pass --plan FILE --shard N --listen EP --port-file F.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "core/base/logging.h"
+#include "core/ps/discovery.h"
+#include "ps/shard_server.h"
+
+namespace {
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace parallax;
+  using namespace parallax::ps;
+
+  std::string plan_file, listen, port_file, coordinator = Env("PARALLAX_COORDINATOR");
+  std::string token = Env("PARALLAX_TOKEN"), bind_addr = Env("PARALLAX_BIND_ADDR");
+  int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000;
+  int32_t attempt = 0;
+  uint32_t shard = 0;
+  bool verbose = false;
+  if (!Env("PARALLAX_JOB_ID").empty()) job_id = std::atoll(Env("PARALLAX_JOB_ID").c_str());
+  if (!Env("PARALLAX_ATTEMPT").empty()) attempt = std::atoi(Env("PARALLAX_ATTEMPT").c_str());
+  if (!Env("PARALLAX_SHARD").empty()) shard = static_cast<uint32_t>(std::atoi(Env("PARALLAX_SHARD").c_str()));
+
+  CLI::App app{"Parallax PS shard: holds partitions of sparse variables and applies their optimizer"};
+  app.add_option("--plan", plan_file, "plan JSON file (instead of fetching it from the coordinator)");
+  app.add_option("--shard", shard, "this shard's index (default: $PARALLAX_SHARD)");
+  app.add_option("--listen", listen,
+                 "ZeroMQ endpoint to bind (default: tcp://$PARALLAX_BIND_ADDR:0, port 0 = any)");
+  app.add_option("--port-file", port_file, "write the bound endpoint to this file once listening");
+  app.add_option("--coordinator", coordinator, "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR)");
+  app.add_option("--job", job_id, "job id (default: $PARALLAX_JOB_ID)");
+  app.add_option("--attempt", attempt, "job attempt (default: $PARALLAX_ATTEMPT)");
+  app.add_option("--token", token, "coordinator token (default: $PARALLAX_TOKEN)");
+  app.add_option("--max-message-mb", max_message_mb, "largest accepted request")->capture_default_str();
+  app.add_option("--plan-timeout-ms", plan_timeout_ms, "how long to wait for the plan")->capture_default_str();
+  app.add_flag("-v,--verbose", verbose, "log debug messages");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (verbose) SetMinLogLevel(LogLevel::kDebug);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<CoordinatorClient> coord;
+  if (!coordinator.empty()) {
+    CoordinatorClientOptions copts;
+    copts.address = coordinator;
+    copts.auth_token = token;
+    copts.client_name = "ps-" + std::to_string(shard);
+    auto c = CoordinatorClient::Connect(copts);
+    if (!c.ok()) {
+      std::cerr << "parallax-ps: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    coord = std::move(c).value();
+  }
+  ShardServerOptions options;
+  if (!plan_file.empty()) {
+    auto plan = LoadPsPlanFile(plan_file);
+    if (!plan.ok()) {
+      std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
+      return 2;
+    }
+    options.shard.plan = std::move(plan).value();
+  } else if (coord) {
+    auto plan = FetchPsPlan(coord.get(), job_id, attempt, plan_timeout_ms);
+    if (!plan.ok()) {
+      std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
+      return 1;
+    }
+    options.shard.plan = std::move(plan).value();
+  } else {
+    std::cerr << "parallax-ps: give --plan FILE or a coordinator (--coordinator / $PARALLAX_COORDINATOR)\n";
+    return 2;
+  }
+  options.shard.shard = shard;
+  options.shard.attempt = static_cast<uint32_t>(attempt);
+  options.shard.limits.max_message_bytes = static_cast<size_t>(max_message_mb) << 20;
+  options.listen = !listen.empty() ? listen
+                   : "tcp://" + (bind_addr.empty() ? std::string("127.0.0.1") : bind_addr) + ":0";
+
+  auto server = ShardServer::Start(std::move(options));
+  if (!server.ok()) {
+    std::cerr << "parallax-ps: " << server.status().ToString() << "\n";
+    return 1;
+  }
+  const std::string endpoint = (*server)->endpoint();
+  if (coord) {
+    Status st = PublishShardEndpoint(coord.get(), job_id, attempt, shard, endpoint);
+    if (!st.ok()) {
+      std::cerr << "parallax-ps: publishing the endpoint: " << st.ToString() << "\n";
+      return 1;
+    }
+  }
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << endpoint << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\"";
+  int sig = 0;
+  sigwait(&signals, &sig);
+  PX_LOG(INFO) << "PS shard \"" << shard << "\" stopping on signal " << sig;
+  (*server)->Stop();
+  return 0;
+}

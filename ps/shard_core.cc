@@ -1,0 +1,576 @@
+#include "ps/shard_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "ps/checkpoint.h"
+
+namespace parallax::ps {
+namespace {
+
+bool IsPushOp(uint8_t op) {
+  return op == static_cast<uint8_t>(Op::kPush) || op == static_cast<uint8_t>(Op::kPushPull);
+}
+
+size_t StalenessBucket(int64_t tau) {
+  if (tau <= 0) return 0;
+  size_t b = 1;
+  while (b < 15 && tau >= (int64_t{1} << b)) ++b;
+  return b;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
+  if (options.shard >= options.plan.num_shards)
+    return InvalidArgument("shard " + std::to_string(options.shard) + " is not in the plan, which has " +
+                           std::to_string(options.plan.num_shards) + " shards");
+  if (options.max_steps_ahead < 1) return InvalidArgument("max_steps_ahead must be >= 1");
+  return std::unique_ptr<ShardCore>(new ShardCore(std::move(options)));
+}
+
+ShardCore::ShardCore(ShardOptions options) : options_(std::move(options)) {
+  for (const auto& var : options_.plan.variables) {
+    VarState vs;
+    vs.parts.resize(var.partitions);
+    bool any = false;
+    for (uint32_t p = 0; p < var.partitions; ++p) {
+      vs.parts[p].owned = ShardOf(var, p) == options_.shard;
+      any |= vs.parts[p].owned;
+    }
+    if (!any) continue;
+    int64_t owned = 0;
+    for (const auto& p : vs.parts) owned += p.owned;
+    vs.table = std::make_unique<VariableTable>(var, var.rows * owned / var.partitions + 1);
+    vars_.emplace(var.id, std::move(vs));
+  }
+  worker_clock_.assign(options_.plan.contributors(), 0);
+}
+
+const VariableTable* ShardCore::table(uint32_t var) const {
+  auto it = vars_.find(var);
+  return it == vars_.end() ? nullptr : it->second.table.get();
+}
+
+int64_t ShardCore::applied_steps(uint32_t var, uint32_t partition) const {
+  auto it = vars_.find(var);
+  if (it == vars_.end() || partition >= it->second.parts.size()) return -1;
+  return it->second.parts[partition].applied;
+}
+
+OutMessage ShardCore::Reply(const std::string& identity, const Header& request, Op op) {
+  OutMessage m;
+  m.identity = identity;
+  Header h;
+  h.op = static_cast<uint8_t>(op);
+  h.flags = ps_wire::kFlagReply | (request.flags & ps_wire::kFlagFp16);
+  h.variable = request.variable;
+  h.partition = request.partition;
+  h.worker = request.worker;
+  h.request_id = request.request_id;
+  // Echoed, unless it was the invalid field of a rejected request.
+  h.clock = request.clock >= 0 && request.clock <= ps_wire::kMaxClock ? request.clock : 0;
+  h.attempt = request.attempt;
+  m.frames[0].resize(ps_wire::kHeaderSize);
+  ps_wire::WriteHeader(h, m.frames[0].data());
+  return m;
+}
+
+void ShardCore::Error(const std::string& identity, const Header& request, ErrorCode code,
+                      const std::string& text, std::vector<OutMessage>* out) {
+  ++stats_.errors;
+  ++errors_by_code_[std::min<size_t>(static_cast<size_t>(code), errors_by_code_.size() - 1)];
+  Header h = request;
+  h.flags &= ps_wire::kKnownFlags;  // an error reply carries no values
+  OutMessage m = Reply(identity, h, Op::kError);
+  Header rh = ps_wire::ReadHeader(m.frames[0].data());
+  rh.flags = ps_wire::kFlagReply;
+  rh.error_code = static_cast<uint16_t>(code);
+  ps_wire::WriteHeader(rh, m.frames[0].data());
+  m.frames[1] = text;
+  out->push_back(std::move(m));
+}
+
+void ShardCore::Handle(const std::string& identity, const void* const* frames, const size_t* sizes,
+                       size_t num_frames, std::vector<OutMessage>* out) {
+  MessageView m;
+  WireError e = ParseMessage(frames, sizes, num_frames, options_.limits, /*expect_reply=*/false, &m);
+  if (!e.ok()) {
+    Header h;
+    if (num_frames >= 1 && sizes[0] == ps_wire::kHeaderSize) h = ps_wire::ReadHeader(frames[0]);
+    Error(identity, h, e.code, e.text, out);
+    return;
+  }
+  const Header& h = m.header;
+  if (options_.attempt != 0 && h.attempt != 0 && h.attempt != options_.attempt) {
+    Error(identity, h, ErrorCode::kStaleAttempt,
+          "request from attempt " + std::to_string(h.attempt) + ", this shard serves attempt " +
+              std::to_string(options_.attempt),
+          out);
+    return;
+  }
+  const Op op = static_cast<Op>(h.op);
+  if (op == Op::kPull || op == Op::kPush || op == Op::kPushPull) {
+    HandleData(identity, m, out);
+  } else {
+    HandleControl(identity, m, out);
+  }
+}
+
+void ShardCore::HandleData(const std::string& identity, const MessageView& m,
+                           std::vector<OutMessage>* out) {
+  const Header& h = m.header;
+  const PsPlan& plan = options_.plan;
+  const VariableSpec* spec = plan.FindVariable(h.variable);
+  if (spec == nullptr) {
+    Error(identity, h, ErrorCode::kUnknownVariable,
+          "variable " + std::to_string(h.variable) + " is not in the plan", out);
+    return;
+  }
+  if (h.partition >= spec->partitions) {
+    Error(identity, h, ErrorCode::kBadPartition,
+          "partition " + std::to_string(h.partition) + " of variable \"" + spec->name +
+              "\" is out of range (it has " + std::to_string(spec->partitions) + ")",
+          out);
+    return;
+  }
+  auto vit = vars_.find(h.variable);
+  if (vit == vars_.end() || !vit->second.parts[h.partition].owned) {
+    Error(identity, h, ErrorCode::kBadPartition,
+          "partition " + std::to_string(h.partition) + " of variable \"" + spec->name +
+              "\" belongs to shard " + std::to_string(ShardOf(*spec, h.partition)) +
+              ", not to shard " + std::to_string(options_.shard),
+          out);
+    return;
+  }
+  VarState& vs = vit->second;
+  PartitionState& ps = vs.parts[h.partition];
+  const uint32_t dim = spec->dim;
+  if (h.count > 0 && h.dim != dim) {
+    Error(identity, h, ErrorCode::kBadDim,
+          "dim " + std::to_string(h.dim) + " but variable \"" + spec->name + "\" has dim " +
+              std::to_string(dim),
+          out);
+    return;
+  }
+  const bool pushes = IsPushOp(h.op);
+  if (pushes && plan.consistency != Consistency::kAsync && h.worker >= plan.contributors()) {
+    Error(identity, h, ErrorCode::kBadWorker,
+          "worker " + std::to_string(h.worker) + " but the plan expects " +
+              std::to_string(plan.contributors()) + " contributors",
+          out);
+    return;
+  }
+  std::vector<int64_t> ids(h.count);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = m.IdAt(i);
+    if (ids[i] < 0 || ids[i] >= spec->rows || PartitionOf(*spec, ids[i]) != h.partition) {
+      Error(identity, h, ErrorCode::kIdOutOfRange,
+            "id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                " is not in partition " + std::to_string(h.partition) + " of variable \"" +
+                spec->name + "\" (rows 0.." + std::to_string(spec->rows - 1) + ")",
+            out);
+      return;
+    }
+  }
+  // Gradients are read in place when they are float32 and aligned (the
+  // common case); copied when fp16, misaligned, kept for a sync step, or
+  // compacted because non-finite rows are dropped.
+  std::vector<float> grads;
+  const float* gp = nullptr;
+  if (pushes) {
+    const size_t n = size_t{h.count} * dim;
+    const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
+                          reinterpret_cast<uintptr_t>(m.values) % alignof(float) == 0;
+    if (in_place) {
+      gp = reinterpret_cast<const float*>(m.values);
+    } else {
+      grads.resize(n);
+      DecodeValues(m.values, n, m.fp16(), grads.data());
+      gp = grads.data();
+    }
+    size_t bad_rows = 0;
+    for (size_t r = 0; r < ids.size(); ++r) {
+      const float* g = gp + r * dim;
+      float acc = 0.0f;
+      for (uint32_t j = 0; j < dim; ++j) acc += g[j] * 0.0f;  // NaN iff some g is NaN or Inf
+      if (acc == acc) continue;
+      if (plan.reject_nonfinite) {
+        Error(identity, h, ErrorCode::kNonFinite,
+              "gradient of id " + std::to_string(ids[r]) + " of variable \"" + spec->name +
+                  "\" is NaN or Inf; nothing was applied",
+              out);
+        return;
+      }
+      ++bad_rows;
+    }
+    if (bad_rows > 0) {
+      if (grads.empty()) grads.assign(gp, gp + n);
+      size_t kept = 0;
+      for (size_t r = 0; r < ids.size(); ++r) {
+        const float* g = &grads[r * dim];
+        bool finite = true;
+        for (uint32_t j = 0; j < dim; ++j) finite &= std::isfinite(g[j]);
+        if (!finite) continue;
+        if (kept != r) {
+          ids[kept] = ids[r];
+          std::memmove(&grads[kept * dim], g, dim * sizeof(float));
+        }
+        ++kept;
+      }
+      stats_.nonfinite_rows += static_cast<int64_t>(bad_rows);
+      ids.resize(kept);
+      grads.resize(kept * dim);
+      gp = grads.data();
+    }
+  }
+
+  const Op op = static_cast<Op>(h.op);
+  if (op != Op::kPush && held_.size() >= options_.max_held) {
+    Error(identity, h, ErrorCode::kBadClock,
+          std::to_string(held_.size()) + " requests already wait for their step; refusing more", out);
+    return;
+  }
+  if (op == Op::kPull) {
+    ++stats_.pulls;
+    if (PullReady(h)) {
+      AnswerPull(identity, h, ids, out);
+    } else {
+      ++stats_.held;
+      held_.push_back(Held{identity, h, std::move(ids)});
+    }
+    return;
+  }
+  op == Op::kPush ? ++stats_.pushes : ++stats_.push_pulls;
+  stats_.rows_pushed += static_cast<int64_t>(ids.size());
+  if (plan.consistency != Consistency::kSync) {
+    std::vector<uint32_t> idx;
+    ApplyAsync(vs, ps, h, ids, gp, &idx);
+    if (plan.consistency == Consistency::kSsp && h.worker < worker_clock_.size())
+      worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
+    if (op == Op::kPush) {
+      out->push_back(Reply(identity, h, Op::kPush));
+    } else {
+      Header pull = h;
+      pull.clock = h.clock + 1;  // rows for the next step
+      if (PullReady(pull)) {
+        AnswerPull(identity, pull, ids, out, idx.data());
+      } else {
+        ++stats_.held;
+        held_.push_back(Held{identity, pull, std::move(ids)});
+      }
+    }
+    ReleaseHeld(out);
+    return;
+  }
+  // sync: buffer the contribution until every contributor sent step h.clock.
+  if (h.clock < ps.applied) {
+    Error(identity, h, ErrorCode::kBadClock,
+          "push for step " + std::to_string(h.clock) + " but partition " +
+              std::to_string(h.partition) + " of \"" + spec->name + "\" already applied step " +
+              std::to_string(ps.applied - 1),
+          out);
+    return;
+  }
+  if (h.clock >= ps.applied + options_.max_steps_ahead) {
+    Error(identity, h, ErrorCode::kBadClock,
+          "push for step " + std::to_string(h.clock) + " is more than " +
+              std::to_string(options_.max_steps_ahead) + " steps ahead of step " +
+              std::to_string(ps.applied),
+          out);
+    return;
+  }
+  auto& step = ps.pending[h.clock];
+  step.resize(plan.contributors());
+  Contribution& c = step[h.worker];
+  if (c.present) {
+    Error(identity, h, ErrorCode::kBadClock,
+          "worker " + std::to_string(h.worker) + " already pushed step " + std::to_string(h.clock) +
+              " to partition " + std::to_string(h.partition),
+          out);
+    return;
+  }
+  c.present = true;
+  c.ids = std::move(ids);
+  c.grads = std::move(grads);
+  if (op == Op::kPush) {
+    out->push_back(Reply(identity, h, Op::kPush));
+  } else {
+    Header pull = h;
+    pull.clock = h.clock + 1;
+    ++stats_.held;
+    held_.push_back(Held{identity, pull, c.ids});
+  }
+  if (TryApplySync(vs, ps)) TrySave(out);
+  ReleaseHeld(out);
+}
+
+bool ShardCore::PullReady(const Header& h) const {
+  const PsPlan& plan = options_.plan;
+  switch (plan.consistency) {
+    case Consistency::kAsync:
+      return true;
+    case Consistency::kSync: {
+      auto it = vars_.find(h.variable);
+      return it->second.parts[h.partition].applied >= h.clock;
+    }
+    case Consistency::kSsp: {
+      const int64_t slowest = *std::min_element(worker_clock_.begin(), worker_clock_.end());
+      return slowest >= h.clock - plan.staleness;
+    }
+  }
+  return true;
+}
+
+void ShardCore::AnswerPull(const std::string& identity, const Header& h,
+                           const std::vector<int64_t>& ids, std::vector<OutMessage>* out,
+                           const uint32_t* known_idx) {
+  VarState& vs = vars_.at(h.variable);
+  VariableTable& table = *vs.table;
+  const uint32_t dim = table.dim();
+  OutMessage m = Reply(identity, h, static_cast<Op>(h.op));
+  Header rh = ps_wire::ReadHeader(m.frames[0].data());
+  rh.count = static_cast<uint32_t>(ids.size());
+  rh.dim = dim;
+  rh.version_seen = vs.parts[h.partition].version;
+  ps_wire::WriteHeader(rh, m.frames[0].data());
+  const bool fp16 = h.flags & ps_wire::kFlagFp16;
+  const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+  std::vector<uint32_t> resolved;
+  if (known_idx == nullptr) {
+    resolved.resize(ids.size());
+    table.TouchAll(ids.data(), ids.size(), resolved.data());
+    known_idx = resolved.data();
+  }
+  std::string& values = m.frames[2];
+  values.resize(ids.size() * row_bytes);
+  constexpr size_t kAhead = 4;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kAhead < ids.size()) table.PrefetchRow(known_idx[i + kAhead]);
+    EncodeValues(table.weights(known_idx[i]), dim, fp16, values.data() + i * row_bytes);
+  }
+  stats_.rows_pulled += static_cast<int64_t>(ids.size());
+  out->push_back(std::move(m));
+}
+
+void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
+                           const std::vector<int64_t>& ids, const float* grads,
+                           std::vector<uint32_t>* idx) {
+  const int64_t tau = std::max<int64_t>(0, ps.version - h.version_seen);
+  ++stats_.staleness[StalenessBucket(tau)];
+  const float scale = options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f;
+  VariableTable& table = *vs.table;
+  const uint32_t dim = table.dim();
+  idx->resize(ids.size());
+  table.TouchAll(ids.data(), ids.size(), idx->data());
+  constexpr size_t kAhead = 4;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kAhead < ids.size()) table.PrefetchRow((*idx)[i + kAhead]);
+    table.Apply((*idx)[i], grads + i * dim, scale);
+  }
+  ++ps.version;
+}
+
+bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
+  const PsPlan& plan = options_.plan;
+  VariableTable& table = *vs.table;
+  const uint32_t dim = table.dim();
+  bool any = false;
+  while (true) {
+    auto it = ps.pending.find(ps.applied);
+    if (it == ps.pending.end()) break;
+    // A SAVE at step s holds the table at s: step s applies after the save.
+    bool gated = false;
+    for (const auto& save : pending_saves_) gated |= save.header.clock <= ps.applied;
+    if (gated) break;
+    const auto& contribs = it->second;
+    if (!std::all_of(contribs.begin(), contribs.end(), [](const Contribution& c) { return c.present; }))
+      break;
+    // Sum in rank order, then apply once per row.
+    std::unordered_map<int64_t, uint32_t> slot_of;
+    std::vector<int64_t> slot_ids;
+    std::vector<float> acc;
+    for (const Contribution& c : contribs) {
+      for (size_t r = 0; r < c.ids.size(); ++r) {
+        auto [sit, inserted] = slot_of.try_emplace(c.ids[r], static_cast<uint32_t>(slot_ids.size()));
+        if (inserted) {
+          slot_ids.push_back(c.ids[r]);
+          acc.resize(acc.size() + dim, 0.0f);
+        }
+        float* a = &acc[size_t{sit->second} * dim];
+        const float* g = &c.grads[r * dim];
+        for (uint32_t j = 0; j < dim; ++j) a[j] += g[j];
+      }
+    }
+    if (plan.sync_mean) {
+      const float n = static_cast<float>(plan.num_workers);
+      for (float& a : acc) a /= n;
+    }
+    for (size_t s = 0; s < slot_ids.size(); ++s) table.Apply(table.Touch(slot_ids[s]), &acc[s * dim], 1.0f);
+    ps.pending.erase(it);
+    ++ps.applied;
+    ++ps.version;
+    ++stats_.sync_steps_applied;
+    any = true;
+  }
+  return any;
+}
+
+void ShardCore::ReleaseHeld(std::vector<OutMessage>* out) {
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (PullReady(it->header)) {
+      AnswerPull(it->identity, it->header, it->ids, out);
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ShardCore::TrySave(std::vector<OutMessage>* out) {
+  while (!pending_saves_.empty()) {
+    const PendingSave& save = pending_saves_.front();
+    bool ready = true;
+    for (auto& [id, vs] : vars_) {
+      for (auto& ps : vs.parts) ready &= !ps.owned || ps.applied >= save.header.clock;
+    }
+    if (!ready) return;
+    Status st;
+    for (auto& [id, vs] : vars_) {
+      for (uint32_t p = 0; p < vs.parts.size() && st.ok(); ++p) {
+        if (vs.parts[p].owned)
+          st = SavePartition(save.dir, *vs.table, p, vs.parts[p].applied, vs.parts[p].version);
+      }
+    }
+    if (st.ok()) {
+      out->push_back(Reply(save.identity, save.header, Op::kSave));
+    } else {
+      Error(save.identity, save.header, ErrorCode::kCheckpoint, st.message(), out);
+    }
+    pending_saves_.erase(pending_saves_.begin());
+    // The gate is lifted: steps that waited for the save may apply now.
+    bool again = false;
+    for (auto& [id, vs] : vars_) {
+      for (auto& ps : vs.parts) {
+        if (ps.owned) again |= TryApplySync(vs, ps);
+      }
+    }
+    (void)again;
+  }
+}
+
+void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
+                              std::vector<OutMessage>* out) {
+  const Header& h = m.header;
+  const PsPlan& plan = options_.plan;
+  switch (static_cast<Op>(h.op)) {
+    case Op::kClock:
+      ++stats_.clocks;
+      if (h.worker >= worker_clock_.size()) {
+        Error(identity, h, ErrorCode::kBadWorker,
+              "worker " + std::to_string(h.worker) + " but the plan expects " +
+                  std::to_string(worker_clock_.size()) + " contributors",
+              out);
+        return;
+      }
+      worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
+      out->push_back(Reply(identity, h, Op::kClock));
+      ReleaseHeld(out);
+      return;
+    case Op::kStats: {
+      OutMessage r = Reply(identity, h, Op::kStats);
+      r.frames[1] = StatsJson();
+      out->push_back(std::move(r));
+      return;
+    }
+    case Op::kSave: {
+      if (m.text.empty()) {
+        Error(identity, h, ErrorCode::kCheckpoint, "SAVE needs a directory", out);
+        return;
+      }
+      if (plan.consistency == Consistency::kSync && h.clock > 0) {
+        for (auto& [id, vs] : vars_) {
+          for (uint32_t p = 0; p < vs.parts.size(); ++p) {
+            if (vs.parts[p].owned && vs.parts[p].applied > h.clock) {
+              Error(identity, h, ErrorCode::kBadClock,
+                    "SAVE at step " + std::to_string(h.clock) + " but partition " +
+                        std::to_string(p) + " of variable " + std::to_string(id) +
+                        " already applied step " + std::to_string(vs.parts[p].applied - 1),
+                    out);
+              return;
+            }
+          }
+        }
+      }
+      Header at = h;
+      if (plan.consistency != Consistency::kSync || at.clock <= 0) at.clock = 0;
+      pending_saves_.push_back(PendingSave{identity, at, std::string(m.text)});
+      TrySave(out);
+      ReleaseHeld(out);
+      return;
+    }
+    case Op::kLoad: {
+      const std::string dir(m.text);
+      std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
+      for (auto& [id, vs] : vars_) {
+        for (uint32_t p = 0; p < vs.parts.size(); ++p) {
+          if (!vs.parts[p].owned) continue;
+          auto snap = LoadPartition(dir, vs.table->spec(), p);
+          if (!snap.ok()) {
+            Error(identity, h, ErrorCode::kCheckpoint, snap.status().message() + "; nothing was loaded", out);
+            return;
+          }
+          loaded[id].push_back(std::move(snap).value());
+        }
+      }
+      for (auto& [id, snaps] : loaded) {
+        VarState& vs = vars_.at(id);
+        RestoreTable(vs.table.get(), snaps);
+        for (const auto& snap : snaps) {
+          PartitionState& ps = vs.parts[snap.partition];
+          ps.applied = snap.applied;
+          ps.version = snap.version;
+          ps.pending.clear();
+        }
+      }
+      out->push_back(Reply(identity, h, Op::kLoad));
+      ReleaseHeld(out);
+      return;
+    }
+    default:
+      Error(identity, h, ErrorCode::kUnknownOp, std::string("op ") + OpName(h.op) + " is not a request", out);
+      return;
+  }
+}
+
+std::string ShardCore::StatsJson() const {
+  nlohmann::json j;
+  j["shard"] = options_.shard;
+  j["pulls"] = stats_.pulls;
+  j["pushes"] = stats_.pushes;
+  j["push_pulls"] = stats_.push_pulls;
+  j["clocks"] = stats_.clocks;
+  j["rows_pulled"] = stats_.rows_pulled;
+  j["rows_pushed"] = stats_.rows_pushed;
+  j["errors"] = stats_.errors;
+  j["nonfinite_rows"] = stats_.nonfinite_rows;
+  j["held"] = stats_.held;
+  j["held_now"] = held_.size();
+  j["sync_steps_applied"] = stats_.sync_steps_applied;
+  j["staleness_histogram"] = stats_.staleness;
+  nlohmann::json errors = nlohmann::json::object();
+  for (size_t c = 1; c < errors_by_code_.size(); ++c) {
+    if (errors_by_code_[c] > 0) errors[ErrorCodeName(static_cast<ErrorCode>(c))] = errors_by_code_[c];
+  }
+  j["errors_by_code"] = errors;
+  int64_t rows = 0;
+  for (const auto& [id, vs] : vars_) rows += static_cast<int64_t>(vs.table->size());
+  j["rows_held"] = rows;
+  return j.dump();
+}
+
+}  // namespace parallax::ps

@@ -1,0 +1,139 @@
+// ShardCore: the logic of one PS shard, without sockets. It owns the shard's
+// partitions, validates every received message, applies optimizers, enforces
+// the consistency mode and holds pulls (and sync PUSH_PULLs) whose step is
+// not ready yet, answering them later from Handle() of another message.
+//
+// Not thread-safe: owned by the shard server's event-loop thread (tests drive
+// it directly).
+#ifndef PARALLAX_PS_SHARD_CORE_H_
+#define PARALLAX_PS_SHARD_CORE_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ps/plan.h"
+#include "core/ps/wire.h"
+#include "ps/variable_table.h"
+
+namespace parallax::ps {
+
+struct ShardOptions {
+  PsPlan plan;
+  uint32_t shard = 0;    // this shard's index in the plan
+  uint32_t attempt = 0;  // job attempt; requests from another attempt are refused (0: no check)
+  WireLimits limits;     // max_message_bytes: larger messages get TOO_LARGE
+  // Sync mode: how many steps beyond the last applied one may be buffered.
+  int64_t max_steps_ahead = 64;
+  // Requests waiting for their step, at most; more get BAD_CLOCK (a worker
+  // that runs away cannot exhaust the shard's memory).
+  size_t max_held = 65536;
+};
+
+// A message to send: the peer's ROUTER identity and the three wire frames.
+struct OutMessage {
+  std::string identity;
+  std::array<std::string, 3> frames;
+};
+
+// Counters reported by STATS.
+struct ShardStats {
+  int64_t pulls = 0, pushes = 0, push_pulls = 0, clocks = 0;
+  int64_t rows_pulled = 0, rows_pushed = 0;
+  int64_t errors = 0;
+  int64_t nonfinite_rows = 0;  // dropped when the plan counts instead of rejecting
+  int64_t held = 0;            // requests answered later than they arrived
+  int64_t sync_steps_applied = 0;
+  // Staleness τ of async/ssp pushes: bucket 0 = τ 0, bucket b = τ in
+  // [2^(b-1), 2^b), the last bucket everything above.
+  std::array<int64_t, 16> staleness{};
+};
+
+class ShardCore {
+ public:
+  // Fails when the plan gives this shard nothing valid to own.
+  static StatusOr<std::unique_ptr<ShardCore>> Create(ShardOptions options);
+
+  // Handles one received message; appends the replies to send now (to this
+  // or, for released held requests, other peers) to `out`. Never fails: a bad
+  // message gets an ERROR reply and changes nothing.
+  void Handle(const std::string& identity, const void* const* frames, const size_t* sizes,
+              size_t num_frames, std::vector<OutMessage>* out);
+
+  const ShardStats& stats() const { return stats_; }
+  std::string StatsJson() const;
+  const ShardOptions& options() const { return options_; }
+
+  // For tests: the table of variable `var` (null if not held here).
+  const VariableTable* table(uint32_t var) const;
+  // Sync: steps applied to partition p of var.
+  int64_t applied_steps(uint32_t var, uint32_t partition) const;
+
+ private:
+  explicit ShardCore(ShardOptions options);
+
+  struct Contribution {
+    std::vector<int64_t> ids;
+    std::vector<float> grads;
+    bool present = false;
+  };
+  struct PartitionState {
+    bool owned = false;
+    int64_t version = 0;  // updates applied
+    int64_t applied = 0;  // sync: steps applied
+    // sync: step → one contribution per contributor rank.
+    std::map<int64_t, std::vector<Contribution>> pending;
+  };
+  struct VarState {
+    std::unique_ptr<VariableTable> table;
+    std::vector<PartitionState> parts;
+  };
+  // A request waiting for its step to become ready.
+  struct Held {
+    std::string identity;
+    Header header;
+    std::vector<int64_t> ids;
+  };
+
+  void HandleData(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  void HandleControl(const std::string& identity, const MessageView& m,
+                     std::vector<OutMessage>* out);
+  bool PullReady(const Header& h) const;
+  // Answers with the rows of `ids`; `known_idx` (optional) are their table
+  // indexes when the caller already resolved them.
+  void AnswerPull(const std::string& identity, const Header& h, const std::vector<int64_t>& ids,
+                  std::vector<OutMessage>* out, const uint32_t* known_idx = nullptr);
+  // Applies one push now; `idx` receives the rows' table indexes.
+  void ApplyAsync(VarState& vs, PartitionState& ps, const Header& h, const std::vector<int64_t>& ids,
+                  const float* grads, std::vector<uint32_t>* idx);
+  // Applies every complete sync step of (var, partition); returns true if any.
+  bool TryApplySync(VarState& vs, PartitionState& ps);
+  void ReleaseHeld(std::vector<OutMessage>* out);
+  void TrySave(std::vector<OutMessage>* out);
+  void Error(const std::string& identity, const Header& h, ErrorCode code, const std::string& text,
+             std::vector<OutMessage>* out);
+  static OutMessage Reply(const std::string& identity, const Header& request, Op op);
+
+  const ShardOptions options_;
+  std::map<uint32_t, VarState> vars_;
+  std::vector<int64_t> worker_clock_;  // ssp: steps finished per contributor
+  std::deque<Held> held_;
+  // A sync SAVE waiting for every owned partition to reach its step.
+  struct PendingSave {
+    std::string identity;
+    Header header;
+    std::string dir;
+  };
+  std::vector<PendingSave> pending_saves_;
+  ShardStats stats_;
+  std::array<int64_t, ps_wire::kMaxErrorCode + 1> errors_by_code_{};
+};
+
+}  // namespace parallax::ps
+
+#endif  // PARALLAX_PS_SHARD_CORE_H_

@@ -1,0 +1,136 @@
+#include "ps/shard_server.h"
+
+#include <thread>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "core/base/logging.h"
+
+namespace parallax::ps {
+namespace {
+
+// Moves a frame into a ZeroMQ message without copying large bodies.
+zmq::message_t ToMessage(std::string&& s) {
+  if (s.size() < 4096) return zmq::message_t(s.data(), s.size());
+  auto* owned = new std::string(std::move(s));
+  return zmq::message_t(
+      owned->data(), owned->size(), [](void*, void* hint) { delete static_cast<std::string*>(hint); },
+      owned);
+}
+
+class ZmqShardServer final : public ShardServer {
+ public:
+  ZmqShardServer(std::unique_ptr<ShardCore> core, std::string listen)
+      : core_(std::move(core)), listen_(std::move(listen)), ctx_(1) {}
+  ~ZmqShardServer() override { Stop(); }
+
+  Status Bind() {
+    std::string address = listen_;
+    if (address.size() > 2 && address.compare(address.size() - 2, 2, ":0") == 0 &&
+        address.rfind("tcp://", 0) == 0) {
+      address.replace(address.size() - 1, 1, "*");
+    }
+    try {
+      router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+      router_.set(zmq::sockopt::linger, 0);
+      router_.set(zmq::sockopt::sndhwm, 0);
+      router_.set(zmq::sockopt::rcvhwm, 0);
+      // Megabyte messages: large kernel buffers, fewer I/O-thread wake-ups.
+      router_.set(zmq::sockopt::sndbuf, 4 << 20);
+      router_.set(zmq::sockopt::rcvbuf, 4 << 20);
+      // A frame larger than the limit makes ZeroMQ drop the connection; the
+      // core answers TOO_LARGE for messages under it whose frames add up over.
+      router_.set(zmq::sockopt::maxmsgsize,
+                  static_cast<int64_t>(core_->options().limits.max_message_bytes) + 1);
+      router_.bind(address);
+      endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+      const std::string inproc = "inproc://px-shard-stop";
+      stop_recv_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+      stop_recv_.bind(inproc);
+      stop_send_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+      stop_send_.connect(inproc);
+    } catch (const zmq::error_t& e) {
+      return Unavailable("PS shard cannot bind \"" + listen_ + "\": " + e.what());
+    }
+    thread_ = std::thread([this] { Loop(); });
+    return Status::Ok();
+  }
+
+  const std::string& endpoint() const override { return endpoint_; }
+
+  void Stop() override {
+    if (!thread_.joinable()) return;
+    stop_send_.send(zmq::str_buffer("stop"), zmq::send_flags::none);
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                {stop_recv_.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<zmq::message_t> msgs;
+    std::vector<OutMessage> out;
+    std::vector<const void*> data;
+    std::vector<size_t> sizes;
+    while (true) {
+      zmq::poll(items, 2, std::chrono::milliseconds(-1));
+      if (items[1].revents & ZMQ_POLLIN) return;
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      while (true) {
+        msgs.clear();
+        std::optional<size_t> got;
+        try {
+          got = zmq::recv_multipart(router_, std::back_inserter(msgs), zmq::recv_flags::dontwait);
+        } catch (const zmq::error_t& e) {
+          PX_LOG(WARNING) << "PS shard receive failed: " << e.what();
+          break;
+        }
+        if (!got) break;
+        if (msgs.empty()) continue;
+        const std::string identity = msgs[0].to_string();
+        data.clear();
+        sizes.clear();
+        for (size_t i = 1; i < msgs.size(); ++i) {
+          data.push_back(msgs[i].data());
+          sizes.push_back(msgs[i].size());
+        }
+        out.clear();
+        core_->Handle(identity, data.data(), sizes.data(), data.size(), &out);
+        for (auto& m : out) Send(m);
+      }
+    }
+  }
+
+  void Send(OutMessage& m) {
+    try {
+      router_.send(zmq::buffer(m.identity), zmq::send_flags::sndmore);
+      router_.send(ToMessage(std::move(m.frames[0])), zmq::send_flags::sndmore);
+      router_.send(ToMessage(std::move(m.frames[1])), zmq::send_flags::sndmore);
+      router_.send(ToMessage(std::move(m.frames[2])), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      PX_LOG(WARNING) << "PS shard send failed: " << e.what();
+    }
+  }
+
+  // Loop thread only once started.
+  std::unique_ptr<ShardCore> core_;
+  const std::string listen_;
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  zmq::socket_t stop_recv_;
+  std::string endpoint_;  // constant after Bind
+  zmq::socket_t stop_send_;  // Stop() only
+  std::thread thread_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions options) {
+  PX_ASSIGN_OR_RETURN(auto core, ShardCore::Create(std::move(options.shard)));
+  auto server = std::make_unique<ZmqShardServer>(std::move(core), options.listen);
+  PX_RETURN_IF_ERROR(server->Bind());
+  return std::unique_ptr<ShardServer>(std::move(server));
+}
+
+}  // namespace parallax::ps

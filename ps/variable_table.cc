@@ -1,0 +1,101 @@
+#include "ps/variable_table.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/ps/initializer.h"
+#include "ps/optimizer.h"
+
+namespace parallax::ps {
+namespace {
+constexpr int64_t kMaxDenseRows = int64_t{1} << 25;  // 128 MiB of index at most
+constexpr size_t kMaxReserveBytes = size_t{1} << 30;   // per array
+
+// Reserves address space for n elements (pages are committed on first
+// touch), so the table never reallocates and copies while it grows.
+template <typename T>
+void Reserve(std::vector<T>* v, size_t n) {
+  if (n == 0 || n * sizeof(T) > kMaxReserveBytes) return;
+  v->reserve(n);
+}
+
+}  // namespace
+
+VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
+    : var_(var),
+      num_slots_(OptimizerSlots(var.optimizer.type)),
+      dense_index_(var.rows <= kMaxDenseRows) {
+  if (dense_index_) {
+    dense_.assign(static_cast<size_t>(var.rows), 0);
+  }
+  if (expected_rows > 0) {
+    const size_t n = static_cast<size_t>(expected_rows);
+    ids_.reserve(std::min(n, kMaxReserveBytes / sizeof(int64_t)));
+    Reserve(&weights_, n * var_.dim);
+    for (int s = 0; s < num_slots_; ++s) Reserve(&slots_[s], n * var_.dim);
+  }
+}
+
+int64_t VariableTable::Find(int64_t id) const {
+  if (dense_index_) return static_cast<int64_t>(dense_[static_cast<size_t>(id)]) - 1;
+  auto it = sparse_.find(id);
+  return it == sparse_.end() ? -1 : it->second;
+}
+
+uint32_t VariableTable::Touch(int64_t id) {
+  if (dense_index_) {
+    uint32_t& slot = dense_[static_cast<size_t>(id)];
+    if (slot == 0) slot = Append(id) + 1;
+    return slot - 1;
+  }
+  auto [it, inserted] = sparse_.try_emplace(id, 0);
+  if (inserted) it->second = Append(id);
+  return it->second;
+}
+
+void VariableTable::TouchAll(const int64_t* ids, size_t n, uint32_t* idx) {
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < n; ++i) {
+    if (dense_index_ && i + kAhead < n) __builtin_prefetch(&dense_[static_cast<size_t>(ids[i + kAhead])]);
+    idx[i] = Touch(ids[i]);
+  }
+}
+
+void VariableTable::PrefetchRow(uint32_t idx) const {
+  const char* w = reinterpret_cast<const char*>(weights(idx));
+  for (size_t b = 0; b < size_t{var_.dim} * sizeof(float); b += 64) __builtin_prefetch(w + b);
+  for (int s = 0; s < num_slots_; ++s) {
+    const char* p = reinterpret_cast<const char*>(slot(s, idx));
+    for (size_t b = 0; b < size_t{var_.dim} * sizeof(float); b += 64) __builtin_prefetch(p + b);
+  }
+}
+
+uint32_t VariableTable::Append(int64_t id) {
+  const uint32_t idx = static_cast<uint32_t>(ids_.size());
+  const size_t dim = var_.dim;
+  ids_.push_back(id);
+  weights_.resize(weights_.size() + dim);
+  InitializeRow(var_.init, var_.id, id, var_.dim, &weights_[idx * dim]);
+  for (int s = 0; s < num_slots_; ++s)
+    slots_[s].resize(slots_[s].size() + dim, InitialSlotValue(var_.optimizer, s));
+  if (var_.optimizer.type == OptimizerType::kAdam) steps_.push_back(0);
+  return idx;
+}
+
+void VariableTable::Apply(uint32_t idx, const float* g, float lr_scale) {
+  ApplyRow(var_.optimizer, var_.optimizer.lr * lr_scale, var_.dim, g, weights(idx),
+           num_slots_ > 0 ? slot(0, idx) : nullptr, num_slots_ > 1 ? slot(1, idx) : nullptr,
+           steps_.empty() ? nullptr : &steps_[idx]);
+}
+
+void VariableTable::Clear() {
+  if (dense_index_) std::fill(dense_.begin(), dense_.end(), 0);
+  sparse_.clear();
+  ids_.clear();
+  weights_.clear();
+  slots_[0].clear();
+  slots_[1].clear();
+  steps_.clear();
+}
+
+}  // namespace parallax::ps

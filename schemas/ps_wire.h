@@ -1,0 +1,129 @@
+// The PS wire format: what a worker and a PS shard exchange over ZeroMQ.
+// schemas/ps_wire.md is the definition; this header is its machine-readable
+// form. core/ps/wire.h encodes and validates messages.
+//
+// A message is a ZeroMQ multipart message of three frames:
+//   [0] header   exactly kHeaderSize bytes, little-endian (layout below)
+//   [1] ids      requests: count × int64 (little-endian); replies to data ops:
+//                empty (rows come back in request order); in an ERROR reply or
+//                a SAVE/LOAD/STATS message: UTF-8 text (path, JSON, message)
+//   [2] values   count × dim × float32, or × fp16 when kFlagFp16 is set;
+//                present in PUSH/PUSH_PULL requests and PULL/PUSH_PULL replies
+// (The shard's ROUTER socket adds the peer identity in front; it is not
+// part of the format.)
+//
+// This header depends on nothing but the standard library so that any
+// process can include it.
+#ifndef PARALLAX_SCHEMAS_PS_WIRE_H_
+#define PARALLAX_SCHEMAS_PS_WIRE_H_
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace parallax::ps_wire {
+
+static_assert(std::endian::native == std::endian::little,
+              "the PS wire format is little-endian; add byte swaps for this host");
+
+constexpr uint32_t kMagic = 0x53505850;  // "PXPS" in memory order
+constexpr uint16_t kVersion = 1;
+constexpr uint32_t kHeaderSize = 64;
+constexpr uint32_t kNumFrames = 3;
+// header.clock and header.version lie in [0, kMaxClock].
+constexpr int64_t kMaxClock = int64_t{1} << 60;
+
+enum class Op : uint8_t {
+  kPull = 1,      // ids → rows (reply: values, header.version = partition version)
+  kPush = 2,      // ids + gradients → ack (count = 0)
+  kPushPull = 3,  // push, then reply with the same ids' rows after it applied
+  kClock = 4,     // worker finished step header.clock (ssp/sync progress); no ids
+  kSave = 5,      // frame 1 = directory; every owned partition is written there
+  kLoad = 6,      // frame 1 = directory; every owned partition is read from there
+  kStats = 7,     // reply frame 1 = JSON object of counters
+  kError = 8,     // reply only: header.error_code + frame 1 text
+};
+constexpr uint8_t kMaxOp = 8;
+
+// header.flags bits.
+constexpr uint16_t kFlagReply = 1u << 0;  // set on every shard → worker message
+constexpr uint16_t kFlagFp16 = 1u << 1;   // values frame is IEEE half precision
+constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16;
+
+// header.error_code of an kError reply. Stable numbers: never reuse one.
+enum class ErrorCode : uint16_t {
+  kNone = 0,
+  kBadMagic = 1,
+  kBadVersion = 2,
+  kUnknownOp = 3,
+  kUnknownVariable = 4,
+  kBadPartition = 5,     // out of range, or not owned by this shard
+  kBadCount = 6,         // count disagrees with the frame sizes
+  kIdOutOfRange = 7,
+  kNonFinite = 8,        // NaN or Inf in a gradient
+  kTooLarge = 9,         // over the shard's message size limit
+  kBadFrames = 10,       // wrong number of frames or header size
+  kBadDim = 11,          // header.dim differs from the variable's
+  kBadClock = 12,        // sync: a push for a step already applied, or a duplicate
+  kCheckpoint = 13,      // SAVE/LOAD failed (I/O, checksum, shape); text says which
+  kBadFlags = 14,
+  kStaleAttempt = 15,    // header.attempt differs from the shard's
+  kInternal = 16,
+  kBadWorker = 17,       // worker rank not below the plan's contributor count
+};
+constexpr uint16_t kMaxErrorCode = 17;
+
+// Byte layout (offsets), all little-endian:
+//    0 u32 magic        kMagic
+//    4 u16 version      kVersion
+//    6 u8  op           Op
+//    7 u8  reserved0    0
+//    8 u16 flags        kFlag*
+//   10 u16 error_code   ErrorCode (replies)
+//   12 u32 variable     variable id from the plan
+//   16 u32 partition    partition index within the variable
+//   20 u32 worker       contributor rank (worker, or host with local aggregation)
+//   24 u32 count        rows in the message
+//   28 u32 dim          row width; must equal the variable's dim when count > 0
+//   32 u64 request_id   chosen by the worker, echoed in the reply
+//   40 i64 clock        the worker's step (PULL/PUSH/PUSH_PULL/CLOCK)
+//   48 i64 version      PULL reply: partition version; PUSH: version pulled at
+//   56 u32 attempt      job attempt (fencing); 0 = not checked
+//   60 u32 reserved1    0
+struct Header {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint8_t op = 0;
+  uint8_t reserved0 = 0;
+  uint16_t flags = 0;
+  uint16_t error_code = 0;
+  uint32_t variable = 0;
+  uint32_t partition = 0;
+  uint32_t worker = 0;
+  uint32_t count = 0;
+  uint32_t dim = 0;
+  uint64_t request_id = 0;
+  int64_t clock = 0;
+  int64_t version_seen = 0;
+  uint32_t attempt = 0;
+  uint32_t reserved1 = 0;
+};
+static_assert(sizeof(Header) == kHeaderSize, "Header must have no padding");
+static_assert(offsetof(Header, variable) == 12 && offsetof(Header, request_id) == 32 &&
+                  offsetof(Header, version_seen) == 48 && offsetof(Header, attempt) == 56,
+              "Header layout must match ps_wire.md");
+
+// Writes `h` to `out` (kHeaderSize bytes). The struct has no padding and the
+// host is little-endian, so this is a copy.
+inline void WriteHeader(const Header& h, void* out) { std::memcpy(out, &h, kHeaderSize); }
+// Reads kHeaderSize bytes. Validating the fields is the reader's job.
+inline Header ReadHeader(const void* in) {
+  Header h;
+  std::memcpy(&h, in, kHeaderSize);
+  return h;
+}
+
+}  // namespace parallax::ps_wire
+
+#endif  // PARALLAX_SCHEMAS_PS_WIRE_H_

@@ -1,0 +1,262 @@
+// PsClient against fake shards: ZeroMQ ROUTER sockets in the test that
+// receive requests and answer only when the test says so.
+#include "core/ps/client.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "core/ps/plan.h"
+#include "core/ps/wire.h"
+
+namespace parallax::ps {
+namespace {
+
+// A shard that holds every request until Answer() is called.
+class FakeShard {
+ public:
+  explicit FakeShard(zmq::context_t* ctx) : socket_(*ctx, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("tcp://127.0.0.1:*");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+  struct Received {
+    std::string identity;
+    Header header;
+    std::vector<int64_t> ids;
+    std::vector<float> values;
+  };
+
+  // Receives one request, waiting at most timeout_ms.
+  std::optional<Received> Receive(int timeout_ms = 5000) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+    std::vector<zmq::message_t> msgs;
+    (void)zmq::recv_multipart(socket_, std::back_inserter(msgs));
+    if (msgs.size() != 4) return std::nullopt;
+    Received r;
+    r.identity = msgs[0].to_string();
+    r.header = ps_wire::ReadHeader(msgs[1].data());
+    r.ids.resize(msgs[2].size() / 8);
+    std::memcpy(r.ids.data(), msgs[2].data(), msgs[2].size());
+    r.values.resize(msgs[3].size() / 4);
+    std::memcpy(r.values.data(), msgs[3].data(), msgs[3].size());
+    return r;
+  }
+
+  // Answers `r` with rows whose every value is row id + 0.5 (pulls) or an ack.
+  void Answer(const Received& r, uint32_t dim, int64_t version = 0) {
+    Header h = r.header;
+    h.flags = ps_wire::kFlagReply;
+    h.version_seen = version;
+    std::vector<float> vals;
+    const bool rows = h.op != static_cast<uint8_t>(Op::kPush);
+    if (rows) {
+      for (int64_t id : r.ids) vals.insert(vals.end(), dim, static_cast<float>(id) + 0.5f);
+      h.dim = dim;
+    } else {
+      h.count = 0;
+    }
+    std::string head(64, '\0');
+    ps_wire::WriteHeader(h, head.data());
+    socket_.send(zmq::buffer(r.identity), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(head), zmq::send_flags::sndmore);
+    socket_.send(zmq::message_t(), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(vals), zmq::send_flags::none);
+  }
+
+  void AnswerError(const Received& r, ErrorCode code, const std::string& text) {
+    Header h = r.header;
+    h.flags = ps_wire::kFlagReply;
+    h.op = static_cast<uint8_t>(Op::kError);
+    h.error_code = static_cast<uint16_t>(code);
+    h.count = 0;
+    std::string head(64, '\0');
+    ps_wire::WriteHeader(h, head.data());
+    socket_.send(zmq::buffer(r.identity), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(head), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(text), zmq::send_flags::sndmore);
+    socket_.send(zmq::message_t(), zmq::send_flags::none);
+  }
+
+ private:
+  zmq::socket_t socket_;
+  std::string endpoint_;
+};
+
+class PsClientTest : public ::testing::Test {
+ protected:
+  void Start(uint32_t shards, uint32_t partitions, Consistency mode = Consistency::kAsync) {
+    PsPlan plan;
+    plan.consistency = mode;
+    plan.num_shards = shards;
+    VariableSpec v;
+    v.id = 0;
+    v.name = "emb";
+    v.rows = 1000;
+    v.dim = kDim;
+    v.partitions = partitions;
+    v.scheme = PartitionScheme::kRange;
+    for (uint32_t p = 0; p < partitions; ++p) v.partition_shards.push_back(p % shards);
+    plan.variables.push_back(v);
+    PsClientOptions options;
+    options.plan = plan;
+    options.worker = 2;
+    for (uint32_t s = 0; s < shards; ++s) {
+      shards_.push_back(std::make_unique<FakeShard>(&ctx_));
+      options.shard_endpoints.push_back(shards_.back()->endpoint());
+    }
+    auto c = PsClient::Create(options);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(c).value();
+  }
+
+  static constexpr uint32_t kDim = 3;
+  zmq::context_t ctx_{1};
+  std::vector<std::unique_ptr<FakeShard>> shards_;
+  std::unique_ptr<PsClient> client_;
+};
+
+TEST_F(PsClientTest, PullReturnsATicketAtOnceAndOnlyWaitBlocks) {
+  Start(1, 1);
+  std::vector<float> out;
+  std::vector<int64_t> ids = {7, 3, 7, 11};
+  auto t = client_->Pull(0, ids, 0, &out);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // The shard has the request but has not answered: Wait times out.
+  auto req = shards_[0]->Receive();
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->header.op, static_cast<uint8_t>(Op::kPull));
+  EXPECT_EQ(req->header.worker, 2u);
+  EXPECT_EQ(req->ids, (std::vector<int64_t>{7, 3, 11}));  // deduplicated, first-seen order
+  Status early = client_->Wait(*t, DeadlineIn(50));
+  EXPECT_EQ(early.code(), StatusCode::kDeadlineExceeded) << early.ToString();
+  // A Push issued meanwhile is not blocked by the held pull either.
+  std::vector<float> g(2 * kDim, 1.0f);
+  std::vector<int64_t> push_ids = {1, 2};
+  auto p = client_->Push(0, push_ids, g, 0);
+  ASSERT_TRUE(p.ok());
+  auto push_req = shards_[0]->Receive();
+  ASSERT_TRUE(push_req.has_value());
+  EXPECT_EQ(client_->Wait(*p, DeadlineIn(20)).code(), StatusCode::kDeadlineExceeded);
+
+  shards_[0]->Answer(*req, kDim, /*version=*/5);
+  ASSERT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
+  ASSERT_EQ(out.size(), ids.size() * kDim);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (uint32_t j = 0; j < kDim; ++j) EXPECT_EQ(out[i * kDim + j], ids[i] + 0.5f);
+  // The ticket is consumed.
+  EXPECT_EQ(client_->Wait(*t, DeadlineIn(10)).code(), StatusCode::kNotFound);
+
+  shards_[0]->Answer(*push_req, kDim);
+  EXPECT_TRUE(client_->Wait(*p, DeadlineIn(5000)).ok());
+  // The next push carries the version the rows were pulled at.
+  auto p2 = client_->Push(0, push_ids, g, 1);
+  ASSERT_TRUE(p2.ok());
+  auto push2 = shards_[0]->Receive();
+  ASSERT_TRUE(push2.has_value());
+  EXPECT_EQ(push2->header.version_seen, 5);
+  shards_[0]->Answer(*push2, kDim);
+  EXPECT_TRUE(client_->Wait(*p2, DeadlineIn(5000)).ok());
+}
+
+TEST_F(PsClientTest, PushSumsRepeatedIdsBeforeSending) {
+  Start(1, 1);
+  std::vector<int64_t> ids = {9, 4, 9};
+  std::vector<float> g = {1, 1, 1, 2, 2, 2, 10, 20, 30};
+  auto t = client_->Push(0, ids, g, 0);
+  ASSERT_TRUE(t.ok());
+  auto req = shards_[0]->Receive();
+  ASSERT_TRUE(req.has_value());
+  EXPECT_EQ(req->ids, (std::vector<int64_t>{9, 4}));
+  EXPECT_EQ(req->values, (std::vector<float>{11, 21, 31, 2, 2, 2}));
+  shards_[0]->Answer(*req, kDim);
+  EXPECT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
+}
+
+TEST_F(PsClientTest, SplitsByPartitionSendsToAllShardsAtOnceAndReassembles) {
+  Start(2, 4);  // range blocks of 250 ids; partitions 0,2 on shard 0 and 1,3 on shard 1
+  std::vector<int64_t> ids = {999, 10, 260, 510, 11, 999};
+  std::vector<float> out;
+  auto t = client_->Pull(0, ids, 0, &out);
+  ASSERT_TRUE(t.ok());
+  // Every part reaches its shard before any shard answers.
+  std::vector<FakeShard::Received> got[2];
+  for (int s = 0; s < 2; ++s) {
+    for (int k = 0; k < 2; ++k) {
+      auto r = shards_[s]->Receive();
+      ASSERT_TRUE(r.has_value()) << "shard " << s;
+      got[s].push_back(*r);
+    }
+  }
+  std::map<uint32_t, std::vector<int64_t>> by_partition;
+  for (int s = 0; s < 2; ++s)
+    for (auto& r : got[s]) by_partition[r.header.partition] = r.ids;
+  EXPECT_EQ(by_partition[0], (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(by_partition[1], (std::vector<int64_t>{260}));
+  EXPECT_EQ(by_partition[2], (std::vector<int64_t>{510}));
+  EXPECT_EQ(by_partition[3], (std::vector<int64_t>{999}));
+  // Answer in reverse order; the result is in the caller's order.
+  for (int s = 1; s >= 0; --s)
+    for (auto& r : got[s]) shards_[s]->Answer(r, kDim);
+  ASSERT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[i * kDim], ids[i] + 0.5f) << i;
+}
+
+TEST_F(PsClientTest, SyncPushReachesEveryPartition) {
+  Start(2, 4, Consistency::kSync);
+  std::vector<int64_t> ids = {5};
+  std::vector<float> g(kDim, 1.0f);
+  auto t = client_->Push(0, ids, g, 3);
+  ASSERT_TRUE(t.ok());
+  int empty = 0;
+  for (int s = 0; s < 2; ++s) {
+    for (int k = 0; k < 2; ++k) {
+      auto r = shards_[s]->Receive();
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->header.clock, 3);
+      empty += r->ids.empty();
+      shards_[s]->Answer(*r, kDim);
+    }
+  }
+  EXPECT_EQ(empty, 3);
+  EXPECT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
+}
+
+TEST_F(PsClientTest, ShardErrorsReachWait) {
+  Start(1, 1);
+  std::vector<int64_t> ids = {1};
+  std::vector<float> g(kDim, 1.0f);
+  auto t = client_->Push(0, ids, g, 0);
+  ASSERT_TRUE(t.ok());
+  auto r = shards_[0]->Receive();
+  ASSERT_TRUE(r.has_value());
+  shards_[0]->AnswerError(*r, ErrorCode::kNonFinite, "gradient is NaN");
+  Status s = client_->Wait(*t, DeadlineIn(5000));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("NON_FINITE: gradient is NaN"), std::string::npos) << s.ToString();
+}
+
+TEST_F(PsClientTest, RejectsBadArgumentsBeforeSending) {
+  Start(1, 1);
+  std::vector<float> out;
+  std::vector<int64_t> outside = {1000};
+  EXPECT_EQ(client_->Pull(0, outside, 0, &out).status().code(), StatusCode::kInvalidArgument);
+  std::vector<int64_t> neg = {-1};
+  EXPECT_EQ(client_->Pull(0, neg, 0, &out).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Pull(5, outside, 0, &out).status().code(), StatusCode::kInvalidArgument);
+  std::vector<int64_t> ok = {1};
+  std::vector<float> short_grads(kDim - 1, 0.0f);
+  EXPECT_EQ(client_->Push(0, ok, short_grads, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Wait(12345, DeadlineIn(1)).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(shards_[0]->Receive(50).has_value());
+}
+
+}  // namespace
+}  // namespace parallax::ps

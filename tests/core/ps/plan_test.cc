@@ -1,0 +1,111 @@
+#include "core/ps/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "core/ps/initializer.h"
+
+namespace parallax::ps {
+namespace {
+
+constexpr char kPlan[] = R"({
+  "consistency": "ssp", "staleness": 3, "num_workers": 4, "num_shards": 2,
+  "variables": [
+    {"id": 0, "name": "emb", "rows": 1000, "dim": 8, "partitions": 4, "scheme": "hash",
+     "optimizer": {"type": "adam", "lr": 0.5}, "init": {"type": "normal", "seed": 9}},
+    {"id": 1, "name": "pos", "rows": 10, "dim": 2, "partitions": 3, "scheme": "range",
+     "partition_shards": [1, 1, 0]}]})";
+
+class PsPlanTest : public ::testing::Test {};
+
+TEST_F(PsPlanTest, ParsesAndRoundTrips) {
+  auto plan = ParsePsPlan(kPlan);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->consistency, Consistency::kSsp);
+  EXPECT_EQ(plan->staleness, 3);
+  EXPECT_EQ(plan->contributors(), 4u);
+  ASSERT_EQ(plan->variables.size(), 2u);
+  EXPECT_EQ(plan->variables[0].partition_shards, (std::vector<uint32_t>{0, 1, 0, 1}));
+  EXPECT_EQ(plan->variables[0].optimizer.type, OptimizerType::kAdam);
+  EXPECT_FLOAT_EQ(plan->variables[0].optimizer.lr, 0.5f);
+  EXPECT_EQ(plan->variables[1].scheme, PartitionScheme::kRange);
+  auto again = ParsePsPlan(PsPlanToJson(*plan));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(PsPlanToJson(*again), PsPlanToJson(*plan));
+  // A whole-job plan carries it under "ps".
+  auto nested = ParsePsPlan(std::string(R"({"ps": )") + kPlan + "}");
+  ASSERT_TRUE(nested.ok());
+  EXPECT_EQ(nested->num_shards, 2u);
+}
+
+TEST_F(PsPlanTest, RejectsBadPlansNamingTheKey) {
+  auto bad_shard = ParsePsPlan(R"({"num_shards": 1, "variables": [{"rows": 5, "dim": 1,
+      "partitions": 2, "partition_shards": [0, 3]}]})");
+  ASSERT_FALSE(bad_shard.ok());
+  EXPECT_NE(bad_shard.status().message().find("partition_shards"), std::string::npos);
+  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": 0, "dim": 1}]})").ok());
+  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": 5, "dim": 0}]})").ok());
+  EXPECT_FALSE(ParsePsPlan(R"({"consistency": "eventual", "variables": []})").ok());
+  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": 5, "dim": 1, "optimizer": {"type": "lamb"}}]})").ok());
+  EXPECT_FALSE(ParsePsPlan("not json").ok());
+  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": "many", "dim": 1}]})").ok());
+}
+
+TEST_F(PsPlanTest, RangePartitionsAreContiguousBlocks) {
+  VariableSpec v;
+  v.rows = 10;
+  v.partitions = 3;
+  v.scheme = PartitionScheme::kRange;
+  std::vector<uint32_t> got;
+  for (int64_t id = 0; id < 10; ++id) got.push_back(PartitionOf(v, id));
+  EXPECT_EQ(got, (std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2}));
+}
+
+TEST_F(PsPlanTest, HashPartitionsSpreadConsecutiveIds) {
+  VariableSpec v;
+  v.rows = 100000;
+  v.partitions = 8;
+  std::vector<int> counts(8, 0);
+  for (int64_t id = 0; id < 8000; ++id) ++counts[PartitionOf(v, id)];
+  for (int c : counts) {
+    EXPECT_GT(c, 850);
+    EXPECT_LT(c, 1150);
+  }
+}
+
+TEST_F(PsPlanTest, Mix64IsReversible) {
+  for (uint64_t x : {0ULL, 1ULL, 12345ULL, 0xffffffffffffffffULL, 0x8000000000000000ULL})
+    EXPECT_EQ(UnMix64(Mix64(x)), x);
+  std::set<uint64_t> seen;
+  for (uint64_t x = 0; x < 1000; ++x) seen.insert(Mix64(x));
+  EXPECT_EQ(seen.size(), 1000u);
+}
+
+TEST_F(PsPlanTest, InitializerIsAPureFunctionOfSeedVariableAndRow) {
+  InitSpec init;
+  init.seed = 7;
+  init.scale = 0.5f;
+  std::vector<float> a(16), b(16), c(16), d(16);
+  InitializeRow(init, 0, 42, 16, a.data());
+  InitializeRow(init, 0, 42, 16, b.data());
+  InitializeRow(init, 1, 42, 16, c.data());
+  InitializeRow(init, 0, 43, 16, d.data());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, d);
+  for (float x : a) {
+    EXPECT_GE(x, -0.5f);
+    EXPECT_LT(x, 0.5f);
+  }
+  init.seed = 8;
+  InitializeRow(init, 0, 42, 16, b.data());
+  EXPECT_NE(a, b);
+  init.type = InitType::kZeros;
+  InitializeRow(init, 0, 42, 16, b.data());
+  EXPECT_EQ(b, std::vector<float>(16, 0.0f));
+}
+
+}  // namespace
+}  // namespace parallax::ps

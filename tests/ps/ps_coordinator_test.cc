@@ -1,0 +1,114 @@
+// parallax-ps started the way an agent starts it: only environment
+// variables. It fetches its plan from a real parallax-coordinator, binds port
+// 0 and publishes its endpoint under job/<id>/<attempt>/ps/<shard>, where a
+// worker finds it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "core/ps/client.h"
+#include "core/ps/discovery.h"
+#include "core/rpc/coordinator_client.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+
+namespace parallax::ps {
+namespace {
+
+std::string BinDir() {
+  const char* env = std::getenv("PARALLAX_BIN_DIR");
+  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
+}
+
+constexpr char kJob[] = R"(
+[job]
+name = "ps-discovery"
+workers = 1
+
+[trainer]
+model = "lm"
+)";
+
+class PsCoordinatorTest : public ::testing::Test {
+ protected:
+  static std::string WaitForFile(const std::string& path, int timeout_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(path);
+      std::string s;
+      if (in >> s && !s.empty()) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "";
+  }
+  parallax::testing::TempDir dir_;
+};
+
+TEST_F(PsCoordinatorTest, ShardFetchesPlanAndPublishesEndpointFromEnvironment) {
+  const std::string port_file = dir_.File("coordinator.port");
+  parallax::testing::ChildProcess coordinator(
+      {BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db", dir_.File("state.db"),
+       "--port-file", port_file},
+      dir_.File("coordinator.log"));
+  const std::string port = WaitForFile(port_file, 20'000);
+  ASSERT_FALSE(port.empty()) << "coordinator did not start";
+  CoordinatorClientOptions copts;
+  copts.address = "127.0.0.1:" + port;
+  auto coord = CoordinatorClient::Connect(copts);
+  ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+  auto job = (*coord)->SubmitJob(kJob, dir_.File("job.toml"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const int64_t job_id = job->id;
+  const int32_t attempt = std::max(1, job->attempt);
+
+  PsPlan plan;
+  plan.consistency = Consistency::kAsync;
+  plan.num_shards = 1;
+  VariableSpec v;
+  v.name = "emb";
+  v.rows = 100;
+  v.dim = 4;
+  v.partition_shards = {0};
+  v.init.type = InitType::kZeros;
+  plan.variables.push_back(v);
+  rpc::PutPlanRequest put;
+  put.job_id = job_id;
+  put.attempt = attempt;
+  put.plan_json = "{\"ps\": " + PsPlanToJson(plan) + "}";
+  ASSERT_TRUE((*coord)->Call([&](rpc::CoordinatorClient& c) { c.PutPlan((*coord)->Header(), put); }).ok());
+
+  parallax::testing::ChildProcess shard(
+      {BinDir() + "/parallax-ps"}, dir_.File("shard.log"),
+      {"PARALLAX_JOB_ID=" + std::to_string(job_id), "PARALLAX_ATTEMPT=" + std::to_string(attempt),
+       "PARALLAX_SHARD=0", "PARALLAX_COORDINATOR=127.0.0.1:" + port, "PARALLAX_BIND_ADDR=127.0.0.1"});
+  auto endpoints = ResolveShardEndpoints(coord->get(), job_id, attempt, 1, 20'000);
+  ASSERT_TRUE(endpoints.ok()) << endpoints.status().ToString();
+  EXPECT_EQ((*endpoints)[0].rfind("tcp://127.0.0.1:", 0), 0u) << (*endpoints)[0];
+  EXPECT_EQ(ShardEndpointKey(job_id, attempt, 0),
+            "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps/0");
+
+  PsClientOptions o;
+  o.plan = plan;
+  o.shard_endpoints = *endpoints;
+  o.attempt = static_cast<uint32_t>(attempt);
+  auto client = PsClient::Create(o);
+  ASSERT_TRUE(client.ok());
+  std::vector<int64_t> ids = {3};
+  std::vector<float> g = {1, 2, 3, 4}, rows;
+  auto t = (*client)->PushPull(0, ids, g, 0, &rows);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*client)->Wait(*t, DeadlineIn(20'000)).ok());
+  EXPECT_FLOAT_EQ(rows[3], -0.04f);  // default SGD lr 0.01
+
+  shard.Signal(SIGTERM);
+  const int status = shard.Wait(10'000);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace parallax::ps

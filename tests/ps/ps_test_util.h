@@ -1,0 +1,69 @@
+// Helpers for PS tests: build raw wire messages and drive a ShardCore.
+#ifndef PARALLAX_TESTS_PS_PS_TEST_UTIL_H_
+#define PARALLAX_TESTS_PS_PS_TEST_UTIL_H_
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/ps/wire.h"
+#include "ps/shard_core.h"
+
+namespace parallax::ps::testing {
+
+// The three frames of a request.
+struct Frames {
+  std::vector<std::string> f;
+};
+
+inline Frames Request(Header h, const std::vector<int64_t>& ids, const std::vector<float>& values,
+                      bool fp16 = false) {
+  Frames r;
+  r.f.resize(3);
+  r.f[0].resize(ps_wire::kHeaderSize);
+  if (fp16) h.flags |= ps_wire::kFlagFp16;
+  ps_wire::WriteHeader(h, r.f[0].data());
+  r.f[1].assign(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
+  r.f[2].resize(values.size() * (fp16 ? 2 : 4));
+  EncodeValues(values.data(), values.size(), fp16, r.f[2].data());
+  return r;
+}
+
+inline Header MakeHeader(Op op, uint32_t var, uint32_t partition, uint32_t worker, uint32_t count,
+                         uint32_t dim, int64_t clock, uint64_t request_id = 1) {
+  Header h;
+  h.op = static_cast<uint8_t>(op);
+  h.variable = var;
+  h.partition = partition;
+  h.worker = worker;
+  h.count = count;
+  h.dim = dim;
+  h.clock = clock;
+  h.request_id = request_id;
+  return h;
+}
+
+inline std::vector<OutMessage> Send(ShardCore* core, const Frames& fr, const std::string& who = "w") {
+  std::vector<const void*> data;
+  std::vector<size_t> sizes;
+  for (const auto& s : fr.f) {
+    data.push_back(s.data());
+    sizes.push_back(s.size());
+  }
+  std::vector<OutMessage> out;
+  core->Handle(who, data.data(), sizes.data(), data.size(), &out);
+  return out;
+}
+
+inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.frames[0].data()); }
+
+inline std::vector<float> ReplyValues(const OutMessage& m) {
+  const Header h = ReplyHeader(m);
+  std::vector<float> v(size_t{h.count} * h.dim);
+  DecodeValues(m.frames[2].data(), v.size(), h.flags & ps_wire::kFlagFp16, v.data());
+  return v;
+}
+
+}  // namespace parallax::ps::testing
+
+#endif  // PARALLAX_TESTS_PS_PS_TEST_UTIL_H_

@@ -1,0 +1,104 @@
+// libFuzzer target: PS wire messages into the parser and a shard.
+//
+// Input layout: [u8 frame count (mod 5)] [u16 LE size of each frame but the
+// last] [frame bytes...]; the last frame takes what remains. Each input is
+// parsed by ParseMessage and handled by a ShardCore (sync and async); every
+// reply the shard produces must itself parse as a well-formed reply.
+// SAVE and LOAD are skipped: they touch the filesystem at a path from the
+// input.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ps/wire.h"
+#include "ps/shard_core.h"
+
+namespace {
+
+using namespace parallax::ps;
+
+std::unique_ptr<ShardCore> MakeCore(Consistency mode) {
+  PsPlan plan;
+  plan.consistency = mode;
+  plan.num_workers = 2;
+  plan.num_shards = 2;
+  plan.staleness = 1;
+  VariableSpec v;
+  v.id = 0;
+  v.rows = 64;
+  v.dim = 4;
+  v.partitions = 2;
+  v.scheme = PartitionScheme::kRange;
+  v.partition_shards = {0, 1};
+  v.optimizer.type = OptimizerType::kAdam;
+  plan.variables.push_back(v);
+  v.id = 1;
+  v.rows = 1000;
+  v.dim = 2;
+  v.partitions = 3;
+  v.scheme = PartitionScheme::kHash;
+  v.partition_shards = {0, 0, 1};
+  v.optimizer.type = OptimizerType::kAdagrad;
+  plan.variables.push_back(v);
+  ShardOptions o;
+  o.plan = plan;
+  o.limits.max_message_bytes = 1 << 16;
+  o.max_steps_ahead = 4;
+  return std::move(ShardCore::Create(o)).value();
+}
+
+void CheckReplies(const std::vector<OutMessage>& out) {
+  for (const auto& m : out) {
+    const void* f[3] = {m.frames[0].data(), m.frames[1].data(), m.frames[2].data()};
+    size_t s[3] = {m.frames[0].size(), m.frames[1].size(), m.frames[2].size()};
+    MessageView v;
+    WireLimits limits;
+    limits.max_message_bytes = size_t{1} << 30;
+    if (!ParseMessage(f, s, 3, limits, /*expect_reply=*/true, &v).ok()) std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static auto sync_core = MakeCore(Consistency::kSync);
+  static auto async_core = MakeCore(Consistency::kSsp);
+  if (size < 1) return 0;
+  const size_t n = data[0] % 5;
+  size_t pos = 1;
+  std::vector<std::string> frames;
+  for (size_t i = 0; i < n; ++i) {
+    size_t len = size - pos;
+    if (i + 1 < n) {
+      if (pos + 2 > size) return 0;
+      len = data[pos] | (size_t{data[pos + 1]} << 8);
+      pos += 2;
+      if (len > size - pos) len = size - pos;
+    }
+    frames.emplace_back(reinterpret_cast<const char*>(data + pos), len);
+    pos += len;
+  }
+  if (!frames.empty() && frames[0].size() > 6) {
+    const uint8_t op = static_cast<uint8_t>(frames[0][6]);
+    if (op == static_cast<uint8_t>(Op::kSave) || op == static_cast<uint8_t>(Op::kLoad)) return 0;
+  }
+  std::vector<const void*> ptrs;
+  std::vector<size_t> sizes;
+  for (const auto& f : frames) {
+    ptrs.push_back(f.data());
+    sizes.push_back(f.size());
+  }
+  MessageView view;
+  (void)ParseMessage(ptrs.data(), sizes.data(), ptrs.size(), WireLimits{}, false, &view);
+  std::vector<OutMessage> out;
+  sync_core->Handle("fuzz", ptrs.data(), sizes.data(), ptrs.size(), &out);
+  CheckReplies(out);
+  out.clear();
+  async_core->Handle("fuzz", ptrs.data(), sizes.data(), ptrs.size(), &out);
+  CheckReplies(out);
+  return 0;
+}
