@@ -690,6 +690,134 @@ void Validator::ResolveModelPaths(const toml::table& in, std::string_view prefix
 
 }  // namespace
 
+namespace {
+
+// Checks toml++ 3.3 must not see, each refused with a location (found by
+// tests/fuzz/job_config_fuzz):
+// - A raw control character other than tab, LF and CR: TOML allows none
+//   anywhere, not even in strings or comments; a NUL trips an assertion in
+//   toml++, and a binary file given by mistake deserves a plain message.
+// - A non-ASCII character outside strings and comments (invalid TOML, as
+//   bare keys are ASCII), or right after a backslash (an invalid escape) or a
+//   line-ending backslash in a multi-line basic string: there toml++ asks
+//   is_non_ascii_horizontal_whitespace(),
+//   which reaches __builtin_unreachable() (undefined behaviour) for most
+//   code points.
+// The scan knows just enough TOML to tell strings and comments apart;
+// everything else is left to toml++.
+Status PrecheckTomlText(std::string_view text, const std::string& source) {
+  enum class Mode { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
+  Mode mode = Mode::kCode;
+  unsigned line = 1, column = 1;
+  bool after_line_ending_backslash = false;
+  // A string can only start where TOML allows one (a key, a value, an array
+  // or inline-table element); a quote anywhere else (`+"`) stays code, as it
+  // does for toml++.
+  char last_code = '\n';
+  auto starts = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    auto where = [&] { return source + ":" + std::to_string(line) + ":" + std::to_string(column); };
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02X", c);
+      return InvalidArgument(where() + ": control character " + hex +
+                             " is not allowed in a TOML file; is this a text file?");
+    }
+    if (c >= 0x80 && (mode == Mode::kCode || after_line_ending_backslash)) {
+      return InvalidArgument(
+          where() + (mode == Mode::kCode
+                         ? ": a non-ASCII character outside a string or comment; TOML keys are "
+                           "ASCII (quote the key: \"n\u00e4me\" = ...)"
+                         : ": a non-ASCII character right after a line-ending backslash is not "
+                           "supported; start the line with an ASCII character"));
+    }
+    if (after_line_ending_backslash && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+      after_line_ending_backslash = false;
+    }
+    switch (mode) {
+      case Mode::kCode: {
+        const bool string_may_start = std::string_view("\n=[,{.").find(last_code) !=
+                                      std::string_view::npos;
+        if (c != ' ' && c != '\t' && c != '\r') last_code = static_cast<char>(c);
+        if (c == '#') {
+          mode = Mode::kComment;
+        } else if (!string_may_start) {
+          // not a string, whatever it is
+        } else if (starts(i, "\"\"\"")) {
+          mode = Mode::kMultiBasic;
+          i += 2;
+          column += 2;
+        } else if (c == '"') {
+          mode = Mode::kBasic;
+        } else if (starts(i, "\'\'\'")) {
+          mode = Mode::kMultiLiteral;
+          i += 2;
+          column += 2;
+        } else if (c == '\'') {
+          mode = Mode::kLiteral;
+        }
+        break;
+      }
+      case Mode::kComment:
+        if (c == '\n') {
+          mode = Mode::kCode;
+          last_code = '\n';
+        }
+        break;
+      case Mode::kBasic:
+      case Mode::kMultiBasic:
+        if (c == '\\' && mode == Mode::kMultiBasic && i + 1 < text.size() &&
+            static_cast<unsigned char>(text[i + 1]) >= 0x80) {
+          return InvalidArgument(where() + ": a backslash followed by a non-ASCII character is "
+                                           "not a valid escape");
+        }
+        if (c == '\\' && i + 1 < text.size()) {
+          size_t j = i + 1;
+          while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) ++j;
+          if (mode == Mode::kMultiBasic && j < text.size() && text[j] == '\n') {
+            after_line_ending_backslash = true;
+          } else if (static_cast<unsigned char>(text[i + 1]) < 0x80) {
+            ++i;  // an escape: the next character cannot end the string
+            ++column;
+          }
+        } else if (mode == Mode::kBasic && (c == '"' || c == '\n')) {
+          mode = Mode::kCode;
+          last_code = static_cast<char>(c);
+        } else if (mode == Mode::kMultiBasic && starts(i, "\"\"\"")) {
+          mode = Mode::kCode;
+          last_code = '"';
+          i += 2;
+          column += 2;
+        }
+        break;
+      case Mode::kLiteral:
+        if (c == '\'' || c == '\n') {
+          mode = Mode::kCode;
+          last_code = static_cast<char>(c);
+        }
+        break;
+      case Mode::kMultiLiteral:
+        if (starts(i, "\'\'\'")) {
+          mode = Mode::kCode;
+          last_code = '\'';
+          i += 2;
+          column += 2;
+        }
+        break;
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else if ((c & 0xC0) != 0x80) {  // count characters, not UTF-8 continuation bytes
+      ++column;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<JobConfig> ParseJobConfig(std::string_view text, std::string_view source,
                                    const JobLoadOptions& options) {
   JobConfig config;
@@ -707,8 +835,26 @@ StatusOr<JobConfig> ParseJobConfig(std::string_view text, std::string_view sourc
   }
   config.base_dir = base_dir.lexically_normal().string();
 
+  PX_RETURN_IF_ERROR(PrecheckTomlText(text, config.source));
+
   toml::table root;
   try {
+    // First the text with every non-ASCII character replaced by '~', which
+    // TOML accepts in strings and comments and nowhere else: if that parses,
+    // every non-ASCII character of the real text is inside a string or a
+    // comment, where toml++ handles them (see PrecheckTomlText); if not, its
+    // error is the one to report. Then the real text, for the values.
+    std::string ascii;
+    ascii.reserve(text.size());
+    for (char ch : text) {
+      const unsigned char u = static_cast<unsigned char>(ch);
+      if (u < 0x80) {
+        ascii += ch;
+      } else if (u >= 0xC0) {
+        ascii += '~';  // one character per code point keeps columns right
+      }
+    }
+    if (ascii.size() != text.size()) (void)toml::parse(ascii, config.source);
     root = toml::parse(text, config.source);
   } catch (const toml::parse_error& e) {
     const toml::source_position& at = e.source().begin;

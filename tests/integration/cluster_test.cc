@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -54,14 +55,8 @@ class ClusterTest : public ::testing::Test {
     // A marker in every task's environment, to find them in /proc.
     marker_ = "PX_TEST_MARK=" + std::to_string(getpid()) + "-" +
               ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                                 dir_.File("state.db"), "--port-file", dir_.File("port"),
-                                 "--agent-timeout-ms", "2000"},
-        dir_.File("coordinator.log"));
-    int port = ReadPort(dir_.File("port"), *coordinator_);
-    ASSERT_GT(port, 0) << Log("coordinator.log");
-    address_ = "127.0.0.1:" + std::to_string(port);
+    StartCoordinator("127.0.0.1:0");
+    ASSERT_FALSE(address_.empty()) << Log("coordinator.log");
     for (const char* name : {"agent-a", "agent-b"}) StartAgent(name);
     // Both agents registered and alive.
     auto deadline = Clock::now() + std::chrono::seconds(20);
@@ -82,6 +77,18 @@ class ClusterTest : public ::testing::Test {
     agents_.clear();
     coordinator_.reset();
     testing::KillAllWithEnv({marker_});
+  }
+
+  // Starts parallax-coordinator on `listen` and sets address_ ("" on failure).
+  void StartCoordinator(const std::string& listen) {
+    std::remove(dir_.File("port").c_str());
+    coordinator_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", listen, "--db",
+                                 dir_.File("state.db"), "--port-file", dir_.File("port"),
+                                 "--agent-timeout-ms", "2000"},
+        dir_.File("coordinator.log"));
+    int port = ReadPort(dir_.File("port"), *coordinator_);
+    address_ = port > 0 ? "127.0.0.1:" + std::to_string(port) : "";
   }
 
   void StartAgent(const std::string& name) {
@@ -214,7 +221,9 @@ TEST_F(ClusterTest, SigkillOfAnAgentTakesTheLostAgentPath) {
   std::string reason = j.value("reason", "");
   EXPECT_NE(reason.find("agent \"agent-b\" stopped heartbeating"), std::string::npos) << reason;
   RunResult agents = Cli({"agents", "--json"});
-  for (const auto& a : nlohmann::json::parse(agents.out)["agents"]) {
+  nlohmann::json listed = nlohmann::json::parse(agents.out)["agents"];
+  ASSERT_EQ(listed.size(), 2u) << agents.out;
+  for (const auto& a : listed) {
     EXPECT_EQ(a["alive"].get<bool>(), a["name"] == "agent-a") << a.dump();
   }
   // agent-a stops its ranks; agent-b's ranks are orphans of a dead agent,
@@ -224,6 +233,50 @@ TEST_F(ClusterTest, SigkillOfAnAgentTakesTheLostAgentPath) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(PidsWithEnv({marker_}).size(), 2u);
+}
+
+TEST_F(ClusterTest, CoordinatorRestartKeepsRunningTasksAndStartsNothingTwice) {
+  std::string id = Submit(WriteJob(4, "hang"));
+  WaitFor(id, "RUNNING");
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (PidsWithEnv({marker_}).size() < 4 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<int> before = PidsWithEnv({marker_});
+  ASSERT_EQ(before.size(), 4u);
+
+  // SIGKILL the coordinator and start it again on the same database and port;
+  // the agents keep their tasks, register again and report them.
+  std::string listen = address_;
+  coordinator_->Signal(SIGKILL);
+  ASSERT_NE(coordinator_->Wait(5'000), -1);
+  StartCoordinator(listen);
+  ASSERT_EQ(address_, listen) << Log("coordinator.log");
+  auto registered = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < registered) {
+    RunResult r = Cli({"agents", "--json"});
+    int alive = 0;
+    if (r.exit_code == 0) {
+      nlohmann::json agents = nlohmann::json::parse(r.out)["agents"];
+      for (const auto& a : agents) alive += a["alive"].get<bool>();
+    }
+    if (alive == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Give the re-registered agents a few polls: nothing may change.
+  for (int i = 0; i < 10; ++i) {
+    nlohmann::json j = Job(id);
+    ASSERT_EQ(j["state"], "RUNNING") << j.dump();
+    ASSERT_EQ(j["attempt"], 1) << j.dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::vector<int> after = PidsWithEnv({marker_});
+  std::sort(before.begin(), before.end());
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(after, before) << "tasks were restarted or started twice";
+  RunResult cancel = Cli({"cancel", id});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_TRUE(NoTasksLeft(15));
 }
 
 TEST_F(ClusterTest, ACommandThatDoesNotExistFailsWithAClearReason) {

@@ -521,3 +521,46 @@ TEST_F(JobConfigTest, SuggestsOnlyCloseCandidates) {
 
 }  // namespace
 }  // namespace parallax
+
+namespace parallax {
+namespace {
+
+// Found by tests/fuzz/job_config_fuzz: toml++ asserts on a NUL inside a table
+// header. Control characters are refused before parsing, with a location.
+TEST(JobConfigControlCharTest, NulAndControlCharactersAreRefusedWithALocation) {
+  std::string text("[job]\nname = \"x\"\n[\0\0job]\n", 26);
+  StatusOr<JobConfig> config = ParseJobConfig(text, "nul.toml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("nul.toml:3:2: control character 0x00"),
+            std::string::npos)
+      << config.status().message();
+  StatusOr<JobConfig> bell = ParseJobConfig("[job]\nname = \"a\x07\"\n", "bell.toml");
+  ASSERT_FALSE(bell.ok());
+  EXPECT_NE(bell.status().message().find("bell.toml:2:10: control character 0x07"),
+            std::string::npos)
+      << bell.status().message();
+  // Where toml++ 3.3 would reach undefined behaviour on non-ASCII text.
+  StatusOr<JobConfig> key = ParseJobConfig("[job]\npr\xC7\x94 = 1\n", "k.toml");
+  ASSERT_FALSE(key.ok());
+  EXPECT_NE(key.status().message().find("k.toml:2:3: a non-ASCII character outside a string"),
+            std::string::npos)
+      << key.status().message();
+  StatusOr<JobConfig> slash =
+      ParseJobConfig("[user]\ns = \"\"\"\\\n  \xC7\x94\"\"\"\n", "s.toml");
+  ASSERT_FALSE(slash.ok());
+  EXPECT_NE(slash.status().message().find("s.toml:3:3: a non-ASCII character right after"),
+            std::string::npos)
+      << slash.status().message();
+  // Non-ASCII text in strings and comments is fine.
+  StatusOr<JobConfig> fine = ParseJobConfig(
+      "# caf\xC3\xA9\n[job]\nname = \"x\"\n[trainer]\nmodel = \"lm\"\n[user]\n"
+      "a = \"caf\xC3\xA9\"\nb = 'caf\xC3\xA9'\nc = \"\"\"caf\xC3\xA9\"\"\"\n\"k\xC3\xA9y\" = 1\n",
+      "ok.toml");
+  EXPECT_TRUE(fine.ok()) << fine.status().message();
+  // Tabs and CRLF line ends stay fine.
+  EXPECT_TRUE(ParseJobConfig("[job]\r\nname\t= \"a\"\r\n[trainer]\r\nmodel = \"lm\"\r\n", "crlf.toml").ok());
+}
+
+}  // namespace
+}  // namespace parallax

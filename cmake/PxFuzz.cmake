@@ -1,0 +1,59 @@
+# libFuzzer targets. The main build uses g++, which has no libFuzzer, so each
+# target is compiled by clang++ directly when one that links
+# -fsanitize=fuzzer is present (Debian: clang, libclang-rt-14-dev); without
+# it the targets are skipped with a message. Each target gets a short run
+# over its committed corpus (tests/fuzz/corpus/NAME) as a ctest labelled
+# `fuzz`; new inputs go to a scratch directory in the build tree, never to
+# the source tree.
+#
+# px_add_fuzz_target(NAME name SOURCES a.cc ... [DEPENDS headers...]
+#                    [FLAGS -I... -D...] [LIBS -lfoo ...] [SECONDS 5]
+#                    [CORPUS dir under tests/fuzz/corpus, default NAME])
+
+find_program(PX_FUZZ_CLANGXX NAMES clang++ clang++-14)
+if(PX_FUZZ_CLANGXX AND NOT DEFINED PX_FUZZ_CLANG_WORKS)
+  set(probe ${PROJECT_BINARY_DIR}/px_fuzz_probe.cc)
+  file(WRITE ${probe} "#include <cstddef>\n#include <cstdint>\nextern \"C\" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n")
+  execute_process(
+    COMMAND ${PX_FUZZ_CLANGXX} -fsanitize=fuzzer,address ${probe} -o ${PROJECT_BINARY_DIR}/px_fuzz_probe
+    RESULT_VARIABLE probe_result OUTPUT_QUIET ERROR_QUIET)
+  if(probe_result EQUAL 0)
+    set(PX_FUZZ_CLANG_WORKS ON CACHE INTERNAL "clang++ links -fsanitize=fuzzer")
+  else()
+    set(PX_FUZZ_CLANG_WORKS OFF CACHE INTERNAL "clang++ links -fsanitize=fuzzer")
+  endif()
+endif()
+
+function(px_add_fuzz_target)
+  cmake_parse_arguments(F "" "NAME;SECONDS;CORPUS" "SOURCES;DEPENDS;FLAGS;LIBS" ${ARGN})
+  if(NOT PX_FUZZ_CLANGXX OR NOT PX_FUZZ_CLANG_WORKS)
+    message(STATUS "Parallax: no clang++ that links -fsanitize=fuzzer (install clang and libclang-rt-14-dev); fuzz target ${F_NAME} is not built")
+    return()
+  endif()
+  if(NOT F_SECONDS)
+    set(F_SECONDS 5)
+  endif()
+  if(NOT F_CORPUS)
+    set(F_CORPUS ${F_NAME})
+  endif()
+  set(bin ${PROJECT_BINARY_DIR}/bin/${F_NAME})
+  add_custom_command(
+    OUTPUT ${bin}
+    COMMAND ${PX_FUZZ_CLANGXX} -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined
+            -fno-sanitize-recover=undefined -I${PROJECT_SOURCE_DIR} -I${PROJECT_BINARY_DIR}
+            ${F_FLAGS} ${F_SOURCES} ${F_LIBS} -o ${bin}
+    DEPENDS ${F_SOURCES} ${F_DEPENDS}
+    COMMENT "clang++ -fsanitize=fuzzer ${F_NAME}"
+    VERBATIM)
+  add_custom_target(${F_NAME} ALL DEPENDS ${bin})
+  set(scratch ${PROJECT_BINARY_DIR}/fuzz/${F_NAME})
+  add_test(NAME ${F_NAME}_dirs COMMAND ${CMAKE_COMMAND} -E make_directory ${scratch})
+  set_tests_properties(${F_NAME}_dirs PROPERTIES LABELS fuzz FIXTURES_SETUP ${F_NAME}_dirs)
+  add_test(NAME ${F_NAME}_short
+    COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=0
+            ${bin} -max_total_time=${F_SECONDS} -rss_limit_mb=2048
+            -artifact_prefix=${PROJECT_BINARY_DIR}/fuzz/ ${scratch}
+            ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/${F_CORPUS})
+  set_tests_properties(${F_NAME}_short PROPERTIES LABELS fuzz TIMEOUT 120
+    FIXTURES_REQUIRED ${F_NAME}_dirs)
+endfunction()
