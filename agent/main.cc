@@ -16,6 +16,7 @@
 #include "agent/coordinator_link.h"
 #include "agent/gpu_probe.h"
 #include "agent/process_launcher.h"
+#include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "schemas/coordinator_constants.h"
 
@@ -103,13 +104,7 @@ int main(int argc, char** argv) {
   // Signals are taken by one thread with sigwait; every other thread (and,
   // until they reset it, tasks) starts with them blocked. SIGUSR1 wakes that
   // thread when the agent stops by itself.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t signals = BlockTerminationSignals({SIGUSR1});
 
   std::unique_ptr<ProcessLauncher> launcher = NewProcessLauncher();
   CoordinatorLinkOptions link_options;
@@ -146,10 +141,8 @@ int main(int argc, char** argv) {
   agent.set_address(advertise + ":" + std::to_string(port));
   if (address->second == 0) std::ofstream(last_port_path) << port << "\n";
   if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      std::cerr << "parallax-agent: cannot write --port-file '" << port_file << "'\n";
+    if (Status s = WriteFileAtomically(port_file, std::to_string(port) + "\n"); !s.ok()) {
+      std::cerr << "parallax-agent: --port-file: " << s.message() << "\n";
       return 1;
     }
   }

@@ -14,6 +14,7 @@
 #include "coordinator/server.h"
 #include "coordinator/service.h"
 #include "coordinator/sqlite_state_store.h"
+#include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "schemas/coordinator_constants.h"
 
@@ -61,12 +62,7 @@ int main(int argc, char** argv) {
 
   // Signals are taken by one thread with sigwait, so every other thread
   // (Thrift's included) runs with them blocked.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t signals = BlockTerminationSignals();
 
   // One coordinator per database: two would each believe they own every job.
   // The lock is released by the kernel however this process ends.
@@ -121,11 +117,8 @@ int main(int argc, char** argv) {
   }
   int port = (*server)->port();
   if (!port_file.empty()) {
-    // Written then renamed, so a reader never sees a half-written port.
-    std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      std::cerr << "parallax-coordinator: cannot write --port-file '" << port_file << "'\n";
+    if (Status s = WriteFileAtomically(port_file, std::to_string(port) + "\n"); !s.ok()) {
+      std::cerr << "parallax-coordinator: --port-file: " << s.message() << "\n";
       return 1;
     }
   }

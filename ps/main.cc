@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/ps/discovery.h"
 #include "ps/shard_server.h"
@@ -58,12 +59,7 @@ int main(int argc, char** argv) {
   }
   if (verbose) SetMinLogLevel(LogLevel::kDebug);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t signals = BlockTerminationSignals();
 
   std::unique_ptr<CoordinatorClient> coord;
   if (!coordinator.empty()) {
@@ -117,9 +113,10 @@ int main(int argc, char** argv) {
     }
   }
   if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << endpoint << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
+    if (Status s = WriteFileAtomically(port_file, endpoint + "\n"); !s.ok()) {
+      std::cerr << "parallax-ps: --port-file: " << s.message() << "\n";
+      return 1;
+    }
   }
   PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\"";
   int sig = 0;
