@@ -234,6 +234,18 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   int64_t rate_step = 0;
   auto rate_time = start;
   while (true) {
+    // A daemon that dies under us (killed, crashed) ends the run: without it
+    // the job can neither finish nor be cancelled.
+    for (auto [daemon, name] : {std::pair<Daemon*, const char*>{&coordinator, "coordinator"},
+                                std::pair<Daemon*, const char*>{&agent, "agent"}}) {
+      if (daemon->Exited()) {
+        err << (options.progress_bar ? "\n" : "") << "parallax: the embedded " << name
+            << " exited while job " << id << " was " << StateName(last.state) << "; its log ("
+            << dir << "/" << name << ".log) ends with:\n"
+            << Tail(dir + "/" + name + ".log") << "\n";
+        return g_signal.load() != 0 ? 130 : kExitFailed;
+      }
+    }
     if (g_signal.load() != 0 && !cancelled) {
       cancelled = true;
       err << (options.progress_bar ? "\n" : "") << "parallax: cancelling job " << id << "\n";

@@ -290,3 +290,83 @@ TEST_F(ClusterTest, ACommandThatDoesNotExistFailsWithAClearReason) {
 
 }  // namespace
 }  // namespace parallax
+
+namespace parallax {
+namespace {
+
+// `parallax run`: embedded coordinator and agent as children of the CLI.
+class RunCommandTest : public ::testing::Test {
+ protected:
+  std::string WriteJob(const std::string& behavior) {
+    std::string path = dir_.File("run.toml");
+    std::ofstream(path) << "[job]\nname = \"run\"\nworkers = 2\narch = \"allreduce\"\n"
+                        << "[trainer]\ncommand = [\"" << kBin << "/px_test_task\"]\n"
+                        << "[trainer.env]\nPX_TEST_BEHAVIOR = \"" << behavior << "\"\n"
+                        << "PX_TEST_MARK = \"" << mark_ << "\"\n";
+    return path;
+  }
+  std::vector<std::string> Run(const std::string& job) {
+    return {kBin + "/parallax", "run", "--state-dir", dir_.File("state"), job};
+  }
+  void TearDown() override { testing::KillAllWithEnv({"PX_TEST_MARK=" + mark_}); }
+
+  testing::TempDir dir_;
+  std::string mark_ = "run-" + std::to_string(getpid());
+};
+
+TEST_F(RunCommandTest, RunsAJobToSuccessAndExitsZero) {
+  RunResult r = RunProcess(Run(WriteJob("exit:0")), {}, 60'000);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("SUCCEEDED"), std::string::npos) << r.out;
+  // A second run on the same state directory works too (the agent comes back).
+  RunResult again = RunProcess(Run(WriteJob("exit:0")), {}, 60'000);
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+}
+
+TEST_F(RunCommandTest, AFailingJobExitsOneWithTheReason) {
+  RunResult r = RunProcess(Run(WriteJob("exit:3")), {}, 60'000);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("exited with code 3"), std::string::npos) << r.out;
+}
+
+TEST_F(RunCommandTest, AnInvalidJobFileExitsTwo) {
+  std::string bad = dir_.File("bad.toml");
+  std::ofstream(bad) << "[job]\nname = \"x\"\nworkers = 0\n";
+  RunResult r = RunProcess(Run(bad), {}, 30'000);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("job.workers"), std::string::npos) << r.err;
+}
+
+TEST_F(RunCommandTest, InterruptCancelsTheJobExits130AndLeavesNoTask) {
+  ChildProcess run(Run(WriteJob("hang")), dir_.File("run.log"));
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (PidsWithEnv({"PX_TEST_MARK=" + mark_}).size() < 2 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(PidsWithEnv({"PX_TEST_MARK=" + mark_}).size(), 2u);
+  run.Signal(SIGINT);
+  int status = run.Wait(30'000);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_TRUE(PidsWithEnv({"PX_TEST_MARK=" + mark_}).empty());
+}
+
+TEST_F(RunCommandTest, SigkillOfRunTakesItsDaemonsAndTasksWithIt) {
+  ChildProcess run(Run(WriteJob("hang")), dir_.File("run.log"));
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (PidsWithEnv({"PX_TEST_MARK=" + mark_}).size() < 2 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(PidsWithEnv({"PX_TEST_MARK=" + mark_}).size(), 2u);
+  run.Signal(SIGKILL);
+  run.Wait(5'000);
+  // PR_SET_PDEATHSIG stops the daemons; the agent stops its tasks on exit.
+  auto gone = Clock::now() + std::chrono::seconds(15);
+  while (!PidsWithEnv({"PX_TEST_MARK=" + mark_}).empty() && Clock::now() < gone) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(PidsWithEnv({"PX_TEST_MARK=" + mark_}).empty());
+}
+
+}  // namespace
+}  // namespace parallax
