@@ -1,0 +1,150 @@
+#include "core/optim/optimizer.h"
+
+#include <cmath>
+#include <string>
+#include <unordered_set>
+
+namespace parallax::optim {
+
+std::string_view OptimizerTypeName(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kSgd:
+      return "sgd";
+    case OptimizerType::kMomentum:
+      return "momentum";
+    case OptimizerType::kAdagrad:
+      return "adagrad";
+    case OptimizerType::kAdam:
+      return "adam";
+  }
+  return "unknown";
+}
+
+StatusOr<OptimizerType> ParseOptimizerType(std::string_view name) {
+  for (OptimizerType t : {OptimizerType::kSgd, OptimizerType::kMomentum, OptimizerType::kAdagrad,
+                          OptimizerType::kAdam}) {
+    if (OptimizerTypeName(t) == name) return t;
+  }
+  return InvalidArgument("optimizer type \"" + std::string(name) +
+                         "\" is not one of sgd, momentum, adagrad, adam");
+}
+
+Status ValidateOptimizerSpec(const OptimizerSpec& spec) {
+  auto bad = [&](const char* field, const char* range) {
+    return InvalidArgument(std::string(OptimizerTypeName(spec.type)) + " optimizer: \"" + field +
+                           "\" must be " + range);
+  };
+  if (!(spec.lr > 0) || !std::isfinite(spec.lr)) return bad("lr", "> 0");
+  if (!(spec.momentum >= 0 && spec.momentum < 1)) return bad("momentum", "in [0, 1)");
+  if (!(spec.beta1 >= 0 && spec.beta1 < 1)) return bad("beta1", "in [0, 1)");
+  if (!(spec.beta2 >= 0 && spec.beta2 < 1)) return bad("beta2", "in [0, 1)");
+  if (!(spec.epsilon > 0)) return bad("epsilon", "> 0");
+  if (!(spec.initial_accumulator >= 0)) return bad("initial_accumulator", ">= 0");
+  return Status::Ok();
+}
+
+int StateSlots(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kSgd:
+      return 0;
+    case OptimizerType::kMomentum:
+      return 1;
+    case OptimizerType::kAdagrad:
+      return 1;
+    case OptimizerType::kAdam:
+      return 2;
+  }
+  return 0;
+}
+
+float InitialStateValue(const OptimizerSpec& spec, int slot) {
+  return spec.type == OptimizerType::kAdagrad && slot == 0 ? spec.initial_accumulator : 0.0f;
+}
+
+void ApplyUpdate(const OptimizerSpec& spec, float lr, size_t n, const float* __restrict g,
+                 float* __restrict w, float* __restrict s1, float* __restrict s2, int64_t* step) {
+  switch (spec.type) {
+    case OptimizerType::kSgd:
+      for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+      return;
+    case OptimizerType::kMomentum:
+      for (size_t i = 0; i < n; ++i) {
+        s1[i] = spec.momentum * s1[i] + g[i];
+        w[i] -= lr * s1[i];
+      }
+      return;
+    case OptimizerType::kAdagrad:
+      for (size_t i = 0; i < n; ++i) {
+        s1[i] += g[i] * g[i];
+        w[i] -= lr * g[i] / (std::sqrt(s1[i]) + spec.epsilon);
+      }
+      return;
+    case OptimizerType::kAdam: {
+      const int64_t t = ++*step;
+      const float c1 = 1.0f - std::pow(spec.beta1, static_cast<float>(t));
+      const float c2 = 1.0f - std::pow(spec.beta2, static_cast<float>(t));
+      for (size_t i = 0; i < n; ++i) {
+        s1[i] = spec.beta1 * s1[i] + (1.0f - spec.beta1) * g[i];
+        s2[i] = spec.beta2 * s2[i] + (1.0f - spec.beta2) * g[i] * g[i];
+        w[i] -= lr * (s1[i] / c1) / (std::sqrt(s2[i] / c2) + spec.epsilon);
+      }
+      return;
+    }
+  }
+}
+
+DenseOptimizer::DenseOptimizer(const OptimizerSpec& spec, size_t size) : spec_(spec), size_(size) {
+  const int slots = StateSlots(spec.type);
+  if (slots >= 1) s1_.assign(size, InitialStateValue(spec, 0));
+  if (slots >= 2) s2_.assign(size, InitialStateValue(spec, 1));
+}
+
+void DenseOptimizer::Apply(std::span<const float> grad, std::span<float> w) {
+  ApplyUpdate(spec_, spec_.lr, size_, grad.data(), w.data(), s1_.empty() ? nullptr : s1_.data(),
+              s2_.empty() ? nullptr : s2_.data(), &step_);
+  if (spec_.type != OptimizerType::kAdam) ++step_;
+}
+
+SparseOptimizer::SparseOptimizer(const OptimizerSpec& spec, int64_t rows, uint32_t dim)
+    : spec_(spec), rows_(rows), dim_(dim) {
+  const size_t n = static_cast<size_t>(rows) * dim;
+  const int slots = StateSlots(spec.type);
+  if (slots >= 1) s1_.assign(n, InitialStateValue(spec, 0));
+  if (slots >= 2) s2_.assign(n, InitialStateValue(spec, 1));
+  if (spec.type == OptimizerType::kAdam) steps_.assign(static_cast<size_t>(rows), 0);
+}
+
+Status SparseOptimizer::Apply(std::span<const int64_t> ids, std::span<const float> grads,
+                              std::span<float> table) {
+  if (grads.size() != ids.size() * dim_) {
+    return InvalidArgument("sparse update: " + std::to_string(grads.size()) +
+                           " gradient values for " + std::to_string(ids.size()) + " ids of dim " +
+                           std::to_string(dim_));
+  }
+  if (table.size() != static_cast<size_t>(rows_) * dim_) {
+    return InvalidArgument(
+        "sparse update: the table has " + std::to_string(table.size()) +
+        " values, expected rows × dim = " + std::to_string(static_cast<size_t>(rows_) * dim_));
+  }
+  std::unordered_set<int64_t> seen;
+  seen.reserve(ids.size());
+  for (int64_t id : ids) {
+    if (id < 0 || id >= rows_) {
+      return InvalidArgument("sparse update: id " + std::to_string(id) + " is outside [0, " +
+                             std::to_string(rows_) + ")");
+    }
+    if (!seen.insert(id).second) {
+      return InvalidArgument("sparse update: id " + std::to_string(id) +
+                             " is repeated; sum its gradients first");
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t off = static_cast<size_t>(ids[i]) * dim_;
+    ApplyUpdate(spec_, spec_.lr, dim_, grads.data() + i * dim_, table.data() + off,
+                s1_.empty() ? nullptr : s1_.data() + off, s2_.empty() ? nullptr : s2_.data() + off,
+                steps_.empty() ? nullptr : &steps_[static_cast<size_t>(ids[i])]);
+  }
+  return Status::Ok();
+}
+
+}  // namespace parallax::optim

@@ -1,0 +1,143 @@
+// The rule-based plan, its JSON (which parallax-ps reads through
+// ps::ParsePsPlan), and the cross-rank registration check.
+#include "trainer/job_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace parallax::trainer {
+namespace {
+
+class JobPlanTest : public ::testing::Test {
+ protected:
+  static std::vector<Registration> Regs() {
+    std::vector<Registration> regs(2);
+    regs[0].var.id = 0;
+    regs[0].var.name = "emb";
+    regs[0].var.sparse = true;
+    regs[0].var.rows = 100;
+    regs[0].var.dim = 4;
+    regs[0].var.density = 0.25;
+    regs[0].var.optimizer.type = optim::OptimizerType::kAdagrad;
+    regs[1].var.id = 1;
+    regs[1].var.name = "w";
+    regs[1].var.size = 4;
+    regs[1].var.rows = 1;
+    regs[1].var.dim = 4;
+    return regs;
+  }
+  static SessionOptions Options(const std::string& arch, int shards) {
+    SessionOptions o;
+    o.arch = arch;
+    o.num_shards = shards;
+    o.world_size = 2;
+    return o;
+  }
+};
+
+TEST_F(JobPlanTest, RulesPerArch) {
+  struct Case {
+    std::string arch;
+    int shards;
+    VariablePath emb, w;
+  } cases[] = {{"hybrid", 2, VariablePath::kPs, VariablePath::kAllReduce},
+               {"hybrid", 0, VariablePath::kAllGather, VariablePath::kAllReduce},
+               {"allreduce", 2, VariablePath::kAllReduce, VariablePath::kAllReduce},
+               {"allgather", 2, VariablePath::kAllGather, VariablePath::kAllReduce},
+               {"ps", 2, VariablePath::kPs, VariablePath::kPs}};
+  for (const Case& c : cases) {
+    auto plan = BuildRulePlan(Options(c.arch, c.shards), Regs());
+    ASSERT_TRUE(plan.ok()) << c.arch << ": " << plan.status().ToString();
+    EXPECT_EQ(plan->variables[0].path, c.emb) << c.arch;
+    EXPECT_EQ(plan->variables[1].path, c.w) << c.arch;
+    size_t on_ps = (c.emb == VariablePath::kPs) + (c.w == VariablePath::kPs);
+    EXPECT_EQ(plan->ps.variables.size(), on_ps) << c.arch;
+  }
+  EXPECT_EQ(BuildRulePlan(Options("ps", 0), Regs()).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(BuildRulePlan(Options("mesh", 1), Regs()).status().code(),
+            StatusCode::kInvalidArgument);
+  auto explicit_values = Regs();
+  explicit_values[1].explicit_values = true;
+  EXPECT_EQ(BuildRulePlan(Options("ps", 2), explicit_values).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
+  SessionOptions o = Options("hybrid", 2);
+  o.consistency = "ssp";
+  o.staleness = 3;
+  o.ps_fp16_values = true;
+  auto plan = BuildRulePlan(o, Regs());
+  ASSERT_TRUE(plan.ok());
+  auto ps = ps::ParsePsPlan(JobPlanToJson(*plan));
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ(ps->consistency, ps::Consistency::kSsp);
+  EXPECT_EQ(ps->staleness, 3);
+  EXPECT_TRUE(ps->fp16_values);
+  o.consistency = "eventual";
+  EXPECT_EQ(BuildRulePlan(o, Regs()).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobPlanTest, VariableTablesWinOverTheRule) {
+  SessionOptions o = Options("hybrid", 2);
+  o.job = JobConfig();
+  VariableOverride emb;
+  emb.name = "emb";
+  emb.path = "allgather";
+  VariableOverride w;
+  w.name = "w";
+  w.path = "ps";
+  w.optimizer = OptimizerConfig();
+  w.optimizer->type = "adam";
+  o.job->variables = {emb, w};
+  auto plan = BuildRulePlan(o, Regs());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->variables[0].path, VariablePath::kAllGather);
+  EXPECT_EQ(plan->variables[1].path, VariablePath::kPs);
+  EXPECT_EQ(plan->variables[1].optimizer.type, optim::OptimizerType::kAdam);
+  ASSERT_EQ(plan->ps.variables.size(), 1u);
+  EXPECT_EQ(plan->ps.variables[0].optimizer.type, ps::OptimizerType::kAdam);
+  o.job->variables[0].name = "embedding";
+  Status st = BuildRulePlan(o, Regs()).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("\"embedding\""), std::string::npos) << st.message();
+}
+
+TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
+  auto plan = BuildRulePlan(Options("hybrid", 2), Regs());
+  ASSERT_TRUE(plan.ok());
+  const std::string json = JobPlanToJson(*plan);
+  auto back = ParseJobPlan(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->variables.size(), 2u);
+  EXPECT_EQ(back->variables[0].name, "emb");
+  EXPECT_EQ(back->variables[0].path, VariablePath::kPs);
+  EXPECT_DOUBLE_EQ(back->variables[0].density, 0.25);
+  EXPECT_EQ(back->variables[0].optimizer.type, optim::OptimizerType::kAdagrad);
+  EXPECT_EQ(back->variables[1].size, 4u);
+  auto ps = ps::ParsePsPlan(json);  // what parallax-ps does with the whole plan
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(ps->variables.size(), 1u);
+  EXPECT_EQ(ps->variables[0].partitions, 2u);
+  EXPECT_EQ(ps->num_workers, 2u);
+  EXPECT_EQ(ps->variables[0].optimizer.type, ps::OptimizerType::kAdagrad);
+  EXPECT_FALSE(ParseJobPlan("{").ok());
+}
+
+TEST_F(JobPlanTest, RegistrationMismatchNamesTheVariable) {
+  auto plan = BuildRulePlan(Options("hybrid", 2), Regs());
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(CheckRegistrationsMatch(*plan, Regs(), 1).ok());
+  auto other = Regs();
+  other[0].var.dim = 8;
+  Status st = CheckRegistrationsMatch(*plan, other, 1);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("\"emb\""), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  other = Regs();
+  other.pop_back();
+  EXPECT_EQ(CheckRegistrationsMatch(*plan, other, 1).code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace parallax::trainer

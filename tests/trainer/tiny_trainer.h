@@ -1,0 +1,115 @@
+// The tiny model (tiny_model.h) trained two ways: through a Session (what a
+// rank runs), and as a one-process reference with core/optim directly (no
+// distributed parts). Header-only so the test rank program and the tests
+// share it.
+#ifndef PARALLAX_TESTS_TRAINER_TINY_TRAINER_H_
+#define PARALLAX_TESTS_TRAINER_TINY_TRAINER_H_
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/optim/optimizer.h"
+#include "tests/trainer/tiny_model.h"
+#include "trainer/include/parallax/session.h"
+
+namespace parallax::testing {
+
+inline Initializer EmbInit() { return {Initializer::Type::kUniform, 7, 0.5f}; }
+inline Initializer WInit() { return {Initializer::Type::kUniform, 9, 0.5f}; }
+
+// Registration order fixes the ids: emb 0, w 1. `emb_dim` other than
+// kDim is for testing ranks that disagree.
+inline Status RegisterTiny(Session* session, int* emb, int* w, uint32_t emb_dim = TinyModel::kDim) {
+  VariableOptions eo;
+  eo.init = EmbInit();
+  PX_ASSIGN_OR_RETURN(*emb, session->RegisterSparse("emb", TinyModel::kRows, emb_dim, eo));
+  for (int s = 0; s < 3; ++s) {
+    TinyModel::Batch b = TinyModel::MakeBatch(s, 0, 32);
+    PX_RETURN_IF_ERROR(session->SampleIds(*emb, b.ids));
+  }
+  VariableOptions wo;
+  wo.init = WInit();
+  PX_ASSIGN_OR_RETURN(*w, session->RegisterDense("w", TinyModel::kDim, wo));
+  return Status::Ok();
+}
+
+// Trains `steps` steps of batch `batch` per rank: rank r takes the samples
+// [r·batch, (r+1)·batch) of every global step. With `prefetch`, the next
+// batch's rows are prefetched before Step().
+inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t batch, bool prefetch) {
+  const int64_t first = static_cast<int64_t>(session->options().rank) * batch;
+  std::vector<float> rows;
+  for (int step = 0; step < steps; ++step) {
+    TinyModel::Batch b = TinyModel::MakeBatch(step, first, batch);
+    PX_RETURN_IF_ERROR(session->Lookup(emb, b.ids, &rows));
+    PX_ASSIGN_OR_RETURN(std::span<const float> wv, session->Dense(w));
+    std::vector<float> wcopy(wv.begin(), wv.end());
+    TinyModel::Grads g = TinyModel::ForwardBackward(b, rows, wcopy);
+    PX_RETURN_IF_ERROR(session->Gradient(w, g.dw));
+    PX_RETURN_IF_ERROR(session->Gradient(emb, b.ids, g.row_grads));
+    if (prefetch && step + 1 < steps) {
+      PX_RETURN_IF_ERROR(session->Prefetch(emb, TinyModel::MakeBatch(step + 1, first, batch).ids));
+    }
+    PX_RETURN_IF_ERROR(session->Step());
+    PX_RETURN_IF_ERROR(session->ReportMetrics(step, g.loss, batch));
+  }
+  return Status::Ok();
+}
+
+struct TinyResult {
+  std::vector<float> w;
+  std::vector<float> emb;  // kRows × kDim
+};
+
+// One process, batch `batch`, no Session: what N ranks × batch/N must equal.
+inline TinyResult TrainTinyReference(const optim::OptimizerSpec& dense,
+                                     const optim::OptimizerSpec& sparse, int steps, int64_t batch) {
+  constexpr uint32_t kEmbId = 0, kWId = 1, dim = TinyModel::kDim;
+  TinyResult r;
+  r.w = InitialDenseValues(WInit(), kWId, dim);
+  r.emb.resize(TinyModel::kRows * dim);
+  for (int64_t row = 0; row < TinyModel::kRows; ++row) {
+    InitialSparseRow(EmbInit(), kEmbId, row, dim, r.emb.data() + row * dim);
+  }
+  optim::DenseOptimizer wopt(dense, dim);
+  optim::SparseOptimizer eopt(sparse, TinyModel::kRows, dim);
+  for (int step = 0; step < steps; ++step) {
+    TinyModel::Batch b = TinyModel::MakeBatch(step, 0, batch);
+    std::vector<float> rows;
+    for (int64_t id : b.ids)
+      rows.insert(rows.end(), r.emb.begin() + id * dim, r.emb.begin() + (id + 1) * dim);
+    TinyModel::Grads g = TinyModel::ForwardBackward(b, rows, r.w);
+    std::map<int64_t, std::vector<float>> sum;
+    for (size_t i = 0; i < b.ids.size(); ++i) {
+      auto& s = sum[b.ids[i]];
+      s.resize(dim, 0.0f);
+      for (uint32_t j = 0; j < dim; ++j) s[j] += g.row_grads[i * dim + j];
+    }
+    std::vector<int64_t> ids;
+    std::vector<float> grads;
+    for (auto& [id, s] : sum) {
+      ids.push_back(id);
+      grads.insert(grads.end(), s.begin(), s.end());
+    }
+    wopt.Apply(g.dw, r.w);
+    if (!eopt.Apply(ids, grads, r.emb).ok()) std::abort();
+  }
+  return r;
+}
+
+// ||a − b|| / ||b||; infinity when the sizes differ.
+inline double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+}  // namespace parallax::testing
+
+#endif  // PARALLAX_TESTS_TRAINER_TINY_TRAINER_H_

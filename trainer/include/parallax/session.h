@@ -1,0 +1,214 @@
+// libparallax: the API a trainer process (one rank of a job) uses to keep its
+// variables in sync the way the job's plan says. Built-in models and custom
+// trainers use it alike.
+//
+//   auto options = parallax::SessionOptions::FromEnvironment();  // set by the agent
+//   auto session = parallax::Session::Create(*options);
+//   int emb = *(*session)->RegisterSparse("emb", 100'000, 64);
+//   int w = *(*session)->RegisterDense("w", 64);
+//   PX_RETURN_IF_ERROR((*session)->Start());        // plan, rendezvous, PS connect
+//   for (step ...) {
+//     (*session)->Lookup(emb, ids, &rows);          // rows of this batch
+//     ... forward/backward with (*session)->Dense(w) ...
+//     (*session)->Gradient(w, dw);                  // dense, backward order
+//     (*session)->Gradient(emb, ids, drows);        // sparse rows
+//     PX_RETURN_IF_ERROR((*session)->Step());       // exchange + optimizer
+//     (*session)->ReportMetrics(step, loss, batch);
+//   }
+//
+// Paths (chosen per variable by the plan): "allreduce" (dense gradients are
+// averaged through fusion buckets; a sparse variable there is a whole-table
+// gradient), "allgather" (sparse: every rank keeps a replica; the (ids, rows)
+// of every rank are gathered and applied locally), "ps" (rows live on PS
+// shards; pulled per batch, gradients pushed; never materialised whole on a
+// worker). Every worker-held variable is updated by the same optimizer on
+// every rank; a variable keeps its optimizer whichever path it takes.
+//
+// Errors are Statuses naming the variable, the step and the peer or shard.
+// After Step() fails the session is broken: later calls fail with
+// FAILED_PRECONDITION and the job should start a new attempt.
+//
+// Thread-compatible: one thread drives a session. This header includes no
+// Thrift, ZeroMQ or Gloo header: Session is an interface, its implementation
+// and everything it uses stay in libparallax.
+#ifndef PARALLAX_TRAINER_INCLUDE_PARALLAX_SESSION_H_
+#define PARALLAX_TRAINER_INCLUDE_PARALLAX_SESSION_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/config/job_config.h"
+
+namespace parallax {
+
+// Initial values of a variable: a pure function of (seed, variable id, row),
+// the same on workers and PS shards. A dense variable of n elements is laid
+// out as rows of DenseRowDim(n) elements for this purpose.
+struct Initializer {
+  enum class Type { kZeros, kUniform, kNormal };
+  Type type = Type::kUniform;
+  uint64_t seed = 1;
+  float scale = 0.05f;  // uniform in [-scale, scale); normal with stddev scale
+};
+
+struct VariableOptions {
+  Initializer init;
+  // Dense only: explicit initial values (size() elements) instead of `init`.
+  // Rank 0's values win (they are broadcast). Not allowed on the PS path.
+  std::vector<float> initial_values;
+  // Instead of the job's [optimizer.dense] / [optimizer.sparse].
+  std::optional<OptimizerConfig> optimizer;
+};
+
+struct SessionOptions {
+  // Identity of this rank (schemas/task_env.md).
+  int64_t job_id = 0;
+  int attempt = 1;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int host_index = 0;
+  int num_hosts = 1;
+  int num_shards = 0;  // PS shards of the job; 0: none (sparse variables stay on workers)
+
+  // Coordinator HOST:PORT. Empty: no coordinator, allowed only for a single
+  // rank without PS (the plan is computed locally; metrics are dropped).
+  std::string coordinator;
+  std::string bind_address = "127.0.0.1";  // Gloo binds and advertises this
+  std::string token;                       // control-plane secret
+
+  // From the job file (defaults when there is none).
+  std::string arch = "hybrid";  // hybrid | allreduce | allgather | ps
+  // sync | async | ssp. Only PS variables are affected: under async a shard
+  // applies each push when it arrives; under ssp a pull for step c waits
+  // until the slowest rank finished step c − staleness. Dense all-reduce and
+  // all-gather stay synchronous (they are collectives).
+  std::string consistency = "sync";
+  int staleness = 0;  // ssp bound, in steps
+  OptimizerConfig dense_optimizer;
+  OptimizerConfig sparse_optimizer;
+  int ps_partitions = 0;        // per PS variable; 0: one per shard
+  bool ps_fp16_values = false;  // [ps] value_encoding = "fp16"
+  // The whole job file, when there was one (custom trainers read [user]).
+  std::optional<JobConfig> job;
+
+  // Deadlines of the blocking parts.
+  std::chrono::milliseconds plan_timeout{300'000};        // GetPlan
+  std::chrono::milliseconds rendezvous_timeout{300'000};  // Gloo and PS endpoints
+  std::chrono::milliseconds step_timeout{300'000};        // each collective / PS wait
+  int rpc_timeout_ms = 30'000;
+
+  // Dense fusion buckets (bytes of float32); see core/comm/gradient_fusion.h.
+  size_t fusion_bucket_bytes = 64u << 20;
+  // ReportMetrics sends a point every this many steps (and drops the rest).
+  int64_t metrics_every = 10;
+
+  // Reads the task environment (PARALLAX_JOB_ID, _ATTEMPT, _RANK,
+  // _WORLD_SIZE, _LOCAL_RANK, _LOCAL_WORLD_SIZE, _HOST_INDEX, _NUM_HOSTS,
+  // _NUM_SHARDS, _COORDINATOR, _BIND_ADDR, _TOKEN, _JOB_FILE) and the job
+  // file. INVALID_ARGUMENT naming the variable that is malformed; the job
+  // file's own errors as core/config reports them. The one place libparallax
+  // reads the environment.
+  static StatusOr<SessionOptions> FromEnvironment();
+};
+
+// Where the plan put a variable.
+enum class VariablePath { kAllReduce, kAllGather, kPs };
+const char* VariablePathName(VariablePath path);
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Checks the options (INVALID_ARGUMENT naming the field) and connects to
+  // the coordinator when there is one (UNAVAILABLE naming it).
+  static StatusOr<std::unique_ptr<Session>> Create(const SessionOptions& options);
+
+  // ---- Before Start() ----
+  // Variables get ids 0, 1, ... in registration order; every rank registers
+  // the same variables in the same order. ALREADY_EXISTS for a name used
+  // twice; INVALID_ARGUMENT for a bad shape or optimizer.
+  virtual StatusOr<int> RegisterDense(const std::string& name, size_t size,
+                                      const VariableOptions& options = {}) = 0;
+  virtual StatusOr<int> RegisterSparse(const std::string& name, int64_t rows, uint32_t dim,
+                                       const VariableOptions& options = {}) = 0;
+  // Sparsity measurement: the ids one batch of the model's own generator
+  // touches in `var` (call over a few batches). Recorded in the plan as the
+  // variable's density for the planner.
+  virtual Status SampleIds(int var, std::span<const int64_t> ids) = 0;
+
+  // Rank 0 puts the plan (rule-based: sparse → PS when there are shards,
+  // else all-gather; dense → all-reduce; `arch` forces one path); every rank
+  // waits for it (DEADLINE_EXCEEDED after plan_timeout), checks that its
+  // registrations match it and hears every other rank's verdict
+  // (FAILED_PRECONDITION naming the rank and the variable, on every rank), joins
+  // the collectives under job/<id>/<attempt>/comm, connects to the PS shards
+  // published under job/<id>/<attempt>/ps/<shard>, and receives rank 0's
+  // dense initial values.
+  virtual Status Start() = 0;
+
+  // ---- After Start(), per step ----
+  // The path the plan gave `var`.
+  virtual StatusOr<VariablePath> PathOf(int var) const = 0;
+
+  // Starts pulling the rows of the next step (step() + 1) while this one
+  // computes. The next step's Lookup() with the same ids waits on it. Under
+  // sync the shard answers once this step is applied everywhere (no
+  // staleness); under async it answers at once, so the rows miss this
+  // step's own update (the decoupled eager pull); ssp within its bound.
+  virtual Status Prefetch(int var, std::span<const int64_t> next_ids) = 0;
+  // Rows of `ids` (ids.size() × dim into *rows) as of the start of this
+  // step. INVALID_ARGUMENT for an id outside [0, rows).
+  virtual Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) = 0;
+
+  // Dense gradient of this step (size() elements), at most once per variable
+  // per step, in backward order: it starts reducing at once.
+  virtual Status Gradient(int var, std::span<const float> grad) = 0;
+  // Sparse gradient rows (ids.size() × dim); may be called several times a
+  // step, repeated ids are summed.
+  virtual Status Gradient(int var, std::span<const int64_t> ids,
+                          std::span<const float> row_grads) = 0;
+
+  // Finishes the step (sync: every rank's gradients averaged and applied
+  // once) and applies the optimizer of every worker-held variable. A
+  // variable with no gradient this step counts as a zero gradient.
+  virtual Status Step() = 0;
+  // Steps finished so far.
+  virtual int64_t step() const = 0;
+
+  // Current values of a dense variable (valid until the next Step()).
+  virtual StatusOr<std::span<const float>> Dense(int var) const = 0;
+  // Rows [first_row, first_row + count) of a sparse variable as of now, into
+  // *out (count × dim): from the local replica, or pulled from the shards.
+  // For tests and export; read a large table in chunks.
+  virtual Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) = 0;
+
+  // Records this step's loss and samples; every metrics_every steps sends
+  // loss and samples/s to the coordinator. INVALID_ARGUMENT naming the step
+  // for a NaN or infinite loss (stop training).
+  virtual Status ReportMetrics(int64_t step, double loss, int64_t samples) = 0;
+
+  virtual const SessionOptions& options() const = 0;
+};
+
+// Elements per row when a dense variable of `size` elements is laid out as
+// rows (initializer, PS path): min(size, 1024).
+uint32_t DenseRowDim(size_t size);
+// The initial values of dense variable `var_id` of `size` elements under
+// `init` (what the session uses when no initial_values are given).
+std::vector<float> InitialDenseValues(const Initializer& init, uint32_t var_id, size_t size);
+// Row `row` of sparse variable `var_id` under `init` (dim values into out).
+void InitialSparseRow(const Initializer& init, uint32_t var_id, int64_t row, uint32_t dim,
+                      float* out);
+
+}  // namespace parallax
+
+#endif  // PARALLAX_TRAINER_INCLUDE_PARALLAX_SESSION_H_

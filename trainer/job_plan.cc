@@ -1,0 +1,311 @@
+#include "trainer/job_plan.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace parallax::trainer {
+
+using json = nlohmann::json;
+
+namespace {
+
+const char* InitName(Initializer::Type t) {
+  switch (t) {
+    case Initializer::Type::kZeros:
+      return "zeros";
+    case Initializer::Type::kUniform:
+      return "uniform";
+    case Initializer::Type::kNormal:
+      return "normal";
+  }
+  return "uniform";
+}
+
+json OptimizerToJson(const optim::OptimizerSpec& s) {
+  return json{{"type", std::string(optim::OptimizerTypeName(s.type))},
+              {"lr", s.lr},
+              {"momentum", s.momentum},
+              {"beta1", s.beta1},
+              {"beta2", s.beta2},
+              {"epsilon", s.epsilon},
+              {"initial_accumulator", s.initial_accumulator}};
+}
+
+}  // namespace
+
+VariablePath ParsePath(std::string_view name, bool* ok) {
+  *ok = true;
+  if (name == "allreduce") return VariablePath::kAllReduce;
+  if (name == "allgather") return VariablePath::kAllGather;
+  if (name == "ps") return VariablePath::kPs;
+  *ok = false;
+  return VariablePath::kAllReduce;
+}
+
+StatusOr<optim::OptimizerSpec> ToOptimizerSpec(const OptimizerConfig& c) {
+  optim::OptimizerSpec s;
+  PX_ASSIGN_OR_RETURN(s.type, optim::ParseOptimizerType(c.type));
+  s.lr = static_cast<float>(c.lr);
+  s.momentum = static_cast<float>(c.momentum);
+  s.beta1 = static_cast<float>(c.beta1);
+  s.beta2 = static_cast<float>(c.beta2);
+  s.epsilon = static_cast<float>(c.epsilon);
+  s.initial_accumulator = static_cast<float>(c.initial_accumulator);
+  PX_RETURN_IF_ERROR(optim::ValidateOptimizerSpec(s));
+  return s;
+}
+
+ps::OptimizerSpec ToPsOptimizer(const optim::OptimizerSpec& s) {
+  ps::OptimizerSpec p;
+  switch (s.type) {
+    case optim::OptimizerType::kSgd:
+      p.type = ps::OptimizerType::kSgd;
+      break;
+    case optim::OptimizerType::kMomentum:
+      p.type = ps::OptimizerType::kMomentum;
+      break;
+    case optim::OptimizerType::kAdagrad:
+      p.type = ps::OptimizerType::kAdagrad;
+      break;
+    case optim::OptimizerType::kAdam:
+      p.type = ps::OptimizerType::kAdam;
+      break;
+  }
+  p.lr = s.lr;
+  p.momentum = s.momentum;
+  p.beta1 = s.beta1;
+  p.beta2 = s.beta2;
+  p.epsilon = s.epsilon;
+  p.initial_accumulator = s.initial_accumulator;
+  return p;
+}
+
+ps::InitSpec ToPsInit(const Initializer& init) {
+  ps::InitSpec s;
+  switch (init.type) {
+    case Initializer::Type::kZeros:
+      s.type = ps::InitType::kZeros;
+      break;
+    case Initializer::Type::kUniform:
+      s.type = ps::InitType::kUniform;
+      break;
+    case Initializer::Type::kNormal:
+      s.type = ps::InitType::kNormal;
+      break;
+  }
+  s.seed = init.seed;
+  s.scale = init.scale;
+  return s;
+}
+
+StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
+                                const std::vector<Registration>& registrations) {
+  const std::string& arch = options.arch;
+  if (arch != "hybrid" && arch != "allreduce" && arch != "allgather" && arch != "ps") {
+    return InvalidArgument("arch \"" + arch + "\" is not one of hybrid, allreduce, allgather, ps");
+  }
+  const bool shards = options.num_shards > 0;
+  if (arch == "ps" && !shards) {
+    return FailedPrecondition(
+        "arch \"ps\" needs PS shards, but the job has none (PARALLAX_NUM_SHARDS is 0)");
+  }
+  JobPlan plan;
+  plan.arch = arch;
+  plan.consistency = options.consistency;
+  plan.world_size = options.world_size;
+  if (options.consistency == "sync") {
+    plan.ps.consistency = ps::Consistency::kSync;
+  } else if (options.consistency == "async") {
+    plan.ps.consistency = ps::Consistency::kAsync;
+  } else if (options.consistency == "ssp") {
+    plan.ps.consistency = ps::Consistency::kSsp;
+  } else {
+    return InvalidArgument("consistency \"" + options.consistency +
+                           "\" is not one of sync, async, ssp");
+  }
+  plan.ps.staleness = options.staleness;
+  plan.ps.num_workers = static_cast<uint32_t>(options.world_size);
+  plan.ps.num_shards = static_cast<uint32_t>(std::max(1, options.num_shards));
+  plan.ps.fp16_values = options.ps_fp16_values;
+  std::vector<VariableOverride> overrides;
+  if (options.job) overrides = options.job->variables;
+  for (const VariableOverride& o : overrides) {
+    bool known = false;
+    for (const Registration& r : registrations) known = known || r.var.name == o.name;
+    if (!known) {
+      return InvalidArgument("[[variable]] \"" + o.name +
+                             "\" in the job file names no variable the trainer registered");
+    }
+  }
+  for (const Registration& r : registrations) {
+    PlannedVariable v = r.var;
+    const VariableOverride* over = nullptr;
+    for (const VariableOverride& o : overrides) {
+      if (o.name == v.name) over = &o;
+    }
+    if (arch == "ps") {
+      v.path = VariablePath::kPs;
+    } else if (arch == "allreduce" || !v.sparse) {
+      v.path = VariablePath::kAllReduce;
+    } else if (arch == "allgather" || !shards) {
+      v.path = VariablePath::kAllGather;
+    } else {
+      v.path = VariablePath::kPs;
+    }
+    // A [[variable]] table wins over the rule (a dense variable has no
+    // all-gather form: its gradients are all-reduced).
+    if (over && over->path) {
+      bool ok = false;
+      v.path = ParsePath(*over->path, &ok);
+      if (!ok) return InvalidArgument("[[variable]] \"" + v.name + "\": unknown path");
+      if (!v.sparse && v.path == VariablePath::kAllGather) v.path = VariablePath::kAllReduce;
+      if (v.path == VariablePath::kPs && !shards) {
+        return FailedPrecondition("[[variable]] \"" + v.name +
+                                  "\" asks for path \"ps\", but the job has no PS shards");
+      }
+    }
+    if (over && over->optimizer) {
+      auto spec = ToOptimizerSpec(*over->optimizer);
+      if (!spec.ok()) return spec.status().WithContext("[[variable]] \"" + v.name + "\"");
+      v.optimizer = *spec;
+    }
+    if (v.path == VariablePath::kPs) {
+      if (r.explicit_values) {
+        return FailedPrecondition("dense variable \"" + v.name +
+                                  "\" has explicit initial values, which the PS path cannot "
+                                  "hold; register it with an Initializer or choose another arch");
+      }
+      ps::VariableSpec p;
+      p.id = v.id;
+      p.name = v.name;
+      p.rows = v.rows;
+      p.dim = v.dim;
+      const int64_t want = over && over->partitions    ? *over->partitions
+                           : options.ps_partitions > 0 ? options.ps_partitions
+                                                       : plan.ps.num_shards;
+      p.partitions =
+          static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
+      for (uint32_t i = 0; i < p.partitions; ++i)
+        p.partition_shards.push_back(i % plan.ps.num_shards);
+      p.optimizer = ToPsOptimizer(v.optimizer);
+      p.init = ToPsInit(v.init);
+      plan.ps.variables.push_back(std::move(p));
+    }
+    plan.variables.push_back(std::move(v));
+  }
+  return plan;
+}
+
+std::string JobPlanToJson(const JobPlan& plan) {
+  json doc;
+  doc["version"] = 1;
+  doc["arch"] = plan.arch;
+  doc["consistency"] = plan.consistency;
+  doc["world_size"] = plan.world_size;
+  doc["variables"] = json::array();
+  for (const PlannedVariable& v : plan.variables) {
+    json jv{{"id", v.id},
+            {"name", v.name},
+            {"kind", v.sparse ? "sparse" : "dense"},
+            {"rows", v.rows},
+            {"dim", v.dim},
+            {"path", VariablePathName(v.path)},
+            {"density", v.density},
+            {"optimizer", OptimizerToJson(v.optimizer)},
+            {"init",
+             {{"type", InitName(v.init.type)}, {"seed", v.init.seed}, {"scale", v.init.scale}}}};
+    if (!v.sparse) jv["size"] = v.size;
+    doc["variables"].push_back(std::move(jv));
+  }
+  doc["ps"] = json::parse(ps::PsPlanToJson(plan.ps));
+  return doc.dump();
+}
+
+StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return InvalidArgument("plan: not a JSON object");
+  JobPlan plan;
+  try {
+    plan.arch = doc.value("arch", "hybrid");
+    plan.consistency = doc.value("consistency", "sync");
+    plan.world_size = doc.value("world_size", 1);
+    const json& vars = doc.at("variables");
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const json& jv = vars[i];
+      const std::string where = "plan: variables[" + std::to_string(i) + "]: ";
+      PlannedVariable v;
+      v.id = jv.at("id").get<uint32_t>();
+      if (v.id != i) return InvalidArgument(where + "\"id\" must equal its index");
+      v.name = jv.at("name").get<std::string>();
+      v.sparse = jv.at("kind").get<std::string>() == "sparse";
+      v.rows = jv.at("rows").get<int64_t>();
+      v.dim = jv.at("dim").get<uint32_t>();
+      v.size = v.sparse ? 0 : jv.at("size").get<size_t>();
+      bool ok = false;
+      v.path = ParsePath(jv.at("path").get<std::string>(), &ok);
+      if (!ok) return InvalidArgument(where + "unknown \"path\"");
+      v.density = jv.value("density", -1.0);
+      const json& o = jv.at("optimizer");
+      OptimizerConfig oc;
+      oc.type = o.at("type").get<std::string>();
+      oc.lr = o.at("lr").get<double>();
+      oc.momentum = o.at("momentum").get<double>();
+      oc.beta1 = o.at("beta1").get<double>();
+      oc.beta2 = o.at("beta2").get<double>();
+      oc.epsilon = o.at("epsilon").get<double>();
+      oc.initial_accumulator = o.at("initial_accumulator").get<double>();
+      auto spec = ToOptimizerSpec(oc);
+      if (!spec.ok()) return spec.status().WithContext(where);
+      v.optimizer = *spec;
+      const json& in = jv.at("init");
+      const std::string t = in.at("type").get<std::string>();
+      v.init.type = t == "zeros"    ? Initializer::Type::kZeros
+                    : t == "normal" ? Initializer::Type::kNormal
+                                    : Initializer::Type::kUniform;
+      v.init.seed = in.at("seed").get<uint64_t>();
+      v.init.scale = in.at("scale").get<float>();
+      plan.variables.push_back(std::move(v));
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("plan: ") + e.what());
+  }
+  if (doc.contains("ps")) {
+    auto ps = ps::ParsePsPlan(doc["ps"].dump());
+    if (!ps.ok()) return ps.status();
+    plan.ps = std::move(ps).value();
+  }
+  for (const ps::VariableSpec& p : plan.ps.variables) {
+    if (p.id >= plan.variables.size() || plan.variables[p.id].path != VariablePath::kPs) {
+      return InvalidArgument("plan: PS variable " + std::to_string(p.id) + " (\"" + p.name +
+                             "\") is not a variable on the PS path");
+    }
+  }
+  return plan;
+}
+
+Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<Registration>& regs,
+                               int rank) {
+  const std::string who = "rank " + std::to_string(rank);
+  if (plan.variables.size() != regs.size()) {
+    return FailedPrecondition(who + " registered " + std::to_string(regs.size()) +
+                              " variables, but the plan (from rank 0) has " +
+                              std::to_string(plan.variables.size()));
+  }
+  for (size_t i = 0; i < regs.size(); ++i) {
+    const PlannedVariable& p = plan.variables[i];
+    const PlannedVariable& r = regs[i].var;
+    if (p.name != r.name || p.sparse != r.sparse || p.size != r.size || p.rows != r.rows ||
+        p.dim != r.dim) {
+      auto shape = [](const PlannedVariable& v) {
+        return "\"" + v.name + "\" " +
+               (v.sparse ? "sparse " + std::to_string(v.rows) + "x" + std::to_string(v.dim)
+                         : "dense " + std::to_string(v.size));
+      };
+      return FailedPrecondition("variable " + std::to_string(i) + " differs between ranks: " + who +
+                                " registered " + shape(r) + ", rank 0 " + shape(p));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace parallax::trainer
