@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/ps/initializer.h"
-#include "ps/optimizer.h"
+#include "core/optim/optimizer.h"
 
 namespace parallax::ps {
 namespace {
@@ -23,7 +23,7 @@ void Reserve(std::vector<T>* v, size_t n) {
 
 VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
     : var_(var),
-      num_slots_(OptimizerSlots(var.optimizer.type)),
+      num_slots_(optim::StateSlots(var.optimizer.type)),
       dense_index_(var.rows <= kMaxDenseRows) {
   if (dense_index_) {
     dense_.assign(static_cast<size_t>(var.rows), 0);
@@ -77,13 +77,13 @@ uint32_t VariableTable::Append(int64_t id) {
   weights_.resize(weights_.size() + dim);
   InitializeRow(var_.init, var_.id, id, var_.dim, &weights_[idx * dim]);
   for (int s = 0; s < num_slots_; ++s)
-    slots_[s].resize(slots_[s].size() + dim, InitialSlotValue(var_.optimizer, s));
+    slots_[s].resize(slots_[s].size() + dim, optim::InitialStateValue(var_.optimizer, s));
   if (var_.optimizer.type == OptimizerType::kAdam) steps_.push_back(0);
   return idx;
 }
 
 void VariableTable::Apply(uint32_t idx, const float* g, float lr_scale) {
-  ApplyRow(var_.optimizer, var_.optimizer.lr * lr_scale, var_.dim, g, weights(idx),
+  optim::ApplyUpdate(var_.optimizer, var_.optimizer.lr * lr_scale, var_.dim, g, weights(idx),
            num_slots_ > 0 ? slot(0, idx) : nullptr, num_slots_ > 1 ? slot(1, idx) : nullptr,
            steps_.empty() ? nullptr : &steps_[idx]);
 }

@@ -1,7 +1,6 @@
 // Optimizer math shared by every process that updates variables: trainer
-// ranks (dense variables, and sparse variables kept as local replicas) and,
-// later, the PS shards (ps/optimizer.* holds the same formulas today and
-// should move onto this library).
+// ranks (dense variables, and sparse variables kept as local replicas) and
+// the PS shards (per-row state, through core/ps/plan.h's OptimizerSpec).
 //
 // Plain float arrays, no threads, no allocation per update. Formulas (g is
 // the gradient, w the weights; state slots start at 0 except Adagrad's

@@ -28,23 +28,18 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/optim/optimizer.h"
 
 namespace parallax::ps {
 
 enum class Consistency { kSync, kAsync, kSsp };
 enum class PartitionScheme { kHash, kRange };
-enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam };
 enum class InitType { kZeros, kUniform, kNormal };
 
-struct OptimizerSpec {
-  OptimizerType type = OptimizerType::kSgd;
-  float lr = 0.01f;
-  float momentum = 0.9f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float epsilon = 1e-8f;
-  float initial_accumulator = 0.0f;  // Adagrad
-};
+// The optimizer of a PS variable: the same type and math as on workers
+// (core/optim), so a variable keeps its optimizer whichever path it takes.
+using OptimizerType = optim::OptimizerType;
+using OptimizerSpec = optim::OptimizerSpec;
 
 struct InitSpec {
   InitType type = InitType::kUniform;

@@ -8,7 +8,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/ps/initializer.cc
     ${src}/ps/shard_core.cc
     ${src}/ps/variable_table.cc
-    ${src}/ps/optimizer.cc
+    ${src}/core/optim/optimizer.cc
     ${src}/ps/checkpoint.cc
     ${src}/core/base/status.cc
   DEPENDS

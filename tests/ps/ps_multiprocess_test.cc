@@ -14,7 +14,7 @@
 
 #include "core/ps/client.h"
 #include "core/ps/initializer.h"
-#include "ps/optimizer.h"
+#include "core/optim/optimizer.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -158,7 +158,7 @@ TEST_F(PsMultiProcessTest, TwoShardsThreeWorkersSyncEqualsSingleProcessReference
         m[id].assign(kDim, 0.0f);
       }
       for (float& x : t) x /= static_cast<float>(kWorkers);
-      ApplyRow(v.optimizer, v.optimizer.lr, kDim, t.data(), w[id].data(), m[id].data(), nullptr, nullptr);
+      optim::ApplyUpdate(v.optimizer, v.optimizer.lr, kDim, t.data(), w[id].data(), m[id].data(), nullptr, nullptr);
     }
   }
 
