@@ -55,31 +55,6 @@ StatusOr<optim::OptimizerSpec> ToOptimizerSpec(const OptimizerConfig& c) {
   return s;
 }
 
-ps::OptimizerSpec ToPsOptimizer(const optim::OptimizerSpec& s) {
-  ps::OptimizerSpec p;
-  switch (s.type) {
-    case optim::OptimizerType::kSgd:
-      p.type = ps::OptimizerType::kSgd;
-      break;
-    case optim::OptimizerType::kMomentum:
-      p.type = ps::OptimizerType::kMomentum;
-      break;
-    case optim::OptimizerType::kAdagrad:
-      p.type = ps::OptimizerType::kAdagrad;
-      break;
-    case optim::OptimizerType::kAdam:
-      p.type = ps::OptimizerType::kAdam;
-      break;
-  }
-  p.lr = s.lr;
-  p.momentum = s.momentum;
-  p.beta1 = s.beta1;
-  p.beta2 = s.beta2;
-  p.epsilon = s.epsilon;
-  p.initial_accumulator = s.initial_accumulator;
-  return p;
-}
-
 ps::InitSpec ToPsInit(const Initializer& init) {
   ps::InitSpec s;
   switch (init.type) {
@@ -187,7 +162,7 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
           static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
       for (uint32_t i = 0; i < p.partitions; ++i)
         p.partition_shards.push_back(i % plan.ps.num_shards);
-      p.optimizer = ToPsOptimizer(v.optimizer);
+      p.optimizer = v.optimizer;  // ps::OptimizerSpec is optim::OptimizerSpec
       p.init = ToPsInit(v.init);
       plan.ps.variables.push_back(std::move(p));
     }

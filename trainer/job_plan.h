@@ -70,7 +70,6 @@ Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<Registrati
                                int rank);
 
 StatusOr<optim::OptimizerSpec> ToOptimizerSpec(const OptimizerConfig& config);
-ps::OptimizerSpec ToPsOptimizer(const optim::OptimizerSpec& spec);
 ps::InitSpec ToPsInit(const Initializer& init);
 VariablePath ParsePath(std::string_view name, bool* ok);
 
