@@ -38,17 +38,6 @@ std::string LastLine(const std::string& text) {
   return last;
 }
 
-int ReadPort(const std::string& file, ChildProcess& child) {
-  for (int i = 0; i < 800; ++i) {
-    std::ifstream in(file);
-    int port = 0;
-    if (in >> port && port > 0) return port;
-    if (child.Wait(0) != -1) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return -1;
-}
-
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -87,8 +76,8 @@ class ClusterTest : public ::testing::Test {
                                  dir_.File("state.db"), "--port-file", dir_.File("port"),
                                  "--agent-timeout-ms", "2000"},
         dir_.File("coordinator.log"));
-    int port = ReadPort(dir_.File("port"), *coordinator_);
-    address_ = port > 0 ? "127.0.0.1:" + std::to_string(port) : "";
+    std::string port = testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
+    address_ = port.empty() ? "" : "127.0.0.1:" + port;
   }
 
   void StartAgent(const std::string& name) {

@@ -52,18 +52,9 @@ class CoordinatorProcessTest : public ::testing::Test {
         std::vector<std::string>{kBinDir + "/parallax-coordinator", "--listen", "127.0.0.1:0",
                                  "--db", Db(), "--port-file", port_file},
         dir_.File("coordinator.log"));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(port_file);
-      int port = 0;
-      if (in >> port && port > 0) {
-        address_ = "127.0.0.1:" + std::to_string(port);
-        return;
-      }
-      ASSERT_EQ(coordinator_->Wait(0), -1) << "coordinator exited; log:\n" << Log();
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "coordinator did not start; log:\n" << Log();
+    std::string port = testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
+    ASSERT_FALSE(port.empty()) << "coordinator did not start; log:\n" << Log();
+    address_ = "127.0.0.1:" + port;
   }
 
   void KillCoordinator() {

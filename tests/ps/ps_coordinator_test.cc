@@ -36,16 +36,6 @@ model = "lm"
 
 class PsCoordinatorTest : public ::testing::Test {
  protected:
-  static std::string WaitForFile(const std::string& path, int timeout_ms) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(path);
-      std::string s;
-      if (in >> s && !s.empty()) return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return "";
-  }
   parallax::testing::TempDir dir_;
 };
 
@@ -55,7 +45,7 @@ TEST_F(PsCoordinatorTest, ShardFetchesPlanAndPublishesEndpointFromEnvironment) {
       {BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db", dir_.File("state.db"),
        "--port-file", port_file},
       dir_.File("coordinator.log"));
-  const std::string port = WaitForFile(port_file, 20'000);
+  const std::string port = parallax::testing::WaitForFileWord(port_file, 20'000, &coordinator);
   ASSERT_FALSE(port.empty()) << "coordinator did not start";
   CoordinatorClientOptions copts;
   copts.address = "127.0.0.1:" + port;

@@ -44,16 +44,6 @@ class PsMultiProcessTest : public ::testing::Test {
   }
 
   // Waits for a shard's --port-file; the shard writes it once it listens.
-  static std::string WaitForEndpoint(const std::string& path, int timeout_ms) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(path);
-      std::string ep;
-      if (in >> ep && !ep.empty()) return ep;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return "";
-  }
 
   parallax::testing::TempDir dir_;
 };
@@ -90,7 +80,8 @@ TEST_F(PsMultiProcessTest, TwoShardsThreeWorkersSyncEqualsSingleProcessReference
                                    std::to_string(s), "--listen", "tcp://127.0.0.1:0",
                                    "--port-file", dir_.File(name + ".endpoint")},
           dir_.File(name + ".log")));
-      endpoints.push_back(WaitForEndpoint(dir_.File(name + ".endpoint"), 20'000));
+      endpoints.push_back(parallax::testing::WaitForFileWord(dir_.File(name + ".endpoint"), 20'000,
+                                                             shards.back().get()));
       if (endpoints.back().empty()) return false;
     }
     return true;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -147,6 +148,17 @@ int ChildProcess::Wait(int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return -1;
+}
+
+std::string WaitForFileWord(const std::string& path, int timeout_ms, ChildProcess* child) {
+  int64_t deadline = NowMs() + timeout_ms;
+  while (true) {
+    std::ifstream in(path);
+    std::string word;
+    if (in >> word && !word.empty()) return word;
+    if (NowMs() >= deadline || (child != nullptr && child->Wait(0) != -1)) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace parallax::testing

@@ -40,6 +40,12 @@ class ChildProcess {
   int pid_ = -1;
 };
 
+// Waits up to timeout_ms for `path` to hold a word (what a daemon writes to
+// its --port-file once it listens) and returns it; "" on timeout, or as soon
+// as `child` (when given) has exited.
+std::string WaitForFileWord(const std::string& path, int timeout_ms,
+                            ChildProcess* child = nullptr);
+
 }  // namespace parallax::testing
 
 #endif  // PARALLAX_TESTS_TESTING_SUBPROCESS_H_

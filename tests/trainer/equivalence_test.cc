@@ -56,12 +56,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
         std::vector<std::string>{BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0",
                                  "--db", dir_.File("state.db"), "--port-file", port_file},
         dir_.File("coordinator.log"));
-    // Polls for the file the coordinator writes once it listens.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (port_.empty() && std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(port_file);
-      if (!(in >> port_)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    port_ = parallax::testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
     ASSERT_FALSE(port_.empty()) << "coordinator did not start: "
                                 << ReadAll(dir_.File("coordinator.log"));
     CoordinatorClientOptions o;
