@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/plan/cost_model.h"
+
 namespace parallax::trainer {
 
 using json = nlohmann::json;
@@ -73,6 +75,30 @@ ps::InitSpec ToPsInit(const Initializer& init) {
   return s;
 }
 
+namespace {
+
+plan::VariableStats CostStats(const PlannedVariable& v, int partitions) {
+  plan::VariableStats stats;
+  stats.name = v.name;
+  stats.sparse = v.sparse;
+  stats.rows = v.sparse ? v.rows : 1;
+  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
+  stats.alpha = v.density >= 0 ? v.density : 1.0;
+  stats.partitions = std::max(1, partitions);
+  return stats;
+}
+
+VariablePath FromPlanPath(plan::Path path) {
+  switch (path) {
+    case plan::Path::kAllReduce: return VariablePath::kAllReduce;
+    case plan::Path::kAllGather: return VariablePath::kAllGather;
+    case plan::Path::kPs: return VariablePath::kPs;
+  }
+  return VariablePath::kAllReduce;
+}
+
+}  // namespace
+
 StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                                 const std::vector<Registration>& registrations) {
   const std::string& arch = options.arch;
@@ -102,6 +128,14 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
   plan.ps.num_workers = static_cast<uint32_t>(options.world_size);
   plan.ps.num_shards = static_cast<uint32_t>(std::max(1, options.num_shards));
   plan.ps.fp16_values = options.ps_fp16_values;
+  const plan::ClusterShape cluster{.workers = options.world_size,
+                                   .hosts = std::max(1, options.num_hosts),
+                                   .shards = options.num_shards};
+  plan::CostOptions cost_options;
+  // The Session pushes once per worker (no local aggregation yet), so the
+  // cost model must not count on it.
+  cost_options.local_aggregation = false;
+  cost_options.value_bytes = options.ps_fp16_values ? 2 : 4;
   std::vector<VariableOverride> overrides;
   if (options.job) overrides = options.job->variables;
   for (const VariableOverride& o : overrides) {
@@ -122,10 +156,19 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
       v.path = VariablePath::kPs;
     } else if (arch == "allreduce" || !v.sparse) {
       v.path = VariablePath::kAllReduce;
-    } else if (arch == "allgather" || !shards) {
+    } else if (arch == "allgather") {
       v.path = VariablePath::kAllGather;
+    } else if (v.density >= 0) {
+      // hybrid with measured sparsity: the cost model decides.
+      plan::Choice choice = plan::ChoosePath(
+          CostStats(v, options.ps_partitions > 0 ? options.ps_partitions : options.num_shards),
+          cluster, cost_options);
+      v.path = FromPlanPath(choice.path);
+      v.reason = choice.reason;
     } else {
-      v.path = VariablePath::kPs;
+      v.path = shards ? VariablePath::kPs : VariablePath::kAllGather;
+      v.reason = "sparsity not measured (no SampleIds): " +
+                 std::string(shards ? "PS, the job has shards" : "all-gather, the job has no shards");
     }
     // A [[variable]] table wins over the rule (a dense variable has no
     // all-gather form: its gradients are all-reduced).
@@ -133,6 +176,7 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
       bool ok = false;
       v.path = ParsePath(*over->path, &ok);
       if (!ok) return InvalidArgument("[[variable]] \"" + v.name + "\": unknown path");
+      v.reason = "[[variable]] in the job file";
       if (!v.sparse && v.path == VariablePath::kAllGather) v.path = VariablePath::kAllReduce;
       if (v.path == VariablePath::kPs && !shards) {
         return FailedPrecondition("[[variable]] \"" + v.name +
@@ -186,6 +230,7 @@ std::string JobPlanToJson(const JobPlan& plan) {
             {"dim", v.dim},
             {"path", VariablePathName(v.path)},
             {"density", v.density},
+            {"reason", v.reason},
             {"optimizer", OptimizerToJson(v.optimizer)},
             {"init",
              {{"type", InitName(v.init.type)}, {"seed", v.init.seed}, {"scale", v.init.scale}}}};
@@ -220,6 +265,7 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
       v.path = ParsePath(jv.at("path").get<std::string>(), &ok);
       if (!ok) return InvalidArgument(where + "unknown \"path\"");
       v.density = jv.value("density", -1.0);
+      v.reason = jv.value("reason", std::string());
       const json& o = jv.at("optimizer");
       OptimizerConfig oc;
       oc.type = o.at("type").get<std::string>();

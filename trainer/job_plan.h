@@ -37,6 +37,7 @@ struct PlannedVariable {
   uint32_t dim = 0;  // sparse: row length; dense: DenseRowDim(size)
   VariablePath path = VariablePath::kAllReduce;
   double density = -1;  // measured fraction of rows a batch touches; -1: unknown
+  std::string reason;   // why the plan chose `path` (one line; empty when forced)
   optim::OptimizerSpec optimizer;
   Initializer init;
 };

@@ -46,6 +46,7 @@ constexpr int kBatch = 32;
 struct JobKnobs {
   std::string dense = "sgd", sparse = "adagrad";
   std::string consistency = "sync";
+  std::string emb_path;  // a [[variable]] override for "emb"; empty: the plan decides
 };
 
 class TrainerEquivalenceTest : public ::testing::Test {
@@ -80,6 +81,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
                                               (opt.consistency == "ssp" ? "staleness = 2\n" : ""));
     }
     if (shards > 0) text += "[ps]\nshards = " + std::to_string(shards) + "\n";
+    if (!opt.emb_path.empty()) text += "[[variable]]\nname = \"emb\"\npath = \"" + opt.emb_path + "\"\n";
     *job_file = dir_.File("job-" + arch + ".toml");
     std::ofstream(*job_file) << text;
     auto job = coord_->SubmitJob(text, *job_file);
@@ -225,13 +227,21 @@ TEST_F(TrainerEquivalenceTest, PsEqualsOneProcess) {
   RunAndCompare("ps", 2, {}, true, VariablePath::kPs, VariablePath::kPs);
 }
 
+// The cost model's choice: with 2 workers all-gather of the embedding's rows
+// moves half of what PS would (core/plan/cost_model.h).
 TEST_F(TrainerEquivalenceTest, HybridEqualsOneProcess) {
-  RunAndCompare("hybrid", 2, {}, true, VariablePath::kPs, VariablePath::kAllReduce);
+  RunAndCompare("hybrid", 2, {}, true, VariablePath::kAllGather, VariablePath::kAllReduce);
+}
+
+// The embedding on PS shards and the dense weights all-reduced.
+TEST_F(TrainerEquivalenceTest, HybridWithEmbeddingOnPsEqualsOneProcess) {
+  RunAndCompare("hybrid", 2, {.emb_path = "ps"}, true, VariablePath::kPs,
+                VariablePath::kAllReduce);
 }
 
 TEST_F(TrainerEquivalenceTest, HybridWithSwappedOptimizersEqualsOneProcess) {
-  RunAndCompare("hybrid", 1, {.dense = "adagrad", .sparse = "sgd"}, false, VariablePath::kPs,
-                VariablePath::kAllReduce);
+  RunAndCompare("hybrid", 1, {.dense = "adagrad", .sparse = "sgd", .emb_path = "ps"}, false,
+                VariablePath::kPs, VariablePath::kAllReduce);
 }
 
 TEST_F(TrainerEquivalenceTest, PlanThatNeverArrivesIsADeadline) {
@@ -290,6 +300,7 @@ TEST_F(TrainerEquivalenceTest, ShapeDifferingBetweenRanksStopsBoth) {
 TEST_F(TrainerEquivalenceTest, SspHybridTrainsToTheEnd) {
   JobKnobs knobs;
   knobs.consistency = "ssp";
+  knobs.emb_path = "ps";  // ssp is a PS-side mode
   std::vector<std::map<std::string, std::vector<float>>> got;
   ASSERT_NO_FATAL_FAILURE(
       RunJob("hybrid", 2, knobs, true, VariablePath::kPs, VariablePath::kAllReduce, &got));

@@ -39,7 +39,9 @@ TEST_F(JobPlanTest, RulesPerArch) {
     std::string arch;
     int shards;
     VariablePath emb, w;
-  } cases[] = {{"hybrid", 2, VariablePath::kPs, VariablePath::kAllReduce},
+  } cases[] = {// Two workers: the cost model prefers all-gather to PS (see
+               // HybridAsksTheCostModel).
+               {"hybrid", 2, VariablePath::kAllGather, VariablePath::kAllReduce},
                {"hybrid", 0, VariablePath::kAllGather, VariablePath::kAllReduce},
                {"allreduce", 2, VariablePath::kAllReduce, VariablePath::kAllReduce},
                {"allgather", 2, VariablePath::kAllGather, VariablePath::kAllReduce},
@@ -60,6 +62,40 @@ TEST_F(JobPlanTest, RulesPerArch) {
   explicit_values[1].explicit_values = true;
   EXPECT_EQ(BuildRulePlan(Options("ps", 2), explicit_values).status().code(),
             StatusCode::kFailedPrecondition);
+}
+
+TEST_F(JobPlanTest, HybridAsksTheCostModel) {
+  // 100 × 4 on 4 workers of one host, 2 shards, α = 0.25 (25 rows of 24
+  // bytes): PS puts 4 · 2 · (600 + 256) = 6,848 bytes a step on the host's
+  // link, all-gather 4 · 3 · 600 = 7,200, all-reduce 4 · 1.5 · 1,600 = 9,600.
+  SessionOptions four = Options("hybrid", 2);
+  four.world_size = 4;
+  auto sparse = BuildRulePlan(four, Regs());
+  ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
+  EXPECT_EQ(sparse->variables[0].path, VariablePath::kPs);
+  EXPECT_NE(sparse->variables[0].reason.find("ps puts 6.85 KB"), std::string::npos)
+      << sparse->variables[0].reason;
+  // Two workers: all-gather (2 · 600) beats PS (2 · 2 · 856).
+  auto two = BuildRulePlan(Options("hybrid", 2), Regs());
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->variables[0].path, VariablePath::kAllGather);
+  // α = 0.9: PS and all-gather move more than all-reduce.
+  auto regs = Regs();
+  regs[0].var.density = 0.9;
+  auto dense = BuildRulePlan(four, regs);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ(dense->variables[0].path, VariablePath::kAllReduce);
+  EXPECT_TRUE(dense->ps.variables.empty());
+  // Not measured: the rule (PS when there are shards), and it says so.
+  regs[0].var.density = -1;
+  auto unmeasured = BuildRulePlan(four, regs);
+  ASSERT_TRUE(unmeasured.ok());
+  EXPECT_EQ(unmeasured->variables[0].path, VariablePath::kPs);
+  EXPECT_NE(unmeasured->variables[0].reason.find("not measured"), std::string::npos);
+  // The reason travels with the plan.
+  auto back = ParseJobPlan(JobPlanToJson(*sparse));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->variables[0].reason, sparse->variables[0].reason);
 }
 
 TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
@@ -104,7 +140,7 @@ TEST_F(JobPlanTest, VariableTablesWinOverTheRule) {
 }
 
 TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
-  auto plan = BuildRulePlan(Options("hybrid", 2), Regs());
+  auto plan = BuildRulePlan(Options("ps", 2), Regs());
   ASSERT_TRUE(plan.ok());
   const std::string json = JobPlanToJson(*plan);
   auto back = ParseJobPlan(json);
@@ -117,7 +153,7 @@ TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
   EXPECT_EQ(back->variables[1].size, 4u);
   auto ps = ps::ParsePsPlan(json);  // what parallax-ps does with the whole plan
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
-  ASSERT_EQ(ps->variables.size(), 1u);
+  ASSERT_EQ(ps->variables.size(), 2u);
   EXPECT_EQ(ps->variables[0].partitions, 2u);
   EXPECT_EQ(ps->num_workers, 2u);
   EXPECT_EQ(ps->variables[0].optimizer.type, ps::OptimizerType::kAdagrad);

@@ -26,13 +26,16 @@ name = "t"
 model = "lm"
 )";
 
-// The repository root, found from this file's path (absolute under CMake) or
-// by walking up from the current directory.
+// The repository root, found from this file's path or by walking up from the
+// current directory.
 fs::path RepoRoot() {
   std::vector<fs::path> starts = {fs::path(__FILE__).parent_path(), fs::current_path()};
   for (fs::path dir : starts) {
     for (; !dir.empty(); dir = dir.parent_path()) {
-      if (fs::exists(dir / "schemas" / "job.md") && fs::exists(dir / "examples")) return dir;
+      // canonical: __FILE__ may be relative (ccache's base_dir rewrites it).
+      if (fs::exists(dir / "schemas" / "job.md") && fs::exists(dir / "examples")) {
+        return fs::canonical(dir);
+      }
       if (dir == dir.parent_path()) break;
     }
   }

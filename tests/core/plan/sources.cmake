@@ -1,0 +1,7 @@
+# Planner: cost model against hand-computed cases, partition search on
+# synthetic curves, placement balance on a Zipf profile, sparsity measurement.
+list(APPEND PX_CORE_TEST_SOURCES
+  plan/cost_model_test.cc
+  plan/partition_search_test.cc
+  plan/placement_test.cc)
+list(APPEND PX_CORE_TEST_LIBS px_plan)
