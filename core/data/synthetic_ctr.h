@@ -14,7 +14,7 @@
 
 namespace parallax::data {
 
-// 26 table sizes: two of 1,000,000 rows, most far smaller (2.58M rows in all).
+// 26 table sizes: two of 1,000,000 rows, most far smaller (2,569,997 rows in all).
 std::vector<int64_t> DefaultCtrTableSizes();
 
 struct SyntheticCtrOptions {

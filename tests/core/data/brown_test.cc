@@ -44,6 +44,11 @@ TEST_F(BrownTest, VocabularyTakesTopWordsTiesByWord) {
   // <unk> counts what was left out: c (3), rare (1) and the literal "<unk>" (2).
   EXPECT_EQ(v.count(0), 6u);
   EXPECT_EQ(v.count(1), 10u);
+  // min_count leaves out rare words even when there is room.
+  Vocabulary frequent = BuildVocabulary(counts, 100, 3);
+  ASSERT_EQ(frequent.size(), 5u);
+  EXPECT_EQ(frequent.Find("rare"), 0u);
+  EXPECT_EQ(frequent.count(0), 3u);
   // A vocabulary larger than the corpus keeps every word.
   EXPECT_EQ(BuildVocabulary(counts, 100).size(), 6u);
   EXPECT_EQ(BuildVocabulary(counts, 100).count(0), 2u);
