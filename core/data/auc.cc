@@ -12,11 +12,12 @@ namespace {
 
 template <typename T>
 double AucImpl(std::span<const T> scores, std::span<const float> labels) {
-  PX_CHECK(scores.size() == labels.size()) << "Auc: " << scores.size() << " scores for "
-                                           << labels.size() << " labels";
+  PX_CHECK(scores.size() == labels.size())
+      << "Auc: " << scores.size() << " scores for " << labels.size() << " labels";
   std::vector<uint32_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return scores[a] < scores[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return scores[a] < scores[b]; });
   double positive_rank_sum = 0;  // 1-based ranks, ties averaged
   uint64_t positives = 0;
   for (size_t i = 0; i < order.size();) {

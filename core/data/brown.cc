@@ -7,9 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
@@ -20,7 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 bool IsDocumentName(const std::string& name) {
   return name.size() == 4 && name[0] == 'c' && name[1] >= 'a' && name[1] <= 'z' &&
@@ -90,16 +91,11 @@ Vocabulary BuildVocabulary(const std::map<std::string, uint64_t>& counts, size_t
 
 std::string BrownStats::ToJson() const {
   nlohmann::json j = {
-      {"vocab_limit", options.vocab_size},
-      {"min_count", options.min_count},
-      {"heldout_every", options.heldout_every},
-      {"documents_train", documents_train},
-      {"documents_heldout", documents_heldout},
-      {"tokens_train", tokens_train},
-      {"tokens_heldout", tokens_heldout},
-      {"vocab_size", vocab_size},
-      {"heldout_unknown", heldout_unknown},
-      {"heldout_coverage", heldout_coverage},
+      {"vocab_limit", options.vocab_size},        {"min_count", options.min_count},
+      {"heldout_every", options.heldout_every},   {"documents_train", documents_train},
+      {"documents_heldout", documents_heldout},   {"tokens_train", tokens_train},
+      {"tokens_heldout", tokens_heldout},         {"vocab_size", vocab_size},
+      {"heldout_unknown", heldout_unknown},       {"heldout_coverage", heldout_coverage},
       {"unigram_perplexity", unigram_perplexity},
   };
   return j.dump();

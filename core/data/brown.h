@@ -39,12 +39,12 @@ struct BrownOptions {
 };
 
 struct BrownStats {
-  BrownOptions options;           // what produced them
+  BrownOptions options;  // what produced them
   uint64_t documents_train = 0, documents_heldout = 0;
   uint64_t tokens_train = 0, tokens_heldout = 0;
-  uint64_t vocab_size = 0;        // ids written, <unk> included (<= V)
-  uint64_t heldout_unknown = 0;   // held-out tokens mapped to <unk>
-  double heldout_coverage = 0;    // fraction of held-out tokens that are not <unk>
+  uint64_t vocab_size = 0;       // ids written, <unk> included (<= V)
+  uint64_t heldout_unknown = 0;  // held-out tokens mapped to <unk>
+  double heldout_coverage = 0;   // fraction of held-out tokens that are not <unk>
   // exp of the mean negative log-likelihood of the held-out ids under the
   // training unigram distribution with add-one smoothing over the ids:
   // p(id) = (count(id) + 1) / (tokens_train + vocab_size).

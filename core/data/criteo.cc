@@ -33,8 +33,9 @@ StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& pa
                            " is out of range (need 0 <= shard < num_shards)");
   }
   if (options.table_sizes.size() != kCriteoCategorical) {
-    return InvalidArgument("Criteo reader needs 26 table sizes (one per categorical feature), got " +
-                           std::to_string(options.table_sizes.size()));
+    return InvalidArgument(
+        "Criteo reader needs 26 table sizes (one per categorical feature), got " +
+        std::to_string(options.table_sizes.size()));
   }
   for (size_t f = 0; f < options.table_sizes.size(); ++f) {
     const int64_t size = options.table_sizes[f];
@@ -73,7 +74,8 @@ StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& pa
       rest.remove_prefix(tab + 1);
     }
     if (n != kFields) {
-      return InvalidArgument(where + "expected 40 tab-separated fields (label, 13 integer, 26 hex " +
+      return InvalidArgument(where +
+                             "expected 40 tab-separated fields (label, 13 integer, 26 hex " +
                              "categorical), got " + std::to_string(n) +
                              (n == kFields - 1 ? " (a file without labels?)" : ""));
     }
@@ -116,10 +118,9 @@ StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& pa
   }
   if (in.bad()) return IoError("cannot read Criteo file '" + path + "': " + std::strerror(errno));
   if (reader->labels_.empty()) {
-    return InvalidArgument("Criteo file '" + path + "' has no example for shard " +
-                           std::to_string(options.shard) + " of " +
-                           std::to_string(options.num_shards) + " (" + std::to_string(line_no) +
-                           " lines)");
+    return InvalidArgument(
+        "Criteo file '" + path + "' has no example for shard " + std::to_string(options.shard) +
+        " of " + std::to_string(options.num_shards) + " (" + std::to_string(line_no) + " lines)");
   }
   auto bytes = [](const auto& v) {
     return std::string_view(reinterpret_cast<const char*>(v.data()), sizeof(v[0]) * v.size());

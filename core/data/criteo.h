@@ -19,13 +19,14 @@ constexpr int kCriteoDense = 13, kCriteoCategorical = 26;
 
 struct CriteoReaderOptions {
   int shard = 0, num_shards = 1;
-  std::vector<int64_t> table_sizes;  // 26 entries; categorical id = (parsed hex value) mod table size; missing -> 0
+  // 26 entries; categorical id = (parsed hex value) mod table size; missing -> 0
+  std::vector<int64_t> table_sizes;
 };
 
 struct CtrBatch {
-  std::vector<float> labels;          // batch
-  std::vector<float> dense;           // batch × 13, log(1 + max(x, 0)); missing -> 0
-  std::vector<int64_t> categorical;   // batch × 26 row ids, each < its table size
+  std::vector<float> labels;         // batch
+  std::vector<float> dense;          // batch × 13, log(1 + max(x, 0)); missing -> 0
+  std::vector<int64_t> categorical;  // batch × 26 row ids, each < its table size
 };
 
 // Not thread-safe: one reader per rank.
@@ -53,10 +54,10 @@ class CriteoReader {
 
   // Constant after Open.
   int shard_ = 0, num_shards_ = 1;
-  uint64_t fingerprint_ = 0;               // of the parsed examples
-  std::vector<float> labels_;              // size()
-  std::vector<float> dense_;               // size() × 13
-  std::vector<uint32_t> categorical_;      // size() × 26 (table sizes < 2^32)
+  uint64_t fingerprint_ = 0;           // of the parsed examples
+  std::vector<float> labels_;          // size()
+  std::vector<float> dense_;           // size() × 13
+  std::vector<uint32_t> categorical_;  // size() × 26 (table sizes < 2^32)
 
   uint64_t consumed_ = 0;  // examples of this shard handed out
 };

@@ -4,12 +4,13 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
-
 #include <nlohmann/json.hpp>
+#include <numbers>
+#include <numeric>
 
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
@@ -35,13 +36,15 @@ SplitMix64 StreamRng(uint64_t seed, Stream stream) {
 double Normal(SplitMix64& rng) {
   // Box-Muller; 1 - Uniform() is in (0, 1], so the log is finite.
   const double u1 = 1.0 - rng.Uniform(), u2 = rng.Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 // The reader's dense transform, bit for bit.
-float DenseValue(int64_t x) { return static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0))); }
+float DenseValue(int64_t x) {
+  return static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0)));
+}
 
 // A row of table `size` for Zipf rank r in [1, size): an affine bijection of
 // [1, size) so the hot rows are spread over the table (and over range
@@ -53,7 +56,8 @@ class RankScatter {
     while (std::gcd(a_, n_) != 1) ++a_;
   }
   int64_t Row(uint64_t rank) const {
-    return static_cast<int64_t>(1 + static_cast<uint64_t>((static_cast<unsigned __int128>(rank - 1) * a_) % n_));
+    return static_cast<int64_t>(
+        1 + static_cast<uint64_t>((static_cast<unsigned __int128>(rank - 1) * a_) % n_));
   }
 
  private:
@@ -137,7 +141,8 @@ Status WriteSplit(const std::string& path, uint64_t examples, SplitMix64 rng,
       const auto size = static_cast<uint64_t>(o.table_sizes[c]);
       const int64_t r = scatter[c].Row(zipf[c].Sample(rng));
       // Criteo's values are 32-bit hashes: write one whose residue is the row.
-      const uint64_t value = static_cast<uint64_t>(r) + size * rng.Below((0xffffffffULL - r) / size + 1);
+      const uint64_t value =
+          static_cast<uint64_t>(r) + size * rng.Below((0xffffffffULL - r) / size + 1);
       categorical[c] = r;
       std::snprintf(f, 24, "%08llx", static_cast<unsigned long long>(value));
       len = 8;
@@ -219,15 +224,15 @@ StatusOr<SyntheticCtrResult> WriteSyntheticCtr(const std::string& out_dir,
   }
 
   uint64_t train_positives = 0;
-  PX_RETURN_IF_ERROR(WriteSplit(
-      out_dir + "/train.tsv", o.train_examples, StreamRng(o.seed, kTrain), o, truth, zipf, scatter,
-      [&](const float*, const int64_t* categorical, bool label, double) {
-        train_positives += label;
-        for (int f = 0; f < kCriteoCategorical; ++f) {
-          uint32_t& n = seen[f][categorical[f]];
-          if (n < kSeenThreshold) ++n;
-        }
-      }));
+  PX_RETURN_IF_ERROR(WriteSplit(out_dir + "/train.tsv", o.train_examples, StreamRng(o.seed, kTrain),
+                                o, truth, zipf, scatter,
+                                [&](const float*, const int64_t* categorical, bool label, double) {
+                                  train_positives += label;
+                                  for (int f = 0; f < kCriteoCategorical; ++f) {
+                                    uint32_t& n = seen[f][categorical[f]];
+                                    if (n < kSeenThreshold) ++n;
+                                  }
+                                }));
 
   std::vector<double> p_true, logit_seen;
   std::vector<float> labels;

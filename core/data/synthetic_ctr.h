@@ -18,16 +18,16 @@ namespace parallax::data {
 std::vector<int64_t> DefaultCtrTableSizes();
 
 struct SyntheticCtrOptions {
-  uint64_t seed = 2024;                // parameters, training and held-out draws all follow from it
+  uint64_t seed = 2024;  // parameters, training and held-out draws all follow from it
   uint64_t train_examples = 500'000;
   uint64_t heldout_examples = 100'000;
   std::vector<int64_t> table_sizes = DefaultCtrTableSizes();  // 26 entries, each >= 2
-  double zipf_exponent = 1.2;          // P(rank r) ∝ r^-s over ranks 1..size-1
-  double categorical_scale = 0.25;     // std dev of each row's true weight
-  double dense_scale = 0.3;            // std dev of each dense feature's true weight
-  double base_logit = -2.2;            // bias of the true model
-  double dense_missing = 0.05;         // chance that a dense field is empty
-  double categorical_missing = 0.02;   // chance that a categorical field is empty (row 0)
+  double zipf_exponent = 1.2;         // P(rank r) ∝ r^-s over ranks 1..size-1
+  double categorical_scale = 0.25;    // std dev of each row's true weight
+  double dense_scale = 0.3;           // std dev of each dense feature's true weight
+  double base_logit = -2.2;           // bias of the true model
+  double dense_missing = 0.05;        // chance that a dense field is empty
+  double categorical_missing = 0.02;  // chance that a categorical field is empty (row 0)
 };
 
 // The hidden model: logit = base_logit + sum_f w_f[row_f] + sum_d u_d (z_d - m_d),
@@ -54,13 +54,13 @@ class CtrGroundTruth {
 };
 
 struct SyntheticCtrResult {
-  double bayes_auc = 0;         // AUC of the true p against the held-out labels
+  double bayes_auc = 0;  // AUC of the true p against the held-out labels
   // AUC on the held-out split of the true model with the weight of every row
   // seen fewer than 5 times in the training split replaced by 0: roughly what
   // a model that learns each row from the training data alone can reach.
   double seen_rows_auc = 0;
   double train_positive_rate = 0, heldout_positive_rate = 0;
-  std::string json;             // generator.json's contents
+  std::string json;  // generator.json's contents
 };
 
 // Writes out_dir/{train.tsv, heldout.tsv, generator.json} (creating out_dir;

@@ -36,17 +36,17 @@ StatusOr<std::vector<uint32_t>> ReadTokenFile(const std::string& path) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return IoError("cannot read token file '" + path + "': " + std::strerror(errno));
   if (bytes.size() < kHeaderBytes || std::string_view(bytes).substr(0, 8) != kMagic) {
-    return InvalidArgument("'" + path + "' is not a Parallax token file (no \"PXTOK001\" header); " +
+    return InvalidArgument("'" + path +
+                           "' is not a Parallax token file (no \"PXTOK001\" header); " +
                            "recreate it with scripts/fetch-data --force");
   }
   const uint64_t count = internal::GetU64(bytes.data() + 8);
   const uint64_t payload = bytes.size() - kHeaderBytes;
   if (count > payload / 4 || payload != 4 * count) {
-    return InvalidArgument("token file '" + path + "' is truncated or damaged: header says " +
-                           std::to_string(count) + " tokens, file holds " +
-                           std::to_string(payload) + " bytes of ids (expected " +
-                           std::to_string(count) + " x 4); recreate it with " +
-                           "scripts/fetch-data --force");
+    return InvalidArgument(
+        "token file '" + path + "' is truncated or damaged: header says " + std::to_string(count) +
+        " tokens, file holds " + std::to_string(payload) + " bytes of ids (expected " +
+        std::to_string(count) + " x 4); recreate it with " + "scripts/fetch-data --force");
   }
   std::vector<uint32_t> tokens(count);
   const char* p = bytes.data() + kHeaderBytes;

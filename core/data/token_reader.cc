@@ -1,5 +1,6 @@
 #include "core/data/token_reader.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/data/bytes.h"
@@ -42,12 +43,13 @@ StatusOr<std::unique_ptr<TokenReader>> TokenReader::FromTokens(std::vector<uint3
     return InvalidArgument("token reader context must be at least 1 token");
   }
   if (tokens.size() <= options.context) {
-    return InvalidArgument("holds " + std::to_string(tokens.size()) +
+    return InvalidArgument("the token data holds " + std::to_string(tokens.size()) +
                            " tokens, too few for one example with " +
                            std::to_string(options.context) + " tokens of context");
   }
   if (tokens.size() > (uint64_t{1} << 32)) {
-    return InvalidArgument("holds more than 2^32 tokens, which the reader does not support");
+    return InvalidArgument(
+        "the token data holds more than 2^32 tokens, which the reader does not support");
   }
   return std::unique_ptr<TokenReader>(new TokenReader(std::move(tokens), options));
 }
@@ -110,7 +112,8 @@ Status TokenReader::RestorePosition(std::string_view position) {
                            " starting with \"PXTRPOS1\")");
   }
   const char* p = position.data();
-  if (internal::GetU64(p + kPositionBytes - 8) != internal::Fnv1a(position.substr(0, kPositionBytes - 8))) {
+  if (internal::GetU64(p + kPositionBytes - 8) !=
+      internal::Fnv1a(position.substr(0, kPositionBytes - 8))) {
     return InvalidArgument("token reader position is damaged (checksum mismatch)");
   }
   if (internal::GetU64(p + 8) != fingerprint_ || internal::GetU64(p + 24) != examples_) {
@@ -124,7 +127,8 @@ Status TokenReader::RestorePosition(std::string_view position) {
   if (seed != options_.seed || shuffle != (options_.shuffle ? 1u : 0u)) {
     return InvalidArgument("token reader position was saved with seed " + std::to_string(seed) +
                            (shuffle ? "" : " (no shuffle)") + "; this reader has seed " +
-                           std::to_string(options_.seed) + (options_.shuffle ? "" : " (no shuffle)"));
+                           std::to_string(options_.seed) +
+                           (options_.shuffle ? "" : " (no shuffle)"));
   }
   if (shard != static_cast<uint32_t>(options_.shard) ||
       shards != static_cast<uint32_t>(options_.num_shards)) {

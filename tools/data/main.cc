@@ -1,9 +1,8 @@
 // parallax-data: writes the datasets of the built-in models (docs/DATA.md).
 // scripts/fetch-data downloads the sources and runs it.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/data/brown.h"
@@ -64,12 +63,14 @@ int main(int argc, char** argv) {
   ctr_cmd->add_option("--zipf", ctr.zipf_exponent, "Zipf exponent of the categorical ids")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  ctr_cmd->add_option("--categorical-scale", ctr.categorical_scale,
-                      "Std dev of each table row's weight in the hidden model")
+  ctr_cmd
+      ->add_option("--categorical-scale", ctr.categorical_scale,
+                   "Std dev of each table row's weight in the hidden model")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  ctr_cmd->add_option("--dense-scale", ctr.dense_scale,
-                      "Std dev of each dense feature's weight in the hidden model")
+  ctr_cmd
+      ->add_option("--dense-scale", ctr.dense_scale,
+                   "Std dev of each dense feature's weight in the hidden model")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   ctr_cmd->add_option("--base-logit", ctr.base_logit, "Bias of the hidden model")

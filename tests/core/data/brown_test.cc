@@ -25,16 +25,15 @@ TEST_F(BrownTest, TokenizerStripsTagsLowercasesAndKeepsPunctuation) {
       "\n\n\tThe/at Fulton/np-tl County/nn-tl said/vbd ``/`` no/at evidence/nn ''/'' ./.\n"
       "\tAtlanta's/np$ 1-1/2/cd 4-1/2%/nn term-end/nn ,/, Mr./np bare /x\n",
       &words);
-  const std::vector<std::string> expected = {"the",       "fulton", "county", "said", "``",
-                                             "no",        "evidence", "''",   ".",    "atlanta's",
-                                             "1-1/2",     "4-1/2%", "term-end", ",",  "mr.",
-                                             "bare"};
+  const std::vector<std::string> expected = {
+      "the", "fulton",    "county", "said",   "``",       "no", "evidence", "''",
+      ".",   "atlanta's", "1-1/2",  "4-1/2%", "term-end", ",",  "mr.",      "bare"};
   EXPECT_EQ(words, expected);
 }
 
 TEST_F(BrownTest, VocabularyTakesTopWordsTiesByWord) {
-  std::map<std::string, uint64_t> counts = {
-      {"the", 10}, {"b", 3}, {"a", 3}, {"c", 3}, {"rare", 1}, {"<unk>", 2}};
+  std::map<std::string, uint64_t> counts = {{"the", 10}, {"b", 3},    {"a", 3},
+                                            {"c", 3},    {"rare", 1}, {"<unk>", 2}};
   Vocabulary v = BuildVocabulary(counts, 4);
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v.word(0), "<unk>");
@@ -91,8 +90,8 @@ TEST_F(BrownTest, ConvertSplitsDocumentsAndComputesStats) {
   EXPECT_EQ(stats->heldout_unknown, 4u);
   EXPECT_DOUBLE_EQ(stats->heldout_coverage, 8.0 / 12.0);
   // Add-one unigram: p(id) = (count + 1) / (64 + 5).
-  const double nll = -(4 * std::log(17.0 / 69) + 4 * std::log(17.0 / 69) +
-                       2 * std::log(17.0 / 69) + 2 * std::log(9.0 / 69));
+  const double nll = -(4 * std::log(17.0 / 69) + 4 * std::log(17.0 / 69) + 2 * std::log(17.0 / 69) +
+                       2 * std::log(9.0 / 69));
   EXPECT_NEAR(stats->unigram_perplexity, std::exp(nll / 12), 1e-9);
 
   std::ifstream json(dir_.File("out/stats.json"));

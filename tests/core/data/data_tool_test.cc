@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "core/data/criteo.h"
@@ -35,8 +34,8 @@ TEST_F(DataToolTest, BrownConvertsAFakeCorpus) {
         << " ,/, he/pps said/vbd ./.\n";
   }
   std::ofstream(corpus + "/README") << "the/at readme/nn";
-  auto run = RunProcess({Tool(), "brown", corpus, dir_.File("out"), "--vocab", "8",
-                         "--heldout-every", "4"});
+  auto run = RunProcess(
+      {Tool(), "brown", corpus, dir_.File("out"), "--vocab", "8", "--heldout-every", "4"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto stats = nlohmann::json::parse(run.out);
   EXPECT_EQ(stats["documents_train"], 3);
@@ -69,8 +68,9 @@ TEST_F(DataToolTest, BrownExplainsAMissingCorpus) {
 }
 
 TEST_F(DataToolTest, SyntheticCtrWritesReadableFiles) {
-  std::vector<std::string> argv = {Tool(), "synthetic-ctr", dir_.File("ctr"), "--train", "3000",
-                                   "--heldout", "2000", "--seed", "11", "--table-sizes"};
+  std::vector<std::string> argv = {Tool(), "synthetic-ctr", dir_.File("ctr"), "--train",
+                                   "3000", "--heldout",     "2000",           "--seed",
+                                   "11",   "--table-sizes"};
   for (int f = 0; f < kCriteoCategorical; ++f) argv.push_back(std::to_string(f < 3 ? 5000 : 20));
   auto run = RunProcess(argv);
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -100,8 +100,9 @@ TEST_F(DataToolTest, HelpAndBadArguments) {
   EXPECT_EQ(sub.exit_code, 0);
   EXPECT_NE(sub.out.find("--heldout-every"), std::string::npos);
   EXPECT_NE(RunProcess({Tool()}).exit_code, 0);
-  EXPECT_NE(RunProcess({Tool(), "synthetic-ctr", dir_.File("x"), "--table-sizes", "1", "2"}).exit_code,
-            0);
+  EXPECT_NE(
+      RunProcess({Tool(), "synthetic-ctr", dir_.File("x"), "--table-sizes", "1", "2"}).exit_code,
+      0);
   auto bad = RunProcess({Tool(), "brown", "a", "b", "--heldout-every", "1"});
   EXPECT_NE(bad.exit_code, 0);
 }

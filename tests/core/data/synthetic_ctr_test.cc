@@ -6,9 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <numeric>
-
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "core/data/auc.h"
 #include "tests/testing/temp_dir.h"
@@ -159,7 +158,8 @@ TEST_F(SyntheticCtrTest, APerRowLogisticRegressionComesCloseToTheBayesAuc) {
   auto logit = [&](const CtrBatch& b, size_t i) {
     double z = dw[kCriteoDense];
     for (int d = 0; d < kCriteoDense; ++d) z += dw[d] * b.dense[i * kCriteoDense + d];
-    for (int f = 0; f < kCriteoCategorical; ++f) z += w[f][b.categorical[i * kCriteoCategorical + f]];
+    for (int f = 0; f < kCriteoCategorical; ++f)
+      z += w[f][b.categorical[i * kCriteoCategorical + f]];
     return z;
   };
   constexpr double kLr = 0.1;

@@ -218,8 +218,7 @@ TEST_F(TokenReaderTest, OpenReadsTokenFilesAndChecksOptions) {
   o.context = 4;
   o.shard = 2;
   o.num_shards = 2;
-  EXPECT_EQ(TokenReader::Open(dir_.File("t.tok"), o).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TokenReader::Open(dir_.File("t.tok"), o).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
