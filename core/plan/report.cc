@@ -1,0 +1,168 @@
+#include "core/plan/report.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace parallax::plan {
+namespace {
+
+std::string Bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), b < 10 && u > 0 ? "%.2f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string Shape(const VariableStats& v) {
+  return v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.dim);
+}
+
+bool ParseForced(const std::string& arch, Path* path) {
+  if (arch == "allreduce") *path = Path::kAllReduce;
+  else if (arch == "allgather") *path = Path::kAllGather;
+  else if (arch == "ps") *path = Path::kPs;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+PathCost CostOn(const Choice& choice, const VariableStats& var, Path path,
+                const ClusterShape& cluster, const CostOptions& options) {
+  switch (path) {
+    case Path::kAllReduce: return choice.allreduce;
+    case Path::kAllGather: return var.sparse ? choice.allgather : choice.allreduce;
+    case Path::kPs: {
+      if (choice.ps.feasible) return choice.cost(Path::kPs);
+      ClusterShape one = cluster;
+      one.shards = 1;
+      return PsCost(var, one, options, options.local_aggregation);
+    }
+  }
+  return {};
+}
+
+PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const ClusterShape& cluster,
+                           const CostOptions& options, const std::string& arch,
+                           const std::vector<std::optional<Path>>& overrides) {
+  PlanReport report;
+  report.cluster = cluster;
+  report.arch = arch;
+  Path forced = Path::kAllReduce;
+  const bool is_forced = ParseForced(arch, &forced);
+  for (size_t i = 0; i < vars.size(); ++i) {
+    PlannedRow row;
+    row.var = vars[i];
+    row.choice = ChoosePath(row.var, cluster, options);
+    row.path = row.choice.path;
+    if (i < overrides.size() && overrides[i]) {
+      row.path = *overrides[i];
+      row.note = "[[variable]] in the job file";
+    } else if (is_forced) {
+      row.path = forced;
+      row.note = "arch = \"" + arch + "\"";
+    }
+    if (!row.var.sparse && row.path == Path::kAllGather) row.path = Path::kAllReduce;
+    auto add = [&](PlanBytes* sum, Path p) {
+      const PathCost c = CostOn(row.choice, row.var, p, cluster, options);
+      sum->worker += c.bytes;
+      sum->link += c.link_bytes;
+    };
+    PlanTotals& t = report.totals;
+    add(&t.hybrid, row.path);
+    add(&t.allreduce, Path::kAllReduce);
+    add(&t.allgather, Path::kAllGather);
+    add(&t.ps, Path::kPs);
+    report.rows.push_back(std::move(row));
+  }
+  return report;
+}
+
+std::string FormatPlanReport(const PlanReport& report) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%d workers on %d host(s), %d PS shard(s), arch = \"%s\"\n\n",
+                report.cluster.workers, report.cluster.hosts, report.cluster.shards,
+                report.arch.c_str());
+  out << line;
+  std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n", "variable",
+                "shape", "alpha", "path", "P", "allreduce", "allgather", "ps");
+  out << line;
+  for (const PlannedRow& r : report.rows) {
+    char alpha[32];
+    if (r.var.sparse) {
+      std::snprintf(alpha, sizeof(alpha), "%.4g", r.var.alpha);
+    } else {
+      std::snprintf(alpha, sizeof(alpha), "dense");
+    }
+    const std::string ag =
+        r.choice.allgather.feasible ? Bytes(r.choice.allgather.bytes) : std::string("n/a");
+    std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n",
+                  r.var.name.c_str(), Shape(r.var).c_str(), alpha, PathName(r.path),
+                  r.path == Path::kPs ? std::to_string(r.var.partitions).c_str() : "-",
+                  Bytes(r.choice.allreduce.bytes).c_str(), ag.c_str(),
+                  Bytes(r.choice.cost(Path::kPs).bytes).c_str());
+    out << line;
+    out << "    " << (r.note.empty() ? r.choice.reason : r.note + " (the cost model: " + r.choice.reason + ")")
+        << "\n";
+  }
+  const PlanTotals& t = report.totals;
+  out << "\nbytes per step          this plan  all-reduce only  all-gather only     PS only\n";
+  std::snprintf(line, sizeof(line), "  per worker       %12s %16s %16s %11s\n",
+                Bytes(t.hybrid.worker).c_str(), Bytes(t.allreduce.worker).c_str(),
+                Bytes(t.allgather.worker).c_str(), Bytes(t.ps.worker).c_str());
+  out << line;
+  std::snprintf(line, sizeof(line), "  per host link    %12s %16s %16s %11s\n",
+                Bytes(t.hybrid.link).c_str(), Bytes(t.allreduce.link).c_str(),
+                Bytes(t.allgather.link).c_str(), Bytes(t.ps.link).c_str());
+  out << line;
+  out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
+         " direction of one host's link, its PS shards included; the plan minimises the latter)\n";
+  return out.str();
+}
+
+std::string PlanReportJson(const PlanReport& report) {
+  nlohmann::json vars = nlohmann::json::array();
+  for (const PlannedRow& r : report.rows) {
+    vars.push_back({{"name", r.var.name},
+                    {"kind", r.var.sparse ? "sparse" : "dense"},
+                    {"rows", r.var.rows},
+                    {"dim", r.var.dim},
+                    {"alpha", r.var.alpha},
+                    {"alpha_host", r.var.alpha_host},
+                    {"path", PathName(r.path)},
+                    {"partitions", r.path == Path::kPs ? r.var.partitions : 0},
+                    {"bytes_per_worker",
+                     {{"allreduce", r.choice.allreduce.bytes},
+                      {"allgather", r.choice.allgather.feasible ? nlohmann::json(r.choice.allgather.bytes)
+                                                                : nlohmann::json(nullptr)},
+                      {"ps", r.choice.cost(Path::kPs).bytes}}},
+                    {"reason", r.note.empty() ? r.choice.reason : r.note}});
+  }
+  const PlanTotals& t = report.totals;
+  nlohmann::json doc = {
+      {"workers", report.cluster.workers},
+      {"hosts", report.cluster.hosts},
+      {"shards", report.cluster.shards},
+      {"arch", report.arch},
+      {"variables", vars},
+      {"total_bytes_per_worker",
+       {{"plan", t.hybrid.worker},
+        {"allreduce", t.allreduce.worker},
+        {"allgather", t.allgather.worker},
+        {"ps", t.ps.worker}}},
+      {"total_bytes_per_host_link",
+       {{"plan", t.hybrid.link},
+        {"allreduce", t.allreduce.link},
+        {"allgather", t.allgather.link},
+        {"ps", t.ps.link}}}};
+  return doc.dump(2);
+}
+
+}  // namespace parallax::plan
