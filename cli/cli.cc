@@ -13,6 +13,7 @@
 
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
+#include "cli/plan_view.h"
 #include "cli/run.h"
 #include "core/rpc/agent_client.h"
 #include "core/rpc/coordinator_client.h"
@@ -90,6 +91,8 @@ class Cli {
 
   int Submit();
   int Status_();
+  // The plan of the job's current attempt, when rank 0 has put it.
+  void PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job);
   int Cancel();
   int Agents();
   int Events();
@@ -234,6 +237,7 @@ int Cli::Status_() {
       out_ << "\n";
       PrintTable(out_, trows);
     }
+    PrintPlan(*client, j);
     return kExitOk;
   }
   if (jobs.empty()) {
@@ -249,6 +253,21 @@ int Cli::Status_() {
   }
   PrintTable(out_, rows);
   return kExitOk;
+}
+
+void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
+  if (job.attempt <= 0) return;
+  std::string plan;
+  Status st = client.Call(
+      [&](rpc::CoordinatorClient& c) { c.GetPlan(plan, client.Header(), job.id, job.attempt, 0); });
+  if (!st.ok()) return;  // rank 0 has not put it yet
+  StatusOr<std::vector<std::vector<std::string>>> rows = PlanTableRows(plan);
+  out_ << "\nplan of attempt " << job.attempt << ":\n";
+  if (!rows.ok()) {
+    out_ << "  " << rows.status().message() << "\n";
+    return;
+  }
+  PrintTable(out_, *rows);
 }
 
 int Cli::Cancel() {

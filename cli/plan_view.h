@@ -1,0 +1,20 @@
+// How the CLI shows a job's stored plan (the JSON trainer rank 0 puts with
+// the coordinator; see trainer/job_plan.h for the format).
+#ifndef PARALLAX_CLI_PLAN_VIEW_H_
+#define PARALLAX_CLI_PLAN_VIEW_H_
+
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+
+namespace parallax::cli {
+
+// Rows of a table: a header, then per variable its name, shape, measured
+// α, path, partitions and the planner's reason. INVALID_ARGUMENT for text
+// that is not a plan.
+StatusOr<std::vector<std::vector<std::string>>> PlanTableRows(const std::string& plan_json);
+
+}  // namespace parallax::cli
+
+#endif  // PARALLAX_CLI_PLAN_VIEW_H_
