@@ -91,7 +91,9 @@ class OutFile {
 // already gets the variable id appended.
 std::string FileNameFor(const PlannedVariable& v, std::set<std::string>* taken) {
   std::string base;
-  for (char c : v.name) base += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  for (char c : v.name)
+    base +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
   if (base.empty() || base[0] == '.') base = "var" + std::to_string(v.id);
   std::string name = base + ".npy";
   if (!taken->insert(name).second) {
@@ -176,14 +178,15 @@ Status ExportCheckpoint(CoordinatorClient* coord, const ExportOptions& options, 
     PX_RETURN_IF_ERROR(f.WriteAt(0, header.data(), header.size()));
     if (v.path == VariablePath::kPs) {
       const ps::VariableSpec* spec = plan.ps.FindVariable(v.id);
-      if (!spec) return FailedPrecondition("the checkpoint's plan has no PS spec for \"" + v.name + "\"");
+      if (!spec)
+        return FailedPrecondition("the checkpoint's plan has no PS spec for \"" + v.name + "\"");
       PX_RETURN_IF_ERROR(
           WritePsTable(ckpt.path, *spec, elements, options.chunk_rows, header.size(), &f));
     } else {
       auto it = dense_by_id.find(v.id);
       if (it == dense_by_id.end() || it->second->values.size() != elements) {
-        return FailedPrecondition("\"" + dense_path + "\" holds no variable \"" + v.name + "\" of " +
-                                  std::to_string(elements) + " values");
+        return FailedPrecondition("\"" + dense_path + "\" holds no variable \"" + v.name +
+                                  "\" of " + std::to_string(elements) + " values");
       }
       PX_RETURN_IF_ERROR(f.WriteAt(header.size(), it->second->values.data(), elements * 4));
     }

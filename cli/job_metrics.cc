@@ -15,8 +15,8 @@ StatusOr<std::map<int, rpc::MetricPoint>> Latest(CoordinatorClient* coord, int64
   req.job_id = job_id;
   req.__set_after_step(std::max<int64_t>(-1, newest_step - 1000));
   std::vector<rpc::MetricPoint> points;
-  PX_RETURN_IF_ERROR(coord->Call(
-      [&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
+  PX_RETURN_IF_ERROR(
+      coord->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
   std::map<int, rpc::MetricPoint> latest;  // points come ordered by step
   for (const auto& p : points) {
     if (p.attempt == attempt) latest[p.rank] = p;

@@ -613,7 +613,9 @@ void CoordinatorService::ReportMetrics(const rpc::RequestHeader& header,
     r.loss = p.loss;
     r.throughput = p.throughput;
     if (p.__isset.values) {
-      if (p.values.size() > 64) Throw(rpc::ErrorCode::INVALID_ARGUMENT, "at most 64 values per metric point");
+      if (p.values.size() > 64) {
+        Throw(rpc::ErrorCode::INVALID_ARGUMENT, "at most 64 values per metric point");
+      }
       r.values = std::map<std::string, double>(p.values.begin(), p.values.end());
     }
     records.push_back(r);

@@ -123,7 +123,8 @@ std::string EncodeDenseFile(const std::vector<DenseEntry>& entries) {
   return w.Take();
 }
 
-StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data, const std::string& source) {
+StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data,
+                                                  const std::string& source) {
   Reader r(data, source);
   PX_RETURN_IF_ERROR(r.Header(kDenseMagic, "dense checkpoint file"));
   uint64_t n = 0;
@@ -156,7 +157,7 @@ std::string EncodeRankState(const std::map<std::string, std::string>& blobs) {
 }
 
 StatusOr<std::map<std::string, std::string>> DecodeRankState(std::string_view data,
-                                                              const std::string& source) {
+                                                             const std::string& source) {
   Reader r(data, source);
   PX_RETURN_IF_ERROR(r.Header(kRankMagic, "rank state file"));
   uint64_t n = 0;
@@ -248,16 +249,16 @@ StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, const std::string& m
   return m;
 }
 
-StatusOr<std::vector<CommittedCheckpoint>> ListCommitted(CoordinatorClient* coord,
-                                                         int64_t job_id) {
+StatusOr<std::vector<CommittedCheckpoint>> ListCommitted(CoordinatorClient* coord, int64_t job_id) {
   std::vector<rpc::CheckpointInfo> infos;
-  PX_RETURN_IF_ERROR(coord->Call([&](rpc::CoordinatorClient& c) {
-    c.ListCheckpoints(infos, coord->Header(), job_id);
-  }).WithContext("listing the checkpoints of job " + std::to_string(job_id)));
+  PX_RETURN_IF_ERROR(coord
+                         ->Call([&](rpc::CoordinatorClient& c) {
+                           c.ListCheckpoints(infos, coord->Header(), job_id);
+                         })
+                         .WithContext("listing the checkpoints of job " + std::to_string(job_id)));
   std::vector<CommittedCheckpoint> out;
   for (const auto& i : infos) out.push_back({i.step, i.attempt, i.path, i.manifest_sha256});
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.step > b.step; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
   return out;
 }
 
@@ -373,8 +374,7 @@ std::string Checkpointer::Key(const std::string& what) const {
 
 Status Checkpointer::Write(int64_t step, const std::string& plan_json,
                            const std::vector<DenseEntry>& dense,
-                           const std::map<std::string, std::string>& rank_state,
-                           ps::PsClient* ps) {
+                           const std::map<std::string, std::string>& rank_state, ps::PsClient* ps) {
   const std::string dir = StepCheckpointDir(options_.root, options_.job_id, step);
   const std::string where = "checkpoint of step " + std::to_string(step) + " in \"" + dir + "\"";
   PX_RETURN_IF_ERROR(MakeDirectories(dir).WithContext(where));
@@ -437,9 +437,9 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
   info.step = step;
   info.path = dir;
   info.manifest_sha256 = Sha256Hex(manifest);
-  PX_RETURN_IF_ERROR(coord_->Call([&](rpc::CoordinatorClient& c) {
-    c.CommitCheckpoint(coord_->Header(), info);
-  }).WithContext("committing the " + where));
+  PX_RETURN_IF_ERROR(
+      coord_->Call([&](rpc::CoordinatorClient& c) { c.CommitCheckpoint(coord_->Header(), info); })
+          .WithContext("committing the " + where));
   PX_LOG(INFO) << "job " << options_.job_id << ": checkpoint of step " << step << " committed ("
                << dir << ")";
   auto committed = ListCommitted(coord_, options_.job_id);
@@ -470,8 +470,9 @@ StatusOr<std::optional<Checkpointer::ResumePoint>> Checkpointer::FindResumePoint
   } else {
     auto got = coord_->KvGet({key}, options_.timeout_ms);
     if (!got.ok()) {
-      return got.status().WithContext("rank " + std::to_string(options_.rank) +
-                                      " waiting for rank 0 to choose the checkpoint to resume from");
+      return got.status().WithContext(
+          "rank " + std::to_string(options_.rank) +
+          " waiting for rank 0 to choose the checkpoint to resume from");
     }
     const std::string& v = (*got)[0];
     if (v != "none") {

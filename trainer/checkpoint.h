@@ -60,7 +60,7 @@ StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data, const s
 // rank-<r>.state: magic "PXRS", format 1, (name, bytes) pairs.
 std::string EncodeRankState(const std::map<std::string, std::string>& blobs);
 StatusOr<std::map<std::string, std::string>> DecodeRankState(std::string_view data,
-                                                              const std::string& source);
+                                                             const std::string& source);
 
 struct ManifestFile {
   std::string name;  // relative to the step directory

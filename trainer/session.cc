@@ -420,7 +420,9 @@ Status SessionImpl::Start() {
   checkpointer_ = std::make_unique<trainer::Checkpointer>(CheckpointOptions(), coord_.get());
   {
     auto rp = checkpointer_->FindResumePoint();
-    if (!rp.ok()) return rp.status().WithContext("rank " + std::to_string(options_.rank) + " resuming");
+    if (!rp.ok()) {
+      return rp.status().WithContext("rank " + std::to_string(options_.rank) + " resuming");
+    }
     if (*rp) PX_RETURN_IF_ERROR(RestoreCheckpoint(**rp));
   }
   const int64_t rdv_ms = options_.rendezvous_timeout.count();
@@ -467,7 +469,9 @@ Status SessionImpl::Start() {
       if (options_.rank == 0) {
         PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(resume_dir_));
         Status st = ps_->Wait(t, StepDeadline());
-        if (!st.ok()) return st.WithContext("PS shards loading the checkpoint \"" + resume_dir_ + "\"");
+        if (!st.ok()) {
+          return st.WithContext("PS shards loading the checkpoint \"" + resume_dir_ + "\"");
+        }
       }
       if (comm_) {
         Status st = comm_->Barrier(StepDeadline());

@@ -116,8 +116,8 @@ TEST_F(CheckpointFilesTest, PruneKeepsTheNewestCommittedAndAnythingNewer) {
   for (int64_t s : {10, 20, 30, 40}) WriteCheckpoint(s);
   ASSERT_TRUE(MakeDirectories(StepCheckpointDir(dir_.path(), 7, 15)).ok());  // half-written
   ASSERT_TRUE(MakeDirectories(StepCheckpointDir(dir_.path(), 7, 50)).ok());  // in progress
-  std::vector<CommittedCheckpoint> committed = {{40, 1, "", ""}, {30, 1, "", ""}, {20, 1, "", ""},
-                                                {10, 1, "", ""}};
+  std::vector<CommittedCheckpoint> committed = {
+      {40, 1, "", ""}, {30, 1, "", ""}, {20, 1, "", ""}, {10, 1, "", ""}};
   PruneCheckpoints(dir_.path(), 7, committed, 2);
   for (int64_t s : {10, 15, 20})
     EXPECT_FALSE(std::filesystem::exists(StepCheckpointDir(dir_.path(), 7, s))) << s;

@@ -104,7 +104,9 @@ class ResumeTest : public ::testing::Test {
         dir_.File("agent-a.log"));
   }
 
-  std::string Log(const std::string& name) { return "---- " + name + "\n" + ReadAll(dir_.File(name)); }
+  std::string Log(const std::string& name) {
+    return "---- " + name + "\n" + ReadAll(dir_.File(name));
+  }
 
   RunResult Cli(std::vector<std::string> args) {
     std::vector<std::string> argv = {kBin + "/parallax", "--coordinator", address_};
@@ -186,7 +188,8 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
   for (const char* step : {"step-20", "step-30"}) {
     for (const char* file : {"MANIFEST.json", "dense.pxck", "rank-0.state", "rank-1.state",
                              "var0-part0.pxps", "var0-part1.pxps"}) {
-      EXPECT_TRUE(std::filesystem::exists(job_dir + "/" + step + "/" + file)) << step << "/" << file;
+      EXPECT_TRUE(std::filesystem::exists(job_dir + "/" + step + "/" + file))
+          << step << "/" << file;
     }
   }
 
@@ -219,7 +222,8 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
   EXPECT_NE(pruned.err.find("step-10"), std::string::npos) << pruned.err;
   // A corrupt newest checkpoint is skipped for the one before it.
   {
-    std::fstream f(job_dir + "/step-30/dense.pxck", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(job_dir + "/step-30/dense.pxck",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(20);
     f.put('\x7f');
   }
