@@ -116,17 +116,22 @@ class ResumeTest : public ::testing::Test {
 
   // Submits the tiny job; `crash` makes rank 1 exit after step 15 on
   // attempt 1. Returns the job id.
-  std::string Submit(const std::string& tag, bool crash) {
+  // `arch` other than hybrid runs without PS shards; `optimizer` is the
+  // dense and sparse one (momentum/adam carry worker-side state).
+  std::string Submit(const std::string& tag, bool crash, const std::string& arch = "hybrid",
+                     const std::string& dense = "sgd", const std::string& sparse = "adagrad") {
     const std::string path = dir_.File(tag + ".toml");
     std::ofstream f(path);
-    f << "[job]\nname = \"" << tag << "\"\nworkers = 2\nmax_restarts = " << (crash ? 1 : 0)
+    f << "[job]\nname = \"" << tag << "\"\nworkers = 2\narch = \"" << arch
+      << "\"\nmax_restarts = " << (crash ? 1 : 0)
       << "\n[trainer]\ncommand = [\"" << kBin << "/trainer_test_rank\", \""
       << dir_.File(tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
       << "checkpoint_every = 10\ncheckpoint_dir = \"" << dir_.File("ckpt") << "\"\n"
       << "keep_checkpoints = 2\nmetrics_every = 5\n";
     if (crash) f << "[trainer.env]\nTINY_EXIT_AT_STEP = \"15\"\nTINY_EXIT_RANK = \"1\"\n";
-    f << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
-      << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n[ps]\nshards = 2\n";
+    f << "[optimizer.dense]\ntype = \"" << dense << "\"\nlr = 0.1\n"
+      << "[optimizer.sparse]\ntype = \"" << sparse << "\"\nlr = 0.1\n";
+    if (arch == "hybrid") f << "[ps]\nshards = 2\n";
     f.close();
     RunResult r = Cli({"submit", path});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -254,6 +259,35 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
   }
   RunResult text = Cli({"status", clean});
   EXPECT_NE(text.out.find("PS PUSH S/R"), std::string::npos) << text.out;
+}
+
+// The all-gather path keeps a replica of the table on every rank: rank 0
+// writes it with the worker-side Adam and momentum state (per-row steps
+// included) into dense.pxck, and every rank restores it.
+TEST_F(ResumeTest, AllGatherWithAdamResumesToTheSameModel) {
+  const std::string crashed = Submit("ag-crashed", true, "allgather", "momentum", "adam");
+  ASSERT_FALSE(crashed.empty());
+  EXPECT_EQ(WaitFor(crashed, "SUCCEEDED")["attempt"], 2);
+  const std::string clean = Submit("ag-clean", false, "allgather", "momentum", "adam");
+  ASSERT_FALSE(clean.empty());
+  WaitFor(clean, "SUCCEEDED");
+  for (int r = 0; r < 2; ++r) {
+    Model a = ReadModel(dir_.File("ag-crashed-rank" + std::to_string(r) + ".out"));
+    Model b = ReadModel(dir_.File("ag-clean-rank" + std::to_string(r) + ".out"));
+    ASSERT_EQ(a["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
+    EXPECT_EQ(a["resumed"], std::vector<float>{10.0f}) << "rank " << r;
+    EXPECT_EQ(a["w"], b["w"]) << "rank " << r;
+    EXPECT_EQ(a["emb"], b["emb"]) << "rank " << r;
+  }
+  const std::string out = dir_.File("ag-export");
+  RunResult e = Cli({"export", crashed, "--out", out});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  ASSERT_TRUE(ReadNpy(out + "/emb.npy", &shape, &data));
+  EXPECT_EQ(data, ReadModel(dir_.File("ag-crashed-rank0.out"))["emb"]);
+  EXPECT_EQ(nlohmann::json::parse(ReadAll(out + "/manifest.json"))["variables"][0]["path"],
+            "allgather");
 }
 
 }  // namespace
