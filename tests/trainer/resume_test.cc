@@ -257,7 +257,9 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
     EXPECT_GE(v["compute_ms"].get<double>(), 0.0);
     EXPECT_EQ(v["steps"], 5.0) << p.dump();
   }
+  RecordProperty("metrics", metrics.dump());
   RunResult text = Cli({"status", clean});
+  RecordProperty("status_text", text.out);
   EXPECT_NE(text.out.find("PS PUSH S/R"), std::string::npos) << text.out;
 }
 
