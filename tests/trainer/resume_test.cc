@@ -21,7 +21,8 @@
 
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
-#include "tests/trainer/tiny_model.h"
+#include "core/rpc/coordinator_client.h"
+#include "tests/trainer/tiny_trainer.h"
 
 namespace parallax {
 namespace {
@@ -290,6 +291,96 @@ TEST_F(ResumeTest, AllGatherWithAdamResumesToTheSameModel) {
   EXPECT_EQ(data, ReadModel(dir_.File("ag-crashed-rank0.out"))["emb"]);
   EXPECT_EQ(nlohmann::json::parse(ReadAll(out + "/manifest.json"))["variables"][0]["path"],
             "allgather");
+}
+
+// In-process ranks (one here) under a real coordinator and no agent: a
+// committed checkpoint whose files no longer match its manifest is skipped
+// for the one before it, and training from there ends where the first run
+// ended.
+class CheckpointFallbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
+                                 dir_.File("state.db"), "--port-file", dir_.File("port")},
+        dir_.File("coordinator.log"));
+    const std::string port =
+        testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
+    ASSERT_FALSE(port.empty()) << ReadAll(dir_.File("coordinator.log"));
+    address_ = "127.0.0.1:" + port;
+  }
+
+  SessionOptions Options(int64_t job, int attempt) {
+    SessionOptions o;
+    o.job_id = job;
+    o.attempt = attempt;
+    o.coordinator = address_;
+    o.arch = "allgather";
+    o.dense_optimizer.type = "momentum";
+    o.dense_optimizer.lr = 0.1;
+    o.sparse_optimizer.type = "adagrad";
+    o.sparse_optimizer.lr = 0.1;
+    o.checkpoint_dir = dir_.File("ckpt");
+    o.checkpoint_every = 5;
+    o.keep_checkpoints = 10;
+    return o;
+  }
+
+  // Trains until step 20; returns w and emb after it.
+  void Train(const SessionOptions& o, std::optional<int64_t>* resumed, int64_t* first_position,
+             Model* out) {
+    auto session = Session::Create(o);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    int emb = -1, w = -1;
+    ASSERT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
+    testing::TinyReader reader;
+    ASSERT_TRUE(testing::RegisterTinyReader(session->get(), &reader).ok());
+    Status started = (*session)->Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
+    *resumed = (*session)->resumed_from();
+    *first_position = reader.position;
+    Status trained = testing::TrainTiny(session->get(), emb, w, 20, 16, false, &reader);
+    ASSERT_TRUE(trained.ok()) << trained.ToString();
+    auto wv = (*session)->Dense(w);
+    ASSERT_TRUE(wv.ok());
+    (*out)["w"].assign(wv->begin(), wv->end());
+    ASSERT_TRUE((*session)->ReadSparse(emb, 0, TinyModel::kRows, &(*out)["emb"]).ok());
+  }
+
+  testing::TempDir dir_;
+  std::string address_;
+  std::unique_ptr<ChildProcess> coordinator_;
+};
+
+TEST_F(CheckpointFallbackTest, ResumeSkipsACorruptNewestCheckpoint) {
+  CoordinatorClientOptions co;
+  co.address = address_;
+  auto coord = CoordinatorClient::Connect(co);
+  ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+  // A job no agent runs: the ranks are this test's sessions.
+  auto job = (*coord)->SubmitJob(
+      "[job]\nname = \"fallback\"\n[trainer]\ncommand = [\"./none\"]\n", dir_.File("j.toml"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+
+  std::optional<int64_t> resumed;
+  int64_t position = -1;
+  Model first, second;
+  ASSERT_NO_FATAL_FAILURE(Train(Options(job->id, 1), &resumed, &position, &first));
+  EXPECT_FALSE(resumed.has_value());
+  EXPECT_EQ(position, 0);
+
+  // Step 20 is committed, but one byte of its rank state changed.
+  const std::string step20 = dir_.File("ckpt/job-" + std::to_string(job->id) + "/step-20");
+  {
+    std::fstream f(step20 + "/rank-0.state", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('9');
+  }
+  ASSERT_NO_FATAL_FAILURE(Train(Options(job->id, 2), &resumed, &position, &second));
+  EXPECT_EQ(resumed, std::optional<int64_t>(15));
+  EXPECT_EQ(position, 15);  // the reader's position came back with it
+  EXPECT_EQ(second["w"], first["w"]);
+  EXPECT_EQ(second["emb"], first["emb"]);
 }
 
 }  // namespace
