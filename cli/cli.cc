@@ -121,6 +121,7 @@ class Cli {
   std::string state_dir_ = ".parallax";
   int64_t export_step_ = -1;
   std::string export_out_;
+  int64_t export_chunk_rows_ = 65536;
 };
 
 std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
@@ -273,6 +274,7 @@ int Cli::Export() {
   o.job_id = job_id_;
   if (export_step_ >= 0) o.step = export_step_;
   o.out_dir = export_out_;
+  o.chunk_rows = export_chunk_rows_;
   Status st = ExportCheckpoint(client.get(), o, out_);
   return st.ok() ? kExitOk : Report(st);
 }
@@ -537,6 +539,10 @@ int Cli::Run(const std::vector<std::string>& args) {
   exp->add_option("--checkpoint", export_step_, "step of the checkpoint (default: the newest)")
       ->check(CLI::NonNegativeNumber);
   exp->add_option("--out", export_out_, "output directory (created)")->required();
+  exp->add_option("--chunk-rows", export_chunk_rows_,
+                  "rows of a PS table held in memory at a time")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   exp->callback([&] { result = Export(); });
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed

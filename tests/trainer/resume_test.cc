@@ -201,7 +201,8 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
 
   // Export of the newest checkpoint (step 30) = what the ranks ended with.
   const std::string out = dir_.File("export");
-  RunResult e = Cli({"export", crashed, "--out", out});
+  // 7 rows at a time: the 100-row table is filled and streamed in chunks.
+  RunResult e = Cli({"export", crashed, "--out", out, "--chunk-rows", "7"});
   ASSERT_EQ(e.exit_code, 0) << e.err;
   Model final_model = ReadModel(dir_.File("crashed-rank0.out"));
   std::vector<int64_t> shape;
