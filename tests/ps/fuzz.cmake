@@ -6,6 +6,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/ps/wire.cc
     ${src}/core/ps/plan.cc
     ${src}/core/ps/initializer.cc
+    ${src}/core/ps/partition_file.cc
     ${src}/ps/shard_core.cc
     ${src}/ps/variable_table.cc
     ${src}/core/optim/optimizer.cc
@@ -13,4 +14,5 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/base/status.cc
   DEPENDS
     ${src}/schemas/ps_wire.h ${src}/core/ps/wire.h ${src}/core/ps/plan.h
-    ${src}/ps/shard_core.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h)
+    ${src}/ps/shard_core.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h
+    ${src}/core/ps/partition_file.h)

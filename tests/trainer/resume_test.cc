@@ -120,11 +120,13 @@ class ResumeTest : public ::testing::Test {
   // `arch` other than hybrid runs without PS shards; `optimizer` is the
   // dense and sparse one (momentum/adam carry worker-side state).
   std::string Submit(const std::string& tag, bool crash, const std::string& arch = "hybrid",
-                     const std::string& dense = "sgd", const std::string& sparse = "adagrad") {
+                     const std::string& dense = "sgd", const std::string& sparse = "adagrad",
+                     const std::string& job_extra = "") {
     const std::string path = dir_.File(tag + ".toml");
     std::ofstream f(path);
     f << "[job]\nname = \"" << tag << "\"\nworkers = 2\narch = \"" << arch
-      << "\"\nmax_restarts = " << (crash ? 1 : 0)
+      << "\"\nmax_restarts = " << (crash ? 1 : 0) << "\n"
+      << job_extra
       << "\n[trainer]\ncommand = [\"" << kBin << "/trainer_test_rank\", \""
       << dir_.File(tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
       << "checkpoint_every = 10\ncheckpoint_dir = \"" << dir_.File("ckpt") << "\"\n"
@@ -263,6 +265,21 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
   RunResult text = Cli({"status", clean});
   RecordProperty("status_text", text.out);
   EXPECT_NE(text.out.find("PS PUSH S/R"), std::string::npos) << text.out;
+}
+
+// Under ssp the shards' clocks start over after a LOAD; every resumed rank
+// tells them where it is, so the resumed attempt's pulls are not held
+// forever. (ssp is not deterministic: only completion is checked.)
+TEST_F(ResumeTest, SspJobResumesAndFinishes) {
+  const std::string id =
+      Submit("ssp", true, "hybrid", "sgd", "adagrad", "consistency = \"ssp\"\nstaleness = 2\n");
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(WaitFor(id, "SUCCEEDED")["attempt"], 2);
+  for (int r = 0; r < 2; ++r) {
+    Model a = ReadModel(dir_.File("ssp-rank" + std::to_string(r) + ".out"));
+    EXPECT_EQ(a["resumed"], std::vector<float>{10.0f}) << "rank " << r;
+    EXPECT_EQ(a["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
+  }
 }
 
 // The all-gather path keeps a replica of the table on every rank: rank 0
