@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/exec_policy.h"
 #include "agent/task_env.h"
 #include "agent/task_log.h"
 #include "core/base/logging.h"
@@ -254,6 +255,33 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   LaunchSpec spec;
   spec.env = BuildTaskEnv(a, context, options_.inherited_env, &ignored);
   spec.argv = ResolveCommand(a, options_.bin_dir);
+  if (!options_.allow_exec.empty()) {
+    std::string path_env;
+    for (const std::string& e : spec.env) {
+      if (e.rfind("PATH=", 0) == 0) path_env = e.substr(5);
+    }
+    StatusOr<std::string> program =
+        ResolveAllowedExecutable(spec.argv[0], options_.allow_exec, path_env);
+    if (program.status().code() == StatusCode::kPermissionDenied) {
+      // Not executed: a final report, like a program that could not run (126).
+      PX_LOG(WARNING) << DescribeTask(a.key) << ": " << program.status().message();
+      AppendToLog(dir, program.status().message());
+      ended_.insert(name);
+      rpc::TaskReport report;
+      report.key = a.key;
+      report.state = rpc::TaskState::EXITED;
+      report.__set_exit_code(126);
+      report.__set_message(program.status().message());
+      SaveResult(dir, report);
+      QueueReport(std::move(report));
+      return;
+    }
+    if (!program.ok()) {
+      AppendToLog(dir, program.status().message());
+      return lost(program.status().message());
+    }
+    spec.argv[0] = *program;  // execute exactly what was checked
+  }
   spec.cwd = dir;
   spec.log_path = TaskLogPath(dir);
   spec.die_with_parent = options_.stop_tasks_on_exit;

@@ -44,8 +44,17 @@ struct ServiceOptions {
   int64_t heartbeat_flush_ms = 1'000;
   // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
   size_t max_job_text_bytes = 1 << 20;
-  size_t max_kv_value_bytes = 1 << 20;
+  size_t max_kv_value_bytes = 1 << 20;  // --max-kv-value-bytes
   size_t max_plan_bytes = 16 << 20;
+  // Count limits, so a client cannot fill the database or the scheduler:
+  // a submit (or resume) past max_active_jobs PENDING/PLACING/RUNNING jobs,
+  // and a new key past max_kv_entries_per_job keys under "job/<id>/" or
+  // max_kv_entries keys in all, is FAILED_PRECONDITION naming the flag that
+  // raises it. Checked before the write, so concurrent requests may overshoot
+  // by the number of connections. 0: no limit.
+  int64_t max_active_jobs = 1'000;          // --max-active-jobs
+  int64_t max_kv_entries_per_job = 100'000;  // --max-kv-entries-per-job
+  int64_t max_kv_entries = 1'000'000;        // --max-kv-entries
 };
 
 class CoordinatorService : public rpc::CoordinatorIf {
@@ -125,6 +134,11 @@ class CoordinatorService : public rpc::CoordinatorIf {
   void CheckAttempt(int64_t job_id, int attempt);
   // Applies CheckAttempt to rendezvous keys "job/<id>/<attempt>/...".
   void CheckKey(const std::string& key);
+  // Throws FAILED_PRECONDITION when `key` is new and the key-value limits
+  // are reached.
+  void CheckKvRoom(const std::string& key);
+  // Throws FAILED_PRECONDITION when max_active_jobs jobs are live.
+  void CheckJobRoom();
 
   // Constant after construction.
   StateStore* const store_;
