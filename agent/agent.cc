@@ -26,6 +26,19 @@ constexpr char kPidFile[] = "pid";
 constexpr char kResultFile[] = "result";
 constexpr char kAdoptedMessage[] = "exit status unknown (task adopted after an agent restart)";
 
+// `text` with every occurrence of `secret` replaced: a task that prints its
+// PARALLAX_TOKEN must not get it into the coordinator's database through
+// the log lines attached to its final report.
+std::string Redact(std::string text, const std::string& secret) {
+  if (secret.empty()) return text;
+  const std::string mark = "[secret redacted]";
+  for (size_t at = text.find(secret); at != std::string::npos;
+       at = text.find(secret, at + mark.size())) {
+    text.replace(at, secret.size(), mark);
+  }
+  return text;
+}
+
 bool IsFatalRegistrationError(const Status& s) {
   switch (s.code()) {
     case StatusCode::kAlreadyExists:
@@ -372,7 +385,7 @@ void Agent::Tick() {
       // What is left of a stopped task's group (children that ignored
       // SIGTERM) goes with it.
       if (task.stopping) launcher_->SignalGroup(task.pid, SIGKILL);
-      std::string tail = TaskLogTail(task.dir);
+      std::string tail = Redact(TaskLogTail(task.dir), options_.token);
       if (!tail.empty()) {
         report.__set_message(report.__isset.message ? report.message + "\n" + tail : tail);
       }

@@ -108,11 +108,12 @@ class SecurityTest : public ::testing::Test {
     return RunProcess(argv, {}, 30'000);
   }
 
-  std::string WriteJob(const std::string& command, const std::string& name = "job.toml") {
+  std::string WriteJob(const std::string& command, const std::string& name = "job.toml",
+                       const std::string& behavior = "exit:0") {
     std::string path = dir_.File(name);
     std::ofstream(path) << "[job]\nname = \"sec\"\nworkers = 1\narch = \"allreduce\"\n"
                         << "[trainer]\ncommand = [\"" << command << "\"]\n"
-                        << "[trainer.env]\nPX_TEST_BEHAVIOR = \"exit:0\"\n"
+                        << "[trainer.env]\nPX_TEST_BEHAVIOR = \"" << behavior << "\"\n"
                         << "PX_TEST_MARK = \"" << marker_.substr(marker_.find('=') + 1) << "\"\n";
     return path;
   }
@@ -212,7 +213,7 @@ TEST_F(SecurityTest, AWrongOrMissingSecretIsRefusedAndStoresNothing) {
 
 TEST_F(SecurityTest, ASecretFileOthersCanReadIsRefusedByEveryBinary) {
   chmod(secret_file_.c_str(), 0644);
-  for (const std::string& bin : {"parallax-coordinator", "parallax-agent", "parallax"}) {
+  for (std::string bin : {"parallax-coordinator", "parallax-agent", "parallax"}) {
     std::vector<std::string> argv = {kBin + "/" + bin, "--secret-file", secret_file_};
     if (bin == "parallax-agent") {
       argv.insert(argv.end(), {"--coordinator", "127.0.0.1:1", "--name", "x", "--workdir",
@@ -236,6 +237,17 @@ TEST_F(SecurityTest, TheSecretIsInNoLogAndNotInTheDatabase) {
   WaitFor(LastLine(r.out), "SUCCEEDED");
   RunResult logs = Cli({"logs", LastLine(r.out)});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_NE(logs.out.find("PARALLAX_TOKEN=(set)"), std::string::npos) << logs.out;
+  // A task that prints its secret: its own log has it (the agent cannot stop
+  // that), but the log lines the agent reports to the coordinator do not.
+  RunResult leak = Cli({"submit", WriteJob(kBin + "/px_test_task", "leak.toml", "leak_token,exit:3")});
+  ASSERT_EQ(leak.exit_code, 0) << leak.err;
+  nlohmann::json failed = WaitFor(LastLine(leak.out), "FAILED");
+  EXPECT_NE(failed.value("reason", "").find("my secret is [secret redacted]"), std::string::npos)
+      << failed.dump();
+  const std::string leaked_log =
+      dir_.File("agent/tasks/" + LastLine(leak.out) + "-1-trainer-0/task.log");
+  EXPECT_NE(ReadAll(leaked_log).find(secret_), std::string::npos) << "leak_token did not leak";
   agent_.reset();
   coordinator_->Signal(SIGTERM);
   coordinator_->Wait(20'000);
@@ -244,7 +256,10 @@ TEST_F(SecurityTest, TheSecretIsInNoLogAndNotInTheDatabase) {
   int files = 0;
   bool saw_db = false, saw_task_log = false;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_.path())) {
-    if (!entry.is_regular_file() || entry.path() == secret_file_) continue;
+    if (!entry.is_regular_file() || entry.path() == secret_file_ ||
+        entry.path() == leaked_log) {
+      continue;
+    }
     ++files;
     saw_db |= entry.path().filename() == "state.db";
     saw_task_log |= entry.path().filename() == "task.log";
