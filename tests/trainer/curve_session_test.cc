@@ -1,0 +1,114 @@
+// The Session API over a CURVE-protected PS: a real parallax-coordinator with
+// a secret file and a real parallax-ps started with PARALLAX_TOKEN (so its
+// socket is a CURVE server admitting only published client keys). One
+// in-process rank trains the tiny model (async, arch "ps") and must match the
+// one-process reference, as it does without CURVE.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/rpc/coordinator_client.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/trainer/tiny_trainer.h"
+
+namespace parallax {
+namespace {
+
+using testing::ChildProcess;
+using testing::TinyModel;
+
+constexpr char kSecret[] = "curve-session-secret";
+constexpr int kSteps = 30;
+constexpr int kBatch = 64;
+
+std::string BinDir() {
+  const char* env = std::getenv("PARALLAX_BIN_DIR");
+  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CurveSessionTest, AsyncPsTrainingOverCurveMatchesTheReference) {
+  parallax::testing::TempDir dir;
+  const std::string secret_file = dir.File("secret");
+  std::ofstream(secret_file) << kSecret << "\n";
+  chmod(secret_file.c_str(), 0600);
+  ChildProcess coordinator({BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
+                            dir.File("state.db"), "--port-file", dir.File("port"),
+                            "--secret-file", secret_file},
+                           dir.File("coordinator.log"));
+  const std::string port = parallax::testing::WaitForFileWord(dir.File("port"), 20'000, &coordinator);
+  ASSERT_FALSE(port.empty()) << ReadAll(dir.File("coordinator.log"));
+  CoordinatorClientOptions co;
+  co.address = "127.0.0.1:" + port;
+  co.auth_token = kSecret;
+  auto coord = CoordinatorClient::Connect(co);
+  ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+  const std::string job_file = dir.File("job.toml");
+  const std::string text =
+      "[job]\nname = \"curve\"\nworkers = 1\narch = \"ps\"\nconsistency = \"async\"\n"
+      "[trainer]\ncommand = [\"./x\"]\n[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
+      "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n[ps]\nshards = 1\n";
+  std::ofstream(job_file) << text;
+  auto job = (*coord)->SubmitJob(text, job_file);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+
+  ChildProcess shard({BinDir() + "/parallax-ps"}, dir.File("shard.log"),
+                     {"PARALLAX_JOB_ID=" + std::to_string(job->id), "PARALLAX_ATTEMPT=1",
+                      "PARALLAX_WORLD_SIZE=1", "PARALLAX_NUM_SHARDS=1", "PARALLAX_SHARD=0",
+                      "PARALLAX_ROLE=ps", "PARALLAX_COORDINATOR=127.0.0.1:" + port,
+                      "PARALLAX_BIND_ADDR=127.0.0.1", "PARALLAX_JOB_FILE=" + job_file,
+                      std::string("PARALLAX_TOKEN=") + kSecret});
+  SessionOptions o;
+  o.job_id = job->id;
+  o.coordinator = "127.0.0.1:" + port;
+  o.token = kSecret;
+  o.num_shards = 1;
+  o.arch = "ps";
+  o.consistency = "async";
+  o.dense_optimizer.type = "sgd";
+  o.dense_optimizer.lr = 0.1;
+  o.sparse_optimizer.type = "adagrad";
+  o.sparse_optimizer.lr = 0.1;
+  o.plan_timeout = o.rendezvous_timeout = o.step_timeout = std::chrono::milliseconds(30'000);
+  auto session = Session::Create(o);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  int emb = -1, w = -1;
+  ASSERT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
+  Status started = (*session)->Start();
+  ASSERT_TRUE(started.ok()) << started.ToString() << ReadAll(dir.File("shard.log"));
+  Status trained = testing::TrainTiny(session->get(), emb, w, kSteps, kBatch, false);
+  ASSERT_TRUE(trained.ok()) << trained.ToString();
+  optim::OptimizerSpec sgd, adagrad;
+  sgd.lr = adagrad.lr = 0.1f;
+  adagrad.type = optim::OptimizerType::kAdagrad;
+  adagrad.initial_accumulator = 0.1f;
+  testing::TinyResult ref = testing::TrainTinyReference(sgd, adagrad, kSteps, kBatch);
+  auto wv = (*session)->Dense(w);
+  ASSERT_TRUE(wv.ok());
+  std::vector<float> table;
+  ASSERT_TRUE((*session)->ReadSparse(emb, 0, TinyModel::kRows, &table).ok());
+  EXPECT_LT(testing::RelativeDifference({wv->begin(), wv->end()}, ref.w), 1e-5);
+  EXPECT_LT(testing::RelativeDifference(table, ref.emb), 1e-5);
+  // The shard ran with CURVE, and this rank's key was published for the job.
+  EXPECT_NE(ReadAll(dir.File("shard.log")).find("with CURVE"), std::string::npos)
+      << ReadAll(dir.File("shard.log"));
+  session->reset();
+  shard.Signal(SIGTERM);
+  EXPECT_NE(shard.Wait(10'000), -1);
+}
+
+}  // namespace
+}  // namespace parallax
