@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
                  "rendezvous keys per job (under job/<id>/) at most (0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-kv-entries", service_options.max_kv_entries,
-                 "rendezvous keys in all at most (0: no limit)")
+  app.add_option("--max-kv-global-entries", service_options.max_kv_global_entries,
+                 "rendezvous keys outside any job's job/<id>/ prefix at most (0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-kv-value-bytes", service_options.max_kv_value_bytes,

@@ -114,28 +114,39 @@ void CoordinatorService::CheckKey(const std::string& key) {
   if (std::stoi(attempt) < job->attempt) CheckAttempt(job->id, std::stoi(attempt));
 }
 
-void CoordinatorService::CheckKvRoom(const std::string& key) {
-  if (options_.max_kv_entries_per_job <= 0 && options_.max_kv_entries <= 0) return;
-  if (ValueOrThrow(store_->KvGet(key)).has_value()) return;  // a replacement adds nothing
-  if (options_.max_kv_entries_per_job > 0 && key.rfind("job/", 0) == 0) {
-    size_t slash = key.find('/', 4);
-    if (slash != std::string::npos) {
-      std::string prefix = key.substr(0, slash + 1);
-      if (ValueOrThrow(store_->KvCount(prefix)) >= options_.max_kv_entries_per_job) {
-        Throw(rpc::ErrorCode::FAILED_PRECONDITION,
-              "key-value limit reached: \"" + prefix + "\" already holds " +
-                  std::to_string(options_.max_kv_entries_per_job) +
-                  " keys; raise the coordinator's --max-kv-entries-per-job if the job needs more");
-      }
+namespace {
+// "job/<id>/" for a key under a job's prefix, else "".
+std::string JobPrefix(const std::string& key) {
+  if (key.rfind("job/", 0) != 0) return "";
+  size_t slash = key.find('/', 4);
+  return slash == std::string::npos ? "" : key.substr(0, slash + 1);
+}
+}  // namespace
+
+bool CoordinatorService::CheckKvRoom(const std::string& key) {
+  if (options_.max_kv_entries_per_job <= 0 && options_.max_kv_global_entries <= 0) {
+    return false;
+  }
+  if (ValueOrThrow(store_->KvGet(key)).has_value()) return false;  // a replacement adds nothing
+  const std::string prefix = JobPrefix(key);
+  if (!prefix.empty()) {
+    if (options_.max_kv_entries_per_job > 0 &&
+        ValueOrThrow(store_->KvCount(prefix)) >= options_.max_kv_entries_per_job) {
+      Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+            "key-value limit reached: \"" + prefix + "\" already holds " +
+                std::to_string(options_.max_kv_entries_per_job) +
+                " keys; raise the coordinator's --max-kv-entries-per-job if the job needs more");
     }
+    return false;
   }
-  if (options_.max_kv_entries > 0 &&
-      ValueOrThrow(store_->KvCount("")) >= options_.max_kv_entries) {
+  if (options_.max_kv_global_entries > 0 &&
+      global_kv_keys_.load() >= options_.max_kv_global_entries) {
     Throw(rpc::ErrorCode::FAILED_PRECONDITION,
-          "key-value limit reached: the store already holds " +
-              std::to_string(options_.max_kv_entries) +
-              " keys; raise the coordinator's --max-kv-entries");
+          "key-value limit reached: " + std::to_string(options_.max_kv_global_entries) +
+              " keys outside any job's \"job/<id>/\" prefix are stored; use job keys, or "
+              "raise the coordinator's --max-kv-global-entries");
   }
+  return true;
 }
 
 void CoordinatorService::CheckJobRoom() {
@@ -161,6 +172,9 @@ Status CoordinatorService::Init() {
   // then no task is placed on them, and after agent_timeout_ms of silence
   // their tasks are lost.
   PX_RETURN_IF_ERROR(store_->ListAgents().status());
+  PX_ASSIGN_OR_RETURN(int64_t all_keys, store_->KvCount(""));
+  PX_ASSIGN_OR_RETURN(int64_t job_keys, store_->KvCount("job/"));
+  global_kv_keys_ = all_keys - job_keys;
   return Status::Ok();
 }
 
@@ -584,8 +598,9 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
               " bytes; raise the coordinator's --max-kv-value-bytes if this is expected");
   }
   CheckKey(request.key);
-  CheckKvRoom(request.key);
+  bool new_global = CheckKvRoom(request.key);
   ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
+  if (new_global) ++global_kv_keys_;
   NotifyWaiters();
 }
 
@@ -628,8 +643,9 @@ int64_t CoordinatorService::KvAdd(const rpc::RequestHeader& header,
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
   }
   CheckKey(request.key);
-  CheckKvRoom(request.key);
+  bool new_global = CheckKvRoom(request.key);
   int64_t v = ValueOrThrow(store_->KvAdd(request.key, request.delta, clock_->NowMillis()));
+  if (new_global) ++global_kv_keys_;
   NotifyWaiters();
   return v;
 }

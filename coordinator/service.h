@@ -16,6 +16,7 @@
 #ifndef PARALLAX_COORDINATOR_SERVICE_H_
 #define PARALLAX_COORDINATOR_SERVICE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -49,12 +50,14 @@ struct ServiceOptions {
   // Count limits, so a client cannot fill the database or the scheduler:
   // a submit (or resume) past max_active_jobs PENDING/PLACING/RUNNING jobs,
   // and a new key past max_kv_entries_per_job keys under "job/<id>/" or
-  // max_kv_entries keys in all, is FAILED_PRECONDITION naming the flag that
-  // raises it. Checked before the write, so concurrent requests may overshoot
-  // by the number of connections. 0: no limit.
-  int64_t max_active_jobs = 1'000;          // --max-active-jobs
-  int64_t max_kv_entries_per_job = 100'000;  // --max-kv-entries-per-job
-  int64_t max_kv_entries = 1'000'000;        // --max-kv-entries
+  // max_kv_global_entries keys outside any job's prefix, is
+  // FAILED_PRECONDITION naming the flag that raises it. Checked before the
+  // write, so concurrent requests may overshoot by the number of
+  // connections. 0: no limit. (Keys of finished jobs are kept: the per-job
+  // limit bounds each job, not the database.)
+  int64_t max_active_jobs = 1'000;            // --max-active-jobs
+  int64_t max_kv_entries_per_job = 100'000;    // --max-kv-entries-per-job
+  int64_t max_kv_global_entries = 100'000;     // --max-kv-global-entries
 };
 
 class CoordinatorService : public rpc::CoordinatorIf {
@@ -135,8 +138,9 @@ class CoordinatorService : public rpc::CoordinatorIf {
   // Applies CheckAttempt to rendezvous keys "job/<id>/<attempt>/...".
   void CheckKey(const std::string& key);
   // Throws FAILED_PRECONDITION when `key` is new and the key-value limits
-  // are reached.
-  void CheckKvRoom(const std::string& key);
+  // are reached. Returns whether `key` is a new key outside any job's prefix
+  // (the caller counts it once written).
+  bool CheckKvRoom(const std::string& key);
   // Throws FAILED_PRECONDITION when max_active_jobs jobs are live.
   void CheckJobRoom();
 
@@ -161,6 +165,9 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::condition_variable wait_cv_;
   uint64_t change_seq_ = 0;  // GUARDED_BY(wait_mu_)
   bool stopping_ = false;    // GUARDED_BY(wait_mu_)
+
+  // Keys outside "job/<id>/" in the store: counted once in Init, then kept.
+  std::atomic<int64_t> global_kv_keys_{0};
 
   std::thread flusher_;
 };

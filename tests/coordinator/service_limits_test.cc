@@ -68,21 +68,37 @@ TEST_F(ServiceLimitsTest, KeyValueEntriesPerJobAreCappedAndReplacementsStillWork
   EXPECT_EQ((*v)[0], "replaced");
 }
 
-TEST_F(ServiceLimitsTest, TotalKeyValueEntriesAndValueSizeAreCapped) {
+TEST_F(ServiceLimitsTest, GlobalKeyValueEntriesAndValueSizeAreCapped) {
   ServiceOptions o;
-  o.max_kv_entries = 2;
+  o.max_kv_global_entries = 2;
   o.max_kv_value_bytes = 16;
   Start(o);
   ASSERT_TRUE(client_->KvSet("a", "1").ok());
-  ASSERT_TRUE(client_->KvSet("job/1/1/b", "1").ok());
+  ASSERT_TRUE(client_->KvSet("b", "1").ok());
+  ASSERT_TRUE(client_->KvSet("job/1/1/b", "1").ok());  // a job's key: not global
+  ASSERT_TRUE(client_->Call([&](rpc::CoordinatorClient& c) {
+                rpc::KvAddRequest add;
+                add.key = "job/1/1/counter";
+                add.delta = 1;
+                c.KvAdd(client_->Header(), add);
+              }).ok());
   Status s = client_->KvSet("c", "1");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("--max-kv-entries"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--max-kv-global-entries"), std::string::npos) << s.message();
+  EXPECT_TRUE(client_->KvSet("job/1/1/c", "1").ok());
   s = client_->KvSet("a", std::string(17, 'x'));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--max-kv-value-bytes"), std::string::npos) << s.message();
   EXPECT_TRUE(client_->KvSet("a", std::string(16, 'x')).ok());
+  // A restarted coordinator counts the stored keys again.
+  client_.reset();
+  service_->Stop();
+  server_->Stop();
+  Start(o);
+  s = client_->KvSet("d", "1");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--max-kv-global-entries"), std::string::npos) << s.message();
 }
 
 TEST_F(ServiceLimitsTest, ActiveJobsAreCappedAndAFinishedJobMakesRoom) {
