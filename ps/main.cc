@@ -14,6 +14,7 @@
 
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
+#include "core/config/job_config.h"
 #include "core/ps/discovery.h"
 #include "ps/shard_server.h"
 
@@ -101,8 +102,20 @@ int main(int argc, char** argv) {
   // With a control-plane secret the data plane uses CURVE: only clients whose
   // keys holders of the secret published for this job and attempt get in
   // (core/ps/curve.h). The ZAP thread asks the coordinator on its own client.
+  // The job file may turn it off ([ps] curve = false), for trusted networks.
+  bool curve = !token.empty();
+  if (curve && !Env("PARALLAX_JOB_FILE").empty()) {
+    JobLoadOptions load;
+    load.check_paths = false;
+    auto job = LoadJobConfig(Env("PARALLAX_JOB_FILE"), load);
+    if (!job.ok()) {
+      std::cerr << "parallax-ps: " << job.status().message() << "\n";
+      return 2;
+    }
+    curve = job->ps.curve;
+  }
   std::unique_ptr<CoordinatorClient> zap_coord;
-  if (coord && !token.empty()) {
+  if (coord && curve) {
     CoordinatorClientOptions zopts = coord->options();
     zopts.client_name += "-zap";
     auto c = CoordinatorClient::Connect(zopts);

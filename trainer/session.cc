@@ -420,8 +420,9 @@ Status SessionImpl::Start() {
     po.shard_endpoints = shard_endpoints_;
     po.worker = static_cast<uint32_t>(options_.rank);
     po.attempt = static_cast<uint32_t>(options_.attempt);
-    if (!options_.token.empty()) {
-      // A secured control plane means CURVE on PS sockets (core/ps/curve.h):
+    if (!options_.token.empty() && options_.ps_curve) {
+      // A secured control plane means CURVE on PS sockets (core/ps/curve.h),
+      // unless the job says `[ps] curve = false`:
       // publish our key, then learn the shards' keys.
       PX_ASSIGN_OR_RETURN(po.curve_keys, ps::NewCurveKeyPair());
       PX_RETURN_IF_ERROR(ps::PublishClientCurveKey(coord_.get(), options_.job_id, options_.attempt,

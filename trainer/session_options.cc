@@ -72,6 +72,7 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
     o.sparse_optimizer = job.sparse_optimizer;
     o.ps_partitions = job.ps.partitions;
     o.ps_fp16_values = job.ps.value_encoding == "fp16";
+    o.ps_curve = job.ps.curve;
     o.job = std::move(job);
   }
   return o;

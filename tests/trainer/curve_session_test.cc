@@ -2,7 +2,8 @@
 // a secret file and a real parallax-ps started with PARALLAX_TOKEN (so its
 // socket is a CURVE server admitting only published client keys). One
 // in-process rank trains the tiny model (async, arch "ps") and must match the
-// one-process reference, as it does without CURVE.
+// one-process reference, as it does without CURVE. A job with
+// `[ps] curve = false` trains over plain sockets on the same secured cluster.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/config/job_config.h"
 #include "core/rpc/coordinator_client.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -40,7 +42,9 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-TEST(CurveSessionTest, AsyncPsTrainingOverCurveMatchesTheReference) {
+// Trains with a secured coordinator; `ps_section` is appended to the job file.
+// Returns the shard's log.
+std::string TrainOverSecuredPs(const std::string& ps_section) {
   parallax::testing::TempDir dir;
   const std::string secret_file = dir.File("secret");
   std::ofstream(secret_file) << kSecret << "\n";
@@ -50,20 +54,23 @@ TEST(CurveSessionTest, AsyncPsTrainingOverCurveMatchesTheReference) {
                             "--secret-file", secret_file},
                            dir.File("coordinator.log"));
   const std::string port = parallax::testing::WaitForFileWord(dir.File("port"), 20'000, &coordinator);
-  ASSERT_FALSE(port.empty()) << ReadAll(dir.File("coordinator.log"));
+  EXPECT_FALSE(port.empty()) << ReadAll(dir.File("coordinator.log"));
+  if (port.empty()) return "";
   CoordinatorClientOptions co;
   co.address = "127.0.0.1:" + port;
   co.auth_token = kSecret;
   auto coord = CoordinatorClient::Connect(co);
-  ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+  EXPECT_TRUE(coord.ok()) << coord.status().ToString();
+  if (!coord.ok()) return "";
   const std::string job_file = dir.File("job.toml");
   const std::string text =
       "[job]\nname = \"curve\"\nworkers = 1\narch = \"ps\"\nconsistency = \"async\"\n"
       "[trainer]\ncommand = [\"./x\"]\n[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
-      "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n[ps]\nshards = 1\n";
+      "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n[ps]\nshards = 1\n" + ps_section;
   std::ofstream(job_file) << text;
   auto job = (*coord)->SubmitJob(text, job_file);
-  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  if (!job.ok()) return "";
 
   ChildProcess shard({BinDir() + "/parallax-ps"}, dir.File("shard.log"),
                      {"PARALLAX_JOB_ID=" + std::to_string(job->id), "PARALLAX_ATTEMPT=1",
@@ -83,31 +90,50 @@ TEST(CurveSessionTest, AsyncPsTrainingOverCurveMatchesTheReference) {
   o.sparse_optimizer.type = "adagrad";
   o.sparse_optimizer.lr = 0.1;
   o.plan_timeout = o.rendezvous_timeout = o.step_timeout = std::chrono::milliseconds(30'000);
+  JobLoadOptions load;
+  load.check_paths = false;
+  auto config = LoadJobConfig(job_file, load);  // as SessionOptions::FromEnvironment does
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  if (!config.ok()) return "";
+  o.ps_curve = config->ps.curve;
   auto session = Session::Create(o);
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  if (!session.ok()) return "";
   int emb = -1, w = -1;
-  ASSERT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
+  EXPECT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
   Status started = (*session)->Start();
-  ASSERT_TRUE(started.ok()) << started.ToString() << ReadAll(dir.File("shard.log"));
+  EXPECT_TRUE(started.ok()) << started.ToString() << ReadAll(dir.File("shard.log"));
+  if (!started.ok()) return "";
   Status trained = testing::TrainTiny(session->get(), emb, w, kSteps, kBatch, false);
-  ASSERT_TRUE(trained.ok()) << trained.ToString();
+  EXPECT_TRUE(trained.ok()) << trained.ToString();
   optim::OptimizerSpec sgd, adagrad;
   sgd.lr = adagrad.lr = 0.1f;
   adagrad.type = optim::OptimizerType::kAdagrad;
   adagrad.initial_accumulator = 0.1f;
   testing::TinyResult ref = testing::TrainTinyReference(sgd, adagrad, kSteps, kBatch);
   auto wv = (*session)->Dense(w);
-  ASSERT_TRUE(wv.ok());
   std::vector<float> table;
-  ASSERT_TRUE((*session)->ReadSparse(emb, 0, TinyModel::kRows, &table).ok());
-  EXPECT_LT(testing::RelativeDifference({wv->begin(), wv->end()}, ref.w), 1e-5);
+  EXPECT_TRUE((*session)->ReadSparse(emb, 0, TinyModel::kRows, &table).ok());
+  EXPECT_TRUE(wv.ok());
+  if (wv.ok()) {
+    EXPECT_LT(testing::RelativeDifference({wv->begin(), wv->end()}, ref.w), 1e-5);
+  }
   EXPECT_LT(testing::RelativeDifference(table, ref.emb), 1e-5);
-  // The shard ran with CURVE, and this rank's key was published for the job.
-  EXPECT_NE(ReadAll(dir.File("shard.log")).find("with CURVE"), std::string::npos)
-      << ReadAll(dir.File("shard.log"));
   session->reset();
   shard.Signal(SIGTERM);
   EXPECT_NE(shard.Wait(10'000), -1);
+  return ReadAll(dir.File("shard.log"));
+}
+
+TEST(CurveSessionTest, AsyncPsTrainingOverCurveMatchesTheReference) {
+  std::string log = TrainOverSecuredPs("");
+  EXPECT_NE(log.find("with CURVE"), std::string::npos) << log;
+}
+
+TEST(CurveSessionTest, ACurveFalseJobTrainsOverPlainSockets) {
+  std::string log = TrainOverSecuredPs("curve = false\n");
+  EXPECT_NE(log.find("serving on"), std::string::npos) << log;
+  EXPECT_EQ(log.find("with CURVE"), std::string::npos) << log;
 }
 
 }  // namespace
