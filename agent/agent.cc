@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/exec_policy.h"
 #include "agent/task_env.h"
 #include "agent/task_log.h"
 #include "core/base/logging.h"
@@ -24,6 +25,19 @@ constexpr char kPidFile[] = "pid";
 // survives an agent restart: "STATE EXIT_CODE SIGNAL\nMESSAGE".
 constexpr char kResultFile[] = "result";
 constexpr char kAdoptedMessage[] = "exit status unknown (task adopted after an agent restart)";
+
+// `text` with every occurrence of `secret` replaced: a task that prints its
+// PARALLAX_TOKEN must not get it into the coordinator's database through
+// the log lines attached to its final report.
+std::string Redact(std::string text, const std::string& secret) {
+  if (secret.empty()) return text;
+  const std::string mark = "[secret redacted]";
+  for (size_t at = text.find(secret); at != std::string::npos;
+       at = text.find(secret, at + mark.size())) {
+    text.replace(at, secret.size(), mark);
+  }
+  return text;
+}
 
 bool IsFatalRegistrationError(const Status& s) {
   switch (s.code()) {
@@ -254,6 +268,33 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   LaunchSpec spec;
   spec.env = BuildTaskEnv(a, context, options_.inherited_env, &ignored);
   spec.argv = ResolveCommand(a, options_.bin_dir);
+  if (!options_.allow_exec.empty()) {
+    std::string path_env;
+    for (const std::string& e : spec.env) {
+      if (e.rfind("PATH=", 0) == 0) path_env = e.substr(5);
+    }
+    StatusOr<std::string> program =
+        ResolveAllowedExecutable(spec.argv[0], options_.allow_exec, path_env);
+    if (program.status().code() == StatusCode::kPermissionDenied) {
+      // Not executed: a final report, like a program that could not run (126).
+      PX_LOG(WARNING) << DescribeTask(a.key) << ": " << program.status().message();
+      AppendToLog(dir, program.status().message());
+      ended_.insert(name);
+      rpc::TaskReport report;
+      report.key = a.key;
+      report.state = rpc::TaskState::EXITED;
+      report.__set_exit_code(126);
+      report.__set_message(program.status().message());
+      SaveResult(dir, report);
+      QueueReport(std::move(report));
+      return;
+    }
+    if (!program.ok()) {
+      AppendToLog(dir, program.status().message());
+      return lost(program.status().message());
+    }
+    spec.argv[0] = *program;  // execute exactly what was checked
+  }
   spec.cwd = dir;
   spec.log_path = TaskLogPath(dir);
   spec.die_with_parent = options_.stop_tasks_on_exit;
@@ -344,7 +385,7 @@ void Agent::Tick() {
       // What is left of a stopped task's group (children that ignored
       // SIGTERM) goes with it.
       if (task.stopping) launcher_->SignalGroup(task.pid, SIGKILL);
-      std::string tail = TaskLogTail(task.dir);
+      std::string tail = Redact(TaskLogTail(task.dir), options_.token);
       if (!tail.empty()) {
         report.__set_message(report.__isset.message ? report.message + "\n" + tail : tail);
       }

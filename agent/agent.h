@@ -47,6 +47,11 @@ struct AgentOptions {
   std::string version = "0.1.0";
   // Where parallax-trainer and parallax-ps are.
   std::string bin_dir;
+  // A task runs only if its executable's real path lies under one of these
+  // (agent/exec_policy.h); otherwise it is reported EXITED with code 126 and
+  // the refusal as its message, and nothing is executed. parallax-agent
+  // fills in bin_dir when --allow-exec is not given; empty: no check.
+  std::vector<std::string> allow_exec;
   // For the tasks' environment (schemas/task_env.md).
   std::string coordinator;  // PARALLAX_COORDINATOR
   std::string bind_addr;    // PARALLAX_BIND_ADDR

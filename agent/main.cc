@@ -18,6 +18,7 @@
 #include "agent/process_launcher.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
+#include "core/base/secret.h"
 #include "schemas/coordinator_constants.h"
 
 extern char** environ;
@@ -32,7 +33,9 @@ int main(int argc, char** argv) {
   std::string port_file;
   int slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool verbose = false;
-  if (const char* t = std::getenv("PARALLAX_TOKEN")) options.token = t;
+  SecretSources secret_sources;
+  if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
+  if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
   std::error_code ec;
   options.bin_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
 
@@ -57,7 +60,15 @@ int main(int argc, char** argv) {
                  "PARALLAX_BIND_ADDR given to tasks (default: the advertised host)");
   app.add_option("--bin-dir", options.bin_dir,
                  "where parallax-trainer and parallax-ps are (default: this executable's directory)");
-  app.add_option("--token", options.token, "control-plane shared secret (default: $PARALLAX_TOKEN)");
+  app.add_option("--allow-exec", options.allow_exec,
+                 "a directory whose programs tasks may run (repeatable; a task whose executable's "
+                 "real path is elsewhere fails without running). Default: the --bin-dir only, "
+                 "so a custom trainer needs its directory here");
+  app.add_option("--secret-file", secret_sources.secret_file_flag,
+                 std::string(kSecretFileHelp) +
+                     "; sent to the coordinator, required from log readers, given to tasks as "
+                     "$PARALLAX_TOKEN");
+  app.add_option("--token", secret_sources.token_flag, kTokenHelp);
   app.add_option("--grace-ms", options.grace_ms, "SIGTERM to SIGKILL delay when stopping a task")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -82,6 +93,21 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (verbose) SetMinLogLevel(LogLevel::kDebug);
+  std::string secret_warning;
+  StatusOr<std::string> secret = ResolveSecret(secret_sources, &secret_warning);
+  if (!secret.ok()) {
+    std::cerr << "parallax-agent: " << secret.status().message() << "\n";
+    return 2;
+  }
+  if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
+  options.token = *secret;
+  if (options.allow_exec.empty()) options.allow_exec = {options.bin_dir};
+  for (const std::string& dir : options.allow_exec) {
+    if (!std::filesystem::is_directory(dir, ec)) {
+      std::cerr << "parallax-agent: --allow-exec '" << dir << "' is not a directory\n";
+      return 2;
+    }
+  }
   StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
   if (!address.ok()) {
     std::cerr << "parallax-agent: --listen: " << address.status().message() << "\n";

@@ -162,8 +162,10 @@ HeartbeatRun Heartbeats(const Args& args, int run, int interval_ms, int seconds)
 
 pid_t StartCoordinator(Args& args, const std::string& dir) {
   std::string port_file = dir + "/port";
+  // No job limit: the submitted jobs stay PENDING (agents here never poll).
   std::vector<std::string> argv = {args.coordinator_bin, "--listen", "127.0.0.1:0", "--db",
-                                   dir + "/state.db", "--port-file", port_file};
+                                   dir + "/state.db", "--port-file", port_file,
+                                   "--max-active-jobs", "0"};
   std::vector<char*> p;
   for (auto& s : argv) p.push_back(s.data());
   p.push_back(nullptr);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "core/base/secret.h"
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
 #include "cli/export.h"
@@ -88,6 +89,7 @@ class Cli {
 
   // Connects or prints why not; returns the exit code to use on failure via `code`.
   std::unique_ptr<CoordinatorClient> ConnectOrReport(int* code);
+  bool LoadSecret(std::string* secret);
   // Maps a failed Status to an exit code and prints it.
   int Report(const Status& status);
 
@@ -110,6 +112,7 @@ class Cli {
 
   std::string coordinator_flag_;
   std::string token_flag_;
+  std::string secret_file_flag_;
   std::string job_file_;
   int64_t job_id_ = 0;
   bool json_ = false;
@@ -127,11 +130,29 @@ class Cli {
   int64_t export_chunk_rows_ = 65536;
 };
 
+// The shared secret from --secret-file, --token, $PARALLAX_SECRET_FILE or
+// $PARALLAX_TOKEN; false (after saying why) when the file is unusable.
+bool Cli::LoadSecret(std::string* secret) {
+  std::string warning;
+  StatusOr<std::string> s = ResolveSecret(
+      {secret_file_flag_, token_flag_, env_.secret_file, env_.token}, &warning);
+  if (!warning.empty()) err_ << "parallax: warning: " << warning << "\n";
+  if (!s.ok()) {
+    err_ << "parallax: " << s.status().message() << "\n";
+    return false;
+  }
+  *secret = std::move(s).value();
+  return true;
+}
+
 std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
   Target target = ResolveTarget();
   CoordinatorClientOptions options;
   options.address = target.address;
-  options.auth_token = token_flag_.empty() ? env_.token : token_flag_;
+  if (!LoadSecret(&options.auth_token)) {
+    *code = kExitUsage;
+    return nullptr;
+  }
   options.client_name = "cli";
   StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (client.ok()) return std::move(client).value();
@@ -436,8 +457,9 @@ int Cli::Logs() {
     err_ << "parallax: agent \"" << task->agent_name << "\" that ran " << task_ << " is not registered\n";
     return kExitFailed;
   }
-  StatusOr<std::unique_ptr<AgentClient>> agent =
-      AgentClient::Connect(address, token_flag_.empty() ? env_.token : token_flag_);
+  std::string secret;
+  if (!LoadSecret(&secret)) return kExitUsage;
+  StatusOr<std::unique_ptr<AgentClient>> agent = AgentClient::Connect(address, secret);
   if (!agent.ok()) return Report(agent.status());
   rpc::TaskKey key;
   key.job_id = job_id_;
@@ -465,7 +487,8 @@ int Cli::RunCommand() {
   options.job_file = job_file_;
   options.db = db_;
   options.state_dir = state_dir_;
-  options.token = token_flag_.empty() ? env_.token : token_flag_;
+  if (!LoadSecret(&options.token)) return kExitUsage;
+  options.secret_file = secret_file_flag_;
   std::error_code ec;
   std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
   options.bin_dir = ec ? "." : self.parent_path().string();
@@ -483,7 +506,8 @@ int Cli::Run(const std::vector<std::string>& args) {
   app.add_option("--coordinator", coordinator_flag_,
                  "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR, else " +
                      std::string(kDefaultCoordinator) + ")");
-  app.add_option("--token", token_flag_, "coordinator shared secret (default: $PARALLAX_TOKEN)");
+  app.add_option("--secret-file", secret_file_flag_, kSecretFileHelp);
+  app.add_option("--token", token_flag_, kTokenHelp);
 
   CLI::Validator job_id_check(
       [](std::string& text) -> std::string {
@@ -580,6 +604,7 @@ CliEnvironment CliEnvironmentFromProcess() {
   CliEnvironment env;
   if (const char* c = std::getenv("PARALLAX_COORDINATOR")) env.coordinator = c;
   if (const char* t = std::getenv("PARALLAX_TOKEN")) env.token = t;
+  if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) env.secret_file = f;
   return env;
 }
 

@@ -18,6 +18,7 @@ enum ExitCode { kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitUnreachable =
 struct CliEnvironment {
   std::string coordinator;  // $PARALLAX_COORDINATOR, or empty
   std::string token;        // $PARALLAX_TOKEN, or empty
+  std::string secret_file;  // $PARALLAX_SECRET_FILE, or empty
 };
 
 CliEnvironment CliEnvironmentFromProcess();

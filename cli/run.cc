@@ -155,9 +155,15 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  Daemon coordinator({options.bin_dir + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                      db, "--port-file", port_file},
-                     dir + "/coordinator.log");
+  std::vector<std::string> secret_args;
+  if (!options.secret_file.empty()) {
+    secret_args = {"--secret-file", std::filesystem::absolute(options.secret_file).string()};
+  }
+  std::vector<std::string> coordinator_argv = {options.bin_dir + "/parallax-coordinator",
+                                               "--listen", "127.0.0.1:0", "--db", db,
+                                               "--port-file", port_file};
+  coordinator_argv.insert(coordinator_argv.end(), secret_args.begin(), secret_args.end());
+  Daemon coordinator(coordinator_argv, dir + "/coordinator.log");
   std::string address;
   for (int i = 0; i < 400 && address.empty(); ++i) {
     std::ifstream in(port_file);
@@ -179,10 +185,16 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // A fixed name: the agent comes back at the address it saved in its workdir,
   // so a later `run` on the same state directory re-registers it at once.
   const std::string agent_name = "local";
-  Daemon agent({options.bin_dir + "/parallax-agent", "--coordinator", address, "--name", agent_name,
-                "--workdir", dir + "/agent", "--slots", std::to_string(config->job.workers),
-                "--grace-ms", "2000", "--stop-tasks-on-exit"},
-               dir + "/agent.log");
+  // A custom trainer lives next to its job file (schemas/job.md).
+  std::string job_dir =
+      std::filesystem::absolute(options.job_file).lexically_normal().parent_path().string();
+  std::vector<std::string> agent_argv = {
+      options.bin_dir + "/parallax-agent", "--coordinator", address, "--name", agent_name,
+      "--workdir", dir + "/agent", "--slots", std::to_string(config->job.workers),
+      "--grace-ms", "2000", "--stop-tasks-on-exit", "--allow-exec", options.bin_dir,
+      "--allow-exec", job_dir};
+  agent_argv.insert(agent_argv.end(), secret_args.begin(), secret_args.end());
+  Daemon agent(agent_argv, dir + "/agent.log");
 
   CoordinatorClientOptions copts;
   copts.address = address;

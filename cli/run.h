@@ -4,6 +4,8 @@
 // progress until it ends and exits 0 only if it SUCCEEDED. Ctrl-C cancels the
 // job, waits for its tasks to stop and exits 130. Both daemons die with this
 // process (PR_SET_PDEATHSIG), and the agent then stops the job's tasks.
+// The agent may execute programs under its own directory and under the job
+// file's directory (--allow-exec), nothing else.
 #ifndef PARALLAX_CLI_RUN_H_
 #define PARALLAX_CLI_RUN_H_
 
@@ -18,6 +20,7 @@ struct RunOptions {
   std::string db;                       // default: <state_dir>/state.db
   std::string bin_dir;                  // where parallax-coordinator/-agent are
   std::string token;
+  std::string secret_file;              // --secret-file, given to both daemons too
   bool progress_bar = false;            // a terminal: redraw one line
 };
 

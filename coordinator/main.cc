@@ -16,6 +16,7 @@
 #include "coordinator/sqlite_state_store.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
+#include "core/base/secret.h"
 #include "schemas/coordinator_constants.h"
 
 int main(int argc, char** argv) {
@@ -24,11 +25,14 @@ int main(int argc, char** argv) {
 
   std::string listen = "127.0.0.1:7070";
   std::string db = "parallax.db";
-  std::string token;
+  SecretSources secret_sources;
   std::string port_file;
   int64_t agent_timeout_ms = 10'000;
+  uint32_t max_request_bytes = 24 << 20;
+  ServiceOptions service_options;
   bool verbose = false;
-  if (const char* t = std::getenv("PARALLAX_TOKEN")) token = t;
+  if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
+  if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
 
   CLI::App app{"Parallax coordinator: accepts jobs, tracks agents, serves rendezvous; "
                "state is kept in a SQLite database"};
@@ -38,8 +42,30 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)")
       ->capture_default_str();
   app.add_option("--db", db, "SQLite state database; created if missing")->capture_default_str();
-  app.add_option("--token", token,
-                 "shared secret every client must send (default: $PARALLAX_TOKEN; empty: none)");
+  app.add_option("--secret-file", secret_sources.secret_file_flag,
+                 std::string(kSecretFileHelp) +
+                     "; every request must carry this secret (none set: no authentication)");
+  app.add_option("--token", secret_sources.token_flag, kTokenHelp);
+  app.add_option("--max-request-bytes", max_request_bytes,
+                 "largest request frame accepted; a bigger one closes its connection")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{1} << 16, uint32_t{1} << 30));
+  app.add_option("--max-active-jobs", service_options.max_active_jobs,
+                 "pending and running jobs at most; a submit past it is refused (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-kv-entries-per-job", service_options.max_kv_entries_per_job,
+                 "rendezvous keys per job (under job/<id>/) at most (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-kv-global-entries", service_options.max_kv_global_entries,
+                 "rendezvous keys outside any job's job/<id>/ prefix at most (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-kv-value-bytes", service_options.max_kv_value_bytes,
+                 "largest rendezvous value accepted")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--agent-timeout-ms", agent_timeout_ms,
                  "an agent silent for longer than this is shown as not alive")
       ->capture_default_str()
@@ -53,6 +79,13 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   if (verbose) SetMinLogLevel(LogLevel::kDebug);
+  std::string secret_warning;
+  StatusOr<std::string> token = ResolveSecret(secret_sources, &secret_warning);
+  if (!token.ok()) {
+    std::cerr << "parallax-coordinator: " << token.status().message() << "\n";
+    return 2;
+  }
+  if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
 
   StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
   if (!address.ok()) {
@@ -96,8 +129,7 @@ int main(int argc, char** argv) {
     std::cerr << "parallax-coordinator: " << store.status().message() << "\n";
     return 1;
   }
-  ServiceOptions service_options;
-  service_options.auth_token = token;
+  service_options.auth_token = *token;
   service_options.agent_timeout_ms = agent_timeout_ms;
   auto service = std::make_shared<CoordinatorService>(store->get(), RealClock(), service_options);
   if (Status s = service->Init(); !s.ok()) {
@@ -110,6 +142,8 @@ int main(int argc, char** argv) {
   server_options.what = "coordinator";
   server_options.host = address->first;
   server_options.port = address->second;
+  server_options.max_frame_bytes = max_request_bytes;
+  server_options.max_string_bytes = max_request_bytes;
   StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);
   if (!server.ok()) {
     std::cerr << "parallax-coordinator: " << server.status().message() << "\n";
@@ -123,7 +157,9 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << "parallax-coordinator listening on " << address->first << ":" << port
-            << " (db " << db << ")" << std::endl;
+            << " (db " << db << ", "
+            << (token->empty() ? "no authentication" : "requests authenticated by the shared secret")
+            << ")" << std::endl;
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -114,6 +114,55 @@ void CoordinatorService::CheckKey(const std::string& key) {
   if (std::stoi(attempt) < job->attempt) CheckAttempt(job->id, std::stoi(attempt));
 }
 
+namespace {
+// "job/<id>/" for a key under a job's prefix, else "".
+std::string JobPrefix(const std::string& key) {
+  if (key.rfind("job/", 0) != 0) return "";
+  size_t slash = key.find('/', 4);
+  return slash == std::string::npos ? "" : key.substr(0, slash + 1);
+}
+}  // namespace
+
+bool CoordinatorService::CheckKvRoom(const std::string& key) {
+  if (options_.max_kv_entries_per_job <= 0 && options_.max_kv_global_entries <= 0) {
+    return false;
+  }
+  if (ValueOrThrow(store_->KvGet(key)).has_value()) return false;  // a replacement adds nothing
+  const std::string prefix = JobPrefix(key);
+  if (!prefix.empty()) {
+    if (options_.max_kv_entries_per_job > 0 &&
+        ValueOrThrow(store_->KvCount(prefix)) >= options_.max_kv_entries_per_job) {
+      Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+            "key-value limit reached: \"" + prefix + "\" already holds " +
+                std::to_string(options_.max_kv_entries_per_job) +
+                " keys; raise the coordinator's --max-kv-entries-per-job if the job needs more");
+    }
+    return false;
+  }
+  if (options_.max_kv_global_entries > 0 &&
+      global_kv_keys_.load() >= options_.max_kv_global_entries) {
+    Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+          "key-value limit reached: " + std::to_string(options_.max_kv_global_entries) +
+              " keys outside any job's \"job/<id>/\" prefix are stored; use job keys, or "
+              "raise the coordinator's --max-kv-global-entries");
+  }
+  return true;
+}
+
+void CoordinatorService::CheckJobRoom() {
+  if (options_.max_active_jobs <= 0) return;
+  JobFilter live;
+  live.states = {JobState::kPending, JobState::kPlacing, JobState::kRunning};
+  size_t n = ValueOrThrow(store_->ListJobs(live)).size();
+  if (static_cast<int64_t>(n) >= options_.max_active_jobs) {
+    Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+          "job limit reached: " + std::to_string(n) +
+              " jobs are pending or running (the coordinator's --max-active-jobs is " +
+              std::to_string(options_.max_active_jobs) +
+              "); wait for some to finish, cancel some, or raise --max-active-jobs");
+  }
+}
+
 CoordinatorService::~CoordinatorService() { Stop(); }
 
 Status CoordinatorService::Init() {
@@ -123,6 +172,9 @@ Status CoordinatorService::Init() {
   // then no task is placed on them, and after agent_timeout_ms of silence
   // their tasks are lost.
   PX_RETURN_IF_ERROR(store_->ListAgents().status());
+  PX_ASSIGN_OR_RETURN(int64_t all_keys, store_->KvCount(""));
+  PX_ASSIGN_OR_RETURN(int64_t job_keys, store_->KvCount("job/"));
+  global_kv_keys_ = all_keys - job_keys;
   return Status::Ok();
 }
 
@@ -231,6 +283,7 @@ void CoordinatorService::SubmitJob(rpc::JobInfo& out, const rpc::RequestHeader& 
   load_options.check_paths = false;
   StatusOr<JobConfig> config = ParseJobConfig(request.job_text, source, load_options);
   ThrowIfError(config.status());
+  CheckJobRoom();
   NewJob job;
   job.name = config->job.name;
   job.workers = config->job.workers;
@@ -432,6 +485,7 @@ void CoordinatorService::ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& 
           "job " + std::to_string(job_id) + " is " + std::string(JobStateName(job.state)) +
               "; only a FAILED or CANCELLED job can be resumed");
   }
+  CheckJobRoom();
   ValueOrThrow(store_->TransitionJob(job_id, JobState::kPending,
                                      "resumed by " + ClientName(header), clock_->NowMillis()));
   Reconcile();
@@ -540,10 +594,13 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
   if (request.value.size() > options_.max_kv_value_bytes) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT,
           "value for key \"" + request.key + "\" is larger than the limit of " +
-              std::to_string(options_.max_kv_value_bytes) + " bytes");
+              std::to_string(options_.max_kv_value_bytes) +
+              " bytes; raise the coordinator's --max-kv-value-bytes if this is expected");
   }
   CheckKey(request.key);
+  bool new_global = CheckKvRoom(request.key);
   ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
+  if (new_global) ++global_kv_keys_;
   NotifyWaiters();
 }
 
@@ -586,7 +643,9 @@ int64_t CoordinatorService::KvAdd(const rpc::RequestHeader& header,
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
   }
   CheckKey(request.key);
+  bool new_global = CheckKvRoom(request.key);
   int64_t v = ValueOrThrow(store_->KvAdd(request.key, request.delta, clock_->NowMillis()));
+  if (new_global) ++global_kv_keys_;
   NotifyWaiters();
   return v;
 }

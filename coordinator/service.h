@@ -16,6 +16,7 @@
 #ifndef PARALLAX_COORDINATOR_SERVICE_H_
 #define PARALLAX_COORDINATOR_SERVICE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -44,8 +45,19 @@ struct ServiceOptions {
   int64_t heartbeat_flush_ms = 1'000;
   // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
   size_t max_job_text_bytes = 1 << 20;
-  size_t max_kv_value_bytes = 1 << 20;
+  size_t max_kv_value_bytes = 1 << 20;  // --max-kv-value-bytes
   size_t max_plan_bytes = 16 << 20;
+  // Count limits, so a client cannot fill the database or the scheduler:
+  // a submit (or resume) past max_active_jobs PENDING/PLACING/RUNNING jobs,
+  // and a new key past max_kv_entries_per_job keys under "job/<id>/" or
+  // max_kv_global_entries keys outside any job's prefix, is
+  // FAILED_PRECONDITION naming the flag that raises it. Checked before the
+  // write, so concurrent requests may overshoot by the number of
+  // connections. 0: no limit. (Keys of finished jobs are kept: the per-job
+  // limit bounds each job, not the database.)
+  int64_t max_active_jobs = 1'000;            // --max-active-jobs
+  int64_t max_kv_entries_per_job = 100'000;    // --max-kv-entries-per-job
+  int64_t max_kv_global_entries = 100'000;     // --max-kv-global-entries
 };
 
 class CoordinatorService : public rpc::CoordinatorIf {
@@ -125,6 +137,12 @@ class CoordinatorService : public rpc::CoordinatorIf {
   void CheckAttempt(int64_t job_id, int attempt);
   // Applies CheckAttempt to rendezvous keys "job/<id>/<attempt>/...".
   void CheckKey(const std::string& key);
+  // Throws FAILED_PRECONDITION when `key` is new and the key-value limits
+  // are reached. Returns whether `key` is a new key outside any job's prefix
+  // (the caller counts it once written).
+  bool CheckKvRoom(const std::string& key);
+  // Throws FAILED_PRECONDITION when max_active_jobs jobs are live.
+  void CheckJobRoom();
 
   // Constant after construction.
   StateStore* const store_;
@@ -147,6 +165,9 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::condition_variable wait_cv_;
   uint64_t change_seq_ = 0;  // GUARDED_BY(wait_mu_)
   bool stopping_ = false;    // GUARDED_BY(wait_mu_)
+
+  // Keys outside "job/<id>/" in the store: counted once in Init, then kept.
+  std::atomic<int64_t> global_kv_keys_{0};
 
   std::thread flusher_;
 };

@@ -133,6 +133,7 @@ class SqliteStateStore final : public StateStore {
   Status KvSet(const std::string& key, const std::string& value, int64_t now) override;
   StatusOr<std::optional<std::string>> KvGet(const std::string& key) override;
   StatusOr<int64_t> KvAdd(const std::string& key, int64_t delta, int64_t now) override;
+  StatusOr<int64_t> KvCount(const std::string& prefix) override;
   Status RecordMetrics(const std::vector<MetricRecord>& points, int64_t now) override;
   StatusOr<std::vector<MetricRecord>> ListMetrics(int64_t job_id, int64_t after_step,
                                                   int limit) override;
@@ -701,6 +702,23 @@ StatusOr<std::optional<std::string>> SqliteStateStore::KvGet(const std::string& 
     PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
     if (!row) return std::optional<std::string>();
     return std::optional<std::string>(stmt.ColumnBlob(0));
+  });
+}
+
+StatusOr<int64_t> SqliteStateStore::KvCount(const std::string& prefix) {
+  return Read([&]() -> StatusOr<int64_t> {
+    // A range on the primary key: [prefix, prefix with its last byte + 1).
+    std::string end = prefix;
+    while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+    if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
+                        db_->Prepare(end.empty() ? "SELECT COUNT(*) FROM kv WHERE key >= ?1"
+                                                 : "SELECT COUNT(*) FROM kv WHERE key >= ?1 AND "
+                                                   "key < ?2"));
+    stmt.BindText(1, prefix);
+    if (!end.empty()) stmt.BindText(2, end);
+    PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    return row ? stmt.ColumnInt64(0) : int64_t{0};
   });
 }
 

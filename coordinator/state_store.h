@@ -183,6 +183,8 @@ class StateStore {
   // Adds delta to the decimal integer stored at key (absent = 0) and returns
   // the new value. INVALID_ARGUMENT if the stored value is not an integer.
   virtual StatusOr<int64_t> KvAdd(const std::string& key, int64_t delta, int64_t now) = 0;
+  // How many keys start with `prefix` ("": every key).
+  virtual StatusOr<int64_t> KvCount(const std::string& prefix) = 0;
 
   // ---- Metrics ----
   // Stores the points (stamped `now`) and raises each job's step to the

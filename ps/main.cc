@@ -14,6 +14,7 @@
 
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
+#include "core/config/job_config.h"
 #include "core/ps/discovery.h"
 #include "ps/shard_server.h"
 
@@ -98,6 +99,37 @@ int main(int argc, char** argv) {
   options.shard.limits.max_message_bytes = static_cast<size_t>(max_message_mb) << 20;
   options.listen = !listen.empty() ? listen
                    : "tcp://" + (bind_addr.empty() ? std::string("127.0.0.1") : bind_addr) + ":0";
+  // With a control-plane secret the data plane uses CURVE: only clients whose
+  // keys holders of the secret published for this job and attempt get in
+  // (core/ps/curve.h). The ZAP thread asks the coordinator on its own client.
+  // The job file may turn it off ([ps] curve = false), for trusted networks.
+  bool curve = !token.empty();
+  if (curve && !Env("PARALLAX_JOB_FILE").empty()) {
+    JobLoadOptions load;
+    load.check_paths = false;
+    auto job = LoadJobConfig(Env("PARALLAX_JOB_FILE"), load);
+    if (!job.ok()) {
+      std::cerr << "parallax-ps: " << job.status().message() << "\n";
+      return 2;
+    }
+    curve = job->ps.curve;
+  }
+  std::unique_ptr<CoordinatorClient> zap_coord;
+  if (coord && curve) {
+    CoordinatorClientOptions zopts = coord->options();
+    zopts.client_name += "-zap";
+    auto c = CoordinatorClient::Connect(zopts);
+    if (!c.ok()) {
+      std::cerr << "parallax-ps: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    zap_coord = std::move(c).value();
+    options.curve.enabled = true;
+    CoordinatorClient* z = zap_coord.get();
+    options.curve.authorize = [z, job_id, attempt](const std::string& key) {
+      return IsClientCurveKeyPublished(z, job_id, attempt, key, /*timeout_ms=*/0);
+    };
+  }
 
   auto server = ShardServer::Start(std::move(options));
   if (!server.ok()) {
@@ -105,6 +137,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string endpoint = (*server)->endpoint();
+  if (coord && !(*server)->curve_public_key().empty()) {
+    Status st = PublishShardCurveKey(coord.get(), job_id, attempt, shard,
+                                     (*server)->curve_public_key());
+    if (!st.ok()) {
+      std::cerr << "parallax-ps: publishing the CURVE key: " << st.ToString() << "\n";
+      return 1;
+    }
+  }
   if (coord) {
     Status st = PublishShardEndpoint(coord.get(), job_id, attempt, shard, endpoint);
     if (!st.ok()) {
@@ -118,7 +158,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\"";
+  PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\""
+               << ((*server)->curve_public_key().empty() ? "" : " with CURVE");
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "PS shard \"" << shard << "\" stopping on signal " << sig;

@@ -1,5 +1,7 @@
 #include "ps/shard_server.h"
 
+#include <array>
+#include <set>
 #include <thread>
 
 #include <zmq.hpp>
@@ -21,8 +23,8 @@ zmq::message_t ToMessage(std::string&& s) {
 
 class ZmqShardServer final : public ShardServer {
  public:
-  ZmqShardServer(std::unique_ptr<ShardCore> core, std::string listen)
-      : core_(std::move(core)), listen_(std::move(listen)), ctx_(1) {}
+  ZmqShardServer(std::unique_ptr<ShardCore> core, std::string listen, ShardCurveOptions curve)
+      : core_(std::move(core)), listen_(std::move(listen)), curve_(std::move(curve)), ctx_(1) {}
   ~ZmqShardServer() override { Stop(); }
 
   Status Bind() {
@@ -32,7 +34,13 @@ class ZmqShardServer final : public ShardServer {
       address.replace(address.size() - 1, 1, "*");
     }
     try {
+      if (curve_.enabled) StartZap();
       router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+      if (curve_.enabled) {
+        router_.set(zmq::sockopt::curve_server, 1);
+        router_.set(zmq::sockopt::curve_secretkey, curve_.keys.secret_key);
+        router_.set(zmq::sockopt::zap_domain, "parallax-ps");
+      }
       router_.set(zmq::sockopt::linger, 0);
       router_.set(zmq::sockopt::sndhwm, 0);
       router_.set(zmq::sockopt::rcvhwm, 0);
@@ -58,14 +66,74 @@ class ZmqShardServer final : public ShardServer {
   }
 
   const std::string& endpoint() const override { return endpoint_; }
+  const std::string& curve_public_key() const override { return curve_.keys.public_key; }
 
   void Stop() override {
+    if (zap_thread_.joinable()) {
+      zap_stop_send_.send(zmq::str_buffer("stop"), zmq::send_flags::none);
+      zap_thread_.join();
+    }
     if (!thread_.joinable()) return;
     stop_send_.send(zmq::str_buffer("stop"), zmq::send_flags::none);
     thread_.join();
   }
 
  private:
+  // The ZAP handler (ZeroMQ RFC 27): libzmq asks it, on this inproc address,
+  // whether each CURVE handshake on the router may complete.
+  void StartZap() {
+    zap_ = zmq::socket_t(ctx_, zmq::socket_type::rep);
+    zap_.set(zmq::sockopt::linger, 0);
+    zap_.bind("inproc://zeromq.zap.01");
+    zap_stop_recv_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    zap_stop_recv_.bind("inproc://px-shard-zap-stop");
+    zap_stop_send_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    zap_stop_send_.connect("inproc://px-shard-zap-stop");
+    zap_thread_ = std::thread([this] { ZapLoop(); });
+  }
+
+  void ZapLoop() {
+    std::set<std::string> admitted;  // public keys (Z85)
+    zmq::pollitem_t items[2] = {{zap_.handle(), 0, ZMQ_POLLIN, 0},
+                                {zap_stop_recv_.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<zmq::message_t> request;
+    while (true) {
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+        if (items[1].revents & ZMQ_POLLIN) return;
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
+        request.clear();
+        if (!zmq::recv_multipart(zap_, std::back_inserter(request))) continue;
+        // version, request id, domain, address, identity, mechanism, credentials...
+        std::string request_id = request.size() > 1 ? request[1].to_string() : "";
+        std::string address = request.size() > 3 ? request[3].to_string() : "?";
+        bool ok = false;
+        std::string key;
+        if (request.size() >= 7 && request[0].to_string() == "1.0" &&
+            request[5].to_string() == "CURVE") {
+          key = Z85FromBinaryKey(request[6].to_string());
+          ok = !key.empty() && (admitted.count(key) ||
+                                (curve_.authorize && curve_.authorize(key)));
+          if (ok) admitted.insert(key);
+        }
+        if (!ok) {
+          PX_LOG(WARNING) << "PS shard refused a connection from " << address
+                          << (key.empty() ? std::string(" (no CURVE key)")
+                                          : " (client key \"" + key + "\" is not one of this job's)");
+        }
+        std::array<zmq::const_buffer, 6> reply = {
+            zmq::str_buffer("1.0"), zmq::buffer(request_id),
+            ok ? zmq::str_buffer("200") : zmq::str_buffer("400"),
+            ok ? zmq::str_buffer("OK") : zmq::str_buffer("unknown client key"),
+            zmq::buffer(key), zmq::const_buffer(nullptr, 0)};
+        zmq::send_multipart(zap_, reply);
+      } catch (const zmq::error_t& e) {
+        PX_LOG(WARNING) << "PS shard ZAP handler: " << e.what();
+        if (e.num() == ETERM) return;
+      }
+    }
+  }
+
   void Loop() {
     zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                 {stop_recv_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -116,7 +184,13 @@ class ZmqShardServer final : public ShardServer {
   // Loop thread only once started.
   std::unique_ptr<ShardCore> core_;
   const std::string listen_;
+  ShardCurveOptions curve_;  // constant after construction
   zmq::context_t ctx_;
+  // ZAP thread only once started (zap_stop_send_: Stop() only).
+  zmq::socket_t zap_;
+  zmq::socket_t zap_stop_recv_;
+  zmq::socket_t zap_stop_send_;
+  std::thread zap_thread_;
   zmq::socket_t router_;
   zmq::socket_t stop_recv_;
   std::string endpoint_;  // constant after Bind
@@ -128,7 +202,11 @@ class ZmqShardServer final : public ShardServer {
 
 StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions options) {
   PX_ASSIGN_OR_RETURN(auto core, ShardCore::Create(std::move(options.shard)));
-  auto server = std::make_unique<ZmqShardServer>(std::move(core), options.listen);
+  if (options.curve.enabled && options.curve.keys.public_key.empty()) {
+    PX_ASSIGN_OR_RETURN(options.curve.keys, NewCurveKeyPair());
+  }
+  auto server = std::make_unique<ZmqShardServer>(std::move(core), options.listen,
+                                                 std::move(options.curve));
   PX_RETURN_IF_ERROR(server->Bind());
   return std::unique_ptr<ShardServer>(std::move(server));
 }

@@ -5,16 +5,34 @@
 #ifndef PARALLAX_PS_SHARD_SERVER_H_
 #define PARALLAX_PS_SHARD_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/base/status.h"
+#include "core/ps/curve.h"
 #include "ps/shard_core.h"
 
 namespace parallax::ps {
 
+// ZeroMQ CURVE on the shard's socket (core/ps/curve.h). With it, a client
+// must know the shard's public key and have its own key admitted by
+// `authorize`; anything else (a plain client, an unknown key) gets no
+// connection and no reply.
+struct ShardCurveOptions {
+  bool enabled = false;
+  // This shard's key pair; Start makes one when keys.public_key is empty.
+  CurveKeyPair keys;
+  // Called on the shard's ZAP thread with each connecting client's public
+  // key (Z85); true admits it (and the key is remembered). May block briefly
+  // (it asks the coordinator); other handshakes wait meanwhile. Null: admit
+  // none.
+  std::function<bool(const std::string& client_public_key)> authorize;
+};
+
 struct ShardServerOptions {
   ShardOptions shard;
+  ShardCurveOptions curve;
   // Where to bind. A port of 0 ("tcp://127.0.0.1:0") picks a free port;
   // endpoint() tells which. ipc:// paths work for same-host workers.
   std::string listen = "tcp://127.0.0.1:0";
@@ -30,6 +48,9 @@ class ShardServer {
 
   // The bound endpoint, e.g. "tcp://127.0.0.1:41234". Constant after Start.
   virtual const std::string& endpoint() const = 0;
+
+  // The shard's CURVE public key (Z85); "" without CURVE.
+  virtual const std::string& curve_public_key() const = 0;
 
   // Stops the loop and joins it; pending held requests are dropped.
   // Idempotent; the destructor calls it.

@@ -462,6 +462,19 @@ Status SessionImpl::Start() {
     po.shard_endpoints = shard_endpoints_;
     po.worker = static_cast<uint32_t>(options_.rank);
     po.attempt = static_cast<uint32_t>(options_.attempt);
+    if (!options_.token.empty() && options_.ps_curve) {
+      // A secured control plane means CURVE on PS sockets (core/ps/curve.h),
+      // unless the job says `[ps] curve = false`:
+      // publish our key, then learn the shards' keys.
+      PX_ASSIGN_OR_RETURN(po.curve_keys, ps::NewCurveKeyPair());
+      PX_RETURN_IF_ERROR(ps::PublishClientCurveKey(coord_.get(), options_.job_id, options_.attempt,
+                                                   po.curve_keys.public_key,
+                                                   "trainer rank " + std::to_string(options_.rank))
+                             .WithContext("publishing this rank's PS key"));
+      PX_ASSIGN_OR_RETURN(po.shard_curve_keys,
+                          ps::ResolveShardCurveKeys(coord_.get(), options_.job_id,
+                                                    options_.attempt, plan_.ps.num_shards, rdv_ms));
+    }
     PX_ASSIGN_OR_RETURN(ps_, ps::PsClient::Create(po));
     if (resumed_from_) {
       // Rank 0 makes every shard LOAD the checkpoint; no rank pushes or

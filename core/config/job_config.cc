@@ -43,7 +43,7 @@ constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",           "beta1",
                                                "beta2", "epsilon", "initial_accumulator"};
 constexpr std::string_view kPsKeys[] = {"shards", "partitions", "local_aggregation",
-                                        "value_encoding"};
+                                        "value_encoding", "curve"};
 constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
 
 constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
@@ -619,6 +619,7 @@ void Validator::ReadPs(const toml::table& t, JobConfig::Ps* ps) {
   ReadAutoOrCount(t, "ps", "partitions", &ps->partitions);
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
   ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
+  ReadBool(t, "ps", "curve", &ps->curve);
 }
 
 void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverride>* out) {

@@ -77,6 +77,7 @@ struct JobConfig {
     int partitions = 0;              // 0 = auto (search)
     bool local_aggregation = true;
     std::string value_encoding = "fp32";  // fp32 | fp16
+    bool curve = true;  // CURVE on PS sockets when the control plane has a secret
   } ps;
 
   std::vector<VariableOverride> variables;

@@ -88,6 +88,13 @@ class ZmqPsClient final : public PsClient {
       return InvalidArgument("PS client: " + std::to_string(options_.shard_endpoints.size()) +
                              " shard endpoints given but the plan has " +
                              std::to_string(plan.num_shards) + " shards");
+    const bool curve = !options_.shard_curve_keys.empty();
+    if (curve && (options_.shard_curve_keys.size() != plan.num_shards ||
+                  options_.curve_keys.public_key.empty())) {
+      return InvalidArgument("PS client: CURVE needs one public key per shard (" +
+                             std::to_string(options_.shard_curve_keys.size()) + " given for " +
+                             std::to_string(plan.num_shards) + " shards) and a client key pair");
+    }
     try {
       const std::string inproc = "inproc://px-ps-client-" + std::to_string(reinterpret_cast<uintptr_t>(this));
       cmd_recv_ = zmq::socket_t(ctx_, zmq::socket_type::pull);
@@ -97,8 +104,14 @@ class ZmqPsClient final : public PsClient {
       cmd_send_.set(zmq::sockopt::sndhwm, 0);
       cmd_send_.set(zmq::sockopt::linger, 0);
       cmd_send_.connect(inproc);
-      for (const auto& ep : options_.shard_endpoints) {
+      for (size_t shard = 0; shard < options_.shard_endpoints.size(); ++shard) {
+        const std::string& ep = options_.shard_endpoints[shard];
         zmq::socket_t s(ctx_, zmq::socket_type::dealer);
+        if (curve) {
+          s.set(zmq::sockopt::curve_serverkey, options_.shard_curve_keys[shard]);
+          s.set(zmq::sockopt::curve_publickey, options_.curve_keys.public_key);
+          s.set(zmq::sockopt::curve_secretkey, options_.curve_keys.secret_key);
+        }
         s.set(zmq::sockopt::linger, 0);
         s.set(zmq::sockopt::sndhwm, 0);
         s.set(zmq::sockopt::rcvhwm, 0);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/ps/curve.h"
 #include "core/ps/plan.h"
 
 namespace parallax::ps {
@@ -49,6 +50,11 @@ struct PsClientOptions {
   uint32_t worker = 0;
   // Job attempt sent for fencing; 0 disables the shard's check.
   uint32_t attempt = 0;
+  // CURVE (core/ps/curve.h): each shard's public key, by shard index, and
+  // this client's key pair, whose public key the shards must admit. Empty
+  // shard_curve_keys: plain TCP.
+  std::vector<std::string> shard_curve_keys;
+  CurveKeyPair curve_keys;
 };
 
 // Bytes of the ZeroMQ frames a client sent to and received from the shards

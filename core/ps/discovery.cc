@@ -1,5 +1,7 @@
 #include "core/ps/discovery.h"
 
+#include "core/ps/curve.h"
+
 namespace parallax::ps {
 
 std::string ShardEndpointKey(int64_t job_id, int32_t attempt, uint32_t shard) {
@@ -32,6 +34,33 @@ StatusOr<std::vector<std::string>> ResolveShardEndpoints(CoordinatorClient* coor
   std::vector<std::string> keys;
   for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(ShardEndpointKey(job_id, attempt, s));
   return coordinator->KvGet(keys, timeout_ms);
+}
+
+Status PublishShardCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                            uint32_t shard, const std::string& public_key) {
+  return coordinator->KvSet(ShardCurveKey(job_id, attempt, shard), public_key);
+}
+
+StatusOr<std::vector<std::string>> ResolveShardCurveKeys(CoordinatorClient* coordinator,
+                                                         int64_t job_id, int32_t attempt,
+                                                         uint32_t num_shards, int64_t timeout_ms) {
+  std::vector<std::string> keys;
+  for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(ShardCurveKey(job_id, attempt, s));
+  return coordinator->KvGet(keys, timeout_ms);
+}
+
+Status PublishClientCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                             const std::string& public_key, const std::string& who) {
+  std::string key = ClientCurveKey(job_id, attempt, public_key);
+  if (key.empty()) return InvalidArgument("not a Z85 CURVE public key");
+  return coordinator->KvSet(key, who);
+}
+
+bool IsClientCurveKeyPublished(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                               const std::string& public_key, int64_t timeout_ms) {
+  std::string key = ClientCurveKey(job_id, attempt, public_key);
+  if (key.empty()) return false;
+  return coordinator->KvGet({key}, timeout_ms).ok();
 }
 
 }  // namespace parallax::ps

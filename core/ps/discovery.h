@@ -29,6 +29,21 @@ StatusOr<std::vector<std::string>> ResolveShardEndpoints(CoordinatorClient* coor
                                                          int64_t job_id, int32_t attempt,
                                                          uint32_t num_shards, int64_t timeout_ms);
 
+// CURVE keys (core/ps/curve.h). The shard publishes its public key before
+// its endpoint, so a client that found every endpoint finds every key.
+Status PublishShardCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                            uint32_t shard, const std::string& public_key);
+StatusOr<std::vector<std::string>> ResolveShardCurveKeys(CoordinatorClient* coordinator,
+                                                         int64_t job_id, int32_t attempt,
+                                                         uint32_t num_shards, int64_t timeout_ms);
+// Publishes a client's public key (value: who it is, for operators).
+Status PublishClientCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                             const std::string& public_key, const std::string& who);
+// Whether `public_key` was published as a client of (job, attempt). Waits up
+// to timeout_ms for it; false on any error.
+bool IsClientCurveKeyPublished(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                               const std::string& public_key, int64_t timeout_ms);
+
 }  // namespace parallax::ps
 
 #endif  // PARALLAX_CORE_PS_DISCOVERY_H_

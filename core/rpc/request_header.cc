@@ -38,13 +38,14 @@ std::optional<rpc::CoordinatorError> CheckRequestHeader(const rpc::RequestHeader
                      " (0.1.0); use parallax binaries from the same release on both sides");
   }
   if (!token.empty() && !TokensEqual(header.auth_token, token)) {
+    // The refusal never echoes either secret.
     return Error(rpc::ErrorCode::UNAUTHENTICATED,
-                 header.auth_token.empty()
-                     ? "authentication failed: this " + server +
-                           " requires a token; pass the shared secret with --token or "
-                           "PARALLAX_TOKEN"
-                     : "authentication failed: wrong token for this " + server +
-                           "; pass the shared secret with --token or PARALLAX_TOKEN");
+                 std::string("authentication failed: this ") + server +
+                     (header.auth_token.empty() ? " requires the cluster's shared secret and the "
+                                                  "request carried none"
+                                                : " did not accept the shared secret sent") +
+                     "; nothing was done. Give the client the same secret file as the " + server +
+                     " with --secret-file or $PARALLAX_SECRET_FILE");
   }
   return std::nullopt;
 }

@@ -1,5 +1,6 @@
 #include "core/rpc/thrift_server.h"
 
+#include <thrift/TConfiguration.h>
 #include <thrift/TOutput.h>
 #include <thrift/TProcessor.h>
 #include <thrift/protocol/TBinaryProtocol.h>
@@ -15,12 +16,30 @@
 namespace parallax {
 namespace {
 
+using apache::thrift::TConfiguration;
 using apache::thrift::TProcessor;
 using apache::thrift::protocol::TBinaryProtocolFactory;
 using apache::thrift::server::TServerEventHandler;
 using apache::thrift::server::TThreadedServer;
 using apache::thrift::transport::TFramedTransportFactory;
 using apache::thrift::transport::TServerSocket;
+using apache::thrift::transport::TTransport;
+
+// Thrift's framed transport with our frame and message size limits (its
+// factory always uses the 16 MB defaults).
+class LimitedFramedTransportFactory : public TFramedTransportFactory {
+ public:
+  explicit LimitedFramedTransportFactory(uint32_t max_bytes)
+      : config_(std::make_shared<TConfiguration>(static_cast<int>(max_bytes),
+                                                 static_cast<int>(max_bytes))) {}
+  std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> trans) override {
+    return std::make_shared<apache::thrift::transport::TFramedTransport>(std::move(trans),
+                                                                         config_);
+  }
+
+ private:
+  std::shared_ptr<TConfiguration> config_;
+};
 
 // Tells the starting thread when the socket is listening.
 class ReadySignal : public TServerEventHandler {
@@ -99,7 +118,7 @@ StatusOr<std::unique_ptr<ThriftServer>> StartThriftServer(
   apache::thrift::GlobalOutput.setOutputFunction(ThriftToLog);
   auto socket = std::make_shared<TServerSocket>(options.host, options.port);
   if (options.idle_timeout_ms > 0) socket->setRecvTimeout(options.idle_timeout_ms);
-  auto transports = std::make_shared<TFramedTransportFactory>();
+  auto transports = std::make_shared<LimitedFramedTransportFactory>(options.max_frame_bytes);
   auto protocols = std::make_shared<TBinaryProtocolFactory>();
   // Bound what a garbage or hostile frame can make us allocate.
   protocols->setStringSizeLimit(static_cast<int32_t>(options.max_string_bytes));

@@ -22,8 +22,12 @@ struct ThriftServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: pick a free port (see ThriftServer::port())
   // Largest string or binary field accepted; a request with a bigger one is
-  // refused and its connection closed. (Thrift also caps a frame at 16 MB.)
+  // refused and its connection closed.
   uint32_t max_string_bytes = 16 << 20;
+  // Largest frame (one whole request) accepted: a bigger frame header closes
+  // the connection before anything is allocated for the body. The
+  // coordinator's --max-request-bytes.
+  uint32_t max_frame_bytes = 24 << 20;
   // A connection that sends nothing for this long is closed (0: never).
   int idle_timeout_ms = 0;
   // What is served, for log and error messages ("coordinator").

@@ -1,13 +1,14 @@
 // px_test_task: a stand-in task for agent and integration tests.
 //
-// Prints its environment's PARALLAX_* lines (sorted, "NAME=value") and
-// CUDA_VISIBLE_DEVICES when set, then does what PX_TEST_BEHAVIOR says: steps
+// Prints its environment's PARALLAX_* lines (sorted, "NAME=value"; the
+// secret PARALLAX_TOKEN only as "(set)") and CUDA_VISIBLE_DEVICES when set, then does what PX_TEST_BEHAVIOR says: steps
 // separated by ',', run in order (unset or empty: exit 0):
 //   exit:N                    exit with code N
 //   sleep:MS                  sleep MS milliseconds, then go on
 //   hang                      sleep until killed
 //   ignore_term               ignore SIGTERM from now on (for SIGKILL-after-grace tests)
 //   lines:N                   print N numbered lines ("line 1" …)
+//   leak_token                print PARALLAX_TOKEN (a misbehaving task, for redaction tests)
 //   fail_on_attempt:A:CODE    exit CODE when PARALLAX_ATTEMPT == A, else go on
 //   hang_rank_on_attempt:R:A  hang when PARALLAX_RANK == R and PARALLAX_ATTEMPT == A, else go on
 // After the last step: exit 0. An unknown step: a message on stderr, exit 2.
@@ -51,7 +52,11 @@ std::string Env(const char* name) {
 int main() {
   std::vector<std::string> lines;
   for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "PARALLAX_", 9) == 0 || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) {
+    if (std::strncmp(*e, "PARALLAX_TOKEN=", 15) == 0) {
+      // A well-behaved task never prints the secret ("leak_token" does).
+      lines.emplace_back((*e)[15] ? "PARALLAX_TOKEN=(set)" : "PARALLAX_TOKEN=");
+    } else if (std::strncmp(*e, "PARALLAX_", 9) == 0 ||
+               std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) {
       lines.emplace_back(*e);
     }
   }
@@ -68,6 +73,9 @@ int main() {
       return arg(1);
     } else if (f[0] == "sleep" && f.size() == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(arg(1)));
+    } else if (f[0] == "leak_token" && f.size() == 1) {
+      std::printf("my secret is %s\n", Env("PARALLAX_TOKEN").c_str());
+      std::fflush(stdout);
     } else if (f[0] == "hang" && f.size() == 1) {
       Hang();
     } else if (f[0] == "ignore_term" && f.size() == 1) {

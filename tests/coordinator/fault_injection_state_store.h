@@ -124,6 +124,7 @@ class FaultInjectionStateStore : public StateStore {
   StatusOr<std::optional<std::string>> KvGet(const std::string& key) override {
     return base_->KvGet(key);
   }
+  StatusOr<int64_t> KvCount(const std::string& prefix) override { return base_->KvCount(prefix); }
   StatusOr<std::vector<MetricRecord>> ListMetrics(int64_t job_id, int64_t after_step,
                                                   int limit) override {
     return base_->ListMetrics(job_id, after_step, limit);

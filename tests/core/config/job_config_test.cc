@@ -363,6 +363,17 @@ TEST_F(JobConfigTest, PsCountsAndAuto) {
   EXPECT_EQ(c->ps.value_encoding, "fp16");
 }
 
+TEST_F(JobConfigTest, PsCurveIsOnByDefaultAndMustBeABoolean) {
+  StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->ps.curve);
+  c = ParseJobConfig(std::string(kMinimal) + "[ps]\ncurve = false\n", "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->ps.curve);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncurve = \"off\"\n"),
+              HasSubstr("key 'ps.curve': expected a boolean, got a string"));
+}
+
 TEST_F(JobConfigTest, VariableOverrides) {
   StatusOr<JobConfig> c =
       ParseJobConfig(std::string(kMinimal) +

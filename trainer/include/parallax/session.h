@@ -99,6 +99,8 @@ struct SessionOptions {
   OptimizerConfig sparse_optimizer;
   int ps_partitions = 0;        // per PS variable; 0: one per shard
   bool ps_fp16_values = false;  // [ps] value_encoding = "fp16"
+  // [ps] curve: CURVE on PS sockets when `token` is set (core/ps/curve.h).
+  bool ps_curve = true;
   // The whole job file, when there was one (custom trainers read [user]).
   std::optional<JobConfig> job;
 

@@ -1,0 +1,48 @@
+#include "core/ps/curve.h"
+
+#include <zmq.h>
+
+namespace parallax::ps {
+
+StatusOr<CurveKeyPair> NewCurveKeyPair() {
+  if (!zmq_has("curve")) {
+    return FailedPrecondition(
+        "this libzmq has no CURVE support, so PS traffic cannot be authenticated; install a "
+        "libzmq5 built with libsodium (Debian's is)");
+  }
+  char pub[41] = {0}, sec[41] = {0};
+  if (zmq_curve_keypair(pub, sec) != 0) {
+    return Internal(std::string("zmq_curve_keypair failed: ") + zmq_strerror(zmq_errno()));
+  }
+  return CurveKeyPair{pub, sec};
+}
+
+std::string Z85FromBinaryKey(const std::string& binary) {
+  if (binary.size() != 32) return "";
+  char text[41] = {0};
+  if (zmq_z85_encode(text, reinterpret_cast<const uint8_t*>(binary.data()), 32) == nullptr) {
+    return "";
+  }
+  return text;
+}
+
+std::string ShardCurveKey(int64_t job_id, int32_t attempt, uint32_t shard) {
+  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps-keys/" +
+         std::to_string(shard);
+}
+
+std::string ClientCurveKey(int64_t job_id, int32_t attempt, const std::string& public_key_z85) {
+  uint8_t key[32];
+  if (public_key_z85.size() != 40 || zmq_z85_decode(key, public_key_z85.c_str()) == nullptr) {
+    return "";
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : key) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps-clients/" + hex;
+}
+
+}  // namespace parallax::ps
