@@ -166,6 +166,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def receive(queue, procs, timeout):
+    """The next worker message; exits with a message when a worker died or `timeout` passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return queue.get(timeout=1.0)
+        except Exception:  # queue.Empty: check the workers are still alive
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                sys.exit(f"w3_torch: worker pid {dead[0].pid} exited with {dead[0].exitcode}; "
+                         "its traceback is above")
+    sys.exit(f"w3_torch: no word from the workers in {timeout:.0f} s (--timeout)")
+
+
 def one_run(args, header):
     ctx = mp.get_context("spawn")
     to_driver, go, finish = ctx.Queue(), ctx.Event(), ctx.Event()
@@ -175,10 +189,10 @@ def one_run(args, header):
     for p in procs:
         p.start()
     try:
-        pids = [to_driver.get(timeout=args.timeout)[2] for _ in procs]
+        pids = [receive(to_driver, procs, args.timeout)[2] for _ in procs]
         before = socket_bytes(pids)
         go.set()
-        done = [to_driver.get(timeout=args.timeout) for _ in procs]
+        done = [receive(to_driver, procs, args.timeout) for _ in procs]
         after = socket_bytes(pids)
         finish.set()
         for p in procs:
