@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*batches_cmd) {
-    const uint64_t total = uint64_t{4} * batches.steps * batches.workers * batches.batch *
-                           (batches.context + 1);
+    const uint64_t total =
+        uint64_t{4} * batches.steps * batches.workers * batches.batch * (batches.context + 1);
     if (total > (uint64_t{1} << 32)) {
       std::cerr << "parallax-data batches: the file would hold " << total
                 << " bytes (over 4 GiB); ask for fewer --steps, --workers or --batch\n";

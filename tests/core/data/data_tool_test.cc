@@ -104,9 +104,9 @@ TEST_F(DataToolTest, BatchesEqualEveryRanksTokenReader) {
   ASSERT_TRUE(WriteTokenFile(dir_.File("t.tok"), tokens).ok());
   // 3 ranks x 40 steps x 8 examples = 960 > 496 examples: the file wraps into a second epoch.
   const uint32_t workers = 3, steps = 40, batch = 8, context = 3;
-  auto run = RunProcess({Tool(), "batches", dir_.File("t.tok"), "--context", "3", "--batch", "8",
-                         "--workers", "3", "--steps", "40", "--seed", "77", "--out",
-                         dir_.File("b.bin")});
+  auto run =
+      RunProcess({Tool(), "batches", dir_.File("t.tok"), "--context", "3", "--batch", "8",
+                  "--workers", "3", "--steps", "40", "--seed", "77", "--out", dir_.File("b.bin")});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   std::ifstream in(dir_.File("b.bin"), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -145,17 +145,17 @@ TEST_F(DataToolTest, BatchesEqualEveryRanksTokenReader) {
   EXPECT_EQ(readers[0]->epoch(), 1);  // the wrap was exercised
 
   // Another seed gives another order; a missing token file is explained.
-  auto other = RunProcess({Tool(), "batches", dir_.File("t.tok"), "--seed", "78", "--context",
-                           "3", "--batch", "8", "--workers", "3", "--steps", "40", "--out",
-                           dir_.File("c.bin")});
+  auto other =
+      RunProcess({Tool(), "batches", dir_.File("t.tok"), "--seed", "78", "--context", "3",
+                  "--batch", "8", "--workers", "3", "--steps", "40", "--out", dir_.File("c.bin")});
   ASSERT_EQ(other.exit_code, 0) << other.err;
   std::ifstream other_in(dir_.File("c.bin"), std::ios::binary);
   std::string other_bytes((std::istreambuf_iterator<char>(other_in)),
                           std::istreambuf_iterator<char>());
   EXPECT_EQ(other_bytes.size(), bytes.size());
   EXPECT_NE(other_bytes.substr(32), bytes.substr(32));
-  auto missing = RunProcess(
-      {Tool(), "batches", dir_.File("nowhere.tok"), "--out", dir_.File("d.bin")});
+  auto missing =
+      RunProcess({Tool(), "batches", dir_.File("nowhere.tok"), "--out", dir_.File("d.bin")});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("scripts/fetch-data"), std::string::npos) << missing.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.File("d.bin")));
