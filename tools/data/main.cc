@@ -5,8 +5,53 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/base/daemon.h"
 #include "core/data/brown.h"
 #include "core/data/synthetic_ctr.h"
+#include "core/data/token_reader.h"
+
+namespace {
+
+struct BatchesOptions {
+  std::string tokens, out;
+  uint32_t context = 4, batch = 256, workers = 2, steps = 310;
+  uint64_t seed = 1;
+};
+
+void PutLe(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// Writes the batches file of docs/DATA.md ("Batches file"): every rank's batches, step-major,
+// read exactly as rank r of `workers` reads them (TokenReader, shard r, shuffled, same seed).
+parallax::Status WriteBatches(const BatchesOptions& o) {
+  using namespace parallax::data;
+  std::vector<std::unique_ptr<TokenReader>> readers;
+  for (uint32_t r = 0; r < o.workers; ++r) {
+    TokenReaderOptions options;
+    options.shard = static_cast<int>(r);
+    options.num_shards = static_cast<int>(o.workers);
+    options.seed = o.seed;
+    options.context = o.context;
+    PX_ASSIGN_OR_RETURN(auto reader, TokenReader::Open(o.tokens, options));
+    readers.push_back(std::move(reader));
+  }
+  std::string bytes = "PXBAT001";
+  bytes.reserve(32 + size_t{4} * o.steps * o.workers * o.batch * (o.context + 1));
+  for (uint32_t v : {o.workers, o.steps, o.batch, o.context}) PutLe(&bytes, v, 4);
+  PutLe(&bytes, o.seed, 8);
+  TokenBatch batch;
+  for (uint32_t step = 0; step < o.steps; ++step) {
+    for (auto& reader : readers) {
+      reader->Next(o.batch, &batch);
+      for (uint32_t id : batch.context) PutLe(&bytes, id, 4);
+      for (uint32_t id : batch.targets) PutLe(&bytes, id, 4);
+    }
+  }
+  return parallax::WriteFileAtomically(o.out, bytes);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace parallax::data;
@@ -76,7 +121,46 @@ int main(int argc, char** argv) {
   ctr_cmd->add_option("--base-logit", ctr.base_logit, "Bias of the hidden model")
       ->capture_default_str();
 
+  BatchesOptions batches;
+  auto* batches_cmd = app.add_subcommand(
+      "batches",
+      "Writes to FILE the (context, target) ids of every step of every rank, as rank r of "
+      "--workers ranks reads TOKENS in training (shard r, shuffled with --seed), for running "
+      "another framework on the same data order (docs/DATA.md, \"Batches file\")");
+  batches_cmd->add_option("TOKENS", batches.tokens, "Token file (train.tok)")->required();
+  batches_cmd->add_option("--out", batches.out, "Output file (written atomically)")->required();
+  batches_cmd->add_option("--context", batches.context, "Tokens of context before each target")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  batches_cmd->add_option("--batch", batches.batch, "Examples per rank per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  batches_cmd->add_option("--workers", batches.workers, "Ranks (shards of the data)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  batches_cmd->add_option("--steps", batches.steps, "Steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  batches_cmd->add_option("--seed", batches.seed, "Shuffling seed of the token reader")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*batches_cmd) {
+    const uint64_t total =
+        uint64_t{4} * batches.steps * batches.workers * batches.batch * (batches.context + 1);
+    if (total > (uint64_t{1} << 32)) {
+      std::cerr << "parallax-data batches: the file would hold " << total
+                << " bytes (over 4 GiB); ask for fewer --steps, --workers or --batch\n";
+      return 1;
+    }
+    auto status = WriteBatches(batches);
+    if (!status.ok()) {
+      std::cerr << "parallax-data batches: " << status.ToString() << "\n";
+      return 1;
+    }
+    return 0;
+  }
 
   if (*brown_cmd) {
     auto stats = ConvertBrown(src_dir, brown_out, brown);
