@@ -117,7 +117,8 @@ class ResumeTest : public ::testing::Test {
 
   // Submits the tiny job; `crash` makes rank 1 exit after step 15 on
   // attempt 1. Returns the job id.
-  // `arch` other than hybrid runs without PS shards; `optimizer` is the
+  // `arch` other than hybrid runs without PS shards (hybrid puts the
+  // embedding on 2 shards); `optimizer` is the
   // dense and sparse one (momentum/adam carry worker-side state).
   std::string Submit(const std::string& tag, bool crash, const std::string& arch = "hybrid",
                      const std::string& dense = "sgd", const std::string& sparse = "adagrad",
@@ -134,7 +135,9 @@ class ResumeTest : public ::testing::Test {
     if (crash) f << "[trainer.env]\nTINY_EXIT_AT_STEP = \"15\"\nTINY_EXIT_RANK = \"1\"\n";
     f << "[optimizer.dense]\ntype = \"" << dense << "\"\nlr = 0.1\n"
       << "[optimizer.sparse]\ntype = \"" << sparse << "\"\nlr = 0.1\n";
-    if (arch == "hybrid") f << "[ps]\nshards = 2\n";
+    // The cost model would all-gather the embedding with 2 workers; keep it
+    // on the shards so that the checkpoint has partition files.
+    if (arch == "hybrid") f << "[ps]\nshards = 2\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
     f.close();
     RunResult r = Cli({"submit", path});
     EXPECT_EQ(r.exit_code, 0) << r.err;
