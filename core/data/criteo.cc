@@ -1,0 +1,189 @@
+#include "core/data/criteo.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "core/data/bytes.h"
+
+namespace parallax::data {
+namespace {
+
+constexpr std::string_view kPositionMagic = "PXCRPOS1";
+// magic, fingerprint, size, shard, num_shards, consumed, checksum.
+constexpr size_t kPositionBytes = 8 + 8 + 8 + 4 + 4 + 8 + 8;
+constexpr int kFields = 1 + kCriteoDense + kCriteoCategorical;
+
+std::string FieldName(int field) {
+  if (field == 0) return "label";
+  if (field <= kCriteoDense) return "I" + std::to_string(field);
+  return "C" + std::to_string(field - kCriteoDense);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& path,
+                                                           const CriteoReaderOptions& options) {
+  if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
+    return InvalidArgument("Criteo reader shard " + std::to_string(options.shard) + " of " +
+                           std::to_string(options.num_shards) +
+                           " is out of range (need 0 <= shard < num_shards)");
+  }
+  if (options.table_sizes.size() != kCriteoCategorical) {
+    return InvalidArgument("Criteo reader needs 26 table sizes (one per categorical feature), got " +
+                           std::to_string(options.table_sizes.size()));
+  }
+  for (size_t f = 0; f < options.table_sizes.size(); ++f) {
+    const int64_t size = options.table_sizes[f];
+    if (size < 1 || size > (int64_t{1} << 32)) {
+      return InvalidArgument("table size of C" + std::to_string(f + 1) + " is " +
+                             std::to_string(size) + "; it must be in [1, 2^32]");
+    }
+  }
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) {
+      return NotFound("Criteo file '" + path +
+                      "' does not exist; run scripts/fetch-data --synthetic-ctr to write "
+                      "data/ctr/");
+    }
+    return IoError("cannot open Criteo file '" + path + "': " + std::strerror(errno));
+  }
+  std::unique_ptr<CriteoReader> reader(new CriteoReader());
+  reader->shard_ = options.shard;
+  reader->num_shards_ = options.num_shards;
+  std::string line;
+  uint64_t line_no = 0;
+  std::string_view fields[kFields];
+  while (std::getline(in, line)) {
+    ++line_no;
+    if ((line_no - 1) % options.num_shards != static_cast<uint64_t>(options.shard)) continue;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    std::string_view rest(line);
+    if (!rest.empty() && rest.back() == '\r') rest.remove_suffix(1);
+    int n = 0;
+    while (true) {
+      const size_t tab = rest.find('\t');
+      if (n < kFields) fields[n] = rest.substr(0, tab);
+      ++n;
+      if (tab == std::string_view::npos) break;
+      rest.remove_prefix(tab + 1);
+    }
+    if (n != kFields) {
+      return InvalidArgument(where + "expected 40 tab-separated fields (label, 13 integer, 26 hex " +
+                             "categorical), got " + std::to_string(n) +
+                             (n == kFields - 1 ? " (a file without labels?)" : ""));
+    }
+    // Label.
+    if (fields[0] != "0" && fields[0] != "1") {
+      return InvalidArgument(where + "label \"" + std::string(fields[0].substr(0, 40)) +
+                             "\" is not 0 or 1");
+    }
+    reader->labels_.push_back(fields[0] == "1" ? 1.0f : 0.0f);
+    for (int d = 1; d <= kCriteoDense; ++d) {
+      const std::string_view f = fields[d];
+      float value = 0.0f;
+      if (!f.empty()) {
+        int64_t x = 0;
+        auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), x);
+        if (ec != std::errc() || end != f.data() + f.size()) {
+          return InvalidArgument(where + "field " + std::to_string(d + 1) + " (" + FieldName(d) +
+                                 ") \"" + std::string(f.substr(0, 40)) + "\" is not an integer");
+        }
+        value = static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0)));
+      }
+      reader->dense_.push_back(value);
+    }
+    for (int c = 0; c < kCriteoCategorical; ++c) {
+      const int field = 1 + kCriteoDense + c;
+      const std::string_view f = fields[field];
+      uint64_t id = 0;
+      if (!f.empty()) {
+        uint64_t x = 0;
+        auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), x, 16);
+        if (ec != std::errc() || end != f.data() + f.size()) {
+          return InvalidArgument(where + "field " + std::to_string(field + 1) + " (" +
+                                 FieldName(field) + ") \"" + std::string(f.substr(0, 40)) +
+                                 "\" is not a hex value of at most 64 bits");
+        }
+        id = x % static_cast<uint64_t>(options.table_sizes[c]);
+      }
+      reader->categorical_.push_back(static_cast<uint32_t>(id));
+    }
+  }
+  if (in.bad()) return IoError("cannot read Criteo file '" + path + "': " + std::strerror(errno));
+  if (reader->labels_.empty()) {
+    return InvalidArgument("Criteo file '" + path + "' has no example for shard " +
+                           std::to_string(options.shard) + " of " +
+                           std::to_string(options.num_shards) + " (" + std::to_string(line_no) +
+                           " lines)");
+  }
+  auto bytes = [](const auto& v) {
+    return std::string_view(reinterpret_cast<const char*>(v.data()), sizeof(v[0]) * v.size());
+  };
+  reader->fingerprint_ = internal::Fnv1a(
+      bytes(reader->categorical_),
+      internal::Fnv1a(bytes(reader->dense_), internal::Fnv1a(bytes(reader->labels_))));
+  return reader;
+}
+
+CriteoReader::~CriteoReader() = default;
+
+void CriteoReader::Next(size_t batch_size, CtrBatch* out) {
+  out->labels.resize(batch_size);
+  out->dense.resize(batch_size * kCriteoDense);
+  out->categorical.resize(batch_size * kCriteoCategorical);
+  const size_t n = labels_.size();
+  for (size_t j = 0; j < batch_size; ++j, ++consumed_) {
+    const size_t i = consumed_ % n;
+    out->labels[j] = labels_[i];
+    std::copy_n(dense_.begin() + i * kCriteoDense, kCriteoDense,
+                out->dense.begin() + j * kCriteoDense);
+    std::copy_n(categorical_.begin() + i * kCriteoCategorical, kCriteoCategorical,
+                out->categorical.begin() + j * kCriteoCategorical);
+  }
+}
+
+size_t CriteoReader::size() const { return labels_.size(); }
+
+std::string CriteoReader::SavePosition() const {
+  std::string out(kPositionMagic);
+  internal::PutU64(&out, fingerprint_);
+  internal::PutU64(&out, labels_.size());
+  internal::PutU32(&out, static_cast<uint32_t>(shard_));
+  internal::PutU32(&out, static_cast<uint32_t>(num_shards_));
+  internal::PutU64(&out, consumed_);
+  internal::PutU64(&out, internal::Fnv1a(out));
+  return out;
+}
+
+Status CriteoReader::RestorePosition(std::string_view position) {
+  if (position.size() != kPositionBytes || position.substr(0, 8) != kPositionMagic) {
+    return InvalidArgument("not a Criteo reader position (" + std::to_string(position.size()) +
+                           " bytes; expected " + std::to_string(kPositionBytes) +
+                           " starting with \"PXCRPOS1\")");
+  }
+  const char* p = position.data();
+  if (internal::GetU64(p + kPositionBytes - 8) !=
+      internal::Fnv1a(position.substr(0, kPositionBytes - 8))) {
+    return InvalidArgument("Criteo reader position is damaged (checksum mismatch)");
+  }
+  const uint32_t shard = internal::GetU32(p + 24), shards = internal::GetU32(p + 28);
+  if (shard != static_cast<uint32_t>(shard_) || shards != static_cast<uint32_t>(num_shards_)) {
+    return InvalidArgument("Criteo reader position belongs to shard " + std::to_string(shard) +
+                           " of " + std::to_string(shards) + "; this reader is shard " +
+                           std::to_string(shard_) + " of " + std::to_string(num_shards_));
+  }
+  if (internal::GetU64(p + 8) != fingerprint_ || internal::GetU64(p + 16) != labels_.size()) {
+    return InvalidArgument(
+        "Criteo reader position was saved for a different file or table sizes; resume with the "
+        "data and [model] settings the checkpoint was trained on");
+  }
+  consumed_ = internal::GetU64(p + 32);
+  return Status::Ok();
+}
+
+}  // namespace parallax::data

@@ -1,0 +1,151 @@
+#include "core/data/synthetic_ctr.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "core/data/auc.h"
+#include "tests/testing/temp_dir.h"
+
+namespace parallax::data {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class SyntheticCtrTest : public ::testing::Test {
+ protected:
+  static SyntheticCtrOptions Small() {
+    SyntheticCtrOptions o;
+    o.train_examples = 4000;
+    o.heldout_examples = 20000;
+    o.table_sizes = std::vector<int64_t>(kCriteoCategorical, 50);
+    o.table_sizes[0] = 1000;
+    o.table_sizes[25] = 2;
+    return o;
+  }
+  parallax::testing::TempDir dir_;
+};
+
+TEST_F(SyntheticCtrTest, AucCountsTiesAsHalf) {
+  const std::vector<double> scores = {0.1, 0.4, 0.35, 0.8};
+  const std::vector<float> labels = {0, 0, 1, 1};
+  EXPECT_DOUBLE_EQ(Auc(std::span<const double>(scores), labels), 0.75);
+  const std::vector<float> tied = {0.5f, 0.5f, 0.5f};
+  EXPECT_DOUBLE_EQ(Auc(std::span<const float>(tied), std::vector<float>{0, 1, 0}), 0.5);
+  EXPECT_DOUBLE_EQ(Auc(std::span<const float>(tied), std::vector<float>{1, 1, 1}), 0.5);
+}
+
+TEST_F(SyntheticCtrTest, DeterministicForASeed) {
+  auto a = WriteSyntheticCtr(dir_.File("a"), Small());
+  auto b = WriteSyntheticCtr(dir_.File("b"), Small());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok());
+  for (const char* f : {"/train.tsv", "/heldout.tsv", "/generator.json"}) {
+    EXPECT_EQ(Slurp(dir_.File("a") + f), Slurp(dir_.File("b") + f)) << f;
+  }
+  SyntheticCtrOptions other = Small();
+  other.seed += 1;
+  ASSERT_TRUE(WriteSyntheticCtr(dir_.File("c"), other).ok());
+  EXPECT_NE(Slurp(dir_.File("a") + "/train.tsv"), Slurp(dir_.File("c") + "/train.tsv"));
+  // The held-out split does not depend on the training size.
+  SyntheticCtrOptions longer = Small();
+  longer.train_examples = 5000;
+  ASSERT_TRUE(WriteSyntheticCtr(dir_.File("d"), longer).ok());
+  EXPECT_EQ(Slurp(dir_.File("a") + "/heldout.tsv"), Slurp(dir_.File("d") + "/heldout.tsv"));
+}
+
+TEST_F(SyntheticCtrTest, BayesAucIsHighAndTheTrueModelReachesItThroughTheReader) {
+  const SyntheticCtrOptions o = Small();
+  auto result = WriteSyntheticCtr(dir_.path(), o);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_GT(result->bayes_auc, 0.7);
+  EXPECT_LT(result->bayes_auc, 0.95);
+  EXPECT_GT(result->heldout_positive_rate, 0.1);
+  EXPECT_LT(result->heldout_positive_rate, 0.5);
+
+  auto json = nlohmann::json::parse(Slurp(dir_.File("generator.json")));
+  EXPECT_EQ(json["seed"], o.seed);
+  EXPECT_EQ(json["table_sizes"].get<std::vector<int64_t>>(), o.table_sizes);
+  EXPECT_DOUBLE_EQ(json["bayes_auc"].get<double>(), result->bayes_auc);
+
+  // A model that knows the truth, fed by CriteoReader, scores the Bayes AUC.
+  CriteoReaderOptions ro;
+  ro.table_sizes = o.table_sizes;
+  auto reader = CriteoReader::Open(dir_.File("heldout.tsv"), ro);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_EQ((*reader)->size(), o.heldout_examples);
+  CtrBatch batch;
+  (*reader)->Next(o.heldout_examples, &batch);
+  const CtrGroundTruth truth(o);
+  std::vector<double> p(o.heldout_examples);
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] = truth.Probability(&batch.dense[i * kCriteoDense],
+                             &batch.categorical[i * kCriteoCategorical]);
+  }
+  EXPECT_DOUBLE_EQ(Auc(std::span<const double>(p), batch.labels), result->bayes_auc);
+  // A model that knows nothing does not.
+  std::vector<double> none(p.size(), 0.3);
+  EXPECT_DOUBLE_EQ(Auc(std::span<const double>(none), batch.labels), 0.5);
+}
+
+TEST_F(SyntheticCtrTest, IdsAreZipfDistributedWithinTheirTables) {
+  const SyntheticCtrOptions o = Small();
+  ASSERT_TRUE(WriteSyntheticCtr(dir_.path(), o).ok());
+  CriteoReaderOptions ro;
+  ro.table_sizes = o.table_sizes;
+  auto reader = std::move(CriteoReader::Open(dir_.File("train.tsv"), ro)).value();
+  CtrBatch batch;
+  reader->Next(o.train_examples, &batch);
+  std::map<int64_t, int> c1;  // the 1000-row feature
+  int missing = 0;
+  for (size_t i = 0; i < o.train_examples; ++i) {
+    for (int f = 0; f < kCriteoCategorical; ++f) {
+      const int64_t id = batch.categorical[i * kCriteoCategorical + f];
+      ASSERT_GE(id, 0);
+      ASSERT_LT(id, o.table_sizes[f]);
+      if (f == 25) {
+        ASSERT_LE(id, 1);  // a 2-row table: row 1, or 0 when missing
+      }
+    }
+    const int64_t id = batch.categorical[i * kCriteoCategorical];
+    if (id == 0) {
+      ++missing;
+    } else {
+      ++c1[id];
+    }
+  }
+  // 2% missing.
+  EXPECT_NEAR(missing / static_cast<double>(o.train_examples), o.categorical_missing, 0.01);
+  // Zipf(1.2) over 999 ranks: the 10 hottest rows hold about 57% of the draws
+  // (uniform ids would give 1%), and they are not the first 10 rows.
+  std::vector<int> counts;
+  for (auto [id, n] : c1) counts.push_back(n);
+  std::sort(counts.rbegin(), counts.rend());
+  const int top10 = std::accumulate(counts.begin(), counts.begin() + 10, 0);
+  EXPECT_NEAR(top10 / static_cast<double>(o.train_examples - missing), 0.57, 0.05);
+  int hot_in_first_rows = 0;
+  for (int id = 1; id <= 10; ++id) hot_in_first_rows += c1[id] >= counts[9];
+  EXPECT_LT(hot_in_first_rows, 5);
+}
+
+TEST_F(SyntheticCtrTest, RejectsBadOptions) {
+  SyntheticCtrOptions o = Small();
+  o.table_sizes[3] = 1;
+  auto r = WriteSyntheticCtr(dir_.path(), o);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("C4"), std::string::npos);
+  o = Small();
+  o.table_sizes.resize(3);
+  EXPECT_EQ(WriteSyntheticCtr(dir_.path(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace parallax::data
