@@ -23,8 +23,9 @@ struct LmConfig {
   int hidden = 512;
   std::string context_mode = "concat";
   int negatives = 16;
-  std::string negative_sharing = "batch";
+  std::string negative_sharing = "example";
   double power = 0.75;
+  std::string init = "uniform";
   double init_scale = 0.05;
   int64_t eval_every = 0;
   int64_t eval_tokens = 10'000;
@@ -43,8 +44,9 @@ Status ParseLmConfig(const std::string& toml, LmConfig* c) {
   PX_RETURN_IF_ERROR(m.Int("hidden", 1, 65536, &c->hidden));
   PX_RETURN_IF_ERROR(m.Choice("context_mode", {"concat", "mean"}, &c->context_mode));
   PX_RETURN_IF_ERROR(m.Int("negatives", 1, 4096, &c->negatives));
-  PX_RETURN_IF_ERROR(m.Choice("negative_sharing", {"batch", "example"}, &c->negative_sharing));
+  PX_RETURN_IF_ERROR(m.Choice("negative_sharing", {"example", "batch"}, &c->negative_sharing));
   PX_RETURN_IF_ERROR(m.Double("negative_power", 0.0, 2.0, &c->power));
+  PX_RETURN_IF_ERROR(m.Choice("init", {"uniform", "normal"}, &c->init));
   PX_RETURN_IF_ERROR(m.Double("init_scale", 0.0, 10.0, &c->init_scale));
   PX_RETURN_IF_ERROR(m.Int("eval_every", 0, INT64_MAX, &c->eval_every));
   PX_RETURN_IF_ERROR(m.Int("eval_tokens", 1, INT64_MAX, &c->eval_tokens));
@@ -75,16 +77,20 @@ class LmModel final : public Model {
     };
     VariableOptions zeros;
     zeros.init = {Initializer::Type::kZeros, seed, 0.0f};
-    const float emb = static_cast<float>(c.init_scale);
+    // Embeddings N(0, scale²) or U(±scale); Linear layers U(±1/√fan_in)
+    // (PyTorch's defaults, so W3 starts where its PyTorch peer does).
+    VariableOptions emb;
+    emb.init = {c.init == "normal" ? Initializer::Type::kNormal : Initializer::Type::kUniform, seed,
+                static_cast<float>(c.init_scale)};
+    const float in1 = static_cast<float>(1 / std::sqrt(static_cast<double>(d_in)));
+    const float in2 = static_cast<float>(1 / std::sqrt(static_cast<double>(c.hidden)));
     vars_ = {
-        Sparse("lm/input_embedding", c.vocab, c.dim, uniform(emb)),
-        Dense("lm/hidden/weights", static_cast<size_t>(d_in) * c.hidden,
-              uniform(GlorotScale(d_in, c.hidden))),
-        Dense("lm/hidden/bias", static_cast<size_t>(c.hidden), zeros),
-        Dense("lm/projection/weights", static_cast<size_t>(c.hidden) * c.dim,
-              uniform(GlorotScale(c.hidden, c.dim))),
-        Dense("lm/projection/bias", static_cast<size_t>(c.dim), zeros),
-        Sparse("lm/output_embedding", c.vocab, c.dim, uniform(emb)),
+        Sparse("lm/input_embedding", c.vocab, c.dim, emb),
+        Dense("lm/hidden/weights", static_cast<size_t>(d_in) * c.hidden, uniform(in1)),
+        Dense("lm/hidden/bias", static_cast<size_t>(c.hidden), uniform(in1)),
+        Dense("lm/projection/weights", static_cast<size_t>(c.hidden) * c.dim, uniform(in2)),
+        Dense("lm/projection/bias", static_cast<size_t>(c.dim), uniform(in2)),
+        Sparse("lm/output_embedding", c.vocab, c.dim, emb),
         Sparse("lm/output_bias", c.vocab, 1, zeros),
     };
   }
@@ -104,11 +110,14 @@ class LmModel final : public Model {
 
   Status SetData(ModelData data) override {
     if (!data.tokens) return InvalidArgument("model 'lm': no training tokens");
-    if (data.counts.size() != static_cast<size_t>(c_.vocab)) {
+    if (data.counts.size() > static_cast<size_t>(c_.vocab)) {
       return InvalidArgument("model 'lm': the vocabulary has " +
                              std::to_string(data.counts.size()) + " words but [model] vocab = " +
-                             std::to_string(c_.vocab) + "; set vocab to the vocabulary's size");
+                             std::to_string(c_.vocab) + "; set vocab to at least the vocabulary's size");
     }
+    // Rows past the vocabulary (a corpus with fewer words than vocab) are
+    // never a target and never drawn as negatives.
+    data.counts.resize(static_cast<size_t>(c_.vocab), 0);
     for (uint32_t t : data.heldout_tokens) {
       if (t >= c_.vocab) {
         return InvalidArgument("model 'lm': held-out token id " + std::to_string(t) +
@@ -392,11 +401,24 @@ Status LmModel::Evaluate(Session* s, EvalStats* out) {
     blocks.emplace_back(ConstMatMap(h.data(), m, d), targets);
   }
   input = {};
+  // Negative sampling's optimum is s(w|c) = log p(w|c) − log(K·q(w)) with q
+  // the noise distribution, so the model's distribution is the softmax of
+  // s(w|c) + log q(w) (K cancels). q is add-one smoothed here so that words
+  // never drawn as negatives (count 0, e.g. <unk>) keep a probability.
+  double q_total = 0;
+  for (int64_t w = 0; w < vocab; ++w)
+    q_total += std::pow(static_cast<double>(data_.counts[static_cast<size_t>(w)]) + 1, c_.power);
   Matrix logits;
   for (int64_t first = 0; first < vocab; first += kChunk) {
     const int64_t c = std::min(kChunk, vocab - first);
     PX_RETURN_IF_ERROR(s->ReadSparse(var_ids_[kOut], first, c, &chunk));
     PX_RETURN_IF_ERROR(s->ReadSparse(var_ids_[kBias], first, c, &chunk_bias));
+    for (int64_t j = 0; j < c; ++j) {
+      const double q =
+          std::pow(static_cast<double>(data_.counts[static_cast<size_t>(first + j)]) + 1, c_.power) /
+          q_total;
+      chunk_bias[static_cast<size_t>(j)] += static_cast<float>(std::log(q));
+    }
     for (FullSoftmax& b : blocks) {
       b.AddChunk(first, ConstMatMap(chunk.data(), c, d), ConstVecMap(chunk_bias.data(), c), &logits);
     }
