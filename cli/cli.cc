@@ -13,6 +13,8 @@
 
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
+#include "cli/export.h"
+#include "cli/job_metrics.h"
 #include "cli/run.h"
 #include "core/rpc/agent_client.h"
 #include "core/rpc/coordinator_client.h"
@@ -97,6 +99,7 @@ class Cli {
   int Resume();
   int Logs();
   int RunCommand();
+  int Export();
 
   const CliEnvironment& env_;
   std::ostream& out_;
@@ -116,6 +119,8 @@ class Cli {
   bool follow_ = false;
   std::string db_;
   std::string state_dir_ = ".parallax";
+  int64_t export_step_ = -1;
+  std::string export_out_;
 };
 
 std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
@@ -196,6 +201,10 @@ int Cli::Status_() {
   if (json_) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& j : jobs) arr.push_back(JobJson(j));
+    if (job_id_ > 0) {
+      auto m = LatestMetricsJson(client.get(), job_id_, jobs[0].attempt, jobs[0].step);
+      if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
+    }
     out_ << nlohmann::json{{"jobs", arr}}.dump() << "\n";
     return kExitOk;
   }
@@ -234,6 +243,11 @@ int Cli::Status_() {
       out_ << "\n";
       PrintTable(out_, trows);
     }
+    auto metrics = LatestMetricsTable(client.get(), j.id, j.attempt, j.step);
+    if (metrics.ok() && !metrics->empty()) {
+      out_ << "\nnewest metrics per rank (times and bytes per step, sent/received):\n";
+      PrintTable(out_, *metrics);
+    }
     return kExitOk;
   }
   if (jobs.empty()) {
@@ -249,6 +263,18 @@ int Cli::Status_() {
   }
   PrintTable(out_, rows);
   return kExitOk;
+}
+
+int Cli::Export() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  ExportOptions o;
+  o.job_id = job_id_;
+  if (export_step_ >= 0) o.step = export_step_;
+  o.out_dir = export_out_;
+  Status st = ExportCheckpoint(client.get(), o, out_);
+  return st.ok() ? kExitOk : Report(st);
 }
 
 int Cli::Cancel() {
@@ -503,6 +529,15 @@ int Cli::Run(const std::vector<std::string>& args) {
       ->capture_default_str();
   run->add_option("--db", db_, "SQLite database (default: STATE_DIR/state.db)");
   run->callback([&] { result = RunCommand(); });
+
+  CLI::App* exp = app.add_subcommand(
+      "export", "write a committed checkpoint as one .npy per variable and manifest.json "
+                "(docs/EXPORT.md)");
+  job_id_option(exp)->required();
+  exp->add_option("--checkpoint", export_step_, "step of the checkpoint (default: the newest)")
+      ->check(CLI::NonNegativeNumber);
+  exp->add_option("--out", export_out_, "output directory (created)")->required();
+  exp->callback([&] { result = Export(); });
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {

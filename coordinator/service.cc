@@ -612,6 +612,12 @@ void CoordinatorService::ReportMetrics(const rpc::RequestHeader& header,
     r.step = p.step;
     r.loss = p.loss;
     r.throughput = p.throughput;
+    if (p.__isset.values) {
+      if (p.values.size() > 64) {
+        Throw(rpc::ErrorCode::INVALID_ARGUMENT, "at most 64 values per metric point");
+      }
+      r.values = std::map<std::string, double>(p.values.begin(), p.values.end());
+    }
     records.push_back(r);
   }
   ThrowIfError(store_->RecordMetrics(records, clock_->NowMillis()));
@@ -636,6 +642,7 @@ void CoordinatorService::GetMetrics(std::vector<rpc::MetricPoint>& out,
     p.loss = r.loss;
     p.throughput = r.throughput;
     p.__set_time(r.time);
+    if (!r.values.empty()) p.__set_values(r.values);
     out.push_back(std::move(p));
   }
 }

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "coordinator/sqlite_util.h"
@@ -746,8 +747,8 @@ Status SqliteStateStore::RecordMetrics(const std::vector<MetricRecord>& points, 
     for (const auto& [job_id, step] : newest_step) PX_RETURN_IF_ERROR(CheckJob(job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement insert,
-        db_->Prepare("INSERT INTO metrics (job_id, attempt, rank, step, loss, throughput, time) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
+        db_->Prepare("INSERT INTO metrics (job_id, attempt, rank, step, loss, throughput, time, "
+                     "metric_values) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
     for (const MetricRecord& point : points) {
       insert.BindInt64(1, point.job_id)
           .BindInt64(2, point.attempt)
@@ -755,7 +756,8 @@ Status SqliteStateStore::RecordMetrics(const std::vector<MetricRecord>& points, 
           .BindInt64(4, point.step)
           .BindDouble(5, point.loss)
           .BindDouble(6, point.throughput)
-          .BindInt64(7, now);
+          .BindInt64(7, now)
+          .BindText(8, nlohmann::json(point.values).dump());
       PX_RETURN_IF_ERROR(insert.Run());
       insert.Reset();
     }
@@ -777,7 +779,7 @@ StatusOr<std::vector<MetricRecord>> SqliteStateStore::ListMetrics(int64_t job_id
     PX_RETURN_IF_ERROR(CheckJob(job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement stmt,
-        db_->Prepare("SELECT attempt, rank, step, loss, throughput, time FROM metrics "
+        db_->Prepare("SELECT attempt, rank, step, loss, throughput, time, metric_values FROM metrics "
                      "WHERE job_id = ?1 AND step > ?2 ORDER BY step, rank, attempt, id "
                      "LIMIT ?3"));
     stmt.BindInt64(1, job_id).BindInt64(2, after_step).BindInt64(3, SqlLimit(limit));
@@ -793,6 +795,13 @@ StatusOr<std::vector<MetricRecord>> SqliteStateStore::ListMetrics(int64_t job_id
       point.loss = stmt.ColumnDouble(3);
       point.throughput = stmt.ColumnDouble(4);
       point.time = stmt.ColumnInt64(5);
+      // Written by RecordMetrics only; a malformed value reads as none.
+      const nlohmann::json values = nlohmann::json::parse(stmt.ColumnText(6), nullptr, false);
+      if (values.is_object()) {
+        for (const auto& [name, value] : values.items()) {
+          if (value.is_number()) point.values[name] = value.get<double>();
+        }
+      }
       points.push_back(point);
     }
     return points;

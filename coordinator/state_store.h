@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,6 +103,7 @@ struct MetricRecord {
   double loss = 0;
   double throughput = 0;
   int64_t time = 0;
+  std::map<std::string, double> values;  // MetricPoint.values
 };
 
 struct CheckpointRecord {

@@ -11,32 +11,11 @@
 namespace parallax::ps {
 namespace {
 
-constexpr uint32_t kFileMagic = 0x4b435850;  // "PXCK"
-constexpr uint32_t kFileVersion = 1;
+constexpr uint32_t kFileMagic = kPartitionFileMagic;
+constexpr uint32_t kFileVersion = kPartitionFileFormat;
+using FileHeader = PartitionFileHeader;
 
-struct FileHeader {
-  uint32_t magic = kFileMagic;
-  uint32_t format = kFileVersion;
-  uint32_t variable = 0;
-  uint32_t partition = 0;
-  uint32_t partitions = 0;
-  uint32_t scheme = 0;
-  uint32_t dim = 0;
-  uint32_t optimizer = 0;
-  int64_t rows = 0;      // the variable's rows
-  uint64_t count = 0;    // rows in this file
-  int64_t applied = 0;
-  int64_t version = 0;
-};
-static_assert(sizeof(FileHeader) == 64);
-
-uint64_t Fnv1a(const char* p, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+uint64_t Fnv1a(const char* p, size_t n) { return Fnv1a64(p, n); }
 
 void Put(std::string* s, const void* p, size_t n) { s->append(static_cast<const char*>(p), n); }
 
@@ -54,10 +33,6 @@ Status WriteAll(int fd, const std::string& data, const std::string& path) {
 }
 
 }  // namespace
-
-std::string PartitionFileName(uint32_t var, uint32_t partition) {
-  return "var" + std::to_string(var) + "-part" + std::to_string(partition) + ".pxps";
-}
 
 Status SavePartition(const std::string& dir, const VariableTable& table, uint32_t partition,
                      int64_t applied, int64_t version) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/ps/partition_file.h"
 #include "core/ps/plan.h"
 #include "ps/variable_table.h"
 
@@ -26,7 +27,8 @@ struct PartitionSnapshot {
   std::vector<int64_t> steps;  // Adam only
 };
 
-std::string PartitionFileName(uint32_t var, uint32_t partition);
+// PartitionFileName(var, partition) names the file (core/ps/partition_file.h,
+// which also reads it back in chunks for export).
 
 // Writes the rows of `table` that belong to `partition`.
 Status SavePartition(const std::string& dir, const VariableTable& table, uint32_t partition,

@@ -247,6 +247,13 @@ struct MetricPoint {
   5: required double loss
   6: required double throughput   // samples per second on this rank
   7: optional i64 time            // set by the coordinator
+  // Per-step averages since the rank's previous point, counted at the
+  // transport (docs/ARCHITECTURE.md, "Metrics"): allreduce_sent_bytes,
+  // allreduce_recv_bytes, allgather_sent_bytes, allgather_recv_bytes,
+  // ps_push_sent_bytes, ps_push_recv_bytes, ps_pull_sent_bytes,
+  // ps_pull_recv_bytes, compute_ms, dense_wait_ms, sparse_wait_ms; and steps
+  // (how many steps the averages cover).
+  8: optional map<string, double> values
 }
 
 struct GetMetricsRequest {

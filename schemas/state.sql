@@ -134,3 +134,9 @@ ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0 CHECK (restarts 
 -- A launch error, or the last lines of the task's log when it ended.
 ALTER TABLE tasks ADD COLUMN message TEXT NOT NULL DEFAULT '';
 CREATE INDEX tasks_by_state ON tasks (state);
+
+-- migrate: 4
+
+-- Named per-step values of a metric point (bytes per path, step-time
+-- breakdown) as a JSON object; '{}' when the rank sent none.
+ALTER TABLE metrics ADD COLUMN metric_values TEXT NOT NULL DEFAULT '{}';

@@ -34,10 +34,18 @@ Status Run() {
   PX_RETURN_IF_ERROR(model->SetData(std::move(data)));
   PX_ASSIGN_OR_RETURN(auto session, Session::Create(options));
   PX_RETURN_IF_ERROR(model->Register(session.get()));
-  // TODO(checkpoints): once Session::RegisterState lands (branch wt-ckpt),
-  // register "data_position" with model->SaveState / model->RestoreState
-  // here, before Start(), so a resumed job continues where its data stopped.
+  // The data position goes into every checkpoint, so a resumed job reads on
+  // where it stopped (negative samples are a function of the step: no RNG
+  // state to keep).
+  models::Model* m = model.get();
+  PX_RETURN_IF_ERROR(session->RegisterState(
+      "data_position", [m] { return m->SaveState(); },
+      [m](std::string_view state) { return m->RestoreState(state); }));
   PX_RETURN_IF_ERROR(session->Start());
+  if (session->resumed_from()) {
+    std::cout << "rank " << options.rank << " resumed from the checkpoint of step "
+              << *session->resumed_from() << std::endl;
+  }
   models::TrainLoopOptions loop;
   loop.steps = job.trainer.steps;
   loop.evaluate = options.rank == 0;

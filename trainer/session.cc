@@ -17,7 +17,9 @@
 #include "core/ps/client.h"
 #include "core/ps/discovery.h"
 #include "core/rpc/coordinator_client.h"
+#include "trainer/checkpoint.h"
 #include "trainer/job_plan.h"
+#include "trainer/step_metrics.h"
 
 namespace parallax {
 
@@ -109,6 +111,13 @@ class SessionImpl final : public Session {
     r.var.dim = dim;
     return Register(name, std::move(r), options, options_.sparse_optimizer);
   }
+
+  Status RegisterState(const std::string& name, std::function<std::string()> save,
+                       std::function<Status(std::string_view)> restore) override {
+    if (started_) return FailedPrecondition("state \"" + name + "\" registered after Start()");
+    return states_.Register(name, std::move(save), std::move(restore));
+  }
+  std::optional<int64_t> resumed_from() const override { return resumed_from_; }
 
   Status SampleIds(int var, std::span<const int64_t> ids) override {
     PX_RETURN_IF_ERROR(CheckVar(var, /*sparse=*/true, "SampleIds"));
@@ -231,6 +240,20 @@ class SessionImpl final : public Session {
   }
 
   StatusOr<trainer::JobPlan> ObtainPlan();
+  trainer::Checkpointer::Options CheckpointOptions() const {
+    trainer::Checkpointer::Options o;
+    o.job_id = options_.job_id;
+    o.attempt = options_.attempt;
+    o.rank = options_.rank;
+    o.world_size = options_.world_size;
+    o.root = options_.checkpoint_dir;
+    o.keep = options_.keep_checkpoints;
+    o.timeout_ms = options_.step_timeout.count();
+    return o;
+  }
+  std::vector<trainer::HeldVariable> Held();
+  Status RestoreCheckpoint(const trainer::Checkpointer::ResumePoint& rp);
+  Status WriteCheckpoint();
   Status AgreeOnRegistrations(const Status& mine);
   Status InitVariables();
   Status ExchangeAllGather(Var& v);
@@ -240,6 +263,7 @@ class SessionImpl final : public Session {
   }
   // Waits for a pull into `buf`; on success moves the rows to *out.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out) {
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false);
     Status st = ps_->Wait(ticket, StepDeadline());
     if (st.ok()) {
       *out = std::move(*buf);
@@ -284,6 +308,15 @@ class SessionImpl final : public Session {
   // Metrics since the last point sent.
   std::chrono::steady_clock::time_point metrics_since_;
   int64_t metrics_samples_ = 0;
+  trainer::CollectiveBytes collective_bytes_;  // written by comm_'s callers
+  trainer::StepMetrics metrics_;
+  std::chrono::steady_clock::time_point step_started_;
+  // Checkpoints.
+  trainer::StateRegistry states_;
+  std::string plan_json_;
+  std::unique_ptr<trainer::Checkpointer> checkpointer_;
+  std::optional<int64_t> resumed_from_;
+  std::string resume_dir_;
 };
 
 StatusOr<trainer::JobPlan> SessionImpl::ObtainPlan() {
@@ -320,6 +353,7 @@ StatusOr<trainer::JobPlan> SessionImpl::ObtainPlan() {
                             " attempt " + std::to_string(options_.attempt));
     }
   }
+  plan_json_ = json;
   PX_ASSIGN_OR_RETURN(trainer::JobPlan plan, trainer::ParseJobPlan(json));
   Status match = trainer::CheckRegistrationsMatch(plan, regs, options_.rank);
   PX_RETURN_IF_ERROR(AgreeOnRegistrations(match));
@@ -383,6 +417,14 @@ Status SessionImpl::Start() {
   PX_ASSIGN_OR_RETURN(plan_, ObtainPlan());
   for (size_t i = 0; i < vars_.size(); ++i) vars_[i].plan = plan_.variables[i];
   PX_RETURN_IF_ERROR(InitVariables());
+  checkpointer_ = std::make_unique<trainer::Checkpointer>(CheckpointOptions(), coord_.get());
+  {
+    auto rp = checkpointer_->FindResumePoint();
+    if (!rp.ok()) {
+      return rp.status().WithContext("rank " + std::to_string(options_.rank) + " resuming");
+    }
+    if (*rp) PX_RETURN_IF_ERROR(RestoreCheckpoint(**rp));
+  }
   const int64_t rdv_ms = options_.rendezvous_timeout.count();
   if (options_.world_size > 1) {
     PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
@@ -396,7 +438,7 @@ Status SessionImpl::Start() {
     if (!comm.ok())
       return comm.status().WithContext("rank " + std::to_string(options_.rank) +
                                        " joining the collectives");
-    comm_ = std::move(comm).value();
+    comm_ = trainer::CountingCommunicator(std::move(comm).value(), &collective_bytes_);
     comm::FusionOptions fo;
     fo.bucket_bytes = options_.fusion_bucket_bytes;
     fo.op = comm::ReduceOp::kMean;
@@ -421,6 +463,26 @@ Status SessionImpl::Start() {
     po.worker = static_cast<uint32_t>(options_.rank);
     po.attempt = static_cast<uint32_t>(options_.attempt);
     PX_ASSIGN_OR_RETURN(ps_, ps::PsClient::Create(po));
+    if (resumed_from_) {
+      // Rank 0 makes every shard LOAD the checkpoint; no rank pushes or
+      // pulls before that is done (a LOAD drops pending pushes).
+      if (options_.rank == 0) {
+        PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(resume_dir_));
+        Status st = ps_->Wait(t, StepDeadline());
+        if (!st.ok()) {
+          return st.WithContext("PS shards loading the checkpoint \"" + resume_dir_ + "\"");
+        }
+      }
+      if (comm_) {
+        Status st = comm_->Barrier(StepDeadline());
+        if (!st.ok()) return st.WithContext("waiting for the PS shards to load the checkpoint");
+      }
+      if (plan_.ps.consistency == ps::Consistency::kSsp && step_ > 0) {
+        // The shards' ssp clocks start at 0 after a LOAD: tell them where this rank is.
+        PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Clock(step_ - 1));
+        PX_RETURN_IF_ERROR(ps_->Wait(t, StepDeadline()).WithContext("PS clock after resuming"));
+      }
+    }
     for (Var& v : vars_) {
       if (v.plan.sparse || v.plan.path != VariablePath::kPs) continue;
       std::vector<int64_t> ids(static_cast<size_t>(v.plan.rows));
@@ -435,10 +497,41 @@ Status SessionImpl::Start() {
   }
   started_ = true;
   metrics_since_ = std::chrono::steady_clock::now();
+  step_started_ = metrics_since_;
   std::string paths;
   for (const Var& v : vars_) paths += " \"" + v.plan.name + "\"=" + VariablePathName(v.plan.path);
   PX_LOG(INFO) << "rank " << options_.rank << " started with plan:" << paths;
   return Status::Ok();
+}
+
+std::vector<trainer::HeldVariable> SessionImpl::Held() {
+  std::vector<trainer::HeldVariable> held;
+  for (Var& v : vars_) {
+    if (v.plan.path == VariablePath::kPs) continue;
+    held.push_back({v.plan.id, v.plan.name, &v.values, v.dense_opt.get(), v.sparse_opt.get()});
+  }
+  return held;
+}
+
+// Worker-held variables (every path but PS) and their optimizer state come
+// back from dense.pxck on every rank; then the rank's own state blobs.
+Status SessionImpl::RestoreCheckpoint(const trainer::Checkpointer::ResumePoint& rp) {
+  const std::string where = "rank " + std::to_string(options_.rank) +
+                            " resuming from the checkpoint in \"" + rp.dir + "\"";
+  PX_RETURN_IF_ERROR(trainer::RestoreHeld(rp.dense, Held()).WithContext(where));
+  PX_RETURN_IF_ERROR(states_.RestoreAll(rp.rank_state).WithContext(where));
+  step_ = rp.step;
+  resumed_from_ = rp.step;
+  resume_dir_ = rp.dir;
+  PX_LOG(INFO) << "rank " << options_.rank << " resumes job " << options_.job_id << " from step "
+               << rp.step << " (" << rp.dir << ")";
+  return Status::Ok();
+}
+
+Status SessionImpl::WriteCheckpoint() {
+  std::vector<trainer::DenseEntry> dense;
+  if (options_.rank == 0) dense = trainer::SnapshotHeld(Held());
+  return checkpointer_->Write(step_, plan_json_, dense, states_.SaveAll(), ps_.get());
 }
 
 Status SessionImpl::Prefetch(int var, std::span<const int64_t> next_ids) {
@@ -628,7 +721,11 @@ Status SessionImpl::Step() {
       Status st = fusion_->Register(v.grad.data(), v.grad.size());
       if (!st.ok()) return Fail(st.WithContext(where + ": all-reduce"));
     }
-    Status st = fusion_->Synchronize(StepDeadline());
+    Status st;
+    {
+      trainer::WaitTimer timer(&metrics_, /*dense=*/true);
+      st = fusion_->Synchronize(StepDeadline());
+    }
     if (!st.ok()) return Fail(st.WithContext(where + ": all-reduce of dense gradients"));
   } else {
     for (Var& v : vars_) {
@@ -640,6 +737,7 @@ Status SessionImpl::Step() {
   // 3. All-gather of sparse rows, applied locally.
   for (Var& v : vars_) {
     if (v.plan.path != VariablePath::kAllGather || !v.plan.sparse) continue;
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false);
     Status st = ExchangeAllGather(v);
     if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of \"" + v.plan.name + "\""));
   }
@@ -656,6 +754,7 @@ Status SessionImpl::Step() {
     tickets.emplace_back(*t, nullptr);
   }
   for (auto& [ticket, v] : tickets) {
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false);
     Status st = ps_->Wait(ticket, StepDeadline());
     if (!st.ok()) {
       return Fail(
@@ -677,6 +776,15 @@ Status SessionImpl::Step() {
     v.grad_given = false;
   }
   ++step_;
+  const auto now = std::chrono::steady_clock::now();
+  metrics_.EndStep(step_started_, now);
+  step_started_ = now;
+  if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
+      step_ % options_.checkpoint_every == 0) {
+    Status st = WriteCheckpoint();
+    if (!st.ok()) return Fail(st);
+    step_started_ = std::chrono::steady_clock::now();  // the checkpoint is no step's compute
+  }
   return Status::Ok();
 }
 
@@ -721,6 +829,7 @@ Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
   p.step = step;
   p.loss = loss;
   p.throughput = seconds > 0 ? static_cast<double>(metrics_samples_) / seconds : 0.0;
+  p.__set_values(metrics_.Take(collective_bytes_, ps_.get()));
   metrics_since_ = now;
   metrics_samples_ = 0;
   Status st =
@@ -754,6 +863,9 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options
         "session: several ranks or PS shards need a coordinator (PARALLAX_COORDINATOR)");
   }
   if (options.metrics_every < 1) return InvalidArgument("session: metrics_every must be >= 1");
+  if (options.checkpoint_every < 0 || options.keep_checkpoints < 1) {
+    return InvalidArgument("session: checkpoint_every must be >= 0 and keep_checkpoints >= 1");
+  }
   auto session = std::make_unique<SessionImpl>(options);
   PX_RETURN_IF_ERROR(session->Connect());
   return std::unique_ptr<Session>(std::move(session));

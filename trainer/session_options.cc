@@ -72,6 +72,10 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
     o.sparse_optimizer = job.sparse_optimizer;
     o.ps_partitions = job.ps.partitions;
     o.ps_fp16_values = job.ps.value_encoding == "fp16";
+    o.metrics_every = job.trainer.metrics_every;
+    o.checkpoint_dir = job.trainer.checkpoint_dir;
+    o.checkpoint_every = job.trainer.checkpoint_every;
+    o.keep_checkpoints = job.trainer.keep_checkpoints;
     o.job = std::move(job);
   }
   return o;

@@ -37,7 +37,8 @@ constexpr std::string_view kTopLevel[] = {"job",       "trainer", "model",   "us
 constexpr std::string_view kJobKeys[] = {"name",        "workers",   "arch",
                                          "consistency", "staleness", "max_restarts"};
 constexpr std::string_view kTrainerKeys[] = {
-    "model", "command", "steps", "batch_size", "checkpoint_every", "checkpoint_dir", "env"};
+    "model",          "command",          "steps",         "batch_size", "checkpoint_every",
+    "checkpoint_dir", "keep_checkpoints", "metrics_every", "env"};
 constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",           "beta1",
                                                "beta2", "epsilon", "initial_accumulator"};
@@ -540,6 +541,8 @@ void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
   ReadInt(*t, "trainer", "steps", 1, &trainer->steps);
   ReadInt(*t, "trainer", "batch_size", 1, &trainer->batch_size);
   ReadInt(*t, "trainer", "checkpoint_every", 0, &trainer->checkpoint_every);
+  ReadInt(*t, "trainer", "keep_checkpoints", 1, &trainer->keep_checkpoints);
+  ReadInt(*t, "trainer", "metrics_every", 1, &trainer->metrics_every);
 
   if (const toml::node* dir = t->get("checkpoint_dir")) {
     std::string unused;

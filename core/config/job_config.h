@@ -57,6 +57,8 @@ struct JobConfig {
     int batch_size = 32;               // >= 1
     int64_t checkpoint_every = 0;      // >= 0; 0 = no checkpoints
     std::string checkpoint_dir;        // absolute after loading; empty = none
+    int keep_checkpoints = 3;          // >= 1; newest complete checkpoints kept
+    int64_t metrics_every = 10;        // >= 1; steps between metric points
     std::map<std::string, std::string> env;  // extra environment for every task
   } trainer;
 

@@ -105,6 +105,33 @@ void DenseOptimizer::Apply(std::span<const float> grad, std::span<float> w) {
   if (spec_.type != OptimizerType::kAdam) ++step_;
 }
 
+Status DenseOptimizer::Restore(OptimizerState state) {
+  if (state.s1.size() != s1_.size() || state.s2.size() != s2_.size() || state.steps.size() != 1) {
+    return InvalidArgument("optimizer state of " + std::to_string(state.s1.size()) + "+" +
+                           std::to_string(state.s2.size()) + " values does not fit a " +
+                           std::string(OptimizerTypeName(spec_.type)) + " optimizer of " +
+                           std::to_string(size_) + " elements");
+  }
+  s1_ = std::move(state.s1);
+  s2_ = std::move(state.s2);
+  step_ = state.steps[0];
+  return Status::Ok();
+}
+
+Status SparseOptimizer::Restore(OptimizerState state) {
+  if (state.s1.size() != s1_.size() || state.s2.size() != s2_.size() ||
+      state.steps.size() != steps_.size()) {
+    return InvalidArgument("optimizer state of " + std::to_string(state.s1.size()) + "+" +
+                           std::to_string(state.s2.size()) + " values does not fit a " +
+                           std::string(OptimizerTypeName(spec_.type)) + " optimizer of " +
+                           std::to_string(rows_) + "x" + std::to_string(dim_));
+  }
+  s1_ = std::move(state.s1);
+  s2_ = std::move(state.s2);
+  steps_ = std::move(state.steps);
+  return Status::Ok();
+}
+
 SparseOptimizer::SparseOptimizer(const OptimizerSpec& spec, int64_t rows, uint32_t dim)
     : spec_(spec), rows_(rows), dim_(dim) {
   const size_t n = static_cast<size_t>(rows) * dim;

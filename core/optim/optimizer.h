@@ -59,6 +59,14 @@ float InitialStateValue(const OptimizerSpec& spec, int slot);
 void ApplyUpdate(const OptimizerSpec& spec, float lr, size_t n, const float* g, float* w, float* s1,
                  float* s2, int64_t* step);
 
+// An optimizer's state, for checkpoints: the slots (each as large as the
+// weights, or empty when the optimizer has no such slot) and the step
+// counters (dense: one; sparse: one per row under adam, else none).
+struct OptimizerState {
+  std::vector<float> s1, s2;
+  std::vector<int64_t> steps;
+};
+
 // The dense form over a variable of `size` elements.
 class DenseOptimizer {
  public:
@@ -71,6 +79,10 @@ class DenseOptimizer {
   size_t size() const { return size_; }
   int64_t steps() const { return step_; }
   const OptimizerSpec& spec() const { return spec_; }
+
+  OptimizerState State() const { return {s1_, s2_, {step_}}; }
+  // INVALID_ARGUMENT (nothing changed) when the sizes do not fit.
+  Status Restore(OptimizerState state);
 
  private:
   OptimizerSpec spec_;
@@ -93,6 +105,10 @@ class SparseOptimizer {
 
   int64_t rows() const { return rows_; }
   uint32_t dim() const { return dim_; }
+
+  OptimizerState State() const { return {s1_, s2_, steps_}; }
+  // INVALID_ARGUMENT (nothing changed) when the sizes do not fit.
+  Status Restore(OptimizerState state);
 
  private:
   OptimizerSpec spec_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -334,6 +335,8 @@ class ZmqPsClient final : public PsClient {
           std::memcpy(&shard, msgs[0].data(), sizeof shard);
           if (shard == kStopLoop) return;
           auto& d = dealers_[shard];
+          CountFrames(ps_wire::ReadHeader(msgs[1].data()).op,
+                      msgs[1].size() + msgs[2].size() + msgs[3].size(), /*sent=*/true);
           d.send(msgs[1], zmq::send_flags::sndmore);
           d.send(msgs[2], zmq::send_flags::sndmore);
           d.send(msgs[3], zmq::send_flags::none);
@@ -366,6 +369,9 @@ class ZmqPsClient final : public PsClient {
       return;
     }
     const Header& h = m.header;
+    size_t bytes = 0;
+    for (const auto& msg : msgs) bytes += msg.size();
+    CountFrames(h.op, bytes, /*sent=*/false);
     Request* r = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -423,9 +429,30 @@ class ZmqPsClient final : public PsClient {
     }
   }
 
+  TransportBytes transport_bytes() const override {
+    TransportBytes t;
+    t.push_sent = bytes_[0][0];
+    t.push_received = bytes_[0][1];
+    t.pull_sent = bytes_[1][0];
+    t.pull_received = bytes_[1][1];
+    t.other_sent = bytes_[2][0];
+    t.other_received = bytes_[2][1];
+    return t;
+  }
+
+  // Loop thread: frame bytes by path (0 push, 1 pull, 2 other).
+  void CountFrames(uint8_t op, size_t bytes, bool sent) {
+    int path = 2;
+    if (op == static_cast<uint8_t>(Op::kPush)) path = 0;
+    if (op == static_cast<uint8_t>(Op::kPull)) path = 1;
+    if (op == static_cast<uint8_t>(Op::kPushPull)) path = sent ? 0 : 1;
+    bytes_[path][sent ? 0 : 1].fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  }
+
   // Constant after construction.
   const PsClientOptions options_;
   zmq::context_t ctx_;
+  std::atomic<int64_t> bytes_[3][2] = {};
 
   std::mutex mu_;
   std::condition_variable cv_;

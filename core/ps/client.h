@@ -51,6 +51,17 @@ struct PsClientOptions {
   uint32_t attempt = 0;
 };
 
+// Bytes of the ZeroMQ frames a client sent to and received from the shards
+// (header + ids + values frames, as handed to and taken from the sockets by
+// the I/O thread), by operation: PUSH requests and their acks count as
+// push; PULL requests and their rows as pull; a PUSH_PULL request as push
+// and its rows as pull; CLOCK, SAVE, LOAD, STATS and errors as other.
+struct TransportBytes {
+  int64_t push_sent = 0, push_received = 0;
+  int64_t pull_sent = 0, pull_received = 0;
+  int64_t other_sent = 0, other_received = 0;
+};
+
 class PsClient {
  public:
   virtual ~PsClient() = default;
@@ -99,6 +110,9 @@ class PsClient {
   virtual Status Wait(Ticket ticket, Deadline deadline) = 0;
 
   virtual const PsPlan& plan() const = 0;
+
+  // Totals since Create(); safe to call from any thread.
+  virtual TransportBytes transport_bytes() const = 0;
 };
 
 }  // namespace parallax::ps

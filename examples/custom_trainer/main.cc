@@ -82,7 +82,9 @@ int Run() {
     return 1;
   }
   std::vector<float> rows_of_batch, dw(kDim), drows;
-  for (int64_t step = 0; step < steps; ++step) {
+  // From step() on: a resumed job (trainer.checkpoint_every) starts at its
+  // checkpoint's step; the data here is a pure function of the step.
+  for (int64_t step = s.step(); step < steps; step = s.step()) {
     for (int64_t i = 0; i < batch; ++i)
       MakeSample(step, first + i, rows, &ids[i * kIdsPerSample], &labels[i]);
     Status st = s.Lookup(*emb, ids, &rows_of_batch);

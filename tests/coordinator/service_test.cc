@@ -419,13 +419,18 @@ TEST_F(CoordinatorServiceTest, MetricsRaiseJobStep) {
     points[r].loss = 2.5;
     points[r].throughput = 1000;
   }
+  points[1].__set_values({{"ps_push_sent_bytes", 1234.5}, {"compute_ms", 0.25}});
   ASSERT_TRUE(client->Call([&](rpc::CoordinatorClient& c) { c.ReportMetrics(client->Header(), points); }).ok());
   EXPECT_EQ(client->GetJob(job->id)->step, 11);
   std::vector<rpc::MetricPoint> got;
   rpc::GetMetricsRequest req;
   req.job_id = job->id;
   ASSERT_TRUE(client->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(got, client->Header(), req); }).ok());
-  EXPECT_EQ(got.size(), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  // Named values (bytes per path, step-time breakdown) come back as sent.
+  EXPECT_FALSE(got[0].__isset.values);
+  ASSERT_TRUE(got[1].__isset.values);
+  EXPECT_EQ(got[1].values, points[1].values);
 
   points[0].job_id = 999;
   Status bad = client->Call([&](rpc::CoordinatorClient& c) { c.ReportMetrics(client->Header(), points); });

@@ -373,7 +373,7 @@ TEST_F(TrainerEquivalenceTest, LostShardFailsTheStepNamingIt) {
 
   shard.Signal(SIGKILL);
   ASSERT_NE(shard.Wait(10'000), -1);
-  Status st = testing::TrainTiny(session->get(), emb, w, 1, 8, false);
+  Status st = testing::TrainTiny(session->get(), emb, w, 4, 8, false);  // step 3
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
   EXPECT_NE(st.message().find("PS shard 0 at tcp://127.0.0.1:"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("step 3"), std::string::npos) << st.message();

@@ -74,6 +74,34 @@ TEST_F(SessionTest, OneRankAllReduceEqualsReference) {
   TrainAndCompare(Options("allreduce"), VariablePath::kAllReduce);
 }
 
+// Without a coordinator a checkpoint is written but never committed, and
+// nothing is resumed. RegisterState refuses a name twice and after Start().
+TEST_F(SessionTest, OneRankWritesCheckpointFilesAndRegistersStateOnce) {
+  parallax::testing::TempDir dir;
+  SessionOptions o = Options("allgather");
+  o.job_id = 5;
+  o.checkpoint_dir = dir.path();
+  o.checkpoint_every = 2;
+  auto session = Session::Create(o);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  int emb = -1, w = -1;
+  ASSERT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
+  testing::TinyReader reader;
+  ASSERT_TRUE(testing::RegisterTinyReader(session->get(), &reader).ok());
+  EXPECT_EQ(testing::RegisterTinyReader(session->get(), &reader).code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE((*session)->Start().ok());
+  EXPECT_FALSE((*session)->resumed_from().has_value());
+  EXPECT_EQ(testing::RegisterTinyReader(session->get(), &reader).code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(testing::TrainTiny(session->get(), emb, w, 3, 8, false, &reader).ok());
+  EXPECT_EQ(reader.position, 3);
+  const std::string step2 = dir.path() + "/job-5/step-2/";
+  for (const char* f : {"MANIFEST.json", "dense.pxck", "rank-0.state"}) {
+    EXPECT_TRUE(std::ifstream(step2 + f).good()) << f;
+  }
+  EXPECT_FALSE(std::ifstream(dir.path() + "/job-5/step-3/MANIFEST.json").good());
+}
+
 TEST_F(SessionTest, OneRankAllGatherEqualsReference) {
   TrainAndCompare(Options("allgather"), VariablePath::kAllGather);
 }
@@ -179,6 +207,8 @@ TEST_F(SessionOptionsTest, ReadsTaskEnvironmentAndJobFile) {
   const std::string job = dir_.File("job.toml");
   std::ofstream(job) << "[job]\nname = \"t\"\nworkers = 2\narch = \"allgather\"\n"
                         "[trainer]\ncommand = [\"./t\"]\n"
+                        "checkpoint_dir = \"/ckpt\"\ncheckpoint_every = 4\n"
+                        "keep_checkpoints = 2\nmetrics_every = 3\n"
                         "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.5\n";
   setenv("PARALLAX_JOB_ID", "12", 1);
   setenv("PARALLAX_ATTEMPT", "3", 1);
@@ -202,6 +232,10 @@ TEST_F(SessionOptionsTest, ReadsTaskEnvironmentAndJobFile) {
   EXPECT_DOUBLE_EQ(o->sparse_optimizer.lr, 0.5);
   ASSERT_TRUE(o->job.has_value());
   EXPECT_EQ(o->job->job.name, "t");
+  EXPECT_EQ(o->checkpoint_dir, "/ckpt");
+  EXPECT_EQ(o->checkpoint_every, 4);
+  EXPECT_EQ(o->keep_checkpoints, 2);
+  EXPECT_EQ(o->metrics_every, 3);
 }
 
 TEST_F(SessionOptionsTest, NamesTheMalformedVariable) {

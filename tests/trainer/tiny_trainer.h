@@ -6,8 +6,10 @@
 #define PARALLAX_TESTS_TRAINER_TINY_TRAINER_H_
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/optim/optimizer.h"
@@ -35,14 +37,39 @@ inline Status RegisterTiny(Session* session, int* emb, int* w, uint32_t emb_dim 
   return Status::Ok();
 }
 
-// Trains `steps` steps of batch `batch` per rank: rank r takes the samples
-// [r·batch, (r+1)·batch) of every global step. With `prefetch`, the next
-// batch's rows are prefetched before Step().
-inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t batch, bool prefetch) {
+// The data reader's position (the next global step's batch), saved with
+// every checkpoint through RegisterState: a resumed rank reads on where the
+// checkpoint left off.
+struct TinyReader {
+  int64_t position = 0;
+};
+
+inline Status RegisterTinyReader(Session* session, TinyReader* reader) {
+  return session->RegisterState(
+      "reader", [reader] { return std::to_string(reader->position); },
+      [reader](std::string_view bytes) -> Status {
+        const std::string s(bytes);
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return InvalidArgument("reader state \"" + s + "\" is not a position");
+        reader->position = std::stoll(s);
+        return Status::Ok();
+      });
+}
+
+// Trains until step() reaches `steps`, batch `batch` per rank: rank r takes
+// the samples [r·batch, (r+1)·batch) of the reader's global step. With
+// `prefetch`, the next batch's rows are prefetched before Step(). Without a
+// reader, the position is step(). `exit_at` (test of resuming): the process
+// exits with status 3 right after step() reaches it.
+inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t batch, bool prefetch,
+                        TinyReader* reader = nullptr, int64_t exit_at = -1) {
   const int64_t first = static_cast<int64_t>(session->options().rank) * batch;
   std::vector<float> rows;
-  for (int step = 0; step < steps; ++step) {
-    TinyModel::Batch b = TinyModel::MakeBatch(step, first, batch);
+  TinyReader local{session->step()};
+  TinyReader* r = reader ? reader : &local;
+  while (session->step() < steps) {
+    const int64_t step = session->step();
+    TinyModel::Batch b = TinyModel::MakeBatch(r->position, first, batch);
     PX_RETURN_IF_ERROR(session->Lookup(emb, b.ids, &rows));
     PX_ASSIGN_OR_RETURN(std::span<const float> wv, session->Dense(w));
     std::vector<float> wcopy(wv.begin(), wv.end());
@@ -50,10 +77,13 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
     PX_RETURN_IF_ERROR(session->Gradient(w, g.dw));
     PX_RETURN_IF_ERROR(session->Gradient(emb, b.ids, g.row_grads));
     if (prefetch && step + 1 < steps) {
-      PX_RETURN_IF_ERROR(session->Prefetch(emb, TinyModel::MakeBatch(step + 1, first, batch).ids));
+      PX_RETURN_IF_ERROR(
+          session->Prefetch(emb, TinyModel::MakeBatch(r->position + 1, first, batch).ids));
     }
+    ++r->position;  // consumed: a checkpoint at this step saves the next position
     PX_RETURN_IF_ERROR(session->Step());
     PX_RETURN_IF_ERROR(session->ReportMetrics(step, g.loss, batch));
+    if (session->step() == exit_at) std::_Exit(3);
   }
   return Status::Ok();
 }

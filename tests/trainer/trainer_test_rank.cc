@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: trainer_test_rank OUT STEPS BATCH [prefetch]\n";
     return 2;
   }
-  const std::string out = argv[1];
+  std::string out = argv[1];
   const int steps = std::atoi(argv[2]);
   const int64_t batch = std::atoll(argv[3]);
   const std::string extra = argc > 4 ? argv[4] : "";
@@ -46,14 +46,27 @@ int main(int argc, char** argv) {
   }
   options->step_timeout = std::chrono::milliseconds(60'000);
   options->metrics_every = 5;
+  if (const size_t at = out.find("{rank}"); at != std::string::npos) {
+    out.replace(at, 6, std::to_string(options->rank));
+  }
+  int64_t exit_at = -1;
+  const char* exit_step = std::getenv("TINY_EXIT_AT_STEP");
+  const char* exit_rank = std::getenv("TINY_EXIT_RANK");
+  if (exit_step && options->attempt == 1 &&
+      (!exit_rank || std::atoi(exit_rank) == options->rank)) {
+    exit_at = std::atoll(exit_step);
+  }
   auto session = Session::Create(*options);
   if (!session.ok()) return Fail(session.status());
   int emb = -1, w = -1;
   Status st = testing::RegisterTiny(session->get(), &emb, &w, emb_dim);
   if (!st.ok()) return Fail(st);
+  testing::TinyReader reader;
+  st = testing::RegisterTinyReader(session->get(), &reader);
+  if (!st.ok()) return Fail(st);
   st = (*session)->Start();
   if (!st.ok()) return Fail(st);
-  st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch);
+  st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch, &reader, exit_at);
   if (!st.ok()) return Fail(st);
 
   auto wv = (*session)->Dense(w);
@@ -72,6 +85,7 @@ int main(int argc, char** argv) {
     for (float x : rows) std::fprintf(f, " %.9g", x);
   }
   std::fprintf(f, "\n");
+  if (auto from = (*session)->resumed_from()) std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
   std::fclose(f);
   std::rename((out + ".tmp").c_str(), out.c_str());
   return 0;

@@ -109,12 +109,16 @@ class CtrModel final : public Model {
   Status TrainStep(Session* s, StepStats* stats) override;
   Status Evaluate(Session* s, EvalStats* out) override;
 
+  // The position of the batch the next step trains on. Session::Step()
+  // calls it (through RegisterState) before TrainStep has moved to that batch.
   std::string SaveState() const override {
+    if (!resume_position_.empty()) return resume_position_;
     return have_cur_ ? cur_.position : data_.ctr ? data_.ctr->SavePosition() : "";
   }
   Status RestoreState(std::string_view state) override {
     PX_RETURN_IF_ERROR(NeedData());
     have_cur_ = false;
+    resume_position_.clear();
     return data_.ctr->RestorePosition(state);
   }
 
@@ -177,6 +181,7 @@ class CtrModel final : public Model {
   ModelData data_;
   MlpStack bottom_, top_;
   bool have_cur_ = false;
+  std::string resume_position_;  // set just before each Session::Step()
   Batch cur_, next_;
   std::vector<std::pair<int64_t, int32_t>> dedupe_scratch_;
   std::vector<std::vector<float>> rows_, drows_;
@@ -310,6 +315,7 @@ Status CtrModel::TrainStep(Session* s, StepStats* stats) {
   }
   Matrix dbottom = dtop_.leftCols(d) + dz_.leftCols(d);
   PX_RETURN_IF_ERROR(MlpBackward(s, &bottom_, n, &dbottom, false));
+  resume_position_ = prefetch ? next_.position : data_.ctr->SavePosition();
   PX_RETURN_IF_ERROR(s->Step());
   std::swap(cur_, next_);
   have_cur_ = prefetch;

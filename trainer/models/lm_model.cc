@@ -156,12 +156,16 @@ class LmModel final : public Model {
   Status TrainStep(Session* s, StepStats* stats) override;
   Status Evaluate(Session* s, EvalStats* out) override;
 
+  // The position of the batch the next step trains on. Session::Step()
+  // calls it (through RegisterState) before TrainStep has moved to that batch.
   std::string SaveState() const override {
+    if (!resume_position_.empty()) return resume_position_;
     return have_cur_ ? cur_.position : data_.tokens ? data_.tokens->SavePosition() : "";
   }
   Status RestoreState(std::string_view state) override {
     PX_RETURN_IF_ERROR(NeedData());
     have_cur_ = false;
+    resume_position_.clear();
     return data_.tokens->RestorePosition(state);
   }
 
@@ -186,6 +190,7 @@ class LmModel final : public Model {
   double total_count_ = 0;
 
   bool have_cur_ = false;
+  std::string resume_position_;  // set just before each Session::Step()
   LmBatch cur_, next_;
   std::vector<std::pair<int64_t, int32_t>> dedupe_scratch_;
   // Step buffers, reused.
@@ -333,9 +338,11 @@ Status LmModel::TrainStep(Session* s, StepStats* stats) {
   }
   PX_RETURN_IF_ERROR(s->Gradient(in, cur_.in_unique, din_));
 
+  const bool prefetched = o_.steps == 0 || step + 1 < o_.steps;
+  resume_position_ = prefetched ? next_.position : data_.tokens->SavePosition();
   PX_RETURN_IF_ERROR(s->Step());
   std::swap(cur_, next_);
-  have_cur_ = o_.steps == 0 || step + 1 < o_.steps;
+  have_cur_ = prefetched;
   PX_RETURN_IF_ERROR(s->ReportMetrics(step, loss, n));
   stats->loss = loss;
   stats->samples = n;

@@ -152,6 +152,10 @@ TEST_F(JobConfigTest, EveryRangeIsChecked) {
        "key 'trainer.batch_size': expected an integer >= 1, got 0"},
       {job + trainer + "checkpoint_every = -1\n",
        "key 'trainer.checkpoint_every': expected an integer >= 0, got -1"},
+      {job + trainer + "keep_checkpoints = 0\n",
+       "key 'trainer.keep_checkpoints': expected an integer >= 1, got 0"},
+      {job + trainer + "metrics_every = 0\n",
+       "key 'trainer.metrics_every': expected an integer >= 1, got 0"},
       {job + trainer + "[optimizer.dense]\nlr = 0\n",
        "key 'optimizer.dense.lr': expected a number > 0, got 0"},
       {job + trainer + "[optimizer.dense]\nlr = -0.5\n",
@@ -191,6 +195,16 @@ TEST_F(JobConfigTest, ZeroAndBoundaryValuesAreAccepted) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->dense_optimizer.momentum, 0.0);
   EXPECT_EQ(c->sparse_optimizer.initial_accumulator, 0.0);
+  EXPECT_EQ(c->trainer.keep_checkpoints, 3);
+  EXPECT_EQ(c->trainer.metrics_every, 10);
+}
+
+TEST_F(JobConfigTest, CheckpointAndMetricsKeysAreRead) {
+  StatusOr<JobConfig> c = ParseJobConfig(
+      std::string(kMinimal) + "keep_checkpoints = 1\nmetrics_every = 7\n", "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->trainer.keep_checkpoints, 1);
+  EXPECT_EQ(c->trainer.metrics_every, 7);
 }
 
 TEST_F(JobConfigTest, WrongTypeNamesExpectedAndActualTypes) {

@@ -229,6 +229,43 @@ TEST_F(PsClientTest, SyncPushReachesEveryPartition) {
   EXPECT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
 }
 
+// Metrics by path are counted at the socket: a push of 2 distinct rows to
+// one shard is a 64-byte header frame + 2 int64 ids + 2×dim float32 values;
+// its ack (header + two empty frames, as the shard sends it) is what comes
+// back. A pull counts on the pull path only.
+TEST_F(PsClientTest, CountsTransportBytesOfAPushAndAPullByPath) {
+  Start(1, 1);
+  EXPECT_EQ(client_->transport_bytes().push_sent, 0);
+  std::vector<int64_t> ids = {9, 4, 9};
+  std::vector<float> g(ids.size() * kDim, 1.0f);
+  auto t = client_->Push(0, ids, g, 0);
+  ASSERT_TRUE(t.ok());
+  auto req = shards_[0]->Receive();
+  ASSERT_TRUE(req.has_value());
+  shards_[0]->Answer(*req, kDim);
+  ASSERT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
+  const int64_t header = static_cast<int64_t>(ps_wire::kHeaderSize);
+  TransportBytes b = client_->transport_bytes();
+  EXPECT_EQ(header, 64);
+  EXPECT_EQ(b.push_sent, header + 2 * 8 + 2 * kDim * 4);
+  EXPECT_EQ(b.push_received, header);  // the ack: header, empty ids, empty values
+  EXPECT_EQ(b.pull_sent, 0);
+  EXPECT_EQ(b.pull_received, 0);
+
+  std::vector<float> out;
+  std::vector<int64_t> pull_ids = {1, 2, 3};
+  auto p = client_->Pull(0, pull_ids, 0, &out);
+  ASSERT_TRUE(p.ok());
+  auto preq = shards_[0]->Receive();
+  ASSERT_TRUE(preq.has_value());
+  shards_[0]->Answer(*preq, kDim);
+  ASSERT_TRUE(client_->Wait(*p, DeadlineIn(5000)).ok());
+  b = client_->transport_bytes();
+  EXPECT_EQ(b.pull_sent, header + 3 * 8);
+  EXPECT_EQ(b.pull_received, header + 3 * kDim * 4);
+  EXPECT_EQ(b.push_sent, header + 2 * 8 + 2 * kDim * 4);  // unchanged
+}
+
 TEST_F(PsClientTest, ShardErrorsReachWait) {
   Start(1, 1);
   std::vector<int64_t> ids = {1};

@@ -7,6 +7,8 @@
 #define PARALLAX_TESTS_TRAINER_MODELS_FAKE_SESSION_H_
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +58,16 @@ class FakeSession final : public Session {
     return static_cast<int>(vars.size() - 1);
   }
   Status SampleIds(int, std::span<const int64_t>) override { return Status::Ok(); }
+  // Registered state is saved inside every Step(), as a checkpoint does.
+  Status RegisterState(const std::string&, std::function<std::string()> save,
+                       std::function<Status(std::string_view)>) override {
+    save_ = std::move(save);
+    return Status::Ok();
+  }
+  std::string saved_state;  // what the registered save returned at the last Step()
+  void set_step(int64_t step) { step_ = step; }
   Status Start() override { return Status::Ok(); }
+  std::optional<int64_t> resumed_from() const override { return std::nullopt; }
   StatusOr<VariablePath> PathOf(int var) const override {
     return vars[static_cast<size_t>(var)].sparse ? VariablePath::kAllGather : VariablePath::kAllReduce;
   }
@@ -89,6 +100,7 @@ class FakeSession final : public Session {
       std::fill(v.grad.begin(), v.grad.end(), 0.0f);
     }
     if (advance) ++step_;
+    if (save_) saved_state = save_();
     return Status::Ok();
   }
   int64_t step() const override { return step_; }
@@ -109,6 +121,7 @@ class FakeSession final : public Session {
  private:
   int64_t step_ = 0;
   SessionOptions options_;
+  std::function<std::string()> save_;
 };
 
 }  // namespace parallax::testing

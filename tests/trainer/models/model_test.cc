@@ -173,6 +173,41 @@ TEST_F(ModelTest, LmSampleIdsIncludeNegativesAndKeepThePosition) {
   ASSERT_EQ((*ids)["lm/input_embedding"].size(), 3u);
 }
 
+// The state a checkpoint saves inside Step() is the position of the batch
+// the next step trains on: a fresh model restored from it at that step
+// computes the same loss as the model that kept going.
+TEST_F(ModelTest, LmStateSavedAtStepResumesWithTheNextBatch) {
+  const std::string config = "vocab = 40\ndim = 4\ncontext = 2\nhidden = 4\nnegatives = 3\n";
+  auto a = Make("lm", config, 8);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->SetData(LmData(40, 2)).ok());
+  FakeSession sa;
+  sa.advance = true;
+  ASSERT_TRUE(a->Register(&sa).ok());
+  ASSERT_TRUE(sa.RegisterState("data", [&] { return a->SaveState(); }, nullptr).ok());
+  StepStats st;
+  ASSERT_TRUE(a->TrainStep(&sa, &st).ok());
+  const std::string after_step0 = sa.saved_state;
+  const double loss0 = st.loss;
+  ASSERT_TRUE(a->TrainStep(&sa, &st).ok());
+  const double loss1 = st.loss;
+
+  auto b = Make("lm", config, 8);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->SetData(LmData(40, 2)).ok());
+  FakeSession sb;
+  ASSERT_TRUE(b->Register(&sb).ok());
+  sb.set_step(1);
+  StepStats fresh;
+  ASSERT_TRUE(b->TrainStep(&sb, &fresh).ok());  // without the state: batch 0 at step 1
+  EXPECT_NE(fresh.loss, loss1);
+  ASSERT_TRUE(b->RestoreState(after_step0).ok());
+  StepStats resumed;
+  ASSERT_TRUE(b->TrainStep(&sb, &resumed).ok());
+  EXPECT_DOUBLE_EQ(resumed.loss, loss1);
+  EXPECT_NE(loss0, loss1);
+}
+
 TEST_F(ModelTest, LmRejectsAVocabularyLargerThanVocab) {
   auto m = Make("lm", "vocab = 39\n", 8);
   ASSERT_TRUE(m);

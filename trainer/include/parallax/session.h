@@ -37,10 +37,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -109,7 +111,15 @@ struct SessionOptions {
   // Dense fusion buckets (bytes of float32); see core/comm/gradient_fusion.h.
   size_t fusion_bucket_bytes = 64u << 20;
   // ReportMetrics sends a point every this many steps (and drops the rest).
+  // [trainer] metrics_every.
   int64_t metrics_every = 10;
+
+  // Checkpoints ([trainer] checkpoint_dir, checkpoint_every, keep_checkpoints;
+  // docs/RELIABILITY.md). A checkpoint of step s is written under
+  // <checkpoint_dir>/job-<id>/step-<s>/.
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // steps; 0: never
+  int keep_checkpoints = 3;      // newest complete checkpoints kept
 
   // Reads the task environment (PARALLAX_JOB_ID, _ATTEMPT, _RANK,
   // _WORLD_SIZE, _LOCAL_RANK, _LOCAL_WORLD_SIZE, _HOST_INDEX, _NUM_HOSTS,
@@ -145,6 +155,14 @@ class Session {
   // variable's density for the planner.
   virtual Status SampleIds(int var, std::span<const int64_t> ids) = 0;
 
+  // Per-rank state saved with every checkpoint and restored by Start() when
+  // the job resumes (the data reader's position, RNG state). `save` is
+  // called at the checkpoint step after Step(); `restore` with the bytes
+  // `save` returned. ALREADY_EXISTS for a name used twice;
+  // FAILED_PRECONDITION after Start().
+  virtual Status RegisterState(const std::string& name, std::function<std::string()> save,
+                               std::function<Status(std::string_view)> restore) = 0;
+
   // Rank 0 puts the plan (rule-based: sparse → PS when there are shards,
   // else all-gather; dense → all-reduce; `arch` forces one path); every rank
   // waits for it (DEADLINE_EXCEEDED after plan_timeout), checks that its
@@ -153,7 +171,17 @@ class Session {
   // the collectives under job/<id>/<attempt>/comm, connects to the PS shards
   // published under job/<id>/<attempt>/ps/<shard>, and receives rank 0's
   // dense initial values.
+  //
+  // Start() resumes from the newest complete checkpoint of the job when
+  // there is one (ListCheckpoints; a checkpoint whose checksums fail is
+  // skipped for the one before it): dense values and worker-side optimizer
+  // state restored, PS shards LOAD their partitions, RegisterState restores
+  // called; step() then returns the checkpoint's step. A trainer loops
+  // `while (session->step() < steps)`.
   virtual Status Start() = 0;
+
+  // Whether Start() resumed from a checkpoint, and from which step.
+  virtual std::optional<int64_t> resumed_from() const = 0;
 
   // ---- After Start(), per step ----
   // The path the plan gave `var`.
@@ -180,6 +208,9 @@ class Session {
   // Finishes the step (sync: every rank's gradients averaged and applied
   // once) and applies the optimizer of every worker-held variable. A
   // variable with no gradient this step counts as a zero gradient.
+  // Writes a checkpoint when step() % checkpoint_every == 0 after the step
+  // (every rank takes part; rank 0 commits it to the coordinator once every
+  // part is written).
   virtual Status Step() = 0;
   // Steps finished so far.
   virtual int64_t step() const = 0;

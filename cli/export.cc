@@ -1,0 +1,218 @@
+#include "cli/export.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "core/base/durable_file.h"
+#include "core/ps/initializer.h"
+#include "core/ps/partition_file.h"
+#include "trainer/checkpoint.h"
+#include "trainer/job_plan.h"
+
+namespace parallax::cli {
+namespace {
+
+using trainer::PlannedVariable;
+
+// NumPy format 1.0 header for a C-order float32 array of `shape`, padded so
+// the data starts at a multiple of 64 bytes.
+std::string NpyHeader(const std::vector<int64_t>& shape) {
+  std::string dims;  // "3, 4" or "3," (a one-element tuple)
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  const size_t unpadded = 10 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string h = "\x93NUMPY";
+  h += '\x01';
+  h += '\x00';
+  const uint16_t len = static_cast<uint16_t>(dict.size());
+  h += static_cast<char>(len & 0xff);
+  h += static_cast<char>(len >> 8);
+  return h + dict;
+}
+
+// An output file written at offsets, created through a temp name and
+// renamed into place once complete.
+class OutFile {
+ public:
+  ~OutFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+    }
+  }
+  Status Open(const std::string& path) {
+    path_ = path;
+    tmp_ = path + ".tmp." + std::to_string(::getpid());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) return IoError("cannot create \"" + tmp_ + "\": " + std::strerror(errno));
+    return Status::Ok();
+  }
+  Status WriteAt(uint64_t offset, const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return IoError("cannot write \"" + tmp_ + "\": " + std::strerror(errno));
+      p += w;
+      n -= static_cast<size_t>(w);
+      offset += static_cast<uint64_t>(w);
+    }
+    return Status::Ok();
+  }
+  Status Finish() {
+    Status st;
+    if (::fsync(fd_) != 0) st = IoError("cannot fsync \"" + tmp_ + "\": " + std::strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+    if (st.ok() && ::rename(tmp_.c_str(), path_.c_str()) != 0)
+      st = IoError("cannot rename \"" + tmp_ + "\": " + std::strerror(errno));
+    if (!st.ok()) ::unlink(tmp_.c_str());
+    return st;
+  }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+// A file name for `name`: unsafe characters become '_', and a name taken
+// already gets the variable id appended.
+std::string FileNameFor(const PlannedVariable& v, std::set<std::string>* taken) {
+  std::string base;
+  for (char c : v.name)
+    base +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (base.empty() || base[0] == '.') base = "var" + std::to_string(v.id);
+  std::string name = base + ".npy";
+  if (!taken->insert(name).second) {
+    name = base + "-" + std::to_string(v.id) + ".npy";
+    taken->insert(name);
+  }
+  return name;
+}
+
+// A PS table: initializer rows in chunks, then every partition's rows at
+// their offsets, a chunk at a time.
+Status WritePsTable(const std::string& ckpt_dir, const ps::VariableSpec& spec, size_t elements,
+                    int64_t chunk_rows, uint64_t data_offset, OutFile* f) {
+  const uint32_t dim = spec.dim;
+  const uint64_t limit = elements;  // a dense variable on PS uses only its first `size` values
+  std::vector<float> buf;
+  for (int64_t r0 = 0; r0 < spec.rows; r0 += chunk_rows) {
+    const int64_t n = std::min<int64_t>(chunk_rows, spec.rows - r0);
+    buf.resize(static_cast<size_t>(n) * dim);
+    for (int64_t r = 0; r < n; ++r) {
+      ps::InitializeRow(spec.init, spec.id, r0 + r, dim, buf.data() + static_cast<size_t>(r) * dim);
+    }
+    const uint64_t first = static_cast<uint64_t>(r0) * dim;
+    if (first >= limit) break;
+    const uint64_t count = std::min<uint64_t>(buf.size(), limit - first);
+    PX_RETURN_IF_ERROR(f->WriteAt(data_offset + first * 4, buf.data(), count * 4));
+  }
+  std::vector<int64_t> ids;
+  for (uint32_t p = 0; p < spec.partitions; ++p) {
+    const std::string path = ckpt_dir + "/" + ps::PartitionFileName(spec.id, p);
+    PX_ASSIGN_OR_RETURN(auto reader, ps::PartitionFileReader::Open(path, /*verify=*/false));
+    if (reader->header().dim != dim || reader->header().rows != spec.rows) {
+      return FailedPrecondition("\"" + path + "\" does not hold variable \"" + spec.name +
+                                "\" of the checkpoint's plan");
+    }
+    while (true) {
+      PX_RETURN_IF_ERROR(reader->Next(static_cast<size_t>(chunk_rows), &ids, &buf));
+      if (ids.empty()) break;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const uint64_t first = static_cast<uint64_t>(ids[i]) * dim;
+        if (first >= limit) continue;
+        const uint64_t count = std::min<uint64_t>(dim, limit - first);
+        PX_RETURN_IF_ERROR(f->WriteAt(data_offset + first * 4, buf.data() + i * dim, count * 4));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ExportCheckpoint(CoordinatorClient* coord, const ExportOptions& options, std::ostream& out) {
+  PX_ASSIGN_OR_RETURN(auto found,
+                      trainer::FindUsableCheckpoint(coord, options.job_id, options.step));
+  if (!found) {
+    return NotFound("job " + std::to_string(options.job_id) +
+                    " has no committed checkpoint (set trainer.checkpoint_every and "
+                    "trainer.checkpoint_dir in its job file)");
+  }
+  const trainer::CommittedCheckpoint& ckpt = found->first;
+  const trainer::Manifest& manifest = found->second;
+  PX_ASSIGN_OR_RETURN(trainer::JobPlan plan, trainer::ParseJobPlan(manifest.plan_json));
+  const std::string dense_path = ckpt.path + "/" + trainer::kDenseFile;
+  PX_ASSIGN_OR_RETURN(std::string dense_bytes, ReadWholeFile(dense_path));
+  PX_ASSIGN_OR_RETURN(auto dense, trainer::DecodeDenseFile(dense_bytes, dense_path));
+  std::map<uint32_t, const trainer::DenseEntry*> dense_by_id;
+  for (const auto& e : dense) dense_by_id[e.id] = &e;
+  PX_RETURN_IF_ERROR(MakeDirectories(options.out_dir));
+
+  nlohmann::json vars = nlohmann::json::array();
+  std::set<std::string> taken = {"manifest.json"};
+  for (const PlannedVariable& v : plan.variables) {
+    const std::vector<int64_t> shape =
+        v.sparse ? std::vector<int64_t>{v.rows, static_cast<int64_t>(v.dim)}
+                 : std::vector<int64_t>{static_cast<int64_t>(v.size)};
+    const size_t elements = v.sparse ? static_cast<size_t>(v.rows) * v.dim : v.size;
+    const std::string file = FileNameFor(v, &taken);
+    const std::string path = options.out_dir + "/" + file;
+    OutFile f;
+    PX_RETURN_IF_ERROR(f.Open(path));
+    const std::string header = NpyHeader(shape);
+    PX_RETURN_IF_ERROR(f.WriteAt(0, header.data(), header.size()));
+    if (v.path == VariablePath::kPs) {
+      const ps::VariableSpec* spec = plan.ps.FindVariable(v.id);
+      if (!spec)
+        return FailedPrecondition("the checkpoint's plan has no PS spec for \"" + v.name + "\"");
+      PX_RETURN_IF_ERROR(
+          WritePsTable(ckpt.path, *spec, elements, options.chunk_rows, header.size(), &f));
+    } else {
+      auto it = dense_by_id.find(v.id);
+      if (it == dense_by_id.end() || it->second->values.size() != elements) {
+        return FailedPrecondition("\"" + dense_path + "\" holds no variable \"" + v.name +
+                                  "\" of " + std::to_string(elements) + " values");
+      }
+      PX_RETURN_IF_ERROR(f.WriteAt(header.size(), it->second->values.data(), elements * 4));
+    }
+    PX_RETURN_IF_ERROR(f.Finish());
+    PX_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path));
+    vars.push_back({{"name", v.name},
+                    {"id", v.id},
+                    {"kind", v.sparse ? "sparse" : "dense"},
+                    {"path", VariablePathName(v.path)},
+                    {"shape", shape},
+                    {"dtype", "float32"},
+                    {"file", file},
+                    {"sha256", sha}});
+    out << v.name << " -> " << path << "\n";
+  }
+  nlohmann::json m = {{"format", "parallax-export"},
+                      {"version", 1},
+                      {"job", options.job_id},
+                      {"step", ckpt.step},
+                      {"attempt", ckpt.attempt},
+                      {"checkpoint", ckpt.path},
+                      {"variables", vars}};
+  PX_RETURN_IF_ERROR(WriteFileDurably(options.out_dir + "/manifest.json", m.dump(2) + "\n"));
+  out << "exported job " << options.job_id << " step " << ckpt.step << " to " << options.out_dir
+      << "\n";
+  return Status::Ok();
+}
+
+}  // namespace parallax::cli

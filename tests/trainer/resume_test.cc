@@ -1,0 +1,294 @@
+// Issue 6, item 3: checkpoint, resume and export under a real
+// parallax-coordinator and parallax-agent (which starts the trainer ranks and
+// the real parallax-ps shards), driven through the real `parallax` CLI.
+//
+// The tiny model (2 ranks × batch 32, 30 steps, sync, SGD + Adagrad,
+// embedding on 2 PS shards, dense weights on all-reduce) checkpoints every 10
+// steps. In the interrupted run rank 1 exits after step 15 on attempt 1; the
+// coordinator restarts the job, which resumes from step 10. Its final model
+// must equal an uninterrupted run's bit for bit, and `parallax export` must
+// write the same values.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/trainer/tiny_model.h"
+
+namespace parallax {
+namespace {
+
+using testing::ChildProcess;
+using testing::RunProcess;
+using testing::RunResult;
+using testing::TinyModel;
+using Clock = std::chrono::steady_clock;
+using Model = std::map<std::string, std::vector<float>>;
+
+const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "name v v v" lines, as trainer_test_rank writes them.
+Model ReadModel(const std::string& path) {
+  Model m;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string name;
+    ls >> name;
+    float x;
+    while (ls >> x) m[name].push_back(x);
+  }
+  return m;
+}
+
+// A float32 C-order .npy as `parallax export` writes it: its shape and data.
+bool ReadNpy(const std::string& path, std::vector<int64_t>* shape, std::vector<float>* data) {
+  const std::string bytes = ReadAll(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0 || bytes[6] != 1) return false;
+  const size_t header_len = static_cast<unsigned char>(bytes[8]) |
+                            (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  const std::string header = bytes.substr(10, header_len);
+  if (header.find("'descr': '<f4'") == std::string::npos ||
+      header.find("'fortran_order': False") == std::string::npos || (10 + header_len) % 64 != 0)
+    return false;
+  const size_t open = header.find("'shape': (");
+  const size_t close = header.find(')', open);
+  std::string dims = header.substr(open + 10, close - open - 10);
+  std::replace(dims.begin(), dims.end(), ',', ' ');
+  std::istringstream ds(dims);
+  shape->clear();
+  int64_t d;
+  size_t n = 1;
+  while (ds >> d) {
+    shape->push_back(d);
+    n *= static_cast<size_t>(d);
+  }
+  if (bytes.size() != 10 + header_len + n * 4) return false;
+  data->resize(n);
+  std::memcpy(data->data(), bytes.data() + 10 + header_len, n * 4);
+  return true;
+}
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
+                                 dir_.File("state.db"), "--port-file", dir_.File("port"),
+                                 "--agent-timeout-ms", "5000"},
+        dir_.File("coordinator.log"));
+    const std::string port =
+        testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
+    ASSERT_FALSE(port.empty()) << Log("coordinator.log");
+    address_ = "127.0.0.1:" + port;
+    agent_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name",
+                                 "agent-a", "--workdir", dir_.File("agent-a"), "--slots", "2",
+                                 "--grace-ms", "1000", "--heartbeat-ms", "200"},
+        dir_.File("agent-a.log"));
+  }
+
+  std::string Log(const std::string& name) {
+    return "---- " + name + "\n" + ReadAll(dir_.File(name));
+  }
+
+  RunResult Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {kBin + "/parallax", "--coordinator", address_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, {}, 60'000);
+  }
+
+  // Submits the tiny job; `crash` makes rank 1 exit after step 15 on
+  // attempt 1. Returns the job id.
+  // `arch` other than hybrid runs without PS shards; `optimizer` is the
+  // dense and sparse one (momentum/adam carry worker-side state).
+  std::string Submit(const std::string& tag, bool crash, const std::string& arch = "hybrid",
+                     const std::string& dense = "sgd", const std::string& sparse = "adagrad") {
+    const std::string path = dir_.File(tag + ".toml");
+    std::ofstream f(path);
+    f << "[job]\nname = \"" << tag << "\"\nworkers = 2\narch = \"" << arch
+      << "\"\nmax_restarts = " << (crash ? 1 : 0)
+      << "\n[trainer]\ncommand = [\"" << kBin << "/trainer_test_rank\", \""
+      << dir_.File(tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
+      << "checkpoint_every = 10\ncheckpoint_dir = \"" << dir_.File("ckpt") << "\"\n"
+      << "keep_checkpoints = 2\nmetrics_every = 5\n";
+    if (crash) f << "[trainer.env]\nTINY_EXIT_AT_STEP = \"15\"\nTINY_EXIT_RANK = \"1\"\n";
+    f << "[optimizer.dense]\ntype = \"" << dense << "\"\nlr = 0.1\n"
+      << "[optimizer.sparse]\ntype = \"" << sparse << "\"\nlr = 0.1\n";
+    if (arch == "hybrid") f << "[ps]\nshards = 2\n";
+    f.close();
+    RunResult r = Cli({"submit", path});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream in(r.out);
+    std::string line, last;
+    while (std::getline(in, line))
+      if (!line.empty()) last = line;
+    return last;
+  }
+
+  nlohmann::json WaitFor(const std::string& id, const std::string& state) {
+    nlohmann::json j;
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (Clock::now() < deadline) {
+      RunResult r = Cli({"status", id, "--json"});
+      if (r.exit_code == 0) {
+        j = nlohmann::json::parse(r.out)["jobs"][0];
+        if (j["state"] == state) return j;
+        if (j["state"] == "FAILED") break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "job " << id << " did not reach " << state << ": " << j.dump() << "\n"
+                  << Log("coordinator.log") << Log("agent-a.log");
+    return j;
+  }
+
+  testing::TempDir dir_;
+  std::string address_;
+  std::unique_ptr<ChildProcess> coordinator_, agent_;
+};
+
+TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
+  const std::string crashed = Submit("crashed", /*crash=*/true);
+  ASSERT_FALSE(crashed.empty());
+  nlohmann::json cj = WaitFor(crashed, "SUCCEEDED");
+  EXPECT_EQ(cj["attempt"], 2) << cj.dump();
+  const std::string clean = Submit("clean", /*crash=*/false);
+  ASSERT_FALSE(clean.empty());
+  nlohmann::json clj = WaitFor(clean, "SUCCEEDED");
+  EXPECT_EQ(clj["attempt"], 1);
+
+  // Both ranks of the resumed attempt say where they resumed; the model
+  // equals the uninterrupted one bit for bit.
+  for (int r = 0; r < 2; ++r) {
+    Model a = ReadModel(dir_.File("crashed-rank" + std::to_string(r) + ".out"));
+    Model b = ReadModel(dir_.File("clean-rank" + std::to_string(r) + ".out"));
+    ASSERT_EQ(a["w"].size(), TinyModel::kDim) << "rank " << r;
+    ASSERT_EQ(a["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
+    EXPECT_EQ(a["resumed"], std::vector<float>{10.0f}) << "rank " << r;
+    EXPECT_TRUE(b["resumed"].empty());
+    EXPECT_EQ(a["w"], b["w"]) << "rank " << r;
+    EXPECT_EQ(a["emb"], b["emb"]) << "rank " << r;
+  }
+
+  // keep_checkpoints = 2: steps 20 and 30 stay, 10 was pruned.
+  const std::string job_dir = dir_.File("ckpt/job-" + crashed);
+  EXPECT_FALSE(std::filesystem::exists(job_dir + "/step-10"));
+  for (const char* step : {"step-20", "step-30"}) {
+    for (const char* file : {"MANIFEST.json", "dense.pxck", "rank-0.state", "rank-1.state",
+                             "var0-part0.pxps", "var0-part1.pxps"}) {
+      EXPECT_TRUE(std::filesystem::exists(job_dir + "/" + step + "/" + file))
+          << step << "/" << file;
+    }
+  }
+
+  // Export of the newest checkpoint (step 30) = what the ranks ended with.
+  const std::string out = dir_.File("export");
+  RunResult e = Cli({"export", crashed, "--out", out});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  Model final_model = ReadModel(dir_.File("crashed-rank0.out"));
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  ASSERT_TRUE(ReadNpy(out + "/emb.npy", &shape, &data));
+  EXPECT_EQ(shape, (std::vector<int64_t>{TinyModel::kRows, TinyModel::kDim}));
+  EXPECT_EQ(data, final_model["emb"]);
+  ASSERT_TRUE(ReadNpy(out + "/w.npy", &shape, &data));
+  EXPECT_EQ(shape, (std::vector<int64_t>{TinyModel::kDim}));
+  EXPECT_EQ(data, final_model["w"]);
+  nlohmann::json m = nlohmann::json::parse(ReadAll(out + "/manifest.json"));
+  EXPECT_EQ(m["step"], 30);
+  EXPECT_EQ(m["job"], std::stoll(crashed));
+  ASSERT_EQ(m["variables"].size(), 2u);
+  EXPECT_EQ(m["variables"][0]["name"], "emb");
+  EXPECT_EQ(m["variables"][0]["path"], "ps");
+  EXPECT_EQ(m["variables"][0]["dtype"], "float32");
+  EXPECT_EQ(m["variables"][0]["file"], "emb.npy");
+  EXPECT_EQ(m["variables"][1]["shape"], nlohmann::json::array({TinyModel::kDim}));
+
+  // A pruned checkpoint cannot be exported; an older kept one can.
+  RunResult pruned = Cli({"export", crashed, "--checkpoint", "10", "--out", dir_.File("x10")});
+  EXPECT_EQ(pruned.exit_code, 1);
+  EXPECT_NE(pruned.err.find("step-10"), std::string::npos) << pruned.err;
+  // A corrupt newest checkpoint is skipped for the one before it.
+  {
+    std::fstream f(job_dir + "/step-30/dense.pxck",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x7f');
+  }
+  const std::string out20 = dir_.File("export20");
+  RunResult e20 = Cli({"export", crashed, "--out", out20});
+  ASSERT_EQ(e20.exit_code, 0) << e20.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadAll(out20 + "/manifest.json"))["step"], 20);
+  RunResult e30 = Cli({"export", crashed, "--checkpoint", "30", "--out", dir_.File("x30")});
+  EXPECT_EQ(e30.exit_code, 1);
+  EXPECT_NE(e30.err.find("dense.pxck"), std::string::npos) << e30.err;
+
+  // Metrics by path, counted at the transport: w (4 floats) is the only
+  // all-reduced buffer, so 16 bytes a step each way; the embedding goes
+  // through the PS (push and pull both move bytes); nothing is all-gathered.
+  RunResult st = Cli({"status", clean, "--json"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  nlohmann::json metrics = nlohmann::json::parse(st.out)["jobs"][0]["metrics"];
+  ASSERT_EQ(metrics.size(), 2u) << st.out;
+  for (const auto& p : metrics) {
+    const auto& v = p["values"];
+    EXPECT_EQ(v["allreduce_sent_bytes"], 16.0) << p.dump();
+    EXPECT_EQ(v["allreduce_recv_bytes"], 16.0) << p.dump();
+    EXPECT_EQ(v["allgather_sent_bytes"], 0.0) << p.dump();
+    EXPECT_GT(v["ps_push_sent_bytes"].get<double>(), 64.0) << p.dump();
+    EXPECT_GT(v["ps_pull_recv_bytes"].get<double>(), 64.0) << p.dump();
+    EXPECT_GE(v["compute_ms"].get<double>(), 0.0);
+    EXPECT_EQ(v["steps"], 5.0) << p.dump();
+  }
+  RunResult text = Cli({"status", clean});
+  EXPECT_NE(text.out.find("PS PUSH S/R"), std::string::npos) << text.out;
+}
+
+// The all-gather path keeps a replica of the table on every rank: rank 0
+// writes it with the worker-side Adam and momentum state (per-row steps
+// included) into dense.pxck, and every rank restores it.
+TEST_F(ResumeTest, AllGatherWithAdamResumesToTheSameModel) {
+  const std::string crashed = Submit("ag-crashed", true, "allgather", "momentum", "adam");
+  ASSERT_FALSE(crashed.empty());
+  EXPECT_EQ(WaitFor(crashed, "SUCCEEDED")["attempt"], 2);
+  const std::string clean = Submit("ag-clean", false, "allgather", "momentum", "adam");
+  ASSERT_FALSE(clean.empty());
+  WaitFor(clean, "SUCCEEDED");
+  for (int r = 0; r < 2; ++r) {
+    Model a = ReadModel(dir_.File("ag-crashed-rank" + std::to_string(r) + ".out"));
+    Model b = ReadModel(dir_.File("ag-clean-rank" + std::to_string(r) + ".out"));
+    ASSERT_EQ(a["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
+    EXPECT_EQ(a["resumed"], std::vector<float>{10.0f}) << "rank " << r;
+    EXPECT_EQ(a["w"], b["w"]) << "rank " << r;
+    EXPECT_EQ(a["emb"], b["emb"]) << "rank " << r;
+  }
+  const std::string out = dir_.File("ag-export");
+  RunResult e = Cli({"export", crashed, "--out", out});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  ASSERT_TRUE(ReadNpy(out + "/emb.npy", &shape, &data));
+  EXPECT_EQ(data, ReadModel(dir_.File("ag-crashed-rank0.out"))["emb"]);
+  EXPECT_EQ(nlohmann::json::parse(ReadAll(out + "/manifest.json"))["variables"][0]["path"],
+            "allgather");
+}
+
+}  // namespace
+}  // namespace parallax

@@ -1,0 +1,83 @@
+// Metrics by path, counted at the transport (issue 6, item 4):
+//  - all-reduce / all-gather: the bytes of the buffers handed to the Gloo or
+//    NCCL collective (CountingCommunicator wraps the Communicator);
+//  - PS push / PS pull: the ZeroMQ frame bytes the PS client's I/O thread
+//    sent and received (ps::PsClient::transport_bytes()).
+// plus a step-time breakdown (compute, dense comm wait, sparse comm wait).
+// StepMetrics turns the counters into per-step averages over the steps
+// since the last metric point; the names are those of
+// MetricPoint.values (schemas/coordinator.thrift).
+#ifndef PARALLAX_TRAINER_STEP_METRICS_H_
+#define PARALLAX_TRAINER_STEP_METRICS_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/comm/communicator.h"
+#include "core/ps/client.h"
+
+namespace parallax::trainer {
+
+// Bytes handed to collectives, by path. Updated from any thread.
+struct CollectiveBytes {
+  std::atomic<int64_t> allreduce_sent{0}, allreduce_received{0};
+  std::atomic<int64_t> allgather_sent{0}, allgather_received{0};
+  std::atomic<int64_t> other{0};  // broadcasts and barriers' payloads
+};
+
+// A Communicator that counts the buffers handed to `inner`: an all-reduce of
+// n bytes counts n sent and n received; an all-gather counts this rank's
+// input as sent and the whole output as received. `bytes` must outlive it.
+std::unique_ptr<comm::Communicator> CountingCommunicator(std::unique_ptr<comm::Communicator> inner,
+                                                         CollectiveBytes* bytes);
+
+// Per-step averages since the last Take(). Training thread only.
+class StepMetrics {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Time spent waiting, charged to the current step.
+  void AddDenseWait(Clock::duration d) { dense_wait_ += d; }
+  void AddSparseWait(Clock::duration d) { sparse_wait_ += d; }
+  // Marks the end of a step: everything since the previous end that was not
+  // a wait is compute.
+  void EndStep(Clock::time_point step_started, Clock::time_point now);
+
+  // Averages per step since the last Take() as named values ("allreduce_sent_bytes",
+  // "allreduce_recv_bytes", "allgather_sent_bytes", "allgather_recv_bytes",
+  // "ps_push_sent_bytes", "ps_push_recv_bytes", "ps_pull_sent_bytes",
+  // "ps_pull_recv_bytes", "compute_ms", "dense_wait_ms", "sparse_wait_ms",
+  // "steps"), then starts a new interval. `ps` may be null.
+  std::map<std::string, double> Take(const CollectiveBytes& coll, const ps::PsClient* ps);
+
+ private:
+  struct Snapshot {
+    int64_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  };
+  Snapshot last_;
+  Clock::duration dense_wait_{}, sparse_wait_{}, total_dense_{}, total_sparse_{}, compute_{};
+  int64_t steps_ = 0;
+};
+
+// RAII: adds the time it lived to a wait counter.
+class WaitTimer {
+ public:
+  WaitTimer(StepMetrics* m, bool dense) : m_(m), dense_(dense), start_(StepMetrics::Clock::now()) {}
+  ~WaitTimer() {
+    const auto d = StepMetrics::Clock::now() - start_;
+    dense_ ? m_->AddDenseWait(d) : m_->AddSparseWait(d);
+  }
+
+ private:
+  StepMetrics* m_;
+  bool dense_;
+  StepMetrics::Clock::time_point start_;
+};
+
+}  // namespace parallax::trainer
+
+#endif  // PARALLAX_TRAINER_STEP_METRICS_H_
