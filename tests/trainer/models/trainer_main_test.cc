@@ -1,0 +1,82 @@
+// parallax-trainer as a process, one rank without a coordinator (only
+// PARALLAX_JOB_FILE set): it trains a built-in model to the job's step count,
+// prints progress and the evaluation, exits 0; a bad [model] key or missing
+// data is exit 1 with a message saying what to do.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "core/data/token_file.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/trainer/models/synthetic_data.h"
+
+namespace parallax {
+namespace {
+
+std::string Trainer() {
+  const char* env = std::getenv("PARALLAX_BIN_DIR");
+  return std::string(env && *env ? env : PARALLAX_BIN_DIR_DEFAULT) + "/parallax-trainer";
+}
+
+class TrainerMainTest : public ::testing::Test {
+ protected:
+  testing::RunResult Run(const std::string& job_text) {
+    const std::string job = dir_.File("job.toml");
+    std::ofstream(job) << job_text;
+    return testing::RunProcess({Trainer()}, {"PARALLAX_JOB_FILE=" + job}, 120'000);
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(TrainerMainTest, MlpTrainsAndEvaluates) {
+  auto r = Run("[job]\nname = \"m\"\n[trainer]\nmodel = \"mlp\"\nsteps = 200\nbatch_size = 64\n"
+               "[model]\nfeatures = 4\nclasses = 3\nhidden = [16]\neval_examples = 2000\n"
+               "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("rank 0 step 200/200 loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("eval step 200 accuracy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bayes_accuracy 0.9333"), std::string::npos) << r.out;
+}
+
+// Token files written by core/data, paths relative to the job file.
+TEST_F(TrainerMainTest, LmReadsItsDataRelativeToTheJobFile) {
+  std::vector<uint32_t> tokens = testing::MarkovTokens(50, 6'000, 3);
+  ASSERT_EQ(mkdir(dir_.File("tiny").c_str(), 0755), 0);
+  ASSERT_TRUE(data::WriteTokenFile(dir_.File("tiny/train.tok"),
+                                   std::span<const uint32_t>(tokens.data(), 5'000)).ok());
+  ASSERT_TRUE(data::WriteTokenFile(dir_.File("tiny/heldout.tok"),
+                                   std::span<const uint32_t>(tokens.data() + 5'000, 1'000)).ok());
+  std::vector<uint64_t> counts = testing::Counts(tokens, 50);
+  std::ofstream vocab(dir_.File("tiny/vocab.tsv"));
+  for (uint32_t i = 0; i < 50; ++i) vocab << (i == 0 ? "<unk>" : "w" + std::to_string(i)) << "\t" << counts[i] << "\n";
+  vocab.close();
+  auto r = Run("[job]\nname = \"l\"\n[trainer]\nmodel = \"lm\"\nsteps = 100\nbatch_size = 32\n"
+               "[model]\ndata = \"tiny/train.tok\"\nvocab = 50\ndim = 8\ncontext = 2\nhidden = 16\n"
+               "eval_every = 50\neval_tokens = 500\n");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("eval step 50 perplexity"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("eval step 100 perplexity"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unigram_perplexity"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+}
+
+TEST_F(TrainerMainTest, MissingDataSaysToRunFetchData) {
+  auto r = Run("[job]\nname = \"l\"\n[trainer]\nmodel = \"lm\"\nsteps = 10\n"
+               "[model]\ndata = \"nowhere/train.tok\"\n");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("run scripts/fetch-data"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nowhere/train.tok"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainerMainTest, UnknownModelKeyIsNamed) {
+  auto r = Run("[job]\nname = \"l\"\n[trainer]\nmodel = \"mlp\"\nsteps = 10\n[model]\nlayers = 3\n");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("'model.layers'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hidden"), std::string::npos) << r.err;  // lists the model's keys
+}
+
+}  // namespace
+}  // namespace parallax
