@@ -185,7 +185,7 @@ class CtrModel final : public Model {
   Batch cur_, next_;
   std::vector<std::pair<int64_t, int32_t>> dedupe_scratch_;
   std::vector<std::vector<float>> rows_, drows_;
-  Matrix z_, dz_, dy_, dtop_;
+  Matrix z_, dz_, dy_, dtop_, dots_, dbottom_, mlp_dx_;
   std::vector<float> dlogit_, dw_, db_;
 };
 
@@ -230,7 +230,7 @@ Status CtrModel::MlpForward(Session* s, MlpStack* m, Eigen::Index n) {
 
 Status CtrModel::MlpBackward(Session* s, MlpStack* m, Eigen::Index n, Matrix* dy, bool want_dx) {
   const size_t layers = m->widths.size() - 1;
-  Matrix dx;
+  Matrix& dx = mlp_dx_;
   for (size_t l = layers; l-- > 0;) {
     const int in = m->widths[l], out = m->widths[l + 1];
     if (l + 1 < layers || m->relu_last) ReluBackward(ConstMatMap(m->acts[l + 1].data(), n, out), MatMap(dy->data(), n, out));
@@ -269,9 +269,9 @@ Status CtrModel::Forward(Session* s, const Batch& b, const std::vector<std::vect
   const int pairs = features_ * (features_ - 1) / 2;
   top_.acts[0].resize(n, d + pairs);
   top_.acts[0].leftCols(d) = bottom_.acts.back();
-  Matrix dots(n, pairs);
-  DotInteractionForward(ConstMatMap(z_.data(), n, features_ * d), features_, MatMap(dots.data(), n, pairs));
-  top_.acts[0].rightCols(pairs) = dots;
+  dots_.resize(n, pairs);
+  DotInteractionForward(ConstMatMap(z_.data(), n, features_ * d), features_, MatMap(dots_.data(), n, pairs));
+  top_.acts[0].rightCols(pairs) = dots_;
   return MlpForward(s, &top_, n);
 }
 
@@ -313,8 +313,8 @@ Status CtrModel::TrainStep(Session* s, StepStats* stats) {
     }
     PX_RETURN_IF_ERROR(s->Gradient(var_ids_[f], cur_.unique[f], drows_[f]));
   }
-  Matrix dbottom = dtop_.leftCols(d) + dz_.leftCols(d);
-  PX_RETURN_IF_ERROR(MlpBackward(s, &bottom_, n, &dbottom, false));
+  dbottom_ = dtop_.leftCols(d) + dz_.leftCols(d);
+  PX_RETURN_IF_ERROR(MlpBackward(s, &bottom_, n, &dbottom_, false));
   resume_position_ = prefetch ? next_.position : data_.ctr->SavePosition();
   PX_RETURN_IF_ERROR(s->Step());
   std::swap(cur_, next_);

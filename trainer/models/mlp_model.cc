@@ -5,6 +5,7 @@
 // `label_noise`. The Bayes accuracy is therefore (1 − p) + p / classes,
 // which a student MLP can approach but not beat.
 #include <algorithm>
+#include <cmath>
 
 #include "trainer/models/layers.h"
 #include "trainer/models/model_config.h"
@@ -80,10 +81,17 @@ class MlpModel final : public Model {
   void Example(uint64_t g, float* x, int32_t* label) const {
     HashRng rng(Hash(static_cast<uint64_t>(c_.seed), g));
     for (int j = 0; j < c_.features; ++j) x[j] = static_cast<float>(rng.Normal());
-    Eigen::VectorXf scores = teacher_ * Eigen::Map<const Eigen::VectorXf>(x, c_.features);
-    Eigen::Index arg = 0;
-    scores.maxCoeff(&arg);
-    *label = static_cast<int32_t>(arg);
+    const Eigen::Map<const Eigen::RowVectorXf> xv(x, c_.features);
+    int32_t arg = 0;
+    float best = -INFINITY;
+    for (int k = 0; k < c_.classes; ++k) {
+      const float score = teacher_.row(k).dot(xv);
+      if (score > best) {
+        best = score;
+        arg = k;
+      }
+    }
+    *label = arg;
     if (rng.Uniform() < c_.label_noise) *label = static_cast<int32_t>(rng.Next() % c_.classes);
   }
 
@@ -118,7 +126,9 @@ class MlpModel final : public Model {
     }
     PX_RETURN_IF_ERROR(Forward(s, n));
     const size_t layers = widths_.size() - 1;
-    Matrix dy(n, c_.classes), dx;
+    Matrix& dy = dy_;
+    Matrix& dx = dx_;
+    dy.resize(n, c_.classes);
     const double loss = SoftmaxCrossEntropy(ConstMatMap(acts_[layers].data(), n, c_.classes), labels_,
                                             MatMap(dy.data(), n, c_.classes), nullptr);
     for (size_t l = layers; l-- > 0;) {
@@ -183,6 +193,7 @@ class MlpModel final : public Model {
   std::vector<Matrix> acts_;
   std::vector<int32_t> labels_;
   std::vector<float> dw_, db_;
+  Matrix dy_, dx_;
 };
 
 }  // namespace
