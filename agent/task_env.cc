@@ -94,6 +94,9 @@ std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& a, const TaskEn
   env["PARALLAX_BIND_ADDR"] = context.bind_addr;
   env["PARALLAX_TOKEN"] = context.token;
   env["PARALLAX_JOB_FILE"] = context.job_file;
+  // Relative paths in the job file ([model] data, checkpoint_dir) resolve
+  // against the submitted file's directory, not the task's copy.
+  if (std::filesystem::path(a.job_path).is_absolute()) env["PARALLAX_JOB_SOURCE"] = a.job_path;
   env["PARALLAX_TASK_DIR"] = context.task_dir;
   if (a.__isset.cuda_visible_devices) env["CUDA_VISIBLE_DEVICES"] = a.cuda_visible_devices;
   for (const auto& [name, value] : a.env) {

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/config/job_config.h"
@@ -64,7 +66,17 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
   if (!job_file.empty()) {
     JobLoadOptions load;
     load.check_paths = false;  // paths are the model's business
-    PX_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(job_file, load));
+    // The copy's text, with relative paths resolved against the directory
+    // the job was submitted from (PARALLAX_JOB_SOURCE) when known.
+    const std::string source = Env("PARALLAX_JOB_SOURCE");
+    std::ifstream in(job_file);
+    if (!in) {
+      return IoError("cannot read the job file '" + job_file + "' (PARALLAX_JOB_FILE)");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    PX_ASSIGN_OR_RETURN(JobConfig job,
+                        ParseJobConfig(text.str(), source.empty() ? job_file : source, load));
     o.arch = job.job.arch;
     o.consistency = job.job.consistency;
     o.staleness = job.job.staleness;

@@ -59,6 +59,7 @@ TEST(TaskEnvTest, TrainerGetsExactlyTheContractVariables) {
       {"PARALLAX_BIND_ADDR", "10.0.0.5"},
       {"PARALLAX_TOKEN", "s3cret"},
       {"PARALLAX_JOB_FILE", "/w/tasks/7-2-trainer-1/job.toml"},
+      {"PARALLAX_JOB_SOURCE", "/jobs/test/job.toml"},
       {"PARALLAX_TASK_DIR", "/w/tasks/7-2-trainer-1"},
   };
   EXPECT_EQ(env, want);

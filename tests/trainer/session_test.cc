@@ -199,7 +199,8 @@ class SessionOptionsTest : public ::testing::Test {
   static constexpr const char* kVars[] = {
       "PARALLAX_JOB_ID",     "PARALLAX_ATTEMPT",    "PARALLAX_RANK",
       "PARALLAX_WORLD_SIZE", "PARALLAX_NUM_SHARDS", "PARALLAX_COORDINATOR",
-      "PARALLAX_BIND_ADDR",  "PARALLAX_TOKEN",      "PARALLAX_JOB_FILE"};
+      "PARALLAX_BIND_ADDR",  "PARALLAX_TOKEN",      "PARALLAX_JOB_FILE",
+      "PARALLAX_JOB_SOURCE"};
   testing::TempDir dir_;
 };
 
@@ -236,6 +237,23 @@ TEST_F(SessionOptionsTest, ReadsTaskEnvironmentAndJobFile) {
   EXPECT_EQ(o->checkpoint_every, 4);
   EXPECT_EQ(o->keep_checkpoints, 2);
   EXPECT_EQ(o->metrics_every, 3);
+}
+
+// The agent's copy of the job file lives in the task directory; relative
+// paths resolve against the directory the job was submitted from.
+TEST_F(SessionOptionsTest, RelativePathsResolveAgainstTheSubmittedFile) {
+  const std::string copy = dir_.File("job.toml");
+  std::ofstream(copy) << "[job]\nname = \"t\"\n[trainer]\nmodel = \"lm\"\n"
+                         "[model]\ndata = \"../data/brown/train.tok\"\n";
+  setenv("PARALLAX_JOB_FILE", copy.c_str(), 1);
+  auto plain = SessionOptions::FromEnvironment();
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  setenv("PARALLAX_JOB_SOURCE", "/home/u/parallax/examples/brown-lm.toml", 1);
+  auto o = SessionOptions::FromEnvironment();
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_NE(o->job->model_toml.find("/home/u/parallax/data/brown/train.tok"), std::string::npos)
+      << o->job->model_toml;
+  EXPECT_EQ(plain->job->model_toml.find("/home/u/parallax"), std::string::npos);
 }
 
 TEST_F(SessionOptionsTest, NamesTheMalformedVariable) {

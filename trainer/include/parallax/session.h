@@ -125,7 +125,7 @@ struct SessionOptions {
 
   // Reads the task environment (PARALLAX_JOB_ID, _ATTEMPT, _RANK,
   // _WORLD_SIZE, _LOCAL_RANK, _LOCAL_WORLD_SIZE, _HOST_INDEX, _NUM_HOSTS,
-  // _NUM_SHARDS, _COORDINATOR, _BIND_ADDR, _TOKEN, _JOB_FILE) and the job
+  // _NUM_SHARDS, _COORDINATOR, _BIND_ADDR, _TOKEN, _JOB_FILE, _JOB_SOURCE) and the job
   // file. INVALID_ARGUMENT naming the variable that is malformed; the job
   // file's own errors as core/config reports them. The one place libparallax
   // reads the environment.
