@@ -16,6 +16,7 @@
 #include "core/config/job_config.h"
 #include "cli/export.h"
 #include "cli/job_metrics.h"
+#include "cli/plan_command.h"
 #include "cli/plan_view.h"
 #include "cli/run.h"
 #include "core/rpc/agent_client.h"
@@ -105,6 +106,7 @@ class Cli {
   int Logs();
   int RunCommand();
   int Export();
+  int Plan();
 
   const CliEnvironment& env_;
   std::ostream& out_;
@@ -127,6 +129,7 @@ class Cli {
   std::string state_dir_ = ".parallax";
   int64_t export_step_ = -1;
   std::string export_out_;
+  PlanCommandOptions plan_;
   int64_t export_chunk_rows_ = 65536;
 };
 
@@ -304,6 +307,11 @@ void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
     return;
   }
   PrintTable(out_, *rows);
+}
+
+int Cli::Plan() {
+  Status st = RunPlanCommand(plan_, out_);
+  return st.ok() ? kExitOk : Report(st);
 }
 
 int Cli::Export() {
@@ -587,6 +595,22 @@ int Cli::Run(const std::vector<std::string>& args) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   exp->callback([&] { result = Export(); });
+
+  CLI::App* plan = app.add_subcommand(
+      "plan", "print the plan the cost model predicts for a job with a built-in model, without "
+              "running it: per variable its measured alpha, path and bytes per step on each path");
+  plan->add_option("JOB.toml", plan_.job_file, "job file")->required();
+  plan->add_option("--workers", plan_.workers, "workers (default: the job's [job] workers)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--hosts", plan_.hosts, "hosts the workers are spread over")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan->add_option("--sample-batches", plan_.sample_batches,
+                   "batches per worker sampled to measure alpha")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan->add_flag("--json", plan_.json, "print JSON instead of a table");
+  plan->callback([&] { result = Plan(); });
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {

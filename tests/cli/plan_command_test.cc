@@ -1,0 +1,127 @@
+// `parallax plan` on a small lm job: the model declares its variables, its
+// own batches measure α, and the cost model picks a path per variable.
+#include "cli/plan_command.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/data/token_file.h"
+#include "core/data/vocabulary.h"
+#include "tests/testing/temp_dir.h"
+
+namespace parallax::cli {
+namespace {
+
+class PlanCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // 2,000 words, a token stream skewed toward small ids.
+    std::vector<std::string> words;
+    std::vector<uint64_t> counts;
+    for (int i = 0; i < 2000; ++i) {
+      words.push_back(i == 0 ? "<unk>" : "w" + std::to_string(i));
+      counts.push_back(1 + 100000 / (i + 1));
+    }
+    ASSERT_TRUE(data::Vocabulary::FromWords(words, counts).Save(dir_.File("vocab.tsv")).ok());
+    std::vector<uint32_t> tokens;
+    uint64_t x = 12345;
+    for (int i = 0; i < 50'000; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      const uint32_t a = (x >> 33) % 2000, b = (x >> 13) % 2000;
+      tokens.push_back(a * b / 2000);
+    }
+    ASSERT_TRUE(data::WriteTokenFile(dir_.File("train.tok"), tokens).ok());
+    ASSERT_TRUE(data::WriteTokenFile(dir_.File("heldout.tok"), tokens).ok());
+  }
+
+  std::string Job(int workers, const std::string& extra = "") {
+    const std::string path = dir_.File("job.toml");
+    std::ofstream(path) << "[job]\nname = \"plan\"\nworkers = " << workers
+                        << "\n[trainer]\nmodel = \"lm\"\nbatch_size = 64\n"
+                           "[model]\ndata = \"train.tok\"\nvocab = 2000\ndim = 16\n"
+                           "hidden = 32\n"
+                        << extra;
+    return path;
+  }
+
+  StatusOr<nlohmann::json> PlanJson(const std::string& job, int workers = 0) {
+    PlanCommandOptions o;
+    o.job_file = job;
+    o.workers = workers;
+    o.json = true;
+    std::ostringstream out;
+    PX_RETURN_IF_ERROR(RunPlanCommand(o, out));
+    return nlohmann::json::parse(out.str());
+  }
+
+  static const nlohmann::json& Var(const nlohmann::json& doc, const std::string& name) {
+    for (const auto& v : doc["variables"]) {
+      if (v["name"] == name) return v;
+    }
+    static const nlohmann::json none;
+    return none;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
+  auto two = PlanJson(Job(2));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  const auto& emb = Var(*two, "lm/input_embedding");
+  ASSERT_FALSE(emb.is_null()) << two->dump(2);
+  EXPECT_EQ(emb["rows"], 2000);
+  // 64 examples × 4 context tokens touch at most 256 of 2,000 rows.
+  EXPECT_GT(emb["alpha"].get<double>(), 0.0);
+  EXPECT_LE(emb["alpha"].get<double>(), 256.0 / 2000);
+  EXPECT_EQ(emb["path"], "allgather");  // 2 workers: half of PS's bytes
+  EXPECT_EQ(Var(*two, "lm/hidden/weights")["path"], "allreduce");
+  // Eight workers: all-gather's (N−1)-fold rows cost more than PS.
+  auto eight = PlanJson(Job(2), 8);
+  ASSERT_TRUE(eight.ok()) << eight.status().ToString();
+  EXPECT_EQ(Var(*eight, "lm/input_embedding")["path"], "ps");
+  const auto& totals = (*eight)["total_bytes_per_host_link"];
+  EXPECT_LT(totals["plan"].get<double>(), totals["allreduce"].get<double>());
+  EXPECT_LE(totals["plan"].get<double>(), totals["ps"].get<double>());
+  EXPECT_LE(totals["plan"].get<double>(), totals["allgather"].get<double>());
+}
+
+TEST_F(PlanCommandTest, TableAndOverrides) {
+  PlanCommandOptions o;
+  o.job_file = Job(4, "[[variable]]\nname = \"lm/output_embedding\"\npath = \"allreduce\"\n");
+  std::ostringstream out;
+  Status st = RunPlanCommand(o, out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_NE(out.str().find("lm/output_embedding"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("[[variable]] in the job file"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("per host link"), std::string::npos) << out.str();
+}
+
+TEST_F(PlanCommandTest, ClearErrors) {
+  PlanCommandOptions o;
+  o.job_file = Job(2, "[[variable]]\nname = \"lm/nope\"\npath = \"ps\"\n");
+  std::ostringstream out;
+  Status st = RunPlanCommand(o, out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("\"lm/nope\""), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("lm/input_embedding"), std::string::npos) << st.message();
+
+  const std::string custom = dir_.File("custom.toml");
+  std::ofstream(custom) << "[job]\nname = \"c\"\n[trainer]\ncommand = [\"./t\"]\n";
+  o.job_file = custom;
+  st = RunPlanCommand(o, out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("parallax status"), std::string::npos) << st.message();
+
+  o.job_file = Job(2);
+  o.hosts = 3;
+  st = RunPlanCommand(o, out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--hosts 3"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace parallax::cli
