@@ -90,7 +90,8 @@ TEST_F(JobConfigTest, LoadsBrownLmExample) {
   EXPECT_THAT(c->model_toml, HasSubstr("vocab = 50000"));
   EXPECT_THAT(c->model_toml, HasSubstr("hidden = 512"));
   EXPECT_EQ(c->dense_optimizer.type, "adam");
-  EXPECT_DOUBLE_EQ(c->dense_optimizer.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(c->dense_optimizer.lr, 2e-3);
+  EXPECT_THAT(c->model_toml, HasSubstr((root / "data" / "brown" / "train.tok").string()));
   EXPECT_EQ(c->sparse_optimizer.type, "adagrad");
   EXPECT_EQ(c->ps.shards, 0);
   EXPECT_EQ(c->ps.partitions, 0);
