@@ -40,12 +40,7 @@ std::string LastLine(const std::string& text) {
   return last;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 class SecurityTest : public ::testing::Test {
  protected:

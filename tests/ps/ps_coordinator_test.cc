@@ -20,10 +20,7 @@
 namespace parallax::ps {
 namespace {
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
 constexpr char kJob[] = R"(
 [job]

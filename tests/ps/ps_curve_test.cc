@@ -23,10 +23,7 @@
 namespace parallax::ps {
 namespace {
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
 constexpr char kJob[] = "[job]\nname = \"ps-curve\"\nworkers = 1\n[trainer]\nmodel = \"lm\"\n";
 constexpr char kSecret[] = "ps-curve-test-secret";

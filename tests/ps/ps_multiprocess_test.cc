@@ -21,10 +21,7 @@
 namespace parallax::ps {
 namespace {
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
 constexpr uint32_t kWorkers = 3;
 constexpr int kSteps = 50;

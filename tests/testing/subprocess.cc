@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -159,6 +161,18 @@ std::string WaitForFileWord(const std::string& path, int timeout_ms, ChildProces
     if (NowMs() >= deadline || (child != nullptr && child->Wait(0) != -1)) return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string BinDirOr(const char* fallback) {
+  const char* env = std::getenv("PARALLAX_BIN_DIR");
+  return env && *env ? env : fallback;
 }
 
 }  // namespace parallax::testing

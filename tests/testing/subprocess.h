@@ -46,6 +46,13 @@ class ChildProcess {
 std::string WaitForFileWord(const std::string& path, int timeout_ms,
                             ChildProcess* child = nullptr);
 
+// The whole file (binary-safe); "" when it cannot be read.
+std::string ReadWholeFile(const std::string& path);
+
+// Where the project's binaries are: $PARALLAX_BIN_DIR when set, else
+// `fallback` (the test target's PARALLAX_BIN_DIR_DEFAULT).
+std::string BinDirOr(const char* fallback);
+
 }  // namespace parallax::testing
 
 #endif  // PARALLAX_TESTS_TESTING_SUBPROCESS_H_

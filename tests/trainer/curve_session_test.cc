@@ -30,17 +30,9 @@ constexpr char kSecret[] = "curve-session-secret";
 constexpr int kSteps = 30;
 constexpr int kBatch = 64;
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 // Trains with a secured coordinator; `ps_section` is appended to the job file.
 // Returns the shard's log.

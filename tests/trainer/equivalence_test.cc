@@ -27,17 +27,9 @@ namespace {
 using testing::ChildProcess;
 using testing::TinyModel;
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 constexpr int kSteps = 30;
 constexpr int kRanks = 2;

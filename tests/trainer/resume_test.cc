@@ -36,12 +36,7 @@ using Model = std::map<std::string, std::vector<float>>;
 
 const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 // "name v v v" lines, as trainer_test_rank writes them.
 Model ReadModel(const std::string& path) {

@@ -25,17 +25,9 @@ using testing::ChildProcess;
 
 constexpr int kSteps = 20, kRanks = 2, kBatch = 16;
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;
