@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/base/format_bytes.h"
 #include "core/rpc/coordinator_client.h"
 
 namespace parallax::cli {
@@ -30,17 +31,6 @@ std::string Fixed(double x, int digits) {
   return buf;
 }
 
-// "12.3K" style byte counts per step.
-std::string Bytes(double b) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4) {
-    b /= 1000;
-    ++u;
-  }
-  return Fixed(b, u == 0 ? 0 : 1) + units[u];
-}
-
 double Value(const rpc::MetricPoint& p, const std::string& name) {
   if (!p.__isset.values) return 0;
   auto it = p.values.find(name);
@@ -59,7 +49,8 @@ StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorCl
                   "ALLREDUCE S/R", "ALLGATHER S/R", "PS PUSH S/R", "PS PULL S/R"});
   for (const auto& [rank, p] : latest) {
     auto pair = [&](const std::string& path) {
-      return Bytes(Value(p, path + "_sent_bytes")) + "/" + Bytes(Value(p, path + "_recv_bytes"));
+      return FormatBytes(Value(p, path + "_sent_bytes"), "") + "/" +
+             FormatBytes(Value(p, path + "_recv_bytes"), "");
     };
     rows.push_back({std::to_string(rank), std::to_string(p.step), Fixed(p.loss, 4),
                     Fixed(p.throughput, 1), Fixed(Value(p, "compute_ms"), 2) + "ms",

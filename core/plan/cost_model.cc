@@ -4,23 +4,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/base/format_bytes.h"
+
 namespace parallax::plan {
 namespace {
 
 constexpr double kHeaderBytes = 64;  // schemas/ps_wire.h kHeaderSize
 constexpr double kIdBytes = 8;
-
-std::string HumanBytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 4) {
-    bytes /= 1000;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), bytes < 10 ? "%.2f %s" : "%.1f %s", bytes, units[u]);
-  return buf;
-}
 
 double RowsTouched(const VariableStats& var, double alpha) {
   return std::clamp(alpha, 0.0, 1.0) * static_cast<double>(var.rows);
@@ -90,8 +80,8 @@ PathCost AllGatherCost(const VariableStats& var, const ClusterShape& cluster,
       static_cast<double>(var.elements()) * 4 * (1 + std::max(0, options.optimizer_state_copies));
   if (options.worker_memory_bytes > 0 && replica > options.worker_memory_bytes) {
     cost.feasible = false;
-    cost.why_not = "a replica (" + HumanBytes(replica) + " with optimizer state) exceeds the worker memory budget (" +
-                   HumanBytes(options.worker_memory_bytes) + ")";
+    cost.why_not = "a replica (" + FormatBytes(replica) + " with optimizer state) exceeds the worker memory budget (" +
+                   FormatBytes(options.worker_memory_bytes) + ")";
     return cost;
   }
   const double n = std::max(1, cluster.workers);
@@ -152,7 +142,7 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   if (!var.sparse) {
     choice.path = Path::kAllReduce;
     choice.reason = "dense: every element changes every step; all-reduce puts " +
-                    HumanBytes(choice.allreduce.link_bytes) + " a step on a host's link";
+                    FormatBytes(choice.allreduce.link_bytes) + " a step on a host's link";
     return choice;
   }
   // Tie-break order: a sparse path touches only the batch's rows, which the
@@ -172,10 +162,10 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
     if (p == choice.path) continue;
     const PathCost& c = choice.cost(p);
     others += std::string(others.empty() ? "" : ", ") + PathName(p) + " " +
-              (c.feasible ? HumanBytes(c.link_bytes) : "n/a (" + c.why_not + ")");
+              (c.feasible ? FormatBytes(c.link_bytes) : "n/a (" + c.why_not + ")");
   }
   choice.reason = std::string(alpha) + ": " + PathName(choice.path) + " puts " +
-                  HumanBytes(best->link_bytes) + " a step on a host's link vs " + others;
+                  FormatBytes(best->link_bytes) + " a step on a host's link vs " + others;
   return choice;
 }
 

@@ -4,20 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/base/format_bytes.h"
+
 namespace parallax::plan {
 namespace {
-
-std::string Bytes(double b) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4) {
-    b /= 1000;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), b < 10 && u > 0 ? "%.2f %s" : "%.1f %s", b, units[u]);
-  return buf;
-}
 
 std::string Shape(const VariableStats& v) {
   return v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.dim);
@@ -102,12 +92,12 @@ std::string FormatPlanReport(const PlanReport& report) {
       std::snprintf(alpha, sizeof(alpha), "dense");
     }
     const std::string ag =
-        r.choice.allgather.feasible ? Bytes(r.choice.allgather.bytes) : std::string("n/a");
+        r.choice.allgather.feasible ? FormatBytes(r.choice.allgather.bytes) : std::string("n/a");
     std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n",
                   r.var.name.c_str(), Shape(r.var).c_str(), alpha, PathName(r.path),
                   r.path == Path::kPs ? std::to_string(r.var.partitions).c_str() : "-",
-                  Bytes(r.choice.allreduce.bytes).c_str(), ag.c_str(),
-                  Bytes(r.choice.cost(Path::kPs).bytes).c_str());
+                  FormatBytes(r.choice.allreduce.bytes).c_str(), ag.c_str(),
+                  FormatBytes(r.choice.cost(Path::kPs).bytes).c_str());
     out << line;
     out << "    " << (r.note.empty() ? r.choice.reason : r.note + " (the cost model: " + r.choice.reason + ")")
         << "\n";
@@ -115,12 +105,12 @@ std::string FormatPlanReport(const PlanReport& report) {
   const PlanTotals& t = report.totals;
   out << "\nbytes per step          this plan  all-reduce only  all-gather only     PS only\n";
   std::snprintf(line, sizeof(line), "  per worker       %12s %16s %16s %11s\n",
-                Bytes(t.hybrid.worker).c_str(), Bytes(t.allreduce.worker).c_str(),
-                Bytes(t.allgather.worker).c_str(), Bytes(t.ps.worker).c_str());
+                FormatBytes(t.hybrid.worker).c_str(), FormatBytes(t.allreduce.worker).c_str(),
+                FormatBytes(t.allgather.worker).c_str(), FormatBytes(t.ps.worker).c_str());
   out << line;
   std::snprintf(line, sizeof(line), "  per host link    %12s %16s %16s %11s\n",
-                Bytes(t.hybrid.link).c_str(), Bytes(t.allreduce.link).c_str(),
-                Bytes(t.allgather.link).c_str(), Bytes(t.ps.link).c_str());
+                FormatBytes(t.hybrid.link).c_str(), FormatBytes(t.allreduce.link).c_str(),
+                FormatBytes(t.allgather.link).c_str(), FormatBytes(t.ps.link).c_str());
   out << line;
   out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
          " direction of one host's link, its PS shards included; the plan minimises the latter)\n";
