@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""Predicted vs measured bytes per worker per step, by path (issue 8, last "Done when").
+
+Run through bench/e2e/bytes_check.sh. For each model (lm = examples/w3.toml, ctr =
+examples/ctr.toml) and worker count, it writes the job with `workers = N`, `metrics_every = 1`
+and a short run, asks `parallax plan JOB --json --workers N` for the cost model's bytes per worker
+per step on each variable's chosen path (sent + received, the cost model's `bytes`), runs the job
+with `parallax run`, and averages the ranks' metric points over the steps after the warm-up:
+`<path>_sent_bytes + <path>_recv_bytes` per step (ps = ps_push + ps_pull). While the job runs it
+also reads `ss -tinpH` twice for trainer rank 0 (sockets by peer: the coordinator, the PS shard,
+the other ranks = collectives) and divides the counters' growth by the steps rank 0 finished in
+between (from its metric points): bytes on the wire, as the kernel counts them.
+
+Output: one JSON line per (model, workers, path) with predicted, measured and ratio, and one per
+run with the ss figures ("path": "ss:collective" etc.).
+"""
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = {
+    "lm": ("w3.toml", "brown/train.tok", "eval_tokens", 1),
+    "ctr": ("ctr.toml", "ctr/train.tsv", "eval_examples", 1),
+}
+COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
+
+
+def job_text(model, workers, steps, arch):
+    example, data, eval_key, eval_value = MODELS[model]
+    with open(os.path.join(ROOT, "examples", example), encoding="utf-8") as f:
+        text = f.read()
+    text = re.sub(r"(?m)^workers = \d+", f"workers = {workers}", text)
+    text = re.sub(r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"', text)
+    text = re.sub(r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = 1", text)
+    text = re.sub(r'(?m)^data = ".*"', f'data = "{ROOT}/data/{data}"', text)
+    text = re.sub(rf"(?m)^{eval_key} = \d+", f"{eval_key} = {eval_value}", text)
+    text = re.sub(r"(?m)^eval_every = \d+", "eval_every = 0", text)
+    if eval_key not in text:
+        text = text.replace("[model]\n", f"[model]\n{eval_key} = {eval_value}\n", 1)
+    return text + "\n[ps]\nshards = 1\npartitions = 1\n"
+
+
+def predicted(bin_dir, job, workers):
+    out = subprocess.run([os.path.join(bin_dir, "parallax"), "plan", job, "--json", "--workers",
+                          str(workers)], check=True, capture_output=True, text=True).stdout
+    plan = json.loads(out)
+    by_path = {}
+    for v in plan["variables"]:
+        by_path[v["path"]] = by_path.get(v["path"], 0.0) + v["bytes_per_worker"][v["path"]]
+    return by_path
+
+
+def job_pids(job, role, rank=None):
+    """pids of the job's tasks (our own processes), from PARALLAX_* in /proc/PID/environ."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if (env.get(b"PARALLAX_ROLE") == role.encode()
+                and env.get(b"PARALLAX_JOB_SOURCE", b"").decode() == job
+                and (rank is None or env.get(b"PARALLAX_RANK") == str(rank).encode())):
+            pids.append(int(pid))
+    return pids
+
+
+def listening_ports(pid):
+    out = subprocess.run(["ss", "-tlnpH"], capture_output=True, text=True).stdout
+    return {int(l.split()[3].rsplit(":", 1)[1]) for l in out.splitlines() if f"pid={pid}," in l}
+
+
+def socket_bytes(pid, coordinator_port, ps_ports):
+    """bytes_sent/received of pid's TCP sockets, grouped by peer: coordinator, ps, collective."""
+    out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True).stdout
+    totals = {}
+    group = None
+    for line in out.splitlines():
+        if line and not line[0].isspace():
+            group = None
+            if f"pid={pid}," in line:
+                peer = int(line.split()[4].rsplit(":", 1)[1])
+                group = ("control" if peer == coordinator_port
+                         else "ps" if peer in ps_ports else "collective")
+        elif group:
+            for name, value in COUNTER.findall(line):
+                key = (group, name)
+                totals[key] = totals.get(key, 0) + int(value)
+    return totals
+
+
+def rank0_step(db):
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        row = con.execute("SELECT MAX(step) FROM metrics WHERE rank = 0").fetchone()
+        con.close()
+        return row[0] if row and row[0] is not None else -1
+    except sqlite3.Error:
+        return -1
+
+
+def one(args, model, workers, arch, workdir):
+    job = os.path.join(workdir, f"{model}-{workers}-{arch}.toml")
+    with open(job, "w", encoding="utf-8") as f:
+        f.write(job_text(model, workers, args.steps, arch))
+    pred = predicted(args.bin, job, workers)
+    state = os.path.join(workdir, f"{model}-{workers}-{arch}.state")
+    db = os.path.join(state, "state.db")
+    proc = subprocess.Popen([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # ss samples of rank 0: the first after the warm-up, the second near the end.
+    samples = []
+    lo, hi = args.warmup + 2, args.steps - 5
+    while proc.poll() is None and len(samples) < 2:
+        step = rank0_step(db)
+        if step >= (lo if not samples else hi):
+            pid = next(iter(job_pids(job, "trainer", 0)), None)
+            with open(os.path.join(state, "coordinator.port"), encoding="utf-8") as f:
+                coord = int(f.read().split()[0])
+            ports = set().union(*(listening_ports(p) for p in job_pids(job, "ps")))
+            before = rank0_step(db)
+            counters = socket_bytes(pid, coord, ports) if pid else {}
+            samples.append((before, rank0_step(db), counters))
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=args.timeout)
+    if proc.returncode != 0:
+        sys.exit(f"bytes_check: {model} on {workers} workers failed; state in {state}:\n{err[-2000:]}")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = [json.loads(r[0]) for r in con.execute(
+        "SELECT metric_values FROM metrics WHERE step >= ? AND step < ?", (args.warmup, args.steps))]
+    con.close()
+    measured = {}
+    for path, keys in (("allreduce", ("allreduce",)), ("allgather", ("allgather",)),
+                       ("ps", ("ps_push", "ps_pull"))):
+        per_step = [sum(v.get(f"{k}_{d}_bytes", 0.0) for k in keys for d in ("sent", "recv"))
+                    for v in rows]
+        sent = [sum(v.get(f"{k}_sent_bytes", 0.0) for k in keys) for v in rows]
+        measured[path] = (statistics.mean(per_step), statistics.mean(sent))
+    common = dict(bench="bytes_check", model=model, workers=workers, arch=arch,
+                  steps=args.steps, warmup=args.warmup, load1=round(os.getloadavg()[0], 2))
+    for path in sorted(set(pred) | {p for p, m in measured.items() if m[0] > 0}):
+        p = pred.get(path, 0.0)
+        m, s = measured[path]
+        print(json.dumps(dict(common, path=path, unit="bytes/worker/step (sent+received)",
+                              predicted=round(p), measured=round(m), measured_sent=round(s),
+                              ratio=round(m / p, 4) if p else None)), flush=True)
+    if len(samples) == 2 and samples[0][2]:
+        (a0, a1, c0), (b0, b1, c1) = samples
+        steps = (b0 + b1) / 2 - (a0 + a1) / 2
+        for group in ("collective", "ps", "control"):
+            sent = (c1.get((group, "bytes_sent"), 0) - c0.get((group, "bytes_sent"), 0)) / steps
+            recv = (c1.get((group, "bytes_received"), 0)
+                    - c0.get((group, "bytes_received"), 0)) / steps
+            print(json.dumps(dict(common, path=f"ss:{group}", rank=0, ss_steps=steps,
+                                  unit="bytes/step on rank 0's sockets", sent=round(sent),
+                                  received=round(recv), total=round(sent + recv))), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--models", default="lm,ctr")
+    ap.add_argument("--workers", default="2,4")
+    ap.add_argument("--arch", default="hybrid", help="comma-separated archs to run")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--workdir")
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="px-bytes-")
+    os.makedirs(workdir, exist_ok=True)
+    for model in args.models.split(","):
+        if model not in MODELS:
+            sys.exit(f"bytes_check: unknown model '{model}'; known: {', '.join(MODELS)}")
+        for workers in (int(w) for w in args.workers.split(",")):
+            for arch in args.arch.split(","):
+                one(args, model, workers, arch, workdir)
+
+
+if __name__ == "__main__":
+    main()

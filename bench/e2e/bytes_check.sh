@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Predicted vs measured bytes per worker per step, by path (docs/PERFORMANCE.md, "Predicted vs
+# measured bytes"): for lm (examples/w3.toml) and ctr (examples/ctr.toml) on 2 and 4 workers,
+# `parallax plan --json --workers N` against the job's metric points, and `ss -tinp` counters of
+# rank 0 as a cross-check. One JSON line per (model, workers, path) (bench/e2e/bytes_check.py).
+#
+#   bench/e2e/bytes_check.sh [--models lm,ctr] [--workers 2,4] [--arch hybrid] [--steps 60]
+#
+# Needs scripts/build (BUILD_DIR, default build/) and scripts/fetch-data (--synthetic-ctr too).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+case "${1:-}" in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+build_dir="${BUILD_DIR:-build}"
+[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
+for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps; do
+  [[ -x "$build_dir/bin/$b" ]] || { echo "bytes_check.sh: $build_dir/bin/$b not found; build (scripts/build) or set BUILD_DIR" >&2; exit 1; }
+done
+for f in brown/train.tok ctr/train.tsv; do
+  [[ -f "$root/data/$f" ]] || { echo "bytes_check.sh: data/$f missing; run scripts/fetch-data (and --synthetic-ctr)" >&2; exit 1; }
+done
+echo "{\"bench\":\"bytes_check\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+/usr/bin/python3 "$root/bench/e2e/bytes_check.py" --bin "$build_dir/bin" "$@"
+echo "{\"bench\":\"bytes_check\",\"event\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"

@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""W3 end to end: Parallax (hybrid, allreduce, allgather, ps, ...) side by side with PyTorch DDP.
+
+Run through bench/e2e/run.sh (it checks the data, the binaries and torch first):
+
+  bench/e2e/run.sh [--runs 5] [--steps 310] [--warmup 10] [--variants LIST]
+
+Each round runs every variant once, in order, so the variants alternate; --runs rounds. A
+Parallax variant is examples/w3.toml with [job] arch changed (and, for the ones on the PS,
+[ps] shards = 1 and local_aggregation), written into a temporary directory with
+`[trainer] metrics_every = 1`, and run with `parallax run`. Its figures come from the job's
+own metric points (the `metrics` table of the embedded coordinator's SQLite database, which
+`parallax status JOB --json` reads): per step, the rank's samples/s and loss, and bytes sent and
+received per path counted by the trainer (allreduce/allgather: the bytes handed to the
+collective; ps_push/ps_pull: bytes at the ZeroMQ transport). PyTorch variants run
+bench/peers/w3_torch.py --runs 1 (bytes from `ss` socket counters).
+
+Same measure on both sides: warm-up = steps 0..warmup-1, timed = the next `steps - warmup`
+steps; tokens/s = workers x batch x timed steps / (the slower rank's time over the timed steps);
+loss = mean over the last 20 steps of the mean of the ranks' batch losses.
+
+Output: one JSON line per run ("stat": "run") and, at the end, per variant and metric the
+median/min/max lines:
+  {"bench":"e2e","impl":"parallax-hybrid","metric":"tokens_per_s","unit":"tokens/s",
+   "stat":"median","runs":5,"value":...,"min":...,"max":...}
+"""
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PATHS = ("allreduce", "allgather", "ps_push", "ps_pull")
+
+# Variant -> (arch, consistency, staleness, per-variable overrides). "hybrid-ps" is the hybrid
+# plan with the three embedding tables forced onto the PS (at 2 workers the cost model puts
+# them on all-gather; docs/PERFORMANCE.md).
+EMBEDDINGS = ("lm/input_embedding", "lm/output_embedding", "lm/output_bias")
+PARALLAX = {
+    "parallax-hybrid": ("hybrid", "sync", None, ()),
+    "parallax-allreduce": ("allreduce", "sync", None, ()),
+    "parallax-allgather": ("allgather", "sync", None, ()),
+    "parallax-ps": ("ps", "sync", None, ()),
+    "parallax-hybrid-ps": ("hybrid", "sync", None, EMBEDDINGS),
+    "parallax-hybrid-ps-async": ("hybrid", "async", None, EMBEDDINGS),
+    "parallax-hybrid-ps-ssp": ("hybrid", "ssp", 4, EMBEDDINGS),
+}
+TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
+DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
+                    "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse"]
+
+
+def load1():
+    return os.getloadavg()[0]
+
+
+def job_text(base, arch, consistency, staleness, overrides, steps, workers):
+    """examples/w3.toml with the variant's settings (absolute data path)."""
+    text = base
+    text = re.sub(r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"', text)
+    text = re.sub(r'(?m)^consistency = "[a-z]+"', f'consistency = "{consistency}"'
+                  + (f"\nstaleness = {staleness}" if staleness else ""), text)
+    text = re.sub(r"(?m)^workers = \d+", f"workers = {workers}", text)
+    text = re.sub(r"(?m)^steps = \d+", f"steps = {steps}\nmetrics_every = 1", text)
+    text = re.sub(r'(?m)^data = ".*"', f'data = "{ROOT}/data/brown/train.tok"', text)
+    text = re.sub(r"(?m)^eval_tokens = \d+", "eval_tokens = 1", text)
+    # One shard, one partition per table: a fixed number skips the partition search.
+    text += "\n[ps]\nshards = 1\npartitions = 1\n"
+    for name in overrides:
+        text += f'\n[[variable]]\nname = "{name}"\npath = "ps"\n'
+    return text
+
+
+def parallax_run(args, impl, workdir, run):
+    arch, consistency, staleness, overrides = PARALLAX[impl]
+    with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
+        base = f.read()
+    job = os.path.join(workdir, f"{impl}-{run}.toml")
+    with open(job, "w", encoding="utf-8") as f:
+        f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2))
+    state = os.path.join(workdir, f"{impl}-{run}.state")
+    proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
+                          capture_output=True, text=True, timeout=args.timeout)
+    if proc.returncode != 0:
+        sys.exit(f"e2e: {impl} run {run} failed (exit {proc.returncode}); its state is in "
+                 f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
+
+
+def job_metrics(db, steps, warmup, batch, job_id=1):
+    """Figures of one finished job from its metric points (metrics_every = 1)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute("SELECT rank, step, loss, throughput, metric_values FROM metrics "
+                       "WHERE job_id = ? ORDER BY step, rank", (job_id,)).fetchall()
+    con.close()
+    ranks = sorted({r[0] for r in rows})
+    timed = [r for r in rows if warmup <= r[1] < steps]
+    seconds = {k: sum(batch / r[3] for r in timed if r[0] == k) for k in ranks}
+    timed_steps = steps - warmup
+    counted = {k: sum(1 for r in timed if r[0] == k) for k in ranks}
+    if any(c != timed_steps for c in counted.values()):
+        sys.exit(f"e2e: {db}: expected {timed_steps} timed metric points per rank, got {counted}")
+    last = [r for r in rows if steps - 20 <= r[1] < steps]
+    losses = {}
+    for r in last:
+        losses.setdefault(r[1], []).append(r[2])
+    out = dict(tokens_per_s=len(ranks) * batch * timed_steps / max(seconds.values()),
+               step_ms=1000.0 * max(seconds.values()) / timed_steps,
+               loss_last20=statistics.mean(statistics.mean(v) for v in losses.values()))
+    values = [json.loads(r[4]) for r in timed]
+    for path in PATHS:
+        for d in ("sent", "recv"):
+            out[f"{path}_{d}_bytes_per_worker_per_step"] = statistics.mean(
+                v.get(f"{path}_{d}_bytes", 0.0) for v in values)
+    out["bytes_sent_per_worker_per_step"] = sum(out[f"{p}_sent_bytes_per_worker_per_step"]
+                                                for p in PATHS)
+    for key in ("compute_ms", "dense_wait_ms", "sparse_wait_ms"):
+        out[key] = statistics.mean(v.get(key, 0.0) for v in values)
+    return out
+
+
+def torch_run(args, impl):
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "w3_torch.py"),
+           "--batches", args.batches, "--vocab", os.path.join(ROOT, "data", "brown", "vocab.tsv"),
+           "--runs", "1", "--warmup", str(args.warmup), "--steps", str(args.steps - args.warmup)]
+    if TORCH[impl]:
+        cmd.append("--sparse")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    if proc.returncode != 0:
+        sys.exit(f"e2e: {impl} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    for line in proc.stdout.splitlines():
+        r = json.loads(line)
+        if r.get("stat") == "run":
+            return {k: r[k] for k in ("tokens_per_s", "step_ms", "loss_last20",
+                                      "bytes_sent_per_worker_per_step",
+                                      "bytes_received_per_worker_per_step")}
+    sys.exit(f"e2e: {impl}: no run line in w3_torch.py's output")
+
+
+UNITS = {"tokens_per_s": "tokens/s", "step_ms": "ms", "loss_last20": "nats",
+         "compute_ms": "ms", "dense_wait_ms": "ms", "sparse_wait_ms": "ms"}
+
+
+def unit(metric):
+    return UNITS.get(metric, "bytes")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=310, help="steps in all, warm-up included")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                    help="comma-separated; also: " + ", ".join(
+                        v for v in list(PARALLAX) + list(TORCH) if v not in DEFAULT_VARIANTS))
+    ap.add_argument("--bin", required=True, help="directory of the parallax binaries")
+    ap.add_argument("--batches", required=True, help="parallax-data batches file (PyTorch side)")
+    ap.add_argument("--workdir", help="keep job files and state here (default: a temp dir)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    args = ap.parse_args()
+    variants = args.variants.split(",")
+    for v in variants:
+        if v not in PARALLAX and v not in TORCH:
+            sys.exit(f"e2e: unknown variant '{v}'; known: {', '.join(list(PARALLAX) + list(TORCH))}")
+    if args.steps - args.warmup < 20:
+        sys.exit("e2e: --steps must exceed --warmup by at least 20 (the loss is over the last 20)")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="px-e2e-")
+    os.makedirs(workdir, exist_ok=True)
+    results = {v: [] for v in variants}
+    for run in range(args.runs):
+        for impl in variants:
+            before, started = load1(), time.time()
+            r = (torch_run(args, impl) if impl in TORCH
+                 else parallax_run(args, impl, workdir, run))
+            results[impl].append(r)
+            print(json.dumps(dict(bench="e2e", impl=impl, stat="run", run=run, workers=2,
+                                  load1_before=round(before, 2), load1_after=round(load1(), 2),
+                                  wall_s=round(time.time() - started, 1),
+                                  **{k: round(v, 4) for k, v in r.items()})), flush=True)
+    for impl in variants:
+        for metric in results[impl][0]:
+            values = [r[metric] for r in results[impl]]
+            print(json.dumps(dict(bench="e2e", impl=impl, metric=metric, unit=unit(metric),
+                                  stat="median", runs=len(values),
+                                  value=round(statistics.median(values), 4),
+                                  min=round(min(values), 4), max=round(max(values), 4))),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# W3 end to end (docs/PERFORMANCE.md, "W3 end to end: Parallax vs PyTorch DDP"): Parallax with
+# arch = hybrid, allreduce, allgather, ps (and hybrid with the embeddings on the PS) side by side
+# with PyTorch DDP dense and sparse, alternating, N runs each, on 2 workers. One JSON line per
+# run and per median/min/max (bench/e2e/e2e.py), with the load average before and after.
+#
+#   bench/e2e/run.sh [--runs N] [--steps S] [--warmup W] [--variants a,b,...] [--workdir DIR]
+#
+# Needs scripts/build (BUILD_DIR, default build/), scripts/fetch-data, and
+# scripts/install-deps --bench (python3-torch). Writes data/brown/w3-batches-1.bin when missing.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+build_dir="${BUILD_DIR:-build}"
+[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
+for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data; do
+  [[ -x "$build_dir/bin/$b" ]] || { echo "run.sh: $build_dir/bin/$b not found; build (scripts/build) or set BUILD_DIR" >&2; exit 1; }
+done
+brown="$root/data/brown"
+[[ -f "$brown/train.tok" ]] || { echo "run.sh: $brown/train.tok missing; run scripts/fetch-data" >&2; exit 1; }
+/usr/bin/python3 -c 'import torch' 2>/dev/null || {
+  echo "run.sh: /usr/bin/python3 cannot import torch; run scripts/install-deps --bench" >&2; exit 1; }
+batches="$brown/w3-batches-1.bin"
+[[ -f "$batches" ]] || "$build_dir/bin/parallax-data" batches "$brown/train.tok" --context 4 \
+  --batch 256 --workers 2 --steps 310 --seed 1 --out "$batches" >/dev/null
+echo "{\"bench\":\"e2e\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+/usr/bin/python3 "$root/bench/e2e/e2e.py" --bin "$build_dir/bin" --batches "$batches" "$@"
+echo "{\"bench\":\"e2e\",\"event\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
