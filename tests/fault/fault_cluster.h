@@ -45,9 +45,12 @@ class FaultCluster {
                   const std::string& host = "127.0.0.1", int slots = 2);
   void KillAgent(const std::string& name);
 
+  // Cli() and Submit() may run on another thread while the coordinator is
+  // restarted on the same port; nothing else is thread-safe.
   RunResult Cli(std::vector<std::string> args, int timeout_ms = 30'000);
-  // Submits the tiny job; returns its id ("" on failure, with a test failure).
-  std::string Submit(const TinyJob& job);
+  // Submits the tiny job; returns its id ("" on failure, then a test failure
+  // unless !expect_ok).
+  std::string Submit(const TinyJob& job, bool expect_ok = true);
   // Polls `parallax status` until the job is SUCCEEDED or FAILED or the
   // deadline passes; returns the last status object.
   nlohmann::json WaitForEnd(const std::string& id, int timeout_ms = 120'000);
