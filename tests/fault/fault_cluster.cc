@@ -1,5 +1,6 @@
 #include "tests/fault/fault_cluster.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "tests/testing/proc_scan.h"
 
@@ -104,8 +103,8 @@ void FaultCluster::StartAgent(const std::string& name, const std::string& netns,
        {kBin + "/parallax-agent", std::string("--coordinator"), address_, std::string("--name"),
         name, std::string("--workdir"), dir_.File("agent-" + name), std::string("--slots"),
         std::to_string(slots), std::string("--grace-ms"), std::string("500"),
-        std::string("--heartbeat-ms"), std::string("200"), std::string("--listen"),
-        host + ":0", std::string("--advertise"), host, std::string("--bind-addr"), host}) {
+        std::string("--heartbeat-ms"), std::string("200"), std::string("--listen"), host + ":0",
+        std::string("--advertise"), host, std::string("--bind-addr"), host}) {
     argv.push_back(a);
   }
   agents_[name] = std::make_unique<ChildProcess>(argv, dir_.File("agent-" + name + ".log"),
@@ -227,8 +226,8 @@ std::string CheckDatabase(const std::string& db_path) {
     // (A succeeded job's shards are stopped after it ends: not checked.)
     problems += live + " trainers ASSIGNED/RUNNING of succeeded jobs\n";
   }
-  if (std::string bad = scalar(
-          "SELECT COUNT(*) FROM checkpoints WHERE manifest_sha256 = '' OR path = ''");
+  if (std::string bad =
+          scalar("SELECT COUNT(*) FROM checkpoints WHERE manifest_sha256 = '' OR path = ''");
       bad != "0") {
     problems += bad + " checkpoint rows without a manifest\n";
   }

@@ -23,10 +23,10 @@ Model ReadModel(const std::string& path);
 std::string ReadAll(const std::string& path);
 
 struct TinyJob {
-  std::string tag;              // names the job file and the ranks' outputs
+  std::string tag;  // names the job file and the ranks' outputs
   int max_restarts = 2;
   std::map<std::string, std::string> env;  // [trainer.env]
-  std::string job_extra;        // more [job] keys
+  std::string job_extra;                   // more [job] keys
 };
 
 class FaultCluster {

@@ -34,9 +34,9 @@ enum class Victim { kRank1, kShard0, kAgent, kCoordinator };
 struct KillCase {
   const char* name;
   Victim victim;
-  const char* moment;   // TINY_PAUSE_AT: start, step:N, ckpt:N
-  int pause_rank;       // -1: every rank pauses
-  int resumed;          // expected "resumed" step of the final attempt; -1: none
+  const char* moment;  // TINY_PAUSE_AT: start, step:N, ckpt:N
+  int pause_rank;      // -1: every rank pauses
+  int resumed;         // expected "resumed" step of the final attempt; -1: none
   // Coordinator kills only. A rank whose call is in flight when the
   // coordinator dies, or whose first call after the restart goes out on the
   // dead connection, fails (CoordinatorClient::Call reports UNAVAILABLE and
@@ -70,9 +70,9 @@ class KillTest : public ::testing::TestWithParam<KillCase> {
         break;
       }
       case Victim::kShard0: {
-        std::vector<int> pids = PidsWithEnv({"PARALLAX_JOB_ID=" + id, "PARALLAX_ROLE=ps",
-                                             "PARALLAX_SHARD=0", "PARALLAX_ATTEMPT=1",
-                                             cluster_.Marker()});
+        std::vector<int> pids =
+            PidsWithEnv({"PARALLAX_JOB_ID=" + id, "PARALLAX_ROLE=ps", "PARALLAX_SHARD=0",
+                         "PARALLAX_ATTEMPT=1", cluster_.Marker()});
         ASSERT_EQ(pids.size(), 1u) << cluster_.Logs();
         ASSERT_EQ(kill(pids[0], SIGKILL), 0);
         break;
@@ -95,9 +95,8 @@ class KillTest : public ::testing::TestWithParam<KillCase> {
 
 TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
   const KillCase& c = GetParam();
-  std::cout << "kill case " << c.name << ": victim " << static_cast<int>(c.victim)
-            << ", moment " << c.moment << ", pause rank " << c.pause_rank
-            << " (deterministic: no random seed)\n";
+  std::cout << "kill case " << c.name << ": victim " << static_cast<int>(c.victim) << ", moment "
+            << c.moment << ", pause rank " << c.pause_rank << " (deterministic: no random seed)\n";
   std::filesystem::create_directories(PauseDir());
   TinyJob faulty;
   faulty.tag = "faulty";
@@ -110,7 +109,8 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
   for (int r = 0; r < 2; ++r) {
     if (c.pause_rank >= 0 && r != c.pause_rank) continue;
     ASSERT_TRUE(WaitForFile(PauseDir() + "/paused-rank" + std::to_string(r), 60'000))
-        << "rank " << r << " never reached " << c.moment << "\n" << cluster_.Logs();
+        << "rank " << r << " never reached " << c.moment << "\n"
+        << cluster_.Logs();
   }
   const std::string moment = c.moment;
   const std::string step_dir = cluster_.CheckpointRoot() + "/job-" + id + "/step-20";
@@ -141,8 +141,8 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
     EXPECT_GE(restarts, 1) << end.dump();
     EXPECT_GE(end["attempt"].get<int>(), 2) << end.dump();
   }
-  std::cout << "kill case " << c.name << ": SUCCEEDED after " << restarts
-            << " restart(s), attempt " << end["attempt"] << "\n";
+  std::cout << "kill case " << c.name << ": SUCCEEDED after " << restarts << " restart(s), attempt "
+            << end["attempt"] << "\n";
 
   // The uninterrupted run, in the same cluster.
   TinyJob clean;
@@ -184,25 +184,25 @@ INSTANTIATE_TEST_SUITE_P(
 // The rest of the matrix: `slow`.
 INSTANTIATE_TEST_SUITE_P(
     Matrix, KillTest,
-    ::testing::Values(
-        KillCase{"RankDuringRendezvous", Victim::kRank1, "start", 1, -1},
-        KillCase{"RankMidStep", Victim::kRank1, "step:15", 1, 10},
-        KillCase{"RankAfterCommit", Victim::kRank1, "step:20", -1, 20},
-        KillCase{"ShardDuringRendezvous", Victim::kShard0, "start", -1, -1},
-        // Both ranks stopped as the checkpoint of step 20 begins: rank 0's
-        // SAVE to the dead shard fails, step 20 is never committed.
-        KillCase{"ShardMidCheckpointWrite", Victim::kShard0, "ckpt:20", -1, 10},
-        // A killed agent's tasks keep running (a cluster agent leaves them
-        // running) and finish the job's 30 steps; the restarted agent adopts
-        // them but cannot know their exit status, so they count as lost and
-        // one more attempt starts, which resumes from step 30.
-        KillCase{"AgentDuringRendezvous", Victim::kAgent, "start", -1, 30},
-        KillCase{"AgentMidCheckpointWrite", Victim::kAgent, "ckpt:20", -1, 30},
-        KillCase{"CoordinatorDuringRendezvous", Victim::kCoordinator, "start", -1, -1, true},
-        // Rank 1 stopped in its part of step 20's checkpoint; rank 0 is in
-        // the commit protocol, waiting on the coordinator for rank 1's digest.
-        KillCase{"CoordinatorDuringCheckpointCommit", Victim::kCoordinator, "ckpt:20", 1, 10,
-                 true}),
+    ::testing::Values(KillCase{"RankDuringRendezvous", Victim::kRank1, "start", 1, -1},
+                      KillCase{"RankMidStep", Victim::kRank1, "step:15", 1, 10},
+                      KillCase{"RankAfterCommit", Victim::kRank1, "step:20", -1, 20},
+                      KillCase{"ShardDuringRendezvous", Victim::kShard0, "start", -1, -1},
+                      // Both ranks stopped as the checkpoint of step 20 begins: rank 0's
+                      // SAVE to the dead shard fails, step 20 is never committed.
+                      KillCase{"ShardMidCheckpointWrite", Victim::kShard0, "ckpt:20", -1, 10},
+                      // A killed agent's tasks keep running (a cluster agent leaves them
+                      // running) and finish the job's 30 steps; the restarted agent adopts
+                      // them but cannot know their exit status, so they count as lost and
+                      // one more attempt starts, which resumes from step 30.
+                      KillCase{"AgentDuringRendezvous", Victim::kAgent, "start", -1, 30},
+                      KillCase{"AgentMidCheckpointWrite", Victim::kAgent, "ckpt:20", -1, 30},
+                      KillCase{"CoordinatorDuringRendezvous", Victim::kCoordinator, "start", -1, -1,
+                               true},
+                      // Rank 1 stopped in its part of step 20's checkpoint; rank 0 is in
+                      // the commit protocol, waiting on the coordinator for rank 1's digest.
+                      KillCase{"CoordinatorDuringCheckpointCommit", Victim::kCoordinator, "ckpt:20",
+                               1, 10, true}),
     [](const ::testing::TestParamInfo<KillCase>& i) { return std::string(i.param.name); });
 
 // SIGKILL of the coordinator while three agents heartbeat (every 200 ms),

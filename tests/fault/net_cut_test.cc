@@ -54,10 +54,9 @@ class NetHosts {
 
   // "" or the command that failed.
   std::string Create() {
-    std::vector<std::string> cmds = {
-        "ip link add " + bridge_ + " type bridge",
-        "ip addr add " + CoordinatorHost() + "/24 dev " + bridge_,
-        "ip link set " + bridge_ + " up"};
+    std::vector<std::string> cmds = {"ip link add " + bridge_ + " type bridge",
+                                     "ip addr add " + CoordinatorHost() + "/24 dev " + bridge_,
+                                     "ip link set " + bridge_ + " up"};
     for (size_t i = 0; i < ns_.size(); ++i) {
       const std::string peer = "pxq" + veth_[i].substr(3);
       cmds.push_back("ip netns add " + ns_[i]);
@@ -113,7 +112,8 @@ class NetCutTest : public ::testing::Test {
     const std::string id = cluster_.Submit(job);
     for (int r = 0; r < 2 && !id.empty(); ++r) {
       EXPECT_TRUE(WaitForFile(PauseDir() + "/paused-rank" + std::to_string(r), 60'000))
-          << "rank " << r << "\n" << cluster_.Logs();
+          << "rank " << r << "\n"
+          << cluster_.Logs();
     }
     return id;
   }
@@ -178,10 +178,9 @@ TEST_F(NetCutTest, LongCutRestartsTheJobWithinTheAgentTimeout) {
     if (r.exit_code == 0) state = nlohmann::json::parse(r.out)["jobs"][0]["state"];
     if (!restarted) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - cut).count();
-  std::cout << "long cut: restart seen after " << seconds << " s (agent timeout "
-            << kAgentTimeoutMs << " ms)\n";
+  const double seconds = std::chrono::duration<double>(Clock::now() - cut).count();
+  std::cout << "long cut: restart seen after " << seconds << " s (agent timeout " << kAgentTimeoutMs
+            << " ms)\n";
   RecordProperty("restart_after_s", std::to_string(seconds));
   ASSERT_TRUE(restarted || state == "FAILED") << cluster_.Logs();
   ASSERT_TRUE(net_.SetLink(1, true));

@@ -36,7 +36,7 @@ int Fail(const parallax::Status& st) {
 
 // The TINY_PAUSE_* hook; see the top of this file.
 struct PausePoint {
-  std::string at;   // "" when off
+  std::string at;  // "" when off
   std::string dir;
 
   void Maybe(const std::string& here, int rank) const {
@@ -88,8 +88,7 @@ int main(int argc, char** argv) {
   int64_t exit_at = -1;
   const char* exit_step = std::getenv("TINY_EXIT_AT_STEP");
   const char* exit_rank = std::getenv("TINY_EXIT_RANK");
-  if (exit_step && options->attempt == 1 &&
-      (!exit_rank || std::atoi(exit_rank) == options->rank)) {
+  if (exit_step && options->attempt == 1 && (!exit_rank || std::atoi(exit_rank) == options->rank)) {
     exit_at = std::atoll(exit_step);
   }
   PausePoint pause;
@@ -142,7 +141,8 @@ int main(int argc, char** argv) {
     for (float x : rows) std::fprintf(f, " %.9g", x);
   }
   std::fprintf(f, "\n");
-  if (auto from = (*session)->resumed_from()) std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
+  if (auto from = (*session)->resumed_from())
+    std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
   std::fclose(f);
   std::rename((out + ".tmp").c_str(), out.c_str());
   return 0;
