@@ -126,9 +126,8 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
   nlohmann::json end = cluster_.WaitForEnd(id);
   ASSERT_EQ(end["state"], "SUCCEEDED") << end.dump() << "\n" << cluster_.Logs();
   const int restarts = cluster_.Restarts(id);
-  if (getenv("FAULT_DEBUG")) {
-    for (const std::string& m : cluster_.EventMessages(id)) std::cout << "event: " << m << "\n";
-  }
+  // The job's story, for whoever reads the test's output.
+  for (const std::string& m : cluster_.EventMessages(id)) std::cout << "event: " << m << "\n";
   int resumed = c.resumed;
   if (c.victim == Victim::kCoordinator && !c.may_restart) {
     EXPECT_EQ(restarts, 0) << end.dump();
