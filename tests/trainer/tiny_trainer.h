@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -60,9 +61,11 @@ inline Status RegisterTinyReader(Session* session, TinyReader* reader) {
 // the samples [r·batch, (r+1)·batch) of the reader's global step. With
 // `prefetch`, the next batch's rows are prefetched before Step(). Without a
 // reader, the position is step(). `exit_at` (test of resuming): the process
-// exits with status 3 right after step() reaches it.
+// exits with status 3 right after step() reaches it. `after_step` (fault
+// tests) is called with step() after every step.
 inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t batch, bool prefetch,
-                        TinyReader* reader = nullptr, int64_t exit_at = -1) {
+                        TinyReader* reader = nullptr, int64_t exit_at = -1,
+                        const std::function<void(int64_t)>& after_step = {}) {
   const int64_t first = static_cast<int64_t>(session->options().rank) * batch;
   std::vector<float> rows;
   TinyReader local{session->step()};
@@ -84,6 +87,7 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
     PX_RETURN_IF_ERROR(session->Step());
     PX_RETURN_IF_ERROR(session->ReportMetrics(step, g.loss, batch));
     if (session->step() == exit_at) std::_Exit(3);
+    if (after_step) after_step(session->step());
   }
   return Status::Ok();
 }

@@ -5,10 +5,25 @@
 //   trainer_test_rank OUT STEPS BATCH [prefetch|dim=N]
 //
 // dim=N registers the embedding with dim N (ranks that disagree).
+//
+// Fault tests (tests/fault) stop a rank of attempt 1 at a named moment with
+// TINY_PAUSE_AT, so that they kill a process exactly then:
+//   start    before Session::Start (the peers are in rendezvous),
+//   step:N   right after step N,
+//   ckpt:N   while the checkpoint of step N is being written (in a state
+//            hook: rank 0 has not written the manifest or committed yet).
+// TINY_PAUSE_RANK limits it to one rank. The rank writes its pid to
+// TINY_PAUSE_DIR/paused-rank<R> and waits until TINY_PAUSE_DIR/go exists.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "tests/trainer/tiny_trainer.h"
 
@@ -18,6 +33,27 @@ int Fail(const parallax::Status& st) {
   std::cerr << "trainer_test_rank: " << st.ToString() << "\n";
   return 1;
 }
+
+// The TINY_PAUSE_* hook; see the top of this file.
+struct PausePoint {
+  std::string at;  // "" when off
+  std::string dir;
+
+  void Maybe(const std::string& here, int rank) const {
+    if (at.empty() || here != at) return;
+    {
+      std::ofstream m(dir + "/paused-rank" + std::to_string(rank) + ".tmp");
+      m << getpid() << "\n";
+    }
+    std::filesystem::rename(dir + "/paused-rank" + std::to_string(rank) + ".tmp",
+                            dir + "/paused-rank" + std::to_string(rank));
+    // Released by the test (or killed by it); polling a file is all a
+    // test program needs here.
+    while (!std::filesystem::exists(dir + "/go")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+};
 
 }  // namespace
 
@@ -52,10 +88,19 @@ int main(int argc, char** argv) {
   int64_t exit_at = -1;
   const char* exit_step = std::getenv("TINY_EXIT_AT_STEP");
   const char* exit_rank = std::getenv("TINY_EXIT_RANK");
-  if (exit_step && options->attempt == 1 &&
-      (!exit_rank || std::atoi(exit_rank) == options->rank)) {
+  if (exit_step && options->attempt == 1 && (!exit_rank || std::atoi(exit_rank) == options->rank)) {
     exit_at = std::atoll(exit_step);
   }
+  PausePoint pause;
+  const char* pause_at = std::getenv("TINY_PAUSE_AT");
+  const char* pause_rank = std::getenv("TINY_PAUSE_RANK");
+  const char* pause_dir = std::getenv("TINY_PAUSE_DIR");
+  if (pause_at && pause_dir && options->attempt == 1 &&
+      (!pause_rank || std::atoi(pause_rank) == options->rank)) {
+    pause.at = pause_at;
+    pause.dir = pause_dir;
+  }
+  const int rank = options->rank;
   auto session = Session::Create(*options);
   if (!session.ok()) return Fail(session.status());
   int emb = -1, w = -1;
@@ -64,9 +109,20 @@ int main(int argc, char** argv) {
   testing::TinyReader reader;
   st = testing::RegisterTinyReader(session->get(), &reader);
   if (!st.ok()) return Fail(st);
+  // Saved with every checkpoint (the reader's position is the step).
+  st = (*session)->RegisterState(
+      "fault-hook",
+      [&] {
+        pause.Maybe("ckpt:" + std::to_string(reader.position), rank);
+        return std::string();
+      },
+      [](std::string_view) { return Status::Ok(); });
+  if (!st.ok()) return Fail(st);
+  pause.Maybe("start", rank);
   st = (*session)->Start();
   if (!st.ok()) return Fail(st);
-  st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch, &reader, exit_at);
+  st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch, &reader, exit_at,
+                          [&](int64_t step) { pause.Maybe("step:" + std::to_string(step), rank); });
   if (!st.ok()) return Fail(st);
 
   auto wv = (*session)->Dense(w);
@@ -85,7 +141,8 @@ int main(int argc, char** argv) {
     for (float x : rows) std::fprintf(f, " %.9g", x);
   }
   std::fprintf(f, "\n");
-  if (auto from = (*session)->resumed_from()) std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
+  if (auto from = (*session)->resumed_from())
+    std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
   std::fclose(f);
   std::rename((out + ".tmp").c_str(), out.c_str());
   return 0;

@@ -1,0 +1,238 @@
+#include "tests/fault/fault_cluster.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/testing/proc_scan.h"
+
+namespace parallax::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
+
+std::string LastLine(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+}  // namespace
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Model ReadModel(const std::string& path) {
+  Model m;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string name;
+    ls >> name;
+    float x;
+    while (ls >> x) m[name].push_back(x);
+  }
+  return m;
+}
+
+bool WaitForFile(const std::string& path, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (Clock::now() < deadline) {
+    if (std::filesystem::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::filesystem::exists(path);
+}
+
+FaultCluster::~FaultCluster() {
+  agents_.clear();  // ChildProcess SIGKILLs what still runs
+  coordinator_.reset();
+  // Tasks outlive a killed agent (a cluster agent leaves them running).
+  KillAllWithEnv({Marker()});
+}
+
+std::string FaultCluster::StartCoordinator(const std::string& listen_host, int port,
+                                           int agent_timeout_ms) {
+  listen_host_ = listen_host;
+  agent_timeout_ms_ = agent_timeout_ms;
+  const std::string port_file = dir_.File("port");
+  std::filesystem::remove(port_file);
+  const int listen_port = port != 0 ? port : port_;
+  coordinator_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{kBin + "/parallax-coordinator", "--listen",
+                               listen_host + ":" + std::to_string(listen_port), "--db", Db(),
+                               "--port-file", port_file, "--agent-timeout-ms",
+                               std::to_string(agent_timeout_ms)},
+      dir_.File("coordinator.log"));
+  const std::string got = WaitForFileWord(port_file, 20'000, coordinator_.get());
+  if (got.empty()) return "coordinator did not start\n" + ReadAll(dir_.File("coordinator.log"));
+  // A restart on the same port writes nothing: another thread may be
+  // running Cli() (CoordinatorKillTest submits while it restarts).
+  if (port_ != std::stoi(got)) port_ = std::stoi(got);
+  if (address_ != listen_host + ":" + got) address_ = listen_host + ":" + got;
+  return "";
+}
+
+void FaultCluster::KillCoordinator() {
+  coordinator_->Signal(SIGKILL);
+  const int status = coordinator_->Wait(10'000);
+  EXPECT_TRUE(WIFSIGNALED(status)) << status;
+}
+
+void FaultCluster::StartAgent(const std::string& name, const std::string& netns,
+                              const std::string& host, int slots) {
+  std::vector<std::string> argv;
+  if (!netns.empty()) argv = {"/usr/sbin/ip", "netns", "exec", netns};
+  for (const std::string& a :
+       {kBin + "/parallax-agent", std::string("--coordinator"), address_, std::string("--name"),
+        name, std::string("--workdir"), dir_.File("agent-" + name), std::string("--slots"),
+        std::to_string(slots), std::string("--grace-ms"), std::string("500"),
+        std::string("--heartbeat-ms"), std::string("200"), std::string("--listen"), host + ":0",
+        std::string("--advertise"), host, std::string("--bind-addr"), host}) {
+    argv.push_back(a);
+  }
+  agents_[name] = std::make_unique<ChildProcess>(argv, dir_.File("agent-" + name + ".log"),
+                                                 std::vector<std::string>{Marker()});
+  agent_names_.push_back(name);
+}
+
+void FaultCluster::KillAgent(const std::string& name) {
+  auto it = agents_.find(name);
+  ASSERT_NE(it, agents_.end()) << name;
+  it->second->Signal(SIGKILL);
+  it->second->Wait(10'000);
+}
+
+RunResult FaultCluster::Cli(std::vector<std::string> args, int timeout_ms) {
+  std::vector<std::string> argv = {kBin + "/parallax", "--coordinator", address_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, {}, timeout_ms);
+}
+
+std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
+  const std::string path = dir_.File(job.tag + ".toml");
+  std::ofstream f(path);
+  f << "[job]\nname = \"" << job.tag << "\"\nworkers = 2\nmax_restarts = " << job.max_restarts
+    << "\n"
+    << job.job_extra << "\n[trainer]\ncommand = [\"" << kBin << "/trainer_test_rank\", \""
+    << dir_.File(job.tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
+    << "checkpoint_every = 10\ncheckpoint_dir = \"" << CheckpointRoot() << "\"\n"
+    << "keep_checkpoints = 3\nmetrics_every = 5\n";
+  if (!job.env.empty()) {
+    f << "[trainer.env]\n";
+    for (const auto& [k, v] : job.env) f << k << " = \"" << v << "\"\n";
+  }
+  f << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
+    << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
+    << "[ps]\nshards = 2\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+  f.close();
+  RunResult r = Cli({"submit", path});
+  if (expect_ok) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  return r.exit_code == 0 ? LastLine(r.out) : "";
+}
+
+nlohmann::json FaultCluster::WaitForEnd(const std::string& id, int timeout_ms) {
+  nlohmann::json j;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (Clock::now() < deadline) {
+    RunResult r = Cli({"status", id, "--json"}, 10'000);
+    if (r.exit_code == 0) {
+      j = nlohmann::json::parse(r.out)["jobs"][0];
+      if (j["state"] == "SUCCEEDED" || j["state"] == "FAILED") return j;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return j;
+}
+
+std::vector<std::string> FaultCluster::EventMessages(const std::string& id) {
+  RunResult r = Cli({"events", id, "--json"}, 10'000);
+  std::vector<std::string> out;
+  if (r.exit_code != 0) return out;
+  const nlohmann::json events = nlohmann::json::parse(r.out);
+  for (const auto& e : events["events"]) {
+    out.push_back(e["message"].get<std::string>());
+  }
+  return out;
+}
+
+int FaultCluster::Restarts(const std::string& id) {
+  int n = 0;
+  for (const std::string& m : EventMessages(id)) {
+    n += m.find("-> PENDING: restart ") != std::string::npos;
+  }
+  return n;
+}
+
+std::string FaultCluster::Logs() {
+  std::string out = "---- coordinator.log\n" + ReadAll(dir_.File("coordinator.log"));
+  for (const std::string& name : agent_names_) {
+    out += "---- agent-" + name + ".log\n" + ReadAll(dir_.File("agent-" + name + ".log"));
+  }
+  return out;
+}
+
+std::string CheckDatabase(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return "cannot open " + db_path;
+  }
+  auto scalar = [&](const char* sql) {
+    sqlite3_stmt* st = nullptr;
+    std::string v = "<error>";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      const unsigned char* t = sqlite3_column_text(st, 0);
+      v = t ? reinterpret_cast<const char*>(t) : "";
+    }
+    sqlite3_finalize(st);
+    return v;
+  };
+  std::string problems;
+  if (std::string ic = scalar("PRAGMA integrity_check"); ic != "ok") {
+    problems += "integrity_check: " + ic + "\n";
+  }
+  if (std::string fk = scalar("SELECT COUNT(*) FROM pragma_foreign_key_check"); fk != "0") {
+    problems += fk + " foreign key violations\n";
+  }
+  if (std::string a = scalar("SELECT COUNT(*) FROM jobs"),
+      b = scalar("SELECT COUNT(DISTINCT job_id) FROM events WHERE kind = 'submitted'");
+      a != b) {
+    problems += a + " jobs but " + b + " with a submitted event\n";
+  }
+  if (std::string live = scalar(
+          "SELECT COUNT(*) FROM tasks t JOIN jobs j ON j.id = t.job_id WHERE j.state = 'SUCCEEDED'"
+          " AND t.role = 'TRAINER' AND t.state IN ('ASSIGNED', 'RUNNING')");
+      live != "0") {
+    // (A succeeded job's shards are stopped after it ends: not checked.)
+    problems += live + " trainers ASSIGNED/RUNNING of succeeded jobs\n";
+  }
+  if (std::string bad =
+          scalar("SELECT COUNT(*) FROM checkpoints WHERE manifest_sha256 = '' OR path = ''");
+      bad != "0") {
+    problems += bad + " checkpoint rows without a manifest\n";
+  }
+  sqlite3_close(db);
+  return problems;
+}
+
+}  // namespace parallax::testing
