@@ -404,6 +404,15 @@ void Agent::Tick() {
   FlushReports();
 }
 
+bool Agent::ReadyToPoll() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reports_.empty()) return true;
+    next_flush_at_ = 0;
+  }
+  return FlushReports();
+}
+
 bool Agent::FlushReports() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   std::vector<rpc::TaskReport> batch;
@@ -533,6 +542,9 @@ Status Agent::Run() {
   int64_t backoff = 0;
   while (WaitFor(backoff)) {
     Status s = EnsureRegistered();
+    if (s.ok() && !ReadyToPoll()) {
+      s = Unavailable("task reports not delivered yet; polling after them");
+    }
     if (s.ok()) {
       StatusOr<rpc::PollResponse> response = link_->Poll(MakePollRequest());
       if (response.ok()) {

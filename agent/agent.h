@@ -114,6 +114,12 @@ class Agent : public LogSource {
   // Sends the queued reports; keeps them queued when that fails.
   // Returns whether the queue is empty now.
   bool FlushReports();
+  // What the poll loop calls before every Poll: sends the pending reports
+  // now, backoff or not, and returns whether none is left. A poll lists the
+  // tasks running here, and after a (re)registration the coordinator counts
+  // a task it believes running but not listed as lost; an exit that
+  // happened while it was away must reach it first.
+  bool ReadyToPoll();
 
   std::vector<rpc::TaskKey> RunningTasks() const;
   size_t PendingReports() const;

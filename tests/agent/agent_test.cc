@@ -215,6 +215,33 @@ TEST_F(AgentTest, FailedReportsAreRetriedInOrder) {
   EXPECT_EQ(agent->PendingReports(), 0u);
 }
 
+// A task that exited while the coordinator was away: its report goes out
+// before the next poll, backoff or not, so the coordinator never sees a
+// poll that leaves out a task it still believes running (it would call the
+// task lost and restart the job).
+TEST_F(AgentTest, PendingReportsGoOutBeforeThePoll) {
+  auto agent = NewAgent(Options());
+  rpc::TaskKey key = Key(7, 1, 0);
+  link_.FailReports(2);
+  agent->HandlePoll(Start({Assignment(key)}));  // RUNNING: the send fails
+  launcher_.Exit(launcher_.last_pid(), 0);
+  agent->Tick();  // EXITED queued; fails again; backing off now
+  EXPECT_EQ(agent->PendingReports(), 2u);
+  EXPECT_FALSE(agent->FlushReports());  // within the backoff: not sent
+  EXPECT_TRUE(link_.reports().empty());
+  EXPECT_TRUE(agent->ReadyToPoll());  // the coordinator is back: sent at once
+  auto reports = ReportsFor(key);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[1].state, rpc::TaskState::EXITED);
+  EXPECT_TRUE(agent->RunningTasks().empty());
+  link_.FailReports(2);
+  rpc::TaskKey other = Key(8, 1, 0);
+  agent->HandlePoll(Start({Assignment(other)}));  // its RUNNING report fails
+  EXPECT_FALSE(agent->ReadyToPoll());              // and again: no poll yet
+  EXPECT_TRUE(agent->ReadyToPoll());
+  EXPECT_EQ(ReportsFor(other).size(), 1u);
+}
+
 TEST_F(AgentTest, AnUndeliveredExitReportSurvivesAnAgentRestart) {
   rpc::TaskKey key = Key(7, 1, 0);
   std::string result_file;
