@@ -826,6 +826,7 @@ Status SessionImpl::Step() {
 }
 
 Status SessionImpl::ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) {
+  trainer::TimelineScope in_session(&timeline_);
   PX_RETURN_IF_ERROR(Usable("ReadSparse"));
   PX_RETURN_IF_ERROR(CheckVar(var, true, "ReadSparse"));
   Var& v = vars_[static_cast<size_t>(var)];

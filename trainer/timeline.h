@@ -7,8 +7,8 @@
 // of the host's monotonic clock (CLOCK_MONOTONIC: ranks on one host line up;
 // ranks on different hosts each start at their own host's boot), pid = the
 // rank and tid = a lane:
-//   compute    the training thread outside Lookup(), Step(), ReportMetrics()
-//              and outside every wait: the model's own code. Prefetch() and
+//   compute    the training thread outside Lookup(), Step(), ReportMetrics(),
+//              ReadSparse() and outside every wait: the model's own code. Prefetch() and
 //              Gradient() are short and never block, so they stay inside it
 //              (a wait inside them splits it). Opens when Start() returns.
 //   wait       the training thread blocked on communication (a pull in
