@@ -8,9 +8,11 @@
 // ranks on different hosts each start at their own host's boot), pid = the
 // rank and tid = a lane:
 //   compute    the training thread outside Lookup(), Step(), ReportMetrics(),
-//              ReadSparse() and outside every wait: the model's own code. Prefetch() and
+//              ReadSparse() and outside every wait: the model's own code,
+//              inferred from the gaps between session calls. Prefetch() and
 //              Gradient() are short and never block, so they stay inside it
-//              (a wait inside them splits it). Opens when Start() returns.
+//              (a wait inside them splits it). Opens when Start() returns; the
+//              gap after the last session call is not recorded.
 //   wait       the training thread blocked on communication (a pull in
 //              Lookup(), the fusion buckets and PS acks in Step()).
 //   allreduce  one fusion bucket, from when the fusion thread hands it to the
@@ -21,8 +23,8 @@
 // Intervals of one lane that overlap (two pulls in flight) go to extra
 // tracks of that lane ("ps pull 2", ...), so every track nests properly.
 //
-// A default-constructed Timeline is the null recorder: every method returns
-// at its first test of enabled(), with no clock read and no allocation. An
+// A Timeline with no path is the null recorder: every method returns at its
+// first test of enabled(), with no clock read and no allocation. An
 // enabled one keeps at most `max_events` events, then drops the rest and
 // says so in the file (a "timeline truncated" instant event and
 // otherData.dropped_events).
