@@ -127,6 +127,7 @@ class Cli {
   bool follow_ = false;
   std::string db_;
   std::string state_dir_ = ".parallax";
+  std::string timeline_dir_;
   int64_t export_step_ = -1;
   std::string export_out_;
   PlanCommandOptions plan_;
@@ -495,6 +496,7 @@ int Cli::RunCommand() {
   options.job_file = job_file_;
   options.db = db_;
   options.state_dir = state_dir_;
+  options.timeline_dir = timeline_dir_;
   if (!LoadSecret(&options.token)) return kExitUsage;
   options.secret_file = secret_file_flag_;
   std::error_code ec;
@@ -581,6 +583,9 @@ int Cli::Run(const std::vector<std::string>& args) {
   run->add_option("--state-dir", state_dir_, "database, daemon logs and task directories")
       ->capture_default_str();
   run->add_option("--db", db_, "SQLite database (default: STATE_DIR/state.db)");
+  run->add_option("--timeline", timeline_dir_,
+                  "every rank writes its step timeline (a Chrome trace for Perfetto) to "
+                  "DIR/rank-<r>.trace.json; sets trainer.timeline (docs/PERFORMANCE.md)");
   run->callback([&] { result = RunCommand(); });
 
   CLI::App* exp = app.add_subcommand(

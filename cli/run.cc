@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "core/config/job_config.h"
+#include "core/config/job_edit.h"
 #include "core/rpc/coordinator_client.h"
 
 namespace parallax::cli {
@@ -224,8 +225,23 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   std::ifstream in(options.job_file, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
+  std::string job_text = text.str();
+  if (!options.timeline_dir.empty()) {
+    // Absolute: the job's paths resolve against the job file's directory,
+    // the flag's against ours.
+    const std::string dir =
+        std::filesystem::absolute(options.timeline_dir).lexically_normal().string();
+    StatusOr<std::string> edited =
+        SetTrainerString(job_text, options.job_file, "timeline", dir);
+    if (!edited.ok()) {
+      err << "parallax: " << edited.status().message() << "\n";
+      return kExitUsage;
+    }
+    job_text = std::move(edited).value();
+    err << "parallax: each rank writes its timeline to " << dir << "/rank-<r>.trace.json\n";
+  }
   StatusOr<rpc::JobInfo> job = client.SubmitJob(
-      text.str(), std::filesystem::absolute(options.job_file).lexically_normal().string());
+      job_text, std::filesystem::absolute(options.job_file).lexically_normal().string());
   if (!job.ok()) {
     err << "parallax: " << job.status().message() << "\n";
     return job.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;

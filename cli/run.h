@@ -21,6 +21,7 @@ struct RunOptions {
   std::string bin_dir;                  // where parallax-coordinator/-agent are
   std::string token;
   std::string secret_file;              // --secret-file, given to both daemons too
+  std::string timeline_dir;             // --timeline: sets [trainer] timeline for the job
   bool progress_bar = false;            // a terminal: redraw one line
 };
 

@@ -20,6 +20,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/job_plan.h"
 #include "trainer/step_metrics.h"
+#include "trainer/timeline.h"
 
 namespace parallax {
 
@@ -62,11 +63,18 @@ struct Var {
 
 class SessionImpl final : public Session {
  public:
-  explicit SessionImpl(SessionOptions options) : options_(std::move(options)) {}
+  explicit SessionImpl(SessionOptions options)
+      : options_(std::move(options)),
+        timeline_(trainer::TimelineOptions::ForRank(options_.timeline_dir, options_.rank,
+                                                    options_.timeline_max_events)) {}
   ~SessionImpl() override {
     // The PS client's thread writes into our pull buffers: stop it first.
     ps_.reset();
     fusion_.reset();
+    if (started_ && timeline_.enabled()) {
+      Status st = timeline_.Write();
+      if (!st.ok()) PX_LOG(WARNING) << "rank " << options_.rank << ": " << st.ToString();
+    }
   }
 
   Status Connect() {
@@ -263,7 +271,7 @@ class SessionImpl final : public Session {
   }
   // Waits for a pull into `buf`; on success moves the rows to *out.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out) {
-    trainer::WaitTimer timer(&metrics_, /*dense=*/false);
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
     Status st = ps_->Wait(ticket, StepDeadline());
     if (st.ok()) {
       *out = std::move(*buf);
@@ -289,6 +297,8 @@ class SessionImpl final : public Session {
 
   // Constant after construction.
   const SessionOptions options_;
+  // Thread-safe; outlives ps_ and fusion_, whose threads record into it.
+  trainer::Timeline timeline_;
 
   // The training thread only (the class is thread-compatible). The
   // destructor stops ps_ and fusion_ first: their threads write into
@@ -416,6 +426,12 @@ Status SessionImpl::Start() {
   if (started_) return FailedPrecondition("Start() called twice");
   PX_ASSIGN_OR_RETURN(plan_, ObtainPlan());
   for (size_t i = 0; i < vars_.size(); ++i) vars_[i].plan = plan_.variables[i];
+  if (timeline_.enabled()) {
+    std::vector<std::string> names;
+    for (const Var& v : vars_) names.push_back(v.plan.name);
+    PX_RETURN_IF_ERROR(
+        timeline_.Open(std::move(names)).WithContext("rank " + std::to_string(options_.rank)));
+  }
   PX_RETURN_IF_ERROR(InitVariables());
   checkpointer_ = std::make_unique<trainer::Checkpointer>(CheckpointOptions(), coord_.get());
   {
@@ -443,6 +459,7 @@ Status SessionImpl::Start() {
     fo.bucket_bytes = options_.fusion_bucket_bytes;
     fo.op = comm::ReduceOp::kMean;
     fo.bucket_timeout = options_.step_timeout;
+    fo.observer = timeline_.FusionObserver();
     fusion_ = std::make_unique<comm::GradientFusion>(comm_.get(), fo);
     // Rank 0's dense values win (explicit initial values may be random per rank).
     for (Var& v : vars_) {
@@ -462,6 +479,7 @@ Status SessionImpl::Start() {
     po.shard_endpoints = shard_endpoints_;
     po.worker = static_cast<uint32_t>(options_.rank);
     po.attempt = static_cast<uint32_t>(options_.attempt);
+    po.on_complete = timeline_.PsObserver();
     if (!options_.token.empty() && options_.ps_curve) {
       // A secured control plane means CURVE on PS sockets (core/ps/curve.h),
       // unless the job says `[ps] curve = false`:
@@ -511,6 +529,8 @@ Status SessionImpl::Start() {
   started_ = true;
   metrics_since_ = std::chrono::steady_clock::now();
   step_started_ = metrics_since_;
+  timeline_.SetStep(step_);
+  timeline_.OpenCompute(metrics_since_);
   std::string paths;
   for (const Var& v : vars_) paths += " \"" + v.plan.name + "\"=" + VariablePathName(v.plan.path);
   PX_LOG(INFO) << "rank " << options_.rank << " started with plan:" << paths;
@@ -570,6 +590,7 @@ Status SessionImpl::Prefetch(int var, std::span<const int64_t> next_ids) {
 }
 
 Status SessionImpl::Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) {
+  trainer::TimelineScope in_session(&timeline_);
   PX_RETURN_IF_ERROR(Usable("Lookup"));
   PX_RETURN_IF_ERROR(CheckVar(var, true, "Lookup"));
   Var& v = vars_[static_cast<size_t>(var)];
@@ -700,6 +721,7 @@ Status SessionImpl::ExchangeAllGather(Var& v) {
 }
 
 Status SessionImpl::Step() {
+  trainer::TimelineScope in_session(&timeline_);
   PX_RETURN_IF_ERROR(Usable("Step"));
   const std::string where = StepName();
   // 1. PS pushes leave first (asynchronous); in sync mode every PS variable
@@ -736,7 +758,7 @@ Status SessionImpl::Step() {
     }
     Status st;
     {
-      trainer::WaitTimer timer(&metrics_, /*dense=*/true);
+      trainer::WaitTimer timer(&metrics_, /*dense=*/true, &timeline_);
       st = fusion_->Synchronize(StepDeadline());
     }
     if (!st.ok()) return Fail(st.WithContext(where + ": all-reduce of dense gradients"));
@@ -750,7 +772,7 @@ Status SessionImpl::Step() {
   // 3. All-gather of sparse rows, applied locally.
   for (Var& v : vars_) {
     if (v.plan.path != VariablePath::kAllGather || !v.plan.sparse) continue;
-    trainer::WaitTimer timer(&metrics_, /*dense=*/false);
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
     Status st = ExchangeAllGather(v);
     if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of \"" + v.plan.name + "\""));
   }
@@ -767,7 +789,7 @@ Status SessionImpl::Step() {
     tickets.emplace_back(*t, nullptr);
   }
   for (auto& [ticket, v] : tickets) {
-    trainer::WaitTimer timer(&metrics_, /*dense=*/false);
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
     Status st = ps_->Wait(ticket, StepDeadline());
     if (!st.ok()) {
       return Fail(
@@ -789,12 +811,14 @@ Status SessionImpl::Step() {
     v.grad_given = false;
   }
   ++step_;
+  timeline_.SetStep(step_);
   const auto now = std::chrono::steady_clock::now();
   metrics_.EndStep(step_started_, now);
   step_started_ = now;
   if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
       step_ % options_.checkpoint_every == 0) {
     Status st = WriteCheckpoint();
+    timeline_.Record(trainer::Lane::kCheckpoint, now, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st);
     step_started_ = std::chrono::steady_clock::now();  // the checkpoint is no step's compute
   }
@@ -802,6 +826,7 @@ Status SessionImpl::Step() {
 }
 
 Status SessionImpl::ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) {
+  trainer::TimelineScope in_session(&timeline_);
   PX_RETURN_IF_ERROR(Usable("ReadSparse"));
   PX_RETURN_IF_ERROR(CheckVar(var, true, "ReadSparse"));
   Var& v = vars_[static_cast<size_t>(var)];
@@ -826,6 +851,7 @@ Status SessionImpl::ReadSparse(int var, int64_t first_row, int64_t count, std::v
 }
 
 Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
+  trainer::TimelineScope in_session(&timeline_);
   if (!std::isfinite(loss)) {
     return InvalidArgument("loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                            " at step " + std::to_string(step) +

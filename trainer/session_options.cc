@@ -88,6 +88,7 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
     o.checkpoint_dir = job.trainer.checkpoint_dir;
     o.checkpoint_every = job.trainer.checkpoint_every;
     o.keep_checkpoints = job.trainer.keep_checkpoints;
+    o.timeline_dir = job.trainer.timeline;
     o.ps_curve = job.ps.curve;
     o.job = std::move(job);
   }

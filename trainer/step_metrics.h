@@ -19,6 +19,7 @@
 
 #include "core/comm/communicator.h"
 #include "core/ps/client.h"
+#include "trainer/timeline.h"
 
 namespace parallax::trainer {
 
@@ -63,17 +64,29 @@ class StepMetrics {
   int64_t steps_ = 0;
 };
 
-// RAII: adds the time it lived to a wait counter.
+// RAII: adds the time it lived to a wait counter, and records it as a wait
+// on `timeline` (which closes the compute interval around it).
 class WaitTimer {
  public:
-  WaitTimer(StepMetrics* m, bool dense) : m_(m), dense_(dense), start_(StepMetrics::Clock::now()) {}
-  ~WaitTimer() {
-    const auto d = StepMetrics::Clock::now() - start_;
-    dense_ ? m_->AddDenseWait(d) : m_->AddSparseWait(d);
+  WaitTimer(StepMetrics* m, bool dense, Timeline* timeline)
+      : m_(m), timeline_(timeline), dense_(dense), start_(StepMetrics::Clock::now()) {
+    timeline_->Enter(start_);
   }
+  ~WaitTimer() {
+    const auto end = StepMetrics::Clock::now();
+    const auto d = end - start_;
+    dense_ ? m_->AddDenseWait(d) : m_->AddSparseWait(d);
+    if (timeline_->enabled()) {
+      timeline_->Record(Lane::kWait, start_, end);
+      timeline_->Leave(end);
+    }
+  }
+  WaitTimer(const WaitTimer&) = delete;
+  WaitTimer& operator=(const WaitTimer&) = delete;
 
  private:
   StepMetrics* m_;
+  Timeline* timeline_;
   bool dense_;
   StepMetrics::Clock::time_point start_;
 };

@@ -38,7 +38,7 @@ constexpr std::string_view kJobKeys[] = {"name",        "workers",   "arch",
                                          "consistency", "staleness", "max_restarts"};
 constexpr std::string_view kTrainerKeys[] = {
     "model",          "command",          "steps",         "batch_size", "checkpoint_every",
-    "checkpoint_dir", "keep_checkpoints", "metrics_every", "env"};
+    "checkpoint_dir", "keep_checkpoints", "metrics_every", "env",        "timeline"};
 constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",           "beta1",
                                                "beta2", "epsilon", "initial_accumulator"};
@@ -207,6 +207,9 @@ class Validator {
                        int* out);
   // A path string made absolute against the job file's directory.
   bool ReadPath(const toml::node& node, std::string_view path, fs::path* out);
+  // [trainer] `key`: a directory path (made absolute; when paths are checked,
+  // its parent must exist and it must be a directory if it exists).
+  void ReadDirectory(const toml::table& t, const char* key, std::string* out);
   // " (PATH is relative to the job file's directory)" when `node` holds a
   // relative path, else "".
   static std::string RelativeHint(const toml::node& node);
@@ -492,6 +495,27 @@ void Validator::ReadJob(const toml::table* t, JobConfig::Job* job) {
   ReadInt(*t, "job", "max_restarts", 0, &job->max_restarts);
 }
 
+void Validator::ReadDirectory(const toml::table& t, const char* key, std::string* out) {
+  const std::string path = std::string("trainer.") + key;
+  if (const toml::node* dir = t.get(key)) {
+    std::string unused;
+    fs::path resolved;
+    if (ReadString(t, "trainer", key, &unused) && ReadPath(*dir, path, &resolved)) {
+      std::error_code ec;
+      const fs::path parent = resolved.parent_path();
+      if (options_.check_paths && fs::exists(resolved, ec) && !fs::is_directory(resolved, ec)) {
+        KeyError(*dir, path, "path " + Quote(resolved.string()) + " exists and is not a directory");
+      } else if (options_.check_paths && !fs::is_directory(parent, ec)) {
+        KeyError(*dir, path,
+                 "parent directory " + Quote(parent.string()) + " does not exist" +
+                     RelativeHint(*dir) + "; create it or fix the path");
+      } else {
+        *out = resolved.string();
+      }
+    }
+  }
+}
+
 void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
   const std::string either =
       "set model (a built-in model) or command (a custom trainer's argv), exactly one";
@@ -544,25 +568,8 @@ void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
   ReadInt(*t, "trainer", "keep_checkpoints", 1, &trainer->keep_checkpoints);
   ReadInt(*t, "trainer", "metrics_every", 1, &trainer->metrics_every);
 
-  if (const toml::node* dir = t->get("checkpoint_dir")) {
-    std::string unused;
-    fs::path resolved;
-    if (ReadString(*t, "trainer", "checkpoint_dir", &unused) &&
-        ReadPath(*dir, "trainer.checkpoint_dir", &resolved)) {
-      std::error_code ec;
-      const fs::path parent = resolved.parent_path();
-      if (options_.check_paths && fs::exists(resolved, ec) && !fs::is_directory(resolved, ec)) {
-        KeyError(*dir, "trainer.checkpoint_dir",
-                 "path " + Quote(resolved.string()) + " exists and is not a directory");
-      } else if (options_.check_paths && !fs::is_directory(parent, ec)) {
-        KeyError(*dir, "trainer.checkpoint_dir",
-                 "parent directory " + Quote(parent.string()) + " does not exist" +
-                     RelativeHint(*dir) + "; create it or fix the path");
-      } else {
-        trainer->checkpoint_dir = resolved.string();
-      }
-    }
-  }
+  ReadDirectory(*t, "checkpoint_dir", &trainer->checkpoint_dir);
+  ReadDirectory(*t, "timeline", &trainer->timeline);
 
   if (const toml::table* env = GetTable(*t, "trainer", "env")) {
     for (auto&& [key, value] : *env) {

@@ -59,6 +59,7 @@ struct JobConfig {
     std::string checkpoint_dir;        // absolute after loading; empty = none
     int keep_checkpoints = 3;          // >= 1; newest complete checkpoints kept
     int64_t metrics_every = 10;        // >= 1; steps between metric points
+    std::string timeline;              // absolute after loading; empty = no step timeline
     std::map<std::string, std::string> env;  // extra environment for every task
   } trainer;
 

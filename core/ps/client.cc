@@ -44,6 +44,7 @@ struct Request {
   std::vector<int32_t> part_of;  // partition (or shard) → index into parts
   size_t remaining = 0;
   bool done = false;
+  std::chrono::steady_clock::time_point submitted;  // only with on_complete
   Status status;
 };
 
@@ -195,6 +196,7 @@ class ZmqPsClient final : public PsClient {
     Request& r = *req;
     r.op = op;
     r.var = var;
+    if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
     r.var_index = static_cast<size_t>(var - plan.variables.data());
     r.out = out;
     Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
@@ -294,6 +296,7 @@ class ZmqPsClient final : public PsClient {
     Request& r = *req;
     r.op = op;
     r.texts = texts;
+    if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
     r.part_of.assign(num_shards, -1);
     for (uint32_t s = 0; s < num_shards; ++s) {
       r.part_of[s] = static_cast<int32_t>(s);
@@ -439,6 +442,17 @@ class ZmqPsClient final : public PsClient {
       }
       r->done = true;
       cv_.notify_all();
+      if (options_.on_complete) {  // under mu_: a waiter may consume the ticket after it
+        CompletedRequest completed;
+        completed.kind = r->op == Op::kPull       ? CompletedRequest::Kind::kPull
+                         : r->op == Op::kPush     ? CompletedRequest::Kind::kPush
+                         : r->op == Op::kPushPull ? CompletedRequest::Kind::kPushPull
+                                                  : CompletedRequest::Kind::kControl;
+        completed.var = r->var != nullptr ? r->var->id : 0;
+        completed.submitted = r->submitted;
+        completed.completed = std::chrono::steady_clock::now();
+        options_.on_complete(completed);
+      }
     }
   }
 

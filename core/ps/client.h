@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +42,15 @@ inline Deadline DeadlineIn(int64_t ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
 }
 
+// A request whose last shard answered (PsClientOptions::on_complete).
+struct CompletedRequest {
+  enum class Kind { kPull, kPush, kPushPull, kControl };
+  Kind kind = Kind::kControl;
+  uint32_t var = 0;  // data requests: the variable
+  std::chrono::steady_clock::time_point submitted;  // when Pull/Push/... was called
+  std::chrono::steady_clock::time_point completed;  // when the last reply was handled
+};
+
 struct PsClientOptions {
   PsPlan plan;
   // ZeroMQ endpoint of every shard, by shard index (size == plan.num_shards).
@@ -55,6 +65,11 @@ struct PsClientOptions {
   // shard_curve_keys: plain TCP.
   std::vector<std::string> shard_curve_keys;
   CurveKeyPair curve_keys;
+  // For tracing (trainer/timeline.h): called on the I/O thread, with the
+  // client's lock held, when a request's last shard answered (never for a
+  // request sent to no shard). Must be quick and must not call the client.
+  // Empty: no clock is read.
+  std::function<void(const CompletedRequest&)> on_complete;
 };
 
 // Bytes of the ZeroMQ frames a client sent to and received from the shards

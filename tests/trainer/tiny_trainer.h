@@ -59,13 +59,16 @@ inline Status RegisterTinyReader(Session* session, TinyReader* reader) {
 
 // Trains until step() reaches `steps`, batch `batch` per rank: rank r takes
 // the samples [r·batch, (r+1)·batch) of the reader's global step. With
-// `prefetch`, the next batch's rows are prefetched before Step(). Without a
-// reader, the position is step(). `exit_at` (test of resuming): the process
-// exits with status 3 right after step() reaches it. `after_step` (fault
-// tests) is called with step() after every step.
+// `prefetch`, the next batch's rows are prefetched before Step(), or, with
+// `prefetch_early` too, right after this batch's Lookup() (the eager pull:
+// in flight while the batch computes). Without a reader, the position is
+// step(). `exit_at` (test of resuming): the process exits with status 3
+// right after step() reaches it. `after_step` (fault tests) is called with
+// step() after every step.
 inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t batch, bool prefetch,
                         TinyReader* reader = nullptr, int64_t exit_at = -1,
-                        const std::function<void(int64_t)>& after_step = {}) {
+                        const std::function<void(int64_t)>& after_step = {},
+                        bool prefetch_early = false) {
   const int64_t first = static_cast<int64_t>(session->options().rank) * batch;
   std::vector<float> rows;
   TinyReader local{session->step()};
@@ -74,12 +77,17 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
     const int64_t step = session->step();
     TinyModel::Batch b = TinyModel::MakeBatch(r->position, first, batch);
     PX_RETURN_IF_ERROR(session->Lookup(emb, b.ids, &rows));
+    const bool prefetch_next = prefetch && step + 1 < steps;
+    if (prefetch_next && prefetch_early) {
+      PX_RETURN_IF_ERROR(
+          session->Prefetch(emb, TinyModel::MakeBatch(r->position + 1, first, batch).ids));
+    }
     PX_ASSIGN_OR_RETURN(std::span<const float> wv, session->Dense(w));
     std::vector<float> wcopy(wv.begin(), wv.end());
     TinyModel::Grads g = TinyModel::ForwardBackward(b, rows, wcopy);
     PX_RETURN_IF_ERROR(session->Gradient(w, g.dw));
     PX_RETURN_IF_ERROR(session->Gradient(emb, b.ids, g.row_grads));
-    if (prefetch && step + 1 < steps) {
+    if (prefetch_next && !prefetch_early) {
       PX_RETURN_IF_ERROR(
           session->Prefetch(emb, TinyModel::MakeBatch(r->position + 1, first, batch).ids));
     }

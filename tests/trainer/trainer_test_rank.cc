@@ -2,8 +2,9 @@
 // agent starts a trainer (schemas/task_env.md). Writes the final variables
 // to OUT as text: "w <values>" and "emb <values>" lines.
 //
-//   trainer_test_rank OUT STEPS BATCH [prefetch|dim=N]
+//   trainer_test_rank OUT STEPS BATCH [prefetch|prefetch-early|dim=N]
 //
+// prefetch-early prefetches the next batch right after this batch's Lookup.
 // dim=N registers the embedding with dim N (ranks that disagree).
 //
 // Fault tests (tests/fault) stop a rank of attempt 1 at a named moment with
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
   const int steps = std::atoi(argv[2]);
   const int64_t batch = std::atoll(argv[3]);
   const std::string extra = argc > 4 ? argv[4] : "";
-  const bool prefetch = extra == "prefetch";
+  const bool prefetch_early = extra == "prefetch-early";
+  const bool prefetch = extra == "prefetch" || prefetch_early;
   const uint32_t emb_dim = extra.rfind("dim=", 0) == 0
                                ? static_cast<uint32_t>(std::atoi(extra.c_str() + 4))
                                : testing::TinyModel::kDim;
@@ -122,7 +124,8 @@ int main(int argc, char** argv) {
   st = (*session)->Start();
   if (!st.ok()) return Fail(st);
   st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch, &reader, exit_at,
-                          [&](int64_t step) { pause.Maybe("step:" + std::to_string(step), rank); });
+                          [&](int64_t step) { pause.Maybe("step:" + std::to_string(step), rank); },
+                          prefetch_early);
   if (!st.ok()) return Fail(st);
 
   auto wv = (*session)->Dense(w);

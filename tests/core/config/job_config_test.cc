@@ -481,6 +481,26 @@ TEST_F(JobConfigTest, CheckpointDirParentMustExist) {
                         (fs::absolute(dir_) / "a/b").string() + "' does not exist"));
 }
 
+// [trainer] timeline: a directory relative to the job file, checked like
+// checkpoint_dir, with file:line:column errors.
+TEST_F(JobConfigTest, TimelineIsADirectoryRelativeToTheJobFile) {
+  StatusOr<JobConfig> c =
+      LoadJobConfig(Write("jobs/job.toml", std::string(kMinimal) + "timeline = \"traces\"\n"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->trainer.timeline, (fs::absolute(dir_) / "jobs/traces").string());
+  EXPECT_EQ(ParseJobConfig(kMinimal, "job.toml")->trainer.timeline, "");
+  StatusOr<JobConfig> missing =
+      LoadJobConfig(Write("job2.toml", std::string(kMinimal) + "timeline = \"a/b/tl\"\n"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr(":5:12: key 'trainer.timeline': parent directory '" +
+                        (fs::absolute(dir_) / "a/b").string() + "' does not exist"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "timeline = 3\n"),
+              HasSubstr("job.toml:5:12: key 'trainer.timeline'"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "timeline = \"\"\n"),
+              HasSubstr("job.toml:5:12: key 'trainer.timeline': expected a non-empty path"));
+}
+
 TEST_F(JobConfigTest, ModelAndUserTablesRoundTripAsToml) {
   StatusOr<JobConfig> c = ParseJobConfig(
       std::string(kMinimal) +

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -108,6 +110,7 @@ class PsClientTest : public ::testing::Test {
     PsClientOptions options;
     options.plan = plan;
     options.worker = 2;
+    options.on_complete = on_complete_;
     for (uint32_t s = 0; s < shards; ++s) {
       shards_.push_back(std::make_unique<FakeShard>(&ctx_));
       options.shard_endpoints.push_back(shards_.back()->endpoint());
@@ -118,6 +121,7 @@ class PsClientTest : public ::testing::Test {
   }
 
   static constexpr uint32_t kDim = 3;
+  std::function<void(const CompletedRequest&)> on_complete_;  // set before Start()
   zmq::context_t ctx_{1};
   std::vector<std::unique_ptr<FakeShard>> shards_;
   std::unique_ptr<PsClient> client_;
@@ -164,6 +168,52 @@ TEST_F(PsClientTest, PullReturnsATicketAtOnceAndOnlyWaitBlocks) {
   EXPECT_EQ(push2->header.version_seen, 5);
   shards_[0]->Answer(*push2, kDim);
   EXPECT_TRUE(client_->Wait(*p2, DeadlineIn(5000)).ok());
+}
+
+// The tracing hook (trainer/timeline.h): once per request, when its last
+// shard answered, before Wait() returns, with its kind, variable and the
+// times of the call and of the last reply.
+TEST_F(PsClientTest, OnCompleteReportsEachRequestWhenItsLastShardAnswered) {
+  std::mutex mu;
+  std::vector<CompletedRequest> done;
+  on_complete_ = [&](const CompletedRequest& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(c);
+  };
+  Start(2, 2);
+  const auto before = std::chrono::steady_clock::now();
+  std::vector<float> out;
+  std::vector<int64_t> ids = {1, 900};  // range partitions: one id on each shard
+  auto t = client_->Pull(0, ids, 0, &out);
+  ASSERT_TRUE(t.ok());
+  auto r0 = shards_[0]->Receive();
+  auto r1 = shards_[1]->Receive();
+  ASSERT_TRUE(r0.has_value() && r1.has_value());
+  shards_[0]->Answer(*r0, kDim);
+  EXPECT_EQ(client_->Wait(*t, DeadlineIn(50)).code(), StatusCode::kDeadlineExceeded);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(done.empty()) << "reported before its last shard answered";
+  }
+  shards_[1]->Answer(*r1, kDim);
+  ASSERT_TRUE(client_->Wait(*t, DeadlineIn(5000)).ok());
+  std::vector<float> g(kDim, 1.0f);
+  std::vector<int64_t> push_ids = {2};
+  auto p = client_->Push(0, push_ids, g, 0);
+  ASSERT_TRUE(p.ok());
+  auto push = shards_[0]->Receive();
+  ASSERT_TRUE(push.has_value());
+  shards_[0]->Answer(*push, kDim);
+  ASSERT_TRUE(client_->Wait(*p, DeadlineIn(5000)).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].kind, CompletedRequest::Kind::kPull);
+  EXPECT_EQ(done[1].kind, CompletedRequest::Kind::kPush);
+  EXPECT_EQ(done[0].var, 0u);
+  EXPECT_LE(before, done[0].submitted);
+  EXPECT_LT(done[0].submitted, done[0].completed);
+  EXPECT_LE(done[0].completed, done[1].submitted);
+  EXPECT_LT(done[1].submitted, done[1].completed);
 }
 
 TEST_F(PsClientTest, PushSumsRepeatedIdsBeforeSending) {

@@ -123,6 +123,13 @@ struct SessionOptions {
   int64_t checkpoint_every = 0;  // steps; 0: never
   int keep_checkpoints = 3;      // newest complete checkpoints kept
 
+  // Step timeline ([trainer] timeline, `parallax run --timeline DIR`;
+  // docs/PERFORMANCE.md): when set, the rank writes a Chrome trace to
+  // <timeline_dir>/rank-<rank>.trace.json when the session is destroyed,
+  // keeping at most timeline_max_events events. Empty: nothing is recorded.
+  std::string timeline_dir;
+  size_t timeline_max_events = 200'000;
+
   // Reads the task environment (PARALLAX_JOB_ID, _ATTEMPT, _RANK,
   // _WORLD_SIZE, _LOCAL_RANK, _LOCAL_WORLD_SIZE, _HOST_INDEX, _NUM_HOSTS,
   // _NUM_SHARDS, _COORDINATOR, _BIND_ADDR, _TOKEN, _JOB_FILE, _JOB_SOURCE) and the job

@@ -1,0 +1,71 @@
+#include "core/config/job_edit.h"
+
+#include <toml++/toml.h>
+
+#include <sstream>
+#include <vector>
+
+namespace parallax {
+namespace {
+
+std::vector<std::string> Lines(std::string_view text) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::istringstream in{std::string(text)};
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+std::string Trimmed(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t");
+  const size_t b = s.find_last_not_of(" \t\r");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+StatusOr<std::string> SetTrainerString(std::string_view text, std::string_view source,
+                                       std::string_view key, std::string_view value) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return InvalidArgument(std::string(source) +
+                           ": not a TOML job file: " + std::string(e.description()));
+  }
+  std::ostringstream quoted;
+  quoted << toml::value<std::string>(std::string(value));
+  const std::string line = std::string(key) + " = " + quoted.str();
+  toml::table* trainer = root["trainer"].as_table();
+  std::vector<std::string> lines = Lines(text);
+  if (trainer != nullptr && !trainer->is_inline()) {
+    const toml::node* existing = trainer->get(key);
+    const auto at = trainer->source().begin.line;  // 1-based; the [trainer] header
+    const bool header = at >= 1 && at <= lines.size() && Trimmed(lines[at - 1]) == "[trainer]";
+    if (existing != nullptr && existing->source().begin.line == existing->source().end.line &&
+        existing->source().begin.line >= 1 && existing->source().begin.line <= lines.size() &&
+        header) {
+      lines[existing->source().begin.line - 1] = line;
+    } else if (existing == nullptr && header) {
+      lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at), line);
+    } else {
+      trainer = nullptr;  // re-serialise below
+    }
+    if (trainer != nullptr) {
+      std::string out;
+      for (const std::string& l : lines) out += l + "\n";
+      return out;
+    }
+  }
+  if (toml::node* t = root.get("trainer"); t == nullptr) root.insert("trainer", toml::table{});
+  toml::table* t = root["trainer"].as_table();
+  if (t == nullptr) {
+    return InvalidArgument(std::string(source) + ": trainer is not a table; write [trainer]");
+  }
+  t->insert_or_assign(key, std::string(value));
+  std::ostringstream out;
+  out << root << "\n";
+  return out.str();
+}
+
+}  // namespace parallax
