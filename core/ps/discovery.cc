@@ -23,6 +23,20 @@ StatusOr<PsPlan> FetchPsPlan(CoordinatorClient* coordinator, int64_t job_id, int
   return plan;
 }
 
+namespace {
+
+// The value every shard published under key(job, attempt, shard), waiting
+// up to timeout_ms for all of them.
+StatusOr<std::vector<std::string>> WaitForShardValues(
+    CoordinatorClient* coordinator, std::string (*key)(int64_t, int32_t, uint32_t),
+    int64_t job_id, int32_t attempt, uint32_t num_shards, int64_t timeout_ms) {
+  std::vector<std::string> keys;
+  for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(key(job_id, attempt, s));
+  return coordinator->KvGet(keys, timeout_ms);
+}
+
+}  // namespace
+
 Status PublishShardEndpoint(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
                             uint32_t shard, const std::string& endpoint) {
   return coordinator->KvSet(ShardEndpointKey(job_id, attempt, shard), endpoint);
@@ -31,9 +45,8 @@ Status PublishShardEndpoint(CoordinatorClient* coordinator, int64_t job_id, int3
 StatusOr<std::vector<std::string>> ResolveShardEndpoints(CoordinatorClient* coordinator,
                                                          int64_t job_id, int32_t attempt,
                                                          uint32_t num_shards, int64_t timeout_ms) {
-  std::vector<std::string> keys;
-  for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(ShardEndpointKey(job_id, attempt, s));
-  return coordinator->KvGet(keys, timeout_ms);
+  return WaitForShardValues(coordinator, &ShardEndpointKey, job_id, attempt, num_shards,
+                            timeout_ms);
 }
 
 Status PublishShardCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
@@ -44,9 +57,7 @@ Status PublishShardCurveKey(CoordinatorClient* coordinator, int64_t job_id, int3
 StatusOr<std::vector<std::string>> ResolveShardCurveKeys(CoordinatorClient* coordinator,
                                                          int64_t job_id, int32_t attempt,
                                                          uint32_t num_shards, int64_t timeout_ms) {
-  std::vector<std::string> keys;
-  for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(ShardCurveKey(job_id, attempt, s));
-  return coordinator->KvGet(keys, timeout_ms);
+  return WaitForShardValues(coordinator, &ShardCurveKey, job_id, attempt, num_shards, timeout_ms);
 }
 
 Status PublishClientCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
