@@ -9,7 +9,6 @@
 // Prints one JSON object per line and statistic; each value is the median
 // over --runs runs of that run's statistic.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,9 +23,9 @@
 #include <random>
 #include <thread>
 
+#include "bench/spawn_coordinator.h"
 #include "core/rpc/coordinator_client.h"
 
-extern char** environ;
 
 namespace parallax {
 namespace {
@@ -161,35 +159,14 @@ HeartbeatRun Heartbeats(const Args& args, int run, int interval_ms, int seconds)
 }
 
 pid_t StartCoordinator(Args& args, const std::string& dir) {
-  std::string port_file = dir + "/port";
   // No job limit: the submitted jobs stay PENDING (agents here never poll).
-  std::vector<std::string> argv = {args.coordinator_bin, "--listen", "127.0.0.1:0", "--db",
-                                   dir + "/state.db", "--port-file", port_file,
-                                   "--max-active-jobs", "0"};
-  std::vector<char*> p;
-  for (auto& s : argv) p.push_back(s.data());
-  p.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, (dir + "/coordinator.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  if (posix_spawn(&pid, p[0], &actions, nullptr, p.data(), environ) != 0) {
-    std::cerr << "coordinator_bench: cannot start " << args.coordinator_bin << "\n";
+  auto c = bench::SpawnCoordinator(args.coordinator_bin, dir, {"--max-active-jobs", "0"});
+  if (!c.ok()) {
+    std::cerr << "coordinator_bench: " << c.status().ToString() << "\n";
     std::exit(1);
   }
-  for (int i = 0; i < 400; ++i) {
-    std::ifstream in(port_file);
-    int port = 0;
-    if (in >> port && port > 0) {
-      args.coordinator = "127.0.0.1:" + std::to_string(port);
-      return pid;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  std::cerr << "coordinator_bench: coordinator did not start; see " << dir << "/coordinator.log\n";
-  std::exit(1);
+  args.coordinator = c->address;
+  return c->pid;
 }
 
 int Main(int argc, char** argv) {

@@ -13,7 +13,6 @@
 // kind, counts, errors, lost jobs) and exits 1 if any call failed or any job
 // was lost. See docs/PERFORMANCE.md.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +21,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -33,9 +31,9 @@
 #include <thread>
 
 #include "core/base/secret.h"
+#include "bench/spawn_coordinator.h"
 #include "core/rpc/coordinator_client.h"
 
-extern char** environ;
 
 namespace parallax {
 namespace {
@@ -96,36 +94,14 @@ std::unique_ptr<CoordinatorClient> MustConnect(const Args& args, const std::stri
 }
 
 pid_t StartCoordinator(Args& args, const std::string& dir) {
-  std::string port_file = dir + "/port";
   // No job limit: jobs pile up PENDING (the simulated agents never poll).
-  std::vector<std::string> argv = {args.coordinator_bin, "--listen",   "127.0.0.1:0",
-                                   "--db",               dir + "/state.db", "--port-file",
-                                   port_file,            "--secret-file", args.secret_file,
-                                   "--max-active-jobs",  "0"};
-  std::vector<char*> p;
-  for (auto& s : argv) p.push_back(s.data());
-  p.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, (dir + "/coordinator.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  if (posix_spawn(&pid, p[0], &actions, nullptr, p.data(), environ) != 0) {
-    std::cerr << "coordinator_load: cannot start " << args.coordinator_bin << "\n";
+  auto c = bench::SpawnCoordinator(args.coordinator_bin, dir, {"--secret-file", args.secret_file, "--max-active-jobs", "0"});
+  if (!c.ok()) {
+    std::cerr << "coordinator_load: " << c.status().ToString() << "\n";
     std::exit(1);
   }
-  for (int i = 0; i < 800; ++i) {
-    std::ifstream in(port_file);
-    int port = 0;
-    if (in >> port && port > 0) {
-      args.coordinator = "127.0.0.1:" + std::to_string(port);
-      return pid;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  std::cerr << "coordinator_load: coordinator did not start; see " << dir << "/coordinator.log\n";
-  std::exit(1);
+  args.coordinator = c->address;
+  return c->pid;
 }
 
 void Emit(const std::string& call, Series& s, const Args& args) {
