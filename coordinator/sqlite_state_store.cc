@@ -371,6 +371,18 @@ StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
         .BindInt64(5, job_id)
         .BindInt64(6, job.restarts);
     PX_RETURN_IF_ERROR(update.Run());
+    // Rendezvous keys "job/<id>/<attempt>/..." live as long as their attempt:
+    // a new attempt starts with none (its ranks write theirs after PLACING),
+    // and an ended job keeps none, so the database does not grow with every
+    // job ever run. '0' is the character after '/', so the range is exactly
+    // the keys under the job's prefix.
+    if (to == JobState::kPlacing || IsTerminal(to)) {
+      const std::string prefix = "job/" + std::to_string(job_id) + "/";
+      PX_ASSIGN_OR_RETURN(SqliteStatement drop,
+                          db_->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2"));
+      drop.BindText(1, prefix).BindText(2, "job/" + std::to_string(job_id) + "0");
+      PX_RETURN_IF_ERROR(drop.Run());
+    }
     std::string message = std::string(JobStateName(from)) + " -> " + std::string(JobStateName(to));
     if (!reason.empty()) message += ": " + reason;
     PX_RETURN_IF_ERROR(InsertEvent(job_id, "state", message, now).status());

@@ -474,6 +474,40 @@ TEST_F(SqliteStateStoreTest, KvSetGetKeepsBytes) {
   EXPECT_EQ(store_->KvGet("job/1/1/comm/0")->value_or(""), "new");
 }
 
+TEST_F(SqliteStateStoreTest, NewAttemptAndJobEndDropOnlyThatJobsKeys) {
+  JobRecord job = MustCreate("lm");
+  JobRecord other = MustCreate("other");
+  const std::string mine = "job/" + std::to_string(job.id) + "/";
+  // A job whose id starts with this job's digits, and keys outside any job.
+  const std::string longer = "job/" + std::to_string(job.id) + "0/1/comm/0";
+  const std::string theirs = "job/" + std::to_string(other.id) + "/1/comm/0";
+  auto set = [&](const std::string& key) { ASSERT_TRUE(store_->KvSet(key, "v", 1).ok()) << key; };
+  auto has = [&](const std::string& key) { return store_->KvGet(key)->has_value(); };
+  set(longer);
+  set(theirs);
+  set("job/x");
+  set("global");
+
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPlacing, "", 2).ok());
+  set(mine + "1/comm/0");
+  set(mine + "1/ps/0");
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kRunning, "", 3).ok());
+  EXPECT_TRUE(has(mine + "1/comm/0"));  // running keeps its attempt's keys
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPending, "rank 1 lost", 4).ok());
+  EXPECT_TRUE(has(mine + "1/ps/0"));
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPlacing, "", 5).ok());
+  EXPECT_FALSE(has(mine + "1/comm/0"));  // attempt 2 starts with none of attempt 1's
+  EXPECT_FALSE(has(mine + "1/ps/0"));
+  set(mine + "2/comm/0");
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kRunning, "", 6).ok());
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kSucceeded, "", 7).ok());
+  EXPECT_FALSE(has(mine + "2/comm/0"));
+  EXPECT_EQ(*store_->KvCount(mine), 0);
+  for (const std::string& key : {longer, theirs, std::string("job/x"), std::string("global")}) {
+    EXPECT_TRUE(has(key)) << key;
+  }
+}
+
 TEST_F(SqliteStateStoreTest, KvAddCountsAndRefusesNonIntegers) {
   StatusOr<int64_t> first = store_->KvAdd("counter", 5, 1);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
