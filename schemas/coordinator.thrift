@@ -17,7 +17,8 @@ const i32 PROTOCOL_VERSION = 1
 struct RequestHeader {
   1: required i32 protocol_version
   // Shared secret for the control plane. Empty when the coordinator runs
-  // without --token; required (and checked in constant time) when it has one.
+  // without one; required (and checked in constant time) when it was given
+  // one (--secret-file, $PARALLAX_SECRET_FILE or --token).
   2: required string auth_token
   // Who is calling, for logs and events: "cli", "agent:host-a", "trainer:3".
   3: optional string client
