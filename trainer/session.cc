@@ -19,6 +19,7 @@
 #include "core/rpc/coordinator_client.h"
 #include "trainer/checkpoint.h"
 #include "trainer/job_plan.h"
+#include "trainer/sparse_allgather.h"
 #include "trainer/step_metrics.h"
 #include "trainer/timeline.h"
 
@@ -264,7 +265,7 @@ class SessionImpl final : public Session {
   Status WriteCheckpoint();
   Status AgreeOnRegistrations(const Status& mine);
   Status InitVariables();
-  Status ExchangeAllGather(Var& v);
+  Status ExchangeAllGather();
   Status Fail(Status st) {
     broken_ = st;
     return st;
@@ -673,51 +674,32 @@ Status SessionImpl::Gradient(int var, std::span<const int64_t> ids,
   return Status::Ok();
 }
 
-// Sums every rank's (ids, rows) of `v` in rank order, averages over ranks and
-// applies them to the local replica.
-Status SessionImpl::ExchangeAllGather(Var& v) {
-  const uint32_t dim = v.plan.dim;
-  ps::SparseRows mine = ps::DedupeSum(v.pending_ids, v.pending_grads, dim);
-  ps::SparseRows merged;
+// Sums every rank's (ids, rows) of each variable on the all-gather path in
+// rank order, averages over ranks and applies them to the local replicas:
+// all such variables in two collectives (trainer/sparse_allgather.h).
+Status SessionImpl::ExchangeAllGather() {
+  std::vector<Var*> vars;
+  std::vector<ps::SparseRows> mine;
+  std::vector<uint32_t> dims;
+  for (Var& v : vars_) {
+    if (v.plan.path != VariablePath::kAllGather || !v.plan.sparse) continue;
+    vars.push_back(&v);
+    dims.push_back(v.plan.dim);
+    mine.push_back(ps::DedupeSum(v.pending_ids, v.pending_grads, v.plan.dim));
+  }
+  if (vars.empty()) return Status::Ok();
+  std::vector<ps::SparseRows> merged;
   if (comm_) {
-    const int n = options_.world_size;
-    int32_t count = static_cast<int32_t>(mine.ids.size());
-    std::vector<int32_t> counts(static_cast<size_t>(n));
-    PX_RETURN_IF_ERROR(
-        comm_->AllGather(&count, 1, comm::DataType::kInt32, counts.data(), StepDeadline()));
-    std::vector<size_t> id_words(static_cast<size_t>(n)), value_counts(static_cast<size_t>(n));
-    size_t total = 0;
-    for (int r = 0; r < n; ++r) {
-      id_words[static_cast<size_t>(r)] = static_cast<size_t>(counts[static_cast<size_t>(r)]) * 2;
-      value_counts[static_cast<size_t>(r)] =
-          static_cast<size_t>(counts[static_cast<size_t>(r)]) * dim;
-      total += static_cast<size_t>(counts[static_cast<size_t>(r)]);
-    }
-    std::vector<int64_t> all_ids(total);
-    std::vector<float> all_values(total * dim);
-    // int64 ids travel as pairs of int32 words (Gloo has no int64 type here).
-    PX_RETURN_IF_ERROR(comm_->AllGatherv(mine.ids.data(), id_words, comm::DataType::kInt32,
-                                         all_ids.data(), StepDeadline()));
-    PX_RETURN_IF_ERROR(comm_->AllGatherv(mine.values.data(), value_counts, comm::DataType::kFloat32,
-                                         all_values.data(), StepDeadline()));
-    std::vector<ps::SparseRows> parts(static_cast<size_t>(n));
-    size_t at = 0;
-    for (int r = 0; r < n; ++r) {
-      const size_t c = static_cast<size_t>(counts[static_cast<size_t>(r)]);
-      auto& part = parts[static_cast<size_t>(r)];
-      part.ids.assign(all_ids.begin() + static_cast<std::ptrdiff_t>(at),
-                      all_ids.begin() + static_cast<std::ptrdiff_t>(at + c));
-      part.values.assign(all_values.begin() + static_cast<std::ptrdiff_t>(at * dim),
-                         all_values.begin() + static_cast<std::ptrdiff_t>((at + c) * dim));
-      at += c;
-    }
-    merged = ps::MergeSparse(parts, dim);
-    const float inv = 1.0f / static_cast<float>(n);
-    for (float& x : merged.values) x *= inv;
+    PX_ASSIGN_OR_RETURN(merged,
+                        trainer::AllGatherSparseMean(comm_.get(), mine, dims, StepDeadline()));
   } else {
     merged = std::move(mine);
   }
-  return v.sparse_opt->Apply(merged.ids, merged.values, v.values);
+  for (size_t t = 0; t < vars.size(); ++t) {
+    Status st = vars[t]->sparse_opt->Apply(merged[t].ids, merged[t].values, vars[t]->values);
+    if (!st.ok()) return st.WithContext("applying \"" + vars[t]->plan.name + "\"");
+  }
+  return Status::Ok();
 }
 
 Status SessionImpl::Step() {
@@ -770,11 +752,12 @@ Status SessionImpl::Step() {
     }
   }
   // 3. All-gather of sparse rows, applied locally.
-  for (Var& v : vars_) {
-    if (v.plan.path != VariablePath::kAllGather || !v.plan.sparse) continue;
+  if (std::any_of(vars_.begin(), vars_.end(), [](const Var& v) {
+        return v.plan.path == VariablePath::kAllGather && v.plan.sparse;
+      })) {
     trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
-    Status st = ExchangeAllGather(v);
-    if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of \"" + v.plan.name + "\""));
+    Status st = ExchangeAllGather();
+    if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of sparse rows"));
   }
   // 4. Worker-held optimizers.
   for (Var& v : vars_) {

@@ -1,0 +1,33 @@
+// The all-gather path for sparse variables: every rank sends the rows its
+// batch touched (deduplicated, gradients of repeated ids summed) to every
+// other rank, and every rank applies the same mean to its replica.
+//
+// All tables of a step travel together in two collectives, whatever their
+// number: an AllGather of the per-table row counts, then one AllGatherv of
+// the packed rows (per rank, per table: the ids as int64, then the rows as
+// float32). Gloo's per-operation cost, not the bytes, dominated this path
+// when it took three collectives per table (docs/PERFORMANCE.md).
+#ifndef PARALLAX_TRAINER_SPARSE_ALLGATHER_H_
+#define PARALLAX_TRAINER_SPARSE_ALLGATHER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/comm/communicator.h"
+#include "core/ps/aggregate.h"
+
+namespace parallax::trainer {
+
+// `mine[t]` holds this rank's rows of table t (unique ids; dims[t] floats a
+// row). Returns per table the union over all ranks, the rows of repeated ids
+// summed in rank order and then divided by the number of ranks, ids
+// ascending (ps::MergeSparse). Every rank passes the same `dims`.
+StatusOr<std::vector<ps::SparseRows>> AllGatherSparseMean(comm::Communicator* comm,
+                                                          const std::vector<ps::SparseRows>& mine,
+                                                          const std::vector<uint32_t>& dims,
+                                                          comm::Deadline deadline);
+
+}  // namespace parallax::trainer
+
+#endif  // PARALLAX_TRAINER_SPARSE_ALLGATHER_H_
