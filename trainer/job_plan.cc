@@ -99,6 +99,16 @@ VariablePath FromPlanPath(plan::Path path) {
 
 }  // namespace
 
+namespace {
+// Local aggregation pays only where a host's link carries PS traffic: with
+// several hosts, and more ranks than hosts. Sync mode only: under async and
+// ssp every rank keeps its own clock and staleness.
+bool LocalAggregationApplies(const SessionOptions& options) {
+  return options.ps_local_aggregation && options.consistency == "sync" && options.num_hosts > 1 &&
+         options.world_size > options.num_hosts;
+}
+}  // namespace
+
 StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                                 const std::vector<Registration>& registrations) {
   const std::string& arch = options.arch;
@@ -132,9 +142,7 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                                    .hosts = std::max(1, options.num_hosts),
                                    .shards = options.num_shards};
   plan::CostOptions cost_options;
-  // The Session pushes once per worker (no local aggregation yet), so the
-  // cost model must not count on it.
-  cost_options.local_aggregation = false;
+  cost_options.local_aggregation = LocalAggregationApplies(options);
   cost_options.value_bytes = options.ps_fp16_values ? 2 : 4;
   std::vector<VariableOverride> overrides;
   if (options.job) overrides = options.job->variables;
@@ -212,6 +220,17 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
     }
     plan.variables.push_back(std::move(v));
   }
+  // Local aggregation covers every PS variable or none (a shard expects one
+  // kind of contributor), so a dense variable on the PS path, which needs its
+  // pulled values on every rank, turns it off.
+  const bool dense_on_ps = std::any_of(plan.variables.begin(), plan.variables.end(),
+                                       [](const PlannedVariable& v) {
+                                         return !v.sparse && v.path == VariablePath::kPs;
+                                       });
+  if (LocalAggregationApplies(options) && plan.has_ps() && !dense_on_ps) {
+    plan.local_aggregation = true;
+    plan.ps.num_contributors = static_cast<uint32_t>(options.num_hosts);
+  }
   return plan;
 }
 
@@ -221,6 +240,7 @@ std::string JobPlanToJson(const JobPlan& plan) {
   doc["arch"] = plan.arch;
   doc["consistency"] = plan.consistency;
   doc["world_size"] = plan.world_size;
+  doc["local_aggregation"] = plan.local_aggregation;
   doc["variables"] = json::array();
   for (const PlannedVariable& v : plan.variables) {
     json jv{{"id", v.id},
@@ -249,6 +269,7 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
     plan.arch = doc.value("arch", "hybrid");
     plan.consistency = doc.value("consistency", "sync");
     plan.world_size = doc.value("world_size", 1);
+    plan.local_aggregation = doc.value("local_aggregation", false);
     const json& vars = doc.at("variables");
     for (size_t i = 0; i < vars.size(); ++i) {
       const json& jv = vars[i];

@@ -48,6 +48,9 @@ struct JobPlan {
   int world_size = 1;
   std::vector<PlannedVariable> variables;  // index == id
   ps::PsPlan ps;                           // only the variables on the PS path
+  // The ranks of a host sum their sparse PS gradients and the host's first
+  // rank pushes them: ps.num_contributors is the number of hosts.
+  bool local_aggregation = false;
   bool has_ps() const { return !ps.variables.empty(); }
 };
 

@@ -266,6 +266,7 @@ class SessionImpl final : public Session {
   Status AgreeOnRegistrations(const Status& mine);
   Status InitVariables();
   Status ExchangeAllGather();
+  Status PushHostAggregated(std::vector<std::pair<ps::Ticket, const Var*>>* tickets);
   Status Fail(Status st) {
     broken_ = st;
     return st;
@@ -312,6 +313,9 @@ class SessionImpl final : public Session {
   trainer::JobPlan plan_;
   std::unique_ptr<comm::RendezvousStore> store_;
   std::unique_ptr<comm::Communicator> comm_;
+  // The ranks of this host, for local aggregation (plan_.local_aggregation
+  // with more than one rank here).
+  std::unique_ptr<comm::Communicator> host_comm_;
   std::unique_ptr<comm::GradientFusion> fusion_;
   std::unique_ptr<ps::PsClient> ps_;
   std::vector<std::string> shard_endpoints_;
@@ -470,6 +474,21 @@ Status SessionImpl::Start() {
         return st.WithContext("broadcasting the initial values of \"" + v.plan.name + "\"");
     }
   }
+  if (plan_.local_aggregation && options_.local_world_size > 1) {
+    comm::CommunicatorOptions co;
+    co.rank = options_.local_rank;
+    co.world_size = options_.local_world_size;
+    co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt) + "/host-" +
+                    std::to_string(options_.host_index);
+    co.bind_address = options_.bind_address;
+    co.rendezvous_timeout = options_.rendezvous_timeout;
+    auto comm = comm::Communicator::Create(co, store_.get());
+    if (!comm.ok()) {
+      return comm.status().WithContext("rank " + std::to_string(options_.rank) +
+                                       " joining its host's ranks for local aggregation");
+    }
+    host_comm_ = trainer::CountingCommunicator(std::move(comm).value(), &collective_bytes_);
+  }
   if (plan_.has_ps()) {
     auto endpoints = ps::ResolveShardEndpoints(coord_.get(), options_.job_id, options_.attempt,
                                                plan_.ps.num_shards, rdv_ms);
@@ -478,7 +497,8 @@ Status SessionImpl::Start() {
     po.plan = plan_.ps;
     shard_endpoints_ = std::move(endpoints).value();
     po.shard_endpoints = shard_endpoints_;
-    po.worker = static_cast<uint32_t>(options_.rank);
+    // With local aggregation a host is one contributor (schemas/ps_wire.md).
+    po.worker = static_cast<uint32_t>(plan_.local_aggregation ? options_.host_index : options_.rank);
     po.attempt = static_cast<uint32_t>(options_.attempt);
     po.on_complete = timeline_.PsObserver();
     if (!options_.token.empty() && options_.ps_curve) {
@@ -690,14 +710,47 @@ Status SessionImpl::ExchangeAllGather() {
   if (vars.empty()) return Status::Ok();
   std::vector<ps::SparseRows> merged;
   if (comm_) {
-    PX_ASSIGN_OR_RETURN(merged,
-                        trainer::AllGatherSparseMean(comm_.get(), mine, dims, StepDeadline()));
+    PX_ASSIGN_OR_RETURN(merged, trainer::AllGatherSparse(comm_.get(), mine, dims,
+                                                         comm::ReduceOp::kMean, StepDeadline()));
   } else {
     merged = std::move(mine);
   }
   for (size_t t = 0; t < vars.size(); ++t) {
     Status st = vars[t]->sparse_opt->Apply(merged[t].ids, merged[t].values, vars[t]->values);
     if (!st.ok()) return st.WithContext("applying \"" + vars[t]->plan.name + "\"");
+  }
+  return Status::Ok();
+}
+
+// Local aggregation: the ranks of this host sum their rows of every PS
+// variable (all sparse: the plan turns aggregation off otherwise) in
+// local-rank order, and the host's first rank pushes the sums as the host's
+// contribution. The others push nothing: in sync mode their next pull waits
+// on the shard until the step has been applied.
+Status SessionImpl::PushHostAggregated(std::vector<std::pair<ps::Ticket, const Var*>>* tickets) {
+  std::vector<Var*> vars;
+  std::vector<ps::SparseRows> rows;
+  std::vector<uint32_t> dims;
+  for (Var& v : vars_) {
+    if (v.plan.path != VariablePath::kPs) continue;
+    PX_CHECK(v.plan.sparse) << "local aggregation with dense \"" << v.plan.name << "\" on PS";
+    vars.push_back(&v);
+    dims.push_back(v.plan.dim);
+    rows.push_back(ps::DedupeSum(v.pending_ids, v.pending_grads, v.plan.dim));
+  }
+  if (host_comm_) {
+    trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
+    PX_ASSIGN_OR_RETURN(rows, trainer::AllGatherSparse(host_comm_.get(), rows, dims,
+                                                       comm::ReduceOp::kSum, StepDeadline()));
+  }
+  if (options_.local_rank != 0) return Status::Ok();
+  for (size_t t = 0; t < vars.size(); ++t) {
+    StatusOr<ps::Ticket> ticket = ps_->Push(vars[t]->plan.id, rows[t].ids, rows[t].values, step_);
+    if (!ticket.ok()) {
+      return ticket.status().WithContext("pushing \"" + vars[t]->plan.name + "\"" +
+                                         ShardsOf(*vars[t]));
+    }
+    tickets->emplace_back(*ticket, vars[t]);
   }
   return Status::Ok();
 }
@@ -709,8 +762,12 @@ Status SessionImpl::Step() {
   // 1. PS pushes leave first (asynchronous); in sync mode every PS variable
   //    gets exactly one push per step, empty when there was no gradient.
   std::vector<std::pair<ps::Ticket, const Var*>> tickets;
+  if (plan_.local_aggregation) {
+    Status st = PushHostAggregated(&tickets);
+    if (!st.ok()) return Fail(st.WithContext(where + ": local aggregation of PS gradients"));
+  }
   for (Var& v : vars_) {
-    if (v.plan.path != VariablePath::kPs) continue;
+    if (v.plan.path != VariablePath::kPs || plan_.local_aggregation) continue;
     auto submit = [&]() -> StatusOr<ps::Ticket> {
       if (v.plan.sparse) return ps_->Push(v.plan.id, v.pending_ids, v.pending_grads, step_);
       // A dense variable on PS: push every row, get the updated values back.

@@ -6,10 +6,10 @@
 
 namespace parallax::trainer {
 
-StatusOr<std::vector<ps::SparseRows>> AllGatherSparseMean(comm::Communicator* comm,
-                                                          const std::vector<ps::SparseRows>& mine,
-                                                          const std::vector<uint32_t>& dims,
-                                                          comm::Deadline deadline) {
+StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
+                                                      const std::vector<ps::SparseRows>& mine,
+                                                      const std::vector<uint32_t>& dims,
+                                                      comm::ReduceOp op, comm::Deadline deadline) {
   const size_t tables = dims.size();
   if (mine.size() != tables) {
     return InvalidArgument("all-gather of sparse rows: " + std::to_string(mine.size()) +
@@ -65,7 +65,7 @@ StatusOr<std::vector<ps::SparseRows>> AllGatherSparseMean(comm::Communicator* co
     PX_RETURN_IF_ERROR(
         comm->AllGatherv(packed.data(), bytes, comm::DataType::kUInt8, all.data(), deadline));
   }
-  // 3. Unpack per table in rank order, merge and average.
+  // 3. Unpack per table in rank order, merge (and average).
   std::vector<std::vector<ps::SparseRows>> parts(tables,
                                                  std::vector<ps::SparseRows>(static_cast<size_t>(n)));
   const uint8_t* in = all.data();
@@ -85,7 +85,9 @@ StatusOr<std::vector<ps::SparseRows>> AllGatherSparseMean(comm::Communicator* co
   const float inv = 1.0f / static_cast<float>(n);
   for (size_t t = 0; t < tables; ++t) {
     merged[t] = ps::MergeSparse(parts[t], dims[t]);
-    for (float& x : merged[t].values) x *= inv;
+    if (op == comm::ReduceOp::kMean) {
+      for (float& x : merged[t].values) x *= inv;
+    }
   }
   return merged;
 }

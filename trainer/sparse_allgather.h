@@ -21,12 +21,13 @@ namespace parallax::trainer {
 
 // `mine[t]` holds this rank's rows of table t (unique ids; dims[t] floats a
 // row). Returns per table the union over all ranks, the rows of repeated ids
-// summed in rank order and then divided by the number of ranks, ids
-// ascending (ps::MergeSparse). Every rank passes the same `dims`.
-StatusOr<std::vector<ps::SparseRows>> AllGatherSparseMean(comm::Communicator* comm,
-                                                          const std::vector<ps::SparseRows>& mine,
-                                                          const std::vector<uint32_t>& dims,
-                                                          comm::Deadline deadline);
+// summed in rank order (ps::MergeSparse, ids ascending), divided by the
+// number of ranks for kMean. Every rank passes the same `dims` and `op`.
+// Also the local aggregation of sparse PS gradients (kSum over a host's ranks).
+StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
+                                                      const std::vector<ps::SparseRows>& mine,
+                                                      const std::vector<uint32_t>& dims,
+                                                      comm::ReduceOp op, comm::Deadline deadline);
 
 }  // namespace parallax::trainer
 

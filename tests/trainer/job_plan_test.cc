@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 namespace parallax::trainer {
 namespace {
 
@@ -173,6 +175,52 @@ TEST_F(JobPlanTest, RegistrationMismatchNamesTheVariable) {
   other = Regs();
   other.pop_back();
   EXPECT_EQ(CheckRegistrationsMatch(*plan, other, 1).code(), StatusCode::kFailedPrecondition);
+}
+
+// Local aggregation: sync mode, several hosts, more ranks than hosts, and
+// only sparse variables on the PS path; the shards then expect one
+// contribution per host.
+TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
+  auto options = [](int workers, int hosts, const std::string& consistency, bool enabled) {
+    SessionOptions o = Options("hybrid", 2);
+    o.world_size = workers;
+    o.num_hosts = hosts;
+    o.consistency = consistency;
+    o.ps_local_aggregation = enabled;
+    o.job = JobConfig();
+    VariableOverride emb;
+    emb.name = "emb";
+    emb.path = "ps";
+    o.job->variables = {emb};
+    return o;
+  };
+  auto on = BuildRulePlan(options(4, 2, "sync", true), Regs());
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->local_aggregation);
+  EXPECT_EQ(on->ps.contributors(), 2u);
+  EXPECT_EQ(on->ps.num_workers, 4u);  // the shard's mean still divides by the workers
+  auto round_trip = ParseJobPlan(JobPlanToJson(*on));
+  ASSERT_TRUE(round_trip.ok()) << round_trip.status().ToString();
+  EXPECT_TRUE(round_trip->local_aggregation);
+  EXPECT_EQ(round_trip->ps.contributors(), 2u);
+
+  for (auto [workers, hosts, consistency, enabled] :
+       {std::tuple{4, 1, "sync", true},     // one host: every byte is local anyway
+        std::tuple{2, 2, "sync", true},     // one rank per host: nothing to combine
+        std::tuple{4, 2, "async", true},    // every rank keeps its own clock
+        std::tuple{4, 2, "sync", false}}) {  // [ps] local_aggregation = false
+    auto off = BuildRulePlan(options(workers, hosts, consistency, enabled), Regs());
+    ASSERT_TRUE(off.ok()) << off.status().ToString();
+    EXPECT_FALSE(off->local_aggregation) << workers << " workers on " << hosts << " hosts, "
+                                         << consistency << ", enabled " << enabled;
+    EXPECT_EQ(off->ps.contributors(), static_cast<uint32_t>(workers));
+  }
+  // A dense variable on the PS path needs its values back on every rank.
+  SessionOptions all_ps = options(4, 2, "sync", true);
+  all_ps.arch = "ps";
+  auto dense = BuildRulePlan(all_ps, Regs());
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  EXPECT_FALSE(dense->local_aggregation);
 }
 
 }  // namespace

@@ -32,9 +32,11 @@ ps::SparseRows RowsOf(int r, size_t t, uint32_t dim) {
   return rows;
 }
 
-TEST(SparseAllGatherTest, EveryRankGetsTheMeanOfAllRanksRowsPerTable) {
+TEST(SparseAllGatherTest, EveryRankGetsTheMeanOrSumOfAllRanksRowsPerTable) {
   const std::vector<uint32_t> dims = {3, 1, 5};
-  for (int world : {2, 3}) {
+  for (auto [world, op] : {std::pair{2, comm::ReduceOp::kMean}, std::pair{3, comm::ReduceOp::kMean},
+                           std::pair{3, comm::ReduceOp::kSum}}) {
+    const float divisor = op == comm::ReduceOp::kMean ? static_cast<float>(world) : 1.0f;
     auto store = comm::NewInMemoryRendezvousStore();
     auto comms = CreateGlooWorld(world, store.get(), "sag" + std::to_string(world));
     ASSERT_EQ(comms.size(), static_cast<size_t>(world));
@@ -42,7 +44,7 @@ TEST(SparseAllGatherTest, EveryRankGetsTheMeanOfAllRanksRowsPerTable) {
     RunRanks(world, [&](int r) {
       std::vector<ps::SparseRows> mine;
       for (size_t t = 0; t < dims.size(); ++t) mine.push_back(RowsOf(r, t, dims[t]));
-      auto out = AllGatherSparseMean(comms[r].get(), mine, dims,
+      auto out = AllGatherSparse(comms[r].get(), mine, dims, op,
                                      comm::DeadlineAfter(std::chrono::milliseconds(20'000)));
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       got[r] = std::move(out).value();
@@ -65,7 +67,7 @@ TEST(SparseAllGatherTest, EveryRankGetsTheMeanOfAllRanksRowsPerTable) {
         for (const auto& [id, row] : sum) {
           EXPECT_EQ(out.ids[i], id);
           for (uint32_t j = 0; j < dims[t]; ++j) {
-            EXPECT_FLOAT_EQ(out.values[i * dims[t] + j], row[j] / static_cast<float>(world))
+            EXPECT_FLOAT_EQ(out.values[i * dims[t] + j], row[j] / divisor)
                 << "world " << world << " table " << t << " id " << id;
           }
           ++i;
@@ -80,7 +82,8 @@ TEST(SparseAllGatherTest, NoRowsAnywhereNeedsNoDataExchange) {
   auto comms = CreateGlooWorld(2, store.get(), "empty");
   ASSERT_EQ(comms.size(), 2u);
   RunRanks(2, [&](int r) {
-    auto out = AllGatherSparseMean(comms[r].get(), {ps::SparseRows{}, ps::SparseRows{}}, {4, 2},
+    auto out = AllGatherSparse(comms[r].get(), {ps::SparseRows{}, ps::SparseRows{}}, {4, 2},
+                                   comm::ReduceOp::kSum,
                                    comm::DeadlineAfter(std::chrono::milliseconds(20'000)));
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     ASSERT_EQ(out->size(), 2u);
@@ -96,7 +99,7 @@ TEST(SparseAllGatherTest, RowsThatDisagreeWithTheDimAreRefusedBeforeSending) {
   ps::SparseRows rows;
   rows.ids = {1, 2};
   rows.values = {1, 2, 3};  // dim 2 needs 4
-  auto out = AllGatherSparseMean(comms[0].get(), {rows}, {2},
+  auto out = AllGatherSparse(comms[0].get(), {rows}, {2}, comm::ReduceOp::kSum,
                                  comm::DeadlineAfter(std::chrono::milliseconds(5'000)));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);

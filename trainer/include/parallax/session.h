@@ -99,6 +99,9 @@ struct SessionOptions {
   OptimizerConfig sparse_optimizer;
   int ps_partitions = 0;        // per PS variable; 0: one per shard
   bool ps_fp16_values = false;  // [ps] value_encoding = "fp16"
+  // [ps] local_aggregation: in sync mode on several hosts, the ranks of a
+  // host sum their sparse PS gradients and one of them pushes for the host.
+  bool ps_local_aggregation = true;
   // [ps] curve: CURVE on PS sockets when `token` is set (core/ps/curve.h).
   bool ps_curve = true;
   // The whole job file, when there was one (custom trainers read [user]).

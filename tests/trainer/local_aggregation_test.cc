@@ -1,0 +1,164 @@
+// Local aggregation (issue 4 item 5, docs/ARCHITECTURE.md "Data plane"): 4
+// rank processes as 2 hosts × 2 ranks (PARALLAX_HOST_INDEX and friends, as an
+// agent sets them), sync mode, the sparse table on 2 real parallax-ps shards.
+// The ranks of a host sum their sparse gradients and the host's first rank
+// pushes them; the trained variables equal a one-process run with the whole
+// batch, and only the hosts' first ranks sent PS pushes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/rpc/coordinator_client.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/trainer/tiny_trainer.h"
+#include "trainer/job_plan.h"
+
+namespace parallax {
+namespace {
+
+using testing::ChildProcess;
+using testing::TinyModel;
+
+constexpr int kHosts = 2, kPerHost = 2, kRanks = kHosts * kPerHost;
+constexpr int kShards = 2, kSteps = 20, kBatch = 16;
+
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+
+TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPush) {
+  testing::TempDir dir;
+  const std::string port_file = dir.File("coordinator.port");
+  ChildProcess coordinator({BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
+                            dir.File("state.db"), "--port-file", port_file},
+                           dir.File("coordinator.log"));
+  const std::string port = testing::WaitForFileWord(port_file, 20'000, &coordinator);
+  ASSERT_FALSE(port.empty()) << testing::ReadWholeFile(dir.File("coordinator.log"));
+  CoordinatorClientOptions co;
+  co.address = "127.0.0.1:" + port;
+  auto coord = CoordinatorClient::Connect(co);
+  ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+
+  const std::string job_file = dir.File("job.toml");
+  const std::string text =
+      "[job]\nname = \"local-aggregation\"\nworkers = 4\n"
+      "[trainer]\ncommand = [\"./trainer_test_rank\"]\n"
+      "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
+      "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
+      "[ps]\nshards = 2\nlocal_aggregation = true\n"
+      "[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+  std::ofstream(job_file) << text;
+  auto job = (*coord)->SubmitJob(text, job_file);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const int64_t id = job->id;
+
+  auto env = [&](const std::string& role) {
+    return std::vector<std::string>{"PARALLAX_JOB_ID=" + std::to_string(id),
+                                    "PARALLAX_ATTEMPT=1",
+                                    "PARALLAX_WORLD_SIZE=" + std::to_string(kRanks),
+                                    "PARALLAX_NUM_HOSTS=" + std::to_string(kHosts),
+                                    "PARALLAX_NUM_SHARDS=" + std::to_string(kShards),
+                                    "PARALLAX_COORDINATOR=127.0.0.1:" + port,
+                                    "PARALLAX_BIND_ADDR=127.0.0.1",
+                                    "PARALLAX_JOB_FILE=" + job_file,
+                                    "PARALLAX_ROLE=" + role};
+  };
+  std::vector<std::unique_ptr<ChildProcess>> shards, ranks;
+  for (int s = 0; s < kShards; ++s) {
+    auto e = env("ps");
+    e.push_back("PARALLAX_SHARD=" + std::to_string(s));
+    e.push_back("PARALLAX_HOST_INDEX=" + std::to_string(s % kHosts));
+    shards.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{BinDir() + "/parallax-ps"},
+        dir.File("shard" + std::to_string(s) + ".log"), e));
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    auto e = env("trainer");
+    e.push_back("PARALLAX_RANK=" + std::to_string(r));
+    e.push_back("PARALLAX_HOST_INDEX=" + std::to_string(r / kPerHost));
+    e.push_back("PARALLAX_LOCAL_RANK=" + std::to_string(r % kPerHost));
+    e.push_back("PARALLAX_LOCAL_WORLD_SIZE=" + std::to_string(kPerHost));
+    ranks.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{BinDir() + "/trainer_test_rank",
+                                 dir.File("rank" + std::to_string(r) + ".out"),
+                                 std::to_string(kSteps), std::to_string(kBatch)},
+        dir.File("rank" + std::to_string(r) + ".log"), e));
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    const int status = ranks[static_cast<size_t>(r)]->Wait(120'000);
+    ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << r << ":\n"
+        << testing::ReadWholeFile(dir.File("rank" + std::to_string(r) + ".log"));
+  }
+  for (auto& s : shards) {
+    s->Signal(SIGTERM);
+    EXPECT_NE(s->Wait(10'000), -1);
+  }
+
+  // The plan says so: one contributor per host.
+  std::string plan_json;
+  ASSERT_TRUE((*coord)
+                  ->Call([&](rpc::CoordinatorClient& c) {
+                    c.GetPlan(plan_json, (*coord)->Header(), id, 1, 0);
+                  })
+                  .ok());
+  auto plan = trainer::ParseJobPlan(plan_json);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->local_aggregation) << plan_json;
+  EXPECT_EQ(plan->ps.contributors(), static_cast<uint32_t>(kHosts)) << plan_json;
+
+  // Every rank's variables equal the one-process run with the whole batch.
+  optim::OptimizerSpec dense, sparse;
+  dense.type = *optim::ParseOptimizerType("sgd");
+  dense.lr = 0.1f;
+  sparse.type = *optim::ParseOptimizerType("adagrad");
+  sparse.lr = 0.1f;
+  sparse.initial_accumulator = 0.1f;
+  testing::TinyResult ref = testing::TrainTinyReference(dense, sparse, kSteps, kRanks * kBatch);
+  for (int r = 0; r < kRanks; ++r) {
+    std::map<std::string, std::vector<float>> got;
+    std::ifstream in(dir.File("rank" + std::to_string(r) + ".out"));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string name;
+      ls >> name;
+      float x;
+      while (ls >> x) got[name].push_back(x);
+    }
+    ASSERT_EQ(got["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
+    EXPECT_LT(testing::RelativeDifference(got["w"], ref.w), 1e-5) << "rank " << r;
+    EXPECT_LT(testing::RelativeDifference(got["emb"], ref.emb), 1e-5) << "rank " << r;
+  }
+
+  // PS push bytes at the transport: only local rank 0 of each host pushed;
+  // the others sent their rows to it over the host's collective instead.
+  rpc::GetMetricsRequest req;
+  req.job_id = id;
+  std::vector<rpc::MetricPoint> points;
+  ASSERT_TRUE(
+      (*coord)
+          ->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, (*coord)->Header(), req); })
+          .ok());
+  std::map<int, double> push_bytes, gather_bytes;
+  for (const auto& p : points) {
+    push_bytes[p.rank] += p.values.count("ps_push_sent_bytes") ? p.values.at("ps_push_sent_bytes") : 0;
+    gather_bytes[p.rank] +=
+        p.values.count("allgather_sent_bytes") ? p.values.at("allgather_sent_bytes") : 0;
+  }
+  ASSERT_EQ(push_bytes.size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    if (r % kPerHost == 0) {
+      EXPECT_GT(push_bytes[r], 0) << "rank " << r << " leads its host and pushes";
+    } else {
+      EXPECT_EQ(push_bytes[r], 0) << "rank " << r << " must leave the push to its host's rank";
+    }
+    EXPECT_GT(gather_bytes[r], 0) << "rank " << r << " exchanged rows within its host";
+  }
+}
+
+}  // namespace
+}  // namespace parallax
