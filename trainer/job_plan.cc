@@ -135,6 +135,7 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                            "\" is not one of sync, async, ssp");
   }
   plan.ps.staleness = options.staleness;
+  plan.ps.staleness_lr = options.ps_staleness_lr && options.consistency != "sync";
   plan.ps.num_workers = static_cast<uint32_t>(options.world_size);
   plan.ps.num_shards = static_cast<uint32_t>(std::max(1, options.num_shards));
   plan.ps.fp16_values = options.ps_fp16_values;

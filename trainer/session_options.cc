@@ -85,6 +85,7 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
     o.ps_partitions = job.ps.partitions;
     o.ps_fp16_values = job.ps.value_encoding == "fp16";
     o.ps_local_aggregation = job.ps.local_aggregation;
+    o.ps_staleness_lr = job.ps.staleness_lr;
     o.metrics_every = job.trainer.metrics_every;
     o.checkpoint_dir = job.trainer.checkpoint_dir;
     o.checkpoint_every = job.trainer.checkpoint_every;

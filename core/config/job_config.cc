@@ -42,8 +42,8 @@ constexpr std::string_view kTrainerKeys[] = {
 constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",           "beta1",
                                                "beta2", "epsilon", "initial_accumulator"};
-constexpr std::string_view kPsKeys[] = {"shards", "partitions", "local_aggregation",
-                                        "value_encoding", "curve"};
+constexpr std::string_view kPsKeys[] = {"shards",         "partitions", "local_aggregation",
+                                        "value_encoding", "curve",      "staleness_lr"};
 constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
 
 constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
@@ -217,7 +217,7 @@ class Validator {
   void ReadJob(const toml::table* t, JobConfig::Job* job);
   void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
   void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out);
-  void ReadPs(const toml::table& t, JobConfig::Ps* ps);
+  void ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
   // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.
   void ResolveModelPaths(const toml::table& in, std::string_view prefix, toml::table* out);
@@ -462,7 +462,9 @@ void Validator::Run(const toml::table& root, JobConfig* config) {
       ReadOptimizer(*sparse, "optimizer.sparse", &config->sparse_optimizer);
     }
   }
-  if (const toml::table* ps = GetTable(root, "", "ps")) ReadPs(*ps, &config->ps);
+  if (const toml::table* ps = GetTable(root, "", "ps")) {
+    ReadPs(*ps, config->job.consistency, &config->ps);
+  }
   if (const toml::node* variables = root.get("variable")) {
     ReadVariables(*variables, &config->variables);
   }
@@ -620,8 +622,14 @@ void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix, Opt
   }
 }
 
-void Validator::ReadPs(const toml::table& t, JobConfig::Ps* ps) {
+void Validator::ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps) {
   CheckKeys(t, "ps", kPsKeys);
+  if (ReadBool(t, "ps", "staleness_lr", &ps->staleness_lr) && ps->staleness_lr &&
+      consistency == "sync") {
+    KeyError(*t.get("staleness_lr"), "ps.staleness_lr",
+             "staleness_lr only applies to consistency = 'async' or 'ssp' (in sync mode no "
+             "push is stale); remove it or set consistency");
+  }
   ReadAutoOrCount(t, "ps", "shards", &ps->shards);
   ReadAutoOrCount(t, "ps", "partitions", &ps->partitions);
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);

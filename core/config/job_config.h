@@ -79,6 +79,7 @@ struct JobConfig {
     bool local_aggregation = true;
     std::string value_encoding = "fp32";  // fp32 | fp16
     bool curve = true;  // CURVE on PS sockets when the control plane has a secret
+    bool staleness_lr = false;  // async/ssp: a shard scales lr by 1 / max(1, staleness)
   } ps;
 
   std::vector<VariableOverride> variables;

@@ -223,5 +223,19 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
   EXPECT_FALSE(dense->local_aggregation);
 }
 
+TEST_F(JobPlanTest, StalenessLrReachesTheShardsPlanOutsideSync) {
+  SessionOptions o = Options("ps", 2);
+  o.ps_staleness_lr = true;
+  o.consistency = "async";
+  auto plan = BuildRulePlan(o, Regs());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->ps.staleness_lr);
+  auto parsed = ParseJobPlan(JobPlanToJson(*plan));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->ps.staleness_lr);
+  o.consistency = "sync";
+  EXPECT_FALSE(BuildRulePlan(o, Regs())->ps.staleness_lr);
+}
+
 }  // namespace
 }  // namespace parallax::trainer

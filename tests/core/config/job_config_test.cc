@@ -365,6 +365,21 @@ TEST_F(JobConfigTest, PsCountsAndAuto) {
   EXPECT_EQ(c->ps.value_encoding, "fp16");
 }
 
+TEST_F(JobConfigTest, StalenessLrOnlyWhereAPushCanBeStale) {
+  StatusOr<JobConfig> off = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->ps.staleness_lr);
+  StatusOr<JobConfig> on = ParseJobConfig(
+      "[job]\nname = \"t\"\nconsistency = \"async\"\n[trainer]\nmodel = \"lm\"\n"
+      "[ps]\nstaleness_lr = true\n",
+      "job.toml");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->ps.staleness_lr);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nstaleness_lr = true\n"),
+              HasSubstr("job.toml:6:16: key 'ps.staleness_lr': staleness_lr only applies to "
+                        "consistency = 'async' or 'ssp'"));
+}
+
 TEST_F(JobConfigTest, PsCurveIsOnByDefaultAndMustBeABoolean) {
   StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -102,6 +102,9 @@ struct SessionOptions {
   // [ps] local_aggregation: in sync mode on several hosts, the ranks of a
   // host sum their sparse PS gradients and one of them pushes for the host.
   bool ps_local_aggregation = true;
+  // [ps] staleness_lr: under async/ssp a shard scales lr by 1 / max(1, τ),
+  // τ the versions a push's rows are behind.
+  bool ps_staleness_lr = false;
   // [ps] curve: CURVE on PS sockets when `token` is set (core/ps/curve.h).
   bool ps_curve = true;
   // The whole job file, when there was one (custom trainers read [user]).
