@@ -139,10 +139,11 @@ class TlsTest : public ::testing::Test {
     return RunProcess(argv, {}, 30'000);
   }
 
-  std::string WriteJob(const std::string& name, int workers, int steps) {
+  std::string WriteJob(const std::string& name, int workers, int steps,
+                       const std::string& arch = "allreduce") {
     std::string path = dir_.File(name);
     std::ofstream(path) << "[job]\nname = \"tls\"\nworkers = " << workers
-                        << "\narch = \"allreduce\"\n"
+                        << "\narch = \"" << arch << "\"\n"
                         << "[trainer]\nmodel = \"mlp\"\nsteps = " << steps
                         << "\nbatch_size = 32\n"
                         << "[trainer.env]\nPX_TEST_MARK = \"" << mark_.substr(mark_.find('=') + 1)
@@ -280,8 +281,9 @@ TEST_F(TlsTest, UnusableCertificateKeyOrCaFilesAreRefusedAtStart) {
 }
 
 // Every Thrift connection of a job over TLS: agent → coordinator, trainer
-// ranks → coordinator (rendezvous, plan, metrics), CLI → coordinator and
-// CLI → the agent's log service.
+// ranks and a PS shard → coordinator (rendezvous, plan, CURVE keys,
+// metrics), CLI → coordinator and CLI → the agent's log service. arch "ps"
+// puts the model's variables on a shard, so a parallax-ps takes part.
 TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
   StartCoordinator(ServerTls());
   agent_ = std::make_unique<ChildProcess>(
@@ -291,7 +293,7 @@ TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
                                "--tls-cert", Cert("server.pem"), "--tls-key",
                                Cert("server.key")},
       dir_.File("agent.log"), std::vector<std::string>{mark_});
-  RunResult submit = Cli({"submit", WriteJob("job.toml", 2, 20)}, Cert("ca.pem"));
+  RunResult submit = Cli({"submit", WriteJob("job.toml", 2, 20, "ps")}, Cert("ca.pem"));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   const std::string id = LastLine(submit.out);
   nlohmann::json job;
@@ -310,6 +312,9 @@ TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
   RunResult logs = Cli({"logs", id, "--task", "trainer/1"}, Cert("ca.pem"));
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_FALSE(logs.out.empty());
+  RunResult ps_logs = Cli({"logs", id, "--task", "ps/0"}, Cert("ca.pem"));
+  EXPECT_EQ(ps_logs.exit_code, 0) << ps_logs.err;
+  EXPECT_TRUE(Contains(ps_logs.out, "CURVE")) << ps_logs.out;
 }
 
 // `parallax run --tls-cert --tls-key --tls-ca`: the embedded daemons serve
