@@ -60,8 +60,7 @@ StatusOr<std::string> ReadPem(const std::string& path, const std::string& flag) 
 // start line".
 Status RequirePemBlock(const std::string& text, const std::string& path, const std::string& flag,
                        const std::string& what, const std::string& marker) {
-  if (text.find("-----BEGIN ") != std::string::npos &&
-      text.find(marker) != std::string::npos) {
+  if (text.find("-----BEGIN ") != std::string::npos && text.find(marker) != std::string::npos) {
     return Status::Ok();
   }
   return FailedPrecondition(flag + " '" + path + "' holds no PEM " + what +
@@ -106,8 +105,8 @@ class HandshakingSocket : public TSSLSocket {
         ssl_ = nullptr;
       }
       close();
-      const std::string where = "the " + peer_ + " at " + getHost() + ":" +
-                                std::to_string(getPort());
+      const std::string where =
+          "the " + peer_ + " at " + getHost() + ":" + std::to_string(getPort());
       if (verify != X509_V_OK) {
         throw TlsTrustError("TLS: " + where + " presented a certificate that --tls-ca '" +
                             ca_file_ + "' does not trust (" +
@@ -116,15 +115,17 @@ class HandshakingSocket : public TSSLSocket {
                             "'s certificate with --tls-ca or $PARALLAX_TLS_CA");
       }
       if (detail.rfind("authorize:", 0) == 0) {
-        throw TlsTrustError("TLS: " + where + " has a certificate signed by the trusted CA that "
-                            "does not name '" + getHost() + "' (" + detail +
+        throw TlsTrustError("TLS: " + where +
+                            " has a certificate signed by the trusted CA that "
+                            "does not name '" +
+                            getHost() + "' (" + detail +
                             "); connect with a host name or address its certificate lists "
                             "(subjectAltName), or reissue the certificate with this one");
       }
       if (e.getType() == TTransportException::TIMED_OUT) throw;
       throw TTransportException(
-          e.getType(), "TLS handshake with " + where + " failed (" + detail + "); if the " +
-                           peer_ + " serves plaintext (started without --tls-cert), leave out "
+          e.getType(), "TLS handshake with " + where + " failed (" + detail + "); if the " + peer_ +
+                           " serves plaintext (started without --tls-cert), leave out "
                            "--tls-ca and $PARALLAX_TLS_CA, or give it --tls-cert and --tls-key");
     }
   }
@@ -190,7 +191,8 @@ StatusOr<std::shared_ptr<TServerSocket>> NewThriftServerSocket(const std::string
   if (cert_file.empty() && key_file.empty()) return std::make_shared<TServerSocket>(host, port);
   if (cert_file.empty() || key_file.empty()) {
     return InvalidArgument(std::string(cert_file.empty() ? "--tls-key" : "--tls-cert") +
-                           " was given without " + (cert_file.empty() ? "--tls-cert" : "--tls-key") +
+                           " was given without " +
+                           (cert_file.empty() ? "--tls-cert" : "--tls-key") +
                            "; TLS needs both the certificate and its private key");
   }
   PX_ASSIGN_OR_RETURN(std::string cert, ReadPem(cert_file, "--tls-cert"));
@@ -209,9 +211,9 @@ StatusOr<std::shared_ptr<TServerSocket>> NewThriftServerSocket(const std::string
   try {
     factory->loadPrivateKey(key_file.c_str());
   } catch (const TTransportException& e) {
-    return FailedPrecondition("--tls-key '" + key_file + "' is not a usable private key for --tls-cert '" +
-                              cert_file + "' (" + e.what() +
-                              "); give the unencrypted PEM key the certificate was made for");
+    return FailedPrecondition(
+        "--tls-key '" + key_file + "' is not a usable private key for --tls-cert '" + cert_file +
+        "' (" + e.what() + "); give the unencrypted PEM key the certificate was made for");
   }
   return std::shared_ptr<TServerSocket>(std::make_shared<TSSLServerSocket>(host, port, factory));
 }
@@ -223,7 +225,8 @@ Status CheckTlsServerFiles(const std::string& cert_file, const std::string& key_
 StatusOr<std::shared_ptr<TSocket>> NewThriftClientSocket(const std::string& host, int port,
                                                          const std::string& ca_file,
                                                          const std::string& peer) {
-  if (ca_file.empty()) return std::shared_ptr<TSocket>(std::make_shared<PlainSocket>(host, port, peer));
+  if (ca_file.empty())
+    return std::shared_ptr<TSocket>(std::make_shared<PlainSocket>(host, port, peer));
   PX_ASSIGN_OR_RETURN(std::string text, ReadPem(ca_file, "--tls-ca"));
   PX_RETURN_IF_ERROR(RequirePemBlock(text, ca_file, "--tls-ca", "CA certificate", "CERTIFICATE"));
   auto factory = std::make_shared<Factory>();

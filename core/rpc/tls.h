@@ -34,8 +34,7 @@ namespace parallax {
 // key, or the key does not belong to the certificate. Nothing is bound yet
 // (the server binds on listen()).
 StatusOr<std::shared_ptr<apache::thrift::transport::TServerSocket>> NewThriftServerSocket(
-    const std::string& host, int port, const std::string& cert_file,
-    const std::string& key_file);
+    const std::string& host, int port, const std::string& cert_file, const std::string& key_file);
 
 // A client socket to host:port, not yet open. `peer` names the server in
 // messages ("coordinator", "agent"). With ca_file, a TLS socket whose open()

@@ -115,9 +115,15 @@ class TlsTest : public ::testing::Test {
   }
 
   void StartCoordinator(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                     "--db", dir_.File("state.db"), "--port-file",
-                                     dir_.File("port"), "--secret-file", secret_file_};
+    std::vector<std::string> argv = {kBin + "/parallax-coordinator",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--db",
+                                     dir_.File("state.db"),
+                                     "--port-file",
+                                     dir_.File("port"),
+                                     "--secret-file",
+                                     secret_file_};
     argv.insert(argv.end(), extra.begin(), extra.end());
     coordinator_ = std::make_unique<ChildProcess>(argv, dir_.File("coordinator.log"));
     std::string port = testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
@@ -128,8 +134,7 @@ class TlsTest : public ::testing::Test {
   // The CLI against the coordinator; `ca` empty: no --tls-ca.
   RunResult Cli(std::vector<std::string> args, const std::string& ca,
                 const std::string& secret_file = "") {
-    std::vector<std::string> argv = {kBin + "/parallax", "--coordinator", address_,
-                                     "--secret-file",
+    std::vector<std::string> argv = {kBin + "/parallax", "--coordinator", address_, "--secret-file",
                                      secret_file.empty() ? secret_file_ : secret_file};
     if (!ca.empty()) {
       argv.push_back("--tls-ca");
@@ -142,10 +147,9 @@ class TlsTest : public ::testing::Test {
   std::string WriteJob(const std::string& name, int workers, int steps,
                        const std::string& arch = "allreduce") {
     std::string path = dir_.File(name);
-    std::ofstream(path) << "[job]\nname = \"tls\"\nworkers = " << workers
-                        << "\narch = \"" << arch << "\"\n"
-                        << "[trainer]\nmodel = \"mlp\"\nsteps = " << steps
-                        << "\nbatch_size = 32\n"
+    std::ofstream(path) << "[job]\nname = \"tls\"\nworkers = " << workers << "\narch = \"" << arch
+                        << "\"\n"
+                        << "[trainer]\nmodel = \"mlp\"\nsteps = " << steps << "\nbatch_size = 32\n"
                         << "[trainer.env]\nPX_TEST_MARK = \"" << mark_.substr(mark_.find('=') + 1)
                         << "\"\n"
                         << "[model]\nfeatures = 8\nclasses = 4\nhidden = [16]\n"
@@ -153,7 +157,9 @@ class TlsTest : public ::testing::Test {
     return path;
   }
 
-  std::string CoordinatorLog() const { return testing::ReadWholeFile(dir_.File("coordinator.log")); }
+  std::string CoordinatorLog() const {
+    return testing::ReadWholeFile(dir_.File("coordinator.log"));
+  }
 
   static Certificates* certs_;
   testing::TempDir dir_;
@@ -249,8 +255,10 @@ TEST_F(TlsTest, UnusableCertificateKeyOrCaFilesAreRefusedAtStart) {
   const std::vector<Case> cases = {
       {{"--tls-cert", dir_.File("missing.pem"), "--tls-key", Cert("server.key")},
        "--tls-cert '" + dir_.File("missing.pem") + "' cannot be read"},
-      {{"--tls-cert", Cert("garbage.pem"), "--tls-key", Cert("server.key")}, "holds no PEM certificate"},
-      {{"--tls-cert", Cert("server.pem"), "--tls-key", Cert("garbage.pem")}, "holds no PEM private key"},
+      {{"--tls-cert", Cert("garbage.pem"), "--tls-key", Cert("server.key")},
+       "holds no PEM certificate"},
+      {{"--tls-cert", Cert("server.pem"), "--tls-key", Cert("garbage.pem")},
+       "holds no PEM private key"},
       {{"--tls-cert", Cert("server.pem"), "--tls-key", Cert("other-ca.key")},
        "is not a usable private key for --tls-cert"},
       {{"--tls-cert", Cert("server.pem")}, "--tls-cert was given without --tls-key"},
@@ -261,10 +269,10 @@ TEST_F(TlsTest, UnusableCertificateKeyOrCaFilesAreRefusedAtStart) {
     EXPECT_TRUE(Contains(r.err, c.expected)) << r.err;
   }
   // The agent refuses the same files, and a CA file that is not one.
-  RunResult agent = RunProcess({kBin + "/parallax-agent", "--coordinator", "127.0.0.1:1", "--name",
-                                "a", "--workdir", dir_.File("agent"), "--tls-ca",
-                                Cert("garbage.pem")},
-                               {}, 30'000);
+  RunResult agent =
+      RunProcess({kBin + "/parallax-agent", "--coordinator", "127.0.0.1:1", "--name", "a",
+                  "--workdir", dir_.File("agent"), "--tls-ca", Cert("garbage.pem")},
+                 {}, 30'000);
   EXPECT_EQ(agent.exit_code, 2) << agent.err;
   EXPECT_TRUE(Contains(agent.err, "--tls-ca '" + Cert("garbage.pem") + "' holds no PEM"))
       << agent.err;
@@ -290,8 +298,7 @@ TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
       std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name", "a",
                                "--workdir", dir_.File("agent"), "--slots", "2", "--heartbeat-ms",
                                "200", "--secret-file", secret_file_, "--tls-ca", Cert("ca.pem"),
-                               "--tls-cert", Cert("server.pem"), "--tls-key",
-                               Cert("server.key")},
+                               "--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key")},
       dir_.File("agent.log"), std::vector<std::string>{mark_});
   RunResult submit = Cli({"submit", WriteJob("job.toml", 2, 20, "ps")}, Cert("ca.pem"));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
@@ -305,7 +312,8 @@ TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_EQ(job["state"], "SUCCEEDED")
-      << job.dump() << "\n" << CoordinatorLog() << testing::ReadWholeFile(dir_.File("agent.log"));
+      << job.dump() << "\n"
+      << CoordinatorLog() << testing::ReadWholeFile(dir_.File("agent.log"));
   EXPECT_GT(job["step"].get<int64_t>(), 0);  // rank 0's metrics came over TLS
   EXPECT_TRUE(Contains(testing::ReadWholeFile(dir_.File("agent.log")), "(TLS), coordinator"));
 
@@ -320,19 +328,19 @@ TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
 // `parallax run --tls-cert --tls-key --tls-ca`: the embedded daemons serve
 // TLS and the rank reaches them with $PARALLAX_TLS_CA.
 TEST_F(TlsTest, ParallaxRunRunsAJobOverTls) {
-  RunResult r = RunProcess({kBin + "/parallax", "--secret-file", secret_file_, "--tls-ca",
-                            Cert("ca.pem"), "run", "--state-dir", dir_.File("run"), "--tls-cert",
-                            Cert("server.pem"), "--tls-key", Cert("server.key"),
-                            WriteJob("run.toml", 1, 10)},
-                           {}, 120'000);
+  RunResult r =
+      RunProcess({kBin + "/parallax", "--secret-file", secret_file_, "--tls-ca", Cert("ca.pem"),
+                  "run", "--state-dir", dir_.File("run"), "--tls-cert", Cert("server.pem"),
+                  "--tls-key", Cert("server.key"), WriteJob("run.toml", 1, 10)},
+                 {}, 120'000);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(Contains(r.out, "SUCCEEDED")) << r.out;
   EXPECT_TRUE(Contains(testing::ReadWholeFile(dir_.File("run/coordinator.log")), "(TLS)"));
 
-  RunResult no_ca = RunProcess({kBin + "/parallax", "run", "--state-dir", dir_.File("run2"),
-                                "--tls-cert", Cert("server.pem"), "--tls-key",
-                                Cert("server.key"), WriteJob("run2.toml", 1, 10)},
-                               {"PARALLAX_TLS_CA="}, 30'000);
+  RunResult no_ca = RunProcess(
+      {kBin + "/parallax", "run", "--state-dir", dir_.File("run2"), "--tls-cert",
+       Cert("server.pem"), "--tls-key", Cert("server.key"), WriteJob("run2.toml", 1, 10)},
+      {"PARALLAX_TLS_CA="}, 30'000);
   EXPECT_EQ(no_ca.exit_code, 2) << no_ca.err;
   EXPECT_TRUE(Contains(no_ca.err, "needs --tls-ca")) << no_ca.err;
 }
