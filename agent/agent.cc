@@ -262,6 +262,7 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   context.coordinator = options_.coordinator;
   context.bind_addr = options_.bind_addr;
   context.token = options_.token;
+  context.tls_ca_file = options_.tls_ca_file;
   context.job_file = job_file;
   context.task_dir = dir;
   std::vector<std::string> ignored;

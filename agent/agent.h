@@ -56,6 +56,7 @@ struct AgentOptions {
   std::string coordinator;  // PARALLAX_COORDINATOR
   std::string bind_addr;    // PARALLAX_BIND_ADDR
   std::string token;        // PARALLAX_TOKEN
+  std::string tls_ca_file;  // PARALLAX_TLS_CA: absolute path, or empty (plaintext)
   // The agent's own environment ("NAME=value"), which tasks inherit.
   std::vector<std::string> inherited_env;
 

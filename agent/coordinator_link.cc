@@ -100,6 +100,7 @@ class ThriftCoordinatorLink : public CoordinatorLink {
     CoordinatorClientOptions c;
     c.address = o.address;
     c.auth_token = o.auth_token;
+    c.tls_ca_file = o.tls_ca_file;
     c.client_name = "agent:" + o.agent_name;
     c.connect_timeout_ms = o.connect_timeout_ms;
     c.rpc_timeout_ms = o.rpc_timeout_ms;

@@ -35,6 +35,7 @@ class CoordinatorLink {
 struct CoordinatorLinkOptions {
   std::string address;     // HOST:PORT
   std::string auth_token;
+  std::string tls_ca_file;  // PEM CA: TLS to the coordinator (core/rpc/tls.h); empty: plain TCP
   std::string agent_name;  // shown by the coordinator as "agent:<name>"
   int connect_timeout_ms = 3'000;
   int rpc_timeout_ms = 10'000;

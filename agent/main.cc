@@ -19,6 +19,7 @@
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/base/secret.h"
+#include "core/rpc/tls.h"
 #include "schemas/coordinator_constants.h"
 
 extern char** environ;
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
   int slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool verbose = false;
   SecretSources secret_sources;
+  AgentServerOptions server_options;
+  if (const char* ca = std::getenv("PARALLAX_TLS_CA")) options.tls_ca_file = ca;
   if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
   if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
   std::error_code ec;
@@ -69,6 +72,12 @@ int main(int argc, char** argv) {
                      "; sent to the coordinator, required from log readers, given to tasks as "
                      "$PARALLAX_TOKEN");
   app.add_option("--token", secret_sources.token_flag, kTokenHelp);
+  app.add_option("--tls-ca", options.tls_ca_file,
+                 std::string(kTlsCaHelp) + "; given to tasks as $PARALLAX_TLS_CA");
+  app.add_option("--tls-cert", server_options.tls_cert_file,
+                 std::string(kTlsCertHelp) + " (the log service; `parallax logs` then needs "
+                 "--tls-ca)");
+  app.add_option("--tls-key", server_options.tls_key_file, kTlsKeyHelp);
   app.add_option("--grace-ms", options.grace_ms, "SIGTERM to SIGKILL delay when stopping a task")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -108,6 +117,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (Status s = CheckTlsServerFiles(server_options.tls_cert_file, server_options.tls_key_file);
+      !s.ok()) {
+    std::cerr << "parallax-agent: " << s.message() << "\n";
+    return 2;
+  }
+  if (Status s = CheckTlsCaFile(options.tls_ca_file, "--tls-ca"); !s.ok()) {
+    std::cerr << "parallax-agent: " << s.message() << "\n";
+    return 2;
+  }
+  // Tasks run in their own directories: give them an absolute path.
+  if (!options.tls_ca_file.empty()) {
+    options.tls_ca_file = std::filesystem::absolute(options.tls_ca_file, ec).string();
+  }
   StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
   if (!address.ok()) {
     std::cerr << "parallax-agent: --listen: " << address.status().message() << "\n";
@@ -136,6 +158,7 @@ int main(int argc, char** argv) {
   CoordinatorLinkOptions link_options;
   link_options.address = options.coordinator;
   link_options.auth_token = options.token;
+  link_options.tls_ca_file = options.tls_ca_file;
   link_options.agent_name = options.name;
   std::unique_ptr<CoordinatorLink> link = NewCoordinatorLink(link_options);
   Agent agent(options, link.get(), launcher.get(), RealClock());
@@ -156,9 +179,15 @@ int main(int argc, char** argv) {
   int last_port = 0;
   if (address->second == 0 && (std::ifstream(last_port_path) >> last_port) && last_port > 0 &&
       last_port <= 65535) {
-    server = StartAgentServer({address->first, last_port}, service);
+    server_options.host = address->first;
+    server_options.port = last_port;
+    server = StartAgentServer(server_options, service);
   }
-  if (!server.ok()) server = StartAgentServer({address->first, address->second}, service);
+  if (!server.ok()) {
+    server_options.host = address->first;
+    server_options.port = address->second;
+    server = StartAgentServer(server_options, service);
+  }
   if (!server.ok()) {
     std::cerr << "parallax-agent: " << server.status().message() << "\n";
     return 1;
@@ -173,7 +202,8 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << "parallax-agent '" << options.name << "' serving logs on " << address->first << ":"
-            << port << ", coordinator " << options.coordinator << std::endl;
+            << port << (server_options.tls_cert_file.empty() ? "" : " (TLS)") << ", coordinator "
+            << options.coordinator << (options.tls_ca_file.empty() ? "" : " (TLS)") << std::endl;
 
   std::thread signal_thread([&] {
     int sig = 0;

@@ -93,6 +93,7 @@ std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& a, const TaskEn
   env["PARALLAX_COORDINATOR"] = context.coordinator;
   env["PARALLAX_BIND_ADDR"] = context.bind_addr;
   env["PARALLAX_TOKEN"] = context.token;
+  if (!context.tls_ca_file.empty()) env["PARALLAX_TLS_CA"] = context.tls_ca_file;
   env["PARALLAX_JOB_FILE"] = context.job_file;
   // Relative paths in the job file ([model] data, checkpoint_dir) resolve
   // against the submitted file's directory, not the task's copy.

@@ -29,6 +29,7 @@ struct TaskEnvContext {
   std::string coordinator;  // PARALLAX_COORDINATOR: HOST:PORT as the agent reaches it
   std::string bind_addr;    // PARALLAX_BIND_ADDR
   std::string token;        // PARALLAX_TOKEN (may be empty)
+  std::string tls_ca_file;  // PARALLAX_TLS_CA, set only when not empty
   std::string job_file;     // PARALLAX_JOB_FILE: absolute path of the copy of the job file
   std::string task_dir;     // PARALLAX_TASK_DIR: absolute path
 };

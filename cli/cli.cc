@@ -13,6 +13,7 @@
 
 #include "core/base/secret.h"
 #include "core/base/time_format.h"
+#include "core/rpc/tls.h"
 #include "core/config/job_config.h"
 #include "cli/export.h"
 #include "cli/job_metrics.h"
@@ -91,6 +92,9 @@ class Cli {
   // Connects or prints why not; returns the exit code to use on failure via `code`.
   std::unique_ptr<CoordinatorClient> ConnectOrReport(int* code);
   bool LoadSecret(std::string* secret);
+  // The CA file from --tls-ca or $PARALLAX_TLS_CA ("" for plaintext); false
+  // (after saying why) when it cannot be used.
+  bool LoadTlsCa(std::string* ca_file);
   // Maps a failed Status to an exit code and prints it.
   int Report(const Status& status);
 
@@ -115,6 +119,9 @@ class Cli {
   std::string coordinator_flag_;
   std::string token_flag_;
   std::string secret_file_flag_;
+  std::string tls_ca_flag_;
+  std::string tls_cert_;  // run: the embedded daemons' certificate
+  std::string tls_key_;
   std::string job_file_;
   int64_t job_id_ = 0;
   bool json_ = false;
@@ -149,11 +156,21 @@ bool Cli::LoadSecret(std::string* secret) {
   return true;
 }
 
+bool Cli::LoadTlsCa(std::string* ca_file) {
+  const bool from_flag = !tls_ca_flag_.empty();
+  *ca_file = from_flag ? tls_ca_flag_ : env_.tls_ca;
+  if (Status s = CheckTlsCaFile(*ca_file, from_flag ? "--tls-ca" : "PARALLAX_TLS_CA"); !s.ok()) {
+    err_ << "parallax: " << s.message() << "\n";
+    return false;
+  }
+  return true;
+}
+
 std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
   Target target = ResolveTarget();
   CoordinatorClientOptions options;
   options.address = target.address;
-  if (!LoadSecret(&options.auth_token)) {
+  if (!LoadSecret(&options.auth_token) || !LoadTlsCa(&options.tls_ca_file)) {
     *code = kExitUsage;
     return nullptr;
   }
@@ -161,7 +178,11 @@ std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
   StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (client.ok()) return std::move(client).value();
   const Status& s = client.status();
-  if (s.code() == StatusCode::kUnavailable) {
+  if (s.code() == StatusCode::kUnavailable && s.message().find("--tls-ca") != std::string::npos) {
+    // It answered the connection: a TLS mismatch, explained in the message.
+    err_ << "parallax: " << s.message() << "\n";
+    *code = kExitUnreachable;
+  } else if (s.code() == StatusCode::kUnavailable) {
     err_ << "parallax: " << s.message() << "\n"
          << "  (address from " << target.source
          << "; start one with `parallax-coordinator --listen " << target.address
@@ -466,9 +487,10 @@ int Cli::Logs() {
     err_ << "parallax: agent \"" << task->agent_name << "\" that ran " << task_ << " is not registered\n";
     return kExitFailed;
   }
-  std::string secret;
-  if (!LoadSecret(&secret)) return kExitUsage;
-  StatusOr<std::unique_ptr<AgentClient>> agent = AgentClient::Connect(address, secret);
+  std::string secret, tls_ca;
+  if (!LoadSecret(&secret) || !LoadTlsCa(&tls_ca)) return kExitUsage;
+  StatusOr<std::unique_ptr<AgentClient>> agent =
+      AgentClient::Connect(address, secret, 10'000, tls_ca);
   if (!agent.ok()) return Report(agent.status());
   rpc::TaskKey key;
   key.job_id = job_id_;
@@ -497,8 +519,22 @@ int Cli::RunCommand() {
   options.db = db_;
   options.state_dir = state_dir_;
   options.timeline_dir = timeline_dir_;
-  if (!LoadSecret(&options.token)) return kExitUsage;
+  if (!LoadSecret(&options.token) || !LoadTlsCa(&options.tls_ca_file)) return kExitUsage;
   options.secret_file = secret_file_flag_;
+  if (!tls_cert_.empty() && options.tls_ca_file.empty()) {
+    err_ << "parallax: run --tls-cert needs --tls-ca (or $PARALLAX_TLS_CA): the CA that signed "
+            "the certificate, for the agent and this command to trust the embedded coordinator\n";
+    return kExitUsage;
+  }
+  if (Status s = CheckTlsServerFiles(tls_cert_, tls_key_); !s.ok()) {
+    err_ << "parallax: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  options.tls_cert_file = tls_cert_;
+  options.tls_key_file = tls_key_;
+  // Without a certificate the embedded daemons serve plaintext, whatever CA
+  // a cluster user has in $PARALLAX_TLS_CA.
+  if (tls_cert_.empty()) options.tls_ca_file.clear();
   std::error_code ec;
   std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
   options.bin_dir = ec ? "." : self.parent_path().string();
@@ -518,6 +554,7 @@ int Cli::Run(const std::vector<std::string>& args) {
                      std::string(kDefaultCoordinator) + ")");
   app.add_option("--secret-file", secret_file_flag_, kSecretFileHelp);
   app.add_option("--token", token_flag_, kTokenHelp);
+  app.add_option("--tls-ca", tls_ca_flag_, kTlsCaHelp);
 
   CLI::Validator job_id_check(
       [](std::string& text) -> std::string {
@@ -586,6 +623,10 @@ int Cli::Run(const std::vector<std::string>& args) {
   run->add_option("--timeline", timeline_dir_,
                   "every rank writes its step timeline (a Chrome trace for Perfetto) to "
                   "DIR/rank-<r>.trace.json; sets trainer.timeline (docs/PERFORMANCE.md)");
+  run->add_option("--tls-cert", tls_cert_,
+                  "the embedded coordinator and agent serve TLS with this PEM certificate, which "
+                  "must name 127.0.0.1 (subjectAltName IP); needs --tls-key and --tls-ca");
+  run->add_option("--tls-key", tls_key_, "PEM private key of --tls-cert");
   run->callback([&] { result = RunCommand(); });
 
   CLI::App* exp = app.add_subcommand(
@@ -634,6 +675,7 @@ CliEnvironment CliEnvironmentFromProcess() {
   if (const char* c = std::getenv("PARALLAX_COORDINATOR")) env.coordinator = c;
   if (const char* t = std::getenv("PARALLAX_TOKEN")) env.token = t;
   if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) env.secret_file = f;
+  if (const char* ca = std::getenv("PARALLAX_TLS_CA")) env.tls_ca = ca;
   return env;
 }
 

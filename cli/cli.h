@@ -19,6 +19,7 @@ struct CliEnvironment {
   std::string coordinator;  // $PARALLAX_COORDINATOR, or empty
   std::string token;        // $PARALLAX_TOKEN, or empty
   std::string secret_file;  // $PARALLAX_SECRET_FILE, or empty
+  std::string tls_ca;       // $PARALLAX_TLS_CA, or empty
 };
 
 CliEnvironment CliEnvironmentFromProcess();

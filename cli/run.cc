@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -160,10 +161,22 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (!options.secret_file.empty()) {
     secret_args = {"--secret-file", std::filesystem::absolute(options.secret_file).string()};
   }
+  // The daemons take TLS settings from these flags only, not from a
+  // $PARALLAX_TLS_CA meant for a cluster.
+  unsetenv("PARALLAX_TLS_CA");
+  std::vector<std::string> server_tls_args, ca_args;
+  if (!options.tls_cert_file.empty()) {
+    server_tls_args = {"--tls-cert", std::filesystem::absolute(options.tls_cert_file).string(),
+                       "--tls-key", std::filesystem::absolute(options.tls_key_file).string()};
+  }
+  if (!options.tls_ca_file.empty()) {
+    ca_args = {"--tls-ca", std::filesystem::absolute(options.tls_ca_file).string()};
+  }
   std::vector<std::string> coordinator_argv = {options.bin_dir + "/parallax-coordinator",
                                                "--listen", "127.0.0.1:0", "--db", db,
                                                "--port-file", port_file};
   coordinator_argv.insert(coordinator_argv.end(), secret_args.begin(), secret_args.end());
+  coordinator_argv.insert(coordinator_argv.end(), server_tls_args.begin(), server_tls_args.end());
   Daemon coordinator(coordinator_argv, dir + "/coordinator.log");
   std::string address;
   for (int i = 0; i < 400 && address.empty(); ++i) {
@@ -195,11 +208,14 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
       "--grace-ms", "2000", "--stop-tasks-on-exit", "--allow-exec", options.bin_dir,
       "--allow-exec", job_dir};
   agent_argv.insert(agent_argv.end(), secret_args.begin(), secret_args.end());
+  agent_argv.insert(agent_argv.end(), server_tls_args.begin(), server_tls_args.end());
+  agent_argv.insert(agent_argv.end(), ca_args.begin(), ca_args.end());
   Daemon agent(agent_argv, dir + "/agent.log");
 
   CoordinatorClientOptions copts;
   copts.address = address;
   copts.auth_token = options.token;
+  copts.tls_ca_file = options.tls_ca_file;
   copts.client_name = "run";
   StatusOr<std::unique_ptr<CoordinatorClient>> connected = CoordinatorClient::Connect(copts);
   if (!connected.ok()) {

@@ -21,6 +21,11 @@ struct RunOptions {
   std::string bin_dir;                  // where parallax-coordinator/-agent are
   std::string token;
   std::string secret_file;              // --secret-file, given to both daemons too
+  // TLS (core/rpc/tls.h): both daemons serve with cert and key; the agent and
+  // this command trust the CA. All empty: plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
   std::string timeline_dir;             // --timeline: sets [trainer] timeline for the job
   bool progress_bar = false;            // a terminal: redraw one line
 };

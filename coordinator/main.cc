@@ -17,6 +17,7 @@
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/base/secret.h"
+#include "core/rpc/tls.h"
 #include "schemas/coordinator_constants.h"
 
 int main(int argc, char** argv) {
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   int64_t agent_timeout_ms = 10'000;
   uint32_t max_request_bytes = 24 << 20;
   ServiceOptions service_options;
+  ServerOptions server_options;
   bool verbose = false;
   if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
   if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
@@ -46,6 +48,8 @@ int main(int argc, char** argv) {
                  std::string(kSecretFileHelp) +
                      "; every request must carry this secret (none set: no authentication)");
   app.add_option("--token", secret_sources.token_flag, kTokenHelp);
+  app.add_option("--tls-cert", server_options.tls_cert_file, kTlsCertHelp);
+  app.add_option("--tls-key", server_options.tls_key_file, kTlsKeyHelp);
   app.add_option("--max-request-bytes", max_request_bytes,
                  "largest request frame accepted; a bigger one closes its connection")
       ->capture_default_str()
@@ -87,6 +91,11 @@ int main(int argc, char** argv) {
   }
   if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
 
+  if (Status s = CheckTlsServerFiles(server_options.tls_cert_file, server_options.tls_key_file);
+      !s.ok()) {
+    std::cerr << "parallax-coordinator: " << s.message() << "\n";
+    return 2;
+  }
   StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
   if (!address.ok()) {
     std::cerr << "parallax-coordinator: --listen: " << address.status().message() << "\n";
@@ -138,7 +147,6 @@ int main(int argc, char** argv) {
   }
   service->StartBackground();
 
-  ServerOptions server_options;
   server_options.what = "coordinator";
   server_options.host = address->first;
   server_options.port = address->second;
@@ -159,7 +167,7 @@ int main(int argc, char** argv) {
   std::cout << "parallax-coordinator listening on " << address->first << ":" << port
             << " (db " << db << ", "
             << (token->empty() ? "no authentication" : "requests authenticated by the shared secret")
-            << ")" << std::endl;
+            << (server_options.tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -16,6 +16,7 @@
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/ps/discovery.h"
+#include "core/rpc/tls.h"
 #include "ps/shard_server.h"
 
 namespace {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
 
   std::string plan_file, listen, port_file, coordinator = Env("PARALLAX_COORDINATOR");
   std::string token = Env("PARALLAX_TOKEN"), bind_addr = Env("PARALLAX_BIND_ADDR");
+  std::string tls_ca = Env("PARALLAX_TLS_CA");
   int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000;
   int32_t attempt = 0;
   uint32_t shard = 0;
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--job", job_id, "job id (default: $PARALLAX_JOB_ID)");
   app.add_option("--attempt", attempt, "job attempt (default: $PARALLAX_ATTEMPT)");
   app.add_option("--token", token, "coordinator token (default: $PARALLAX_TOKEN)");
+  app.add_option("--tls-ca", tls_ca, kTlsCaHelp);
   app.add_option("--max-message-mb", max_message_mb, "largest accepted request")->capture_default_str();
   app.add_option("--plan-timeout-ms", plan_timeout_ms, "how long to wait for the plan")->capture_default_str();
   app.add_flag("-v,--verbose", verbose, "log debug messages");
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
     CoordinatorClientOptions copts;
     copts.address = coordinator;
     copts.auth_token = token;
+    copts.tls_ca_file = tls_ca;
     copts.client_name = "ps-" + std::to_string(shard);
     auto c = CoordinatorClient::Connect(copts);
     if (!c.ok()) {

@@ -174,6 +174,7 @@ class SessionImpl final : public Session {
     CoordinatorClientOptions c;
     c.address = options_.coordinator;
     c.auth_token = options_.token;
+    c.tls_ca_file = options_.tls_ca_file;
     c.client_name = "trainer:" + std::to_string(options_.rank);
     c.rpc_timeout_ms = options_.rpc_timeout_ms;
     return c;

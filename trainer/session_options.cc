@@ -58,6 +58,7 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
   o.coordinator = Env("PARALLAX_COORDINATOR");
   if (!Env("PARALLAX_BIND_ADDR").empty()) o.bind_address = Env("PARALLAX_BIND_ADDR");
   o.token = Env("PARALLAX_TOKEN");
+  o.tls_ca_file = Env("PARALLAX_TLS_CA");
   if (o.rank >= o.world_size) {
     return InvalidArgument("PARALLAX_RANK=" + std::to_string(o.rank) +
                            " is not below PARALLAX_WORLD_SIZE=" + std::to_string(o.world_size));

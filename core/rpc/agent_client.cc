@@ -7,6 +7,7 @@
 #include <thrift/transport/TTransportException.h>
 
 #include "core/rpc/error_mapping.h"
+#include "core/rpc/tls.h"
 #include "schemas/Agent.h"
 #include "schemas/coordinator_constants.h"
 
@@ -37,7 +38,8 @@ AgentClient::~AgentClient() {
 
 StatusOr<std::unique_ptr<AgentClient>> AgentClient::Connect(const std::string& address,
                                                             const std::string& auth_token,
-                                                            int timeout_ms) {
+                                                            int timeout_ms,
+                                                            const std::string& tls_ca_file) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size() ||
       address.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
@@ -50,8 +52,10 @@ StatusOr<std::unique_ptr<AgentClient>> AgentClient::Connect(const std::string& a
   impl.header.protocol_version = rpc::g_coordinator_constants.PROTOCOL_VERSION;
   impl.header.auth_token = auth_token;
   impl.header.__set_client("cli");
-  auto socket = std::make_shared<TSocket>(address.substr(0, colon),
-                                          std::stoi(address.substr(colon + 1)));
+  StatusOr<std::shared_ptr<TSocket>> made = NewThriftClientSocket(
+      address.substr(0, colon), std::stoi(address.substr(colon + 1)), tls_ca_file, "agent");
+  if (!made.ok()) return made.status();
+  std::shared_ptr<TSocket> socket = std::move(made).value();
   socket->setConnTimeout(timeout_ms);
   socket->setRecvTimeout(timeout_ms);
   socket->setSendTimeout(timeout_ms);
@@ -64,7 +68,7 @@ StatusOr<std::unique_ptr<AgentClient>> AgentClient::Connect(const std::string& a
   } catch (const rpc::CoordinatorError& e) {
     return FromCoordinatorError(e);
   } catch (const TException& e) {
-    return Unavailable("cannot reach the agent at " + address + ": " + e.what());
+    return ThriftConnectError("cannot reach the agent at " + address, e);
   }
   return client;
 }

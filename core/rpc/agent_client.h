@@ -18,10 +18,13 @@ namespace parallax {
 class AgentClient {
  public:
   ~AgentClient();
-  // Connects to the agent at HOST:PORT and says Hello.
+  // Connects to the agent at HOST:PORT and says Hello; with tls_ca_file
+  // (PEM), over TLS, trusting only an agent certificate it signed that names
+  // HOST (core/rpc/tls.h).
   static StatusOr<std::unique_ptr<AgentClient>> Connect(const std::string& address,
                                                         const std::string& auth_token,
-                                                        int timeout_ms = 10'000);
+                                                        int timeout_ms = 10'000,
+                                                        const std::string& tls_ca_file = "");
   StatusOr<rpc::LogChunk> ReadLog(const rpc::TaskKey& task, int64_t offset, int32_t max_bytes);
 
  private:

@@ -7,6 +7,7 @@
 #include <thrift/transport/TTransportException.h>
 
 #include "core/rpc/error_mapping.h"
+#include "core/rpc/tls.h"
 #include "schemas/coordinator_constants.h"
 
 namespace parallax {
@@ -57,7 +58,10 @@ StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
 
 Status CoordinatorClient::Open() {
   auto conn = std::make_unique<Connection>();
-  conn->socket = std::make_shared<TSocket>(host_, port_);
+  StatusOr<std::shared_ptr<TSocket>> socket =
+      NewThriftClientSocket(host_, port_, options_.tls_ca_file, "coordinator");
+  if (!socket.ok()) return socket.status();
+  conn->socket = std::move(socket).value();
   conn->socket->setConnTimeout(options_.connect_timeout_ms);
   conn->socket->setRecvTimeout(options_.rpc_timeout_ms);
   conn->socket->setSendTimeout(options_.rpc_timeout_ms);
@@ -67,7 +71,7 @@ Status CoordinatorClient::Open() {
   try {
     conn->transport->open();
   } catch (const TException& e) {
-    return Unavailable("cannot reach the coordinator at " + options_.address + ": " + e.what());
+    return ThriftConnectError("cannot reach the coordinator at " + options_.address, e);
   }
   conn_ = std::move(conn);
   return Status::Ok();

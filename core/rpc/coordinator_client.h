@@ -6,7 +6,8 @@
 //   UNAVAILABLE        the coordinator cannot be reached (connect refused,
 //                      connection lost, timed out); the message names the
 //                      address. The next call reconnects.
-//   PERMISSION_DENIED  protocol version mismatch or wrong token.
+//   PERMISSION_DENIED  protocol version mismatch, wrong token, or (TLS) a
+//                      coordinator certificate tls_ca_file does not trust.
 //   ABORTED            the coordinator could not do it now (database locked);
 //                      nothing changed, retrying may help.
 //   others             as the coordinator said (NOT_FOUND, INVALID_ARGUMENT,
@@ -34,6 +35,10 @@ struct CoordinatorClientOptions {
   int connect_timeout_ms = 3'000;
   // Socket timeout of a call; blocking calls add their own wait to it.
   int rpc_timeout_ms = 30'000;
+  // PEM CA certificate: speak TLS and trust only a coordinator whose
+  // certificate it signed and names the host of `address` (core/rpc/tls.h).
+  // Empty: plain TCP.
+  std::string tls_ca_file;
   // Protocol version sent; only tests change it.
   int32_t protocol_version = 0;  // 0: this build's PROTOCOL_VERSION
 };

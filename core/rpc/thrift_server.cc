@@ -8,10 +8,12 @@
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TServerSocket.h>
 
+#include <cstring>
 #include <future>
 #include <thread>
 
 #include "core/base/logging.h"
+#include "core/rpc/tls.h"
 
 namespace parallax {
 namespace {
@@ -90,7 +92,26 @@ class ThreadedServer : public ThriftServer {
 
 // Thrift reports dropped connections (garbage, oversized frames, clients
 // that vanish) through its GlobalOutput; route them to our log.
-void ThriftToLog(const char* message) { PX_LOG(WARNING) << "thrift: " << message; }
+// A failed TLS accept is most often a client without TLS: say so once, and
+// keep the closing noise that follows it (and Thrift's SSL_shutdown
+// complaint about a connection that never finished its handshake) at debug.
+void ThriftToLog(const char* message) {
+  if (std::strstr(message, "died: SSL_accept") != nullptr) {
+    PX_LOG(WARNING) << "thrift: " << message
+                    << " (a client that does not speak TLS, or does not trust this server's "
+                       "certificate, was refused; it needs --tls-ca or $PARALLAX_TLS_CA with the "
+                       "CA that signed --tls-cert)";
+  } else if (std::strstr(message, "close failed: SSL_accept") != nullptr ||
+             std::strstr(message, "shutdown while in init") != nullptr) {
+    PX_LOG(DEBUG) << "thrift: " << message;
+  } else if (std::strstr(message, "oversized frame") != nullptr) {
+    PX_LOG(WARNING) << "thrift: " << message
+                    << " (a request over the frame limit, or a TLS client of this plaintext "
+                       "server; the connection was closed)";
+  } else {
+    PX_LOG(WARNING) << "thrift: " << message;
+  }
+}
 
 }  // namespace
 
@@ -116,7 +137,9 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& address) 
 StatusOr<std::unique_ptr<ThriftServer>> StartThriftServer(
     const ThriftServerOptions& options, std::shared_ptr<apache::thrift::TProcessor> processor) {
   apache::thrift::GlobalOutput.setOutputFunction(ThriftToLog);
-  auto socket = std::make_shared<TServerSocket>(options.host, options.port);
+  PX_ASSIGN_OR_RETURN(std::shared_ptr<TServerSocket> socket,
+                      NewThriftServerSocket(options.host, options.port, options.tls_cert_file,
+                                            options.tls_key_file));
   if (options.idle_timeout_ms > 0) socket->setRecvTimeout(options.idle_timeout_ms);
   auto transports = std::make_shared<LimitedFramedTransportFactory>(options.max_frame_bytes);
   auto protocols = std::make_shared<TBinaryProtocolFactory>();
@@ -143,7 +166,8 @@ StatusOr<std::unique_ptr<ThriftServer>> StartThriftServer(
                          "; is another process using the port?");
     }
   }
-  PX_LOG(INFO) << options.what << " listening on " << options.host << ":" << server->port();
+  PX_LOG(INFO) << options.what << " listening on " << options.host << ":" << server->port()
+               << (options.tls_cert_file.empty() ? "" : " (TLS)");
   return std::unique_ptr<ThriftServer>(std::move(server));
 }
 

@@ -32,6 +32,10 @@ struct ThriftServerOptions {
   int idle_timeout_ms = 0;
   // What is served, for log and error messages ("coordinator").
   std::string what = "service";
+  // PEM certificate and private key: both set, the server speaks TLS only
+  // (core/rpc/tls.h); both empty, plain TCP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class ThriftServer {
@@ -45,7 +49,9 @@ class ThriftServer {
 };
 
 // Binds and starts serving `processor` in a background thread. UNAVAILABLE
-// names the address when it cannot listen.
+// names the address when it cannot listen; INVALID_ARGUMENT or
+// FAILED_PRECONDITION (naming the flag and file) when the TLS certificate or
+// key cannot be used.
 StatusOr<std::unique_ptr<ThriftServer>> StartThriftServer(
     const ThriftServerOptions& options, std::shared_ptr<apache::thrift::TProcessor> processor);
 

@@ -104,6 +104,17 @@ TEST(TaskEnvTest, InheritedParallaxVariablesAreDropped) {
   EXPECT_EQ(env["X"], "1");
 }
 
+TEST(TaskEnvTest, TlsCaOnlyWhenTheAgentHasOne) {
+  rpc::TaskAssignment a = Assignment(Key(1, 1, 0));
+  // An inherited one is dropped: tasks follow the agent's own --tls-ca.
+  EXPECT_EQ(AsMap(BuildTaskEnv(a, Context(), {"PARALLAX_TLS_CA=/stale.pem"}))
+                .count("PARALLAX_TLS_CA"),
+            0u);
+  TaskEnvContext c = Context();
+  c.tls_ca_file = "/etc/parallax/ca.pem";
+  EXPECT_EQ(AsMap(BuildTaskEnv(a, c, {}))["PARALLAX_TLS_CA"], "/etc/parallax/ca.pem");
+}
+
 TEST(TaskEnvTest, ResolvesCommands) {
   rpc::TaskAssignment a = Assignment(Key(1, 1, 0));
   EXPECT_EQ(ResolveCommand(a, "/opt/px/bin"),

@@ -86,6 +86,7 @@ struct SessionOptions {
   std::string coordinator;
   std::string bind_address = "127.0.0.1";  // Gloo binds and advertises this
   std::string token;                       // control-plane secret
+  std::string tls_ca_file;                 // PEM CA: TLS to the coordinator; "" plaintext
 
   // From the job file (defaults when there is none).
   std::string arch = "hybrid";  // hybrid | allreduce | allgather | ps
