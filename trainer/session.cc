@@ -318,7 +318,6 @@ class SessionImpl final : public Session {
   // Metrics since the last point sent.
   std::chrono::steady_clock::time_point metrics_since_;
   int64_t metrics_samples_ = 0;
-  trainer::CollectiveBytes collective_bytes_;  // written by comm_'s callers
   trainer::StepMetrics metrics_;
   std::chrono::steady_clock::time_point step_started_;
   // Checkpoints.
@@ -454,7 +453,7 @@ Status SessionImpl::Start() {
     if (!comm.ok())
       return comm.status().WithContext("rank " + std::to_string(options_.rank) +
                                        " joining the collectives");
-    comm_ = trainer::CountingCommunicator(std::move(comm).value(), &collective_bytes_);
+    comm_ = std::move(comm).value();
     comm::FusionOptions fo;
     fo.bucket_bytes = options_.fusion_bucket_bytes;
     fo.op = comm::ReduceOp::kMean;
@@ -868,7 +867,7 @@ Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
   p.step = step;
   p.loss = loss;
   p.throughput = seconds > 0 ? static_cast<double>(metrics_samples_) / seconds : 0.0;
-  p.__set_values(metrics_.Take(collective_bytes_, ps_.get()));
+  p.__set_values(metrics_.Take(comm_.get(), ps_.get()));
   metrics_since_ = now;
   metrics_samples_ = 0;
   Status st =
