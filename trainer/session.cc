@@ -34,6 +34,17 @@ using trainer::Registration;
 // pull whose wait timed out keeps its buffer alive until the client is gone.
 using PullBuffer = std::unique_ptr<std::vector<float>>;
 
+// The fusion bucket size for a step whose dense all-reduce gradients total
+// `dense_bytes`: at most `limit` (SessionOptions::fusion_bucket_bytes), and
+// at most a quarter of the step's dense gradients (but not under 64 KiB), so
+// a model whose dense gradients would fit one bucket still starts all-reducing
+// its last layers while backward computes the first ones, instead of sending
+// everything from Step() after compute (docs/PERFORMANCE.md, "Timeline").
+size_t FusionBucketBytes(size_t limit, size_t dense_bytes) {
+  constexpr size_t kMinBucket = 64u << 10;
+  return std::min(limit, std::max(kMinBucket, dense_bytes / 4));
+}
+
 // A pull started by Prefetch().
 struct Prefetched {
   int64_t clock = 0;
@@ -455,7 +466,12 @@ Status SessionImpl::Start() {
                                        " joining the collectives");
     comm_ = std::move(comm).value();
     comm::FusionOptions fo;
-    fo.bucket_bytes = options_.fusion_bucket_bytes;
+    size_t dense_bytes = 0;
+    for (const Var& v : vars_) {
+      if (v.plan.path == VariablePath::kAllReduce && !v.plan.sparse)
+        dense_bytes += v.plan.size * sizeof(float);
+    }
+    fo.bucket_bytes = FusionBucketBytes(options_.fusion_bucket_bytes, dense_bytes);
     fo.op = comm::ReduceOp::kMean;
     fo.bucket_timeout = options_.step_timeout;
     fo.observer = timeline_.FusionObserver();
@@ -772,7 +788,10 @@ Status SessionImpl::Step() {
   for (Var& v : vars_) {
     if (v.plan.path != VariablePath::kAllGather || !v.plan.sparse) continue;
     trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
+    const auto started = std::chrono::steady_clock::now();
     Status st = ExchangeAllGather(v);
+    timeline_.Record(trainer::Lane::kAllGather, started, std::chrono::steady_clock::now(),
+                     static_cast<int32_t>(v.plan.id));
     if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of \"" + v.plan.name + "\""));
   }
   // 4. Worker-held optimizers.
