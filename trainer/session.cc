@@ -35,6 +35,17 @@ using trainer::Registration;
 // pull whose wait timed out keeps its buffer alive until the client is gone.
 using PullBuffer = std::unique_ptr<std::vector<float>>;
 
+// The fusion bucket size for a step whose dense all-reduce gradients total
+// `dense_bytes`: at most `limit` (SessionOptions::fusion_bucket_bytes), and
+// at most a quarter of the step's dense gradients (but not under 64 KiB), so
+// a model whose dense gradients would fit one bucket still starts all-reducing
+// its last layers while backward computes the first ones, instead of sending
+// everything from Step() after compute (docs/PERFORMANCE.md, "Timeline").
+size_t FusionBucketBytes(size_t limit, size_t dense_bytes) {
+  constexpr size_t kMinBucket = 64u << 10;
+  return std::min(limit, std::max(kMinBucket, dense_bytes / 4));
+}
+
 // A pull started by Prefetch().
 struct Prefetched {
   int64_t clock = 0;
@@ -324,7 +335,6 @@ class SessionImpl final : public Session {
   // Metrics since the last point sent.
   std::chrono::steady_clock::time_point metrics_since_;
   int64_t metrics_samples_ = 0;
-  trainer::CollectiveBytes collective_bytes_;  // written by comm_'s callers
   trainer::StepMetrics metrics_;
   std::chrono::steady_clock::time_point step_started_;
   // Checkpoints.
@@ -460,9 +470,14 @@ Status SessionImpl::Start() {
     if (!comm.ok())
       return comm.status().WithContext("rank " + std::to_string(options_.rank) +
                                        " joining the collectives");
-    comm_ = trainer::CountingCommunicator(std::move(comm).value(), &collective_bytes_);
+    comm_ = std::move(comm).value();
     comm::FusionOptions fo;
-    fo.bucket_bytes = options_.fusion_bucket_bytes;
+    size_t dense_bytes = 0;
+    for (const Var& v : vars_) {
+      if (v.plan.path == VariablePath::kAllReduce && !v.plan.sparse)
+        dense_bytes += v.plan.size * sizeof(float);
+    }
+    fo.bucket_bytes = FusionBucketBytes(options_.fusion_bucket_bytes, dense_bytes);
     fo.op = comm::ReduceOp::kMean;
     fo.bucket_timeout = options_.step_timeout;
     fo.observer = timeline_.FusionObserver();
@@ -488,7 +503,7 @@ Status SessionImpl::Start() {
       return comm.status().WithContext("rank " + std::to_string(options_.rank) +
                                        " joining its host's ranks for local aggregation");
     }
-    host_comm_ = trainer::CountingCommunicator(std::move(comm).value(), &collective_bytes_);
+    host_comm_ = std::move(comm).value();
   }
   if (plan_.has_ps()) {
     auto endpoints = ps::ResolveShardEndpoints(coord_.get(), options_.job_id, options_.attempt,
@@ -814,7 +829,9 @@ Status SessionImpl::Step() {
         return v.plan.path == VariablePath::kAllGather && v.plan.sparse;
       })) {
     trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
+    const auto started = std::chrono::steady_clock::now();
     Status st = ExchangeAllGather();
+    timeline_.Record(trainer::Lane::kAllGather, started, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of sparse rows"));
   }
   // 4. Worker-held optimizers.
@@ -909,7 +926,7 @@ Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
   p.step = step;
   p.loss = loss;
   p.throughput = seconds > 0 ? static_cast<double>(metrics_samples_) / seconds : 0.0;
-  p.__set_values(metrics_.Take(collective_bytes_, ps_.get()));
+  p.__set_values(metrics_.Take(comm_.get(), ps_.get(), host_comm_.get()));
   metrics_since_ = now;
   metrics_samples_ = 0;
   Status st =

@@ -1,6 +1,8 @@
 // Metrics by path, counted at the transport (issue 6, item 4):
-//  - all-reduce / all-gather: the bytes of the buffers handed to the Gloo or
-//    NCCL collective (CountingCommunicator wraps the Communicator);
+//  - all-reduce / all-gather: the bytes the Communicator's collectives put on
+//    and took off the wire on this rank (Communicator::wire_bytes(): Gloo's
+//    algorithms replayed message by message, framing included, so they agree
+//    with `ss -tin`; core/comm/wire_bytes.h);
 //  - PS push / PS pull: the ZeroMQ frame bytes the PS client's I/O thread
 //    sent and received (ps::PsClient::transport_bytes()).
 // plus a step-time breakdown (compute, dense comm wait, sparse comm wait).
@@ -10,7 +12,6 @@
 #ifndef PARALLAX_TRAINER_STEP_METRICS_H_
 #define PARALLAX_TRAINER_STEP_METRICS_H_
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -22,19 +23,6 @@
 #include "trainer/timeline.h"
 
 namespace parallax::trainer {
-
-// Bytes handed to collectives, by path. Updated from any thread.
-struct CollectiveBytes {
-  std::atomic<int64_t> allreduce_sent{0}, allreduce_received{0};
-  std::atomic<int64_t> allgather_sent{0}, allgather_received{0};
-  std::atomic<int64_t> other{0};  // broadcasts and barriers' payloads
-};
-
-// A Communicator that counts the buffers handed to `inner`: an all-reduce of
-// n bytes counts n sent and n received; an all-gather counts this rank's
-// input as sent and the whole output as received. `bytes` must outlive it.
-std::unique_ptr<comm::Communicator> CountingCommunicator(std::unique_ptr<comm::Communicator> inner,
-                                                         CollectiveBytes* bytes);
 
 // Per-step averages since the last Take(). Training thread only.
 class StepMetrics {
@@ -52,8 +40,11 @@ class StepMetrics {
   // "allreduce_recv_bytes", "allgather_sent_bytes", "allgather_recv_bytes",
   // "ps_push_sent_bytes", "ps_push_recv_bytes", "ps_pull_sent_bytes",
   // "ps_pull_recv_bytes", "compute_ms", "dense_wait_ms", "sparse_wait_ms",
-  // "steps"), then starts a new interval. `ps` may be null.
-  std::map<std::string, double> Take(const CollectiveBytes& coll, const ps::PsClient* ps);
+  // "steps"), then starts a new interval. `comm` and `ps` may be null.
+  // `host`: the communicator of local aggregation, whose exchanges count as
+  // all-gather bytes.
+  std::map<std::string, double> Take(const comm::Communicator* comm, const ps::PsClient* ps,
+                                     const comm::Communicator* host = nullptr);
 
  private:
   struct Snapshot {

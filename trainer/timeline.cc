@@ -23,8 +23,8 @@ double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 // Tracks named after a communication lane (or one of its extra tracks).
 bool IsCommLane(const std::string& name) {
-  return name.rfind("allreduce", 0) == 0 || name.rfind("ps push", 0) == 0 ||
-         name.rfind("ps pull", 0) == 0;
+  return name.rfind("allreduce", 0) == 0 || name.rfind("allgather", 0) == 0 ||
+         name.rfind("ps push", 0) == 0 || name.rfind("ps pull", 0) == 0;
 }
 
 }  // namespace
@@ -43,6 +43,8 @@ const char* LaneName(Lane lane) {
       return "ps pull";
     case Lane::kCheckpoint:
       return "checkpoint";
+    case Lane::kAllGather:
+      return "allgather";
   }
   return "?";
 }
@@ -174,11 +176,15 @@ Status Timeline::Write() const {
     if (e.lane == Lane::kAllReduce && e.id >= 0) {
       name = "bucket " + std::to_string(e.id);
       args["bucket"] = e.id;
-    } else if ((e.lane == Lane::kPsPush || e.lane == Lane::kPsPull) && e.id >= 0) {
+    } else if ((e.lane == Lane::kPsPush || e.lane == Lane::kPsPull || e.lane == Lane::kAllGather) &&
+               e.id >= 0) {
       const std::string var = static_cast<size_t>(e.id) < names.size()
                                   ? names[static_cast<size_t>(e.id)]
                                   : "var " + std::to_string(e.id);
-      name = std::string(e.lane == Lane::kPsPush ? "push " : "pull ") + var;
+      name = std::string(e.lane == Lane::kPsPush   ? "push "
+                         : e.lane == Lane::kPsPull ? "pull "
+                                                   : "allgather ") +
+             var;
       args["var"] = var;
     }
     trace.push_back({{"name", std::move(name)},

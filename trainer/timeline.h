@@ -55,9 +55,18 @@ struct CompletedRequest;
 
 namespace parallax::trainer {
 
-enum class Lane : uint8_t { kCompute = 1, kWait, kAllReduce, kPsPush, kPsPull, kCheckpoint };
-inline constexpr int kNumLanes = 6;
-// "compute", "wait", "allreduce", "ps push", "ps pull", "checkpoint".
+enum class Lane : uint8_t {
+  kCompute = 1,
+  kWait,
+  kAllReduce,
+  kPsPush,
+  kPsPull,
+  kCheckpoint,
+  kAllGather
+};
+inline constexpr int kNumLanes = 7;
+// "compute", "wait", "allreduce", "ps push", "ps pull", "checkpoint",
+// "allgather".
 const char* LaneName(Lane lane);
 
 struct TimelineOptions {
@@ -82,7 +91,7 @@ class Timeline {
   bool enabled() const { return enabled_; }
 
   // Adds a complete event. `id` is the bucket (allreduce) or the variable
-  // (ps lanes), -1 for none. Any thread.
+  // (ps and allgather lanes), -1 for none. Any thread.
   void Record(Lane lane, Clock::time_point start, Clock::time_point end, int32_t id = -1) {
     if (enabled_) Add(lane, start, end, id);
   }
@@ -184,7 +193,7 @@ struct TraceIntervals {
     double start, end;
   };
   std::vector<Interval> compute;
-  std::vector<Interval> comm;  // allreduce buckets, ps push, ps pull
+  std::vector<Interval> comm;  // allreduce buckets, allgather, ps push, ps pull
 };
 
 // Of every communication interval, the part that lies inside some compute

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/base/status.h"
+#include "core/comm/wire_bytes.h"
 
 namespace parallax::comm {
 
@@ -51,6 +52,16 @@ std::string_view ReduceOpName(ReduceOp op);
 std::string_view BackendName(Backend backend);
 
 class RendezvousStore;
+
+// Bytes a communicator moved since it was created, by kind of collective, as
+// its transport sees them (see wire_bytes.h): what `ss -tin` counts for its
+// sockets, not the sizes of the buffers handed to it. The call-header
+// exchange of verify_arguments counts with the collective it precedes.
+struct WireCounters {
+  WireBytes allreduce;
+  WireBytes allgather;  // AllGather and AllGatherv
+  WireBytes other;      // Broadcast and Barrier
+};
 
 struct CommunicatorOptions {
   Backend backend = Backend::kGloo;
@@ -112,6 +123,13 @@ class Communicator {
                             void* out, Deadline deadline) = 0;
   // Returns once every rank has entered the barrier.
   virtual Status Barrier(Deadline deadline) = 0;
+
+  // Totals of every collective that finished, counted on this rank. Gloo:
+  // exact (payload and Gloo's framing, replayed per algorithm). NCCL: the ring
+  // model's payload (2(N-1)/N of an all-reduce's buffer, (N-1)/N of an
+  // all-gather's output, the buffer once per non-root for a broadcast); NCCL
+  // does not report its own. Any thread; the default counts nothing.
+  virtual WireCounters wire_bytes() const { return {}; }
 
   // Typed conveniences for host float32 buffers.
   Status AllReduce(std::vector<float>& data, ReduceOp op, Deadline deadline) {

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <map>
@@ -27,6 +28,7 @@
 #include "core/comm/backends.h"
 #include "core/comm/half.h"
 #include "core/comm/rendezvous_store.h"
+#include "core/comm/wire_bytes.h"
 
 namespace parallax::comm::internal {
 namespace {
@@ -126,6 +128,9 @@ static_assert(sizeof(CallHeader) == 24);
 
 enum class Op : int32_t { kAllReduce = 1, kBroadcast, kAllGather, kAllGatherv, kBarrier };
 
+// Which WireCounters field an operation counts in.
+enum class Kind { kAllReduce, kAllGather, kOther };
+
 const char* OpName(Op op) {
   switch (op) {
     case Op::kAllReduce:
@@ -160,6 +165,9 @@ class GlooCommunicator : public Communicator {
     return type == DataType::kFloat32 || type == DataType::kFloat16 ||
            type == DataType::kBFloat16 || type == DataType::kInt32;
   }
+  WireCounters wire_bytes() const override {
+    return {counters_[0].Load(), counters_[1].Load(), counters_[2].Load()};
+  }
 
   Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
                    Deadline deadline) override {
@@ -167,8 +175,10 @@ class GlooCommunicator : public Communicator {
                        std::string(DataTypeName(type)) + " (" + std::string(ReduceOpName(op)) + ")";
     if (type == DataType::kUInt8)
       return InvalidArgument(Prefix() + what + ": uint8 cannot be reduced");
+    const WireBytes wire = GlooAllReduceWire(options_.world_size, options_.rank,
+                                             count * DataTypeSize(type), DataTypeSize(type));
     return Run(
-        Op::kAllReduce, type, count, 0, what, data, deadline,
+        Op::kAllReduce, Kind::kAllReduce, wire, type, count, 0, what, data, deadline,
         [&](milliseconds timeout) {
           if (count == 0 || options_.world_size == 1) return;
           gloo::AllreduceOptions opts(context_);
@@ -207,15 +217,19 @@ class GlooCommunicator : public Communicator {
     if (root < 0 || root >= options_.world_size) {
       return InvalidArgument(Prefix() + what + ": root is not a rank");
     }
-    return Run(Op::kBroadcast, type, count, root, what, data, deadline, [&](milliseconds timeout) {
-      if (count == 0 || options_.world_size == 1) return;
-      gloo::BroadcastOptions opts(context_);
-      opts.setTag(next_tag_++);
-      opts.setTimeout(timeout);
-      opts.setRoot(root);
-      opts.setOutput(static_cast<uint8_t*>(data), count * DataTypeSize(type));
-      gloo::broadcast(opts);
-    });
+    const WireBytes wire = count == 0 ? WireBytes{}
+                                      : GlooBroadcastWire(options_.world_size, options_.rank, root,
+                                                          count * DataTypeSize(type));
+    return Run(Op::kBroadcast, Kind::kOther, wire, type, count, root, what, data, deadline,
+               [&](milliseconds timeout) {
+                 if (count == 0 || options_.world_size == 1) return;
+                 gloo::BroadcastOptions opts(context_);
+                 opts.setTag(next_tag_++);
+                 opts.setTimeout(timeout);
+                 opts.setRoot(root);
+                 opts.setOutput(static_cast<uint8_t*>(data), count * DataTypeSize(type));
+                 gloo::broadcast(opts);
+               });
   }
 
   Status AllGather(const void* in, size_t count, DataType type, void* out,
@@ -223,19 +237,22 @@ class GlooCommunicator : public Communicator {
     std::string what =
         "AllGather of " + std::to_string(count) + " " + std::string(DataTypeName(type));
     size_t bytes = count * DataTypeSize(type);
-    return Run(Op::kAllGather, type, count, 0, what, out, deadline, [&](milliseconds timeout) {
-      if (count == 0) return;
-      if (options_.world_size == 1) {
-        std::memmove(out, in, bytes);
-        return;
-      }
-      gloo::AllgatherOptions opts(context_);
-      opts.setTag(next_tag_++);
-      opts.setTimeout(timeout);
-      opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
-      opts.setOutput(static_cast<uint8_t*>(out), bytes * options_.world_size);
-      gloo::allgather(opts);
-    });
+    const WireBytes wire =
+        count == 0 ? WireBytes{} : GlooAllGatherWire(options_.world_size, options_.rank, bytes);
+    return Run(Op::kAllGather, Kind::kAllGather, wire, type, count, 0, what, out, deadline,
+               [&](milliseconds timeout) {
+                 if (count == 0) return;
+                 if (options_.world_size == 1) {
+                   std::memmove(out, in, bytes);
+                   return;
+                 }
+                 gloo::AllgatherOptions opts(context_);
+                 opts.setTag(next_tag_++);
+                 opts.setTimeout(timeout);
+                 opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
+                 opts.setOutput(static_cast<uint8_t*>(out), bytes * options_.world_size);
+                 gloo::allgather(opts);
+               });
   }
 
   Status AllGatherv(const void* in, const std::vector<size_t>& counts, DataType type, void* out,
@@ -254,8 +271,13 @@ class GlooCommunicator : public Communicator {
     // different count vectors are caught.
     uint64_t digest = 1469598103934665603ull;  // FNV-1a over the counts
     for (size_t c : counts) digest = (digest ^ c) * 1099511628211ull;
-    return Run(Op::kAllGatherv, type, total, static_cast<int64_t>(digest >> 1), what, out, deadline,
-               [&](milliseconds timeout) {
+    std::vector<size_t> byte_counts;
+    for (size_t c : counts) byte_counts.push_back(c * DataTypeSize(type));
+    const WireBytes wire =
+        total == 0 ? WireBytes{}
+                   : GlooAllGathervWire(options_.world_size, options_.rank, byte_counts);
+    return Run(Op::kAllGatherv, Kind::kAllGather, wire, type, total,
+               static_cast<int64_t>(digest >> 1), what, out, deadline, [&](milliseconds timeout) {
                  if (total == 0) return;
                  size_t esize = DataTypeSize(type);
                  if (options_.world_size == 1) {
@@ -274,8 +296,8 @@ class GlooCommunicator : public Communicator {
   }
 
   Status Barrier(Deadline deadline) override {
-    return Run(Op::kBarrier, DataType::kUInt8, 0, 0, "Barrier", nullptr, deadline,
-               [&](milliseconds timeout) {
+    return Run(Op::kBarrier, Kind::kOther, GlooBarrierWire(options_.world_size, options_.rank),
+               DataType::kUInt8, 0, 0, "Barrier", nullptr, deadline, [&](milliseconds timeout) {
                  if (options_.world_size == 1) return;
                  gloo::BarrierOptions opts(context_);
                  opts.setTag(next_tag_++);
@@ -287,10 +309,13 @@ class GlooCommunicator : public Communicator {
  private:
   std::string Prefix() const { return RankName(options_) + ": "; }
 
+  // Runs `body` (the Gloo call) after the argument check; `wire` is what
+  // the body moves on this rank, counted under `kind` once it succeeded.
   template <typename Body, typename After = void (*)()>
   Status Run(
-      Op op, DataType type, size_t count, int64_t root, const std::string& what, const void* data,
-      Deadline deadline, Body body, After after = [] {}) {
+      Op op, Kind kind, WireBytes wire, DataType type, size_t count, int64_t root,
+      const std::string& what, const void* data, Deadline deadline, Body body,
+      After after = [] {}) {
     if (data == nullptr && count > 0) return InvalidArgument(Prefix() + what + ": null buffer");
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) {
@@ -302,12 +327,15 @@ class GlooCommunicator : public Communicator {
         milliseconds left = Left(deadline);
         if (left.count() <= 0)
           return Fail(DeadlineExceeded(Prefix() + what + ": deadline already passed"));
-        PX_RETURN_IF_ERROR(Verify(op, type, count, root, what, left));
+        Status verified = Verify(op, type, count, root, what, left);
+        Count(kind, GlooAllGatherWire(options_.world_size, options_.rank, sizeof(CallHeader)));
+        PX_RETURN_IF_ERROR(verified);
       }
       milliseconds left = Left(deadline);
       if (left.count() <= 0)
         return Fail(DeadlineExceeded(Prefix() + what + ": deadline already passed"));
       body(left);
+      Count(kind, wire);
       after();
       return Status::Ok();
     } catch (const gloo::IoException& e) {
@@ -323,6 +351,12 @@ class GlooCommunicator : public Communicator {
     } catch (const std::exception& e) {
       return Fail(Internal(Prefix() + what + " failed in Gloo: " + e.what()));
     }
+  }
+
+  void Count(Kind kind, const WireBytes& w) {
+    Counter& c = counters_[static_cast<int>(kind)];
+    c.sent.fetch_add(w.sent, std::memory_order_relaxed);
+    c.received.fetch_add(w.received, std::memory_order_relaxed);
   }
 
   Status Fail(Status s) {
@@ -395,8 +429,19 @@ class GlooCommunicator : public Communicator {
     }
   }
 
+  struct Counter {
+    std::atomic<int64_t> sent{0};
+    std::atomic<int64_t> received{0};
+    WireBytes Load() const {
+      return {sent.load(std::memory_order_relaxed), received.load(std::memory_order_relaxed)};
+    }
+  };
+
   // Constant after construction.
   const CommunicatorOptions options_;
+
+  // Written under mu_, read from any thread; indexed by Kind.
+  Counter counters_[3];
 
   std::mutex mu_;                                       // serializes collectives
   std::shared_ptr<gloo::rendezvous::Context> context_;  // guarded by mu_

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -83,15 +84,21 @@ class NcclCommunicator : public Communicator {
   int world_size() const override { return options_.world_size; }
   Backend backend() const override { return Backend::kNccl; }
   bool Supports(DataType) const override { return true; }
+  WireCounters wire_bytes() const override {
+    return {counters_[0].Load(), counters_[1].Load(), counters_[2].Load()};
+  }
 
   Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
                    Deadline deadline) override {
     std::string what =
         "AllReduce of " + std::to_string(count) + " " + std::string(DataTypeName(type));
-    return Run(what, count, data, deadline, [&] {
-      return ncclAllReduce(data, data, count, NcclType(type),
-                           op == ReduceOp::kMean ? ncclAvg : ncclSum, comm_, stream_);
-    });
+    const int64_t n = options_.world_size;
+    const int64_t ring = 2 * (n - 1) * static_cast<int64_t>(count * DataTypeSize(type)) / n;
+    return Counted(0, {ring, ring}, Run(what, count, data, deadline, [&] {
+                     return ncclAllReduce(data, data, count, NcclType(type),
+                                          op == ReduceOp::kMean ? ncclAvg : ncclSum, comm_,
+                                          stream_);
+                   }));
   }
 
   Status Broadcast(void* data, size_t count, DataType type, int root, Deadline deadline) override {
@@ -100,17 +107,25 @@ class NcclCommunicator : public Communicator {
     if (root < 0 || root >= options_.world_size) {
       return InvalidArgument(Prefix() + what + ": root is not a rank");
     }
-    return Run(what, count, data, deadline, [&] {
-      return ncclBroadcast(data, data, count, NcclType(type), root, comm_, stream_);
-    });
+    // Ring: every rank but the root receives the buffer, every rank but the
+    // root's left neighbour forwards it.
+    const int n = options_.world_size;
+    const auto bytes = static_cast<int64_t>(count * DataTypeSize(type));
+    const int position = (options_.rank - root + n) % n;
+    const WireBytes wire{position == n - 1 ? 0 : bytes, position == 0 ? 0 : bytes};
+    return Counted(2, n == 1 ? WireBytes{} : wire, Run(what, count, data, deadline, [&] {
+                     return ncclBroadcast(data, data, count, NcclType(type), root, comm_, stream_);
+                   }));
   }
 
   Status AllGather(const void* in, size_t count, DataType type, void* out,
                    Deadline deadline) override {
     std::string what =
         "AllGather of " + std::to_string(count) + " " + std::string(DataTypeName(type));
-    return Run(what, count, out, deadline,
-               [&] { return ncclAllGather(in, out, count, NcclType(type), comm_, stream_); });
+    const auto ring = static_cast<int64_t>((options_.world_size - 1) * count * DataTypeSize(type));
+    return Counted(1, {ring, ring}, Run(what, count, out, deadline, [&] {
+                     return ncclAllGather(in, out, count, NcclType(type), comm_, stream_);
+                   }));
   }
 
   // NCCL has no all-gather-v; one broadcast per rank into its slice, grouped
@@ -125,20 +140,28 @@ class NcclCommunicator : public Communicator {
     for (size_t c : counts) total += c;
     std::string what =
         "AllGatherv of " + std::to_string(total) + " " + std::string(DataTypeName(type));
-    return Run(what, total, out, deadline, [&] {
-      ncclResult_t r = ncclGroupStart();
-      if (r != ncclSuccess) return r;
-      size_t offset = 0;
-      for (int peer = 0; peer < options_.world_size; ++peer) {
-        char* slice = static_cast<char*>(out) + offset * DataTypeSize(type);
-        const void* src = peer == options_.rank ? in : slice;
-        r = ncclBroadcast(src, slice, counts[peer], NcclType(type), peer, comm_, stream_);
-        if (r != ncclSuccess && r != ncclInProgress) break;
-        offset += counts[peer];
-      }
-      ncclResult_t end = ncclGroupEnd();
-      return r != ncclSuccess && r != ncclInProgress ? r : end;
-    });
+    // Ring model: sends every slice but the next rank's, receives every
+    // slice but its own.
+    const int n = options_.world_size;
+    const auto esize = static_cast<int64_t>(DataTypeSize(type));
+    const WireBytes wire{
+        n == 1 ? 0 : static_cast<int64_t>(total - counts[(options_.rank + 1) % n]) * esize,
+        n == 1 ? 0 : static_cast<int64_t>(total - counts[options_.rank]) * esize};
+    return Counted(1, wire, Run(what, total, out, deadline, [&] {
+                     ncclResult_t r = ncclGroupStart();
+                     if (r != ncclSuccess) return r;
+                     size_t offset = 0;
+                     for (int peer = 0; peer < options_.world_size; ++peer) {
+                       char* slice = static_cast<char*>(out) + offset * DataTypeSize(type);
+                       const void* src = peer == options_.rank ? in : slice;
+                       r = ncclBroadcast(src, slice, counts[peer], NcclType(type), peer, comm_,
+                                         stream_);
+                       if (r != ncclSuccess && r != ncclInProgress) break;
+                       offset += counts[peer];
+                     }
+                     ncclResult_t end = ncclGroupEnd();
+                     return r != ncclSuccess && r != ncclInProgress ? r : end;
+                   }));
   }
 
   Status Barrier(Deadline deadline) override {
@@ -206,6 +229,16 @@ class NcclCommunicator : public Communicator {
     }
   }
 
+  // Adds `wire` to counter `kind` (0 all-reduce, 1 all-gather, 2 other)
+  // when `s` is OK; returns `s`.
+  Status Counted(int kind, WireBytes wire, Status s) {
+    if (s.ok()) {
+      counters_[kind].sent.fetch_add(wire.sent, std::memory_order_relaxed);
+      counters_[kind].received.fetch_add(wire.received, std::memory_order_relaxed);
+    }
+    return s;
+  }
+
   Status Fail(Status s) {
     broken_ = s;
     if (comm_ != nullptr) ncclCommAbort(comm_);  // unblocks kernels waiting on a dead peer
@@ -213,7 +246,16 @@ class NcclCommunicator : public Communicator {
     return s;
   }
 
+  struct Counter {
+    std::atomic<int64_t> sent{0};
+    std::atomic<int64_t> received{0};
+    WireBytes Load() const {
+      return {sent.load(std::memory_order_relaxed), received.load(std::memory_order_relaxed)};
+    }
+  };
+
   const CommunicatorOptions options_;
+  Counter counters_[3];  // any thread; see wire_bytes()
   std::mutex mu_;
   ncclComm_t comm_;      // guarded by mu_; null once aborted
   cudaStream_t stream_;  // guarded by mu_

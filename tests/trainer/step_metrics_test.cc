@@ -1,4 +1,4 @@
-// Bytes per path counted at the collective seam, and per-step averages.
+// Bytes per path from the communicator's wire counters, and per-step averages.
 #include "trainer/step_metrics.h"
 
 #include <gtest/gtest.h>
@@ -8,16 +8,15 @@
 namespace parallax::trainer {
 namespace {
 
-// A one-rank-of-`world` communicator that moves nothing.
-class NullCommunicator final : public comm::Communicator {
+// A communicator whose wire counters the test sets.
+class FakeCommunicator final : public comm::Communicator {
  public:
-  explicit NullCommunicator(int world) : world_(world) {}
-  int rank() const override { return 1; }
-  int world_size() const override { return world_; }
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
   comm::Backend backend() const override { return comm::Backend::kGloo; }
   bool Supports(comm::DataType) const override { return true; }
   Status AllReduce(void*, size_t, comm::DataType, comm::ReduceOp, comm::Deadline) override {
-    return fail_ ? Unavailable("peer gone") : Status::Ok();
+    return Status::Ok();
   }
   Status Broadcast(void*, size_t, comm::DataType, int, comm::Deadline) override {
     return Status::Ok();
@@ -30,62 +29,54 @@ class NullCommunicator final : public comm::Communicator {
     return Status::Ok();
   }
   Status Barrier(comm::Deadline) override { return Status::Ok(); }
-  bool fail_ = false;
-
- private:
-  int world_;
+  comm::WireCounters wire_bytes() const override { return counters; }
+  comm::WireCounters counters;
 };
 
-TEST(StepMetricsTest, CountsTheBuffersHandedToEachCollective) {
-  CollectiveBytes bytes;
-  auto inner = std::make_unique<NullCommunicator>(3);
-  NullCommunicator* raw = inner.get();
-  auto comm = CountingCommunicator(std::move(inner), &bytes);
-  const auto deadline = comm::DeadlineAfter(std::chrono::seconds(1));
-  std::vector<float> data(10);
-  ASSERT_TRUE(comm->AllReduce(data, comm::ReduceOp::kMean, deadline).ok());
-  EXPECT_EQ(bytes.allreduce_sent, 40);
-  EXPECT_EQ(bytes.allreduce_received, 40);
-  // All-gather: this rank's part sent, everyone's received.
-  std::vector<int32_t> in(2), out(6);
-  ASSERT_TRUE(comm->AllGather(in.data(), 2, comm::DataType::kInt32, out.data(), deadline).ok());
-  EXPECT_EQ(bytes.allgather_sent, 8);
-  EXPECT_EQ(bytes.allgather_received, 24);
-  std::vector<float> vout(9);
-  ASSERT_TRUE(
-      comm->AllGatherv(data.data(), {1, 5, 3}, comm::DataType::kFloat32, vout.data(), deadline)
-          .ok());
-  EXPECT_EQ(bytes.allgather_sent, 8 + 20);  // rank 1 sends its 5 floats
-  EXPECT_EQ(bytes.allgather_received, 24 + 36);
-  ASSERT_TRUE(comm->Broadcast(data, 0, deadline).ok());
-  EXPECT_EQ(bytes.allreduce_sent, 40);  // broadcasts are not all-reduce
-  // A failed all-reduce received nothing.
-  raw->fail_ = true;
-  EXPECT_FALSE(comm->AllReduce(data, comm::ReduceOp::kMean, deadline).ok());
-  EXPECT_EQ(bytes.allreduce_sent, 80);
-  EXPECT_EQ(bytes.allreduce_received, 40);
+TEST(StepMetricsTest, BytesByPathAreTheCommunicatorsWireCounters) {
+  FakeCommunicator comm;
+  StepMetrics m;
+  const auto t0 = StepMetrics::Clock::now();
+  comm.counters.allreduce = {1000, 900};
+  comm.counters.allgather = {70, 50};
+  comm.counters.other = {5000, 5000};  // broadcasts and barriers are no path
+  m.EndStep(t0, t0);
+  m.EndStep(t0, t0);
+  auto v = m.Take(&comm, nullptr);
+  EXPECT_EQ(v["allreduce_sent_bytes"], 500);
+  EXPECT_EQ(v["allreduce_recv_bytes"], 450);
+  EXPECT_EQ(v["allgather_sent_bytes"], 35);
+  EXPECT_EQ(v["allgather_recv_bytes"], 25);
+  comm.counters.allreduce = {1400, 1300};
+  m.EndStep(t0, t0);
+  v = m.Take(&comm, nullptr);
+  EXPECT_EQ(v["allreduce_sent_bytes"], 400);  // since the last Take()
+  EXPECT_EQ(v["allgather_sent_bytes"], 0);
+  StepMetrics alone;  // no communicator: one process
+  alone.EndStep(t0, t0);
+  EXPECT_EQ(alone.Take(nullptr, nullptr)["allreduce_sent_bytes"], 0);
 }
 
 TEST(StepMetricsTest, TakeAveragesPerStepAndStartsANewInterval) {
-  CollectiveBytes bytes;
+  FakeCommunicator comm;
   StepMetrics m;
   const auto t0 = StepMetrics::Clock::now();
-  bytes.allreduce_sent += 100;
+  comm.counters.allreduce.sent += 100;
   m.AddDenseWait(std::chrono::milliseconds(4));
   m.AddSparseWait(std::chrono::milliseconds(2));
   m.EndStep(t0, t0 + std::chrono::milliseconds(10));
-  bytes.allreduce_sent += 300;
+  comm.counters.allreduce.sent += 300;
   m.EndStep(t0 + std::chrono::milliseconds(10), t0 + std::chrono::milliseconds(20));
-  auto v = m.Take(bytes, nullptr);
+  auto v = m.Take(&comm, nullptr);
   EXPECT_EQ(v["steps"], 2);
   EXPECT_EQ(v["allreduce_sent_bytes"], 200);
   EXPECT_DOUBLE_EQ(v["dense_wait_ms"], 2);
   EXPECT_DOUBLE_EQ(v["sparse_wait_ms"], 1);
   EXPECT_DOUBLE_EQ(v["compute_ms"], (4 + 10) / 2.0);
   EXPECT_EQ(v["ps_push_sent_bytes"], 0);
-  bytes.allreduce_sent += 50;
+  comm.counters.allreduce.sent += 50;
   m.EndStep(t0, t0);
-  v = m.Take(bytes, nullptr);
+  v = m.Take(&comm, nullptr);
   EXPECT_EQ(v["steps"], 1);
   EXPECT_EQ(v["allreduce_sent_bytes"], 50);
 }

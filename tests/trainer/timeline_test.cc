@@ -87,6 +87,7 @@ TEST_F(TimelineTest, WritesEveryLaneWithWellFormedEvents) {
   t.Record(Lane::kPsPull, At(50), At(250), 0);
   t.Record(Lane::kPsPull, At(20), At(200), 0);
   t.Record(Lane::kPsPush, At(310), At(350), 0);
+  t.Record(Lane::kAllGather, At(360), At(380), 1);
   t.BucketStarted(0);
   t.BucketFinished(0);
   t.Record(Lane::kCheckpoint, At(400), At(420));
@@ -98,8 +99,8 @@ TEST_F(TimelineTest, WritesEveryLaneWithWellFormedEvents) {
   const std::map<int, std::string> lanes = Lanes(doc);
   std::set<std::string> names;
   for (const auto& [tid, name] : lanes) names.insert(name);
-  for (const char* lane :
-       {"compute", "wait", "allreduce", "ps push", "ps pull", "ps pull 2", "checkpoint"}) {
+  for (const char* lane : {"compute", "wait", "allreduce", "ps push", "ps pull", "ps pull 2",
+                           "checkpoint", "allgather"}) {
     EXPECT_TRUE(names.count(lane)) << lane;
   }
   std::map<std::string, int> count = CheckEvents(doc);
@@ -110,6 +111,7 @@ TEST_F(TimelineTest, WritesEveryLaneWithWellFormedEvents) {
   EXPECT_EQ(count["ps push"], 1);
   EXPECT_EQ(count["allreduce"], 1);
   EXPECT_EQ(count["checkpoint"], 1);
+  EXPECT_EQ(count["allgather"], 1);
   bool second_compute = false;
   for (const Json& e : doc["traceEvents"]) {
     EXPECT_EQ(e["pid"], 3);
@@ -119,6 +121,9 @@ TEST_F(TimelineTest, WritesEveryLaneWithWellFormedEvents) {
     }
     if (e["ph"] == "X" && e["cat"] == "ps push") {
       EXPECT_EQ(e["name"], "push emb");
+    }
+    if (e["ph"] == "X" && e["cat"] == "allgather") {
+      EXPECT_EQ(e["name"], "allgather w");
     }
   }
   EXPECT_TRUE(second_compute);
@@ -181,8 +186,8 @@ TEST_F(TimelineTest, OverlapOfSyntheticIntervalsEqualsHandComputation) {
 }
 
 // Intervals through a written trace and ReadTraceIntervals: compute [0,10)
-// [20,30); comm [5,25) overlaps 5 + 5, [40,50) none, [25,28) all 3: 13 of
-// 33 µs. A wait is not communication.
+// [20,30); comm [5,25) overlaps 5 + 5, [40,50) none, [25,28) all 3, an
+// all-gather [60,64) none: 13 of 37 µs. A wait is not communication.
 TEST_F(TimelineTest, OverlapReadBackFromWrittenTraces) {
   testing::TempDir dir;
   Timeline t(TimelineOptions::ForRank(dir.path(), 0, 100));
@@ -192,18 +197,19 @@ TEST_F(TimelineTest, OverlapReadBackFromWrittenTraces) {
   t.Record(Lane::kAllReduce, At(5), At(25), 0);
   t.Record(Lane::kPsPull, At(40), At(50), 0);
   t.Record(Lane::kPsPush, At(25), At(28), 0);
+  t.Record(Lane::kAllGather, At(60), At(64), 0);
   t.Record(Lane::kWait, At(40), At(50));  // not communication
   ASSERT_TRUE(t.Write().ok());
   auto intervals = ReadTraceIntervals(dir.File("rank-0.trace.json"));
   ASSERT_TRUE(intervals.ok()) << intervals.status().ToString();
   ASSERT_EQ(intervals->size(), 1u);
   Overlap o = ComputeOverlap((*intervals)[0]);
-  EXPECT_NEAR(o.comm_us, 33, 1e-6);
+  EXPECT_NEAR(o.comm_us, 37, 1e-6);
   EXPECT_NEAR(o.overlapped_us, 13, 1e-6);
   const Json line = Json::parse(OverlapJsonLine(o, 1));
   EXPECT_EQ(line["bench"], "timeline");
   EXPECT_EQ(line["metric"], "overlap_fraction");
-  EXPECT_NEAR(line["value"].get<double>(), 13.0 / 33.0, 1e-9);
+  EXPECT_NEAR(line["value"].get<double>(), 13.0 / 37.0, 1e-9);
 
   std::ofstream(dir.File("bad.json")) << "{\"traceEvents\": 3}";
   EXPECT_EQ(ReadTraceIntervals(dir.File("bad.json")).status().code(), StatusCode::kInvalidArgument);

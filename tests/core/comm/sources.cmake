@@ -4,7 +4,8 @@ list(APPEND PX_CORE_TEST_SOURCES
   comm/gloo_communicator_test.cc
   comm/gradient_fusion_test.cc
   comm/nccl_communicator_test.cc
-  comm/rendezvous_store_test.cc)
+  comm/rendezvous_store_test.cc
+  comm/wire_bytes_test.cc)
 list(APPEND PX_CORE_TEST_LIBS px_comm)
 
 # Ranks as processes, through a real coordinator served in the test process.

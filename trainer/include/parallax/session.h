@@ -118,6 +118,9 @@ struct SessionOptions {
   int rpc_timeout_ms = 30'000;
 
   // Dense fusion buckets (bytes of float32); see core/comm/gradient_fusion.h.
+  // The session uses at most this and at most a quarter of the step's dense
+  // all-reduce gradients (not under 64 KiB), so the all-reduce of the last
+  // layers starts while backward still computes; 0: no fusion.
   size_t fusion_bucket_bytes = 64u << 20;
   // ReportMetrics sends a point every this many steps (and drops the rest).
   // [trainer] metrics_every.

@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+"""Scaling of communication: bytes per worker per step and communication time per step at 2, 4
+and 8 workers (issue 9, item 3; docs/PERFORMANCE.md, "Scaling of communication").
+
+Run through bench/scaling/run.sh. The workload is W3 made compute-light so that 8 ranks fit on
+2 cores (examples/w3.toml with a small batch, dim and hidden layer; V stays 50,000 so the tables
+are as sparse per step as W3's). For each worker count and implementation:
+
+- parallax-<arch> (hybrid, allreduce, allgather, ps): the job is written from examples/w3.toml
+  with `workers = N`, `arch`, `metrics_every = 1`, `[ps] shards = 1, partitions = 1`, and run
+  with `parallax run`. Bytes per worker per step come from two places: the job's metric points
+  (the trainers' own counters: the Communicator's wire counters for all-reduce/all-gather, the
+  PS client's frame bytes for the PS; sent + received, mean over ranks and the steps after the
+  warm-up) and `ss -tinpH` read twice during the run for every trainer rank's TCP sockets to
+  the other ranks and to the PS shard (coordinator traffic left out), divided by the steps
+  the ranks finished in between. Communication time per step = dense wait + sparse wait of the
+  metric points (the time the training thread was blocked on communication).
+- torch-ddp-sparse: bench/peers/w3_torch.py --sparse on the same sizes, with the batches file
+  written by `parallax-data batches --workers N`; bytes from `ss` (sent + received per worker
+  per step). DDP runs its collectives inside backward(); there is no separate wait to read, so
+  only its step time is reported.
+
+Predicted: `parallax plan JOB --json --workers N` (the cost model's bytes per worker per step,
+sent + received, on each variable's chosen path). For torch-ddp-sparse, the plan of arch =
+allgather (DDP's sparse path all-gathers each embedding's rows and all-reduces the MLP).
+
+Output: one JSON object per line and result.
+"""
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
+PATHS = (("allreduce", ("allreduce",)), ("allgather", ("allgather",)),
+         ("ps", ("ps_push", "ps_pull")))
+
+
+def job_text(args, workers, arch, data):
+    with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
+        text = f.read()
+    subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
+            (r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"'),
+            (r"(?m)^steps = \d+.*$", f"steps = {args.warmup + args.steps}\nmetrics_every = 1"),
+            (r"(?m)^batch_size = \d+", f"batch_size = {args.batch}"),
+            (r'(?m)^data = ".*"', f'data = "{data}/brown/train.tok"'),
+            (r"(?m)^dim = \d+", f"dim = {args.dim}"),
+            (r"(?m)^hidden = \d+", f"hidden = {args.hidden}"),
+            (r"(?m)^eval_tokens = \d+.*$", "eval_tokens = 1")]
+    for pattern, value in subs:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            sys.exit(f"scaling: examples/w3.toml has no line matching {pattern}")
+    return text + "\n[ps]\nshards = 1\npartitions = 1\n"
+
+
+def predicted(bin_dir, job, workers):
+    out = subprocess.run([os.path.join(bin_dir, "parallax"), "plan", job, "--json", "--workers",
+                          str(workers)], check=True, capture_output=True, text=True).stdout
+    by_path = {}
+    for v in json.loads(out)["variables"]:
+        by_path[v["path"]] = by_path.get(v["path"], 0.0) + v["bytes_per_worker"][v["path"]]
+    return by_path
+
+
+def job_pids(job, role):
+    """pids of the job's tasks of `role`, from PARALLAX_* in /proc/PID/environ."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if (env.get(b"PARALLAX_ROLE") == role.encode()
+                and env.get(b"PARALLAX_JOB_SOURCE", b"").decode() == job):
+            pids.append(int(pid))
+    return pids
+
+
+def socket_bytes(pids, skip_port):
+    """bytes_sent + bytes_received of the pids' TCP sockets, except those to `skip_port`."""
+    out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True).stdout
+    total = 0
+    counting = False
+    wanted = {f"pid={p}," for p in pids}
+    for line in out.splitlines():
+        if line and not line[0].isspace():
+            counting = any(w in line for w in wanted)
+            if counting and int(line.split()[4].rsplit(":", 1)[1]) == skip_port:
+                counting = False
+        elif counting:
+            total += sum(int(v) for _, v in COUNTER.findall(line))
+    return total
+
+
+def min_step(db, workers):
+    """The step every rank has reached (-1 before all have a metric point)."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        rows = con.execute("SELECT rank, MAX(step) FROM metrics GROUP BY rank").fetchall()
+        con.close()
+    except sqlite3.Error:
+        return -1
+    return min(r[1] for r in rows) if len(rows) == workers else -1
+
+
+def run_parallax(args, workers, arch, workdir):
+    name = f"{arch}-{workers}"
+    job = os.path.join(workdir, f"{name}.toml")
+    with open(job, "w", encoding="utf-8") as f:
+        f.write(job_text(args, workers, arch, args.data))
+    pred = predicted(args.bin, job, workers)
+    state = os.path.join(workdir, f"{name}.state")
+    db = os.path.join(state, "state.db")
+    load = os.getloadavg()[0]
+    proc = subprocess.Popen([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    samples = []  # (step before, step after, bytes)
+    # The second read well before the end: a rank that finishes closes its sockets.
+    marks = (args.warmup + 1, args.warmup + args.steps - 10)
+    while proc.poll() is None and len(samples) < 2:
+        step = min_step(db, workers)
+        if step >= marks[len(samples)]:
+            with open(os.path.join(state, "coordinator.port"), encoding="utf-8") as f:
+                coord = int(f.read().split()[0])
+            pids = job_pids(job, "trainer")
+            before = min_step(db, workers)
+            counted = socket_bytes(pids, coord)
+            samples.append((before, min_step(db, workers), counted, len(pids)))
+        time.sleep(0.02)
+    _, err = proc.communicate(timeout=args.timeout)
+    if proc.returncode != 0:
+        sys.exit(f"scaling: {name} failed; state in {state}:\n{err[-2000:]}")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = [json.loads(r[0]) for r in con.execute(
+        "SELECT metric_values FROM metrics WHERE step >= ? AND step < ?",
+        (args.warmup, args.warmup + args.steps))]
+    con.close()
+    by_path = {}
+    for path, keys in PATHS:
+        by_path[path] = statistics.mean(
+            sum(v.get(f"{k}_{d}_bytes", 0.0) for k in keys for d in ("sent", "recv")) for v in rows)
+    measured = sum(by_path.values())
+    sent = statistics.mean(sum(v.get(f"{k}_sent_bytes", 0.0) for _, ks in PATHS for k in ks)
+                           for v in rows)
+    ss = None
+    if len(samples) == 2 and samples[0][3] == workers and samples[1][3] == workers:
+        (a0, a1, c0, _), (b0, b1, c1, _) = samples
+        steps = (b0 + b1) / 2 - (a0 + a1) / 2
+        ss = (c1 - c0) / steps / workers if steps > 0 and c1 >= c0 else None
+    pred_total = sum(pred.values())
+    return dict(impl=f"parallax-{arch}", workers=workers, load1=round(load, 2),
+                predicted=round(pred_total), measured=round(measured),
+                ratio=round(measured / pred_total, 4) if pred_total else None,
+                ss=round(ss) if ss is not None else None,
+                ss_ratio=round(ss / pred_total, 4) if ss is not None and pred_total else None,
+                measured_sent=round(sent),
+                by_path={p: round(b) for p, b in by_path.items() if b > 0},
+                predicted_by_path={p: round(b) for p, b in pred.items()},
+                comm_ms=round(statistics.mean(v.get("dense_wait_ms", 0.0)
+                                              + v.get("sparse_wait_ms", 0.0) for v in rows), 3),
+                compute_ms=round(statistics.mean(v.get("compute_ms", 0.0) for v in rows), 3))
+
+
+def run_torch(args, workers, workdir):
+    batches = os.path.join(workdir, f"batches-{workers}.bin")
+    subprocess.run([os.path.join(args.bin, "parallax-data"), "batches",
+                    f"{args.data}/brown/train.tok", "--context", "4", "--batch", str(args.batch),
+                    "--workers", str(workers), "--steps", str(args.warmup + args.steps),
+                    "--seed", "1", "--out", batches], check=True, stdout=subprocess.DEVNULL)
+    # The cost model's figure for the same path: all-gathered embeddings, all-reduced MLP.
+    job = os.path.join(workdir, f"torch-{workers}.toml")
+    with open(job, "w", encoding="utf-8") as f:
+        f.write(job_text(args, workers, "allgather", args.data))
+    pred = sum(predicted(args.bin, job, workers).values())
+    load = os.getloadavg()[0]
+    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/peers/w3_torch.py"),
+                          "--batches", batches, "--vocab", f"{args.data}/brown/vocab.tsv",
+                          "--sparse", "--runs", "1", "--warmup", str(args.warmup),
+                          "--steps", str(args.steps), "--dim", str(args.dim),
+                          "--hidden", str(args.hidden)],
+                         check=True, capture_output=True, text=True, timeout=args.timeout).stdout
+    run = next(json.loads(l) for l in out.splitlines() if '"stat": "run"' in l)
+    ss = run["bytes_sent_per_worker_per_step"] + run["bytes_received_per_worker_per_step"]
+    return dict(impl="torch-ddp-sparse", workers=workers, load1=round(load, 2),
+                predicted=round(pred), measured=None, ratio=None, ss=round(ss),
+                ss_ratio=round(ss / pred, 4), measured_sent=None,
+                step_ms=round(run["step_ms"], 3), comm_ms=None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--data", default=os.path.join(ROOT, "data"))
+    ap.add_argument("--workers", default="2,4,8")
+    ap.add_argument("--impls", default="parallax-hybrid,parallax-allreduce,parallax-allgather,"
+                    "parallax-ps,torch-ddp-sparse")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--dim", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=40, help="measured steps, after the warm-up")
+    ap.add_argument("--workdir")
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="px-scaling-")
+    os.makedirs(workdir, exist_ok=True)
+    common = dict(bench="scaling", batch=args.batch, dim=args.dim, hidden=args.hidden,
+                  steps=args.steps, warmup=args.warmup,
+                  unit="bytes/worker/step (sent+received)")
+    for workers in (int(w) for w in args.workers.split(",")):
+        for impl in args.impls.split(","):
+            if impl == "torch-ddp-sparse":
+                r = run_torch(args, workers, workdir)
+            elif impl.startswith("parallax-"):
+                r = run_parallax(args, workers, impl[len("parallax-"):], workdir)
+            else:
+                sys.exit(f"scaling: unknown implementation '{impl}'")
+            print(json.dumps(dict(common, **r)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
