@@ -69,13 +69,14 @@ void CloseFrom(int first) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the agent died before prctl
   }
+  for (int sig : {SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
+  // The supervisor outlives a SIGTERM to the group, to record how the task
+  // took it; SIGKILL ends both. Ignored before they are unblocked, so that
+  // one already pending cannot end the supervisor before the task exists.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);  // main() blocks SIGTERM/SIGINT for sigwait
-  for (int sig : {SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
-  // The supervisor outlives a SIGTERM to the group, to record how the task
-  // took it; SIGKILL ends both.
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
   dup2(null_fd, 0);
   dup2(log_fd, 1);
   dup2(log_fd, 2);
@@ -94,9 +95,10 @@ void CloseFrom(int first) {
       if (getppid() != supervisor) _exit(127);
     }
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_DFL);
-      // Descriptors the agent holds (its listening socket, connections, the
-      // workdir lock) must not leak into a task that may outlive it; the
-      // error pipe is already CLOEXEC.
+
+    // Descriptors the agent holds (its listening socket, connections, the
+    // workdir lock) must not leak into a task that may outlive it; the
+    // error pipe is already CLOEXEC.
 #ifdef SYS_close_range
     if (syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0)
 #endif
