@@ -6,6 +6,11 @@
 //   UNAVAILABLE        the coordinator cannot be reached (connect refused,
 //                      connection lost, timed out); the message names the
 //                      address. The next call reconnects (and says Hello).
+//   PERMISSION_DENIED  protocol version mismatch or wrong token.
+//   ABORTED            the coordinator could not do it now (database locked);
+//                      nothing changed, retrying may help.
+//   others             as the coordinator said (NOT_FOUND, INVALID_ARGUMENT,
+//                      FAILED_PRECONDITION, DEADLINE_EXCEEDED, INTERNAL).
 //
 // Retries. A call marked Retry::kIdempotent that fails because the
 // coordinator cannot be reached (connection refused or lost, before or while
@@ -19,11 +24,6 @@
 // CancelJob, KvAdd and ReportMetrics are never retried; a connection the
 // coordinator closed while idle is replaced before any call is sent, so
 // they fail only when the coordinator dies during the call itself.
-//   PERMISSION_DENIED  protocol version mismatch or wrong token.
-//   ABORTED            the coordinator could not do it now (database locked);
-//                      nothing changed, retrying may help.
-//   others             as the coordinator said (NOT_FOUND, INVALID_ARGUMENT,
-//                      FAILED_PRECONDITION, DEADLINE_EXCEEDED, INTERNAL).
 //
 // Not thread-safe: one client per thread.
 #ifndef PARALLAX_CORE_RPC_COORDINATOR_CLIENT_H_
