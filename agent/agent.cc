@@ -25,6 +25,29 @@ constexpr char kPidFile[] = "pid";
 // survives an agent restart: "STATE EXIT_CODE SIGNAL\nMESSAGE".
 constexpr char kResultFile[] = "result";
 constexpr char kAdoptedMessage[] = "exit status unknown (task adopted after an agent restart)";
+// How a task ended, written by its supervisor (ProcessLauncher), so that an
+// adopted task's exit is known to the agent that adopted it.
+constexpr char kExitStatusFile[] = "exit-status";
+
+// The final report of a task that ended while no agent was waiting for it:
+// what its supervisor recorded, else LOST with `unknown_message`.
+rpc::TaskReport ReportOfUnwatchedExit(const rpc::TaskKey& key, const std::string& dir,
+                                      const std::string& unknown_message) {
+  rpc::TaskReport report;
+  report.key = key;
+  std::optional<ProcessExit> exit = ReadExitStatus(dir + "/" + kExitStatusFile);
+  if (exit && exit->signal > 0) {
+    report.state = rpc::TaskState::KILLED;
+    report.__set_signal(exit->signal);
+  } else if (exit && exit->exit_code >= 0) {
+    report.state = rpc::TaskState::EXITED;
+    report.__set_exit_code(exit->exit_code);
+  } else {
+    report.state = rpc::TaskState::LOST;
+    report.__set_message(unknown_message);
+  }
+  return report;
+}
 
 // `text` with every occurrence of `secret` replaced: a task that prints its
 // PARALLAX_TOKEN must not get it into the coordinator's database through
@@ -160,7 +183,15 @@ void Agent::Adopt() {
     int64_t start_time = -1;
     if (!(in >> pid >> start_time) || pid <= 1 || start_time < 0 ||
         launcher_->StartTime(pid) != start_time) {
-      fs::remove(pid_path, ec);  // ended while no agent watched (or pid reused)
+      // Ended while no agent watched: report how (the coordinator still
+      // counts it running), before the first poll lists what runs here.
+      rpc::TaskReport report = ReportOfUnwatchedExit(
+          *key, entry.path().string(), "ended while no agent was running; exit status unknown");
+      PX_LOG(INFO) << DescribeTask(*key) << " ended while the agent was away";
+      SaveResult(entry.path().string(), report);
+      fs::remove(pid_path, ec);
+      ended_.insert(name);
+      reports_.push_back(std::move(report));
       continue;
     }
     Task task;
@@ -298,6 +329,7 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   }
   spec.cwd = dir;
   spec.log_path = TaskLogPath(dir);
+  spec.exit_status_path = dir + "/" + kExitStatusFile;
   spec.die_with_parent = options_.stop_tasks_on_exit;
   for (const std::string& var : ignored) {
     AppendToLog(dir, "ignoring job env '" + var + "': PARALLAX_* variables are set by the agent");
@@ -354,8 +386,7 @@ void Agent::Tick() {
       if (task.adopted) {
         if (launcher_->StartTime(task.pid) != task.start_time) {
           ended = true;
-          report.state = rpc::TaskState::LOST;
-          report.__set_message(kAdoptedMessage);
+          report = ReportOfUnwatchedExit(task.key, task.dir, kAdoptedMessage);
         }
       } else if (std::optional<ProcessExit> exit = launcher_->Reap(task.pid)) {
         ended = true;

@@ -6,7 +6,10 @@
 // Tasks outlive the agent: they run in their own process groups with their
 // output in files, and a restarted agent adopts those still alive (from the
 // pid files in their directories) and re-sends final reports the coordinator
-// had not taken yet (from their `result` files). The agent never kills a task
+// had not taken yet (from their `result` files). Each task runs under a
+// supervisor process (ProcessLauncher) that writes how it ended to
+// `exit-status`, so an adopted task, or one that ended while no agent ran,
+// is reported with its real exit code or signal and keeps its attempt. The agent never kills a task
 // because the coordinator is away; only a `stop` from the coordinator does.
 //
 // Threads: Run() long-polls on the calling thread and starts a heartbeat

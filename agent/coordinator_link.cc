@@ -30,8 +30,8 @@ class Channel {
     CoordinatorClient* client = client_.get();
     Status s = client->Call(
         [&](rpc::CoordinatorClient& stub) { call(stub, client->Header()); }, extra_wait_ms);
-    // After a transport failure the client reconnects by itself on the next
-    // call, but without a Hello; start afresh so version and token are checked.
+    // After a transport failure start afresh (the client would reconnect by
+    // itself, but a new Connect also reports a refused address at once).
     if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal) client_.reset();
     return s;
   }
@@ -104,6 +104,9 @@ class ThriftCoordinatorLink : public CoordinatorLink {
     c.client_name = "agent:" + o.agent_name;
     c.connect_timeout_ms = o.connect_timeout_ms;
     c.rpc_timeout_ms = o.rpc_timeout_ms;
+    // The agent's loops retry every call with their own backoff and must
+    // stay responsive to Stop(); the client does not retry underneath them.
+    c.retry_deadline_ms = 0;
     return c;
   }
 

@@ -27,6 +27,11 @@ struct LaunchSpec {
   // (PR_SET_PDEATHSIG). Only for agents whose tasks must not outlive them
   // (`parallax run`); a cluster agent's tasks survive its restarts.
   bool die_with_parent = false;
+  // When set, how the process ended is written to this file (atomically,
+  // see ReadExitStatus) by a small supervisor process that stays its parent,
+  // so it is known even when the agent that launched it is gone (a
+  // restarted agent adopts the task but cannot wait for it).
+  std::string exit_status_path;
 };
 
 // How a process ended.
@@ -61,7 +66,19 @@ class ProcessLauncher {
 };
 
 // Fork/exec on this host. Thread-safe.
+//
+// Each process runs under a supervisor: Launch() forks a process that leads
+// the new process group, ignores SIGTERM/SIGINT/SIGHUP, closes every
+// descriptor of the agent, forks and execs the task, waits for it, writes
+// spec.exit_status_path (when set) and then ends the same way the task did
+// (its exit code, or the task's signal). The pid returned, Reap(), StartTime()
+// and SignalGroup() are the supervisor's: signals to the group reach the
+// task, SIGKILL both.
 std::unique_ptr<ProcessLauncher> NewProcessLauncher();
+
+// What a supervisor wrote to `path` ("exited CODE" or "signal SIG"), or
+// nullopt when the file is missing or malformed.
+std::optional<ProcessExit> ReadExitStatus(const std::string& path);
 
 }  // namespace parallax::agent
 

@@ -377,6 +377,11 @@ StatusOr<AgentWork> Orchestrator::WorkFor(const std::string& agent,
            j->attempt == attempt;
   };
 
+  // After a (re)registration, per job and attempt: the tasks the agent still
+  // runs (kept) and those it no longer lists (lost), for the job's events.
+  std::map<std::pair<int64_t, int>, std::pair<std::vector<std::string>, std::vector<std::string>>>
+      seen_again;
+
   // Stop what the agent runs that no longer belongs.
   for (const rpc::TaskKey& k : running) {
     PX_RETURN_IF_ERROR(load(k.job_id));
@@ -387,6 +392,10 @@ StatusOr<AgentWork> Orchestrator::WorkFor(const std::string& agent,
       }
     }
     if (!keep) work.stop.push_back(k);
+    if (keep && after_register) {
+      seen_again[{k.job_id, k.attempt}].first.push_back(
+          TaskName(static_cast<TaskRole>(k.role), k.index));
+    }
   }
 
   // Start what is assigned and not yet running; after a (re)registration,
@@ -412,8 +421,11 @@ StatusOr<AgentWork> Orchestrator::WorkFor(const std::string& agent,
     } else if (t.state == TaskState::kRunning && after_register) {
       TaskRecord lost = t;
       lost.state = TaskState::kLost;
-      lost.message = "agent " + Quote(agent) + " restarted and no longer runs it";
+      lost.message = "agent " + Quote(agent) +
+                     " registered again without it: it ended while the agent was away, or the "
+                     "agent's workdir no longer holds it";
       lost.updated = now;
+      seen_again[{t.job_id, t.attempt}].second.push_back(TaskName(t.role, t.index));
       vanished.push_back(std::move(lost));
     } else if (t.state == TaskState::kAssigned && !current(t.job_id, t.attempt)) {
       // Never started, and its attempt is over: nothing to stop.
@@ -425,6 +437,25 @@ StatusOr<AgentWork> Orchestrator::WorkFor(const std::string& agent,
     }
   }
   if (!vanished.empty()) PX_RETURN_IF_ERROR(store_->UpsertTasks(vanished));
+  for (const auto& [job_attempt, names] : seen_again) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const std::string& n : v) out += (out.empty() ? "" : ", ") + n;
+      return out;
+    };
+    // The agent process may have restarted (and adopted its tasks), or the
+    // coordinator did; either way these are what the agent listed.
+    const std::string of_attempt = " of attempt " + std::to_string(job_attempt.second);
+    std::string message = "agent " + Quote(agent) + " registered again";
+    if (!names.first.empty()) {
+      message += " and still runs " + join(names.first) + of_attempt + ", which keep their attempt";
+    }
+    if (!names.second.empty()) {
+      message += std::string(names.first.empty() ? "" : ";") + " without " + join(names.second) +
+                 (names.first.empty() ? of_attempt : "") + ", now lost";
+    }
+    PX_RETURN_IF_ERROR(store_->AppendEvent(job_attempt.first, "agent", message, now).status());
+  }
   return work;
 }
 

@@ -250,12 +250,11 @@ StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, const std::string& m
 }
 
 StatusOr<std::vector<CommittedCheckpoint>> ListCommitted(CoordinatorClient* coord, int64_t job_id) {
-  std::vector<rpc::CheckpointInfo> infos;
-  PX_RETURN_IF_ERROR(coord
-                         ->Call([&](rpc::CoordinatorClient& c) {
-                           c.ListCheckpoints(infos, coord->Header(), job_id);
-                         })
-                         .WithContext("listing the checkpoints of job " + std::to_string(job_id)));
+  StatusOr<std::vector<rpc::CheckpointInfo>> listed = coord->ListCheckpoints(job_id);
+  if (!listed.ok()) {
+    return listed.status().WithContext("listing the checkpoints of job " + std::to_string(job_id));
+  }
+  const std::vector<rpc::CheckpointInfo>& infos = *listed;
   std::vector<CommittedCheckpoint> out;
   for (const auto& i : infos) out.push_back({i.step, i.attempt, i.path, i.manifest_sha256});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
@@ -437,9 +436,7 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
   info.step = step;
   info.path = dir;
   info.manifest_sha256 = Sha256Hex(manifest);
-  PX_RETURN_IF_ERROR(
-      coord_->Call([&](rpc::CoordinatorClient& c) { c.CommitCheckpoint(coord_->Header(), info); })
-          .WithContext("committing the " + where));
+  PX_RETURN_IF_ERROR(coord_->CommitCheckpoint(info).WithContext("committing the " + where));
   PX_LOG(INFO) << "job " << options_.job_id << ": checkpoint of step " << step << " committed ("
                << dir << ")";
   auto committed = ListCommitted(coord_, options_.job_id);

@@ -188,6 +188,7 @@ class SessionImpl final : public Session {
     c.tls_ca_file = options_.tls_ca_file;
     c.client_name = "trainer:" + std::to_string(options_.rank);
     c.rpc_timeout_ms = options_.rpc_timeout_ms;
+    c.retry_deadline_ms = options_.coordinator_retry_ms;
     return c;
   }
   ps::Deadline StepDeadline() const {
@@ -357,26 +358,19 @@ StatusOr<trainer::JobPlan> SessionImpl::ObtainPlan() {
     PX_ASSIGN_OR_RETURN(trainer::JobPlan plan, trainer::BuildRulePlan(options_, regs));
     json = trainer::JobPlanToJson(plan);
     if (coord_) {
-      rpc::PutPlanRequest put;
-      put.job_id = options_.job_id;
-      put.attempt = options_.attempt;
-      put.plan_json = json;
       PX_RETURN_IF_ERROR(
-          coord_->Call([&](rpc::CoordinatorClient& c) { c.PutPlan(coord_->Header(), put); })
+          coord_->PutPlan(options_.job_id, options_.attempt, json)
               .WithContext("putting the plan of job " + std::to_string(options_.job_id)));
     }
   }
   if (coord_) {
-    const int64_t timeout_ms = options_.plan_timeout.count();
-    Status st = coord_->Call(
-        [&](rpc::CoordinatorClient& c) {
-          c.GetPlan(json, coord_->Header(), options_.job_id, options_.attempt, timeout_ms);
-        },
-        timeout_ms);
-    if (!st.ok()) {
-      return st.WithContext("rank " + std::to_string(options_.rank) +
-                            " waiting for the plan of job " + std::to_string(options_.job_id) +
-                            " attempt " + std::to_string(options_.attempt));
+    StatusOr<std::string> got =
+        coord_->GetPlan(options_.job_id, options_.attempt, options_.plan_timeout.count());
+    if (got.ok()) json = std::move(got).value();
+    if (!got.ok()) {
+      return got.status().WithContext(
+          "rank " + std::to_string(options_.rank) + " waiting for the plan of job " +
+          std::to_string(options_.job_id) + " attempt " + std::to_string(options_.attempt));
     }
   }
   plan_json_ = json;

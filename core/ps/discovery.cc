@@ -11,14 +11,12 @@ std::string ShardEndpointKey(int64_t job_id, int32_t attempt, uint32_t shard) {
 
 StatusOr<PsPlan> FetchPsPlan(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
                              int64_t timeout_ms) {
-  std::string json;
-  Status st = coordinator->Call(
-      [&](rpc::CoordinatorClient& c) {
-        c.GetPlan(json, coordinator->Header(), job_id, attempt, timeout_ms);
-      },
-      timeout_ms);
-  if (!st.ok()) return st.WithContext("fetching the plan of job " + std::to_string(job_id));
-  auto plan = ParsePsPlan(json);
+  // Retried across a coordinator restart (CoordinatorClient "Retries").
+  StatusOr<std::string> json = coordinator->GetPlan(job_id, attempt, timeout_ms);
+  if (!json.ok()) {
+    return json.status().WithContext("fetching the plan of job " + std::to_string(job_id));
+  }
+  auto plan = ParsePsPlan(*json);
   if (!plan.ok()) return plan.status().WithContext("plan of job " + std::to_string(job_id));
   return plan;
 }

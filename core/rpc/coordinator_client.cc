@@ -1,10 +1,16 @@
 #include "core/rpc/coordinator_client.h"
 
+#include <poll.h>
 #include <thrift/TApplicationException.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "core/rpc/error_mapping.h"
 #include "core/rpc/tls.h"
@@ -50,10 +56,24 @@ StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   }
   client->host_ = a.substr(0, colon);
   client->port_ = port;
-  PX_RETURN_IF_ERROR(client->Open());
-  PX_RETURN_IF_ERROR(
-      client->Call([&](rpc::CoordinatorClient& c) { c.Hello(client->hello_, client->Header()); }));
+  // The first connection is not retried: an address nobody answers is more
+  // often a wrong address than a restart, and the caller should hear so now.
+  bool unreachable = false;
+  PX_RETURN_IF_ERROR(client->Reconnect(&unreachable));
   return client;
+}
+
+Status CoordinatorClient::Reconnect(bool* unreachable) {
+  *unreachable = false;
+  if (Status s = Open(); !s.ok()) {
+    *unreachable = true;
+    return s;
+  }
+  rpc::HelloResponse hello;
+  PX_RETURN_IF_ERROR(CallOnce([&](rpc::CoordinatorClient& c) { c.Hello(hello, Header()); }, 0,
+                              unreachable, /*check_idle=*/false));
+  hello_ = std::move(hello);
+  return Status::Ok();
 }
 
 Status CoordinatorClient::Open() {
@@ -95,9 +115,29 @@ rpc::RequestHeader CoordinatorClient::Header() const {
   return h;
 }
 
-Status CoordinatorClient::Call(const std::function<void(rpc::CoordinatorClient&)>& call,
-                               int64_t extra_wait_ms) {
-  if (!conn_) PX_RETURN_IF_ERROR(Open());
+bool CoordinatorClient::PeerClosed() const {
+  if (!conn_) return false;
+  pollfd p{};
+  p.fd = static_cast<int>(conn_->socket->getSocketFD());
+  if (p.fd < 0) return true;
+  // POLLRDHUP, not POLLIN: the peer's FIN (or RST) on a connection with no
+  // call outstanding means the coordinator went away (restarted, or closed
+  // an idle connection); readable bytes alone could be TLS housekeeping.
+  p.events = POLLRDHUP;
+  int r;
+  do {
+    r = poll(&p, 1, 0);
+  } while (r < 0 && errno == EINTR);
+  return r > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+Status CoordinatorClient::CallOnce(const std::function<void(rpc::CoordinatorClient&)>& call,
+                                   int64_t extra_wait_ms, bool* unreachable, bool check_idle) {
+  *unreachable = false;
+  // A call sent on a connection the coordinator already closed would fail
+  // even though the coordinator may be back: start a new one first.
+  if (check_idle && PeerClosed()) Close();
+  if (!conn_) PX_RETURN_IF_ERROR(Reconnect(unreachable));
   if (extra_wait_ms > 0) {
     conn_->socket->setRecvTimeout(static_cast<int>(options_.rpc_timeout_ms + extra_wait_ms));
   }
@@ -109,6 +149,7 @@ Status CoordinatorClient::Call(const std::function<void(rpc::CoordinatorClient&)
     result = FromCoordinatorError(e);
   } catch (const TTransportException& e) {
     broken = true;
+    *unreachable = true;
     result = Unavailable("lost the connection to the coordinator at " + options_.address + ": " +
                          e.what());
   } catch (const TApplicationException& e) {
@@ -126,6 +167,34 @@ Status CoordinatorClient::Call(const std::function<void(rpc::CoordinatorClient&)
   return result;
 }
 
+Status CoordinatorClient::Call(const std::function<void(rpc::CoordinatorClient&)>& call,
+                               int64_t extra_wait_ms, Retry retry) {
+  using Clock = std::chrono::steady_clock;
+  bool unreachable = false;
+  Status s = CallOnce(call, extra_wait_ms, &unreachable);
+  if (s.ok() || !unreachable || retry != Retry::kIdempotent || options_.retry_deadline_ms <= 0) {
+    return s;
+  }
+  const Clock::time_point give_up =
+      Clock::now() + std::chrono::milliseconds(options_.retry_deadline_ms);
+  auto backoff = std::chrono::milliseconds(std::max(1, options_.retry_initial_backoff_ms));
+  const auto max_backoff = std::chrono::milliseconds(std::max(1, options_.retry_max_backoff_ms));
+  int tries = 1;
+  while (unreachable) {
+    const Clock::time_point now = Clock::now();
+    if (now >= give_up) {
+      return Unavailable(s.message() + " (gave up after " + std::to_string(tries) + " tries in " +
+                         std::to_string(options_.retry_deadline_ms) +
+                         " ms; is the coordinator running?)");
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, give_up - now));
+    backoff = std::min(backoff * 2, max_backoff);
+    s = CallOnce(call, extra_wait_ms, &unreachable);
+    ++tries;
+  }
+  return s;
+}
+
 StatusOr<rpc::JobInfo> CoordinatorClient::SubmitJob(const std::string& job_text,
                                                      const std::string& job_path) {
   rpc::SubmitJobRequest request;
@@ -138,14 +207,16 @@ StatusOr<rpc::JobInfo> CoordinatorClient::SubmitJob(const std::string& job_text,
 
 StatusOr<rpc::JobInfo> CoordinatorClient::GetJob(int64_t job_id) {
   rpc::JobInfo out;
-  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.GetJob(out, Header(), job_id); }));
+  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.GetJob(out, Header(), job_id); }, 0,
+                          Retry::kIdempotent));
   return out;
 }
 
 StatusOr<std::vector<rpc::JobInfo>> CoordinatorClient::ListJobs(
     const rpc::ListJobsRequest& request) {
   std::vector<rpc::JobInfo> out;
-  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.ListJobs(out, Header(), request); }));
+  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.ListJobs(out, Header(), request); }, 0,
+                          Retry::kIdempotent));
   return out;
 }
 
@@ -159,26 +230,30 @@ StatusOr<rpc::JobInfo> CoordinatorClient::CancelJob(int64_t job_id, const std::s
 StatusOr<std::vector<rpc::Event>> CoordinatorClient::GetEvents(int64_t job_id, int64_t after_seq,
                                                                int32_t limit) {
   std::vector<rpc::Event> out;
-  PX_RETURN_IF_ERROR(Call(
-      [&](rpc::CoordinatorClient& c) { c.GetEvents(out, Header(), job_id, after_seq, limit); }));
+  PX_RETURN_IF_ERROR(
+      Call([&](rpc::CoordinatorClient& c) { c.GetEvents(out, Header(), job_id, after_seq, limit); },
+           0, Retry::kIdempotent));
   return out;
 }
 
 Status CoordinatorClient::RegisterAgent(const rpc::AgentInfo& agent) {
-  return Call([&](rpc::CoordinatorClient& c) { c.RegisterAgent(Header(), agent); });
+  return Call([&](rpc::CoordinatorClient& c) { c.RegisterAgent(Header(), agent); }, 0,
+              Retry::kIdempotent);
 }
 
 StatusOr<rpc::HeartbeatResponse> CoordinatorClient::Heartbeat(const std::string& agent_name) {
   rpc::HeartbeatRequest request;
   request.agent_name = agent_name;
   rpc::HeartbeatResponse out;
-  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.Heartbeat(out, Header(), request); }));
+  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.Heartbeat(out, Header(), request); },
+                          0, Retry::kIdempotent));
   return out;
 }
 
 StatusOr<std::vector<rpc::AgentInfo>> CoordinatorClient::ListAgents() {
   std::vector<rpc::AgentInfo> out;
-  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.ListAgents(out, Header()); }));
+  PX_RETURN_IF_ERROR(
+      Call([&](rpc::CoordinatorClient& c) { c.ListAgents(out, Header()); }, 0, Retry::kIdempotent));
   return out;
 }
 
@@ -186,17 +261,68 @@ Status CoordinatorClient::KvSet(const std::string& key, const std::string& value
   rpc::KvSetRequest request;
   request.key = key;
   request.value = value;
-  return Call([&](rpc::CoordinatorClient& c) { c.KvSet(Header(), request); });
+  // An upsert: setting the same value again changes nothing.
+  return Call([&](rpc::CoordinatorClient& c) { c.KvSet(Header(), request); }, 0,
+              Retry::kIdempotent);
 }
 
 StatusOr<std::vector<std::string>> CoordinatorClient::KvGet(const std::vector<std::string>& keys,
                                                             int64_t timeout_ms) {
   rpc::KvGetRequest request;
   request.keys = keys;
-  request.timeout_ms = timeout_ms;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
   std::vector<std::string> out;
+  PX_RETURN_IF_ERROR(Call(
+      [&](rpc::CoordinatorClient& c) {
+        // A retry waits only for what is left of the caller's timeout.
+        request.timeout_ms =
+            std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now())
+                                     .count());
+        c.KvGet(out, Header(), request);
+      },
+      timeout_ms, Retry::kIdempotent));
+  return out;
+}
+
+Status CoordinatorClient::PutPlan(int64_t job_id, int32_t attempt, const std::string& plan_json) {
+  rpc::PutPlanRequest request;
+  request.job_id = job_id;
+  request.attempt = attempt;
+  request.plan_json = plan_json;
+  // An upsert of (job, attempt): the same plan again changes nothing.
+  return Call([&](rpc::CoordinatorClient& c) { c.PutPlan(Header(), request); }, 0,
+              Retry::kIdempotent);
+}
+
+StatusOr<std::string> CoordinatorClient::GetPlan(int64_t job_id, int32_t attempt,
+                                                 int64_t timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms));
+  std::string out;
+  PX_RETURN_IF_ERROR(Call(
+      [&](rpc::CoordinatorClient& c) {
+        int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           deadline - std::chrono::steady_clock::now())
+                           .count();
+        c.GetPlan(out, Header(), job_id, attempt, std::max<int64_t>(0, left));
+      },
+      timeout_ms, Retry::kIdempotent));
+  return out;
+}
+
+Status CoordinatorClient::CommitCheckpoint(const rpc::CheckpointInfo& checkpoint) {
+  // An upsert of (job, attempt, step) with the same path and digest.
+  return Call([&](rpc::CoordinatorClient& c) { c.CommitCheckpoint(Header(), checkpoint); }, 0,
+              Retry::kIdempotent);
+}
+
+StatusOr<std::vector<rpc::CheckpointInfo>> CoordinatorClient::ListCheckpoints(int64_t job_id) {
+  std::vector<rpc::CheckpointInfo> out;
   PX_RETURN_IF_ERROR(
-      Call([&](rpc::CoordinatorClient& c) { c.KvGet(out, Header(), request); }, timeout_ms));
+      Call([&](rpc::CoordinatorClient& c) { c.ListCheckpoints(out, Header(), job_id); }, 0,
+           Retry::kIdempotent));
   return out;
 }
 

@@ -294,6 +294,53 @@ TEST_F(AgentTest, AdoptsLiveTasksAndReportsThemLostWhenTheyEnd) {
             0u);
 }
 
+// A task that ended while no agent ran: the restarted agent reports how it
+// ended (its supervisor's exit-status file), or LOST when nothing says, before
+// its first poll; it is not listed as running.
+TEST_F(AgentTest, ReportsTasksThatEndedWhileItWasAway) {
+  rpc::TaskKey done = Key(8, 1, 0), unknown = Key(8, 1, 1);
+  std::string tasks = dir_.File("work") + "/tasks/";
+  for (const auto& key : {done, unknown}) {
+    std::filesystem::create_directories(tasks + TaskDirName(key));
+    std::ofstream(tasks + TaskDirName(key) + "/pid") << "4250 900\n";  // no such process
+  }
+  std::ofstream(tasks + TaskDirName(done) + "/exit-status") << "exited 0\n";
+  auto agent = NewAgent(Options());
+  EXPECT_TRUE(agent->RunningTasks().empty());
+  ASSERT_TRUE(agent->FlushReports());
+  auto reports = ReportsFor(done);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].state, rpc::TaskState::EXITED);
+  EXPECT_EQ(reports[0].exit_code, 0);
+  reports = ReportsFor(unknown);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].state, rpc::TaskState::LOST);
+  EXPECT_EQ(reports[0].message, "ended while no agent was running; exit status unknown");
+  // Sent once: not again after another restart.
+  EXPECT_FALSE(std::filesystem::exists(tasks + TaskDirName(done) + "/pid"));
+  agent.reset();
+  agent = NewAgent(Options());
+  EXPECT_EQ(agent->PendingReports(), 0u);
+}
+
+// An adopted task whose supervisor recorded its exit is reported with it.
+TEST_F(AgentTest, AdoptedTaskEndsWithTheRecordedExit) {
+  rpc::TaskKey key = Key(9, 1, 0);
+  std::string dir = dir_.File("work") + "/tasks/" + TaskDirName(key);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/pid") << "4260 901\n";
+  launcher_.AddForeign(4260, 901);
+  auto agent = NewAgent(Options());
+  ASSERT_EQ(agent->RunningTasks(), std::vector<rpc::TaskKey>{key});
+  std::ofstream(dir + "/exit-status") << "signal 9\n";
+  launcher_.Vanish(4260);
+  agent->Tick();
+  auto reports = ReportsFor(key);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].state, rpc::TaskState::KILLED);
+  EXPECT_EQ(reports[0].signal, 9);
+}
+
 TEST_F(AgentTest, ReadLogOfUnknownTaskIsNotFound) {
   auto agent = NewAgent(Options());
   StatusOr<rpc::LogChunk> chunk = agent->ReadLog(Key(1, 1, 0), 0, 100);

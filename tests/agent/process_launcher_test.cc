@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -211,6 +212,64 @@ TEST_F(AgentProcessTest, AdoptsALiveProcessAndStopsIt) {
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->message, "exit status unknown (task adopted after an agent restart)");
   EXPECT_TRUE(agent->RunningTasks().empty());
+}
+
+// Issue 10 item 2: an agent that is killed while its task runs, and comes
+// back, adopts the task; the task's supervisor records how it ended, so the
+// adopting agent reports its real exit code (the job keeps its attempt)
+// instead of LOST.
+TEST_F(AgentProcessTest, AdoptedTaskIsReportedWithItsRealExitCode) {
+  const rpc::TaskKey key = Key(6, 1, 0);
+  const std::string go = dir_.File("go");
+  int pid = -1;
+  {
+    auto first = NewAgent(5'000);
+    first->HandlePoll(Start({Assignment(
+        key, {"/bin/sh", "-c",
+              "echo waiting; while [ ! -e " + go + " ]; do sleep 0.01; done; exit 5"})}));
+    ASSERT_EQ(first->RunningTasks(), std::vector<rpc::TaskKey>{key});
+    ASSERT_TRUE(
+        WaitUntil([&] { return ReadAll(first->TaskDir(key) + "/task.log") == "waiting\n"; }));
+    pid = std::stoi(ReadAll(first->TaskDir(key) + "/pid"));
+  }  // this agent is gone; a cluster agent leaves its tasks running
+  // The second agent takes the workdir (the task holds none of the first
+  // agent's descriptors, its lock included) and adopts the task.
+  auto second = NewAgent(5'000);
+  ASSERT_EQ(second->RunningTasks(), std::vector<rpc::TaskKey>{key});
+  second->Tick();
+  EXPECT_EQ(link_.reports().size(), 1u) << "only the first agent's RUNNING report";
+  std::ofstream(go) << "go\n";
+  auto report = TickUntil(*second, key, rpc::TaskState::EXITED);
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->exit_code, 5);
+  EXPECT_EQ(report->message, "waiting");
+  for (const auto& r : link_.reports()) EXPECT_NE(r.state, rpc::TaskState::LOST);
+  EXPECT_TRUE(second->RunningTasks().empty());
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);  // the supervisor was this process's child
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 5) << status;
+}
+
+// The supervisor ends the way its task did, for the agent that launched it.
+TEST_F(ProcessLauncherTest, SupervisorRecordsAndMirrorsTheTasksEnd) {
+  LaunchSpec spec = Spec({"/bin/sh", "-c", "kill -TERM $$"});
+  spec.exit_status_path = dir_.File("exit-status");
+  StatusOr<int> pid = launcher_->Launch(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  std::optional<ProcessExit> exit = WaitExit(*pid);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGTERM);
+  std::optional<ProcessExit> recorded = ReadExitStatus(spec.exit_status_path);
+  ASSERT_TRUE(recorded.has_value());
+  EXPECT_EQ(recorded->signal, SIGTERM);
+  EXPECT_EQ(recorded->exit_code, -1);
+
+  spec.argv = {"/bin/sh", "-c", "exit 42"};
+  pid = launcher_->Launch(spec);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(WaitExit(*pid)->exit_code, 42);
+  EXPECT_EQ(ReadExitStatus(spec.exit_status_path)->exit_code, 42);
+  EXPECT_FALSE(ReadExitStatus(dir_.File("missing")).has_value());
 }
 
 TEST_F(AgentProcessTest, StopTasksOnExitStopsEveryTaskWhenRunEnds) {

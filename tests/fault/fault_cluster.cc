@@ -30,13 +30,6 @@ std::string LastLine(const std::string& text) {
 
 }  // namespace
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 Model ReadModel(const std::string& path) {
   Model m;
   std::ifstream in(path);
@@ -69,30 +62,29 @@ FaultCluster::~FaultCluster() {
 
 std::string FaultCluster::StartCoordinator(const std::string& listen_host, int port,
                                            int agent_timeout_ms) {
+  const bool restart = coordinator_ && listen_host == listen_host_ && (port == 0 || port == port_);
   listen_host_ = listen_host;
   agent_timeout_ms_ = agent_timeout_ms;
-  const std::string port_file = dir_.File("port");
-  std::filesystem::remove(port_file);
-  const int listen_port = port != 0 ? port : port_;
-  coordinator_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{kBin + "/parallax-coordinator", "--listen",
-                               listen_host + ":" + std::to_string(listen_port), "--db", Db(),
-                               "--port-file", port_file, "--agent-timeout-ms",
-                               std::to_string(agent_timeout_ms)},
-      dir_.File("coordinator.log"));
-  const std::string got = WaitForFileWord(port_file, 20'000, coordinator_.get());
-  if (got.empty()) return "coordinator did not start\n" + ReadAll(dir_.File("coordinator.log"));
+  if (restart) {
+    coordinator_->Restart();  // same host, port and database
+  } else {
+    CoordinatorProcessOptions options;
+    options.listen_host = listen_host;
+    options.port = port;
+    options.db = Db();
+    options.extra_args = {"--agent-timeout-ms", std::to_string(agent_timeout_ms)};
+    coordinator_ = std::make_unique<CoordinatorProcess>(kBin, dir_.path(), options);
+  }
+  if (!coordinator_->ok()) return coordinator_->error();
   // A restart on the same port writes nothing: another thread may be
   // running Cli() (CoordinatorKillTest submits while it restarts).
-  if (port_ != std::stoi(got)) port_ = std::stoi(got);
-  if (address_ != listen_host + ":" + got) address_ = listen_host + ":" + got;
+  if (port_ != coordinator_->port()) port_ = coordinator_->port();
+  if (address_ != coordinator_->address()) address_ = coordinator_->address();
   return "";
 }
 
 void FaultCluster::KillCoordinator() {
-  coordinator_->Signal(SIGKILL);
-  const int status = coordinator_->Wait(10'000);
-  EXPECT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_TRUE(coordinator_->Kill()) << "the coordinator did not die of SIGKILL";
 }
 
 void FaultCluster::StartAgent(const std::string& name, const std::string& netns,
@@ -183,9 +175,9 @@ int FaultCluster::Restarts(const std::string& id) {
 }
 
 std::string FaultCluster::Logs() {
-  std::string out = "---- coordinator.log\n" + ReadAll(dir_.File("coordinator.log"));
+  std::string out = "---- coordinator.log\n" + ReadWholeFile(dir_.File("coordinator.log"));
   for (const std::string& name : agent_names_) {
-    out += "---- agent-" + name + ".log\n" + ReadAll(dir_.File("agent-" + name + ".log"));
+    out += "---- agent-" + name + ".log\n" + ReadWholeFile(dir_.File("agent-" + name + ".log"));
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -20,7 +21,6 @@ namespace parallax::testing {
 // "name v v v" lines, as trainer_test_rank writes them.
 using Model = std::map<std::string, std::vector<float>>;
 Model ReadModel(const std::string& path);
-std::string ReadAll(const std::string& path);
 
 struct TinyJob {
   std::string tag;  // names the job file and the ranks' outputs
@@ -78,7 +78,7 @@ class FaultCluster {
   int port_ = 0;
   int agent_timeout_ms_ = 3000;
   std::string address_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<CoordinatorProcess> coordinator_;
   std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
   std::vector<std::string> agent_names_;
 };

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/testing/proc_scan.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -70,14 +71,14 @@ class ClusterTest : public ::testing::Test {
 
   // Starts parallax-coordinator on `listen` and sets address_ ("" on failure).
   void StartCoordinator(const std::string& listen) {
-    std::remove(dir_.File("port").c_str());
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", listen, "--db",
-                                 dir_.File("state.db"), "--port-file", dir_.File("port"),
-                                 "--agent-timeout-ms", "2000"},
-        dir_.File("coordinator.log"));
-    std::string port = testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
-    address_ = port.empty() ? "" : "127.0.0.1:" + port;
+    testing::CoordinatorProcessOptions options;
+    const size_t colon = listen.rfind(':');
+    options.listen_host = listen.substr(0, colon);
+    options.port = std::stoi(listen.substr(colon + 1));
+    options.extra_args = {"--agent-timeout-ms", "2000"};
+    coordinator_.reset();
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(kBin, dir_.path(), options);
+    address_ = coordinator_->ok() ? coordinator_->address() : "";
   }
 
   void StartAgent(const std::string& name) {
@@ -150,7 +151,7 @@ class ClusterTest : public ::testing::Test {
   testing::TempDir dir_;
   std::string marker_;
   std::string address_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
   std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
 };
 
@@ -237,8 +238,7 @@ TEST_F(ClusterTest, CoordinatorRestartKeepsRunningTasksAndStartsNothingTwice) {
   // SIGKILL the coordinator and start it again on the same database and port;
   // the agents keep their tasks, register again and report them.
   std::string listen = address_;
-  coordinator_->Signal(SIGKILL);
-  ASSERT_NE(coordinator_->Wait(5'000), -1);
+  ASSERT_TRUE(coordinator_->Kill());
   StartCoordinator(listen);
   ASSERT_EQ(address_, listen) << Log("coordinator.log");
   auto registered = Clock::now() + std::chrono::seconds(10);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -46,30 +47,17 @@ class CoordinatorProcessTest : public ::testing::Test {
 
   // Starts the coordinator on a free port and waits until it listens.
   void StartCoordinator() {
-    std::string port_file = dir_.File("port");
-    std::remove(port_file.c_str());
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBinDir + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                 "--db", Db(), "--port-file", port_file},
-        dir_.File("coordinator.log"));
-    std::string port = testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
-    ASSERT_FALSE(port.empty()) << "coordinator did not start; log:\n" << Log();
-    address_ = "127.0.0.1:" + port;
+    testing::CoordinatorProcessOptions options;
+    options.db = Db();
+    coordinator_.reset();
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(kBinDir, dir_.path(), options);
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    address_ = coordinator_->address();
   }
 
-  void KillCoordinator() {
-    coordinator_->Signal(SIGKILL);
-    int status = coordinator_->Wait(10'000);
-    ASSERT_TRUE(WIFSIGNALED(status)) << status;
-    ASSERT_EQ(WTERMSIG(status), SIGKILL);
-  }
+  void KillCoordinator() { ASSERT_TRUE(coordinator_->Kill()) << "not ended by SIGKILL"; }
 
-  std::string Log() const {
-    std::ifstream in(dir_.File("coordinator.log"));
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  std::string Log() const { return testing::ReadWholeFile(dir_.File("coordinator.log")); }
 
   RunResult Cli(std::vector<std::string> args, std::vector<std::string> env = {}) {
     std::vector<std::string> argv = {kBinDir + "/parallax"};
@@ -94,7 +82,7 @@ class CoordinatorProcessTest : public ::testing::Test {
   std::string Example() const { return kSourceDir + "/examples/mlp.toml"; }
 
   testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
   std::string address_;
 };
 

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -39,8 +40,6 @@ std::string LastLine(const std::string& text) {
   }
   return last;
 }
-
-std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 class SecurityTest : public ::testing::Test {
  protected:
@@ -67,15 +66,13 @@ class SecurityTest : public ::testing::Test {
   }
 
   void StartCoordinator(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                     "--db", dir_.File("state.db"), "--port-file",
-                                     dir_.File("port"), "--secret-file", secret_file_};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    coordinator_ = std::make_unique<ChildProcess>(argv, dir_.File("coordinator.log"));
-    std::string port = testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
-    ASSERT_FALSE(port.empty()) << ReadAll(dir_.File("coordinator.log"));
-    port_ = std::stoi(port);
-    address_ = "127.0.0.1:" + port;
+    extra.insert(extra.begin(), {"--secret-file", secret_file_});
+    testing::CoordinatorProcessOptions options;
+    options.extra_args = extra;
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(kBin, dir_.path(), options);
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    port_ = coordinator_->port();
+    address_ = coordinator_->address();
   }
 
   // An agent with the right secret (in its environment, as a systemd unit
@@ -92,7 +89,7 @@ class SecurityTest : public ::testing::Test {
       if (r.exit_code == 0 && r.out.find("\"alive\":true") != std::string::npos) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    FAIL() << "agent did not register\n" << ReadAll(dir_.File("agent.log"));
+    FAIL() << "agent did not register\n" << testing::ReadWholeFile(dir_.File("agent.log"));
   }
 
   RunResult Cli(std::vector<std::string> args, const std::string& secret_file = "") {
@@ -123,7 +120,8 @@ class SecurityTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ADD_FAILURE() << "job " << id << " did not reach " << state << "; last: " << j.dump() << "\n"
-                  << ReadAll(dir_.File("coordinator.log")) << ReadAll(dir_.File("agent.log"));
+                  << testing::ReadWholeFile(dir_.File("coordinator.log"))
+                  << testing::ReadWholeFile(dir_.File("agent.log"));
     return j;
   }
 
@@ -179,7 +177,7 @@ class SecurityTest : public ::testing::Test {
   std::string secret_file_;
   std::string address_;
   int port_ = 0;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
   std::unique_ptr<ChildProcess> agent_;
 };
 
@@ -242,10 +240,11 @@ TEST_F(SecurityTest, TheSecretIsInNoLogAndNotInTheDatabase) {
       << failed.dump();
   const std::string leaked_log =
       dir_.File("agent/tasks/" + LastLine(leak.out) + "-1-trainer-0/task.log");
-  EXPECT_NE(ReadAll(leaked_log).find(secret_), std::string::npos) << "leak_token did not leak";
+  EXPECT_NE(testing::ReadWholeFile(leaked_log).find(secret_), std::string::npos)
+      << "leak_token did not leak";
   agent_.reset();
-  coordinator_->Signal(SIGTERM);
-  coordinator_->Wait(20'000);
+  coordinator_->process()->Signal(SIGTERM);
+  coordinator_->process()->Wait(20'000);
   // Every file the cluster wrote: the database (and its WAL), the daemons'
   // logs, every task directory (job file copy, log, pid and result files).
   int files = 0;
@@ -258,7 +257,7 @@ TEST_F(SecurityTest, TheSecretIsInNoLogAndNotInTheDatabase) {
     ++files;
     saw_db |= entry.path().filename() == "state.db";
     saw_task_log |= entry.path().filename() == "task.log";
-    EXPECT_EQ(ReadAll(entry.path()).find(secret_), std::string::npos)
+    EXPECT_EQ(testing::ReadWholeFile(entry.path()).find(secret_), std::string::npos)
         << "the secret is in " << entry.path();
   }
   EXPECT_TRUE(saw_db);

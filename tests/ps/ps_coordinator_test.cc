@@ -14,6 +14,8 @@
 #include "core/ps/client.h"
 #include "core/ps/discovery.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -37,16 +39,10 @@ class PsCoordinatorTest : public ::testing::Test {
 };
 
 TEST_F(PsCoordinatorTest, ShardFetchesPlanAndPublishesEndpointFromEnvironment) {
-  const std::string port_file = dir_.File("coordinator.port");
-  parallax::testing::ChildProcess coordinator(
-      {BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db", dir_.File("state.db"),
-       "--port-file", port_file},
-      dir_.File("coordinator.log"));
-  const std::string port = parallax::testing::WaitForFileWord(port_file, 20'000, &coordinator);
-  ASSERT_FALSE(port.empty()) << "coordinator did not start";
-  CoordinatorClientOptions copts;
-  copts.address = "127.0.0.1:" + port;
-  auto coord = CoordinatorClient::Connect(copts);
+  parallax::testing::CoordinatorProcess coordinator(BinDir(), dir_.path());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
+  const std::string port = coordinator.port_text();
+  auto coord = parallax::testing::ConnectToCoordinator(coordinator);
   ASSERT_TRUE(coord.ok()) << coord.status().ToString();
   auto job = (*coord)->SubmitJob(kJob, dir_.File("job.toml"));
   ASSERT_TRUE(job.ok()) << job.status().ToString();

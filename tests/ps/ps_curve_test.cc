@@ -17,6 +17,8 @@
 #include "core/ps/discovery.h"
 #include "schemas/ps_wire.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -35,18 +37,15 @@ class PsCurveTest : public ::testing::Test {
     std::string secret_file = dir_.File("secret");
     std::ofstream(secret_file) << kSecret << "\n";
     chmod(secret_file.c_str(), 0600);
-    const std::string port_file = dir_.File("coordinator.port");
-    coordinator_ = std::make_unique<parallax::testing::ChildProcess>(
-        std::vector<std::string>{BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                 "--db", dir_.File("state.db"), "--port-file", port_file,
-                                 "--secret-file", secret_file},
-        dir_.File("coordinator.log"));
-    port_ = parallax::testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
-    ASSERT_FALSE(port_.empty()) << "coordinator did not start";
+    parallax::testing::CoordinatorProcessOptions options;
+    options.extra_args = {"--secret-file", secret_file};
+    coordinator_ =
+        std::make_unique<parallax::testing::CoordinatorProcess>(BinDir(), dir_.path(), options);
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    port_ = coordinator_->port_text();
     CoordinatorClientOptions copts;
-    copts.address = "127.0.0.1:" + port_;
     copts.auth_token = kSecret;
-    auto coord = CoordinatorClient::Connect(copts);
+    auto coord = parallax::testing::ConnectToCoordinator(*coordinator_, copts);
     ASSERT_TRUE(coord.ok()) << coord.status().ToString();
     coord_ = std::move(coord).value();
     auto job = coord_->SubmitJob(kJob, dir_.File("job.toml"));
@@ -116,7 +115,7 @@ class PsCurveTest : public ::testing::Test {
   }
 
   parallax::testing::TempDir dir_;
-  std::unique_ptr<parallax::testing::ChildProcess> coordinator_;
+  std::unique_ptr<parallax::testing::CoordinatorProcess> coordinator_;
   std::unique_ptr<parallax::testing::ChildProcess> shard_;
   std::unique_ptr<CoordinatorClient> coord_;
   std::string port_;

@@ -16,6 +16,8 @@
 
 #include "core/config/job_config.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -32,8 +34,6 @@ constexpr int kBatch = 64;
 
 std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
-std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
-
 // Trains with a secured coordinator; `ps_section` is appended to the job file.
 // Returns the shard's log.
 std::string TrainOverSecuredPs(const std::string& ps_section) {
@@ -41,17 +41,15 @@ std::string TrainOverSecuredPs(const std::string& ps_section) {
   const std::string secret_file = dir.File("secret");
   std::ofstream(secret_file) << kSecret << "\n";
   chmod(secret_file.c_str(), 0600);
-  ChildProcess coordinator({BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                            dir.File("state.db"), "--port-file", dir.File("port"),
-                            "--secret-file", secret_file},
-                           dir.File("coordinator.log"));
-  const std::string port = parallax::testing::WaitForFileWord(dir.File("port"), 20'000, &coordinator);
-  EXPECT_FALSE(port.empty()) << ReadAll(dir.File("coordinator.log"));
-  if (port.empty()) return "";
+  testing::CoordinatorProcessOptions options;
+  options.extra_args = {"--secret-file", secret_file};
+  testing::CoordinatorProcess coordinator(BinDir(), dir.path(), options);
+  EXPECT_TRUE(coordinator.ok()) << coordinator.error();
+  if (!coordinator.ok()) return "";
+  const std::string port = coordinator.port_text();
   CoordinatorClientOptions co;
-  co.address = "127.0.0.1:" + port;
   co.auth_token = kSecret;
-  auto coord = CoordinatorClient::Connect(co);
+  auto coord = testing::ConnectToCoordinator(coordinator, co);
   EXPECT_TRUE(coord.ok()) << coord.status().ToString();
   if (!coord.ok()) return "";
   const std::string job_file = dir.File("job.toml");
@@ -94,7 +92,7 @@ std::string TrainOverSecuredPs(const std::string& ps_section) {
   int emb = -1, w = -1;
   EXPECT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
   Status started = (*session)->Start();
-  EXPECT_TRUE(started.ok()) << started.ToString() << ReadAll(dir.File("shard.log"));
+  EXPECT_TRUE(started.ok()) << started.ToString() << testing::ReadWholeFile(dir.File("shard.log"));
   if (!started.ok()) return "";
   Status trained = testing::TrainTiny(session->get(), emb, w, kSteps, kBatch, false);
   EXPECT_TRUE(trained.ok()) << trained.ToString();
@@ -114,7 +112,7 @@ std::string TrainOverSecuredPs(const std::string& ps_section) {
   session->reset();
   shard.Signal(SIGTERM);
   EXPECT_NE(shard.Wait(10'000), -1);
-  return ReadAll(dir.File("shard.log"));
+  return testing::ReadWholeFile(dir.File("shard.log"));
 }
 
 TEST(CurveSessionTest, AsyncPsTrainingOverCurveMatchesTheReference) {

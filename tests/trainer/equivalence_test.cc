@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -28,8 +30,6 @@ using testing::ChildProcess;
 using testing::TinyModel;
 
 std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
-
-std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 constexpr int kSteps = 30;
 constexpr int kRanks = 2;
@@ -44,17 +44,10 @@ struct JobKnobs {
 class TrainerEquivalenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string port_file = dir_.File("coordinator.port");
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                 "--db", dir_.File("state.db"), "--port-file", port_file},
-        dir_.File("coordinator.log"));
-    port_ = parallax::testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
-    ASSERT_FALSE(port_.empty()) << "coordinator did not start: "
-                                << ReadAll(dir_.File("coordinator.log"));
-    CoordinatorClientOptions o;
-    o.address = "127.0.0.1:" + port_;
-    auto c = CoordinatorClient::Connect(o);
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(BinDir(), dir_.path());
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    port_ = coordinator_->port_text();
+    auto c = testing::ConnectToCoordinator(*coordinator_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     coord_ = std::move(c).value();
   }
@@ -149,7 +142,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
       const int status = ranks[static_cast<size_t>(r)]->Wait(120'000);
       ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
           << "rank " << r << " (status " << status << "):\n"
-          << ReadAll(dir_.File(tag + "-rank" + std::to_string(r) + ".log"));
+          << testing::ReadWholeFile(dir_.File(tag + "-rank" + std::to_string(r) + ".log"));
     }
     for (auto& s : shard_procs) {
       s->Signal(SIGTERM);
@@ -203,7 +196,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string port_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
   std::unique_ptr<CoordinatorClient> coord_;
 };
 
@@ -277,7 +270,8 @@ TEST_F(TrainerEquivalenceTest, ShapeDifferingBetweenRanksStopsBoth) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
   for (int r = 0; r < kRanks; ++r) {
-    const std::string log = ReadAll(dir_.File("shape-rank" + std::to_string(r) + ".log"));
+    const std::string log =
+        testing::ReadWholeFile(dir_.File("shape-rank" + std::to_string(r) + ".log"));
     EXPECT_NE(log.find("FAILED_PRECONDITION"), std::string::npos) << log;
     EXPECT_NE(log.find("differs between ranks: rank 1 registered \"emb\" sparse 100x8, rank 0 "
                        "\"emb\" sparse 100x4"),

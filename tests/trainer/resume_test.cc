@@ -19,9 +19,10 @@
 #include <sstream>
 #include <thread>
 
+#include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
-#include "core/rpc/coordinator_client.h"
 #include "tests/trainer/tiny_trainer.h"
 
 namespace parallax {
@@ -35,8 +36,6 @@ using Clock = std::chrono::steady_clock;
 using Model = std::map<std::string, std::vector<float>>;
 
 const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
-
-std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 // "name v v v" lines, as trainer_test_rank writes them.
 Model ReadModel(const std::string& path) {
@@ -55,7 +54,7 @@ Model ReadModel(const std::string& path) {
 
 // A float32 C-order .npy as `parallax export` writes it: its shape and data.
 bool ReadNpy(const std::string& path, std::vector<int64_t>* shape, std::vector<float>* data) {
-  const std::string bytes = ReadAll(path);
+  const std::string bytes = testing::ReadWholeFile(path);
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0 || bytes[6] != 1) return false;
   const size_t header_len = static_cast<unsigned char>(bytes[8]) |
                             (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
@@ -84,15 +83,11 @@ bool ReadNpy(const std::string& path, std::vector<int64_t>* shape, std::vector<f
 class ResumeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                                 dir_.File("state.db"), "--port-file", dir_.File("port"),
-                                 "--agent-timeout-ms", "5000"},
-        dir_.File("coordinator.log"));
-    const std::string port =
-        testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
-    ASSERT_FALSE(port.empty()) << Log("coordinator.log");
-    address_ = "127.0.0.1:" + port;
+    testing::CoordinatorProcessOptions options;
+    options.extra_args = {"--agent-timeout-ms", "5000"};
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(kBin, dir_.path(), options);
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    address_ = coordinator_->address();
     agent_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name",
                                  "agent-a", "--workdir", dir_.File("agent-a"), "--slots", "2",
@@ -101,7 +96,7 @@ class ResumeTest : public ::testing::Test {
   }
 
   std::string Log(const std::string& name) {
-    return "---- " + name + "\n" + ReadAll(dir_.File(name));
+    return "---- " + name + "\n" + testing::ReadWholeFile(dir_.File(name));
   }
 
   RunResult Cli(std::vector<std::string> args) {
@@ -162,7 +157,8 @@ class ResumeTest : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string address_;
-  std::unique_ptr<ChildProcess> coordinator_, agent_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
+  std::unique_ptr<ChildProcess> agent_;
 };
 
 TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
@@ -213,7 +209,7 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
   ASSERT_TRUE(ReadNpy(out + "/w.npy", &shape, &data));
   EXPECT_EQ(shape, (std::vector<int64_t>{TinyModel::kDim}));
   EXPECT_EQ(data, final_model["w"]);
-  nlohmann::json m = nlohmann::json::parse(ReadAll(out + "/manifest.json"));
+  nlohmann::json m = nlohmann::json::parse(testing::ReadWholeFile(out + "/manifest.json"));
   EXPECT_EQ(m["step"], 30);
   EXPECT_EQ(m["job"], std::stoll(crashed));
   ASSERT_EQ(m["variables"].size(), 2u);
@@ -237,7 +233,7 @@ TEST_F(ResumeTest, InterruptedRunResumesToTheSameModelAndExportsIt) {
   const std::string out20 = dir_.File("export20");
   RunResult e20 = Cli({"export", crashed, "--out", out20});
   ASSERT_EQ(e20.exit_code, 0) << e20.err;
-  EXPECT_EQ(nlohmann::json::parse(ReadAll(out20 + "/manifest.json"))["step"], 20);
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadWholeFile(out20 + "/manifest.json"))["step"], 20);
   RunResult e30 = Cli({"export", crashed, "--checkpoint", "30", "--out", dir_.File("x30")});
   EXPECT_EQ(e30.exit_code, 1);
   EXPECT_NE(e30.err.find("dense.pxck"), std::string::npos) << e30.err;
@@ -305,8 +301,9 @@ TEST_F(ResumeTest, AllGatherWithAdamResumesToTheSameModel) {
   std::vector<float> data;
   ASSERT_TRUE(ReadNpy(out + "/emb.npy", &shape, &data));
   EXPECT_EQ(data, ReadModel(dir_.File("ag-crashed-rank0.out"))["emb"]);
-  EXPECT_EQ(nlohmann::json::parse(ReadAll(out + "/manifest.json"))["variables"][0]["path"],
-            "allgather");
+  EXPECT_EQ(
+      nlohmann::json::parse(testing::ReadWholeFile(out + "/manifest.json"))["variables"][0]["path"],
+      "allgather");
 }
 
 // In-process ranks (one here) under a real coordinator and no agent: a
@@ -316,14 +313,9 @@ TEST_F(ResumeTest, AllGatherWithAdamResumesToTheSameModel) {
 class CheckpointFallbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                                 dir_.File("state.db"), "--port-file", dir_.File("port")},
-        dir_.File("coordinator.log"));
-    const std::string port =
-        testing::WaitForFileWord(dir_.File("port"), 20'000, coordinator_.get());
-    ASSERT_FALSE(port.empty()) << ReadAll(dir_.File("coordinator.log"));
-    address_ = "127.0.0.1:" + port;
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(kBin, dir_.path());
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    address_ = coordinator_->address();
   }
 
   SessionOptions Options(int64_t job, int attempt) {
@@ -365,7 +357,7 @@ class CheckpointFallbackTest : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string address_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
 };
 
 TEST_F(CheckpointFallbackTest, ResumeSkipsACorruptNewestCheckpoint) {

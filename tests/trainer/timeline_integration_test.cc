@@ -17,6 +17,8 @@
 #include <sstream>
 
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -31,33 +33,19 @@ std::string BinDir() {
   return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class TimelineIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string port_file = dir_.File("coordinator.port");
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                 "--db", dir_.File("state.db"), "--port-file", port_file},
-        dir_.File("coordinator.log"));
-    port_ = parallax::testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
-    ASSERT_FALSE(port_.empty()) << "coordinator did not start: "
-                                << ReadAll(dir_.File("coordinator.log"));
-    CoordinatorClientOptions o;
-    o.address = "127.0.0.1:" + port_;
-    auto c = CoordinatorClient::Connect(o);
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(BinDir(), dir_.path());
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    port_ = coordinator_->port_text();
+    auto c = testing::ConnectToCoordinator(*coordinator_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     coord_ = std::move(c).value();
   }
 
   testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
   std::string port_;
   std::unique_ptr<CoordinatorClient> coord_;
 };
@@ -101,7 +89,7 @@ TEST_F(TimelineIntegrationTest, HybridRanksWriteTracesAndThePrefetchOverlapsComp
     const int status = ranks[static_cast<size_t>(r)]->Wait(120'000);
     ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "rank " << r << " (status " << status << "):\n"
-        << ReadAll(dir_.File("rank" + std::to_string(r) + ".log"));
+        << testing::ReadWholeFile(dir_.File("rank" + std::to_string(r) + ".log"));
   }
   shard.Signal(SIGTERM);
   EXPECT_NE(shard.Wait(10'000), -1);

@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/models/lm_ranks.h"
@@ -26,8 +28,6 @@ using testing::ChildProcess;
 constexpr int kSteps = 20, kRanks = 2, kBatch = 16;
 
 std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
-
-std::string ReadAll(const std::string& path) { return testing::ReadWholeFile(path); }
 
 double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;
@@ -42,16 +42,10 @@ double RelativeDifference(const std::vector<float>& a, const std::vector<float>&
 class LmEquivalenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string port_file = dir_.File("coordinator.port");
-    coordinator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-                                 "--db", dir_.File("state.db"), "--port-file", port_file},
-        dir_.File("coordinator.log"));
-    port_ = testing::WaitForFileWord(port_file, 20'000, coordinator_.get());
-    ASSERT_FALSE(port_.empty()) << ReadAll(dir_.File("coordinator.log"));
-    CoordinatorClientOptions o;
-    o.address = "127.0.0.1:" + port_;
-    auto c = CoordinatorClient::Connect(o);
+    coordinator_ = std::make_unique<testing::CoordinatorProcess>(BinDir(), dir_.path());
+    ASSERT_TRUE(coordinator_->ok()) << coordinator_->error();
+    port_ = coordinator_->port_text();
+    auto c = testing::ConnectToCoordinator(*coordinator_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     coord_ = std::move(c).value();
   }
@@ -97,7 +91,8 @@ class LmEquivalenceTest : public ::testing::Test {
     for (int r = 0; r < kRanks; ++r) {
       const int status = ranks[static_cast<size_t>(r)]->Wait(120'000);
       ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          << "rank " << r << ":\n" << ReadAll(dir_.File(arch + "-rank" + std::to_string(r) + ".log"));
+          << "rank " << r << ":\n"
+          << testing::ReadWholeFile(dir_.File(arch + "-rank" + std::to_string(r) + ".log"));
     }
     for (auto& s : shard_procs) {
       s->Signal(SIGTERM);
@@ -146,7 +141,7 @@ class LmEquivalenceTest : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string port_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<testing::CoordinatorProcess> coordinator_;
   std::unique_ptr<CoordinatorClient> coord_;
 };
 

@@ -10,6 +10,8 @@
 
 #include "core/data/token_file.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/models/synthetic_data.h"
@@ -74,16 +76,10 @@ TEST_F(TrainerMainTest, LmReadsItsDataRelativeToTheJobFile) {
 // attempt read on instead of starting the data over.
 TEST_F(TrainerMainTest, LmResumesItsDataPositionFromACheckpoint) {
   WriteTinyLmData();
-  const std::string port_file = dir_.File("coordinator.port");
-  testing::ChildProcess coordinator(
-      {std::string(PARALLAX_BIN_DIR_DEFAULT) + "/parallax-coordinator", "--listen", "127.0.0.1:0",
-       "--db", dir_.File("state.db"), "--port-file", port_file},
-      dir_.File("coordinator.log"));
-  const std::string port = testing::WaitForFileWord(port_file, 20'000, &coordinator);
-  ASSERT_FALSE(port.empty());
-  CoordinatorClientOptions co;
-  co.address = "127.0.0.1:" + port;
-  auto coord = CoordinatorClient::Connect(co);
+  testing::CoordinatorProcess coordinator(PARALLAX_BIN_DIR_DEFAULT, dir_.path());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
+  const std::string port = coordinator.port_text();
+  auto coord = testing::ConnectToCoordinator(coordinator);
   ASSERT_TRUE(coord.ok()) << coord.status().ToString();
   auto job_text = [&](const std::string& name, int steps) {
     return "[job]\nname = \"" + name + "\"\narch = \"allgather\"\n[trainer]\nmodel = \"lm\"\n"

@@ -116,6 +116,11 @@ struct SessionOptions {
   std::chrono::milliseconds rendezvous_timeout{300'000};  // Gloo and PS endpoints
   std::chrono::milliseconds step_timeout{300'000};        // each collective / PS wait
   int rpc_timeout_ms = 30'000;
+  // How long an idempotent coordinator call (plan, rendezvous key-value,
+  // checkpoint commit) keeps reconnecting while the coordinator is away, so a
+  // coordinator restart costs no job restart; 0: fail at once
+  // (core/rpc/coordinator_client.h, "Retries").
+  int coordinator_retry_ms = 30'000;
 
   // Dense fusion buckets (bytes of float32); see core/comm/gradient_fusion.h.
   // The session uses at most this and at most a quarter of the step's dense
