@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
+#include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -31,16 +33,11 @@ std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
 TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPush) {
   testing::TempDir dir;
-  const std::string port_file = dir.File("coordinator.port");
-  ChildProcess coordinator({BinDir() + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                            dir.File("state.db"), "--port-file", port_file},
-                           dir.File("coordinator.log"));
-  const std::string port = testing::WaitForFileWord(port_file, 20'000, &coordinator);
-  ASSERT_FALSE(port.empty()) << testing::ReadWholeFile(dir.File("coordinator.log"));
-  CoordinatorClientOptions co;
-  co.address = "127.0.0.1:" + port;
-  auto coord = CoordinatorClient::Connect(co);
+  testing::CoordinatorProcess coordinator(BinDir(), dir.path());
+  ASSERT_TRUE(coordinator.ok()) << coordinator.error();
+  auto coord = testing::ConnectToCoordinator(coordinator);
   ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+  const std::string port = coordinator.port_text();
 
   const std::string job_file = dir.File("job.toml");
   const std::string text =
