@@ -1,5 +1,7 @@
 #include "ps/variable_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -19,6 +21,16 @@ void Reserve(std::vector<T>* v, size_t n) {
   v->reserve(n);
 }
 
+// Asks for 2 MiB pages under [p, p + bytes): rows are read at random over
+// hundreds of MiB, and with 4 KiB pages nearly every row costs a TLB miss
+// (a nested page walk in a VM). Advisory: a failure changes nothing.
+void AdviseHugePages(void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 }  // namespace
 
 VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
@@ -26,13 +38,20 @@ VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
       num_slots_(optim::StateSlots(var.optimizer.type)),
       dense_index_(var.rows <= kMaxDenseRows) {
   if (dense_index_) {
+    dense_.reserve(static_cast<size_t>(var.rows));
+    AdviseHugePages(dense_.data(), dense_.capacity() * sizeof(uint32_t));
     dense_.assign(static_cast<size_t>(var.rows), 0);
   }
   if (expected_rows > 0) {
     const size_t n = static_cast<size_t>(expected_rows);
     ids_.reserve(std::min(n, kMaxReserveBytes / sizeof(int64_t)));
+    Reserve(&marks_, n);
     Reserve(&weights_, n * var_.dim);
     for (int s = 0; s < num_slots_; ++s) Reserve(&slots_[s], n * var_.dim);
+    AdviseHugePages(marks_.data(), marks_.capacity() * sizeof(uint32_t));
+    AdviseHugePages(weights_.data(), weights_.capacity() * sizeof(float));
+    for (int s = 0; s < num_slots_; ++s)
+      AdviseHugePages(slots_[s].data(), slots_[s].capacity() * sizeof(float));
   }
 }
 
@@ -53,12 +72,25 @@ uint32_t VariableTable::Touch(int64_t id) {
   return it->second;
 }
 
-void VariableTable::TouchAll(const int64_t* ids, size_t n, uint32_t* idx) {
+void VariableTable::TouchAll(const int64_t* ids, size_t n, uint32_t* idx, bool* distinct) {
   constexpr size_t kAhead = 16;
   for (size_t i = 0; i < n; ++i) {
     if (dense_index_ && i + kAhead < n) __builtin_prefetch(&dense_[static_cast<size_t>(ids[i + kAhead])]);
     idx[i] = Touch(ids[i]);
   }
+  if (distinct == nullptr) return;
+  if (++epoch_ == 0) {  // wrapped: forget every old mark
+    std::fill(marks_.begin(), marks_.end(), 0);
+    epoch_ = 1;
+  }
+  marks_.resize(ids_.size(), 0);
+  bool all_different = true;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t& mark = marks_[idx[i]];
+    all_different &= mark != epoch_;
+    mark = epoch_;
+  }
+  *distinct = all_different;
 }
 
 void VariableTable::PrefetchRow(uint32_t idx) const {
@@ -96,6 +128,7 @@ void VariableTable::Clear() {
   slots_[0].clear();
   slots_[1].clear();
   steps_.clear();
+  marks_.clear();
 }
 
 }  // namespace parallax::ps

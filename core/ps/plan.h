@@ -88,6 +88,38 @@ std::string PsPlanToJson(const PsPlan& plan);
 // blocks of ceil(rows / partitions) ids.
 uint32_t PartitionOf(const VariableSpec& var, int64_t id);
 
+// PartitionOf for many ids of one variable (the hot path of the client and
+// the shard): the range scheme's block size and its reciprocal are computed
+// once, so no id costs a 64-bit division. Same results as PartitionOf.
+class Partitioner {
+ public:
+  explicit Partitioner(const VariableSpec& var);
+  // REQUIRES: 0 <= id < var.rows.
+  uint32_t operator()(int64_t id) const {
+    if (partitions_ == 1) return 0;
+    if (hash_) return static_cast<uint32_t>(Mix64Inline(static_cast<uint64_t>(id)) % partitions_);
+    // An estimate off by at most one either way, then corrected exactly.
+    int64_t p = static_cast<int64_t>(static_cast<double>(id) * inv_block_);
+    if (p * block_ > id) --p;
+    if ((p + 1) * block_ <= id) ++p;
+    return static_cast<uint32_t>(p);
+  }
+  static uint64_t Mix64Inline(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+  }
+
+ private:
+  uint32_t partitions_;
+  bool hash_;
+  int64_t block_;
+  double inv_block_;
+};
+
 // The shard owning partition `p` of `var`.
 inline uint32_t ShardOf(const VariableSpec& var, uint32_t p) { return var.partition_shards[p]; }
 
