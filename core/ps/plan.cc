@@ -215,15 +215,6 @@ std::string PsPlanToJson(const PsPlan& plan) {
   return doc.dump(2);
 }
 
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
 uint64_t UnMix64(uint64_t x) {
   // Inverses of each step, in reverse order.
   x ^= (x >> 31) ^ (x >> 62);
