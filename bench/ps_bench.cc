@@ -218,8 +218,9 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
 // ---- launcher ----
 
 struct RunResult {
-  double secs = -1;  // the slowest worker's time; < 0 on failure
-  double cpu = 0;    // CPU seconds of the workers and shards over the timed steps
+  double secs = -1;       // the slowest worker's time; < 0 on failure
+  double cpu = 0;         // CPU seconds of the workers and shards over the timed steps
+  double shard_cpu = 0;   // of which the shards'
 };
 
 // One run.
@@ -267,6 +268,7 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
   RunResult result;
   if (ok) {
     result.cpu = shard_cpu;
+    result.shard_cpu = shard_cpu;
     for (int w = 0; w < 2; ++w) {
       std::ifstream in(dir + "/result" + std::to_string(w));
       double secs = -1, cpu = 0;
@@ -332,7 +334,8 @@ int main(int argc, char** argv) {
       rates.push_back(rows / run.secs);
       cpu_ns.push_back(run.cpu * 1e9 / rows);
       std::cerr << "ps_bench: mode " << m << " run " << r << ": " << rates.back() << " rows/s, "
-                << cpu_ns.back() << " CPU ns/row\n";
+                << cpu_ns.back() << " CPU ns/row (shards " << run.shard_cpu * 1e9 / rows
+                << ", workers " << (run.cpu - run.shard_cpu) * 1e9 / rows << ")\n";
     }
     std::sort(rates.begin(), rates.end());
     std::sort(cpu_ns.begin(), cpu_ns.end());
