@@ -1,7 +1,5 @@
 #include "ps/variable_table.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -21,16 +19,6 @@ void Reserve(std::vector<T>* v, size_t n) {
   v->reserve(n);
 }
 
-// Asks for 2 MiB pages under [p, p + bytes): rows are read at random over
-// hundreds of MiB, and with 4 KiB pages nearly every row costs a TLB miss
-// (a nested page walk in a VM). Advisory: a failure changes nothing.
-void AdviseHugePages(void* p, size_t bytes) {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
-  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
 }  // namespace
 
 VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
@@ -38,8 +26,6 @@ VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
       num_slots_(optim::StateSlots(var.optimizer.type)),
       dense_index_(var.rows <= kMaxDenseRows) {
   if (dense_index_) {
-    dense_.reserve(static_cast<size_t>(var.rows));
-    AdviseHugePages(dense_.data(), dense_.capacity() * sizeof(uint32_t));
     dense_.assign(static_cast<size_t>(var.rows), 0);
   }
   if (expected_rows > 0) {
@@ -48,10 +34,6 @@ VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
     Reserve(&marks_, n);
     Reserve(&weights_, n * var_.dim);
     for (int s = 0; s < num_slots_; ++s) Reserve(&slots_[s], n * var_.dim);
-    AdviseHugePages(marks_.data(), marks_.capacity() * sizeof(uint32_t));
-    AdviseHugePages(weights_.data(), weights_.capacity() * sizeof(float));
-    for (int s = 0; s < num_slots_; ++s)
-      AdviseHugePages(slots_[s].data(), slots_[s].capacity() * sizeof(float));
   }
 }
 

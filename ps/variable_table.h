@@ -19,9 +19,8 @@ class VariableTable {
   // `expected_rows`: how many rows this shard will likely hold (its share of
   // the variable); storage for them is reserved up front (address space
   // only: pages are committed on first touch) so that growing never copies
-  // the table. That storage and the id index are advised to use transparent
-  // huge pages (fewer TLB misses on random rows; measured in
-  // docs/PERFORMANCE.md).
+  // the table. (Transparent huge pages were tried twice and measured no
+  // better: docs/PERFORMANCE.md.)
   explicit VariableTable(const VariableSpec& var, int64_t expected_rows = 0);
 
   const VariableSpec& spec() const { return var_; }
