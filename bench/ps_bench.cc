@@ -9,7 +9,10 @@
 // partition. Every id stream is generated before timing.
 //
 // rows/s = (pulled + pushed rows of both workers) / slowest worker's time.
-// GB/s counts row values only (D × 4 bytes a row).
+// GB/s counts row values only (D × 4 bytes a row). cpu_ns_per_row: CPU time
+// (user + system, every thread) the 2 workers and 2 shards spent over the
+// timed steps, per row moved; unlike rows/s it hardly depends on what else
+// runs on the machine.
 //
 // Modes: "pullpush" (waited pull, then waited push, per step) and "pushpull"
 // (one combined PUSH_PULL per step). Prints one JSON object per line and
@@ -23,11 +26,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,6 +138,29 @@ pid_t Spawn(const std::vector<std::string>& args) {
   return pid;
 }
 
+// CPU seconds (user + system, all threads) of this process so far.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// CPU seconds (user + system) of process `pid` so far, from /proc; -1 if
+// unreadable.
+double ChildCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return -1;
+  std::stringstream fields(stat.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 // ---- worker process ----
 
 int RunWorker(const Config& c, const std::string& plan_file, const std::string& endpoints_csv,
@@ -173,6 +202,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   std::ofstream(dir + "/ready" + std::to_string(worker)) << "1";
   if (!WaitForFile(dir + "/go", 120'000)) return 1;
   const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   for (int s = c.warmup; s < total; ++s) {
     if (!step(s)) {
       std::cerr << "step " << s << " failed\n";
@@ -180,14 +210,21 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
     }
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::ofstream(dir + "/result" + std::to_string(worker)) << secs << "\n";
+  const double cpu = ProcessCpuSeconds() - cpu_start;
+  std::ofstream(dir + "/result" + std::to_string(worker)) << secs << " " << cpu << "\n";
   return 0;
 }
 
 // ---- launcher ----
 
-// One run: returns the slowest worker's seconds, or < 0 on failure.
-double RunOnce(const Config& c, const std::string& self, const std::string& mode, int run) {
+struct RunResult {
+  double secs = -1;       // the slowest worker's time; < 0 on failure
+  double cpu = 0;         // CPU seconds of the workers and shards over the timed steps
+  double shard_cpu = 0;   // of which the shards'
+};
+
+// One run.
+RunResult RunOnce(const Config& c, const std::string& self, const std::string& mode, int run) {
   const std::string dir = "/tmp/ps_bench." + std::to_string(getpid()) + "." + mode + "." + std::to_string(run);
   std::filesystem::create_directories(dir);
   const std::string plan_file = dir + "/plan.json";
@@ -200,7 +237,7 @@ double RunOnce(const Config& c, const std::string& self, const std::string& mode
     const std::string port_file = dir + "/endpoint" + std::to_string(s);
     shards.push_back(Spawn({c.ps_bin, "--plan", plan_file, "--shard", std::to_string(s), "--listen",
                             listen, "--port-file", port_file}));
-    if (!WaitForFile(port_file, 20'000)) return -1;
+    if (!WaitForFile(port_file, 20'000)) return {};
     std::ifstream in(port_file);
     std::string ep;
     in >> ep;
@@ -215,27 +252,33 @@ double RunOnce(const Config& c, const std::string& self, const std::string& mode
                              std::to_string(c.steps)}));
   }
   bool ok = WaitForFile(dir + "/ready0", 300'000) && WaitForFile(dir + "/ready1", 300'000);
+  double shard_cpu = 0;
+  for (pid_t p : shards) shard_cpu -= ChildCpuSeconds(p);
   if (ok) std::ofstream(dir + "/go") << "1";
   for (pid_t p : workers) {
     int status = 0;
     waitpid(p, &status, 0);
     ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
+  for (pid_t p : shards) shard_cpu += ChildCpuSeconds(p);
   for (pid_t p : shards) {
     kill(p, SIGTERM);
     waitpid(p, nullptr, 0);
   }
-  double slowest = -1;
+  RunResult result;
   if (ok) {
+    result.cpu = shard_cpu;
+    result.shard_cpu = shard_cpu;
     for (int w = 0; w < 2; ++w) {
       std::ifstream in(dir + "/result" + std::to_string(w));
-      double secs = -1;
-      in >> secs;
-      slowest = std::max(slowest, secs);
+      double secs = -1, cpu = 0;
+      in >> secs >> cpu;
+      result.secs = std::max(result.secs, secs);
+      result.cpu += cpu;
     }
   }
   std::filesystem::remove_all(dir);
-  return slowest;
+  return result;
 }
 
 void Emit(const std::string& metric, const std::string& unit, const std::string& stat, int runs,
@@ -280,17 +323,22 @@ int main(int argc, char** argv) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::stringstream ss(c.modes);
   for (std::string m; std::getline(ss, m, ',');) {
-    std::vector<double> rates;
+    std::vector<double> rates, cpu_ns;
     for (int r = 0; r < c.runs; ++r) {
-      const double secs = RunOnce(c, self, m, r);
-      if (secs <= 0) {
+      const RunResult run = RunOnce(c, self, m, r);
+      if (run.secs <= 0) {
         std::cerr << "ps_bench: run " << r << " of mode " << m << " failed\n";
         return 1;
       }
-      rates.push_back(2.0 * 2.0 * c.k * c.steps / secs);  // 2 workers × (pull + push) rows
-      std::cerr << "ps_bench: mode " << m << " run " << r << ": " << rates.back() << " rows/s\n";
+      const double rows = 2.0 * 2.0 * c.k * c.steps;  // 2 workers × (pull + push) rows
+      rates.push_back(rows / run.secs);
+      cpu_ns.push_back(run.cpu * 1e9 / rows);
+      std::cerr << "ps_bench: mode " << m << " run " << r << ": " << rates.back() << " rows/s, "
+                << cpu_ns.back() << " CPU ns/row (shards " << run.shard_cpu * 1e9 / rows
+                << ", workers " << (run.cpu - run.shard_cpu) * 1e9 / rows << ")\n";
     }
     std::sort(rates.begin(), rates.end());
+    std::sort(cpu_ns.begin(), cpu_ns.end());
     const double med = rates[rates.size() / 2];
     const double row_bytes = 4.0 * c.dim;
     for (auto [stat, v] : {std::pair{"median", med}, {"min", rates.front()}, {"max", rates.back()}}) {
@@ -298,6 +346,10 @@ int main(int argc, char** argv) {
     }
     for (auto [stat, v] : {std::pair{"median", med}, {"min", rates.front()}, {"max", rates.back()}}) {
       Emit("row_values_gb_per_s", "GB/s", stat, c.runs, v * row_bytes / 1e9, m, c);
+    }
+    for (auto [stat, v] : {std::pair{"median", cpu_ns[cpu_ns.size() / 2]}, {"min", cpu_ns.front()},
+                           {"max", cpu_ns.back()}}) {
+      Emit("cpu_ns_per_row", "ns", stat, c.runs, v, m, c);
     }
   }
   return 0;

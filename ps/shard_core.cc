@@ -16,6 +16,18 @@ bool IsPushOp(uint8_t op) {
   return op == static_cast<uint8_t>(Op::kPush) || op == static_cast<uint8_t>(Op::kPushPull);
 }
 
+// True if one of the n floats is NaN or ±Inf (all exponent bits set). Integer
+// compares over the bits, which GCC vectorizes (a float test does not).
+bool AnyNonFinite(const float* v, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad != 0;
+}
+
 size_t StalenessBucket(int64_t tau) {
   if (tau <= 0) return 0;
   size_t b = 1;
@@ -166,9 +178,10 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     return;
   }
   std::vector<int64_t> ids(h.count);
+  if (h.count > 0) std::memcpy(ids.data(), m.ids, ids.size() * sizeof(int64_t));
+  const Partitioner partition_of(*spec);
   for (size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = m.IdAt(i);
-    if (ids[i] < 0 || ids[i] >= spec->rows || PartitionOf(*spec, ids[i]) != h.partition) {
+    if (ids[i] < 0 || ids[i] >= spec->rows || partition_of(ids[i]) != h.partition) {
       Error(identity, h, ErrorCode::kIdOutOfRange,
             "id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
                 " is not in partition " + std::to_string(h.partition) + " of variable \"" +
@@ -194,11 +207,9 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
       gp = grads.data();
     }
     size_t bad_rows = 0;
-    for (size_t r = 0; r < ids.size(); ++r) {
-      const float* g = gp + r * dim;
-      float acc = 0.0f;
-      for (uint32_t j = 0; j < dim; ++j) acc += g[j] * 0.0f;  // NaN iff some g is NaN or Inf
-      if (acc == acc) continue;
+    const bool any_bad = AnyNonFinite(gp, n);  // rows are looked at one by one only then
+    for (size_t r = 0; any_bad && r < ids.size(); ++r) {
+      if (!AnyNonFinite(gp + r * dim, dim)) continue;
       if (plan.reject_nonfinite) {
         Error(identity, h, ErrorCode::kNonFinite,
               "gradient of id " + std::to_string(ids[r]) + " of variable \"" + spec->name +
@@ -213,9 +224,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
       size_t kept = 0;
       for (size_t r = 0; r < ids.size(); ++r) {
         const float* g = &grads[r * dim];
-        bool finite = true;
-        for (uint32_t j = 0; j < dim; ++j) finite &= std::isfinite(g[j]);
-        if (!finite) continue;
+        if (AnyNonFinite(g, dim)) continue;
         if (kept != r) {
           ids[kept] = ids[r];
           std::memmove(&grads[kept * dim], g, dim * sizeof(float));
@@ -248,21 +257,24 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   op == Op::kPush ? ++stats_.pushes : ++stats_.push_pulls;
   stats_.rows_pushed += static_cast<int64_t>(ids.size());
   if (plan.consistency != Consistency::kSync) {
-    std::vector<uint32_t> idx;
-    ApplyAsync(vs, ps, h, ids, gp, &idx);
     if (plan.consistency == Consistency::kSsp && h.worker < worker_clock_.size())
       worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
+    Header pull = h;
+    pull.clock = h.clock + 1;  // PUSH_PULL: rows for the next step
     if (op == Op::kPush) {
+      ApplyAsync(vs, ps, h, ids, gp, nullptr);
       out->push_back(Reply(identity, h, Op::kPush));
+    } else if (PullReady(pull)) {
+      // The rows are written into the reply as they are updated: one pass
+      // over them instead of two.
+      ValueFrame values(ids.size() * dim * ValueBytes(h.flags));
+      ApplyAsync(vs, ps, h, ids, gp, values.data());
+      stats_.rows_pulled += static_cast<int64_t>(ids.size());
+      out->push_back(PullReply(identity, pull, ids.size(), std::move(values)));
     } else {
-      Header pull = h;
-      pull.clock = h.clock + 1;  // rows for the next step
-      if (PullReady(pull)) {
-        AnswerPull(identity, pull, ids, out, idx.data());
-      } else {
-        ++stats_.held;
-        held_.push_back(Held{identity, pull, std::move(ids)});
-      }
+      ApplyAsync(vs, ps, h, ids, gp, nullptr);
+      ++stats_.held;
+      held_.push_back(Held{identity, pull, std::move(ids)});
     }
     ReleaseHeld(out);
     return;
@@ -326,51 +338,60 @@ bool ShardCore::PullReady(const Header& h) const {
   return true;
 }
 
-void ShardCore::AnswerPull(const std::string& identity, const Header& h,
-                           const std::vector<int64_t>& ids, std::vector<OutMessage>* out,
-                           const uint32_t* known_idx) {
-  VarState& vs = vars_.at(h.variable);
-  VariableTable& table = *vs.table;
-  const uint32_t dim = table.dim();
+OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, size_t n,
+                                ValueFrame values) {
+  const VarState& vs = vars_.at(h.variable);
   OutMessage m = Reply(identity, h, static_cast<Op>(h.op));
   Header rh = ps_wire::ReadHeader(m.frames[0].data());
-  rh.count = static_cast<uint32_t>(ids.size());
-  rh.dim = dim;
+  rh.count = static_cast<uint32_t>(n);
+  rh.dim = vs.table->dim();
   rh.version_seen = vs.parts[h.partition].version;
   ps_wire::WriteHeader(rh, m.frames[0].data());
+  m.values = std::move(values);
+  return m;
+}
+
+void ShardCore::AnswerPull(const std::string& identity, const Header& h,
+                           const std::vector<int64_t>& ids, std::vector<OutMessage>* out) {
+  VariableTable& table = *vars_.at(h.variable).table;
+  const uint32_t dim = table.dim();
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
   const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
-  std::vector<uint32_t> resolved;
-  if (known_idx == nullptr) {
-    resolved.resize(ids.size());
-    table.TouchAll(ids.data(), ids.size(), resolved.data());
-    known_idx = resolved.data();
-  }
-  std::string& values = m.frames[2];
-  values.resize(ids.size() * row_bytes);
+  std::vector<uint32_t> idx(ids.size());
+  table.TouchAll(ids.data(), ids.size(), idx.data());
+  ValueFrame values(ids.size() * row_bytes);
   constexpr size_t kAhead = 4;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) table.PrefetchRow(known_idx[i + kAhead]);
-    EncodeValues(table.weights(known_idx[i]), dim, fp16, values.data() + i * row_bytes);
+    if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
+    EncodeValues(table.weights(idx[i]), dim, fp16, values.data() + i * row_bytes);
   }
   stats_.rows_pulled += static_cast<int64_t>(ids.size());
-  out->push_back(std::move(m));
+  out->push_back(PullReply(identity, h, ids.size(), std::move(values)));
 }
 
 void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
-                           const std::vector<int64_t>& ids, const float* grads,
-                           std::vector<uint32_t>* idx) {
+                           const std::vector<int64_t>& ids, const float* grads, char* rows_out) {
   const int64_t tau = std::max<int64_t>(0, ps.version - h.version_seen);
   ++stats_.staleness[StalenessBucket(tau)];
   const float scale = options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f;
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
-  idx->resize(ids.size());
-  table.TouchAll(ids.data(), ids.size(), idx->data());
+  const bool fp16 = h.flags & ps_wire::kFlagFp16;
+  const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+  std::vector<uint32_t> idx(ids.size());
+  bool distinct = true;
+  table.TouchAll(ids.data(), ids.size(), idx.data(), rows_out != nullptr ? &distinct : nullptr);
+  // A repeated id must read as after its last update: copy in a second pass.
+  const bool copy_while_applying = rows_out != nullptr && distinct;
   constexpr size_t kAhead = 4;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) table.PrefetchRow((*idx)[i + kAhead]);
-    table.Apply((*idx)[i], grads + i * dim, scale);
+    if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
+    table.Apply(idx[i], grads + i * dim, scale);
+    if (copy_while_applying) EncodeValues(table.weights(idx[i]), dim, fp16, rows_out + i * row_bytes);
+  }
+  if (rows_out != nullptr && !copy_while_applying) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      EncodeValues(table.weights(idx[i]), dim, fp16, rows_out + i * row_bytes);
   }
   ++ps.version;
 }

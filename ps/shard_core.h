@@ -35,10 +35,34 @@ struct ShardOptions {
   size_t max_held = 65536;
 };
 
-// A message to send: the peer's ROUTER identity and the three wire frames.
+// The row values frame of a reply: allocated without being zeroed (it is
+// written whole before it is sent), and handed to the socket without a copy
+// (Release()).
+class ValueFrame {
+ public:
+  ValueFrame() = default;
+  explicit ValueFrame(size_t size) : data_(size ? new char[size] : nullptr), size_(size) {}
+  char* data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Gives up the buffer (free it with delete[]); the frame is empty afterwards.
+  char* Release() {
+    size_ = 0;
+    return data_.release();
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+};
+
+// A message to send: the peer's ROUTER identity and the three wire frames:
+// frames[0] the header, frames[1] the text (errors, STATS), `values` the rows.
 struct OutMessage {
   std::string identity;
-  std::array<std::string, 3> frames;
+  std::array<std::string, 2> frames;
+  ValueFrame values;
 };
 
 // Counters reported by STATS.
@@ -104,13 +128,16 @@ class ShardCore {
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;
-  // Answers with the rows of `ids`; `known_idx` (optional) are their table
-  // indexes when the caller already resolved them.
+  // Answers with the rows of `ids`.
   void AnswerPull(const std::string& identity, const Header& h, const std::vector<int64_t>& ids,
-                  std::vector<OutMessage>* out, const uint32_t* known_idx = nullptr);
-  // Applies one push now; `idx` receives the rows' table indexes.
+                  std::vector<OutMessage>* out);
+  // The reply to pull `h`: `n` rows whose values are `values`, as of the
+  // partition's current version.
+  OutMessage PullReply(const std::string& identity, const Header& h, size_t n, ValueFrame values);
+  // Applies one push now. With `rows_out` (a PUSH_PULL answered at once), also
+  // writes every row after the whole push into it, in the encoding of h.flags.
   void ApplyAsync(VarState& vs, PartitionState& ps, const Header& h, const std::vector<int64_t>& ids,
-                  const float* grads, std::vector<uint32_t>* idx);
+                  const float* grads, char* rows_out);
   // Applies every complete sync step of (var, partition); returns true if any.
   bool TryApplySync(VarState& vs, PartitionState& ps);
   void ReleaseHeld(std::vector<OutMessage>* out);

@@ -21,6 +21,13 @@ zmq::message_t ToMessage(std::string&& s) {
       owned);
 }
 
+// Hands a row frame to ZeroMQ, which frees it once sent.
+zmq::message_t ToMessage(ValueFrame&& v) {
+  if (v.empty()) return zmq::message_t();
+  const size_t size = v.size();
+  return zmq::message_t(v.Release(), size, [](void* data, void*) { delete[] static_cast<char*>(data); });
+}
+
 class ZmqShardServer final : public ShardServer {
  public:
   ZmqShardServer(std::unique_ptr<ShardCore> core, std::string listen, ShardCurveOptions curve)
@@ -175,7 +182,7 @@ class ZmqShardServer final : public ShardServer {
       router_.send(zmq::buffer(m.identity), zmq::send_flags::sndmore);
       router_.send(ToMessage(std::move(m.frames[0])), zmq::send_flags::sndmore);
       router_.send(ToMessage(std::move(m.frames[1])), zmq::send_flags::sndmore);
-      router_.send(ToMessage(std::move(m.frames[2])), zmq::send_flags::none);
+      router_.send(ToMessage(std::move(m.values)), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {
       PX_LOG(WARNING) << "PS shard send failed: " << e.what();
     }

@@ -31,6 +31,7 @@ VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
   if (expected_rows > 0) {
     const size_t n = static_cast<size_t>(expected_rows);
     ids_.reserve(std::min(n, kMaxReserveBytes / sizeof(int64_t)));
+    Reserve(&marks_, n);
     Reserve(&weights_, n * var_.dim);
     for (int s = 0; s < num_slots_; ++s) Reserve(&slots_[s], n * var_.dim);
   }
@@ -53,12 +54,25 @@ uint32_t VariableTable::Touch(int64_t id) {
   return it->second;
 }
 
-void VariableTable::TouchAll(const int64_t* ids, size_t n, uint32_t* idx) {
+void VariableTable::TouchAll(const int64_t* ids, size_t n, uint32_t* idx, bool* distinct) {
   constexpr size_t kAhead = 16;
   for (size_t i = 0; i < n; ++i) {
     if (dense_index_ && i + kAhead < n) __builtin_prefetch(&dense_[static_cast<size_t>(ids[i + kAhead])]);
     idx[i] = Touch(ids[i]);
   }
+  if (distinct == nullptr) return;
+  if (++epoch_ == 0) {  // wrapped: forget every old mark
+    std::fill(marks_.begin(), marks_.end(), 0);
+    epoch_ = 1;
+  }
+  marks_.resize(ids_.size(), 0);
+  bool all_different = true;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t& mark = marks_[idx[i]];
+    all_different &= mark != epoch_;
+    mark = epoch_;
+  }
+  *distinct = all_different;
 }
 
 void VariableTable::PrefetchRow(uint32_t idx) const {
@@ -96,6 +110,7 @@ void VariableTable::Clear() {
   slots_[0].clear();
   slots_[1].clear();
   steps_.clear();
+  marks_.clear();
 }
 
 }  // namespace parallax::ps

@@ -19,7 +19,8 @@ class VariableTable {
   // `expected_rows`: how many rows this shard will likely hold (its share of
   // the variable); storage for them is reserved up front (address space
   // only: pages are committed on first touch) so that growing never copies
-  // the table. (Transparent huge pages were tried and measured no better.)
+  // the table. (Transparent huge pages were tried twice and measured no
+  // better: docs/PERFORMANCE.md.)
   explicit VariableTable(const VariableSpec& var, int64_t expected_rows = 0);
 
   const VariableSpec& spec() const { return var_; }
@@ -30,8 +31,9 @@ class VariableTable {
   // REQUIRES: 0 <= id < spec().rows.
   uint32_t Touch(int64_t id);
   // Touch() for n ids at once, prefetching ahead (rows are scattered in a
-  // large table; this hides part of the memory latency).
-  void TouchAll(const int64_t* ids, size_t n, uint32_t* idx);
+  // large table; this hides part of the memory latency). With `distinct`,
+  // also tells whether the n ids are pairwise different.
+  void TouchAll(const int64_t* ids, size_t n, uint32_t* idx, bool* distinct = nullptr);
   // Prefetches row `idx`'s weights (and state) for an update or a read.
   void PrefetchRow(uint32_t idx) const;
   // The index of row `id`, or -1 if it was never touched.
@@ -66,6 +68,10 @@ class VariableTable {
   std::vector<float> weights_;
   std::vector<float> slots_[2];
   std::vector<int64_t> steps_;
+  // TouchAll's duplicate check: marks_[idx] == epoch_ when row idx was seen
+  // in the current call.
+  std::vector<uint32_t> marks_;
+  uint32_t epoch_ = 0;
 };
 
 }  // namespace parallax::ps

@@ -212,8 +212,9 @@ class ZmqPsClient final : public PsClient {
         r.parts.push_back(Part{p, ShardOf(*var, p), {}});
       }
     }
+    const Partitioner partition_of(*var);
     for (size_t u = 0; u < n_unique; ++u) {
-      const uint32_t p = PartitionOf(*var, d.unique[u]);
+      const uint32_t p = partition_of(d.unique[u]);
       if (r.part_of[p] < 0) {
         r.part_of[p] = static_cast<int32_t>(r.parts.size());
         r.parts.push_back(Part{p, ShardOf(*var, p), {}});

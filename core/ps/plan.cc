@@ -1,5 +1,6 @@
 #include "core/ps/plan.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -214,15 +215,6 @@ std::string PsPlanToJson(const PsPlan& plan) {
   return doc.dump(2);
 }
 
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
 uint64_t UnMix64(uint64_t x) {
   // Inverses of each step, in reverse order.
   x ^= (x >> 31) ^ (x >> 62);
@@ -232,6 +224,12 @@ uint64_t UnMix64(uint64_t x) {
   x ^= (x >> 30) ^ (x >> 60);
   return x;
 }
+
+Partitioner::Partitioner(const VariableSpec& var)
+    : partitions_(var.partitions),
+      hash_(var.scheme == PartitionScheme::kHash),
+      block_(std::max<int64_t>(1, (var.rows + var.partitions - 1) / std::max<uint32_t>(1, var.partitions))),
+      inv_block_(1.0 / static_cast<double>(block_)) {}
 
 uint32_t PartitionOf(const VariableSpec& var, int64_t id) {
   if (var.partitions == 1) return 0;

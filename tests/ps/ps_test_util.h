@@ -60,7 +60,7 @@ inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.fr
 inline std::vector<float> ReplyValues(const OutMessage& m) {
   const Header h = ReplyHeader(m);
   std::vector<float> v(size_t{h.count} * h.dim);
-  DecodeValues(m.frames[2].data(), v.size(), h.flags & ps_wire::kFlagFp16, v.data());
+  DecodeValues(m.values.data(), v.size(), h.flags & ps_wire::kFlagFp16, v.data());
   return v;
 }
 

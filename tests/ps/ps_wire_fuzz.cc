@@ -53,8 +53,8 @@ std::unique_ptr<ShardCore> MakeCore(Consistency mode) {
 
 void CheckReplies(const std::vector<OutMessage>& out) {
   for (const auto& m : out) {
-    const void* f[3] = {m.frames[0].data(), m.frames[1].data(), m.frames[2].data()};
-    size_t s[3] = {m.frames[0].size(), m.frames[1].size(), m.frames[2].size()};
+    const void* f[3] = {m.frames[0].data(), m.frames[1].data(), m.values.data()};
+    size_t s[3] = {m.frames[0].size(), m.frames[1].size(), m.values.size()};
     MessageView v;
     WireLimits limits;
     limits.max_message_bytes = size_t{1} << 30;

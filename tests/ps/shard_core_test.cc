@@ -250,6 +250,37 @@ TEST_F(ShardCoreTest, SyncPushPullAnswersAfterTheStepApplied) {
   }
 }
 
+// Async PUSH_PULL writes the rows into the reply while it updates them; a
+// message that names a row twice must still read it after both updates, and
+// the reply must equal a separate pull.
+TEST_F(ShardCoreTest, AsyncPushPullAnswersRowsAfterTheWholePush) {
+  PsPlan plan = OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd);
+  plan.variables[0].init.type = InitType::kZeros;
+  auto core = MakeCore(plan);
+  std::vector<float> g = {1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4};
+  auto distinct = Push(core.get(), 0, 0, {3, 7, 9}, g, 0, Op::kPushPull);
+  ASSERT_EQ(distinct.size(), 1u);
+  ASSERT_EQ(ReplyHeader(distinct[0]).op, static_cast<uint8_t>(Op::kPushPull)) << distinct[0].frames[1];
+  EXPECT_EQ(ReplyHeader(distinct[0]).version_seen, 1);
+  EXPECT_EQ(ReplyValues(distinct[0]), PullNow(core.get(), {3, 7, 9}));
+  EXPECT_FLOAT_EQ(ReplyValues(distinct[0])[4], -0.2f);
+
+  auto repeated = Push(core.get(), 0, 1, {5, 3, 5}, g, 0, Op::kPushPull);
+  ASSERT_EQ(repeated.size(), 1u);
+  ASSERT_EQ(ReplyHeader(repeated[0]).op, static_cast<uint8_t>(Op::kPushPull)) << repeated[0].frames[1];
+  const std::vector<float> rows = ReplyValues(repeated[0]);
+  ASSERT_EQ(rows.size(), 3 * kDim);
+  for (uint32_t j = 0; j < kDim; ++j) {
+    EXPECT_FLOAT_EQ(rows[j], -0.5f);              // row 5: -0.1 · (1 + 4), both updates
+    EXPECT_FLOAT_EQ(rows[kDim + j], -0.3f);       // row 3: -0.1 · 1 before, -0.1 · 2 now
+    EXPECT_FLOAT_EQ(rows[2 * kDim + j], -0.5f);
+  }
+  EXPECT_EQ(rows, [&] {
+    auto v = PullNow(core.get(), {5, 3, 5});
+    return v;
+  }());
+}
+
 TEST_F(ShardCoreTest, SspHoldsPullsOfWorkersTooFarAhead) {
   PsPlan plan = OnePartitionPlan(Consistency::kSsp, OptimizerType::kSgd, 2);
   plan.staleness = 1;

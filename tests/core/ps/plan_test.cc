@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <vector>
 
@@ -61,6 +62,35 @@ TEST_F(PsPlanTest, RangePartitionsAreContiguousBlocks) {
   std::vector<uint32_t> got;
   for (int64_t id = 0; id < 10; ++id) got.push_back(PartitionOf(v, id));
   EXPECT_EQ(got, (std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2}));
+}
+
+TEST_F(PsPlanTest, PartitionerAgreesWithPartitionOf) {
+  std::mt19937_64 rng(7);
+  for (PartitionScheme scheme : {PartitionScheme::kRange, PartitionScheme::kHash}) {
+    for (int64_t rows : {int64_t{1}, int64_t{10}, int64_t{999'983}, int64_t{1'000'000},
+                         int64_t{1} << 40}) {
+      for (uint32_t partitions : {1u, 2u, 3u, 7u, 64u}) {
+        VariableSpec v;
+        v.rows = rows;
+        v.partitions = partitions;
+        v.scheme = scheme;
+        const Partitioner partition_of(v);
+        std::uniform_int_distribution<int64_t> any(0, rows - 1);
+        // Every block edge (where an estimate is most likely off by one) and random ids.
+        const int64_t block = (rows + partitions - 1) / partitions;
+        std::vector<int64_t> ids = {0, rows - 1};
+        for (uint32_t p = 1; p <= partitions; ++p) {
+          for (int64_t d : {-1, 0, 1}) {
+            const int64_t id = int64_t{p} * block + d;
+            if (id >= 0 && id < rows) ids.push_back(id);
+          }
+        }
+        for (int i = 0; i < 2000; ++i) ids.push_back(any(rng));
+        for (int64_t id : ids)
+          ASSERT_EQ(partition_of(id), PartitionOf(v, id)) << "rows " << rows << " partitions " << partitions << " id " << id;
+      }
+    }
+  }
 }
 
 TEST_F(PsPlanTest, HashPartitionsSpreadConsecutiveIds) {
