@@ -136,6 +136,16 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
   // cost model must not count on it.
   cost_options.local_aggregation = false;
   cost_options.value_bytes = options.ps_fp16_values ? 2 : 4;
+  cost_options.fusion_bucket_bytes = static_cast<double>(options.fusion_bucket_bytes);
+  if (options.job) {
+    // The machine's measured figures ([plan] in the job file), else the
+    // cost model's defaults.
+    const JobConfig::Plan& figures = options.job->plan;
+    if (figures.link_bytes_per_s) cost_options.bandwidth_bytes_per_s = *figures.link_bytes_per_s;
+    if (figures.collective_latency_us)
+      cost_options.collective_latency_s = *figures.collective_latency_us * 1e-6;
+    if (figures.ps_rtt_us) cost_options.ps_rtt_s = *figures.ps_rtt_us * 1e-6;
+  }
   std::vector<VariableOverride> overrides;
   if (options.job) overrides = options.job->variables;
   for (const VariableOverride& o : overrides) {
@@ -146,6 +156,22 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                              "\" in the job file names no variable the trainer registered");
     }
   }
+  // Hybrid, sync: the dense variables may go to the PS as one group (they
+  // share fusion buckets), when none holds explicit initial values (which the
+  // PS cannot take) and none is overridden.
+  plan::DenseChoice dense_choice;
+  if (arch == "hybrid") {
+    cost_options.dense_may_use_ps = options.consistency == "sync";
+    std::vector<plan::VariableStats> dense;
+    for (const Registration& r : registrations) {
+      if (r.var.sparse) continue;
+      bool overridden = false;
+      for (const VariableOverride& o : overrides) overridden |= o.name == r.var.name && o.path;
+      if (r.explicit_values) cost_options.dense_may_use_ps = false;
+      if (!overridden) dense.push_back(CostStats(r.var, 1));
+    }
+    dense_choice = plan::ChooseDensePath(dense, cluster, cost_options);
+  }
   for (const Registration& r : registrations) {
     PlannedVariable v = r.var;
     const VariableOverride* over = nullptr;
@@ -154,8 +180,11 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
     }
     if (arch == "ps") {
       v.path = VariablePath::kPs;
-    } else if (arch == "allreduce" || !v.sparse) {
+    } else if (arch == "allreduce") {
       v.path = VariablePath::kAllReduce;
+    } else if (!v.sparse) {
+      v.path = arch == "hybrid" ? FromPlanPath(dense_choice.path) : VariablePath::kAllReduce;
+      if (arch == "hybrid") v.reason = dense_choice.reason;
     } else if (arch == "allgather") {
       v.path = VariablePath::kAllGather;
     } else if (v.density >= 0) {

@@ -81,6 +81,15 @@ struct JobConfig {
     bool curve = true;  // CURVE on PS sockets when the control plane has a secret
   } ps;
 
+  // [plan]: the machine's figures for the planner's predicted step time
+  // (core/plan/cost_model.h CostOptions); unset: the cost model's defaults.
+  // bench/e2e/calibrate.py measures them.
+  struct Plan {
+    std::optional<double> link_bytes_per_s;      // > 0
+    std::optional<double> collective_latency_us;  // >= 0
+    std::optional<double> ps_rtt_us;              // >= 0
+  } plan;
+
   std::vector<VariableOverride> variables;
 };
 
