@@ -80,8 +80,6 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
   // Trainer ranks push once per worker today (no local aggregation in the
   // Session), so the prediction must not count on it.
   cost.local_aggregation = false;
-  // As rank 0 plans: dense variables may go to the PS as a group under sync.
-  cost.dense_may_use_ps = job.job.arch == "hybrid" && job.job.consistency == "sync";
 
   models::ModelOptions mo;
   mo.world_size = workers;

@@ -156,22 +156,6 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                              "\" in the job file names no variable the trainer registered");
     }
   }
-  // Hybrid, sync: the dense variables may go to the PS as one group (they
-  // share fusion buckets), when none holds explicit initial values (which the
-  // PS cannot take) and none is overridden.
-  plan::DenseChoice dense_choice;
-  if (arch == "hybrid") {
-    cost_options.dense_may_use_ps = options.consistency == "sync";
-    std::vector<plan::VariableStats> dense;
-    for (const Registration& r : registrations) {
-      if (r.var.sparse) continue;
-      bool overridden = false;
-      for (const VariableOverride& o : overrides) overridden |= o.name == r.var.name && o.path;
-      if (r.explicit_values) cost_options.dense_may_use_ps = false;
-      if (!overridden) dense.push_back(CostStats(r.var, 1));
-    }
-    dense_choice = plan::ChooseDensePath(dense, cluster, cost_options);
-  }
   for (const Registration& r : registrations) {
     PlannedVariable v = r.var;
     const VariableOverride* over = nullptr;
@@ -180,11 +164,8 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
     }
     if (arch == "ps") {
       v.path = VariablePath::kPs;
-    } else if (arch == "allreduce") {
+    } else if (arch == "allreduce" || !v.sparse) {
       v.path = VariablePath::kAllReduce;
-    } else if (!v.sparse) {
-      v.path = arch == "hybrid" ? FromPlanPath(dense_choice.path) : VariablePath::kAllReduce;
-      if (arch == "hybrid") v.reason = dense_choice.reason;
     } else if (arch == "allgather") {
       v.path = VariablePath::kAllGather;
     } else if (v.density >= 0) {

@@ -42,8 +42,8 @@ PATHS = ("allreduce", "allgather", "ps_push", "ps_pull")
 # Variant -> (arch, consistency, staleness, per-variable overrides: a name goes to the PS, a
 # (name, path) pair to that path). "hybrid-ps" is the hybrid plan with the three embedding
 # tables forced onto the PS (the bytes-only planner put them on all-gather at 2 workers;
-# docs/PERFORMANCE.md); "hybrid-ps-ar" also keeps the dense MLP on all-reduce, the design's
-# textbook hybrid (the time-based planner moves the MLP to the PS where that is faster).
+# docs/PERFORMANCE.md); "hybrid-ps-ar" also pins the dense MLP to all-reduce (what the
+# time-based planner chooses for it anyway; calibrate.py uses the same overrides).
 EMBEDDINGS = ("lm/input_embedding", "lm/output_embedding", "lm/output_bias")
 DENSE_ON_ALLREDUCE = tuple((name, "allreduce") for name in (
     "lm/hidden/weights", "lm/hidden/bias", "lm/projection/weights", "lm/projection/bias"))

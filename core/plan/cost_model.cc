@@ -217,49 +217,4 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   return choice;
 }
 
-DenseChoice ChooseDensePath(const std::vector<VariableStats>& dense, const ClusterShape& cluster,
-                            const CostOptions& options) {
-  DenseChoice choice;
-  const double n = std::max(1, cluster.workers);
-  double bytes = 0, link = 0, ps_link = 0, ps_requests = 0, ps_seconds = 0;
-  for (const VariableStats& v : dense) {
-    const PathCost ar = AllReduceCost(v, cluster, options);
-    link += ar.link_bytes;
-    bytes += static_cast<double>(v.elements()) * 4;
-    VariableStats whole = v;  // every element, pushed and pulled back as one row
-    whole.sparse = false;
-    whole.rows = 1;
-    whole.dim = v.elements();
-    whole.alpha = 1;
-    whole.partitions = 1;
-    ClusterShape with_shard = cluster;
-    with_shard.shards = std::max(1, cluster.shards);
-    const PathCost ps = PsCost(whole, with_shard, options, /*local_aggregation=*/false);
-    ps_link += ps.link_bytes;
-    ps_requests += ps.operations;
-    ps_seconds += ps.seconds;
-  }
-  if (dense.empty() || n <= 1) return choice;
-  const double calls = std::max(1.0, std::ceil(bytes / options.fusion_bucket_bytes));
-  choice.allreduce_seconds =
-      link / options.bandwidth_bytes_per_s + calls * 1.5 * (n - 1) * options.collective_latency_s;
-  choice.ps_seconds = ps_seconds;
-  char line[256];
-  std::snprintf(line, sizeof(line),
-                "dense variables as one group: allreduce %.3g ms/step (%s, %g call%s), ps %.3g "
-                "ms/step (%s, %g request%s)",
-                choice.allreduce_seconds * 1e3, FormatBytes(link).c_str(), calls,
-                calls == 1 ? "" : "s", choice.ps_seconds * 1e3, FormatBytes(ps_link).c_str(),
-                ps_requests, ps_requests == 1 ? "" : "s");
-  choice.reason = line;
-  if (!options.dense_may_use_ps) {
-    choice.reason += "; the PS is not an option here (not hybrid with sync consistency)";
-  } else if (cluster.shards <= 0) {
-    choice.reason += "; the job has no PS shards";
-  } else if (choice.ps_seconds < choice.allreduce_seconds) {
-    choice.path = Path::kPs;
-  }
-  return choice;
-}
-
 }  // namespace parallax::plan

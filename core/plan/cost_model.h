@@ -70,10 +70,6 @@ struct CostOptions {
   // state); above this it is not a candidate. 0: no limit.
   double worker_memory_bytes = 8.0e9;
   int optimizer_state_copies = 1;  // extra copies the optimizer keeps (Adagrad 1, Adam 2)
-  // Dense variables may go to the PS, as one group (ChooseDensePath): under
-  // arch = "hybrid" with sync consistency (async and ssp keep them on the
-  // synchronous all-reduce, DESIGN "Consistency").
-  bool dense_may_use_ps = false;
 };
 
 struct VariableStats {
@@ -123,22 +119,6 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
 // PS's 2 round trips).
 Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
                   const CostOptions& options);
-
-// The dense variables of a job share fusion buckets, so their path is one
-// decision: all-reduce costs their link bytes / B plus one call per bucket
-// (ceil(total bytes / fusion_bucket_bytes) · 1.5 · (N−1) · c); the PS costs
-// each variable's push of every element and pull of the result (one request,
-// PushPull: r) plus its link bytes / B (a host's link carries L times a
-// worker's bytes, as for sparse variables). PS only with
-// options.dense_may_use_ps, shards, and more than one worker; ties:
-// all-reduce.
-struct DenseChoice {
-  Path path = Path::kAllReduce;
-  double allreduce_seconds = 0, ps_seconds = 0;
-  std::string reason;  // one line, with both times
-};
-DenseChoice ChooseDensePath(const std::vector<VariableStats>& dense, const ClusterShape& cluster,
-                            const CostOptions& options);
 
 // Gloo's framing of one all-gathered variable's 3 calls a step, per direction
 // per worker (the F above; 1516 B at 2 workers, (N−1)·1516 at N).

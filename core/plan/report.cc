@@ -47,20 +47,10 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
   Path forced = Path::kAllReduce;
   const bool is_forced = ParseForced(arch, &forced);
   auto overridden = [&](size_t i) { return i < overrides.size() && overrides[i].has_value(); };
-  // The dense variables without an override go one way, together.
-  std::vector<VariableStats> dense;
-  for (size_t i = 0; i < vars.size(); ++i) {
-    if (!vars[i].sparse && !overridden(i)) dense.push_back(vars[i]);
-  }
-  const DenseChoice dense_choice = ChooseDensePath(dense, cluster, options);
   for (size_t i = 0; i < vars.size(); ++i) {
     PlannedRow row;
     row.var = vars[i];
     row.choice = ChoosePath(row.var, cluster, options);
-    if (!row.var.sparse && !dense.empty()) {
-      row.choice.path = dense_choice.path;
-      row.choice.reason = dense_choice.reason;
-    }
     row.path = row.choice.path;
     if (overridden(i)) {
       row.path = *overrides[i];

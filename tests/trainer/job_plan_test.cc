@@ -48,11 +48,10 @@ TEST_F(JobPlanTest, RulesPerArch) {
     int shards;
     VariablePath emb, w;
   } cases[] = {// Two workers, the default figures (a collective call costs
-               // 9 ms, a PS round trip 1.44 ms; the variables move a few
+               // 9 ms, a PS round trip 1.44 ms; the table moves a few
                // hundred bytes): PS's 2 round trips beat all-gather's 3
-               // calls, and the dense w's push-pull beats its all-reduce
-               // call (see HybridAsksTheCostModel).
-               {"hybrid", 2, VariablePath::kPs, VariablePath::kPs},
+               // calls (see HybridAsksTheCostModel). Dense: all-reduce.
+               {"hybrid", 2, VariablePath::kPs, VariablePath::kAllReduce},
                // No shards: all-reduce's one call (1.5 · 9 ms) beats
                // all-gather's three.
                {"hybrid", 0, VariablePath::kAllReduce, VariablePath::kAllReduce},
@@ -113,24 +112,8 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   EXPECT_EQ(by_time->variables[0].path, VariablePath::kPs);
   EXPECT_NE(by_time->variables[0].reason.find("ps 2.24 ms/step"), std::string::npos)
       << by_time->variables[0].reason;
-  // The dense w too: one push-pull (1 ms) against an all-reduce call (4.5
-  // ms at 2 workers). By bytes alone it stays on all-reduce.
-  EXPECT_EQ(by_time->variables[1].path, VariablePath::kPs);
-  EXPECT_NE(by_time->variables[1].reason.find("dense variables as one group"), std::string::npos)
-      << by_time->variables[1].reason;
-  EXPECT_EQ(by_time->ps.variables.size(), 2u);
-  EXPECT_EQ(by_bytes->variables[1].path, VariablePath::kAllReduce);
-  // Under async the dense variables stay on the synchronous all-reduce.
-  SessionOptions async = WithFigures(Options("hybrid", 2), 3000, 1000);
-  async.consistency = "async";
-  auto stays = BuildRulePlan(async, big);
-  ASSERT_TRUE(stays.ok());
-  EXPECT_EQ(stays->variables[1].path, VariablePath::kAllReduce);
-  // So do they when one of them has explicit initial values.
-  big[1].explicit_values = true;
-  auto explicit_values = BuildRulePlan(WithFigures(Options("hybrid", 2), 3000, 1000), big);
-  ASSERT_TRUE(explicit_values.ok()) << explicit_values.status().ToString();
-  EXPECT_EQ(explicit_values->variables[1].path, VariablePath::kAllReduce);
+  EXPECT_EQ(by_time->variables[1].path, VariablePath::kAllReduce);  // dense
+  EXPECT_EQ(by_time->ps.variables.size(), 1u);
   // α = 0.9: PS and all-gather move more than all-reduce.
   auto regs = Regs();
   regs[0].var.density = 0.9;

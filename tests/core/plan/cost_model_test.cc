@@ -153,37 +153,6 @@ TEST(CostModelTest, ChoiceFlipsFromAllReduceToPsAsAlphaFalls) {
   EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.001), cluster, BytesOnly()).path, Path::kPs);
 }
 
-TEST(CostModelTest, DenseVariablesGoToThePsAsAGroupWhenThatIsFaster) {
-  // 65,536 floats (262,144 bytes) on 2 workers of one host, 1 GB/s, a 1 ms
-  // collective call: all-reduce puts 2 · 262,144 bytes on the host's link
-  // (0.524 ms) plus one bucket call of 1.5 · 1 ms: 2.024 ms. The PS: one
-  // push-pull of the whole variable, 2 · (8 + 262,144 + 128) bytes per
-  // worker, twice that on the link (1.049 ms), plus one round trip.
-  VariableStats w{.name = "w", .sparse = false, .rows = 1, .dim = 65'536};
-  ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
-  CostOptions o = WithLatency(1e-3, 1e-3);
-  o.dense_may_use_ps = true;
-  DenseChoice slow_ps = ChooseDensePath({w}, two, o);
-  EXPECT_NEAR(slow_ps.allreduce_seconds, 524'288e-9 + 1.5e-3, 1e-12);
-  EXPECT_NEAR(slow_ps.ps_seconds, 1'049'120e-9 + 1e-3, 1e-12);
-  EXPECT_EQ(slow_ps.path, Path::kAllReduce) << slow_ps.reason;
-  o.ps_rtt_s = 0.9e-3;
-  DenseChoice fast_ps = ChooseDensePath({w}, two, o);
-  EXPECT_EQ(fast_ps.path, Path::kPs) << fast_ps.reason;
-  EXPECT_NE(fast_ps.reason.find("ps 1.95 ms/step"), std::string::npos) << fast_ps.reason;
-  // Four such variables share one fusion bucket: one call for all of them
-  // against four round trips.
-  DenseChoice four = ChooseDensePath({w, w, w, w}, two, o);
-  EXPECT_NEAR(four.allreduce_seconds, 4 * 524'288e-9 + 1.5e-3, 1e-12);
-  EXPECT_EQ(four.path, Path::kAllReduce) << four.reason;
-  // Not allowed (async, ssp, a forced arch), or no shards: all-reduce.
-  o.dense_may_use_ps = false;
-  EXPECT_EQ(ChooseDensePath({w}, two, o).path, Path::kAllReduce);
-  o.dense_may_use_ps = true;
-  EXPECT_EQ(ChooseDensePath({w}, {.workers = 2, .shards = 0}, o).path, Path::kAllReduce);
-  EXPECT_EQ(ChooseDensePath({w}, {.workers = 1, .shards = 1}, o).path, Path::kAllReduce);
-}
-
 TEST(CostModelTest, LocalAggregationSharesTheHostsPush) {
   VariableStats v = Sparse(1000, 16, 0.1);
   v.alpha_host = 0.2;  // 4 workers' batches overlap: 200 distinct rows, not 400
