@@ -73,6 +73,10 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
   if (job.job.arch == "allreduce" || job.job.arch == "allgather") cluster.shards = 0;
   plan::CostOptions cost;
   cost.value_bytes = job.ps.value_encoding == "fp16" ? 2 : 4;
+  // The machine's measured figures ([plan]), else the cost model's defaults.
+  if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
+  if (job.plan.collective_latency_us) cost.collective_latency_s = *job.plan.collective_latency_us * 1e-6;
+  if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
   // Trainer ranks push once per worker today (no local aggregation in the
   // Session), so the prediction must not count on it.
   cost.local_aggregation = false;
@@ -130,6 +134,12 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
   out << "job '" << job.job.name << "', model '" << job.trainer.model << "': α measured over "
       << std::max(1, options.sample_batches) << " batches of " << job.trainer.batch_size
       << " per worker\n";
+  out << "link " << cost.bandwidth_bytes_per_s / 1e9 << " GB/s, collective call "
+      << cost.collective_latency_s * 1e6 << " us, PS round trip " << cost.ps_rtt_s * 1e6
+      << " us (" << (job.plan.link_bytes_per_s || job.plan.collective_latency_us || job.plan.ps_rtt_us
+                         ? "the job's [plan] table; defaults for keys it leaves out"
+                         : "defaults: measure this machine with bench/e2e/calibrate.py and put them in [plan]")
+      << ")\n";
   out << plan::FormatPlanReport(report);
   if (job.ps.partitions == 0) {
     out << "partitions = \"auto\": the table uses one partition per shard; the search by trial "

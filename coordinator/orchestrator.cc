@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "coordinator/scheduler.h"
 #include "core/base/logging.h"
@@ -58,8 +59,17 @@ std::string Outcome(const TaskRecord& t) {
   }
 }
 
+// A PS shard of a hybrid job whose plan put no variable on the PS is never
+// launched: it is recorded as exited with code 0 and this message.
+constexpr char kShardNotLaunched[] = "not launched: the plan puts no variable on the PS";
+
+bool NotLaunched(const TaskRecord& t) {
+  return t.role == TaskRole::kPs && t.state == TaskState::kExited && t.exit_code == 0 &&
+         t.message == kShardNotLaunched;
+}
+
 bool Failed(const TaskRecord& t) {
-  if (t.role == TaskRole::kPs) return !IsLive(t.state);
+  if (t.role == TaskRole::kPs) return !IsLive(t.state) && !NotLaunched(t);
   return t.state == TaskState::kKilled || t.state == TaskState::kLost ||
          (t.state == TaskState::kExited && t.exit_code.value_or(-1) != 0);
 }
@@ -84,6 +94,25 @@ StatusOr<std::shared_ptr<const JobConfig>> Orchestrator::Config(const JobRecord&
   auto shared = std::make_shared<const JobConfig>(std::move(config).value());
   configs_[job.id] = shared;
   return shared;
+}
+
+StatusOr<Orchestrator::ShardNeed> Orchestrator::ShardsNeeded(const JobRecord& job, int attempt) {
+  PX_ASSIGN_OR_RETURN(std::shared_ptr<const JobConfig> config, Config(job));
+  // arch = "ps" puts every variable on the PS; allreduce and allgather jobs
+  // have no shards. Only a hybrid plan can leave the PS empty.
+  if (config->job.arch != "hybrid") return ShardNeed::kYes;
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> plan, store_->GetPlan(job.id, attempt));
+  if (!plan) return ShardNeed::kUnknown;
+  // The plan's "ps" object (trainer/job_plan.cc, core/ps/plan.h) lists the
+  // variables the shards hold. A plan this cannot read launches the shards,
+  // which report what is wrong with it.
+  nlohmann::json doc = nlohmann::json::parse(*plan, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ps") || !doc["ps"].is_object()) {
+    return ShardNeed::kYes;
+  }
+  const nlohmann::json& ps = doc["ps"];
+  const bool empty = ps.contains("variables") && ps["variables"].is_array() && ps["variables"].empty();
+  return empty ? ShardNeed::kNo : ShardNeed::kYes;
 }
 
 std::string Orchestrator::WaitingFor(int64_t job_id) {
@@ -151,6 +180,35 @@ StatusOr<bool> Orchestrator::AdvanceJob(const JobRecord& job) {
   PX_ASSIGN_OR_RETURN(std::vector<TaskRecord> all, store_->ListTasks(job.id));
   std::vector<TaskRecord> tasks = OfAttempt(all, job.attempt);
   if (tasks.empty()) return false;
+  // Shards wait for the plan (WorkFor); when it puts nothing on the PS they
+  // are never launched.
+  std::vector<TaskRecord> skipped;
+  bool marked = false;
+  for (const TaskRecord& t : tasks) {
+    if (t.role == TaskRole::kPs && t.state == TaskState::kAssigned) skipped.push_back(t);
+  }
+  if (!skipped.empty()) {
+    PX_ASSIGN_OR_RETURN(ShardNeed need, ShardsNeeded(job, job.attempt));
+    if (need == ShardNeed::kNo) {
+      for (TaskRecord& t : skipped) {
+        t.state = TaskState::kExited;
+        t.exit_code = 0;
+        t.message = kShardNotLaunched;
+        t.updated = now;
+      }
+      PX_RETURN_IF_ERROR(store_->UpsertTasks(skipped));
+      PX_RETURN_IF_ERROR(store_->AppendEvent(job.id, "plan",
+                                             "attempt " + std::to_string(job.attempt) +
+                                                 ": the plan puts no variable on the PS; " +
+                                                 std::to_string(skipped.size()) +
+                                                 " PS shard(s) not launched",
+                                             now)
+                             .status());
+      PX_ASSIGN_OR_RETURN(all, store_->ListTasks(job.id));
+      tasks = OfAttempt(all, job.attempt);
+      marked = true;
+    }
+  }
   bool all_started = true, trainers_done = true;
   const TaskRecord* failed = nullptr;
   for (const TaskRecord& t : tasks) {
@@ -205,13 +263,15 @@ StatusOr<bool> Orchestrator::AdvanceJob(const JobRecord& job) {
     return true;
   }
   if (job.state == JobState::kPlacing && all_started) {
+    const auto launched =
+        std::count_if(tasks.begin(), tasks.end(), [](const TaskRecord& t) { return !NotLaunched(t); });
     PX_RETURN_IF_ERROR(
         store_->TransitionJob(job.id, JobState::kRunning,
-                              "all " + std::to_string(tasks.size()) + " tasks started", now)
+                              "all " + std::to_string(launched) + " tasks started", now)
             .status());
     return true;
   }
-  return false;
+  return marked;
 }
 
 StatusOr<bool> Orchestrator::PlacePending(const std::set<std::string>& available) {
@@ -414,6 +474,11 @@ StatusOr<AgentWork> Orchestrator::WorkFor(const std::string& agent,
     if (listed) continue;
     PX_RETURN_IF_ERROR(load(t.job_id));
     if (t.state == TaskState::kAssigned && current(t.job_id, t.attempt)) {
+      if (t.role == TaskRole::kPs) {
+        // A hybrid job's shards start once the plan says the PS holds something.
+        PX_ASSIGN_OR_RETURN(ShardNeed need, ShardsNeeded(*jobs[t.job_id], t.attempt));
+        if (need != ShardNeed::kYes) continue;
+      }
       PX_ASSIGN_OR_RETURN(rpc::TaskAssignment a,
                           Assignment(*jobs[t.job_id], t, OfAttempt(tasks_of[t.job_id], t.attempt),
                                      gpus));

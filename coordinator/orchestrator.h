@@ -1,7 +1,9 @@
 // Orchestrator: the coordinator's job lifecycle. It places PENDING jobs on
 // agents (FIFO, coordinator/scheduler.h), tells each agent which tasks to
-// start and stop, records what agents report, and turns task outcomes into
-// job states: RUNNING once every task started, SUCCEEDED when every trainer
+// start and stop (a hybrid job's PS shards only once rank 0 has stored the
+// plan and it puts some variable on the PS; otherwise they are recorded as
+// not launched, EXITED with code 0, and an event says so), records what
+// agents report, and turns task outcomes into job states: RUNNING once every task started, SUCCEEDED when every trainer
 // exited 0, a restart (a new attempt of the whole set) or FAILED when a task
 // failed, its agent was lost, or a PS shard ended early.
 //
@@ -68,6 +70,10 @@ class Orchestrator {
  private:
   // REQUIRES: mu_ held.
   StatusOr<std::shared_ptr<const JobConfig>> Config(const JobRecord& job);
+  // Whether `attempt`'s PS shards must run: kUnknown while a hybrid job has
+  // no plan stored yet.
+  enum class ShardNeed { kYes, kNo, kUnknown };
+  StatusOr<ShardNeed> ShardsNeeded(const JobRecord& job, int attempt);
   StatusOr<bool> MarkLostAgents(const std::map<std::string, int64_t>& last_seen,
                                 std::set<std::string>* available);
   StatusOr<bool> AdvanceJob(const JobRecord& job);

@@ -564,6 +564,8 @@ void CoordinatorService::PutPlan(const rpc::RequestHeader& header,
   CheckAttempt(request.job_id, request.attempt);
   ThrowIfError(
       store_->PutPlan(request.job_id, request.attempt, request.plan_json, clock_->NowMillis()));
+  // The plan decides whether the attempt's PS shards start (Orchestrator).
+  Reconcile();
   NotifyWaiters();
 }
 

@@ -145,6 +145,16 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
   plan::CostOptions cost_options;
   cost_options.local_aggregation = LocalAggregationApplies(options);
   cost_options.value_bytes = options.ps_fp16_values ? 2 : 4;
+  cost_options.fusion_bucket_bytes = static_cast<double>(options.fusion_bucket_bytes);
+  if (options.job) {
+    // The machine's measured figures ([plan] in the job file), else the
+    // cost model's defaults.
+    const JobConfig::Plan& figures = options.job->plan;
+    if (figures.link_bytes_per_s) cost_options.bandwidth_bytes_per_s = *figures.link_bytes_per_s;
+    if (figures.collective_latency_us)
+      cost_options.collective_latency_s = *figures.collective_latency_us * 1e-6;
+    if (figures.ps_rtt_us) cost_options.ps_rtt_s = *figures.ps_rtt_us * 1e-6;
+  }
   std::vector<VariableOverride> overrides;
   if (options.job) overrides = options.job->variables;
   for (const VariableOverride& o : overrides) {

@@ -34,10 +34,14 @@ MODELS = {
 COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
 
 
-def job_text(model, workers, steps, arch):
+def job_text(model, workers, steps, arch, plan=None):
     example, data, eval_key, eval_value = MODELS[model]
     with open(os.path.join(ROOT, "examples", example), encoding="utf-8") as f:
         text = f.read()
+    if plan:
+        # The machine's [plan] figures (bench/e2e/calibrate.sh), for the planner's choice.
+        with open(plan, encoding="utf-8") as f:
+            text += "\n" + f.read() + "\n"
     text = re.sub(r"(?m)^workers = \d+", f"workers = {workers}", text)
     text = re.sub(r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"', text)
     text = re.sub(r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = 1", text)
@@ -114,7 +118,7 @@ def rank0_step(db):
 def one(args, model, workers, arch, workdir):
     job = os.path.join(workdir, f"{model}-{workers}-{arch}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(model, workers, args.steps, arch))
+        f.write(job_text(model, workers, args.steps, arch, args.plan))
     pred = predicted(args.bin, job, workers)
     state = os.path.join(workdir, f"{model}-{workers}-{arch}.state")
     db = os.path.join(state, "state.db")
@@ -177,6 +181,7 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--workdir")
+    ap.add_argument("--plan", help="a file with a [plan] table added to every job")
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="px-bytes-")

@@ -4,7 +4,7 @@
 # `parallax plan --json --workers N` against the job's metric points, and `ss -tinp` counters of
 # rank 0 as a cross-check. One JSON line per (model, workers, path) (bench/e2e/bytes_check.py).
 #
-#   bench/e2e/bytes_check.sh [--models lm,ctr] [--workers 2,4] [--arch hybrid] [--steps 60]
+#   bench/e2e/bytes_check.sh [--models lm,ctr] [--workers 2,4] [--arch hybrid] [--steps 60] [--plan FILE]
 #
 # Needs scripts/build (BUILD_DIR, default build/) and scripts/fetch-data (--synthetic-ctr too).
 set -euo pipefail

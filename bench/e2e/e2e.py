@@ -39,16 +39,21 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATHS = ("allreduce", "allgather", "ps_push", "ps_pull")
 
-# Variant -> (arch, consistency, staleness, per-variable overrides). "hybrid-ps" is the hybrid
-# plan with the three embedding tables forced onto the PS (at 2 workers the cost model puts
-# them on all-gather; docs/PERFORMANCE.md).
+# Variant -> (arch, consistency, staleness, per-variable overrides: a name goes to the PS, a
+# (name, path) pair to that path). "hybrid-ps" is the hybrid plan with the three embedding
+# tables forced onto the PS (the bytes-only planner put them on all-gather at 2 workers;
+# docs/PERFORMANCE.md); "hybrid-ps-ar" also pins the dense MLP to all-reduce (what the
+# time-based planner chooses for it anyway; calibrate.py uses the same overrides).
 EMBEDDINGS = ("lm/input_embedding", "lm/output_embedding", "lm/output_bias")
+DENSE_ON_ALLREDUCE = tuple((name, "allreduce") for name in (
+    "lm/hidden/weights", "lm/hidden/bias", "lm/projection/weights", "lm/projection/bias"))
 PARALLAX = {
     "parallax-hybrid": ("hybrid", "sync", None, ()),
     "parallax-allreduce": ("allreduce", "sync", None, ()),
     "parallax-allgather": ("allgather", "sync", None, ()),
     "parallax-ps": ("ps", "sync", None, ()),
     "parallax-hybrid-ps": ("hybrid", "sync", None, EMBEDDINGS),
+    "parallax-hybrid-ps-ar": ("hybrid", "sync", None, EMBEDDINGS + DENSE_ON_ALLREDUCE),
     "parallax-hybrid-ps-async": ("hybrid", "async", None, EMBEDDINGS),
     "parallax-hybrid-ps-ssp": ("hybrid", "ssp", 4, EMBEDDINGS),
 }
@@ -74,7 +79,8 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers):
     # One shard, one partition per table: a fixed number skips the partition search.
     text += "\n[ps]\nshards = 1\npartitions = 1\n"
     for name in overrides:
-        text += f'\n[[variable]]\nname = "{name}"\npath = "ps"\n'
+        name, path = (name, "ps") if isinstance(name, str) else name
+        text += f'\n[[variable]]\nname = "{name}"\npath = "{path}"\n'
     return text
 
 
@@ -82,6 +88,10 @@ def parallax_run(args, impl, workdir, run):
     arch, consistency, staleness, overrides = PARALLAX[impl]
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         base = f.read()
+    if args.plan:
+        # The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner.
+        with open(args.plan, encoding="utf-8") as f:
+            base += "\n" + f.read() + "\n"
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2))
@@ -163,6 +173,8 @@ def main():
     ap.add_argument("--bin", required=True, help="directory of the parallax binaries")
     ap.add_argument("--batches", required=True, help="parallax-data batches file (PyTorch side)")
     ap.add_argument("--workdir", help="keep job files and state here (default: a temp dir)")
+    ap.add_argument("--plan", help="a file with a [plan] table (bench/e2e/calibrate.sh's output) "
+                    "added to every Parallax job")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     args = ap.parse_args()
     variants = args.variants.split(",")

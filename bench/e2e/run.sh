@@ -5,12 +5,13 @@
 # run and per median/min/max (bench/e2e/e2e.py), with the load average before and after.
 #
 #   bench/e2e/run.sh [--runs N] [--steps S] [--warmup W] [--variants a,b,...] [--workdir DIR]
+#                    [--plan FILE]   (a [plan] table from bench/e2e/calibrate.sh for every job)
 #
 # Needs scripts/build (BUILD_DIR, default build/), scripts/fetch-data, and
 # scripts/install-deps --bench (python3-torch). Writes data/brown/w3-batches-1.bin when missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build_dir="${BUILD_DIR:-build}"
 [[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
 for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data; do

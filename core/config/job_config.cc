@@ -33,7 +33,7 @@ constexpr char kSubmitted[] = "<submitted>";
 
 // The keys each known table accepts. [model] and [user] accept anything.
 constexpr std::string_view kTopLevel[] = {"job",       "trainer", "model",   "user",
-                                          "optimizer", "ps",      "variable"};
+                                          "optimizer", "ps",      "variable", "plan"};
 constexpr std::string_view kJobKeys[] = {"name",        "workers",   "arch",
                                          "consistency", "staleness", "max_restarts"};
 constexpr std::string_view kTrainerKeys[] = {
@@ -44,6 +44,8 @@ constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",  
                                                "beta2", "epsilon", "initial_accumulator"};
 constexpr std::string_view kPsKeys[] = {"shards",         "partitions", "local_aggregation",
                                         "value_encoding", "curve",      "staleness_lr"};
+constexpr std::string_view kPlanKeys[] = {"link_bytes_per_s", "collective_latency_us",
+                                          "ps_rtt_us"};
 constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
 
 constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
@@ -62,6 +64,7 @@ constexpr KeyHome kKeyHomes[] = {
     {"[job]", kJobKeys},
     {"[trainer]", kTrainerKeys},
     {"[ps]", kPsKeys},
+    {"[plan]", kPlanKeys},
     {"[optimizer.dense] or [optimizer.sparse]", kOptimizerKeys},
 };
 
@@ -218,6 +221,7 @@ class Validator {
   void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
   void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out);
   void ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps);
+  void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
   // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.
   void ResolveModelPaths(const toml::table& in, std::string_view prefix, toml::table* out);
@@ -465,6 +469,7 @@ void Validator::Run(const toml::table& root, JobConfig* config) {
   if (const toml::table* ps = GetTable(root, "", "ps")) {
     ReadPs(*ps, config->job.consistency, &config->ps);
   }
+  if (const toml::table* plan = GetTable(root, "", "plan")) ReadPlan(*plan, &config->plan);
   if (const toml::node* variables = root.get("variable")) {
     ReadVariables(*variables, &config->variables);
   }
@@ -635,6 +640,21 @@ void Validator::ReadPs(const toml::table& t, const std::string& consistency, Job
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
   ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
   ReadBool(t, "ps", "curve", &ps->curve);
+}
+
+void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
+  CheckKeys(t, "plan", kPlanKeys);
+  const struct {
+    const char* key;
+    Range range;
+    std::optional<double>* out;
+  } keys[] = {{"link_bytes_per_s", Range::kPositive, &plan->link_bytes_per_s},
+              {"collective_latency_us", Range::kNonNegative, &plan->collective_latency_us},
+              {"ps_rtt_us", Range::kNonNegative, &plan->ps_rtt_us}};
+  for (const auto& k : keys) {
+    double v = 0;
+    if (ReadNumber(t, "plan", k.key, k.range, &v)) *k.out = v;
+  }
 }
 
 void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverride>* out) {

@@ -82,6 +82,15 @@ struct JobConfig {
     bool staleness_lr = false;  // async/ssp: a shard scales lr by 1 / max(1, staleness)
   } ps;
 
+  // [plan]: the machine's figures for the planner's predicted step time
+  // (core/plan/cost_model.h CostOptions); unset: the cost model's defaults.
+  // bench/e2e/calibrate.py measures them.
+  struct Plan {
+    std::optional<double> link_bytes_per_s;      // > 0
+    std::optional<double> collective_latency_us;  // >= 0
+    std::optional<double> ps_rtt_us;              // >= 0
+  } plan;
+
   std::vector<VariableOverride> variables;
 };
 

@@ -12,6 +12,21 @@ namespace {
 constexpr double kHeaderBytes = 64;  // schemas/ps_wire.h kHeaderSize
 constexpr double kIdBytes = 8;
 
+// What Gloo's TCP transport (gloo/transport/tcp/pair.cc, Debian libgloo
+// 0.0~git20220518) sends around the payload. Every transport message starts
+// with a 48-byte preamble (struct Op: nbytes, opcode, slot, offset, length,
+// roffset, 6 × size_t). One transfer of an unbound buffer from a sender to a
+// receiver costs three: the sender's NOTIFY_SEND_READY and
+// SEND_UNBOUND_BUFFER (preamble + payload), and the receiver's
+// NOTIFY_RECV_READY back. In a ring every rank is the sender of one
+// transfer and the receiver of another per round, so a rank sends
+// 3 · 48 = 144 bytes of preambles per transfer (and receives as many).
+constexpr double kGlooPreambleBytes = 48;
+constexpr double kGlooTransferFraming = 3 * kGlooPreambleBytes;
+// core/comm's argument check before every call (verify_arguments): a
+// gloo::allgather of a 24-byte CallHeader.
+constexpr double kCallHeaderBytes = 24;
+
 double RowsTouched(const VariableStats& var, double alpha) {
   return std::clamp(alpha, 0.0, 1.0) * static_cast<double>(var.rows);
 }
@@ -22,7 +37,34 @@ double PsMessages(const VariableStats& var, double rows_touched) {
   return std::max(1.0, std::min<double>(std::max(1, var.partitions), std::ceil(rows_touched)));
 }
 
+// "0.42 ms/step (1.2 MB on a host's link, 3 ops)": the time first, what
+// it is made of after.
+std::string Predicted(const PathCost& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%.3g ms/step (%s on a host's link, %g op%s)", c.seconds * 1e3,
+                FormatBytes(c.link_bytes).c_str(), c.operations, c.operations == 1 ? "" : "s");
+  return buf;
+}
+
 }  // namespace
+
+double AllGatherFramingBytes(int workers) {
+  const double rounds = std::max(0, workers - 1);
+  // Per direction per worker, for a step's all-gather exchange
+  // (trainer/sparse_allgather.h: every all-gathered table of the step
+  // together): 2 calls, the row counts and the packed rows, each after the
+  // argument check, i.e. 3 gloo::allgather and 1 gloo::allgatherv.
+  // gloo::allgather sends each rank's block in 2 chunks per ring round:
+  // 2·(N−1) transfers; gloo::allgatherv 1 per round: N−1 transfers.
+  const double allgather = 2 * rounds * kGlooTransferFraming;
+  const double allgatherv = rounds * kGlooTransferFraming;
+  // Payload that the row count k·(8 + 4d) leaves out: the 2 call headers
+  // and the int32 row count, each forwarded N−1 times.
+  const double small_payload = rounds * (2 * kCallHeaderBytes + 4);
+  // Charged in full to each all-gathered variable: exact for one, an upper
+  // bound when several share the step's two calls.
+  return 3 * allgather + allgatherv + small_payload;  // 1060 B at N = 2
+}
 
 const char* PathName(Path path) {
   switch (path) {
@@ -38,7 +80,7 @@ const PathCost& Choice::cost(Path p) const {
     case Path::kAllReduce: return allreduce;
     case Path::kAllGather: return allgather;
     case Path::kPs:
-      return ps_aggregated.feasible && ps_aggregated.link_bytes < ps.link_bytes ? ps_aggregated : ps;
+      return ps_aggregated.feasible && ps_aggregated.seconds < ps.seconds ? ps_aggregated : ps;
   }
   return allreduce;
 }
@@ -63,8 +105,11 @@ PathCost AllReduceCost(const VariableStats& var, const ClusterShape& cluster,
   const double per_direction = 2 * (n - 1) / n * static_cast<double>(var.elements()) * 4;
   cost.bytes = 2 * per_direction;
   cost.link_bytes = cluster.workers_per_host() * per_direction;
-  cost.seconds =
-      cost.link_bytes / options.bandwidth_bytes_per_s + 2 * (n - 1) * options.latency_s;
+  // Fusion buckets: at least one call a step carries this variable.
+  cost.operations = std::max(
+      1.0, std::ceil(static_cast<double>(var.elements()) * 4 / options.fusion_bucket_bytes));
+  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
+                 cost.operations * 1.5 * (n - 1) * options.collective_latency_s;
   return cost;
 }
 
@@ -87,12 +132,15 @@ PathCost AllGatherCost(const VariableStats& var, const ClusterShape& cluster,
   const double n = std::max(1, cluster.workers);
   if (n <= 1) return cost;
   // Every worker's (ids, rows) reach every other worker: (N−1)·k rows sent
-  // (ring) and (N−1)·k received.
+  // (ring) and (N−1)·k received, with Gloo's framing of the 2 calls.
   const double row_bytes = kIdBytes + 4.0 * static_cast<double>(var.dim);
-  const double per_direction = (n - 1) * RowsTouched(var, var.alpha) * row_bytes;
+  const double per_direction = (n - 1) * RowsTouched(var, var.alpha) * row_bytes +
+                               AllGatherFramingBytes(cluster.workers);
   cost.bytes = 2 * per_direction;
   cost.link_bytes = cluster.workers_per_host() * per_direction;
-  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s + (n - 1) * options.latency_s;
+  cost.operations = 2;  // the row counts, the packed rows (shared by all tables)
+  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
+                 cost.operations * (n - 1) * options.collective_latency_s;
   return cost;
 }
 
@@ -121,7 +169,10 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
   // A host's workers send what its shards receive from others and the
   // reverse, so each direction of its link carries L times a worker's total.
   cost.link_bytes = cluster.workers_per_host() * cost.bytes;
-  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s + 2 * options.latency_s;
+  // A pull and a push (a dense variable: one push-pull); a request's
+  // partitions travel in parallel.
+  cost.operations = var.sparse ? 2 : 1;
+  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s + cost.operations * options.ps_rtt_s;
   return cost;
 }
 
@@ -141,18 +192,18 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   std::snprintf(alpha, sizeof(alpha), "α = %.3g", var.alpha);
   if (!var.sparse) {
     choice.path = Path::kAllReduce;
-    choice.reason = "dense: every element changes every step; all-reduce puts " +
-                    FormatBytes(choice.allreduce.link_bytes) + " a step on a host's link";
+    choice.reason = "dense: every element changes every step; all-reduce: " +
+                    Predicted(choice.allreduce);
     return choice;
   }
   // Tie-break order: a sparse path touches only the batch's rows, which the
-  // byte count does not show (with one worker every path moves nothing).
+  // prediction does not show (with one worker every path costs nothing).
   const Path order[] = {Path::kAllGather, Path::kPs, Path::kAllReduce};
   const PathCost* best = nullptr;
   for (Path p : order) {
     const PathCost& c = choice.cost(p);
     if (!c.feasible) continue;
-    if (best == nullptr || c.link_bytes < best->link_bytes) {
+    if (best == nullptr || c.seconds < best->seconds) {
       best = &c;
       choice.path = p;
     }
@@ -162,10 +213,10 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
     if (p == choice.path) continue;
     const PathCost& c = choice.cost(p);
     others += std::string(others.empty() ? "" : ", ") + PathName(p) + " " +
-              (c.feasible ? FormatBytes(c.link_bytes) : "n/a (" + c.why_not + ")");
+              (c.feasible ? Predicted(c) : "n/a (" + c.why_not + ")");
   }
-  choice.reason = std::string(alpha) + ": " + PathName(choice.path) + " puts " +
-                  FormatBytes(best->link_bytes) + " a step on a host's link vs " + others;
+  choice.reason = std::string(alpha) + ": " + PathName(choice.path) + " " + Predicted(*best) +
+                  " vs " + others;
   return choice;
 }
 

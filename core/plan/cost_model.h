@@ -7,15 +7,29 @@
 //
 // `bytes` are what crosses one worker's transport per step, sent plus
 // received, counted the way the data plane frames them (schemas/ps_wire.md:
-// a header per message, int64 ids, float32 or fp16 values):
+// a header per message, int64 ids, float32 or fp16 values; Gloo: a 48-byte
+// preamble per transport message, see kGlooFramingBytes in the .cc):
 //   all-reduce (ring):  2·(N−1)/N · m · 4                      sent + received each half
-//   all-gather:         2·(N−1) · k · (8 + 4·d)                k = α·rows ids a worker touches
+//   all-gather:         2·(N−1) · (k · (8 + 4·d) + F)          k = α·rows ids a worker touches,
+//                                                              F = Gloo framing of the step's 2 calls
 //   PS pull:            k · 8 + k · v·d + 2·H·M                ids out, rows back
 //   PS push:            k · (8 + v·d) + 2·H·M                  rows out, ack back
 //   PS with local aggregation: the push of a host's L workers is one push of
 //   k_host rows, so each worker's share is k_host/L; pulls are unchanged.
 // with m elements, d the row width, v bytes per value (4, or 2 for fp16),
 // H the wire header size and M the messages (one per partition touched).
+//
+// `seconds` is the predicted communication time per step: the bytes on a
+// host's link over the link's bandwidth, plus a fixed cost per operation,
+// measured on the machine (the [plan] table of the job file, schemas/job.md;
+// `bench/e2e/calibrate.py` measures them):
+//   all-reduce:  link_bytes / B + c · 1.5 · (N−1) per fusion-bucket call
+//   all-gather:  link_bytes / B + 2 calls · c · (N−1) (row counts, packed rows)
+//   PS:          link_bytes / B + 2 requests (pull, push) · r
+// c = collective_latency_s (one all-gather call between 2 ranks, argument
+// check included: 2 ring rounds; a call at N ranks takes (N−1) times that, an
+// all-reduce's 3(N−1) rounds 1.5 times), r = ps_rtt_s (one PS request round
+// trip; the partitions of one request travel in parallel).
 #ifndef PARALLAX_CORE_PLAN_COST_MODEL_H_
 #define PARALLAX_CORE_PLAN_COST_MODEL_H_
 
@@ -28,6 +42,12 @@ namespace parallax::plan {
 enum class Path { kAllReduce, kAllGather, kPs };
 const char* PathName(Path path);
 
+// Defaults of CostOptions (see there): bench/e2e/calibrate.sh on the
+// development machine, 2026-11-22 10:14 UTC, load average 15-18 on 2 cores.
+inline constexpr double kDefaultLinkBytesPerS = 3.5e8;
+inline constexpr double kDefaultCollectiveLatencyS = 9.0e-3;
+inline constexpr double kDefaultPsRttS = 1.44e-3;
+
 struct ClusterShape {
   int workers = 1;  // N
   int hosts = 1;    // H; workers are spread evenly
@@ -35,10 +55,15 @@ struct ClusterShape {
   int workers_per_host() const { return hosts > 0 ? (workers + hosts - 1) / hosts : workers; }
 };
 
-// Link and memory figures (measured by bench/, or these defaults).
+// Link, latency and memory figures. The defaults are what
+// bench/e2e/calibrate.py measured on the development machine (2 shared
+// cores, loopback; docs/PERFORMANCE.md, "Choosing by predicted time"); a job
+// names its own machine's figures in its [plan] table.
 struct CostOptions {
-  double bandwidth_bytes_per_s = 1.0e9;  // per worker, one direction
-  double latency_s = 50e-6;              // per message / collective round
+  double bandwidth_bytes_per_s = kDefaultLinkBytesPerS;  // a host's link, one direction
+  double collective_latency_s = kDefaultCollectiveLatencyS;  // one all-gather call, 2 ranks
+  double ps_rtt_s = kDefaultPsRttS;                          // one PS request round trip
+  double fusion_bucket_bytes = 64.0 * (1 << 20);  // SessionOptions::fusion_bucket_bytes
   int value_bytes = 4;                   // 2 with [ps] value_encoding = "fp16"
   bool local_aggregation = false;        // [ps] local_aggregation
   // A worker keeps a full replica of an all-gather variable (plus optimizer
@@ -61,8 +86,9 @@ struct VariableStats {
 struct PathCost {
   bool feasible = true;
   double bytes = 0;       // per worker per step, sent + received (what its transport counts)
-  double link_bytes = 0;  // per host link per step, the busier direction: what decides
-  double seconds = 0;     // predicted communication time per step
+  double link_bytes = 0;  // per host link per step, the busier direction
+  double operations = 0;  // collective calls or PS requests per step
+  double seconds = 0;     // predicted communication time per step: what decides
   std::string why_not;    // when !feasible
 };
 
@@ -81,16 +107,22 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
                 bool local_aggregation);
 
 // Dense variables go to all-reduce (PS only when forced); a sparse variable
-// to the feasible path with the fewest bytes on a host's link (ties:
-// all-gather, then PS: a sparse path touches only the batch's rows). A host's link carries its L = N/H workers' traffic
-// and, on the PS path, that of the shards it runs too: shards are spread over
-// the hosts and serve, in all, what the workers send and receive, so PS costs
-// a host L · (worker bytes) per direction, where all-reduce costs
-// L · 2(N−1)/N · m · 4 and all-gather L · (N−1) · k · (8 + 4d). PS thus wins
-// when α < about (N−1)/N of all-reduce's volume, and beats all-gather from
-// N = 3 on.
+// to the feasible path with the lowest predicted time (ties: all-gather, then
+// PS: a sparse path touches only the batch's rows). A host's link carries
+// its L = N/H workers' traffic and, on the PS path, that of the shards it
+// runs too: shards are spread over the hosts and serve, in all, what the
+// workers send and receive, so PS costs a host L · (worker bytes) per
+// direction, where all-reduce costs L · 2(N−1)/N · m · 4 and all-gather
+// L · (N−1) · (k · (8 + 4d) + F). By bytes alone PS wins when α < about
+// (N−1)/N of all-reduce's volume and beats all-gather from N = 3 on; the
+// per-operation costs move these points (all-gather's 2 collective calls a
+// step against PS's 2 round trips).
 Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
                   const CostOptions& options);
+
+// Gloo's framing of a step's 2 all-gather calls, per direction per worker
+// (the F above; 1060 B at 2 workers, (N−1)·1060 at N).
+double AllGatherFramingBytes(int workers);
 
 // Bytes a k-row PS request (pull or push) moves, for the transport check.
 double PsPullBytes(double rows_touched, int64_t dim, int value_bytes, int messages);

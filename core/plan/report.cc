@@ -46,12 +46,13 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
   report.arch = arch;
   Path forced = Path::kAllReduce;
   const bool is_forced = ParseForced(arch, &forced);
+  auto overridden = [&](size_t i) { return i < overrides.size() && overrides[i].has_value(); };
   for (size_t i = 0; i < vars.size(); ++i) {
     PlannedRow row;
     row.var = vars[i];
     row.choice = ChoosePath(row.var, cluster, options);
     row.path = row.choice.path;
-    if (i < overrides.size() && overrides[i]) {
+    if (overridden(i)) {
       row.path = *overrides[i];
       row.note = "[[variable]] in the job file";
     } else if (is_forced) {
@@ -63,6 +64,7 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
       const PathCost c = CostOn(row.choice, row.var, p, cluster, options);
       sum->worker += c.bytes;
       sum->link += c.link_bytes;
+      sum->seconds += c.seconds;
     };
     PlanTotals& t = report.totals;
     add(&t.hybrid, row.path);
@@ -112,8 +114,13 @@ std::string FormatPlanReport(const PlanReport& report) {
                 FormatBytes(t.hybrid.link).c_str(), FormatBytes(t.allreduce.link).c_str(),
                 FormatBytes(t.allgather.link).c_str(), FormatBytes(t.ps.link).c_str());
   out << line;
+  std::snprintf(line, sizeof(line), "  predicted ms     %12.3g %16.3g %16.3g %11.3g\n",
+                t.hybrid.seconds * 1e3, t.allreduce.seconds * 1e3, t.allgather.seconds * 1e3,
+                t.ps.seconds * 1e3);
+  out << line;
   out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
-         " direction of one host's link, its PS shards included; the plan minimises the latter)\n";
+         " direction of one host's link, its PS shards included; predicted: communication time\n"
+         " per step, link bytes / bandwidth + operations x latency, which the plan minimises)\n";
   return out.str();
 }
 
@@ -133,6 +140,12 @@ std::string PlanReportJson(const PlanReport& report) {
                       {"allgather", r.choice.allgather.feasible ? nlohmann::json(r.choice.allgather.bytes)
                                                                 : nlohmann::json(nullptr)},
                       {"ps", r.choice.cost(Path::kPs).bytes}}},
+                    {"predicted_seconds_per_step",
+                     {{"allreduce", r.choice.allreduce.seconds},
+                      {"allgather", r.choice.allgather.feasible
+                                        ? nlohmann::json(r.choice.allgather.seconds)
+                                        : nlohmann::json(nullptr)},
+                      {"ps", r.choice.cost(Path::kPs).seconds}}},
                     {"reason", r.note.empty() ? r.choice.reason : r.note}});
   }
   const PlanTotals& t = report.totals;
@@ -151,7 +164,12 @@ std::string PlanReportJson(const PlanReport& report) {
        {{"plan", t.hybrid.link},
         {"allreduce", t.allreduce.link},
         {"allgather", t.allgather.link},
-        {"ps", t.ps.link}}}};
+        {"ps", t.ps.link}}},
+      {"predicted_seconds_per_step",
+       {{"plan", t.hybrid.seconds},
+        {"allreduce", t.allreduce.seconds},
+        {"allgather", t.allgather.seconds},
+        {"ps", t.ps.seconds}}}};
   return doc.dump(2);
 }
 

@@ -21,11 +21,12 @@ struct PlannedRow {
 };
 
 // Bytes per step of a whole plan: through one worker's transport (sent +
-// received), and on a host's link (the busier direction, shards included:
-// what the cost model minimises). PS-only can look cheap per worker — the
-// shards' side of its traffic shows on the link.
+// received), and on a host's link (the busier direction, shards included).
+// PS-only can look cheap per worker — the shards' side of its traffic shows
+// on the link. `seconds`: the predicted communication time per step (the sum
+// over variables; what the cost model minimises, variable by variable).
 struct PlanBytes {
-  double worker = 0, link = 0;
+  double worker = 0, link = 0, seconds = 0;
 };
 struct PlanTotals {
   PlanBytes hybrid, allreduce, allgather, ps;  // `hybrid`: this plan, whatever its arch

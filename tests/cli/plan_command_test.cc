@@ -69,7 +69,10 @@ class PlanCommandTest : public ::testing::Test {
 };
 
 TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
-  auto two = PlanJson(Job(2));
+  // Figures without a per-operation cost: the choice is by link bytes.
+  const std::string bytes_only =
+      "[plan]\nlink_bytes_per_s = 1e9\ncollective_latency_us = 0\nps_rtt_us = 0\n";
+  auto two = PlanJson(Job(2, bytes_only));
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   const auto& emb = Var(*two, "lm/input_embedding");
   ASSERT_FALSE(emb.is_null()) << two->dump(2);
@@ -77,16 +80,34 @@ TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
   // 64 examples × 4 context tokens touch at most 256 of 2,000 rows.
   EXPECT_GT(emb["alpha"].get<double>(), 0.0);
   EXPECT_LE(emb["alpha"].get<double>(), 256.0 / 2000);
-  EXPECT_EQ(emb["path"], "allgather");  // 2 workers: half of PS's bytes
+  EXPECT_EQ(emb["path"], "allgather");  // 2 workers: about half of PS's bytes
   EXPECT_EQ(Var(*two, "lm/hidden/weights")["path"], "allreduce");
   // Eight workers: all-gather's (N−1)-fold rows cost more than PS.
-  auto eight = PlanJson(Job(2), 8);
+  auto eight = PlanJson(Job(2, bytes_only), 8);
   ASSERT_TRUE(eight.ok()) << eight.status().ToString();
   EXPECT_EQ(Var(*eight, "lm/input_embedding")["path"], "ps");
   const auto& totals = (*eight)["total_bytes_per_host_link"];
   EXPECT_LT(totals["plan"].get<double>(), totals["allreduce"].get<double>());
   EXPECT_LE(totals["plan"].get<double>(), totals["ps"].get<double>());
   EXPECT_LE(totals["plan"].get<double>(), totals["allgather"].get<double>());
+  // A collective call that costs 5 ms (3 a step for all-gather) against a
+  // 1 ms PS round trip (2 a step): PS already at 2 workers, and the reason
+  // shows the predicted times.
+  auto slow = PlanJson(Job(2, "[plan]\ncollective_latency_us = 5000\nps_rtt_us = 1000\n"));
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  const auto& slow_emb = Var(*slow, "lm/input_embedding");
+  EXPECT_EQ(slow_emb["path"], "ps");
+  EXPECT_NE(slow_emb["reason"].get<std::string>().find("ms/step"), std::string::npos)
+      << slow_emb["reason"];
+  const auto& t = slow_emb["predicted_seconds_per_step"];
+  EXPECT_LE(t["ps"].get<double>(), t["allgather"].get<double>());
+  EXPECT_LE(t["ps"].get<double>(), t["allreduce"].get<double>());
+  const auto& totals_s = (*slow)["predicted_seconds_per_step"];
+  EXPECT_LE(totals_s["plan"].get<double>(), totals_s["allgather"].get<double>());
+  EXPECT_LE(totals_s["plan"].get<double>(), totals_s["allreduce"].get<double>());
+  EXPECT_NEAR(slow_emb["predicted_seconds_per_step"]["allgather"].get<double>() -
+                  slow_emb["predicted_seconds_per_step"]["ps"].get<double>(),
+              3 * 5e-3 - 2 * 1e-3, 1e-3);  // the bytes differ by well under 1 ms at 1 GB/s
 }
 
 TEST_F(PlanCommandTest, TableAndOverrides) {

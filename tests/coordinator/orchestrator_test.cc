@@ -81,6 +81,20 @@ class OrchestratorTest : public ::testing::Test {
     service_->ReportTasks(header_, agent, {r});
   }
 
+  // What rank 0 stores: a plan whose PS holds `ps_variables` variables (the
+  // orchestrator reads only that list).
+  void PutPlan(int64_t id, int attempt, int ps_variables) {
+    std::string vars;
+    for (int i = 0; i < ps_variables; ++i) {
+      vars += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i) + "}";
+    }
+    rpc::PutPlanRequest r;
+    r.job_id = id;
+    r.attempt = attempt;
+    r.plan_json = "{\"version\":1,\"variables\":[],\"ps\":{\"variables\":[" + vars + "]}}";
+    service_->PutPlan(header_, r);
+  }
+
   std::vector<rpc::TaskKey> Keys(const rpc::PollResponse& p) {
     std::vector<rpc::TaskKey> keys;
     for (const auto& a : p.start) keys.push_back(a.key);
@@ -136,10 +150,17 @@ TEST_F(OrchestratorTest, HybridJobGetsOnePsShardPerHost) {
   ASSERT_EQ(Get(id).state, rpc::JobState::PLACING);
   rpc::PollResponse a = Poll("a");
   rpc::PollResponse b = Poll("b");
-  ASSERT_EQ(a.start.size(), 3u);  // 2 trainers + 1 shard
-  ASSERT_EQ(b.start.size(), 3u);
+  // The trainers start at once; each host's shard waits for the plan.
+  ASSERT_EQ(a.start.size(), 2u);
+  ASSERT_EQ(b.start.size(), 2u);
   int host_a = a.start[0].host_index, host_b = b.start[0].host_index;
   EXPECT_NE(host_a, host_b);
+  PutPlan(id, 1, /*ps_variables=*/1);
+  rpc::PollResponse a_ps = Poll("a", Keys(a));
+  ASSERT_EQ(a_ps.start.size(), 1u);
+  EXPECT_EQ(a_ps.start[0].key.role, rpc::TaskRole::PS);
+  EXPECT_EQ(Poll("b", Keys(b)).start.size(), 1u);
+  a.start.push_back(a_ps.start[0]);
   for (const auto& t : a.start) {
     EXPECT_EQ(t.num_hosts, 2);
     EXPECT_EQ(t.num_shards, 2);
@@ -148,6 +169,50 @@ TEST_F(OrchestratorTest, HybridJobGetsOnePsShardPerHost) {
       EXPECT_TRUE(t.command.empty());
     }
   }
+}
+
+TEST_F(OrchestratorTest, PlanWithNothingOnThePsLaunchesNoShard) {
+  Register("a", 2);
+  int64_t id = Submit("[job]\nname = \"h\"\nworkers = 2\n[trainer]\nmodel = \"lm\"\n");
+  rpc::PollResponse work = Poll("a");
+  ASSERT_EQ(work.start.size(), 2u);
+  for (const auto& t : work.start) {
+    EXPECT_EQ(t.key.role, rpc::TaskRole::TRAINER);
+    EXPECT_EQ(t.num_shards, 1);  // the plan may still use it
+  }
+  for (const auto& t : work.start) Report("a", t.key, rpc::TaskState::RUNNING);
+  EXPECT_EQ(Get(id).state, rpc::JobState::PLACING);  // the shard is not started yet
+  PutPlan(id, 1, /*ps_variables=*/0);
+  EXPECT_TRUE(Poll("a", Keys(work)).start.empty());
+  std::vector<rpc::TaskInfo> tasks;
+  service_->ListTasks(tasks, header_, id);
+  int shards = 0;
+  for (const rpc::TaskInfo& t : tasks) {
+    if (t.role != rpc::TaskRole::PS) continue;
+    ++shards;
+    EXPECT_EQ(t.state, rpc::TaskState::EXITED);
+    EXPECT_EQ(t.exit_code, 0);
+  }
+  EXPECT_EQ(shards, 1);
+  EXPECT_EQ(Get(id).state, rpc::JobState::RUNNING);
+  std::vector<rpc::Event> events;
+  service_->GetEvents(events, header_, id, 0, 100);
+  bool said = false;
+  for (const rpc::Event& e : events) {
+    said |= e.message == "attempt 1: the plan puts no variable on the PS; 1 PS shard(s) not launched";
+    if (e.kind == "state" && e.message.find("tasks started") != std::string::npos) {
+      EXPECT_NE(e.message.find("all 2 tasks started"), std::string::npos) << e.message;
+    }
+  }
+  EXPECT_TRUE(said);
+  for (const auto& t : work.start) Report("a", t.key, rpc::TaskState::EXITED, 0);
+  EXPECT_EQ(Get(id).state, rpc::JobState::SUCCEEDED);
+}
+
+TEST_F(OrchestratorTest, PsArchLaunchesShardsWithoutWaitingForThePlan) {
+  Register("a", 2);
+  Submit("[job]\nname = \"p\"\nworkers = 2\narch = \"ps\"\n[trainer]\nmodel = \"lm\"\n");
+  EXPECT_EQ(Poll("a").start.size(), 3u);  // 2 trainers + 1 shard
 }
 
 TEST_F(OrchestratorTest, JobTooLargeStaysPendingWithAReasonAndDoesNotBlockOthers) {

@@ -65,9 +65,18 @@ class KillTest : public ::testing::TestWithParam<KillCase> {
         break;
       }
       case Victim::kShard0: {
-        std::vector<int> pids =
-            PidsWithEnv({"PARALLAX_JOB_ID=" + id, "PARALLAX_ROLE=ps", "PARALLAX_SHARD=0",
-                         "PARALLAX_ATTEMPT=1", cluster_.Marker()});
+        // A hybrid job's shards start once rank 0 has stored the plan (the
+        // coordinator launches no idle shard), so the shard may still be on
+        // its way when the ranks pause in Start(): wait for its process.
+        const std::vector<std::string> env = {"PARALLAX_JOB_ID=" + id, "PARALLAX_ROLE=ps",
+                                              "PARALLAX_SHARD=0", "PARALLAX_ATTEMPT=1",
+                                              cluster_.Marker()};
+        std::vector<int> pids = PidsWithEnv(env);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (pids.empty() && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          pids = PidsWithEnv(env);
+        }
         ASSERT_EQ(pids.size(), 1u) << cluster_.Logs();
         ASSERT_EQ(kill(pids[0], SIGKILL), 0);
         break;
@@ -182,7 +191,9 @@ INSTANTIATE_TEST_SUITE_P(
         KillCase{"RankDuringRendezvous", Victim::kRank1, "start", 1, -1},
         KillCase{"RankMidStep", Victim::kRank1, "step:15", 1, 10},
         KillCase{"RankAfterCommit", Victim::kRank1, "step:20", -1, 20},
-        KillCase{"ShardDuringRendezvous", Victim::kShard0, "start", -1, -1},
+        // Rank 1 waits before Start(); rank 0 stores the plan, which
+        // starts the shard, and waits in the rendezvous for rank 1.
+        KillCase{"ShardDuringRendezvous", Victim::kShard0, "start", 1, -1},
         // Both ranks stopped as the checkpoint of step 20 begins: rank 0's
         // SAVE to the dead shard fails, step 20 is never committed.
         KillCase{"ShardMidCheckpointWrite", Victim::kShard0, "ckpt:20", -1, 10},

@@ -34,6 +34,14 @@ class JobPlanTest : public ::testing::Test {
     o.world_size = 2;
     return o;
   }
+  // `o` with the job file's [plan] figures.
+  static SessionOptions WithFigures(SessionOptions o, double collective_us, double ps_rtt_us) {
+    o.job.emplace();
+    o.job->plan.link_bytes_per_s = 1e9;
+    o.job->plan.collective_latency_us = collective_us;
+    o.job->plan.ps_rtt_us = ps_rtt_us;
+    return o;
+  }
 };
 
 TEST_F(JobPlanTest, RulesPerArch) {
@@ -41,10 +49,14 @@ TEST_F(JobPlanTest, RulesPerArch) {
     std::string arch;
     int shards;
     VariablePath emb, w;
-  } cases[] = {// Two workers: the cost model prefers all-gather to PS (see
-               // HybridAsksTheCostModel).
-               {"hybrid", 2, VariablePath::kAllGather, VariablePath::kAllReduce},
-               {"hybrid", 0, VariablePath::kAllGather, VariablePath::kAllReduce},
+  } cases[] = {// Two workers, the default figures (a collective call costs
+               // 9 ms, a PS round trip 1.44 ms; the table moves a few
+               // hundred bytes): PS's 2 round trips beat all-gather's 3
+               // calls (see HybridAsksTheCostModel). Dense: all-reduce.
+               {"hybrid", 2, VariablePath::kPs, VariablePath::kAllReduce},
+               // No shards: all-reduce's one call (1.5 · 9 ms) beats
+               // all-gather's three.
+               {"hybrid", 0, VariablePath::kAllReduce, VariablePath::kAllReduce},
                {"allreduce", 2, VariablePath::kAllReduce, VariablePath::kAllReduce},
                {"allgather", 2, VariablePath::kAllGather, VariablePath::kAllReduce},
                {"ps", 2, VariablePath::kPs, VariablePath::kPs}};
@@ -68,19 +80,42 @@ TEST_F(JobPlanTest, RulesPerArch) {
 
 TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   // 100 × 4 on 4 workers of one host, 2 shards, α = 0.25 (25 rows of 24
-  // bytes): PS puts 4 · 2 · (600 + 256) = 6,848 bytes a step on the host's
-  // link, all-gather 4 · 3 · 600 = 7,200, all-reduce 4 · 1.5 · 1,600 = 9,600.
-  SessionOptions four = Options("hybrid", 2);
+  // bytes). By bytes ([plan] figures with no per-operation cost): PS puts
+  // 4 · 2 · (600 + 256) = 6,848 bytes a step on the host's link, all-gather
+  // 4 · 3 · (600 + 1516) = 25,392, all-reduce 4 · 1.5 · 1,600 = 9,600.
+  SessionOptions four = WithFigures(Options("hybrid", 2), 0, 0);
   four.world_size = 4;
   auto sparse = BuildRulePlan(four, Regs());
   ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
   EXPECT_EQ(sparse->variables[0].path, VariablePath::kPs);
-  EXPECT_NE(sparse->variables[0].reason.find("ps puts 6.85 KB"), std::string::npos)
+  EXPECT_NE(sparse->variables[0].reason.find("ps 0.00685 ms/step (6.85 KB"), std::string::npos)
       << sparse->variables[0].reason;
-  // Two workers: all-gather (2 · 600) beats PS (2 · 2 · 856).
-  auto two = BuildRulePlan(Options("hybrid", 2), Regs());
+  // Two workers, by bytes: this small table (1,600 bytes) is cheapest
+  // all-reduced whole, 2 · 1,600 = 3,200 bytes on the link, against PS
+  // (2 · 2 · 856 = 3,424) and all-gather (2 · (600 + 1,516) = 4,232: its rows
+  // weigh less than Gloo's framing of its 3 calls).
+  auto two = BuildRulePlan(WithFigures(Options("hybrid", 2), 0, 0), Regs());
   ASSERT_TRUE(two.ok());
-  EXPECT_EQ(two->variables[0].path, VariablePath::kAllGather);
+  EXPECT_EQ(two->variables[0].path, VariablePath::kAllReduce);
+  // 10,000 rows, 2,500 touched (60,000 bytes): all-gather, 2 · 61,516 =
+  // 123,032 bytes, against PS's 2 · 2 · 60,256 = 241,024 and all-reduce's
+  // 2 · 160,000 = 320,000.
+  auto big = Regs();
+  big[0].var.rows = 10'000;
+  auto by_bytes = BuildRulePlan(WithFigures(Options("hybrid", 2), 0, 0), big);
+  ASSERT_TRUE(by_bytes.ok());
+  EXPECT_EQ(by_bytes->variables[0].path, VariablePath::kAllGather);
+  // The same with the job's [plan] saying a collective call takes 3 ms and a
+  // PS round trip 1 ms (as measured here, a call costs several round trips):
+  // all-gather 0.12 + 3 · 3 ms, all-reduce 0.32 + 1.5 · 3 ms, PS
+  // 0.24 + 2 · 1 ms: PS.
+  auto by_time = BuildRulePlan(WithFigures(Options("hybrid", 2), 3000, 1000), big);
+  ASSERT_TRUE(by_time.ok());
+  EXPECT_EQ(by_time->variables[0].path, VariablePath::kPs);
+  EXPECT_NE(by_time->variables[0].reason.find("ps 2.24 ms/step"), std::string::npos)
+      << by_time->variables[0].reason;
+  EXPECT_EQ(by_time->variables[1].path, VariablePath::kAllReduce);  // dense
+  EXPECT_EQ(by_time->ps.variables.size(), 1u);
   // α = 0.9: PS and all-gather move more than all-reduce.
   auto regs = Regs();
   regs[0].var.density = 0.9;

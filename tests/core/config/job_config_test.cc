@@ -391,6 +391,29 @@ TEST_F(JobConfigTest, PsCurveIsOnByDefaultAndMustBeABoolean) {
               HasSubstr("key 'ps.curve': expected a boolean, got a string"));
 }
 
+TEST_F(JobConfigTest, PlanFiguresAreReadAndChecked) {
+  StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->plan.link_bytes_per_s.has_value());
+  EXPECT_FALSE(c->plan.collective_latency_us.has_value());
+  c = ParseJobConfig(std::string(kMinimal) +
+                         "[plan]\nlink_bytes_per_s = 2.5e9\ncollective_latency_us = 800\n"
+                         "ps_rtt_us = 0\n",
+                     "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->plan.link_bytes_per_s.value_or(0), 2.5e9);
+  EXPECT_DOUBLE_EQ(c->plan.collective_latency_us.value_or(0), 800);
+  EXPECT_DOUBLE_EQ(c->plan.ps_rtt_us.value_or(-1), 0);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nlink_bytes_per_s = 0\n"),
+              HasSubstr("job.toml:6:20: key 'plan.link_bytes_per_s': expected a number > 0"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nps_rtt_us = -3\n"),
+              HasSubstr("job.toml:6:13: key 'plan.ps_rtt_us': expected a number >= 0"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\ncollective_latency_us = \"1ms\"\n"),
+              HasSubstr("key 'plan.collective_latency_us': expected a number, got a string"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nps_rtt = 5\n"),
+              HasSubstr("job.toml:6:1: unknown key 'plan.ps_rtt'"));
+}
+
 TEST_F(JobConfigTest, VariableOverrides) {
   StatusOr<JobConfig> c =
       ParseJobConfig(std::string(kMinimal) +

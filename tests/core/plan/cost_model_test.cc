@@ -16,6 +16,23 @@ VariableStats Sparse(int64_t rows, int64_t dim, double alpha, int partitions = 1
   return v;
 }
 
+// Figures that make the predicted time the link bytes alone (1 GB/s, no
+// per-operation cost): the choice is by bytes, as before time counted.
+CostOptions BytesOnly() {
+  CostOptions o;
+  o.bandwidth_bytes_per_s = 1e9;
+  o.collective_latency_s = 0;
+  o.ps_rtt_s = 0;
+  return o;
+}
+
+CostOptions WithLatency(double collective_s, double ps_rtt_s) {
+  CostOptions o = BytesOnly();
+  o.collective_latency_s = collective_s;
+  o.ps_rtt_s = ps_rtt_s;
+  return o;
+}
+
 TEST(CostModelTest, AllReduceIsTheRingVolume) {
   VariableStats dense;
   dense.name = "w";
@@ -29,52 +46,111 @@ TEST(CostModelTest, AllReduceIsTheRingVolume) {
   EXPECT_NE(c.reason.find("dense"), std::string::npos) << c.reason;
 }
 
+TEST(CostModelTest, GlooFramingOfAnAllGatheredVariable) {
+  // Per direction, 2 workers: 3 gloo::allgather (2 argument checks, the row
+  // counts) of 2 transfers and 1 gloo::allgatherv (the packed rows) of 1, 3
+  // preambles of 48 bytes per transfer: 7 · 144 = 1008, plus 2 call headers
+  // of 24 bytes and the 4-byte count: 1060.
+  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(2), 1060);
+  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(4), 3 * 1060);
+  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(1), 0);
+}
+
 TEST(CostModelTest, HandComputedSparseCosts) {
   // 10,000 × 16, α = 0.01: 100 rows of 8 + 64 bytes each.
   VariableStats v = Sparse(10'000, 16, 0.01, /*partitions=*/2);
   ClusterShape two{.workers = 2, .hosts = 1, .shards = 2};
   // PS: pull 100·72 + 2 messages · 2 headers · 64, push the same.
   EXPECT_DOUBLE_EQ(PsCost(v, two, {}, false).bytes, 2 * (7200 + 256));
-  // All-gather: (N−1)·100·72 each way.
-  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).bytes, 2 * 7200);
+  // All-gather: (N−1)·(100·72 + Gloo's 1060 bytes of framing) each way.
+  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).bytes, 2 * (7200 + 1060));
   // All-reduce of the whole table: 2·1/2·160,000·4 each way.
   EXPECT_DOUBLE_EQ(AllReduceCost(v, two, {}).bytes, 2 * 640'000);
   // A host's link: its 2 workers' traffic, and for PS its shards' too.
-  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).link_bytes, 2 * 7200);
+  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).link_bytes, 2 * (7200 + 1060));
   EXPECT_DOUBLE_EQ(PsCost(v, two, {}, false).link_bytes, 2 * 2 * (7200 + 256));
-  // Two workers: all-gather is cheapest; four: it grows with N and PS wins.
-  EXPECT_EQ(ChoosePath(v, two, {}).path, Path::kAllGather);
+  // Predicted times: link bytes at 1 GB/s plus the operations.
+  const CostOptions figures = WithLatency(/*collective_s=*/100e-6, /*ps_rtt_s=*/200e-6);
+  EXPECT_NEAR(AllGatherCost(v, two, figures).seconds, 16'520e-9 + 2 * 100e-6, 1e-12);
+  EXPECT_NEAR(PsCost(v, two, figures, false).seconds, 29'824e-9 + 2 * 200e-6, 1e-12);
+  // All-reduce: one fusion-bucket call of 3(N−1) rounds = 1.5 · (N−1) calls.
+  EXPECT_NEAR(AllReduceCost(v, two, figures).seconds, 1'280'000e-9 + 1.5 * 100e-6, 1e-12);
+  // By bytes, two workers: all-gather is cheapest; four: it grows with N and PS wins.
+  EXPECT_EQ(ChoosePath(v, two, BytesOnly()).path, Path::kAllGather);
   ClusterShape four{.workers = 4, .hosts = 1, .shards = 2};
-  EXPECT_DOUBLE_EQ(AllGatherCost(v, four, {}).bytes, 2 * 3 * 7200);
-  Choice c = ChoosePath(v, four, {});
+  EXPECT_DOUBLE_EQ(AllGatherCost(v, four, {}).bytes, 2 * 3 * (7200 + 1060));
+  Choice c = ChoosePath(v, four, BytesOnly());
   EXPECT_EQ(c.path, Path::kPs);
-  EXPECT_NE(c.reason.find("ps puts"), std::string::npos) << c.reason;
+  // The reason shows the predicted times.
+  EXPECT_NE(c.reason.find("ps 0.0596 ms/step"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("allgather 0.0991 ms/step"), std::string::npos) << c.reason;
   // Four workers on four hosts: the same choice, a quarter of the link bytes.
   ClusterShape spread{.workers = 4, .hosts = 4, .shards = 4};
   EXPECT_DOUBLE_EQ(PsCost(v, spread, {}, false).link_bytes, PsCost(v, spread, {}, false).bytes);
-  EXPECT_EQ(ChoosePath(v, spread, {}).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(v, spread, BytesOnly()).path, Path::kPs);
+}
+
+TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {
+  // Two workers: all-gather puts 16,520 bytes on the host's link, PS 29,824
+  // (its shard's side too): 13.304 us apart at 1 GB/s. Both take 2
+  // operations a step, so the flip comes as a collective call gets dearer
+  // than a PS round trip: at c − r = 6.652 us.
+  VariableStats v = Sparse(10'000, 16, 0.01, /*partitions=*/2);
+  ClusterShape two{.workers = 2, .hosts = 1, .shards = 2};
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(0, 0)).path, Path::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(1e-3, 1e-3)).path, Path::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(6e-6, 0)).path, Path::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(7e-6, 0)).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(106e-6, 100e-6)).path, Path::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(107e-6, 100e-6)).path, Path::kPs);
+  // Collective calls dear and PS round trips dearer: all-reduce of the whole
+  // table (1.28 ms of bytes + 1.5 calls = 5.78 ms) beats all-gather's 2
+  // calls (6.02 ms) and the PS (6.03 ms).
+  Choice slow_ps = ChoosePath(v, two, WithLatency(3e-3, 3e-3));
+  EXPECT_EQ(slow_ps.path, Path::kAllReduce) << slow_ps.reason;
+  EXPECT_NE(slow_ps.reason.find("allreduce 5.78 ms/step"), std::string::npos) << slow_ps.reason;
+  // W3's output embedding at 2 workers with the figures measured here (50,000
+  // × 128, ≈ 2,900 rows a step): all-gather by bytes, PS by time.
+  VariableStats out = Sparse(50'000, 128, 0.058);
+  EXPECT_EQ(ChoosePath(out, two, BytesOnly()).path, Path::kAllGather);
+  Choice w3 = ChoosePath(out, two, {});  // the defaults: this machine's figures
+  EXPECT_EQ(w3.path, Path::kPs) << w3.reason;
 }
 
 TEST(CostModelTest, ChoiceFlipsFromAllReduceToPsAsAlphaFalls) {
   ClusterShape cluster{.workers = 4, .hosts = 1, .shards = 1};
   // 1000 × 16 on 4 workers of one host: all-reduce puts 4 · 96,000 bytes on
   // the host's link; PS 4 · (144,000·α + 256).
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, {}).path, Path::kAllReduce);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, {}).path, Path::kAllReduce);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, {}).path, Path::kPs);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.01), cluster, {}).path, Path::kPs);
-  Path previous = Path::kAllReduce;
-  for (double alpha = 1.0; alpha > 0.01; alpha *= 0.8) {
-    Path p = ChoosePath(Sparse(1000, 16, alpha), cluster, {}).path;
-    if (previous != Path::kAllReduce) {
-      EXPECT_NE(p, Path::kAllReduce) << "α = " << alpha;  // never flips back
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, BytesOnly()).path, Path::kAllReduce);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, BytesOnly()).path, Path::kAllReduce);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, BytesOnly()).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.01), cluster, BytesOnly()).path, Path::kPs);
+  // With per-operation costs and a slow link, the same flip: at 10 MB/s
+  // all-reduce takes 38.4 ms + 1.5 · 3 · 1 ms = 42.9 ms, PS 0.4 us per byte
+  // · (144,000·α + 256) + 2 · 2 ms: 44.4 ms at α = 0.7, 38.7 ms at 0.6.
+  CostOptions slow = WithLatency(1e-3, 2e-3);
+  slow.bandwidth_bytes_per_s = 10e6;
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, slow).path, Path::kAllReduce);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, slow).path, Path::kPs);
+  // Expensive collective calls (10 ms: 45 ms per all-reduce at 4 workers):
+  // PS even when every row changes.
+  CostOptions costly = slow;
+  costly.collective_latency_s = 10e-3;
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, costly).path, Path::kPs);
+  for (const CostOptions& o : {BytesOnly(), slow, CostOptions{}}) {
+    Path previous = Path::kAllReduce;
+    for (double alpha = 1.0; alpha > 0.01; alpha *= 0.8) {
+      Path p = ChoosePath(Sparse(1000, 16, alpha), cluster, o).path;
+      if (previous != Path::kAllReduce) {
+        EXPECT_NE(p, Path::kAllReduce) << "α = " << alpha;  // never flips back
+      }
+      previous = p;
     }
-    previous = p;
+    EXPECT_EQ(previous, Path::kPs);
   }
-  EXPECT_EQ(previous, Path::kPs);
-  // A handful of rows: PS's per-message headers outweigh all-gather's
-  // (N−1)-fold rows.
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.001), cluster, {}).path, Path::kAllGather);
+  // A handful of rows: Gloo's framing of all-gather's 2 calls (3 · 1060
+  // bytes each way at 4 workers) outweighs PS's 4 headers of 64.
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.001), cluster, BytesOnly()).path, Path::kPs);
 }
 
 TEST(CostModelTest, LocalAggregationSharesTheHostsPush) {
@@ -84,18 +160,22 @@ TEST(CostModelTest, LocalAggregationSharesTheHostsPush) {
   EXPECT_DOUBLE_EQ(PsCost(v, cluster, {}, false).bytes, 2 * (100 * 72 + 128));
   // Push: 200 rows once for the host, 50 per worker.
   EXPECT_DOUBLE_EQ(PsCost(v, cluster, {}, true).bytes, (100 * 72 + 128) + (50 * 72 + 128));
-  Choice c = ChoosePath(v, cluster, {.local_aggregation = true});
+  CostOptions o = BytesOnly();
+  o.local_aggregation = true;
+  Choice c = ChoosePath(v, cluster, o);
   EXPECT_EQ(c.path, Path::kPs);
   EXPECT_DOUBLE_EQ(c.cost(Path::kPs).bytes, c.ps_aggregated.bytes);
 }
 
 TEST(CostModelTest, NoShardsOrTooBigForAReplica) {
   VariableStats v = Sparse(1'000'000, 128, 0.001);
-  Choice no_shards = ChoosePath(v, {.workers = 8, .shards = 0}, {});
+  Choice no_shards = ChoosePath(v, {.workers = 8, .shards = 0}, BytesOnly());
   EXPECT_FALSE(no_shards.ps.feasible);
   EXPECT_EQ(no_shards.path, Path::kAllGather);
   // 512 MB table, 1 GB with Adagrad state: over a 0.5 GB budget.
-  Choice big = ChoosePath(v, {.workers = 8, .shards = 0}, {.worker_memory_bytes = 0.5e9});
+  CostOptions small = BytesOnly();
+  small.worker_memory_bytes = 0.5e9;
+  Choice big = ChoosePath(v, {.workers = 8, .shards = 0}, small);
   EXPECT_FALSE(big.allgather.feasible);
   EXPECT_NE(big.allgather.why_not.find("memory budget"), std::string::npos);
   EXPECT_EQ(big.path, Path::kAllReduce);
@@ -105,7 +185,9 @@ TEST(CostModelTest, Fp16HalvesTheValueBytes) {
   VariableStats v = Sparse(10'000, 64, 0.01);
   ClusterShape c{.workers = 2, .shards = 1};
   const double fp32 = PsCost(v, c, {}, false).bytes;
-  const double fp16 = PsCost(v, c, {.value_bytes = 2}, false).bytes;
+  CostOptions half;
+  half.value_bytes = 2;
+  const double fp16 = PsCost(v, c, half, false).bytes;
   EXPECT_DOUBLE_EQ(fp32 - fp16, 2 * 100 * 64 * 2);
 }
 
