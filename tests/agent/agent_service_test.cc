@@ -38,7 +38,8 @@ class AgentServiceTest : public ::testing::Test {
     AgentServiceOptions options;
     options.auth_token = token;
     auto service = std::make_shared<AgentService>(&logs_, &clock_, options);
-    StatusOr<std::unique_ptr<AgentServer>> server = StartAgentServer({"127.0.0.1", 0}, service);
+    ThriftServerOptions listen;  // 127.0.0.1, a free port
+    StatusOr<std::unique_ptr<AgentServer>> server = StartAgentServer(listen, service);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
     socket_ = std::make_shared<TSocket>("127.0.0.1", server_->port());
