@@ -602,6 +602,8 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
   ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
   if (new_global) ++global_kv_keys_;
   NotifyWaiters();
+  // A partition-search trial ends as soon as its time is published.
+  if (request.key.ends_with("/trial/step_seconds")) Reconcile();
 }
 
 void CoordinatorService::KvGet(std::vector<std::string>& out, const rpc::RequestHeader& header,

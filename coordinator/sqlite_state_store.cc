@@ -114,6 +114,7 @@ class SqliteStateStore final : public StateStore {
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                     int64_t now) override;
+  StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason, int64_t now) override;
   StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind, const std::string& message,
                                 int64_t now) override;
   StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,
@@ -141,6 +142,8 @@ class SqliteStateStore final : public StateStore {
   StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id) override;
 
  private:
+  StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
+                                    int64_t now, bool count_restart);
   // Runs `fn` (returning Status or StatusOr<T>) in one transaction under mu_
   // and commits if it succeeded; otherwise the transaction rolls back.
   template <typename Fn>
@@ -345,11 +348,26 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& fil
   });
 }
 
+StatusOr<JobRecord> SqliteStateStore::RequeueJob(int64_t job_id, const std::string& reason,
+                                                 int64_t now) {
+  return TransitionJob(job_id, JobState::kPending, reason, now, /*count_restart=*/false);
+}
+
 StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
                                                     const std::string& reason, int64_t now) {
+  return TransitionJob(job_id, to, reason, now, /*count_restart=*/true);
+}
+
+StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
+                                                    const std::string& reason, int64_t now,
+                                                    bool count_restart) {
   return Write([&]() -> StatusOr<JobRecord> {
     PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id));
     const JobState from = job.state;
+    if (!count_restart && (to != JobState::kPending || IsTerminal(from))) {
+      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
+                                "; only a PLACING or RUNNING job can be requeued");
+    }
     if (!IsValidTransition(from, to)) {
       return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
                                 "; it cannot become " + std::string(JobStateName(to)));
@@ -359,7 +377,9 @@ StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
     job.reason = (to == JobState::kFailed || to == JobState::kCancelled) ? reason : "";
     // Every placement starts a new attempt: 1 for the first, +1 per restart.
     if (to == JobState::kPlacing) ++job.attempt;
-    if (to == JobState::kPending) job.restarts = IsTerminal(from) ? 0 : job.restarts + 1;
+    if (to == JobState::kPending) {
+      job.restarts = IsTerminal(from) ? 0 : job.restarts + (count_restart ? 1 : 0);
+    }
     PX_ASSIGN_OR_RETURN(
         SqliteStatement update,
         db_->Prepare("UPDATE jobs SET state = ?1, reason = ?2, updated = ?3, attempt = ?4, "

@@ -33,7 +33,7 @@ constexpr char kSubmitted[] = "<submitted>";
 
 // The keys each known table accepts. [model] and [user] accept anything.
 constexpr std::string_view kTopLevel[] = {"job",       "trainer", "model",   "user",
-                                          "optimizer", "ps",      "variable"};
+                                          "optimizer", "ps",      "variable", "plan"};
 constexpr std::string_view kJobKeys[] = {"name",        "workers",   "arch",
                                          "consistency", "staleness", "max_restarts"};
 constexpr std::string_view kTrainerKeys[] = {
@@ -44,6 +44,9 @@ constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",  
                                                "beta2", "epsilon", "initial_accumulator"};
 constexpr std::string_view kPsKeys[] = {"shards", "partitions", "local_aggregation",
                                         "value_encoding", "curve"};
+constexpr std::string_view kPlanKeys[] = {"search_steps", "search_warmup_steps",
+                                          "search_min_partitions", "search_max_partitions",
+                                          "search_max_trials"};
 constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
 
 constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
@@ -62,6 +65,7 @@ constexpr KeyHome kKeyHomes[] = {
     {"[job]", kJobKeys},
     {"[trainer]", kTrainerKeys},
     {"[ps]", kPsKeys},
+    {"[plan]", kPlanKeys},
     {"[optimizer.dense] or [optimizer.sparse]", kOptimizerKeys},
 };
 
@@ -218,6 +222,7 @@ class Validator {
   void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
   void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out);
   void ReadPs(const toml::table& t, JobConfig::Ps* ps);
+  void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
   // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.
   void ResolveModelPaths(const toml::table& in, std::string_view prefix, toml::table* out);
@@ -463,6 +468,7 @@ void Validator::Run(const toml::table& root, JobConfig* config) {
     }
   }
   if (const toml::table* ps = GetTable(root, "", "ps")) ReadPs(*ps, &config->ps);
+  if (const toml::table* plan = GetTable(root, "", "plan")) ReadPlan(*plan, &config->plan);
   if (const toml::node* variables = root.get("variable")) {
     ReadVariables(*variables, &config->variables);
   }
@@ -623,10 +629,27 @@ void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix, Opt
 void Validator::ReadPs(const toml::table& t, JobConfig::Ps* ps) {
   CheckKeys(t, "ps", kPsKeys);
   ReadAutoOrCount(t, "ps", "shards", &ps->shards);
-  ReadAutoOrCount(t, "ps", "partitions", &ps->partitions);
+  if (ReadAutoOrCount(t, "ps", "partitions", &ps->partitions)) {
+    ps->search_partitions = ps->partitions == 0;
+  }
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
   ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
   ReadBool(t, "ps", "curve", &ps->curve);
+}
+
+void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
+  CheckKeys(t, "plan", kPlanKeys);
+  ReadInt(t, "plan", "search_steps", 1, &plan->search_steps);
+  ReadInt(t, "plan", "search_warmup_steps", 0, &plan->search_warmup_steps);
+  ReadAutoOrCount(t, "plan", "search_min_partitions", &plan->search_min_partitions);
+  ReadInt(t, "plan", "search_max_trials", 3, &plan->search_max_trials);
+  if (ReadInt(t, "plan", "search_max_partitions", 1, &plan->search_max_partitions) &&
+      plan->search_max_partitions < plan->search_min_partitions) {
+    KeyError(*t.get("search_max_partitions"), "plan.search_max_partitions",
+             "expected an integer >= search_min_partitions (" +
+                 std::to_string(plan->search_min_partitions) + "), got " +
+                 std::to_string(plan->search_max_partitions));
+  }
 }
 
 void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverride>* out) {

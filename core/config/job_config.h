@@ -75,13 +75,26 @@ struct JobConfig {
 
   struct Ps {
     int shards = 0;                  // 0 = auto (one per host)
-    int partitions = 0;              // 0 = auto (search)
+    int partitions = 0;              // 0 = one per shard, or searched when search_partitions
+    bool search_partitions = false;  // partitions = "auto" written: run the partition search
     bool local_aggregation = true;
     std::string value_encoding = "fp32";  // fp32 | fp16
     bool curve = true;  // CURVE on PS sockets when the control plane has a secret
   } ps;
 
   std::vector<VariableOverride> variables;
+
+  // [plan]: the partition search run when [ps] partitions = "auto"
+  // (docs/ARCHITECTURE.md, "The plan"). Each trial attempt runs
+  // search_warmup_steps + search_steps steps at one P and is timed by the
+  // median of the last search_steps.
+  struct Plan {
+    int search_steps = 20;           // >= 1
+    int search_warmup_steps = 5;     // >= 0
+    int search_min_partitions = 0;   // 0 = auto (the number of PS shards)
+    int search_max_partitions = 64;  // >= 1, >= search_min_partitions
+    int search_max_trials = 6;       // >= 3
+  } plan;
 };
 
 struct JobLoadOptions {
