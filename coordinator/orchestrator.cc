@@ -167,11 +167,10 @@ StatusOr<bool> Orchestrator::AdvanceJob(const JobRecord& job) {
       break;
     }
   }
-  {
-    // A partition-search trial ends on its own terms (coordinator/partition_trials.h).
-    PX_ASSIGN_OR_RETURN(std::shared_ptr<const JobConfig> config, Config(job));
+  // A partition-search trial ends on its own terms (coordinator/partition_trials.h).
+  if (StatusOr<std::shared_ptr<const JobConfig>> config = Config(job); config.ok()) {
     PX_ASSIGN_OR_RETURN(bool trial_over,
-                        EndTrialIfOver(store_, job, *config, failed ? Outcome(*failed) : "",
+                        EndTrialIfOver(store_, job, **config, failed ? Outcome(*failed) : "",
                                        trainers_done, now));
     if (trial_over) return true;
   }

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/logging.h"
 #include "core/plan/partition_search.h"
 
 namespace parallax::coordinator {
@@ -62,9 +63,13 @@ StatusOr<std::optional<SearchState>> Load(StateStore* store, int64_t job_id) {
     s.done = doc.at("done").get<bool>();
     s.chosen = doc.at("chosen").get<uint32_t>();
   } catch (const std::exception& e) {
-    return Internal("the partition search state of job " + std::to_string(job_id) + " under \"" +
-                    SearchStateKey(job_id) + "\" is not readable (" + e.what() +
-                    "); delete the key to restart the search");
+    // Never stall the coordinator on it: the job runs with the default P.
+    PX_LOG(WARNING) << "the partition search state of job \"" << job_id << "\" under \""
+                    << SearchStateKey(job_id) << "\" is not readable (" << e.what()
+                    << "); the job runs with the default P";
+    SearchState fallback;
+    fallback.done = true;
+    return std::optional<SearchState>(fallback);
   }
   return std::optional<SearchState>(std::move(s));
 }

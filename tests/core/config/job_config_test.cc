@@ -376,9 +376,7 @@ TEST_F(JobConfigTest, PartitionSearchIsOnlyForAnExplicitAuto) {
   EXPECT_EQ(c->plan.search_min_partitions, 0);
   EXPECT_EQ(c->plan.search_max_partitions, 64);
   EXPECT_EQ(c->plan.search_max_trials, 6);
-  c = ParseJobConfig(std::string(kMinimal) + "[ps]
-partitions = 8
-", "job.toml");
+  c = ParseJobConfig(std::string(kMinimal) + "[ps]\npartitions = 8\n", "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FALSE(c->ps.search_partitions);
 }
@@ -386,14 +384,8 @@ partitions = 8
 TEST_F(JobConfigTest, PlanSearchKeys) {
   StatusOr<JobConfig> c = ParseJobConfig(
       std::string(kMinimal) +
-          "[plan]
-search_steps = 30
-search_warmup_steps = 0
-search_min_partitions = 2
-"
-          "search_max_partitions = 16
-search_max_trials = 4
-",
+          "[plan]\nsearch_steps = 30\nsearch_warmup_steps = 0\nsearch_min_partitions = 2\n"
+          "search_max_partitions = 16\nsearch_max_trials = 4\n",
       "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->plan.search_steps, 30);
@@ -401,28 +393,17 @@ search_max_trials = 4
   EXPECT_EQ(c->plan.search_min_partitions, 2);
   EXPECT_EQ(c->plan.search_max_partitions, 16);
   EXPECT_EQ(c->plan.search_max_trials, 4);
-  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]
-search_steps = 0
-"),
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_steps = 0\n"),
               HasSubstr("job.toml:6:16: key 'plan.search_steps': expected an integer >= 1, got 0"));
-  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]
-search_max_trials = 2
-"),
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_max_trials = 2\n"),
               HasSubstr("key 'plan.search_max_trials': expected an integer >= 3, got 2"));
-  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]
-search_min_partitions = \"many\"
-"),
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_min_partitions = \"many\"\n"),
               HasSubstr("key 'plan.search_min_partitions': expected 'auto' or an integer >= 1"));
   EXPECT_THAT(
-      Error(std::string(kMinimal) + "[plan]
-search_min_partitions = 8
-search_max_partitions = 4
-"),
+      Error(std::string(kMinimal) + "[plan]\nsearch_min_partitions = 8\nsearch_max_partitions = 4\n"),
       HasSubstr("key 'plan.search_max_partitions': expected an integer >= search_min_partitions "
                 "(8), got 4"));
-  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]
-search_stepz = 3
-"),
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_stepz = 3\n"),
               HasSubstr("plan.search_stepz"));
 }
 
