@@ -236,6 +236,23 @@ TEST_F(PartitionTrialsTest, APlanWithoutAutoPartitionedPsVariablesSkipsTheSearch
   EXPECT_TRUE(Spec(id, 2).is_null());
 }
 
+TEST_F(PartitionTrialsTest, OnlyTheCoordinatorWritesTheSearchKeys) {
+  const int64_t id = Submit(SearchJob());
+  for (const std::string& key : {SearchStateKey(id), AttemptSpecKey(id, 1)}) {
+    rpc::KvSetRequest kv;
+    kv.key = key;
+    kv.value = "{}";
+    try {
+      service_->KvSet(header_, kv);
+      ADD_FAILURE() << key << " was written by a client";
+    } catch (const rpc::CoordinatorError& e) {
+      EXPECT_EQ(e.code, rpc::ErrorCode::INVALID_ARGUMENT) << key;
+      EXPECT_NE(e.message.find("written only by the coordinator"), std::string::npos) << e.message;
+    }
+  }
+  EXPECT_EQ(Spec(id, 1)["partitions"], 2) << "the coordinator's own value is intact";
+}
+
 TEST_F(PartitionTrialsTest, AFixedPartitionCountRunsNoTrial) {
   const int64_t id = Submit(
       "[job]\nname = \"f\"\nworkers = 2\n[trainer]\ncommand = [\"/bin/true\"]\n"
