@@ -141,9 +141,9 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
                          : "defaults: measure this machine with bench/e2e/calibrate.py and put them in [plan]")
       << ")\n";
   out << plan::FormatPlanReport(report);
-  if (job.ps.partitions == 0) {
-    out << "partitions = \"auto\": the table uses one partition per shard; the search by trial "
-           "attempts is not implemented yet\n";
+  if (job.ps.search_partitions) {
+    out << "partitions = \"auto\": the table uses one partition per shard; the job's first "
+           "attempts are trials that search P (docs/ARCHITECTURE.md, \"The plan\")\n";
   }
   return Status::Ok();
 }

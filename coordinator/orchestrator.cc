@@ -6,6 +6,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "coordinator/partition_trials.h"
 #include "coordinator/scheduler.h"
 #include "core/base/logging.h"
 
@@ -224,6 +225,13 @@ StatusOr<bool> Orchestrator::AdvanceJob(const JobRecord& job) {
       break;
     }
   }
+  // A partition-search trial ends on its own terms (coordinator/partition_trials.h).
+  if (StatusOr<std::shared_ptr<const JobConfig>> config = Config(job); config.ok()) {
+    PX_ASSIGN_OR_RETURN(bool trial_over,
+                        EndTrialIfOver(store_, job, **config, failed ? Outcome(*failed) : "",
+                                       trainers_done, now));
+    if (trial_over) return true;
+  }
   if (trainers_done) {
     if (job.state == JobState::kPlacing) {
       PX_RETURN_IF_ERROR(store_->TransitionJob(job.id, JobState::kRunning, "", now).status());
@@ -361,6 +369,9 @@ StatusOr<bool> Orchestrator::PlacePending(const std::set<std::string>& available
     std::string message = "trainers on";
     for (const auto& [name, n] : per_agent) message += " " + Quote(name) + "×" + std::to_string(n);
     if (!p.ps_agents.empty()) message += ", " + std::to_string(p.ps_agents.size()) + " PS shard(s)";
+    PX_ASSIGN_OR_RETURN(AttemptStart kind, BeginAttempt(store_, job, cfg,
+                                                        static_cast<int>(p.ps_agents.size()), now));
+    if (!kind.message.empty()) message += "; " + kind.message;
     PX_RETURN_IF_ERROR(store_->StartAttempt(job.id, tasks, message, now).status());
     for (AgentCapacity& c : capacity) c.free -= per_agent[c.name];
     waiting_for_.erase(job.id);

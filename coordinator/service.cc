@@ -115,6 +115,15 @@ void CoordinatorService::CheckKey(const std::string& key) {
 }
 
 namespace {
+// job/<id>/search and job/<id>/<attempt>/search belong to the partition
+// search (coordinator/partition_trials.h): only the coordinator writes them.
+void RefuseSearchKey(const std::string& key) {
+  if (key.starts_with("job/") && key.ends_with("/search")) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "key \"" + key + "\" is written only by the coordinator (partition search)");
+  }
+}
+
 // "job/<id>/" for a key under a job's prefix, else "".
 std::string JobPrefix(const std::string& key) {
   if (key.rfind("job/", 0) != 0) return "";
@@ -600,10 +609,13 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
               " bytes; raise the coordinator's --max-kv-value-bytes if this is expected");
   }
   CheckKey(request.key);
+  RefuseSearchKey(request.key);
   bool new_global = CheckKvRoom(request.key);
   ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
   if (new_global) ++global_kv_keys_;
   NotifyWaiters();
+  // A partition-search trial ends as soon as its time is published.
+  if (request.key.ends_with("/trial/step_seconds")) Reconcile();
 }
 
 void CoordinatorService::KvGet(std::vector<std::string>& out, const rpc::RequestHeader& header,
@@ -645,6 +657,7 @@ int64_t CoordinatorService::KvAdd(const rpc::RequestHeader& header,
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
   }
   CheckKey(request.key);
+  RefuseSearchKey(request.key);
   bool new_global = CheckKvRoom(request.key);
   int64_t v = ValueOrThrow(store_->KvAdd(request.key, request.delta, clock_->NowMillis()));
   if (new_global) ++global_kv_keys_;

@@ -114,6 +114,7 @@ class SqliteStateStore final : public StateStore {
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                     int64_t now) override;
+  StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason, int64_t now) override;
   StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind, const std::string& message,
                                 int64_t now) override;
   StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,
@@ -141,6 +142,8 @@ class SqliteStateStore final : public StateStore {
   StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id) override;
 
  private:
+  StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
+                                    int64_t now, bool count_restart);
   // Runs `fn` (returning Status or StatusOr<T>) in one transaction under mu_
   // and commits if it succeeded; otherwise the transaction rolls back.
   template <typename Fn>
@@ -169,6 +172,11 @@ class SqliteStateStore final : public StateStore {
                                 int64_t now);
   StatusOr<JobRecord> ReadJob(const SqliteStatement& row) const;
   Status WriteTask(const TaskRecord& task);
+  // Deletes the job's rendezvous keys "job/<id>/<attempt>/..." of attempts
+  // before `attempt` (a new attempt starts with none of theirs; what the
+  // coordinator published for `attempt` itself stays), or with attempt 0
+  // every key under "job/<id>/" (the job ended). Inside a Write.
+  Status DropJobKeys(int64_t job_id, int attempt);
   StatusOr<TaskRecord> ReadTask(const SqliteStatement& row) const;
   StatusOr<std::vector<TaskRecord>> ReadTasks(SqliteStatement& stmt) const;
 
@@ -345,11 +353,26 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& fil
   });
 }
 
+StatusOr<JobRecord> SqliteStateStore::RequeueJob(int64_t job_id, const std::string& reason,
+                                                 int64_t now) {
+  return TransitionJob(job_id, JobState::kPending, reason, now, /*count_restart=*/false);
+}
+
 StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
                                                     const std::string& reason, int64_t now) {
+  return TransitionJob(job_id, to, reason, now, /*count_restart=*/true);
+}
+
+StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
+                                                    const std::string& reason, int64_t now,
+                                                    bool count_restart) {
   return Write([&]() -> StatusOr<JobRecord> {
     PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id));
     const JobState from = job.state;
+    if (!count_restart && (to != JobState::kPending || IsTerminal(from))) {
+      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
+                                "; only a PLACING or RUNNING job can be requeued");
+    }
     if (!IsValidTransition(from, to)) {
       return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
                                 "; it cannot become " + std::string(JobStateName(to)));
@@ -359,7 +382,9 @@ StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
     job.reason = (to == JobState::kFailed || to == JobState::kCancelled) ? reason : "";
     // Every placement starts a new attempt: 1 for the first, +1 per restart.
     if (to == JobState::kPlacing) ++job.attempt;
-    if (to == JobState::kPending) job.restarts = IsTerminal(from) ? 0 : job.restarts + 1;
+    if (to == JobState::kPending) {
+      job.restarts = IsTerminal(from) ? 0 : job.restarts + (count_restart ? 1 : 0);
+    }
     PX_ASSIGN_OR_RETURN(
         SqliteStatement update,
         db_->Prepare("UPDATE jobs SET state = ?1, reason = ?2, updated = ?3, attempt = ?4, "
@@ -371,18 +396,8 @@ StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
         .BindInt64(5, job_id)
         .BindInt64(6, job.restarts);
     PX_RETURN_IF_ERROR(update.Run());
-    // Rendezvous keys "job/<id>/<attempt>/..." live as long as their attempt:
-    // a new attempt starts with none (its ranks write theirs after PLACING),
-    // and an ended job keeps none, so the database does not grow with every
-    // job ever run. '0' is the character after '/', so the range is exactly
-    // the keys under the job's prefix.
-    if (to == JobState::kPlacing || IsTerminal(to)) {
-      const std::string prefix = "job/" + std::to_string(job_id) + "/";
-      PX_ASSIGN_OR_RETURN(SqliteStatement drop,
-                          db_->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2"));
-      drop.BindText(1, prefix).BindText(2, "job/" + std::to_string(job_id) + "0");
-      PX_RETURN_IF_ERROR(drop.Run());
-    }
+    if (to == JobState::kPlacing) PX_RETURN_IF_ERROR(DropJobKeys(job_id, job.attempt));
+    if (IsTerminal(to)) PX_RETURN_IF_ERROR(DropJobKeys(job_id, 0));
     std::string message = std::string(JobStateName(from)) + " -> " + std::string(JobStateName(to));
     if (!reason.empty()) message += ": " + reason;
     PX_RETURN_IF_ERROR(InsertEvent(job_id, "state", message, now).status());
@@ -649,6 +664,7 @@ StatusOr<JobRecord> SqliteStateStore::StartAttempt(int64_t job_id,
                                      "updated = ?1, attempt = ?2 WHERE id = ?3"));
     update.BindInt64(1, now).BindInt64(2, job.attempt).BindInt64(3, job_id);
     PX_RETURN_IF_ERROR(update.Run());
+    PX_RETURN_IF_ERROR(DropJobKeys(job_id, job.attempt));
     for (TaskRecord task : tasks) {
       task.job_id = job_id;
       task.attempt = job.attempt;
@@ -662,6 +678,32 @@ StatusOr<JobRecord> SqliteStateStore::StartAttempt(int64_t job_id,
                            .status());
     return job;
   });
+}
+
+// Keys live as long as their attempt, so the database does not grow with
+// every job ever run. '0' is the character after '/', so [prefix, "job/<id>0")
+// is exactly the keys under the job's prefix; the attempt is the number
+// between the prefix and the next '/' (keys such as "job/<id>/search" have
+// none, CAST gives 0, and they stay until the job ends).
+Status SqliteStateStore::DropJobKeys(int64_t job_id, int attempt) {
+  const std::string prefix = "job/" + std::to_string(job_id) + "/";
+  const std::string end = "job/" + std::to_string(job_id) + "0";
+  if (attempt <= 0) {
+    PX_ASSIGN_OR_RETURN(SqliteStatement drop,
+                        db_->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2"));
+    drop.BindText(1, prefix).BindText(2, end);
+    return drop.Run();
+  }
+  PX_ASSIGN_OR_RETURN(
+      SqliteStatement drop,
+      db_->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2 AND "
+                   "CAST(substr(key, ?3, instr(substr(key, ?3), '/') - 1) AS INTEGER) "
+                   "BETWEEN 1 AND ?4 - 1"));
+  drop.BindText(1, prefix)
+      .BindText(2, end)
+      .BindInt64(3, static_cast<int64_t>(prefix.size()) + 1)
+      .BindInt64(4, attempt);
+  return drop.Run();
 }
 
 // ---- Plans ----

@@ -131,6 +131,11 @@ class StateStore {
   // a restart; FAILED/CANCELLED -> PENDING (resume) resets the count.
   virtual StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                             int64_t now) = 0;
+  // PLACING or RUNNING -> PENDING like TransitionJob, but not counted as a
+  // restart: the attempt that ended was a partition-search trial
+  // (coordinator/partition_trials.h). FAILED_PRECONDITION from other states.
+  virtual StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason,
+                                         int64_t now) = 0;
 
   // ---- Events ----
   // Appends an event; returns its seq. job_id 0 is "no job"; any other id

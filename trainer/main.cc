@@ -1,6 +1,7 @@
 // parallax-trainer: one rank of a job whose [trainer] model names a built-in
 // model. Started by an agent with the task environment (schemas/task_env.md);
 // the model, its data and the training loop live in trainer/models.
+#include <algorithm>
 #include <iostream>
 
 #include "trainer/include/parallax/session.h"
@@ -24,15 +25,20 @@ Status Run() {
     return InvalidArgument("job '" + job.job.name +
                            "' has no [trainer] model; a custom trainer runs its own command");
   }
+  PX_ASSIGN_OR_RETURN(auto session, Session::Create(options));
+  // A partition-search trial attempt runs only its step budget.
+  const SessionOptions& so = session->options();
+  const int64_t steps = so.trial_steps > 0
+                            ? std::min(job.trainer.steps, so.trial_warmup_steps + so.trial_steps)
+                            : job.trainer.steps;
   models::ModelOptions mo;
   mo.rank = options.rank;
   mo.world_size = options.world_size;
   mo.batch_size = job.trainer.batch_size;
-  mo.steps = job.trainer.steps;
+  mo.steps = steps;
   PX_ASSIGN_OR_RETURN(auto model, models::CreateModel(job.trainer.model, job.model_toml, mo));
   PX_ASSIGN_OR_RETURN(models::ModelData data, models::OpenModelData(*model, mo));
   PX_RETURN_IF_ERROR(model->SetData(std::move(data)));
-  PX_ASSIGN_OR_RETURN(auto session, Session::Create(options));
   PX_RETURN_IF_ERROR(model->Register(session.get()));
   // The data position goes into every checkpoint, so a resumed job reads on
   // where it stopped (negative samples are a function of the step: no RNG
@@ -47,7 +53,7 @@ Status Run() {
               << *session->resumed_from() << std::endl;
   }
   models::TrainLoopOptions loop;
-  loop.steps = job.trainer.steps;
+  loop.steps = steps;
   loop.evaluate = options.rank == 0;
   PX_ASSIGN_OR_RETURN(models::TrainLoopResult r,
                       models::RunTrainLoop(session.get(), model.get(), loop, std::cout));

@@ -19,6 +19,7 @@
 #include "core/rpc/coordinator_client.h"
 #include "trainer/checkpoint.h"
 #include "trainer/job_plan.h"
+#include "trainer/search_trial.h"
 #include "trainer/sparse_allgather.h"
 #include "trainer/step_metrics.h"
 #include "trainer/timeline.h"
@@ -93,6 +94,8 @@ class SessionImpl final : public Session {
     if (options_.coordinator.empty()) return Status::Ok();
     CoordinatorClientOptions copts = CoordinatorOptions();
     PX_ASSIGN_OR_RETURN(coord_, CoordinatorClient::Connect(copts));
+    PX_RETURN_IF_ERROR(trainer::ApplySearchSpec(coord_.get(), &options_));
+    trial_ = trainer::TrialTimer(options_.trial_warmup_steps, options_.trial_steps);
     return Status::Ok();
   }
 
@@ -311,7 +314,8 @@ class SessionImpl final : public Session {
   }
 
   // Constant after construction.
-  const SessionOptions options_;
+  SessionOptions options_;  // constant after Connect()
+  trainer::TrialTimer trial_;  // partition-search trial attempts only
   // Thread-safe; outlives ps_ and fusion_, whose threads record into it.
   trainer::Timeline timeline_;
 
@@ -866,6 +870,11 @@ Status SessionImpl::Step() {
   timeline_.SetStep(step_);
   const auto now = std::chrono::steady_clock::now();
   metrics_.EndStep(step_started_, now);
+  if (trial_.Add(std::chrono::duration<double>(now - step_started_).count()) &&
+      options_.rank == 0) {
+    Status st = trainer::PublishTrial(coord_.get(), options_, trial_.Median());
+    if (!st.ok()) return Fail(st);
+  }
   step_started_ = now;
   if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
       step_ % options_.checkpoint_every == 0) {

@@ -44,8 +44,9 @@ constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",  
                                                "beta2", "epsilon", "initial_accumulator"};
 constexpr std::string_view kPsKeys[] = {"shards",         "partitions", "local_aggregation",
                                         "value_encoding", "curve",      "staleness_lr"};
-constexpr std::string_view kPlanKeys[] = {"link_bytes_per_s", "collective_latency_us",
-                                          "ps_rtt_us"};
+constexpr std::string_view kPlanKeys[] = {
+    "link_bytes_per_s",    "collective_latency_us", "ps_rtt_us",         "search_steps",
+    "search_warmup_steps", "search_min_partitions", "search_max_partitions", "search_max_trials"};
 constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
 
 constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
@@ -636,7 +637,9 @@ void Validator::ReadPs(const toml::table& t, const std::string& consistency, Job
              "push is stale); remove it or set consistency");
   }
   ReadAutoOrCount(t, "ps", "shards", &ps->shards);
-  ReadAutoOrCount(t, "ps", "partitions", &ps->partitions);
+  if (ReadAutoOrCount(t, "ps", "partitions", &ps->partitions)) {
+    ps->search_partitions = ps->partitions == 0;
+  }
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
   ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
   ReadBool(t, "ps", "curve", &ps->curve);
@@ -654,6 +657,17 @@ void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
   for (const auto& k : keys) {
     double v = 0;
     if (ReadNumber(t, "plan", k.key, k.range, &v)) *k.out = v;
+  }
+  ReadInt(t, "plan", "search_steps", 1, &plan->search_steps);
+  ReadInt(t, "plan", "search_warmup_steps", 0, &plan->search_warmup_steps);
+  ReadAutoOrCount(t, "plan", "search_min_partitions", &plan->search_min_partitions);
+  ReadInt(t, "plan", "search_max_trials", 3, &plan->search_max_trials);
+  if (ReadInt(t, "plan", "search_max_partitions", 1, &plan->search_max_partitions) &&
+      plan->search_max_partitions < plan->search_min_partitions) {
+    KeyError(*t.get("search_max_partitions"), "plan.search_max_partitions",
+             "expected an integer >= search_min_partitions (" +
+                 std::to_string(plan->search_min_partitions) + "), got " +
+                 std::to_string(plan->search_max_partitions));
   }
 }
 

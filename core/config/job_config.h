@@ -75,23 +75,32 @@ struct JobConfig {
 
   struct Ps {
     int shards = 0;                  // 0 = auto (one per host)
-    int partitions = 0;              // 0 = auto (search)
+    int partitions = 0;              // 0 = one per shard, or searched when search_partitions
+    bool search_partitions = false;  // partitions = "auto" written: run the partition search
     bool local_aggregation = true;
     std::string value_encoding = "fp32";  // fp32 | fp16
     bool curve = true;  // CURVE on PS sockets when the control plane has a secret
     bool staleness_lr = false;  // async/ssp: a shard scales lr by 1 / max(1, staleness)
   } ps;
 
-  // [plan]: the machine's figures for the planner's predicted step time
-  // (core/plan/cost_model.h CostOptions); unset: the cost model's defaults.
-  // bench/e2e/calibrate.py measures them.
+  std::vector<VariableOverride> variables;
+
+  // [plan]: the machine's figures for the cost model (core/plan/cost_model.h
+  // CostOptions; unset: its defaults; bench/e2e/calibrate.py measures them),
+  // and the partition search run when [ps] partitions =
+  // "auto" (docs/ARCHITECTURE.md, "The plan"). Each trial attempt runs
+  // search_warmup_steps + search_steps steps at one P and is timed by the
+  // median of the last search_steps.
   struct Plan {
-    std::optional<double> link_bytes_per_s;      // > 0
+    std::optional<double> link_bytes_per_s;       // > 0
     std::optional<double> collective_latency_us;  // >= 0
     std::optional<double> ps_rtt_us;              // >= 0
+    int search_steps = 20;                        // >= 1
+    int search_warmup_steps = 5;                  // >= 0
+    int search_min_partitions = 0;                // 0 = auto (the number of PS shards)
+    int search_max_partitions = 64;               // >= 1, >= search_min_partitions
+    int search_max_trials = 6;                    // >= 3
   } plan;
-
-  std::vector<VariableOverride> variables;
 };
 
 struct JobLoadOptions {

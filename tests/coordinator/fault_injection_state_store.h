@@ -3,7 +3,7 @@
 // the database refuses a change (LevelDB's FaultInjectionTestEnv, for the
 // StateStore seam).
 //
-// Writes are CreateJob, TransitionJob, AppendEvent, UpsertAgent, TouchAgents,
+// Writes are CreateJob, TransitionJob, RequeueJob, AppendEvent, UpsertAgent, TouchAgents,
 // SetAgentDraining, StartAttempt, UpsertTask, UpsertTasks, PutPlan, KvSet, KvAdd, RecordMetrics and CommitCheckpoint.
 // Every write is counted (failed ones too), starting at 1. A failed write
 // returns UNAVAILABLE "injected fault" and is NOT forwarded, so the wrapped
@@ -52,6 +52,11 @@ class FaultInjectionStateStore : public StateStore {
                                     int64_t now) override {
     PX_RETURN_IF_ERROR(MaybeFail());
     return base_->TransitionJob(job_id, to, reason, now);
+  }
+  StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason,
+                                 int64_t now) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->RequeueJob(job_id, reason, now);
   }
   StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind, const std::string& message,
                                 int64_t now) override {

@@ -487,6 +487,7 @@ TEST_F(SqliteStateStoreTest, NewAttemptAndJobEndDropOnlyThatJobsKeys) {
   set(theirs);
   set("job/x");
   set("global");
+  set(mine + "search");  // the coordinator's per-job state (partition search)
 
   ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPlacing, "", 2).ok());
   set(mine + "1/comm/0");
@@ -495,14 +496,31 @@ TEST_F(SqliteStateStoreTest, NewAttemptAndJobEndDropOnlyThatJobsKeys) {
   EXPECT_TRUE(has(mine + "1/comm/0"));  // running keeps its attempt's keys
   ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPending, "rank 1 lost", 4).ok());
   EXPECT_TRUE(has(mine + "1/ps/0"));
-  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPlacing, "", 5).ok());
+  set(mine + "2/search");  // published for attempt 2 before it is placed
+  ASSERT_TRUE(store_->StartAttempt(job.id, {}, "", 5).ok());  // the orchestrator's way
   EXPECT_FALSE(has(mine + "1/comm/0"));  // attempt 2 starts with none of attempt 1's
   EXPECT_FALSE(has(mine + "1/ps/0"));
+  EXPECT_TRUE(has(mine + "2/search"));
+  EXPECT_TRUE(has(mine + "search"));
   set(mine + "2/comm/0");
   ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kRunning, "", 6).ok());
-  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kSucceeded, "", 7).ok());
+  // Attempt 12 drops attempts 2..11, not 12's own (numbers, not strings).
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPending, "again", 7).ok());
+  set(mine + "12/search");
+  for (int a = 3; a <= 11; ++a) {
+    ASSERT_TRUE(store_->StartAttempt(job.id, {}, "", 8).ok());
+    ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kRunning, "", 8).ok());
+    ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kPending, "again", 8).ok());
+  }
+  set(mine + "11/comm/0");
+  ASSERT_TRUE(store_->StartAttempt(job.id, {}, "", 9).ok());
+  EXPECT_EQ(store_->GetJob(job.id)->attempt, 12);
   EXPECT_FALSE(has(mine + "2/comm/0"));
-  EXPECT_EQ(*store_->KvCount(mine), 0);
+  EXPECT_FALSE(has(mine + "11/comm/0"));
+  EXPECT_TRUE(has(mine + "12/search"));
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kRunning, "", 10).ok());
+  ASSERT_TRUE(store_->TransitionJob(job.id, JobState::kSucceeded, "", 11).ok());
+  EXPECT_EQ(*store_->KvCount(mine), 0);  // the job ended: nothing of it is left
   for (const std::string& key : {longer, theirs, std::string("job/x"), std::string("global")}) {
     EXPECT_TRUE(has(key)) << key;
   }

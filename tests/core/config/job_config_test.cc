@@ -361,6 +361,7 @@ TEST_F(JobConfigTest, PsCountsAndAuto) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->ps.shards, 3);
   EXPECT_EQ(c->ps.partitions, 0);
+  EXPECT_TRUE(c->ps.search_partitions);
   EXPECT_FALSE(c->ps.local_aggregation);
   EXPECT_EQ(c->ps.value_encoding, "fp16");
 }
@@ -378,6 +379,46 @@ TEST_F(JobConfigTest, StalenessLrOnlyWhereAPushCanBeStale) {
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nstaleness_lr = true\n"),
               HasSubstr("job.toml:6:16: key 'ps.staleness_lr': staleness_lr only applies to "
                         "consistency = 'async' or 'ssp'"));
+
+// Without the key P is one partition per shard and nothing is searched.
+TEST_F(JobConfigTest, PartitionSearchIsOnlyForAnExplicitAuto) {
+  StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->ps.search_partitions);
+  EXPECT_EQ(c->plan.search_steps, 20);
+  EXPECT_EQ(c->plan.search_warmup_steps, 5);
+  EXPECT_EQ(c->plan.search_min_partitions, 0);
+  EXPECT_EQ(c->plan.search_max_partitions, 64);
+  EXPECT_EQ(c->plan.search_max_trials, 6);
+  c = ParseJobConfig(std::string(kMinimal) + "[ps]\npartitions = 8\n", "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->ps.search_partitions);
+}
+
+TEST_F(JobConfigTest, PlanSearchKeys) {
+  StatusOr<JobConfig> c = ParseJobConfig(
+      std::string(kMinimal) +
+          "[plan]\nsearch_steps = 30\nsearch_warmup_steps = 0\nsearch_min_partitions = 2\n"
+          "search_max_partitions = 16\nsearch_max_trials = 4\n",
+      "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->plan.search_steps, 30);
+  EXPECT_EQ(c->plan.search_warmup_steps, 0);
+  EXPECT_EQ(c->plan.search_min_partitions, 2);
+  EXPECT_EQ(c->plan.search_max_partitions, 16);
+  EXPECT_EQ(c->plan.search_max_trials, 4);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_steps = 0\n"),
+              HasSubstr("job.toml:6:16: key 'plan.search_steps': expected an integer >= 1, got 0"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_max_trials = 2\n"),
+              HasSubstr("key 'plan.search_max_trials': expected an integer >= 3, got 2"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_min_partitions = \"many\"\n"),
+              HasSubstr("key 'plan.search_min_partitions': expected 'auto' or an integer >= 1"));
+  EXPECT_THAT(
+      Error(std::string(kMinimal) + "[plan]\nsearch_min_partitions = 8\nsearch_max_partitions = 4\n"),
+      HasSubstr("key 'plan.search_max_partitions': expected an integer >= search_min_partitions "
+                "(8), got 4"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nsearch_stepz = 3\n"),
+              HasSubstr("plan.search_stepz"));
 }
 
 TEST_F(JobConfigTest, PsCurveIsOnByDefaultAndMustBeABoolean) {

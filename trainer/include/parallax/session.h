@@ -99,6 +99,15 @@ struct SessionOptions {
   OptimizerConfig dense_optimizer;
   OptimizerConfig sparse_optimizer;
   int ps_partitions = 0;        // per PS variable; 0: one per shard
+  // Partition search ([ps] partitions = "auto"): Session::Create sets these
+  // from the coordinator for each attempt (trainer/search_trial.h). In a
+  // trial attempt (trial_steps > 0) the rank runs trial_warmup_steps +
+  // trial_steps steps, rank 0 publishes the median time of the last
+  // trial_steps, and no checkpoint or metric point is written. A custom
+  // trainer loops to options().trial_warmup_steps + options().trial_steps
+  // when trial_steps > 0 (the coordinator stops a trial that runs on).
+  int64_t trial_steps = 0;
+  int64_t trial_warmup_steps = 0;
   bool ps_fp16_values = false;  // [ps] value_encoding = "fp16"
   // [ps] local_aggregation: in sync mode on several hosts, the ranks of a
   // host sum their sparse PS gradients and one of them pushes for the host.
