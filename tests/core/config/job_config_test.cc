@@ -379,6 +379,7 @@ TEST_F(JobConfigTest, StalenessLrOnlyWhereAPushCanBeStale) {
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nstaleness_lr = true\n"),
               HasSubstr("job.toml:6:16: key 'ps.staleness_lr': staleness_lr only applies to "
                         "consistency = 'async' or 'ssp'"));
+}
 
 // Without the key P is one partition per shard and nothing is searched.
 TEST_F(JobConfigTest, PartitionSearchIsOnlyForAnExplicitAuto) {
