@@ -174,11 +174,12 @@ TEST_P(GlooWireCountersTest, CountersEqualTheKernelsSocketCounters) {
   const WireBytes kernel_after = KernelTcpBytes();
   // Received is exact in the kernel; what every rank sent is what every rank
   // received (one process holds both ends of every socket). The kernel's
-  // sent count also holds loopback retransmissions, if any.
+  // sent count also holds loopback retransmissions, which a loaded machine
+  // does make (1.8% was seen with 6 builds on 2 cores), so it only bounds.
   EXPECT_EQ(counted.received, kernel_after.received - kernel_before.received);
   EXPECT_EQ(counted.sent, counted.received);
   EXPECT_GE(kernel_after.sent - kernel_before.sent, counted.sent);
-  EXPECT_LT(kernel_after.sent - kernel_before.sent, counted.sent + counted.sent / 100);
+  EXPECT_LT(kernel_after.sent - kernel_before.sent, counted.sent + counted.sent / 20);
   // The payload part: all-reduce ≈ 2(N-1)/N of the buffer on every rank.
   const WireCounters w0 = comms[0]->wire_bytes();
   const double ring = 2.0 * (world - 1) / world * static_cast<double>(n * 4);
