@@ -57,10 +57,9 @@ def predicted(bin_dir, job, workers):
     out = subprocess.run([os.path.join(bin_dir, "parallax"), "plan", job, "--json", "--workers",
                           str(workers)], check=True, capture_output=True, text=True).stdout
     plan = json.loads(out)
-    by_path = {}
-    for v in plan["variables"]:
-        by_path[v["path"]] = by_path.get(v["path"], 0.0) + v["bytes_per_worker"][v["path"]]
-    return by_path
+    # The plan's bytes by path: its all-gathered tables share the step's calls, which the
+    # per-variable figures each count in full.
+    return {p: b for p, b in plan["plan_bytes_per_worker_by_path"].items() if b > 0}
 
 
 def job_pids(job, role, rank=None):

@@ -66,6 +66,22 @@ double AllGatherFramingBytes(int workers) {
   return 3 * allgather + allgatherv + small_payload;  // 1060 B at N = 2
 }
 
+PathCost AllGatherSharedCallsOvercount(int tables, const ClusterShape& cluster,
+                                       const CostOptions& options) {
+  PathCost over;
+  const int n = std::max(1, cluster.workers);
+  if (tables <= 1 || n <= 1) return over;
+  // All of a variable's framing but its own 4-byte row count is the step's.
+  const double shared = AllGatherFramingBytes(n) - (n - 1) * 4.0;
+  const double per_direction = (tables - 1) * shared;
+  over.bytes = 2 * per_direction;
+  over.link_bytes = cluster.workers_per_host() * per_direction;
+  over.operations = (tables - 1) * 2.0;
+  over.seconds = over.link_bytes / options.bandwidth_bytes_per_s +
+                 over.operations * (n - 1) * options.collective_latency_s;
+  return over;
+}
+
 const char* PathName(Path path) {
   switch (path) {
     case Path::kAllReduce: return "allreduce";

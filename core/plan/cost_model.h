@@ -124,6 +124,13 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
 // (the F above; 1060 B at 2 workers, (N−1)·1060 at N).
 double AllGatherFramingBytes(int workers);
 
+// A plan with `tables` variables on all-gather sends them in the same 2
+// calls, where each variable's own cost charged it the calls in full: what
+// the plan's total over-counts (bytes per worker and on a host's link, and
+// seconds) for those variables together. Zero for 0 or 1 table.
+PathCost AllGatherSharedCallsOvercount(int tables, const ClusterShape& cluster,
+                                       const CostOptions& options);
+
 // Bytes a k-row PS request (pull or push) moves, for the transport check.
 double PsPullBytes(double rows_touched, int64_t dim, int value_bytes, int messages);
 double PsPushBytes(double rows_touched, int64_t dim, int value_bytes, int messages);

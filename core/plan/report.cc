@@ -68,11 +68,26 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
     };
     PlanTotals& t = report.totals;
     add(&t.hybrid, row.path);
+    add(&t.hybrid_by_path[static_cast<int>(row.path)], row.path);
     add(&t.allreduce, Path::kAllReduce);
     add(&t.allgather, Path::kAllGather);
     add(&t.ps, Path::kPs);
     report.rows.push_back(std::move(row));
   }
+  int in_plan = 0, sparse = 0;
+  for (const PlannedRow& r : report.rows) {
+    in_plan += r.path == Path::kAllGather;
+    sparse += r.var.sparse;
+  }
+  auto share = [&](PlanBytes* sum, int tables) {
+    const PathCost over = AllGatherSharedCallsOvercount(tables, cluster, options);
+    sum->worker -= over.bytes;
+    sum->link -= over.link_bytes;
+    sum->seconds -= over.seconds;
+  };
+  share(&report.totals.hybrid, in_plan);
+  share(&report.totals.hybrid_by_path[static_cast<int>(Path::kAllGather)], in_plan);
+  share(&report.totals.allgather, sparse);
   return report;
 }
 
@@ -160,6 +175,10 @@ std::string PlanReportJson(const PlanReport& report) {
         {"allreduce", t.allreduce.worker},
         {"allgather", t.allgather.worker},
         {"ps", t.ps.worker}}},
+      {"plan_bytes_per_worker_by_path",
+       {{"allreduce", t.hybrid_by_path[static_cast<int>(Path::kAllReduce)].worker},
+        {"allgather", t.hybrid_by_path[static_cast<int>(Path::kAllGather)].worker},
+        {"ps", t.hybrid_by_path[static_cast<int>(Path::kPs)].worker}}},
       {"total_bytes_per_host_link",
        {{"plan", t.hybrid.link},
         {"allreduce", t.allreduce.link},

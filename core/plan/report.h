@@ -22,6 +22,8 @@ struct PlannedRow {
 
 // Bytes per step of a whole plan: through one worker's transport (sent +
 // received), and on a host's link (the busier direction, shards included).
+// The all-gathered variables of a plan share the step's 2 calls
+// (AllGatherSharedCallsOvercount), which totals count once.
 // PS-only can look cheap per worker — the shards' side of its traffic shows
 // on the link. `seconds`: the predicted communication time per step (the sum
 // over variables; what the cost model minimises, variable by variable).
@@ -30,6 +32,9 @@ struct PlanBytes {
 };
 struct PlanTotals {
   PlanBytes hybrid, allreduce, allgather, ps;  // `hybrid`: this plan, whatever its arch
+  // This plan's bytes by the path they take (index: Path), what the
+  // transport counters of a run of it show per path.
+  PlanBytes hybrid_by_path[3];
 };
 
 struct PlanReport {

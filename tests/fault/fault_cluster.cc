@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/model_file.h"
 #include "tests/testing/proc_scan.h"
 
 namespace parallax::testing {
@@ -30,19 +31,7 @@ std::string LastLine(const std::string& text) {
 
 }  // namespace
 
-Model ReadModel(const std::string& path) {
-  Model m;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string name;
-    ls >> name;
-    float x;
-    while (ls >> x) m[name].push_back(x);
-  }
-  return m;
-}
+Model ReadModel(const std::string& path) { return ReadModelFile(path); }
 
 bool WaitForFile(const std::string& path, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);

@@ -18,6 +18,7 @@
 #include "core/rpc/coordinator_client.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
+#include "tests/testing/model_file.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -164,15 +165,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
 
     got->assign(kRanks, {});
     for (int r = 0; r < kRanks; ++r) {
-      std::ifstream in(dir_.File(tag + "-rank" + std::to_string(r) + ".out"));
-      std::string line;
-      while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string name;
-        ls >> name;
-        float x;
-        while (ls >> x) (*got)[r][name].push_back(x);
-      }
+      (*got)[r] = testing::ReadModelFile(dir_.File(tag + "-rank" + std::to_string(r) + ".out"));
       ASSERT_EQ((*got)[r]["w"].size(), TinyModel::kDim) << "rank " << r;
       ASSERT_EQ((*got)[r]["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
     }

@@ -15,6 +15,7 @@
 #include "core/rpc/coordinator_client.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
+#include "tests/testing/model_file.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -116,16 +117,7 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
   sparse.initial_accumulator = 0.1f;
   testing::TinyResult ref = testing::TrainTinyReference(dense, sparse, kSteps, kRanks * kBatch);
   for (int r = 0; r < kRanks; ++r) {
-    std::map<std::string, std::vector<float>> got;
-    std::ifstream in(dir.File("rank" + std::to_string(r) + ".out"));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string name;
-      ls >> name;
-      float x;
-      while (ls >> x) got[name].push_back(x);
-    }
+    testing::ModelFile got = testing::ReadModelFile(dir.File("rank" + std::to_string(r) + ".out"));
     ASSERT_EQ(got["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
     EXPECT_LT(testing::RelativeDifference(got["w"], ref.w), 1e-5) << "rank " << r;
     EXPECT_LT(testing::RelativeDifference(got["emb"], ref.emb), 1e-5) << "rank " << r;

@@ -22,6 +22,7 @@
 #include "core/comm/wire_bytes.h"
 #include "core/rpc/coordinator_client.h"
 #include "tests/testing/coordinator_process.h"
+#include "tests/testing/model_file.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -38,20 +39,7 @@ using Model = std::map<std::string, std::vector<float>>;
 
 const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
 
-// "name v v v" lines, as trainer_test_rank writes them.
-Model ReadModel(const std::string& path) {
-  Model m;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string name;
-    ls >> name;
-    float x;
-    while (ls >> x) m[name].push_back(x);
-  }
-  return m;
-}
+Model ReadModel(const std::string& path) { return testing::ReadModelFile(path); }
 
 // A float32 C-order .npy as `parallax export` writes it: its shape and data.
 bool ReadNpy(const std::string& path, std::vector<int64_t>* shape, std::vector<float>* data) {

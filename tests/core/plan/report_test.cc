@@ -59,5 +59,30 @@ TEST(PlanReportTest, ForcedArchAndOverrides) {
   EXPECT_DOUBLE_EQ(over.totals.hybrid.worker, over.totals.allreduce.worker);
 }
 
+// All-gathered tables share the step's 2 calls: each row is charged them in
+// full (its decision), the plan's totals once.
+TEST(PlanReportTest, AllGatheredTablesShareTheStepsCalls) {
+  const ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
+  EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(1, two, {}).bytes, 0);
+  // 3 tables: 2 too many, each 1060 − 4 bytes of framing each way.
+  EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(3, two, {}).bytes, 2 * 2 * 1056);
+  EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(3, two, {}).operations, 4);
+  VariableStats a{.name = "a", .sparse = true, .rows = 1000, .dim = 8, .alpha = 0.1};
+  VariableStats b = a, c = a;
+  b.name = "b";
+  c.name = "c";
+  PlanReport r = BuildPlanReport({a, b, c}, two, {}, "allgather");
+  double rows = 0;
+  for (const PlannedRow& row : r.rows) rows += row.choice.allgather.bytes;
+  EXPECT_DOUBLE_EQ(r.totals.hybrid.worker, rows - 2 * 2 * 1056);
+  EXPECT_DOUBLE_EQ(r.totals.allgather.worker, r.totals.hybrid.worker);
+  EXPECT_DOUBLE_EQ(r.totals.hybrid_by_path[static_cast<int>(Path::kAllGather)].worker,
+                   r.totals.hybrid.worker);
+  auto doc = nlohmann::json::parse(PlanReportJson(r));
+  EXPECT_DOUBLE_EQ(doc["plan_bytes_per_worker_by_path"]["allgather"].get<double>(),
+                   r.totals.hybrid.worker);
+  EXPECT_DOUBLE_EQ(doc["plan_bytes_per_worker_by_path"]["ps"].get<double>(), 0);
+}
+
 }  // namespace
 }  // namespace parallax::plan

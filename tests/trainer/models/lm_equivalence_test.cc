@@ -16,6 +16,7 @@
 #include "core/rpc/coordinator_client.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
+#include "tests/testing/model_file.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/models/lm_ranks.h"
@@ -119,16 +120,8 @@ class LmEquivalenceTest : public ::testing::Test {
     for (const auto& [name, values] : ref) EXPECT_GT(RelativeDifference(half[name], values), 1e-4) << name;
 
     for (int r = 0; r < kRanks; ++r) {
-      std::map<std::string, std::vector<float>> got;
-      std::ifstream in(dir_.File(arch + "-rank" + std::to_string(r) + ".out"));
-      std::string line;
-      while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string name;
-        ls >> name;
-        float x;
-        while (ls >> x) got[name].push_back(x);
-      }
+      testing::ModelFile got =
+          testing::ReadModelFile(dir_.File(arch + "-rank" + std::to_string(r) + ".out"));
       for (const auto& [name, values] : ref) {
         const double diff = RelativeDifference(got[name], values);
         EXPECT_LT(diff, 1e-5) << arch << " rank " << r << " " << name;
