@@ -1,9 +1,11 @@
 #include "trainer/job_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "core/plan/cost_model.h"
+#include "core/plan/placement.h"
 
 namespace parallax::trainer {
 
@@ -100,6 +102,25 @@ VariablePath FromPlanPath(plan::Path path) {
 }  // namespace
 
 namespace {
+// The partitions of `p` on `shards` shards: round robin, or, when there are
+// more partitions than shards and SampleIds saw rows, balanced by expected
+// load (core/plan/placement.h: each sampled row's count on the partition the
+// PS maps it to), with the imbalance added to `reason`.
+void PlaceOnShards(const Registration& r, uint32_t shards, ps::VariableSpec* p,
+                   std::string* reason) {
+  p->partition_shards.clear();
+  for (uint32_t i = 0; i < p->partitions; ++i) p->partition_shards.push_back(i % shards);
+  if (p->partitions <= shards || r.row_samples.empty()) return;
+  std::vector<double> load(p->partitions, 0.0);
+  for (const auto& [id, count] : r.row_samples) load[ps::PartitionOf(*p, id)] += count;
+  const plan::Placement placed = plan::PlacePartitions(load, shards);
+  p->partition_shards = placed.partition_shard;
+  char buf[120];
+  std::snprintf(buf, sizeof(buf), "%s%u partitions on %u shards by sampled load, imbalance %.1f%%",
+                reason->empty() ? "" : "; ", p->partitions, shards, 100.0 * placed.imbalance());
+  *reason += buf;
+}
+
 // Local aggregation pays only where a host's link carries PS traffic: with
 // several hosts, and more ranks than hosts. Sync mode only: under async and
 // ssp every rank keeps its own clock and staleness.
@@ -223,8 +244,7 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
                                                        : plan.ps.num_shards;
       p.partitions =
           static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
-      for (uint32_t i = 0; i < p.partitions; ++i)
-        p.partition_shards.push_back(i % plan.ps.num_shards);
+      PlaceOnShards(r, plan.ps.num_shards, &p, &v.reason);
       p.optimizer = v.optimizer;  // ps::OptimizerSpec is optim::OptimizerSpec
       p.init = ToPsInit(v.init);
       plan.ps.variables.push_back(std::move(p));

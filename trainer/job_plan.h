@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct JobPlan {
 struct Registration {
   PlannedVariable var;
   bool explicit_values = false;  // dense with initial_values
+  // Sparse: how often SampleIds saw each row (rank 0's samples), for placing
+  // the variable's PS partitions on shards by expected load.
+  std::unordered_map<int64_t, uint32_t> row_samples;
 };
 
 // The rule-based plan. INVALID_ARGUMENT for an unknown arch, FAILED_PRECONDITION

@@ -36,17 +36,6 @@ using trainer::Registration;
 // pull whose wait timed out keeps its buffer alive until the client is gone.
 using PullBuffer = std::unique_ptr<std::vector<float>>;
 
-// The fusion bucket size for a step whose dense all-reduce gradients total
-// `dense_bytes`: at most `limit` (SessionOptions::fusion_bucket_bytes), and
-// at most a quarter of the step's dense gradients (but not under 64 KiB), so
-// a model whose dense gradients would fit one bucket still starts all-reducing
-// its last layers while backward computes the first ones, instead of sending
-// everything from Step() after compute (docs/PERFORMANCE.md, "Timeline").
-size_t FusionBucketBytes(size_t limit, size_t dense_bytes) {
-  constexpr size_t kMinBucket = 64u << 10;
-  return std::min(limit, std::max(kMinBucket, dense_bytes / 4));
-}
-
 // A pull started by Prefetch().
 struct Prefetched {
   int64_t clock = 0;
@@ -150,6 +139,15 @@ class SessionImpl final : public Session {
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     v.density_sum += static_cast<double>(unique.size()) / static_cast<double>(v.reg.var.rows);
     ++v.density_samples;
+    // Row frequencies for partition placement, bounded so sampling a huge
+    // table stays small (a few batches' distinct rows in practice).
+    constexpr size_t kMaxSampledRows = 1 << 20;
+    for (int64_t id : ids) {
+      if (id < 0 || id >= v.reg.var.rows) continue;
+      if (v.reg.row_samples.size() < kMaxSampledRows || v.reg.row_samples.count(id)) {
+        ++v.reg.row_samples[id];
+      }
+    }
     return Status::Ok();
   }
 
@@ -470,12 +468,7 @@ Status SessionImpl::Start() {
                                        " joining the collectives");
     comm_ = std::move(comm).value();
     comm::FusionOptions fo;
-    size_t dense_bytes = 0;
-    for (const Var& v : vars_) {
-      if (v.plan.path == VariablePath::kAllReduce && !v.plan.sparse)
-        dense_bytes += v.plan.size * sizeof(float);
-    }
-    fo.bucket_bytes = FusionBucketBytes(options_.fusion_bucket_bytes, dense_bytes);
+    fo.bucket_bytes = options_.fusion_bucket_bytes;
     fo.op = comm::ReduceOp::kMean;
     fo.bucket_timeout = options_.step_timeout;
     fo.observer = timeline_.FusionObserver();

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <tuple>
 
 namespace parallax::trainer {
@@ -270,6 +272,37 @@ TEST_F(JobPlanTest, StalenessLrReachesTheShardsPlanOutsideSync) {
   EXPECT_TRUE(parsed->ps.staleness_lr);
   o.consistency = "sync";
   EXPECT_FALSE(BuildRulePlan(o, Regs())->ps.staleness_lr);
+}
+
+// More partitions than shards: placed by the sampled rows' load (a Zipf
+// head), within 10% of a perfect balance, and the reason says so.
+TEST_F(JobPlanTest, PartitionsArePlacedOnShardsBySampledLoad) {
+  std::vector<Registration> regs = Regs();
+  regs[0].var.rows = 1000;
+  for (int64_t id = 0; id < 1000; ++id) {
+    regs[0].row_samples[id] = static_cast<uint32_t>(10'000 / (id + 1)) + 1;
+  }
+  SessionOptions o = Options("ps", 4);
+  o.ps_partitions = 16;
+  auto plan = BuildRulePlan(o, regs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const ps::VariableSpec& emb = plan->ps.variables[0];
+  ASSERT_EQ(emb.partitions, 16u);
+  ASSERT_EQ(emb.partition_shards.size(), 16u);
+  std::vector<double> shard_load(4, 0.0);
+  double total = 0;
+  for (const auto& [id, count] : regs[0].row_samples) {
+    shard_load[emb.partition_shards[ps::PartitionOf(emb, id)]] += count;
+    total += count;
+  }
+  const double worst = *std::max_element(shard_load.begin(), shard_load.end());
+  EXPECT_LT(worst / (total / 4) - 1, 0.10) << plan->variables[0].reason;
+  EXPECT_NE(plan->variables[0].reason.find("16 partitions on 4 shards by sampled load"),
+            std::string::npos)
+      << plan->variables[0].reason;
+  // Without samples (the dense "w"): round robin.
+  const ps::VariableSpec& w = plan->ps.variables[1];
+  for (uint32_t i = 0; i < w.partitions; ++i) EXPECT_EQ(w.partition_shards[i], i % 4);
 }
 
 }  // namespace

@@ -132,9 +132,9 @@ struct SessionOptions {
   int coordinator_retry_ms = 30'000;
 
   // Dense fusion buckets (bytes of float32); see core/comm/gradient_fusion.h.
-  // The session uses at most this and at most a quarter of the step's dense
-  // all-reduce gradients (not under 64 KiB), so the all-reduce of the last
-  // layers starts while backward still computes; 0: no fusion.
+  // Smaller buckets start the all-reduce of the last layers while backward
+  // still computes, at one collective call's fixed cost each
+  // (docs/PERFORMANCE.md, "Timeline"); 0: no fusion.
   size_t fusion_bucket_bytes = 64u << 20;
   // ReportMetrics sends a point every this many steps (and drops the rest).
   // [trainer] metrics_every.
