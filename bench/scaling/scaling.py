@@ -38,6 +38,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from bytes_check import job_pids  # noqa: E402  (the same /proc scan)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
 PATHS = (("allreduce", ("allreduce",)), ("allgather", ("allgather",)),
@@ -69,23 +72,6 @@ def predicted(bin_dir, job, workers):
     for v in json.loads(out)["variables"]:
         by_path[v["path"]] = by_path.get(v["path"], 0.0) + v["bytes_per_worker"][v["path"]]
     return by_path
-
-
-def job_pids(job, role):
-    """pids of the job's tasks of `role`, from PARALLAX_* in /proc/PID/environ."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue
-        if (env.get(b"PARALLAX_ROLE") == role.encode()
-                and env.get(b"PARALLAX_JOB_SOURCE", b"").decode() == job):
-            pids.append(int(pid))
-    return pids
 
 
 def socket_bytes(pids, skip_port):
