@@ -147,11 +147,9 @@ int Main(int argc, char** argv) {
   std::string dir;
   if (args.coordinator.empty()) {
     if (args.coordinator_bin.empty()) {
-      std::string self = std::filesystem::canonical("/proc/self/exe").string();
-      args.coordinator_bin = self.substr(0, self.rfind('/')) + "/parallax-coordinator";
+      args.coordinator_bin = bench::NextToThisBinary("parallax-coordinator");
     }
-    char tmpl[] = "/tmp/parallax-load-XXXXXX";
-    dir = mkdtemp(tmpl);
+    dir = bench::MakeBenchDir("parallax-load");
     if (args.secret_file.empty()) {
       args.secret_file = dir + "/secret";
       std::random_device rd;

@@ -4,14 +4,26 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 extern char** environ;
 
 namespace parallax::bench {
+
+std::string MakeBenchDir(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+  return mkdtemp(tmpl.data()) ? tmpl : std::string();
+}
+
+std::string NextToThisBinary(const std::string& name) {
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  return self.substr(0, self.rfind('/')) + "/" + name;
+}
 
 StatusOr<SpawnedCoordinator> SpawnCoordinator(const std::string& bin, const std::string& dir,
                                               const std::vector<std::string>& extra_args,

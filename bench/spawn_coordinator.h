@@ -19,6 +19,13 @@ struct SpawnedCoordinator {
 // Runs `bin --listen 127.0.0.1:0 --db DIR/state.db --port-file DIR/port
 // EXTRA_ARGS...` with stderr to DIR/coordinator.log and waits up to
 // `timeout_ms` for the port file.
+// A benchmark's own temporary directory: /tmp/<prefix>-XXXXXX, created.
+std::string MakeBenchDir(const std::string& prefix);
+
+// `name` in the directory of the running binary (bench and daemons are
+// built side by side in bin/).
+std::string NextToThisBinary(const std::string& name);
+
 StatusOr<SpawnedCoordinator> SpawnCoordinator(const std::string& bin, const std::string& dir,
                                               const std::vector<std::string>& extra_args,
                                               int timeout_ms = 20'000);

@@ -20,15 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
 
-std::string LastLine(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
-
 }  // namespace
 
 Model ReadModel(const std::string& path) { return ReadModelFile(path); }

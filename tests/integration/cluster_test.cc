@@ -22,6 +22,8 @@
 namespace parallax {
 namespace {
 
+using testing::LastLine;
+
 using testing::ChildProcess;
 using testing::PidsWithEnv;
 using testing::RunProcess;
@@ -29,15 +31,6 @@ using testing::RunResult;
 using Clock = std::chrono::steady_clock;
 
 const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
-
-std::string LastLine(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
 
 class ClusterTest : public ::testing::Test {
  protected:

@@ -20,6 +20,8 @@
 namespace parallax {
 namespace {
 
+using testing::LastLine;
+
 using testing::ChildProcess;
 using testing::RunProcess;
 using testing::RunResult;
@@ -31,15 +33,6 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 
 const std::string kBinDir = EnvOr("PARALLAX_BIN_DIR", PARALLAX_BIN_DIR_DEFAULT);
 const std::string kSourceDir = EnvOr("PARALLAX_SOURCE_DIR", PARALLAX_SOURCE_DIR_DEFAULT);
-
-std::string LastLine(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
 
 class CoordinatorProcessTest : public ::testing::Test {
  protected:

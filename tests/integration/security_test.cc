@@ -25,21 +25,14 @@
 namespace parallax {
 namespace {
 
+using testing::LastLine;
+
 using testing::ChildProcess;
 using testing::RunProcess;
 using testing::RunResult;
 using Clock = std::chrono::steady_clock;
 
 const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
-
-std::string LastLine(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
 
 class SecurityTest : public ::testing::Test {
  protected:

@@ -22,6 +22,8 @@
 namespace parallax {
 namespace {
 
+using testing::LastLine;
+
 using testing::ChildProcess;
 using testing::RunProcess;
 using testing::RunResult;
@@ -29,15 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kBin = testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT);
 constexpr char kOpenssl[] = "/usr/bin/openssl";
-
-std::string LastLine(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

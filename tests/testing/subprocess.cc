@@ -170,6 +170,15 @@ std::string ReadWholeFile(const std::string& path) {
   return s.str();
 }
 
+std::string LastLine(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
 std::string BinDirOr(const char* fallback) {
   const char* env = std::getenv("PARALLAX_BIN_DIR");
   return env && *env ? env : fallback;

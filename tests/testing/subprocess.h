@@ -49,6 +49,10 @@ std::string WaitForFileWord(const std::string& path, int timeout_ms,
 // The whole file (binary-safe); "" when it cannot be read.
 std::string ReadWholeFile(const std::string& path);
 
+// The last non-empty line of `text` (what `parallax submit` prints: the job
+// id); "" when there is none.
+std::string LastLine(const std::string& text);
+
 // Where the project's binaries are: $PARALLAX_BIN_DIR when set, else
 // `fallback` (the test target's PARALLAX_BIN_DIR_DEFAULT).
 std::string BinDirOr(const char* fallback);
