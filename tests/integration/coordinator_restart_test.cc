@@ -20,9 +20,8 @@
 namespace parallax {
 namespace {
 
-using testing::LastLine;
-
 using testing::ChildProcess;
+using testing::LastLine;
 using testing::RunProcess;
 using testing::RunResult;
 

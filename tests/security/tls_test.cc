@@ -22,9 +22,8 @@
 namespace parallax {
 namespace {
 
-using testing::LastLine;
-
 using testing::ChildProcess;
+using testing::LastLine;
 using testing::RunProcess;
 using testing::RunResult;
 using Clock = std::chrono::steady_clock;

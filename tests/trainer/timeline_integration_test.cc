@@ -28,10 +28,7 @@ namespace {
 using testing::ChildProcess;
 using Json = nlohmann::json;
 
-std::string BinDir() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return env && *env ? env : PARALLAX_BIN_DIR_DEFAULT;
-}
+std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
 class TimelineIntegrationTest : public ::testing::Test {
  protected:

@@ -20,8 +20,7 @@ namespace parallax {
 namespace {
 
 std::string Trainer() {
-  const char* env = std::getenv("PARALLAX_BIN_DIR");
-  return std::string(env && *env ? env : PARALLAX_BIN_DIR_DEFAULT) + "/parallax-trainer";
+  return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT) + "/parallax-trainer";
 }
 
 class TrainerMainTest : public ::testing::Test {
