@@ -173,6 +173,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   PsClientOptions o;
   o.plan = *plan;
   o.worker = worker;
+  o.shared_memory = c.transport == "shm";
   std::stringstream ss(endpoints_csv);
   for (std::string ep; std::getline(ss, ep, ',');) o.shard_endpoints.push_back(ep);
   auto client = PsClient::Create(o);
@@ -211,7 +212,10 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   const double cpu = ProcessCpuSeconds() - cpu_start;
-  std::ofstream(dir + "/result" + std::to_string(worker)) << secs << " " << cpu << "\n";
+  const TransportBytes t = ps.transport_bytes();
+  const int64_t socket_bytes = t.push_sent + t.push_received + t.pull_sent + t.pull_received +
+                               t.other_sent + t.other_received;
+  std::ofstream(dir + "/result" + std::to_string(worker)) << secs << " " << cpu << " " << socket_bytes << "\n";
   return 0;
 }
 
@@ -221,6 +225,7 @@ struct RunResult {
   double secs = -1;       // the slowest worker's time; < 0 on failure
   double cpu = 0;         // CPU seconds of the workers and shards over the timed steps
   double shard_cpu = 0;   // of which the shards'
+  double socket_bytes = 0;  // ZeroMQ frame bytes the workers sent and received, whole run
 };
 
 // One run.
@@ -232,7 +237,7 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
   std::vector<pid_t> shards;
   std::string endpoints;
   for (int s = 0; s < 2; ++s) {
-    const std::string listen = c.transport == "ipc" ? "ipc://" + dir + "/shard" + std::to_string(s)
+    const std::string listen = c.transport != "tcp" ? "ipc://" + dir + "/shard" + std::to_string(s)
                                                     : "tcp://127.0.0.1:0";
     const std::string port_file = dir + "/endpoint" + std::to_string(s);
     shards.push_back(Spawn({c.ps_bin, "--plan", plan_file, "--shard", std::to_string(s), "--listen",
@@ -249,7 +254,7 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                              "--worker", std::to_string(w), "--mode", mode, "--dir", dir, "--rows",
                              std::to_string(c.rows), "--dim", std::to_string(c.dim), "--k",
                              std::to_string(c.k), "--warmup", std::to_string(c.warmup), "--steps",
-                             std::to_string(c.steps)}));
+                             std::to_string(c.steps), "--transport", c.transport}));
   }
   bool ok = WaitForFile(dir + "/ready0", 300'000) && WaitForFile(dir + "/ready1", 300'000);
   double shard_cpu = 0;
@@ -271,10 +276,11 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
     result.shard_cpu = shard_cpu;
     for (int w = 0; w < 2; ++w) {
       std::ifstream in(dir + "/result" + std::to_string(w));
-      double secs = -1, cpu = 0;
-      in >> secs >> cpu;
+      double secs = -1, cpu = 0, bytes = 0;
+      in >> secs >> cpu >> bytes;
       result.secs = std::max(result.secs, secs);
       result.cpu += cpu;
+      result.socket_bytes += bytes;
     }
   }
   std::filesystem::remove_all(dir);
@@ -306,7 +312,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "timed steps")->capture_default_str();
   app.add_option("--runs", c.runs, "runs per mode")->capture_default_str();
   app.add_option("--modes", c.modes, "comma-separated: pullpush,pushpull")->capture_default_str();
-  app.add_option("--transport", c.transport, "ipc or tcp (loopback)")->capture_default_str();
+  app.add_option("--transport", c.transport,
+                 "ipc, tcp (loopback), or shm (ipc sockets for headers and ids, rows and gradients "
+                 "in shared memory)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
   app.add_option("--ps-bin", c.ps_bin, "parallax-ps binary")->capture_default_str();
   app.add_option("--plan", plan_file);
   app.add_option("--endpoints", endpoints);
@@ -323,7 +333,7 @@ int main(int argc, char** argv) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::stringstream ss(c.modes);
   for (std::string m; std::getline(ss, m, ',');) {
-    std::vector<double> rates, cpu_ns;
+    std::vector<double> rates, cpu_ns, socket_bytes;
     for (int r = 0; r < c.runs; ++r) {
       const RunResult run = RunOnce(c, self, m, r);
       if (run.secs <= 0) {
@@ -333,6 +343,8 @@ int main(int argc, char** argv) {
       const double rows = 2.0 * 2.0 * c.k * c.steps;  // 2 workers × (pull + push) rows
       rates.push_back(rows / run.secs);
       cpu_ns.push_back(run.cpu * 1e9 / rows);
+      // Over warm-up and timed steps: bytes per row moved.
+      socket_bytes.push_back(run.socket_bytes / (2.0 * 2.0 * c.k * (c.steps + c.warmup)));
       std::cerr << "ps_bench: mode " << m << " run " << r << ": " << rates.back() << " rows/s, "
                 << cpu_ns.back() << " CPU ns/row (shards " << run.shard_cpu * 1e9 / rows
                 << ", workers " << (run.cpu - run.shard_cpu) * 1e9 / rows << ")\n";
@@ -351,6 +363,8 @@ int main(int argc, char** argv) {
                            {"max", cpu_ns.back()}}) {
       Emit("cpu_ns_per_row", "ns", stat, c.runs, v, m, c);
     }
+    std::sort(socket_bytes.begin(), socket_bytes.end());
+    Emit("socket_bytes_per_row", "B", "median", c.runs, socket_bytes[socket_bytes.size() / 2], m, c);
   }
   return 0;
 }

@@ -79,7 +79,7 @@ OutMessage ShardCore::Reply(const std::string& identity, const Header& request, 
   m.identity = identity;
   Header h;
   h.op = static_cast<uint8_t>(op);
-  h.flags = ps_wire::kFlagReply | (request.flags & ps_wire::kFlagFp16);
+  h.flags = ps_wire::kFlagReply | (request.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm));
   h.variable = request.variable;
   h.partition = request.partition;
   h.worker = request.worker;
@@ -190,6 +190,21 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
       return;
     }
   }
+  const Op op = static_cast<Op>(h.op);
+  // With kFlagShm the gradients are read from, and the rows written to, the
+  // region this connection attached; both ranges are checked first.
+  const char* values = m.values;
+  char* shm_rows = nullptr;
+  uint64_t shm_reply = 0;
+  if (m.shm()) {
+    const uint64_t value_bytes = uint64_t{h.count} * dim * ValueBytes(h.flags);
+    if (pushes && (values = ShmSpan(identity, h, m.shm_ref.values, value_bytes, "gradients", out)) == nullptr)
+      return;
+    if (op != Op::kPush) {
+      shm_reply = m.shm_ref.reply;
+      if ((shm_rows = ShmSpan(identity, h, shm_reply, value_bytes, "rows", out)) == nullptr) return;
+    }
+  }
   // Gradients are read in place when they are float32 and aligned (the
   // common case); copied when fp16, misaligned, kept for a sync step, or
   // compacted because non-finite rows are dropped.
@@ -198,12 +213,12 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   if (pushes) {
     const size_t n = size_t{h.count} * dim;
     const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
-                          reinterpret_cast<uintptr_t>(m.values) % alignof(float) == 0;
+                          reinterpret_cast<uintptr_t>(values) % alignof(float) == 0;
     if (in_place) {
-      gp = reinterpret_cast<const float*>(m.values);
+      gp = reinterpret_cast<const float*>(values);
     } else {
       grads.resize(n);
-      DecodeValues(m.values, n, m.fp16(), grads.data());
+      DecodeValues(values, n, m.fp16(), grads.data());
       gp = grads.data();
     }
     size_t bad_rows = 0;
@@ -238,7 +253,6 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     }
   }
 
-  const Op op = static_cast<Op>(h.op);
   if (op != Op::kPush && held_.size() >= options_.max_held) {
     Error(identity, h, ErrorCode::kBadClock,
           std::to_string(held_.size()) + " requests already wait for their step; refusing more", out);
@@ -247,10 +261,10 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   if (op == Op::kPull) {
     ++stats_.pulls;
     if (PullReady(h)) {
-      AnswerPull(identity, h, ids, out);
+      AnswerPull(identity, h, ids, shm_reply, out);
     } else {
       ++stats_.held;
-      held_.push_back(Held{identity, h, std::move(ids)});
+      held_.push_back(Held{identity, h, std::move(ids), shm_reply});
     }
     return;
   }
@@ -265,16 +279,16 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
       ApplyAsync(vs, ps, h, ids, gp, nullptr);
       out->push_back(Reply(identity, h, Op::kPush));
     } else if (PullReady(pull)) {
-      // The rows are written into the reply as they are updated: one pass
-      // over them instead of two.
-      ValueFrame values(ids.size() * dim * ValueBytes(h.flags));
-      ApplyAsync(vs, ps, h, ids, gp, values.data());
+      // The rows are written into the reply (or the region) as they are
+      // updated: one pass over them instead of two.
+      ValueFrame rows(shm_rows != nullptr ? 0 : ids.size() * dim * ValueBytes(h.flags));
+      ApplyAsync(vs, ps, h, ids, gp, shm_rows != nullptr ? shm_rows : rows.data());
       stats_.rows_pulled += static_cast<int64_t>(ids.size());
-      out->push_back(PullReply(identity, pull, ids.size(), std::move(values)));
+      out->push_back(PullReply(identity, pull, ids.size(), std::move(rows)));
     } else {
       ApplyAsync(vs, ps, h, ids, gp, nullptr);
       ++stats_.held;
-      held_.push_back(Held{identity, pull, std::move(ids)});
+      held_.push_back(Held{identity, pull, std::move(ids), shm_reply});
     }
     ReleaseHeld(out);
     return;
@@ -315,7 +329,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     Header pull = h;
     pull.clock = h.clock + 1;
     ++stats_.held;
-    held_.push_back(Held{identity, pull, c.ids});
+    held_.push_back(Held{identity, pull, c.ids, shm_reply});
   }
   if (TryApplySync(vs, ps)) TrySave(out);
   ReleaseHeld(out);
@@ -352,18 +366,27 @@ OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, si
 }
 
 void ShardCore::AnswerPull(const std::string& identity, const Header& h,
-                           const std::vector<int64_t>& ids, std::vector<OutMessage>* out) {
+                           const std::vector<int64_t>& ids, uint64_t shm_reply,
+                           std::vector<OutMessage>* out) {
   VariableTable& table = *vars_.at(h.variable).table;
   const uint32_t dim = table.dim();
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
   const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+  // A held request's region may have been replaced since: check again.
+  char* dst = nullptr;
+  ValueFrame values;
+  if (h.flags & ps_wire::kFlagShm) {
+    if ((dst = ShmSpan(identity, h, shm_reply, ids.size() * row_bytes, "rows", out)) == nullptr) return;
+  } else {
+    values = ValueFrame(ids.size() * row_bytes);
+    dst = values.data();
+  }
   std::vector<uint32_t> idx(ids.size());
   table.TouchAll(ids.data(), ids.size(), idx.data());
-  ValueFrame values(ids.size() * row_bytes);
   constexpr size_t kAhead = 4;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
-    EncodeValues(table.weights(idx[i]), dim, fp16, values.data() + i * row_bytes);
+    EncodeValues(table.weights(idx[i]), dim, fp16, dst + i * row_bytes);
   }
   stats_.rows_pulled += static_cast<int64_t>(ids.size());
   out->push_back(PullReply(identity, h, ids.size(), std::move(values)));
@@ -444,7 +467,7 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
 void ShardCore::ReleaseHeld(std::vector<OutMessage>* out) {
   for (auto it = held_.begin(); it != held_.end();) {
     if (PullReady(it->header)) {
-      AnswerPull(it->identity, it->header, it->ids, out);
+      AnswerPull(it->identity, it->header, it->ids, it->shm_reply, out);
       it = held_.erase(it);
     } else {
       ++it;
@@ -562,10 +585,51 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
       ReleaseHeld(out);
       return;
     }
+    case Op::kAttach:
+      Attach(identity, m, out);
+      return;
     default:
       Error(identity, h, ErrorCode::kUnknownOp, std::string("op ") + OpName(h.op) + " is not a request", out);
       return;
   }
+}
+
+void ShardCore::Attach(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out) {
+  const Header& h = m.header;
+  if (!regions_.count(identity) && regions_.size() >= options_.max_shm_regions) {
+    Error(identity, h, ErrorCode::kSharedMemory,
+          std::to_string(regions_.size()) + " connections already attached shared memory; send values inline",
+          out);
+    return;
+  }
+  auto region = ShmRegion::Attach(std::string(m.text), options_.max_shm_bytes);
+  if (!region.ok()) {
+    Error(identity, h, ErrorCode::kSharedMemory, region.status().message() + "; send values inline", out);
+    return;
+  }
+  regions_[identity] = std::move(region).value();
+  out->push_back(Reply(identity, h, Op::kAttach));
+}
+
+char* ShardCore::ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,
+                         const char* what, std::vector<OutMessage>* out) {
+  auto it = regions_.find(identity);
+  if (it == regions_.end()) {
+    Error(identity, h, ErrorCode::kSharedMemory,
+          "a shared-memory request, but this connection attached no region (send ATTACH first, or "
+          "the values inline)",
+          out);
+    return nullptr;
+  }
+  if (!it->second->Contains(offset, bytes)) {
+    Error(identity, h, ErrorCode::kSharedMemory,
+          std::string(what) + " at offset " + std::to_string(offset) + " (" + std::to_string(bytes) +
+              " bytes) lie outside the attached region of " + std::to_string(it->second->size()) +
+              " bytes; nothing was applied",
+          out);
+    return nullptr;
+  }
+  return it->second->data() + offset;
 }
 
 std::string ShardCore::StatsJson() const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/ps/plan.h"
+#include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
 #include "ps/variable_table.h"
 
@@ -33,6 +34,10 @@ struct ShardOptions {
   // Requests waiting for their step, at most; more get BAD_CLOCK (a worker
   // that runs away cannot exhaust the shard's memory).
   size_t max_held = 65536;
+  // Same-host shared memory (ATTACH): the largest region a worker may name,
+  // and how many connections may have one at a time.
+  size_t max_shm_bytes = size_t{1} << 30;
+  size_t max_shm_regions = 1024;
 };
 
 // The row values frame of a reply: allocated without being zeroed (it is
@@ -122,15 +127,22 @@ class ShardCore {
     std::string identity;
     Header header;
     std::vector<int64_t> ids;
+    uint64_t shm_reply = 0;  // header has kFlagShm: where the rows go in the region
   };
 
   void HandleData(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;
-  // Answers with the rows of `ids`.
+  // Answers with the rows of `ids` (into the peer's region at `shm_reply`
+  // when h has kFlagShm).
   void AnswerPull(const std::string& identity, const Header& h, const std::vector<int64_t>& ids,
-                  std::vector<OutMessage>* out);
+                  uint64_t shm_reply, std::vector<OutMessage>* out);
+  // `bytes` of the region `identity` attached, at `offset`; null (after an
+  // error reply to `h`) when there is no region or the range is outside it.
+  char* ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,
+                const char* what, std::vector<OutMessage>* out);
+  void Attach(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
   // The reply to pull `h`: `n` rows whose values are `values`, as of the
   // partition's current version.
   OutMessage PullReply(const std::string& identity, const Header& h, size_t n, ValueFrame values);
@@ -157,6 +169,8 @@ class ShardCore {
     std::string dir;
   };
   std::vector<PendingSave> pending_saves_;
+  // Shared memory regions by peer identity (ATTACH).
+  std::map<std::string, std::unique_ptr<ShmRegion>> regions_;
   ShardStats stats_;
   std::array<int64_t, ps_wire::kMaxErrorCode + 1> errors_by_code_{};
 };

@@ -8,7 +8,11 @@
 //                empty (rows come back in request order); in an ERROR reply or
 //                a SAVE/LOAD/STATS message: UTF-8 text (path, JSON, message)
 //   [2] values   count × dim × float32, or × fp16 when kFlagFp16 is set;
-//                present in PUSH/PUSH_PULL requests and PULL/PUSH_PULL replies
+//                present in PUSH/PUSH_PULL requests and PULL/PUSH_PULL replies.
+//                With kFlagShm (same-host shared memory, after ATTACH): a
+//                request's frame 2 is a ShmRef (16 bytes) saying where in the
+//                worker's region the gradients are and where the rows go; a
+//                reply's frame 2 is empty (the rows are in the region)
 // (The shard's ROUTER socket adds the peer identity in front; it is not
 // part of the format.)
 //
@@ -43,13 +47,16 @@ enum class Op : uint8_t {
   kLoad = 6,      // frame 1 = directory; every owned partition is read from there
   kStats = 7,     // reply frame 1 = JSON object of counters
   kError = 8,     // reply only: header.error_code + frame 1 text
+  kAttach = 9,    // frame 1 = name of a POSIX shared memory object the shard
+                  // maps for this connection's kFlagShm requests
 };
-constexpr uint8_t kMaxOp = 8;
+constexpr uint8_t kMaxOp = 9;
 
 // header.flags bits.
 constexpr uint16_t kFlagReply = 1u << 0;  // set on every shard → worker message
 constexpr uint16_t kFlagFp16 = 1u << 1;   // values frame is IEEE half precision
-constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16;
+constexpr uint16_t kFlagShm = 1u << 2;    // values live in the attached shared memory region
+constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16 | kFlagShm;
 
 // header.error_code of an kError reply. Stable numbers: never reuse one.
 enum class ErrorCode : uint16_t {
@@ -71,8 +78,20 @@ enum class ErrorCode : uint16_t {
   kStaleAttempt = 15,    // header.attempt differs from the shard's
   kInternal = 16,
   kBadWorker = 17,       // worker rank not below the plan's contributor count
+  kSharedMemory = 18,    // ATTACH failed, or a kFlagShm request without a region or outside it
 };
-constexpr uint16_t kMaxErrorCode = 17;
+constexpr uint16_t kMaxErrorCode = 18;
+
+// Frame 2 of a kFlagShm data request: byte offsets into the region the
+// connection attached. `values` holds count × dim values (PUSH, PUSH_PULL;
+// ignored for PULL); `reply` receives count × dim values (PULL, PUSH_PULL;
+// ignored for PUSH). Both are multiples of 4 and lie wholly inside the region.
+struct ShmRef {
+  uint64_t values = 0;
+  uint64_t reply = 0;
+};
+constexpr uint32_t kShmRefSize = 16;
+static_assert(sizeof(ShmRef) == kShmRefSize, "ShmRef must have no padding");
 
 // Byte layout (offsets), all little-endian:
 //    0 u32 magic        kMagic

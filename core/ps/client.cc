@@ -14,6 +14,7 @@
 
 #include "core/base/logging.h"
 #include "core/ps/aggregate.h"
+#include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
 
 namespace parallax::ps {
@@ -22,11 +23,24 @@ namespace {
 constexpr uint32_t kStopLoop = 0xffffffffu;
 constexpr uint32_t kNoPos = 0xffffffffu;
 constexpr int kSocketBufferBytes = 4 << 20;
+// request_id of ATTACH requests (tickets count up from 1 and never reach it).
+constexpr uint64_t kAttachRequestId = ~uint64_t{0};
+constexpr int64_t kNoSpan = -1;
 
 struct Part {
   uint32_t partition = 0;  // data ops: partition; control ops: shard
   uint32_t shard = 0;
   std::vector<uint32_t> uniq;  // indexes into the distinct ids, in wire order
+  // Offsets in the shard's shared memory region (kNoSpan: values inline).
+  int64_t shm_values = kNoSpan;
+  int64_t shm_reply = kNoSpan;
+};
+
+// A shard's shared memory region and what of it is in use.
+struct ShmLink {
+  std::unique_ptr<ShmRegion> region;
+  std::unique_ptr<ShmArena> arena;   // guarded by the client's shm_mu_
+  std::atomic<bool> ready{false};    // the shard attached it
 };
 
 // One ticket. Written by the caller before it is registered; afterwards the
@@ -124,11 +138,85 @@ class ZmqPsClient final : public PsClient {
         s.connect(ep);
         dealers_.push_back(std::move(s));
       }
+      shm_.resize(options_.shard_endpoints.size());
+      for (size_t shard = 0; shard < options_.shard_endpoints.size(); ++shard) {
+        shm_[shard] = std::make_unique<ShmLink>();
+        if (options_.shared_memory && options_.shard_endpoints[shard].rfind("ipc://", 0) == 0)
+          StartAttach(static_cast<uint32_t>(shard));
+      }
     } catch (const zmq::error_t& e) {
       return InvalidArgument(std::string("PS client: cannot set up sockets: ") + e.what());
     }
     thread_ = std::thread([this] { Loop(); });
     return Status::Ok();
+  }
+
+  // Makes shard's region and sends ATTACH ahead of any request (Start()
+  // only: the loop thread does not run yet). The region is used once the
+  // shard answers.
+  void StartAttach(uint32_t shard) {
+    auto region = ShmRegion::Create(ShmRegion::NewName(), options_.shared_memory_bytes);
+    if (!region.ok()) {
+      PX_LOG(WARNING) << "PS shard " << shard << ": no shared memory, values go over the socket: "
+                      << region.status().message();
+      return;
+    }
+    ShmLink& link = *shm_[shard];
+    link.region = std::move(region).value();
+    link.arena = std::make_unique<ShmArena>(link.region->size());
+    Header h;
+    h.op = static_cast<uint8_t>(Op::kAttach);
+    h.partition = shard;
+    h.worker = options_.worker;
+    h.request_id = kAttachRequestId;
+    h.attempt = options_.attempt;
+    const std::string& name = link.region->name();
+    std::array<zmq::message_t, 3> frames;
+    frames[0] = HeaderMessage(h);
+    frames[1] = zmq::message_t(name.data(), name.size());
+    CountFrames(h.op, frames[0].size() + frames[1].size(), /*sent=*/true);
+    dealers_[shard].send(frames[0], zmq::send_flags::sndmore);
+    dealers_[shard].send(frames[1], zmq::send_flags::sndmore);
+    dealers_[shard].send(frames[2], zmq::send_flags::none);
+  }
+
+  // Loop thread: the shard's answer to ATTACH.
+  void HandleAttachReply(uint32_t shard, const MessageView& m) {
+    ShmLink& link = *shm_[shard];
+    if (link.region == nullptr) return;
+    if (m.header.op == static_cast<uint8_t>(Op::kAttach)) {
+      link.region->Unlink();  // mapped on both sides: the name is not needed any more
+      link.ready.store(true, std::memory_order_release);
+      return;
+    }
+    PX_LOG(WARNING) << "PS shard " << shard << " did not map shared memory, values go over the socket: "
+                    << m.text;
+    link.region->Unlink();
+  }
+
+  // Reserves a part's spans in its shard's region (both or neither); false:
+  // send the values inline.
+  bool ReserveShm(Part& part, size_t bytes, bool values, bool reply) {
+    ShmLink& link = *shm_[part.shard];
+    if (bytes == 0 || !link.ready.load(std::memory_order_acquire)) return false;
+    std::lock_guard<std::mutex> lock(shm_mu_);
+    std::optional<uint64_t> v, r;
+    if (values && !(v = link.arena->Allocate(bytes))) return false;
+    if (reply && !(r = link.arena->Allocate(bytes))) {
+      if (v) link.arena->Free(*v);
+      return false;
+    }
+    part.shm_values = v ? static_cast<int64_t>(*v) : kNoSpan;
+    part.shm_reply = r ? static_cast<int64_t>(*r) : kNoSpan;
+    return true;
+  }
+
+  void ReleaseShm(const Part& part) {
+    if (part.shm_values == kNoSpan && part.shm_reply == kNoSpan) return;
+    ShmLink& link = *shm_[part.shard];
+    std::lock_guard<std::mutex> lock(shm_mu_);
+    if (part.shm_values != kNoSpan) link.arena->Free(static_cast<uint64_t>(part.shm_values));
+    if (part.shm_reply != kNoSpan) link.arena->Free(static_cast<uint64_t>(part.shm_reply));
   }
 
   StatusOr<Ticket> Pull(uint32_t var, std::span<const int64_t> ids, int64_t clock,
@@ -241,15 +329,23 @@ class ZmqPsClient final : public PsClient {
     const size_t vbytes = ValueBytes(flags);
     std::vector<std::array<zmq::message_t, 3>> frames(r.parts.size());
     for (size_t k = 0; k < r.parts.size(); ++k) {
-      const Part& part = r.parts[k];
+      Part& part = r.parts[k];
       const size_t count = part.uniq.size();
       zmq::message_t id_msg(count * sizeof(int64_t));
       auto* idp = static_cast<char*>(id_msg.data());
       for (size_t j = 0; j < count; ++j)
         std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
-      zmq::message_t val_msg(pushes ? count * dim * vbytes : 0);
+      const bool shm = ReserveShm(part, count * dim * vbytes, pushes, out != nullptr);
+      zmq::message_t val_msg(shm ? ps_wire::kShmRefSize : pushes ? count * dim * vbytes : 0);
+      if (shm) {
+        ps_wire::ShmRef ref;
+        ref.values = part.shm_values == kNoSpan ? 0 : static_cast<uint64_t>(part.shm_values);
+        ref.reply = part.shm_reply == kNoSpan ? 0 : static_cast<uint64_t>(part.shm_reply);
+        std::memcpy(val_msg.data(), &ref, sizeof ref);
+      }
       if (pushes) {
-        auto* vp = static_cast<char*>(val_msg.data());
+        auto* vp = shm ? shm_[part.shard]->region->data() + part.shm_values
+                       : static_cast<char*>(val_msg.data());
         for (size_t j = 0; j < count; ++j) {
           const uint32_t u = part.uniq[j];
           const float* src = r.has_duplicates ? summed.data() + size_t{u} * dim
@@ -275,6 +371,7 @@ class ZmqPsClient final : public PsClient {
       Header h;
       h.op = static_cast<uint8_t>(op);
       h.flags = flags;
+      if (r.parts[k].shm_values != kNoSpan || r.parts[k].shm_reply != kNoSpan) h.flags |= ps_wire::kFlagShm;
       h.variable = var_id;
       h.partition = r.parts[k].partition;
       h.worker = options_.worker;
@@ -389,6 +486,10 @@ class ZmqPsClient final : public PsClient {
     size_t bytes = 0;
     for (const auto& msg : msgs) bytes += msg.size();
     CountFrames(h.op, bytes, /*sent=*/false);
+    if (h.request_id == kAttachRequestId) {
+      HandleAttachReply(shard, m);
+      return;
+    }
     Request* r = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -417,15 +518,20 @@ class ZmqPsClient final : public PsClient {
         status = Internal("PS shard " + std::to_string(shard) + " returned " +
                           std::to_string(h.count) + " rows, expected " +
                           std::to_string(part.uniq.size()));
+      } else if (m.shm() != (part.shm_reply != kNoSpan)) {
+        status = Internal("PS shard " + std::to_string(shard) + " answered " +
+                          (m.shm() ? "in" : "outside") + " shared memory, which was not asked");
       } else {
         const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+        const char* rows = m.shm() ? shm_[shard]->region->data() + part.shm_reply : m.values;
         float* out = r->out->data();
         for (size_t j = 0; j < part.uniq.size(); ++j) {
-          DecodeValues(m.values + j * row_bytes, dim, m.fp16(),
+          DecodeValues(rows + j * row_bytes, dim, m.fp16(),
                        out + size_t{r->first_pos[part.uniq[j]]} * dim);
         }
       }
     }
+    if (k >= 0) ReleaseShm(r->parts[k]);
     std::lock_guard<std::mutex> lock(mu_);
     if (k >= 0 && status.ok() &&
         (h.op == static_cast<uint8_t>(Op::kPull) || h.op == static_cast<uint8_t>(Op::kPushPull))) {
@@ -490,6 +596,10 @@ class ZmqPsClient final : public PsClient {
 
   std::mutex send_mu_;
   zmq::socket_t cmd_send_;  // guarded by send_mu_
+
+  // Per shard (set up in Start()); arenas guarded by shm_mu_.
+  std::vector<std::unique_ptr<ShmLink>> shm_;
+  std::mutex shm_mu_;
 
   // Loop thread only (after Start()).
   zmq::socket_t cmd_recv_;

@@ -65,6 +65,15 @@ struct PsClientOptions {
   // shard_curve_keys: plain TCP.
   std::vector<std::string> shard_curve_keys;
   CurveKeyPair curve_keys;
+  // Same-host shared memory (schemas/ps_wire.md, "Shared memory"): for each
+  // shard whose endpoint is ipc:// the client makes a region of
+  // `shared_memory_bytes` and names it to the shard (ATTACH); once the shard
+  // mapped it, gradients and rows go through the region and the socket
+  // carries headers, ids and offsets. Values go inline, as without it, until
+  // then, for a request that does not fit the free space, and for every
+  // request to a shard that refused the region (logged once).
+  bool shared_memory = false;
+  size_t shared_memory_bytes = size_t{64} << 20;
   // For tracing (trainer/timeline.h): called on the I/O thread, with the
   // client's lock held, when a request's last shard answered (never for a
   // request sent to no shard). Must be quick and must not call the client.

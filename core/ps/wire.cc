@@ -57,7 +57,9 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
                                          std::to_string(h.version_seen) + " is out of range");
   if (h.op == static_cast<uint8_t>(Op::kError) && !is_reply)
     return Err(ErrorCode::kUnknownOp, "ERROR is a reply-only op");
+  const bool shm = h.flags & ps_wire::kFlagShm;
   if (!IsDataOp(h.op)) {
+    if (shm) return Err(ErrorCode::kBadFlags, std::string("the SHM flag is for data ops, not ") + OpName(h.op));
     if (sizes[2] != 0) return Err(ErrorCode::kBadCount, "values frame must be empty for this op");
     out->text = std::string_view(static_cast<const char*>(frames[1]), sizes[1]);
     return {};
@@ -71,6 +73,24 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
                                          std::to_string(want_ids) + " bytes of ids, got " +
                                          std::to_string(sizes[1]));
   const Op op = static_cast<Op>(h.op);
+  out->ids = static_cast<const char*>(frames[1]);
+  if (shm) {
+    // Values live in shared memory: a request names where (ShmRef), a reply
+    // carries nothing more. The shard checks the offsets against its region.
+    const size_t want_ref = is_reply ? 0 : ps_wire::kShmRefSize;
+    if (sizes[2] != want_ref)
+      return Err(ErrorCode::kBadCount, "a shared-memory " + std::string(is_reply ? "reply" : "request") +
+                                           " needs " + std::to_string(want_ref) +
+                                           " bytes in the values frame, got " + std::to_string(sizes[2]));
+    if (!is_reply) {
+      std::memcpy(&out->shm_ref, frames[2], sizeof out->shm_ref);
+      if (out->shm_ref.values % 4 != 0 || out->shm_ref.reply % 4 != 0)
+        return Err(ErrorCode::kSharedMemory, "shared-memory offsets " + std::to_string(out->shm_ref.values) +
+                                                 " and " + std::to_string(out->shm_ref.reply) +
+                                                 " must be multiples of 4");
+    }
+    return {};
+  }
   // Requests: PUSH and PUSH_PULL carry values, PULL does not. Replies: PULL
   // and PUSH_PULL carry values, PUSH does not.
   const bool has_values = is_reply ? op != Op::kPush : op != Op::kPull;
@@ -79,7 +99,6 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
     return Err(ErrorCode::kBadCount, "count " + std::to_string(count) + " × dim " +
                                          std::to_string(h.dim) + " needs " + std::to_string(want) +
                                          " bytes of values, got " + std::to_string(sizes[2]));
-  out->ids = static_cast<const char*>(frames[1]);
   out->values = static_cast<const char*>(frames[2]);
   out->values_bytes = sizes[2];
   return {};
@@ -172,6 +191,7 @@ const char* OpName(uint8_t op) {
     case 6: return "LOAD";
     case 7: return "STATS";
     case 8: return "ERROR";
+    case 9: return "ATTACH";
   }
   return "UNKNOWN";
 }
@@ -196,6 +216,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kStaleAttempt: return "STALE_ATTEMPT";
     case ErrorCode::kInternal: return "INTERNAL";
     case ErrorCode::kBadWorker: return "BAD_WORKER";
+    case ErrorCode::kSharedMemory: return "SHARED_MEMORY";
   }
   return "UNKNOWN";
 }

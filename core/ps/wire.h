@@ -25,10 +25,13 @@ struct MessageView {
   const char* ids = nullptr;     // count × 8 bytes (data ops)
   const char* values = nullptr;  // count × dim × (2 or 4) bytes, or null
   size_t values_bytes = 0;
-  std::string_view text;         // frame 1 of SAVE/LOAD/STATS/ERROR
+  std::string_view text;         // frame 1 of SAVE/LOAD/STATS/ERROR/ATTACH
+  ps_wire::ShmRef shm_ref;       // requests with kFlagShm: where the values are and go
 
   int64_t IdAt(size_t i) const;
   bool fp16() const { return header.flags & ps_wire::kFlagFp16; }
+  // Values in the connection's shared memory region, not in frame 2.
+  bool shm() const { return header.flags & ps_wire::kFlagShm; }
 };
 
 struct WireLimits {

@@ -4,6 +4,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
   SOURCES
     ${src}/tests/ps/ps_wire_fuzz.cc
     ${src}/core/ps/wire.cc
+    ${src}/core/ps/shm_region.cc
     ${src}/core/ps/plan.cc
     ${src}/core/ps/initializer.cc
     ${src}/core/ps/partition_file.cc
@@ -12,7 +13,10 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/optim/optimizer.cc
     ${src}/ps/checkpoint.cc
     ${src}/core/base/status.cc
+    ${src}/core/base/logging.cc
+    ${src}/core/base/clock.cc
+    ${src}/core/base/time_format.cc
   DEPENDS
     ${src}/schemas/ps_wire.h ${src}/core/ps/wire.h ${src}/core/ps/plan.h
     ${src}/ps/shard_core.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h
-    ${src}/core/ps/partition_file.h)
+    ${src}/core/ps/partition_file.h ${src}/core/ps/shm_region.h)

@@ -5,7 +5,8 @@
 // parsed by ParseMessage and handled by a ShardCore (sync and async); every
 // reply the shard produces must itself parse as a well-formed reply.
 // SAVE and LOAD are skipped: they touch the filesystem at a path from the
-// input.
+// input. Both shards have a 64 KiB shared memory region attached for the
+// fuzzer's identity, so SHM-flagged requests reach the range checks.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
 #include "ps/shard_core.h"
 
@@ -48,7 +50,19 @@ std::unique_ptr<ShardCore> MakeCore(Consistency mode) {
   o.plan = plan;
   o.limits.max_message_bytes = 1 << 16;
   o.max_steps_ahead = 4;
-  return std::move(ShardCore::Create(o)).value();
+  auto core = std::move(ShardCore::Create(o)).value();
+  static auto region = std::move(ShmRegion::Create(ShmRegion::NewName(), 64 * 1024)).value();
+  Header h;
+  h.op = static_cast<uint8_t>(Op::kAttach);
+  std::string head(parallax::ps_wire::kHeaderSize, '\0');
+  parallax::ps_wire::WriteHeader(h, head.data());
+  const std::string& name = region->name();
+  const void* f[3] = {head.data(), name.data(), name.data()};
+  size_t s[3] = {head.size(), name.size(), 0};
+  std::vector<OutMessage> out;
+  core->Handle("fuzz", f, s, 3, &out);
+  if (out.size() != 1 || parallax::ps_wire::ReadHeader(out[0].frames[0].data()).op != h.op) std::abort();
+  return core;
 }
 
 void CheckReplies(const std::vector<OutMessage>& out) {

@@ -110,6 +110,39 @@ TEST_F(WireTest, RejectsOversizedAndMisframedMessages) {
   EXPECT_EQ(ParseMessage(f3, s3, 3, WireLimits{}, false, &view_).code, ErrorCode::kBadFrames);
 }
 
+TEST_F(WireTest, SharedMemoryRequestsCarryAReferenceAndRepliesNothing) {
+  Header h = Push(2, 4);
+  h.flags = ps_wire::kFlagShm;
+  ps_wire::ShmRef ref{128, 4096};
+  const std::string ref_bytes(reinterpret_cast<const char*>(&ref), sizeof ref);
+  WireError e = Parse(h, std::string(16, 'x'), ref_bytes);
+  ASSERT_TRUE(e.ok()) << e.text;
+  EXPECT_TRUE(view_.shm());
+  EXPECT_EQ(view_.shm_ref.values, 128u);
+  EXPECT_EQ(view_.shm_ref.reply, 4096u);
+  // The reference is 16 bytes, never the values themselves.
+  EXPECT_EQ(Parse(h, std::string(16, 'x'), std::string(32, 'x')).code, ErrorCode::kBadCount);
+  EXPECT_EQ(Parse(h, std::string(16, 'x'), "").code, ErrorCode::kBadCount);
+  ps_wire::ShmRef odd{6, 0};
+  EXPECT_EQ(Parse(h, std::string(16, 'x'), std::string(reinterpret_cast<const char*>(&odd), 16)).code,
+            ErrorCode::kSharedMemory);
+  // Replies: an empty values frame.
+  Header reply = h;
+  reply.op = static_cast<uint8_t>(Op::kPull);
+  reply.flags = ps_wire::kFlagShm | ps_wire::kFlagReply;
+  EXPECT_TRUE(Parse(reply, "", "", /*expect_reply=*/true).ok());
+  EXPECT_EQ(Parse(reply, "", std::string(32, 'x'), true).code, ErrorCode::kBadCount);
+  // Only data ops may set it; ATTACH names its region in frame 1.
+  Header stats = Push(0, 0);
+  stats.op = static_cast<uint8_t>(Op::kStats);
+  stats.flags = ps_wire::kFlagShm;
+  EXPECT_EQ(Parse(stats, "", "").code, ErrorCode::kBadFlags);
+  Header attach = Push(0, 0);
+  attach.op = static_cast<uint8_t>(Op::kAttach);
+  ASSERT_TRUE(Parse(attach, "/px-ps-1", "").ok());
+  EXPECT_EQ(view_.text, "/px-ps-1");
+}
+
 TEST_F(WireTest, Fp16RoundTripsRepresentableValues) {
   for (float f : {0.0f, 1.0f, -2.5f, 0.099975586f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
     EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f) << f;
