@@ -141,8 +141,7 @@ class ZmqPsClient final : public PsClient {
       shm_.resize(options_.shard_endpoints.size());
       for (size_t shard = 0; shard < options_.shard_endpoints.size(); ++shard) {
         shm_[shard] = std::make_unique<ShmLink>();
-        if (options_.shared_memory && options_.shard_endpoints[shard].rfind("ipc://", 0) == 0)
-          StartAttach(static_cast<uint32_t>(shard));
+        if (options_.shared_memory) StartAttach(static_cast<uint32_t>(shard));
       }
     } catch (const zmq::error_t& e) {
       return InvalidArgument(std::string("PS client: cannot set up sockets: ") + e.what());
@@ -163,7 +162,7 @@ class ZmqPsClient final : public PsClient {
     }
     ShmLink& link = *shm_[shard];
     link.region = std::move(region).value();
-    link.arena = std::make_unique<ShmArena>(link.region->size());
+    link.arena = std::make_unique<ShmArena>(ShmRegion::kHeaderBytes, link.region->size());
     Header h;
     h.op = static_cast<uint8_t>(Op::kAttach);
     h.partition = shard;
@@ -189,9 +188,11 @@ class ZmqPsClient final : public PsClient {
       link.ready.store(true, std::memory_order_release);
       return;
     }
-    PX_LOG(WARNING) << "PS shard " << shard << " did not map shared memory, values go over the socket: "
-                    << m.text;
-    link.region->Unlink();
+    // Expected for a shard on another machine: it cannot open the name.
+    PX_LOG(INFO) << "PS shard " << shard << " at " << options_.shard_endpoints[shard]
+                 << " did not map this worker's shared memory, so values go over the socket: " << m.text;
+    link.region.reset();  // never used: ready stays false
+    link.arena.reset();
   }
 
   // Reserves a part's spans in its shard's region (both or neither); false:

@@ -66,12 +66,13 @@ struct PsClientOptions {
   std::vector<std::string> shard_curve_keys;
   CurveKeyPair curve_keys;
   // Same-host shared memory (schemas/ps_wire.md, "Shared memory"): for each
-  // shard whose endpoint is ipc:// the client makes a region of
-  // `shared_memory_bytes` and names it to the shard (ATTACH); once the shard
-  // mapped it, gradients and rows go through the region and the socket
-  // carries headers, ids and offsets. Values go inline, as without it, until
-  // then, for a request that does not fit the free space, and for every
-  // request to a shard that refused the region (logged once).
+  // shard the client makes a region of `shared_memory_bytes` and names it to
+  // the shard (ATTACH). A shard on this machine maps it, and from its answer
+  // on gradients and rows go through the region while the socket carries
+  // headers, ids and offsets. Values go inline, as without it, before that
+  // answer, for a request that does not fit the free space, and for every
+  // request to a shard that could not map the region (one on another
+  // machine: the region is then freed, and the refusal logged once).
   bool shared_memory = false;
   size_t shared_memory_bytes = size_t{64} << 20;
   // For tracing (trainer/timeline.h): called on the I/O thread, with the

@@ -31,8 +31,9 @@ ShmRegion::~ShmRegion() {
 std::string ShmRegion::NewName() {
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
+  const uint64_t random = (uint64_t{rd()} << 32) ^ rd();
   return std::string(kPrefix) + std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1)) +
-         "-" + std::to_string(rd());
+         "-" + std::to_string(random);
 }
 
 StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, size_t bytes) {
@@ -51,9 +52,11 @@ StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, 
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) return fail("ftruncate", errno);
   if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0)
     return fail("posix_fallocate", e);
+  if (name.size() >= kHeaderBytes) return fail("name too long", ENAMETOOLONG);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail("mmap", errno);
   close(fd);
+  std::memcpy(p, name.c_str(), name.size() + 1);
   return std::unique_ptr<ShmRegion>(new ShmRegion(name, static_cast<char*>(p), bytes, true));
 }
 
@@ -79,7 +82,12 @@ StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Attach(const std::string& name, 
   const int e = errno;
   close(fd);
   if (p == MAP_FAILED) return Unavailable("cannot map shared memory \"" + name + "\": " + Errno(e));
-  return std::unique_ptr<ShmRegion>(new ShmRegion(name, static_cast<char*>(p), bytes, false));
+  auto region = std::unique_ptr<ShmRegion>(new ShmRegion(name, static_cast<char*>(p), bytes, false));
+  if (std::memcmp(region->data(), name.c_str(), name.size() + 1) != 0)
+    return InvalidArgument("shared memory \"" + name +
+                           "\" does not start with its name: not the region the worker made (is the "
+                           "worker on another machine or in another IPC namespace?)");
+  return region;
 }
 
 void ShmRegion::Unlink() {
@@ -89,9 +97,10 @@ void ShmRegion::Unlink() {
     PX_LOG(WARNING) << "cannot remove shared memory \"" << name_ << "\": " << Errno(errno);
 }
 
-ShmArena::ShmArena(size_t size) {
-  const uint64_t usable = size / kAlign * kAlign;
-  if (usable > 0) free_.emplace(0, usable);
+ShmArena::ShmArena(uint64_t begin, uint64_t end) {
+  begin = (begin + kAlign - 1) / kAlign * kAlign;
+  end = end / kAlign * kAlign;
+  if (end > begin) free_.emplace(begin, end - begin);
 }
 
 std::optional<uint64_t> ShmArena::Allocate(size_t bytes) {

@@ -24,14 +24,19 @@ class ShmRegion {
   ShmRegion(const ShmRegion&) = delete;
   ShmRegion& operator=(const ShmRegion&) = delete;
 
+  // The first kHeaderBytes of a region hold its own name (NUL-terminated):
+  // Attach checks them, so a shard on another machine (or in another IPC
+  // namespace) that happens to find an object of the same name refuses it.
+  static constexpr size_t kHeaderBytes = 256;
+
   // Creates a new object `name` ("/px-ps-...", mode 0600) of `bytes` and maps
   // it. The memory is reserved up front (posix_fallocate), so a full
   // /dev/shm fails here with a clear error instead of a SIGBUS later.
   static StatusOr<std::unique_ptr<ShmRegion>> Create(const std::string& name, size_t bytes);
 
   // Maps the existing object `name`. Refuses a name that is not a Parallax
-  // region ("/px-ps-" and no other '/'), and an object under 4 KiB or over
-  // `max_bytes`.
+  // region ("/px-ps-" and no other '/'), an object under 4 KiB or over
+  // `max_bytes`, and one that does not start with its name.
   static StatusOr<std::unique_ptr<ShmRegion>> Attach(const std::string& name, size_t max_bytes);
 
   // A fresh region name for this process: "/px-ps-<pid>-<n>-<random>".
@@ -58,11 +63,11 @@ class ShmRegion {
   bool linked_;  // the creator still has to unlink the name
 };
 
-// First-fit allocator of byte ranges of a region (the worker side). Ranges
-// are 64-byte aligned. Not thread-safe.
+// First-fit allocator of byte ranges [begin, end) of a region (the worker
+// side). Ranges are 64-byte aligned. Not thread-safe.
 class ShmArena {
  public:
-  explicit ShmArena(size_t size);
+  ShmArena(uint64_t begin, uint64_t end);
 
   // The offset of a free range of at least `bytes` (> 0), or nullopt when
   // none is large enough (the caller then sends the values inline).

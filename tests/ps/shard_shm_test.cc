@@ -26,7 +26,7 @@ using testing::Send;
 constexpr uint32_t kDim = 4;
 
 TEST(ShmArenaTest, AllocatesAlignedRangesMergesFreedOnesAndSaysWhenFull) {
-  ShmArena arena(4096);
+  ShmArena arena(0, 4096);
   auto a = arena.Allocate(100);  // 128 with alignment
   auto b = arena.Allocate(64);
   auto c = arena.Allocate(3000);
@@ -56,6 +56,11 @@ TEST(ShmRegionTest, AttachRefusesForeignNamesAndBadSizes) {
   EXPECT_EQ(ShmRegion::Attach((*region)->name(), 4096).status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(ShmRegion::Attach("/etc-passwd", 1 << 20).ok());
   EXPECT_FALSE(ShmRegion::Attach("/px-ps-a/b", 1 << 20).ok());
+  // An object of the right name that is not the region the worker made.
+  (*other)->data()[3] = 'X';
+  EXPECT_EQ(ShmRegion::Attach((*region)->name(), 1 << 20).status().code(), StatusCode::kInvalidArgument);
+  (*other)->data()[3] = (*region)->name()[3];
+  EXPECT_TRUE(ShmRegion::Attach((*region)->name(), 1 << 20).ok());
   (*region)->Unlink();
   EXPECT_FALSE(ShmRegion::Attach((*region)->name(), 1 << 20).ok());  // gone by name
   EXPECT_EQ(std::string((*other)->data() + 100, 5), "hello");      // still mapped
@@ -344,15 +349,18 @@ TEST_F(ShmClientTest, RequestsThatDoNotFitTheRegionGoInline) {
   EXPECT_EQ(rows, expect);
 }
 
-TEST_F(ShmClientTest, TcpEndpointsNeverUseSharedMemory) {
-  // The option only applies to ipc:// shards: a TCP shard may be on another
-  // host. Fresh TCP shards, same plan.
+TEST_F(ShmClientTest, TcpShardsOnThisMachineUseItAndShardsThatCannotMapItDoNot) {
+  // TCP shards: the same machine, so shared memory works over TCP too. A
+  // shard that cannot map the region (here: one limited to 1 MiB regions;
+  // in a job: one on another machine) refuses ATTACH and the values stay on
+  // the socket.
   std::vector<std::unique_ptr<ShardServer>> tcp;
   std::vector<std::string> eps;
   for (uint32_t s = 0; s < 2; ++s) {
     ShardServerOptions o;
     o.shard.plan = plan_;
     o.shard.shard = s;
+    if (s == 1) o.shard.max_shm_bytes = 1 << 20;
     auto server = ShardServer::Start(o);
     ASSERT_TRUE(server.ok());
     eps.push_back((*server)->endpoint());
@@ -362,14 +370,30 @@ TEST_F(ShmClientTest, TcpEndpointsNeverUseSharedMemory) {
   o.plan = plan_;
   o.shard_endpoints = eps;
   o.shared_memory = true;
+  o.shared_memory_bytes = 2 << 20;
   auto c = PsClient::Create(o);
   ASSERT_TRUE(c.ok());
-  std::vector<int64_t> ids = {1, 600};
-  std::vector<float> rows;
-  Ok(c->get(), (*c)->Pull(0, ids, 0, &rows));
-  const TransportBytes t = (*c)->transport_bytes();
-  EXPECT_EQ(t.other_sent, 0);  // no ATTACH went out
-  EXPECT_GE(t.pull_received, 64 + static_cast<int64_t>(ids.size() * kDim * 4));  // rows inline
+  std::vector<std::string> stats;
+  Ok(c->get(), (*c)->Stats(&stats));
+  // Rows of one partition each: 200 rows × 16 bytes = 3.2 KB inline.
+  std::vector<int64_t> on0, on1;
+  const Partitioner partition_of(plan_.variables[0]);
+  for (int64_t id = 0; id < 1000 && (on0.size() < 200 || on1.size() < 200); ++id)
+    (partition_of(id) == 0 ? on0 : on1).push_back(id);
+  on0.resize(200);
+  on1.resize(200);
+  std::vector<float> rows, expect;
+  auto plain = Client(false);
+  int64_t before = (*c)->transport_bytes().pull_received;
+  Ok(c->get(), (*c)->Pull(0, on0, 0, &rows));
+  EXPECT_EQ((*c)->transport_bytes().pull_received - before, 64);  // header only: rows in memory
+  Ok(plain.get(), plain->Pull(0, on0, 0, &expect));
+  EXPECT_EQ(rows, expect);
+  before = (*c)->transport_bytes().pull_received;
+  Ok(c->get(), (*c)->Pull(0, on1, 0, &rows));
+  EXPECT_EQ((*c)->transport_bytes().pull_received - before, 64 + 200 * 16);  // rows inline
+  Ok(plain.get(), plain->Pull(0, on1, 0, &expect));
+  EXPECT_EQ(rows, expect);
 }
 
 }  // namespace
