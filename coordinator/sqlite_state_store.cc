@@ -888,7 +888,24 @@ Status SqliteStateStore::CommitCheckpoint(const CheckpointRecord& checkpoint, in
   }
   return Write([&]() -> Status {
     PX_RETURN_IF_ERROR(CheckJob(checkpoint.job_id));
-    // Committing the same (attempt, step) again (a retried call) replaces it.
+    // The same checkpoint committed again (CoordinatorClient retries
+    // CommitCheckpoint when a reply is lost, so the first call may have been
+    // applied) changes nothing: no second event, `created` kept.
+    {
+      PX_ASSIGN_OR_RETURN(
+          SqliteStatement existing,
+          db_->Prepare("SELECT path, manifest_sha256 FROM checkpoints "
+                       "WHERE job_id = ?1 AND attempt = ?2 AND step = ?3"));
+      existing.BindInt64(1, checkpoint.job_id)
+          .BindInt64(2, checkpoint.attempt)
+          .BindInt64(3, checkpoint.step);
+      PX_ASSIGN_OR_RETURN(bool found, existing.Step());
+      if (found && existing.ColumnText(0) == checkpoint.path &&
+          existing.ColumnText(1) == checkpoint.manifest_sha256) {
+        return Status::Ok();
+      }
+    }
+    // Another checkpoint of the same (attempt, step) replaces it.
     PX_ASSIGN_OR_RETURN(
         SqliteStatement upsert,
         db_->Prepare("INSERT INTO checkpoints (job_id, attempt, step, path, manifest_sha256, "

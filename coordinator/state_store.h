@@ -200,7 +200,10 @@ class StateStore {
                                                           int limit) = 0;
 
   // ---- Checkpoints ----
-  // Records a complete checkpoint and appends a "checkpoint" event.
+  // Records a complete checkpoint and appends a "checkpoint" event. Idempotent:
+  // the same (job, attempt, step, path, manifest) again returns OK and changes
+  // nothing (a retried call whose first reply was lost); another path or
+  // manifest for the same (job, attempt, step) replaces the row, with an event.
   virtual Status CommitCheckpoint(const CheckpointRecord& checkpoint, int64_t now) = 0;
   // Every checkpoint of the job, newest step first.
   virtual StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id) = 0;

@@ -21,8 +21,9 @@
 // This covers a coordinator restart (its state is in SQLite): a caller sees
 // no error. Only calls whose second execution changes nothing are marked:
 // reads, Hello, Heartbeat, RegisterAgent, KvSet (same key and value),
-// KvGet, PutPlan and CommitCheckpoint (upserts of the same row). SubmitJob,
-// CancelJob, KvAdd and ReportMetrics are never retried; a connection the
+// KvGet, PutPlan (upserts of the same row) and CommitCheckpoint (a repeat of
+// a recorded checkpoint records nothing). SubmitJob, CancelJob, KvAdd and
+// ReportMetrics are never retried; a connection the
 // coordinator closed while idle is replaced before any call is sent, so
 // they fail only when the coordinator dies during the call itself.
 //

@@ -457,6 +457,43 @@ TEST_F(CoordinatorServiceTest, CheckpointsAreListedNewestFirst) {
   EXPECT_EQ(list[0].step, 200);
 }
 
+// A retried CommitCheckpoint (its first reply lost) reaches the service
+// twice: both calls succeed and the job has one checkpoint and one event.
+TEST_F(CoordinatorServiceTest, CommitCheckpointTwiceRecordsOneCheckpoint) {
+  StartService();
+  auto client = Connect();
+  auto job = client->SubmitJob(kJob, "");
+  ASSERT_TRUE(job.ok());
+  rpc::CheckpointInfo c;
+  c.job_id = job->id;
+  c.attempt = 1;
+  c.step = 100;
+  c.path = "/ckpt/100";
+  c.manifest_sha256 = "abc";
+  Status first = client->CommitCheckpoint(c);
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  Status second = client->CommitCheckpoint(c);
+  EXPECT_TRUE(second.ok()) << second.ToString();
+  c.step = 200;
+  c.path = "/ckpt/200";
+  ASSERT_TRUE(client->CommitCheckpoint(c).ok());
+
+  std::vector<rpc::CheckpointInfo> list;
+  ASSERT_TRUE(client->Call([&](rpc::CoordinatorClient& s) { s.ListCheckpoints(list, client->Header(), job->id); }).ok());
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].step, 200);
+  EXPECT_EQ(list[1].step, 100);
+  auto events = client->GetEvents(job->id, 0, 0);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::vector<std::string> checkpointed;
+  for (const rpc::Event& e : *events) {
+    if (e.kind == "checkpoint") checkpointed.push_back(e.message);
+  }
+  ASSERT_EQ(checkpointed.size(), 2u);
+  EXPECT_NE(checkpointed[0].find("/ckpt/100"), std::string::npos) << checkpointed[0];
+  EXPECT_NE(checkpointed[1].find("/ckpt/200"), std::string::npos) << checkpointed[1];
+}
+
 TEST_F(CoordinatorServiceTest, FailedWriteIsReportedAndServiceKeepsServing) {
   StartService();
   auto client = Connect();

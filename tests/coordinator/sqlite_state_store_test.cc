@@ -659,6 +659,50 @@ TEST_F(SqliteStateStoreTest, CheckpointsNewestFirstWithEvent) {
   EXPECT_EQ(store_->CommitCheckpoint(orphan, 1).code(), StatusCode::kNotFound);
 }
 
+// CoordinatorClient retries CommitCheckpoint when the reply is lost; the
+// coordinator may already have applied the first call.
+TEST_F(SqliteStateStoreTest, RecommittingTheSameCheckpointRecordsItOnce) {
+  JobRecord job = MustCreate("lm");
+  CheckpointRecord c;
+  c.job_id = job.id;
+  c.attempt = 1;
+  c.step = 500;
+  c.path = "/ckpt/500";
+  c.manifest_sha256 = std::string(64, 'a');
+  auto checkpoint_events = [&] {
+    int n = 0;
+    for (const EventRecord& e : Events(job.id)) n += e.kind == "checkpoint";
+    return n;
+  };
+  ASSERT_TRUE(store_->CommitCheckpoint(c, 10).ok());
+  Status again = store_->CommitCheckpoint(c, 20);
+  EXPECT_TRUE(again.ok()) << again.ToString();
+  EXPECT_EQ(checkpoint_events(), 1);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM checkpoints WHERE job_id = " + std::to_string(job.id)),
+            "1");
+  StatusOr<std::vector<CheckpointRecord>> list = store_->ListCheckpoints(job.id);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].created, 10);  // the first commit's
+
+  // A different step is another checkpoint; another manifest for the same
+  // step a rewrite of it: both are recorded.
+  CheckpointRecord next = c;
+  next.step = 1000;
+  next.path = "/ckpt/1000";
+  ASSERT_TRUE(store_->CommitCheckpoint(next, 30).ok());
+  EXPECT_EQ(checkpoint_events(), 2);
+  CheckpointRecord rewritten = next;
+  rewritten.manifest_sha256 = std::string(64, 'b');
+  ASSERT_TRUE(store_->CommitCheckpoint(rewritten, 40).ok());
+  EXPECT_EQ(checkpoint_events(), 3);
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM checkpoints WHERE job_id = " + std::to_string(job.id)),
+            "2");
+  EXPECT_EQ(raw.Query("SELECT manifest_sha256 FROM checkpoints WHERE step = 1000"),
+            std::string(64, 'b'));
+}
+
 // ---- Durability and atomicity ----
 
 TEST_F(SqliteStateStoreTest, DataSurvivesReopen) {
