@@ -173,6 +173,8 @@ Status SessionImpl::Start() {
     po.worker = static_cast<uint32_t>(plan_.local_aggregation ? options_.host_index : options_.rank);
     po.attempt = static_cast<uint32_t>(options_.attempt);
     po.on_complete = timeline_.PsObserver();
+    po.shared_memory = options_.ps_shared_memory;
+    po.shared_memory_bytes = static_cast<size_t>(options_.ps_shared_memory_mb) << 20;
     if (!options_.token.empty() && options_.ps_curve) {
       // A secured control plane means CURVE on PS sockets (core/ps/curve.h),
       // unless the job says `[ps] curve = false`:

@@ -87,6 +87,8 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
     o.ps_fp16_values = job.ps.value_encoding == "fp16";
     o.ps_local_aggregation = job.ps.local_aggregation;
     o.ps_staleness_lr = job.ps.staleness_lr;
+    o.ps_shared_memory = job.ps.shared_memory;
+    o.ps_shared_memory_mb = job.ps.shared_memory_mb;
     o.metrics_every = job.trainer.metrics_every;
     o.checkpoint_dir = job.trainer.checkpoint_dir;
     o.checkpoint_every = job.trainer.checkpoint_every;

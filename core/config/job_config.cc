@@ -43,7 +43,8 @@ constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",           "beta1",
                                                "beta2", "epsilon", "initial_accumulator"};
 constexpr std::string_view kPsKeys[] = {"shards",         "partitions", "local_aggregation",
-                                        "value_encoding", "curve",      "staleness_lr"};
+                                        "value_encoding", "curve",      "staleness_lr",
+                                        "shared_memory",  "shared_memory_mb"};
 constexpr std::string_view kPlanKeys[] = {
     "link_bytes_per_s",    "collective_latency_us", "ps_rtt_us",         "search_steps",
     "search_warmup_steps", "search_min_partitions", "search_max_partitions", "search_max_trials"};
@@ -643,6 +644,17 @@ void Validator::ReadPs(const toml::table& t, const std::string& consistency, Job
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
   ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
   ReadBool(t, "ps", "curve", &ps->curve);
+  ReadBool(t, "ps", "shared_memory", &ps->shared_memory);
+  if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
+    const auto v = mb->value<int64_t>();
+    if (!v || *v < 1 || *v > 4096) {
+      KeyError(*mb, "ps.shared_memory_mb",
+               "shared_memory_mb must be an integer from 1 to 4096 (MiB of shared memory per "
+               "worker and same-machine shard)");
+    } else {
+      ps->shared_memory_mb = static_cast<int>(*v);
+    }
+  }
 }
 
 void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {

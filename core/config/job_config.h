@@ -81,6 +81,10 @@ struct JobConfig {
     std::string value_encoding = "fp32";  // fp32 | fp16
     bool curve = true;  // CURVE on PS sockets when the control plane has a secret
     bool staleness_lr = false;  // async/ssp: a shard scales lr by 1 / max(1, staleness)
+    // Rows and gradients through shared memory to shards on the same machine
+    // (schemas/ps_wire.md), a region of shared_memory_mb per worker and shard.
+    bool shared_memory = false;
+    int shared_memory_mb = 64;
   } ps;
 
   std::vector<VariableOverride> variables;

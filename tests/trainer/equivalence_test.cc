@@ -40,6 +40,7 @@ struct JobKnobs {
   std::string dense = "sgd", sparse = "adagrad";
   std::string consistency = "sync";
   std::string emb_path;  // a [[variable]] override for "emb"; empty: the plan decides
+  bool shared_memory = false;  // [ps] shared_memory
 };
 
 class TrainerEquivalenceTest : public ::testing::Test {
@@ -67,6 +68,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
                                               (opt.consistency == "ssp" ? "staleness = 2\n" : ""));
     }
     if (shards > 0) text += "[ps]\nshards = " + std::to_string(shards) + "\n";
+    if (shards > 0 && opt.shared_memory) text += "shared_memory = true\n";
     if (!opt.emb_path.empty()) text += "[[variable]]\nname = \"emb\"\npath = \"" + opt.emb_path + "\"\n";
     *job_file = dir_.File("job-" + arch + ".toml");
     std::ofstream(*job_file) << text;
@@ -179,14 +181,18 @@ class TrainerEquivalenceTest : public ::testing::Test {
             ->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord_->Header(), req); })
             .ok());
     int per_rank[kRanks] = {0, 0};
+    pull_recv_bytes_ = 0;
     for (const auto& p : points) {
       if (p.rank >= 0 && p.rank < kRanks) ++per_rank[p.rank];
       EXPECT_GT(p.loss, 0.0);
+      auto it = p.values.find("ps_pull_recv_bytes");
+      if (it != p.values.end()) pull_recv_bytes_ += it->second;
     }
     EXPECT_EQ(per_rank[0], kSteps / 5);
     EXPECT_EQ(per_rank[1], kSteps / 5);
   }
 
+  double pull_recv_bytes_ = 0;  // the last RunJob: sum over its points of ps_pull_recv_bytes
   testing::TempDir dir_;
   std::string port_;
   std::unique_ptr<testing::CoordinatorProcess> coordinator_;
@@ -203,6 +209,20 @@ TEST_F(TrainerEquivalenceTest, AllGatherEqualsOneProcess) {
 
 TEST_F(TrainerEquivalenceTest, PsEqualsOneProcess) {
   RunAndCompare("ps", 2, {}, true, VariablePath::kPs, VariablePath::kPs);
+}
+
+// Shards on this machine map each rank's region: the rows come through
+// shared memory (the pulls' socket bytes shrink to headers) and the result
+// is the same.
+TEST_F(TrainerEquivalenceTest, PsWithSharedMemoryEqualsOneProcessAndMovesRowsOffTheSocket) {
+  RunAndCompare("ps", 2, {}, true, VariablePath::kPs, VariablePath::kPs);
+  const double socket = pull_recv_bytes_;
+  JobKnobs shm;
+  shm.shared_memory = true;
+  RunAndCompare("ps", 2, shm, true, VariablePath::kPs, VariablePath::kPs);
+  EXPECT_GT(socket, 0);
+  EXPECT_LT(pull_recv_bytes_, socket * 0.75) << "with shared memory " << pull_recv_bytes_ << ", without " << socket;
+  RecordProperty("ps_pull_recv_bytes", std::to_string(socket) + " -> " + std::to_string(pull_recv_bytes_));
 }
 
 // The cost model's choice with its default figures (core/plan/cost_model.h):

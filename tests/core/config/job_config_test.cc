@@ -381,6 +381,21 @@ TEST_F(JobConfigTest, StalenessLrOnlyWhereAPushCanBeStale) {
                         "consistency = 'async' or 'ssp'"));
 }
 
+TEST_F(JobConfigTest, SharedMemoryIsOptInWithABoundedRegionSize) {
+  StatusOr<JobConfig> off = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->ps.shared_memory);
+  EXPECT_EQ(off->ps.shared_memory_mb, 64);
+  StatusOr<JobConfig> on =
+      ParseJobConfig(std::string(kMinimal) + "[ps]\nshared_memory = true\nshared_memory_mb = 16\n", "job.toml");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->ps.shared_memory);
+  EXPECT_EQ(on->ps.shared_memory_mb, 16);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nshared_memory_mb = 0\n"),
+              HasSubstr("job.toml:6:20: key 'ps.shared_memory_mb': shared_memory_mb must be an integer from 1 to 4096"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nshared_memory = \"yes\"\n"), HasSubstr("ps.shared_memory"));
+}
+
 // Without the key P is one partition per shard and nothing is searched.
 TEST_F(JobConfigTest, PartitionSearchIsOnlyForAnExplicitAuto) {
   StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");

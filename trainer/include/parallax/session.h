@@ -115,6 +115,11 @@ struct SessionOptions {
   // [ps] staleness_lr: under async/ssp a shard scales lr by 1 / max(1, τ),
   // τ the versions a push's rows are behind.
   bool ps_staleness_lr = false;
+  // [ps] shared_memory / shared_memory_mb: rows and gradients go through a
+  // shared memory region (this many MiB) to each shard on the same machine;
+  // the socket carries headers and ids (schemas/ps_wire.md).
+  bool ps_shared_memory = false;
+  int ps_shared_memory_mb = 64;
   // [ps] curve: CURVE on PS sockets when `token` is set (core/ps/curve.h).
   bool ps_curve = true;
   // The whole job file, when there was one (custom trainers read [user]).
