@@ -30,7 +30,10 @@ struct GradientFusion::Bucket {
 };
 
 GradientFusion::GradientFusion(Communicator* comm, FusionOptions options)
-    : comm_(comm), options_(std::move(options)), thread_([this] { Loop(); }) {}
+    : comm_(comm),
+      options_(std::move(options)),
+      rule_(options_.bucket_bytes),
+      thread_([this] { Loop(); }) {}
 
 GradientFusion::~GradientFusion() {
   {
@@ -49,18 +52,18 @@ Status GradientFusion::Register(float* data, size_t count) {
     if (!error_.ok()) return error_;
   }
   if (data == nullptr && count > 0) return InvalidArgument("GradientFusion: null gradient");
-  const size_t limit = options_.bucket_bytes / sizeof(float);
   const int index = registered_++;
   if (options_.observer) options_.observer({FusionEvent::kRegistered, index});
-  if (open_ >= 0 && buckets_[open_]->count > 0 && buckets_[open_]->count + count > limit) Seal();
-  if (open_ < 0) {
+  const FusionBucketRule::Placement place = rule_.Add(count);
+  if (place.seal_before) Seal();
+  if (place.opens) {
     if (static_cast<size_t>(used_) == buckets_.size())
       buckets_.push_back(std::make_unique<Bucket>());
     open_ = used_++;
     buckets_[open_]->Reset(open_);
   }
   Bucket& b = *buckets_[open_];
-  if (count >= limit && b.count == 0) {
+  if (place.in_place) {
     b.in_place = data;  // too large to be worth a copy
     b.count = count;
   } else {
@@ -69,7 +72,7 @@ Status GradientFusion::Register(float* data, size_t count) {
     b.slices.push_back({data, count, b.count});
     b.count += count;
   }
-  if (b.count >= limit) Seal();
+  if (place.seal_after) Seal();
   return Status::Ok();
 }
 
@@ -85,6 +88,7 @@ void GradientFusion::Seal() {
 
 Status GradientFusion::Synchronize(Deadline deadline) {
   if (open_ >= 0) Seal();
+  rule_.Reset();
   std::unique_lock<std::mutex> lock(mu_);
   bool finished = cv_.wait_until(lock, deadline, [&] { return done_ == used_; });
   Status result = error_;

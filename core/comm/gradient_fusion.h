@@ -3,7 +3,8 @@
 // (last layer first); small ones are packed into fusion buckets of up to
 // `bucket_bytes` (Horovod's tensor fusion), and a background thread
 // all-reduces each bucket as soon as it is full, so communication overlaps
-// the computation of the remaining gradients. Synchronize() flushes the last,
+// the computation of the remaining gradients. How gradients are packed is
+// core/comm/fusion_buckets.h, which the planner counts calls with. Synchronize() flushes the last,
 // partly filled bucket and waits until every result is back in place.
 //
 //   GradientFusion fusion(comm, {});
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "core/comm/communicator.h"
+#include "core/comm/fusion_buckets.h"
 
 namespace parallax::comm {
 
@@ -87,6 +89,7 @@ class GradientFusion {
   const FusionOptions options_;
 
   // Registering thread only.
+  FusionBucketRule rule_;                         // places each gradient
   std::vector<std::unique_ptr<Bucket>> buckets_;  // reused across steps
   int open_ = -1;                                 // index of the bucket being filled
   int used_ = 0;                                  // buckets formed this step

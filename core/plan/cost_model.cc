@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/base/format_bytes.h"
+#include "core/comm/fusion_buckets.h"
 
 namespace parallax::plan {
 namespace {
@@ -35,6 +36,19 @@ double RowsTouched(const VariableStats& var, double alpha) {
 // the rows touched.
 double PsMessages(const VariableStats& var, double rows_touched) {
   return std::max(1.0, std::min<double>(std::max(1, var.partitions), std::ceil(rows_touched)));
+}
+
+// One all-reduce call at N ranks: 3(N−1) ring rounds, 1.5 times an
+// all-gather call's.
+double AllReduceCallSeconds(int workers, const CostOptions& options) {
+  return 1.5 * std::max(0, workers - 1) * options.collective_latency_s;
+}
+
+// Fusion buckets (all-reduce calls) of gradients of `elements` each.
+double FusionBuckets(std::span<const int64_t> elements, const CostOptions& options) {
+  comm::FusionBucketRule rule(options.fusion_bucket_bytes);
+  for (int64_t e : elements) rule.Add(static_cast<size_t>(std::max<int64_t>(0, e)));
+  return rule.buckets();
 }
 
 // "0.42 ms/step (1.2 MB on a host's link, 3 ops)": the time first, what
@@ -121,12 +135,25 @@ PathCost AllReduceCost(const VariableStats& var, const ClusterShape& cluster,
   const double per_direction = 2 * (n - 1) / n * static_cast<double>(var.elements()) * 4;
   cost.bytes = 2 * per_direction;
   cost.link_bytes = cluster.workers_per_host() * per_direction;
-  // Fusion buckets: at least one call a step carries this variable.
-  cost.operations = std::max(
-      1.0, std::ceil(static_cast<double>(var.elements()) * 4 / options.fusion_bucket_bytes));
+  // The calls of its fusion buckets, were it alone (one: a gradient larger
+  // than a bucket is reduced in place); a plan's variables share buckets
+  // (AllReduceFusionOvercount).
+  const int64_t elements = var.elements();
+  cost.operations = FusionBuckets(std::span<const int64_t>(&elements, 1), options);
   cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
-                 cost.operations * 1.5 * (n - 1) * options.collective_latency_s;
+                 cost.operations * AllReduceCallSeconds(cluster.workers, options);
   return cost;
+}
+
+PathCost AllReduceFusionOvercount(std::span<const int64_t> elements, const ClusterShape& cluster,
+                                  const CostOptions& options) {
+  PathCost over;
+  if (elements.size() <= 1 || cluster.workers <= 1) return over;
+  double alone = 0;
+  for (const int64_t& e : elements) alone += FusionBuckets(std::span<const int64_t>(&e, 1), options);
+  over.operations = alone - FusionBuckets(elements, options);
+  over.seconds = over.operations * AllReduceCallSeconds(cluster.workers, options);
+  return over;
 }
 
 PathCost AllGatherCost(const VariableStats& var, const ClusterShape& cluster,

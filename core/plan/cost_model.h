@@ -24,6 +24,8 @@
 // measured on the machine (the [plan] table of the job file, schemas/job.md;
 // `bench/e2e/calibrate.py` measures them):
 //   all-reduce:  link_bytes / B + c · 1.5 · (N−1) per fusion-bucket call
+//                (core/comm/fusion_buckets.h: a variable alone is one call,
+//                however large; a plan's variables share buckets)
 //   all-gather:  link_bytes / B + 2 calls · c · (N−1) (row counts, packed rows)
 //   PS:          link_bytes / B + 2 requests (pull, push) · r
 // c = collective_latency_s (one all-gather call between 2 ranks, argument
@@ -33,7 +35,9 @@
 #ifndef PARALLAX_CORE_PLAN_COST_MODEL_H_
 #define PARALLAX_CORE_PLAN_COST_MODEL_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,7 +67,7 @@ struct CostOptions {
   double bandwidth_bytes_per_s = kDefaultLinkBytesPerS;  // a host's link, one direction
   double collective_latency_s = kDefaultCollectiveLatencyS;  // one all-gather call, 2 ranks
   double ps_rtt_s = kDefaultPsRttS;                          // one PS request round trip
-  double fusion_bucket_bytes = 64.0 * (1 << 20);  // SessionOptions::fusion_bucket_bytes
+  size_t fusion_bucket_bytes = 64u << 20;  // SessionOptions::fusion_bucket_bytes
   int value_bytes = 4;                   // 2 with [ps] value_encoding = "fp16"
   bool local_aggregation = false;        // [ps] local_aggregation
   // A worker keeps a full replica of an all-gather variable (plus optimizer
@@ -130,6 +134,17 @@ double AllGatherFramingBytes(int workers);
 // seconds) for those variables together. Zero for 0 or 1 table.
 PathCost AllGatherSharedCallsOvercount(int tables, const ClusterShape& cluster,
                                        const CostOptions& options);
+
+// The all-reduce calls of a plan are the trainer's fusion buckets
+// (core/comm/fusion_buckets.h): its variables on the all-reduce path share
+// them, where each variable's own cost charged it its calls alone. What the
+// plan's total over-counts for those variables together (operations and
+// seconds; bytes are not affected), given the elements of each, in the order
+// the trainer registers their gradients (the session registers dense
+// gradients first, then the whole-table gradients of sparse variables).
+// Zero for 0 or 1 variable or one worker.
+PathCost AllReduceFusionOvercount(std::span<const int64_t> elements, const ClusterShape& cluster,
+                                  const CostOptions& options);
 
 // Bytes a k-row PS request (pull or push) moves, for the transport check.
 double PsPullBytes(double rows_touched, int64_t dim, int value_bytes, int messages);

@@ -88,6 +88,23 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
   share(&report.totals.hybrid, in_plan);
   share(&report.totals.hybrid_by_path[static_cast<int>(Path::kAllGather)], in_plan);
   share(&report.totals.allgather, sparse);
+  // The variables on all-reduce share the step's fusion buckets: dense
+  // gradients first, then the whole-table ones of sparse variables, in
+  // registration order, as the session registers them.
+  auto fuse = [&](PlanBytes* sum, auto on_allreduce) {
+    std::vector<int64_t> elements;
+    for (bool sparse_pass : {false, true}) {
+      for (const PlannedRow& r : report.rows) {
+        if (r.var.sparse == sparse_pass && on_allreduce(r)) elements.push_back(r.var.elements());
+      }
+    }
+    sum->seconds -= AllReduceFusionOvercount(elements, cluster, options).seconds;
+  };
+  auto in_this_plan = [](const PlannedRow& r) { return r.path == Path::kAllReduce; };
+  fuse(&report.totals.hybrid, in_this_plan);
+  fuse(&report.totals.hybrid_by_path[static_cast<int>(Path::kAllReduce)], in_this_plan);
+  fuse(&report.totals.allreduce, [](const PlannedRow&) { return true; });
+  fuse(&report.totals.allgather, [](const PlannedRow& r) { return !r.var.sparse; });
   return report;
 }
 

@@ -23,7 +23,9 @@ struct PlannedRow {
 // Bytes per step of a whole plan: through one worker's transport (sent +
 // received), and on a host's link (the busier direction, shards included).
 // The all-gathered variables of a plan share the step's 2 calls
-// (AllGatherSharedCallsOvercount), which totals count once.
+// (AllGatherSharedCallsOvercount), which totals count once; its variables on
+// all-reduce share the step's fusion buckets (AllReduceFusionOvercount),
+// which totals count as the trainer forms them.
 // PS-only can look cheap per worker — the shards' side of its traffic shows
 // on the link. `seconds`: the predicted communication time per step (the sum
 // over variables; what the cost model minimises, variable by variable).

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -113,6 +114,51 @@ TEST_F(GradientFusionTest, BucketAllReduceStartsBeforeTheNextGradientIsRegistere
       EXPECT_GE(logs[r].PositionLocked(FusionEvent::kBucketFinished, k), 0);
       EXPECT_EQ(grads[r][k], (std::vector<float>{1, float(2 * k), 2, 4}));
     }
+  }
+}
+
+TEST(FusionBucketRuleTest, PacksAsDocumented) {
+  constexpr size_t kBucket = 10 * sizeof(float);
+  auto count = [](std::vector<size_t> sizes, size_t bucket_bytes = 10 * sizeof(float)) {
+    return CountFusionBuckets(sizes, bucket_bytes);
+  };
+  EXPECT_EQ(count({}), 0);
+  EXPECT_EQ(count(std::vector<size_t>(10, 1)), 1);  // 10 small gradients, one bucket
+  EXPECT_EQ(count(std::vector<size_t>(11, 1)), 2);
+  EXPECT_EQ(count({4, 4, 4}), 2);                    // the third does not fit: [4 4] [4]
+  EXPECT_EQ(count({25}), 1);                         // larger than a bucket: alone, in place
+  EXPECT_EQ(count({3, 25, 3}), 3);                   // [3] [25] [3]
+  EXPECT_EQ(count({10, 1}), 2);                      // a full bucket is sealed at once
+  EXPECT_EQ(count({1, 1, 1}, 0), 3);                 // no fusion: one bucket each
+  FusionBucketRule rule(kBucket);
+  FusionBucketRule::Placement p = rule.Add(25);
+  EXPECT_TRUE(p.opens && p.in_place && p.seal_after && !p.seal_before);
+  p = rule.Add(6);
+  EXPECT_TRUE(p.opens && !p.in_place && !p.seal_after);
+  p = rule.Add(6);
+  EXPECT_TRUE(p.seal_before && p.opens && !p.seal_after);
+  EXPECT_EQ(rule.buckets(), 3);
+  rule.Reset();
+  EXPECT_EQ(rule.buckets(), 0);
+}
+
+// GradientFusion forms the buckets CountFusionBuckets (what the planner
+// predicts with) counts, one all-reduce each, every step.
+TEST_F(GradientFusionTest, FormsTheBucketsTheRuleCounts) {
+  const std::vector<std::vector<size_t>> cases = {
+      {3, 3, 3, 3}, {1, 20, 1, 1}, {16, 16, 16}, {5, 11, 2, 9, 9, 1}, {0, 4, 0}};
+  for (const std::vector<size_t>& sizes : cases) {
+    std::atomic<int> started{0};
+    FusionOptions options;
+    options.bucket_bytes = 16 * sizeof(float);
+    options.op = ReduceOp::kSum;
+    options.observer = [&](const FusionEvent& e) {
+      if (e.kind == FusionEvent::kBucketStarted) ++started;
+    };
+    const int steps = 2;
+    Step(/*world=*/2, sizes, options, steps);
+    EXPECT_EQ(started.load(), 2 * steps * CountFusionBuckets(sizes, options.bucket_bytes))
+        << "sizes[0] " << sizes[0] << ", " << sizes.size() << " gradients";
   }
 }
 

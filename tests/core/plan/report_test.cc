@@ -84,5 +84,69 @@ TEST(PlanReportTest, AllGatheredTablesShareTheStepsCalls) {
   EXPECT_DOUBLE_EQ(doc["plan_bytes_per_worker_by_path"]["ps"].get<double>(), 0);
 }
 
+// Dense gradients are all-reduced in the trainer's fusion buckets, one call
+// per bucket: 10 small dense variables in one 64 MiB bucket are 1 call a
+// step, not 10 (core/comm/fusion_buckets.h).
+TEST(PlanReportTest, DenseVariablesShareFusionBucketCalls) {
+  const ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
+  CostOptions o;
+  o.bandwidth_bytes_per_s = 1e9;
+  o.collective_latency_s = 1e-3;
+  o.ps_rtt_s = 0;
+  std::vector<VariableStats> vars;
+  for (int i = 0; i < 10; ++i) {
+    vars.push_back({.name = "w" + std::to_string(i), .sparse = false, .rows = 1, .dim = 1000});
+  }
+  const double call = 1.5 * (2 - 1) * 1e-3;  // one all-reduce call at 2 workers
+  // 2 · (N−1)/N · 1000 · 4 bytes each way per variable and worker, and a
+  // host's link carries both workers'.
+  const double link = 10 * 2 * 4000.0;
+  constexpr double kTol = 1e-12;
+  for (const std::string arch : {"hybrid", "allreduce", "allgather"}) {
+    PlanReport r = BuildPlanReport(vars, two, o, arch);
+    for (const PlannedRow& row : r.rows) {
+      EXPECT_DOUBLE_EQ(row.choice.allreduce.operations, 1);  // each alone: 1 call
+    }
+    EXPECT_NEAR(r.totals.hybrid.seconds, link / 1e9 + 1 * call, kTol) << arch;
+    EXPECT_NEAR(r.totals.allreduce.seconds, link / 1e9 + 1 * call, kTol) << arch;
+    EXPECT_NEAR(r.totals.allgather.seconds, link / 1e9 + 1 * call, kTol) << arch;
+    EXPECT_NEAR(r.totals.hybrid_by_path[static_cast<int>(Path::kAllReduce)].seconds,
+                link / 1e9 + 1 * call, kTol);
+  }
+  PlanReport ps = BuildPlanReport(vars, two, o, "ps");  // no all-reduce at all
+  EXPECT_DOUBLE_EQ(ps.totals.hybrid.seconds, ps.totals.ps.seconds);
+
+  // Buckets of 8000 bytes hold 2 of these 4000-byte gradients: 5 calls.
+  o.fusion_bucket_bytes = 8000;
+  PlanReport five = BuildPlanReport(vars, two, o, "hybrid");
+  EXPECT_NEAR(five.totals.hybrid.seconds, link / 1e9 + 5 * call, kTol);
+  EXPECT_DOUBLE_EQ(AllReduceFusionOvercount(std::vector<int64_t>(10, 1000), two, o).operations, 5);
+  // No fusion: one call per variable.
+  o.fusion_bucket_bytes = 0;
+  PlanReport unfused = BuildPlanReport(vars, two, o, "hybrid");
+  EXPECT_NEAR(unfused.totals.hybrid.seconds, link / 1e9 + 10 * call, kTol);
+  auto doc = nlohmann::json::parse(PlanReportJson(five));
+  EXPECT_DOUBLE_EQ(doc["predicted_seconds_per_step"]["plan"].get<double>(),
+                   five.totals.hybrid.seconds);
+}
+
+// A sparse variable on all-reduce sends its whole-table gradient after the
+// dense ones; a table larger than a bucket is one call, reduced in place.
+TEST(PlanReportTest, WholeTableGradientsFollowTheDenseOnesInTheBuckets) {
+  const ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
+  CostOptions o;
+  o.collective_latency_s = 1e-3;
+  o.fusion_bucket_bytes = 4000;  // 1000 floats
+  VariableStats table{.name = "emb", .sparse = true, .rows = 100, .dim = 30, .alpha = 0.1};
+  VariableStats small{.name = "b", .sparse = false, .rows = 1, .dim = 400};
+  EXPECT_DOUBLE_EQ(AllReduceCost(table, two, o).operations, 1);  // 3000 floats, in place
+  // Registration order puts the table first; the session registers the
+  // dense gradients first: [400, 400] share a bucket, the table is alone.
+  PlanReport r = BuildPlanReport({table, small, small}, two, o, "allreduce");
+  double alone = 0;
+  for (const PlannedRow& row : r.rows) alone += row.choice.allreduce.seconds;
+  EXPECT_NEAR(r.totals.allreduce.seconds, alone - 1 * 1.5 * 1e-3, 1e-12);
+}
+
 }  // namespace
 }  // namespace parallax::plan
