@@ -59,6 +59,7 @@ struct Config {
   double zipf_s = 1.05;
   std::string modes = "pullpush,pushpull";
   std::string transport = "ipc";
+  int prefault_mb = 256;  // parallax-ps --prefault-mb
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
 };
 
@@ -241,7 +242,8 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                                                     : "tcp://127.0.0.1:0";
     const std::string port_file = dir + "/endpoint" + std::to_string(s);
     shards.push_back(Spawn({c.ps_bin, "--plan", plan_file, "--shard", std::to_string(s), "--listen",
-                            listen, "--port-file", port_file}));
+                            listen, "--port-file", port_file, "--prefault-mb",
+                            std::to_string(c.prefault_mb)}));
     if (!WaitForFile(port_file, 20'000)) return {};
     std::ifstream in(port_file);
     std::string ep;
@@ -293,7 +295,8 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
                       {"unit", unit},    {"stat", stat},       {"runs", runs},
                       {"value", value},  {"workers", 2},       {"shards", 2},
                       {"mode", mode},    {"transport", c.transport}, {"rows", c.rows},
-                      {"dim", c.dim},    {"k", c.k},           {"steps", c.steps}};
+                      {"dim", c.dim},    {"k", c.k},           {"steps", c.steps},
+                      {"prefault_mb", c.prefault_mb}};
   std::cout << j.dump() << std::endl;
 }
 
@@ -318,6 +321,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
   app.add_option("--ps-bin", c.ps_bin, "parallax-ps binary")->capture_default_str();
+  app.add_option("--prefault-mb", c.prefault_mb,
+                 "the shards' --prefault-mb (0: table pages committed on first touch)")
+      ->capture_default_str();
   app.add_option("--plan", plan_file);
   app.add_option("--endpoints", endpoints);
   app.add_option("--worker", worker);

@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
   app.add_option("--token", token, "coordinator token (default: $PARALLAX_TOKEN)");
   app.add_option("--tls-ca", tls_ca, kTlsCaHelp);
   app.add_option("--max-message-mb", max_message_mb, "largest accepted request")->capture_default_str();
+  int64_t prefault_mb = 256;
+  app.add_option("--prefault-mb", prefault_mb,
+                 "commit each table array (weights, an optimizer slot) of this shard's share up to "
+                 "this size at start, on huge pages (faster row access; 0: commit on first touch)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--plan-timeout-ms", plan_timeout_ms, "how long to wait for the plan")->capture_default_str();
   app.add_flag("-v,--verbose", verbose, "log debug messages");
   try {
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
   options.shard.shard = shard;
   options.shard.attempt = static_cast<uint32_t>(attempt);
   options.shard.limits.max_message_bytes = static_cast<size_t>(max_message_mb) << 20;
+  options.shard.prefault_bytes = static_cast<size_t>(prefault_mb) << 20;
   options.listen = !listen.empty() ? listen
                    : "tcp://" + (bind_addr.empty() ? std::string("127.0.0.1") : bind_addr) + ":0";
   // With a control-plane secret the data plane uses CURVE: only clients whose

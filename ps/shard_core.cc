@@ -57,7 +57,8 @@ ShardCore::ShardCore(ShardOptions options) : options_(std::move(options)) {
     if (!any) continue;
     int64_t owned = 0;
     for (const auto& p : vs.parts) owned += p.owned;
-    vs.table = std::make_unique<VariableTable>(var, var.rows * owned / var.partitions + 1);
+    vs.table = std::make_unique<VariableTable>(var, var.rows * owned / var.partitions + 1,
+                                               options_.prefault_bytes);
     vars_.emplace(var.id, std::move(vs));
   }
   worker_clock_.assign(options_.plan.contributors(), 0);

@@ -38,6 +38,10 @@ struct ShardOptions {
   // and how many connections may have one at a time.
   size_t max_shm_bytes = size_t{1} << 30;
   size_t max_shm_regions = 1024;
+  // Table arrays (a variable's weights, each optimizer slot) of at most this
+  // many bytes for this shard's share are committed at start, on huge pages
+  // (VariableTable); 0: every page on first touch.
+  size_t prefault_bytes = size_t{256} << 20;
 };
 
 // The row values frame of a reply: allocated without being zeroed (it is

@@ -1,5 +1,7 @@
 #include "ps/variable_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -11,29 +13,48 @@ namespace {
 constexpr int64_t kMaxDenseRows = int64_t{1} << 25;  // 128 MiB of index at most
 constexpr size_t kMaxReserveBytes = size_t{1} << 30;   // per array
 
-// Reserves address space for n elements (pages are committed on first
-// touch), so the table never reallocates and copies while it grows.
+// Asks for transparent huge pages on the 2 MiB-aligned part of [p, p + bytes).
+void AdviseHugePages(const void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = (b + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (b + bytes) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
+// Reserves address space for n elements, so the table never reallocates and
+// copies while it grows. Up to `prefault_bytes` the pages are also committed
+// now, on huge pages where the kernel has them: rows then land in memory
+// that is already mapped, with few TLB misses, instead of faulting in (and
+// being zeroed) 4 KiB at a time while the shard serves.
 template <typename T>
-void Reserve(std::vector<T>* v, size_t n) {
+void Reserve(std::vector<T>* v, size_t n, size_t prefault_bytes) {
   if (n == 0 || n * sizeof(T) > kMaxReserveBytes) return;
   v->reserve(n);
+  if (n * sizeof(T) > prefault_bytes) return;
+  AdviseHugePages(v->data(), n * sizeof(T));
+  v->resize(n);  // writes every page
+  v->resize(0);  // keeps them (capacity stays)
 }
 
 }  // namespace
 
-VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows)
+VariableTable::VariableTable(const VariableSpec& var, int64_t expected_rows, size_t prefault_bytes)
     : var_(var),
       num_slots_(optim::StateSlots(var.optimizer.type)),
       dense_index_(var.rows <= kMaxDenseRows) {
   if (dense_index_) {
-    dense_.assign(static_cast<size_t>(var.rows), 0);
+    const size_t rows = static_cast<size_t>(var.rows);
+    dense_.reserve(rows);
+    if (rows * sizeof(uint32_t) <= prefault_bytes) AdviseHugePages(dense_.data(), rows * sizeof(uint32_t));
+    dense_.assign(rows, 0);
   }
   if (expected_rows > 0) {
     const size_t n = static_cast<size_t>(expected_rows);
     ids_.reserve(std::min(n, kMaxReserveBytes / sizeof(int64_t)));
-    Reserve(&marks_, n);
-    Reserve(&weights_, n * var_.dim);
-    for (int s = 0; s < num_slots_; ++s) Reserve(&slots_[s], n * var_.dim);
+    Reserve(&marks_, n, prefault_bytes);
+    Reserve(&weights_, n * var_.dim, prefault_bytes);
+    for (int s = 0; s < num_slots_; ++s) Reserve(&slots_[s], n * var_.dim, prefault_bytes);
   }
 }
 

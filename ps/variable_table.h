@@ -17,11 +17,12 @@ namespace parallax::ps {
 class VariableTable {
  public:
   // `expected_rows`: how many rows this shard will likely hold (its share of
-  // the variable); storage for them is reserved up front (address space
-  // only: pages are committed on first touch) so that growing never copies
-  // the table. (Transparent huge pages were tried twice and measured no
-  // better: docs/PERFORMANCE.md.)
-  explicit VariableTable(const VariableSpec& var, int64_t expected_rows = 0);
+  // the variable); storage for them is reserved up front so that growing
+  // never copies the table. Each array of at most `prefault_bytes` (weights,
+  // each optimizer slot, the id index) is also committed now, on transparent
+  // huge pages (docs/PERFORMANCE.md: fewer TLB misses on random rows, and no
+  // page zeroing while serving); larger ones commit pages on first touch.
+  explicit VariableTable(const VariableSpec& var, int64_t expected_rows = 0, size_t prefault_bytes = 0);
 
   const VariableSpec& spec() const { return var_; }
   uint32_t dim() const { return var_.dim; }
