@@ -211,6 +211,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   // compacted because non-finite rows are dropped.
   std::vector<float> grads;
   const float* gp = nullptr;
+  std::vector<int64_t> pull_ids;  // PUSH_PULL whose pushed rows were compacted: the rows to answer
   if (pushes) {
     const size_t n = size_t{h.count} * dim;
     const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
@@ -236,6 +237,8 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
       ++bad_rows;
     }
     if (bad_rows > 0) {
+      // A PUSH_PULL still answers every row it asked for.
+      if (op == Op::kPushPull) pull_ids = ids;
       if (grads.empty()) grads.assign(gp, gp + n);
       size_t kept = 0;
       for (size_t r = 0; r < ids.size(); ++r) {
@@ -279,6 +282,9 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     if (op == Op::kPush) {
       ApplyAsync(vs, ps, h, ids, gp, nullptr);
       out->push_back(Reply(identity, h, Op::kPush));
+    } else if (PullReady(pull) && !pull_ids.empty()) {
+      ApplyAsync(vs, ps, h, ids, gp, nullptr);
+      AnswerPull(identity, pull, pull_ids, shm_reply, out);
     } else if (PullReady(pull)) {
       // The rows are written into the reply (or the region) as they are
       // updated: one pass over them instead of two.
@@ -289,7 +295,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     } else {
       ApplyAsync(vs, ps, h, ids, gp, nullptr);
       ++stats_.held;
-      held_.push_back(Held{identity, pull, std::move(ids), shm_reply});
+      held_.push_back(Held{identity, pull, pull_ids.empty() ? std::move(ids) : std::move(pull_ids), shm_reply});
     }
     ReleaseHeld(out);
     return;
@@ -330,7 +336,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     Header pull = h;
     pull.clock = h.clock + 1;
     ++stats_.held;
-    held_.push_back(Held{identity, pull, c.ids, shm_reply});
+    held_.push_back(Held{identity, pull, pull_ids.empty() ? c.ids : std::move(pull_ids), shm_reply});
   }
   if (TryApplySync(vs, ps)) TrySave(out);
   ReleaseHeld(out);

@@ -442,6 +442,29 @@ TEST_F(ShardCoreTest, NonFiniteRowsAreCountedWhenConfigured) {
             (std::vector<float>{0, 0, 0, 0, -0.1f, -0.1f, -0.1f, -0.1f}));
 }
 
+// With nonfinite = "count", a PUSH_PULL that drops rows still answers every
+// row it asked for (the dropped ones as they were), in async and sync mode.
+TEST_F(ShardCoreTest, PushPullWithCountedNonFiniteRowsAnswersEveryRow) {
+  for (Consistency mode : {Consistency::kAsync, Consistency::kSync}) {
+    PsPlan plan = OnePartitionPlan(mode, OptimizerType::kSgd);
+    plan.reject_nonfinite = false;
+    plan.sync_mean = false;
+    plan.variables[0].init.type = InitType::kZeros;
+    auto core = MakeCore(plan);
+    std::vector<float> g(3 * kDim, 1.0f);
+    g[kDim + 2] = std::numeric_limits<float>::infinity();  // row of id 2
+    auto out = Push(core.get(), 0, 0, {1, 2, 3}, g, 0, Op::kPushPull);
+    ASSERT_EQ(out.size(), 1u) << static_cast<int>(mode);
+    const Header h = ReplyHeader(out[0]);
+    ASSERT_EQ(h.op, static_cast<uint8_t>(Op::kPushPull)) << out[0].frames[1];
+    EXPECT_EQ(h.count, 3u);
+    const std::vector<float> expect = {-0.1f, -0.1f, -0.1f, -0.1f, 0, 0, 0, 0, -0.1f, -0.1f, -0.1f, -0.1f};
+    EXPECT_EQ(testing::ReplyValues(out[0]), expect) << static_cast<int>(mode);
+    EXPECT_EQ(PullNow(core.get(), {1, 2, 3}, 1), expect);
+    EXPECT_EQ(core->stats().nonfinite_rows, 1);
+  }
+}
+
 // ---- Checkpoints ----
 
 class ShardCheckpointTest : public ::testing::Test {
