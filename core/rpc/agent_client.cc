@@ -7,6 +7,7 @@
 #include <thrift/transport/TTransportException.h>
 
 #include "core/rpc/error_mapping.h"
+#include "core/rpc/thrift_log.h"
 #include "core/rpc/tls.h"
 #include "schemas/Agent.h"
 #include "schemas/coordinator_constants.h"
@@ -52,6 +53,7 @@ StatusOr<std::unique_ptr<AgentClient>> AgentClient::Connect(const std::string& a
   impl.header.protocol_version = rpc::g_coordinator_constants.PROTOCOL_VERSION;
   impl.header.auth_token = auth_token;
   impl.header.__set_client("cli");
+  RouteThriftOutputToLog();
   StatusOr<std::shared_ptr<TSocket>> made = NewThriftClientSocket(
       address.substr(0, colon), std::stoi(address.substr(colon + 1)), tls_ca_file, "agent");
   if (!made.ok()) return made.status();

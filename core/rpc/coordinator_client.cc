@@ -12,7 +12,9 @@
 #include <chrono>
 #include <thread>
 
+#include "core/base/logging.h"
 #include "core/rpc/error_mapping.h"
+#include "core/rpc/thrift_log.h"
 #include "core/rpc/tls.h"
 #include "schemas/coordinator_constants.h"
 
@@ -54,6 +56,7 @@ StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   if (port <= 0 || port > 65535) {
     return InvalidArgument("coordinator address '" + a + "' is not HOST:PORT with a port 1-65535");
   }
+  RouteThriftOutputToLog();
   client->host_ = a.substr(0, colon);
   client->port_ = port;
   // The first connection is not retried: an address nobody answers is more
@@ -180,6 +183,10 @@ Status CoordinatorClient::Call(const std::function<void(rpc::CoordinatorClient&)
   auto backoff = std::chrono::milliseconds(std::max(1, options_.retry_initial_backoff_ms));
   const auto max_backoff = std::chrono::milliseconds(std::max(1, options_.retry_max_backoff_ms));
   int tries = 1;
+  // One line per outage, not one per try (Thrift's own connect errors are at
+  // debug level: core/rpc/thrift_log.h).
+  PX_LOG(WARNING) << "coordinator at " << options_.address << " unreachable (" << s.message()
+                  << "); retrying for up to " << options_.retry_deadline_ms << " ms";
   while (unreachable) {
     const Clock::time_point now = Clock::now();
     if (now >= give_up) {
@@ -192,6 +199,7 @@ Status CoordinatorClient::Call(const std::function<void(rpc::CoordinatorClient&)
     s = CallOnce(call, extra_wait_ms, &unreachable);
     ++tries;
   }
+  if (s.ok()) PX_LOG(INFO) << "coordinator at " << options_.address << " reached again after " << tries << " tries";
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/base/logging.h"
+#include "core/rpc/thrift_log.h"
 #include "core/rpc/tls.h"
 
 namespace parallax {
@@ -90,29 +91,6 @@ class ThreadedServer : public ThriftServer {
   std::string error_;  // written by thread_ before exited_ is set
 };
 
-// Thrift reports dropped connections (garbage, oversized frames, clients
-// that vanish) through its GlobalOutput; route them to our log.
-// A failed TLS accept is most often a client without TLS: say so once, and
-// keep the closing noise that follows it (and Thrift's SSL_shutdown
-// complaint about a connection that never finished its handshake) at debug.
-void ThriftToLog(const char* message) {
-  if (std::strstr(message, "died: SSL_accept") != nullptr) {
-    PX_LOG(WARNING) << "thrift: " << message
-                    << " (a client that does not speak TLS, or does not trust this server's "
-                       "certificate, was refused; it needs --tls-ca or $PARALLAX_TLS_CA with the "
-                       "CA that signed --tls-cert)";
-  } else if (std::strstr(message, "close failed: SSL_accept") != nullptr ||
-             std::strstr(message, "shutdown while in init") != nullptr) {
-    PX_LOG(DEBUG) << "thrift: " << message;
-  } else if (std::strstr(message, "oversized frame") != nullptr) {
-    PX_LOG(WARNING) << "thrift: " << message
-                    << " (a request over the frame limit, or a TLS client of this plaintext "
-                       "server; the connection was closed)";
-  } else {
-    PX_LOG(WARNING) << "thrift: " << message;
-  }
-}
-
 }  // namespace
 
 StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& address) {
@@ -136,7 +114,7 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& address) 
 
 StatusOr<std::unique_ptr<ThriftServer>> StartThriftServer(
     const ThriftServerOptions& options, std::shared_ptr<apache::thrift::TProcessor> processor) {
-  apache::thrift::GlobalOutput.setOutputFunction(ThriftToLog);
+  RouteThriftOutputToLog();
   PX_ASSIGN_OR_RETURN(std::shared_ptr<TServerSocket> socket,
                       NewThriftServerSocket(options.host, options.port, options.tls_cert_file,
                                             options.tls_key_file));

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -105,9 +106,16 @@ TEST_F(CoordinatorClientRetryTest, GivesUpAfterTheDeadline) {
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(coordinator_.Kill());
   const Clock::time_point start = Clock::now();
+  ::testing::internal::CaptureStderr();
   StatusOr<std::vector<rpc::AgentInfo>> agents = client->ListAgents();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   const auto took =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  // One line for the outage, not Thrift's "Connection refused" for each of
+  // the ~7 tries.
+  EXPECT_EQ(log.find("TSocket::open()"), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("unreachable"), std::string::npos) << log;
   ASSERT_FALSE(agents.ok());
   EXPECT_EQ(agents.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(agents.status().message().find("gave up after"), std::string::npos)

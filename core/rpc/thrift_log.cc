@@ -1,0 +1,46 @@
+#include "core/rpc/thrift_log.h"
+
+#include <string>  // thrift/TOutput.h uses std::string without including it
+
+#include <thrift/TOutput.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "core/base/logging.h"
+
+namespace parallax {
+
+// Thrift reports dropped connections (garbage, oversized frames, clients
+// that vanish) and failed connects through its GlobalOutput.
+// A failed TLS accept is most often a client without TLS: say so once, and
+// keep the closing noise that follows it (and Thrift's SSL_shutdown
+// complaint about a connection that never finished its handshake) at debug.
+void ThriftOutputToLog(const char* message) {
+  if (std::strstr(message, "died: SSL_accept") != nullptr) {
+    PX_LOG(WARNING) << "thrift: " << message
+                    << " (a client that does not speak TLS, or does not trust this server's "
+                       "certificate, was refused; it needs --tls-ca or $PARALLAX_TLS_CA with the "
+                       "CA that signed --tls-cert)";
+  } else if (std::strstr(message, "close failed: SSL_accept") != nullptr ||
+             std::strstr(message, "shutdown while in init") != nullptr) {
+    PX_LOG(DEBUG) << "thrift: " << message;
+  } else if (std::strstr(message, "TSocket::open()") != nullptr) {
+    // A client's connect that failed: the caller reports it in its Status,
+    // and CoordinatorClient's retry loop says once that it keeps trying.
+    PX_LOG(DEBUG) << "thrift: " << message;
+  } else if (std::strstr(message, "oversized frame") != nullptr) {
+    PX_LOG(WARNING) << "thrift: " << message
+                    << " (a request over the frame limit, or a TLS client of this plaintext "
+                       "server; the connection was closed)";
+  } else {
+    PX_LOG(WARNING) << "thrift: " << message;
+  }
+}
+
+void RouteThriftOutputToLog() {
+  static std::once_flag once;
+  std::call_once(once, [] { apache::thrift::GlobalOutput.setOutputFunction(ThriftOutputToLog); });
+}
+
+}  // namespace parallax

@@ -1,0 +1,19 @@
+// Thrift reports socket trouble through its process-wide GlobalOutput, which
+// prints to stderr by default. RouteThriftOutputToLog() sends it to PX_LOG
+// instead, at a level that fits: a refused connect is DEBUG (the caller
+// turns it into a Status and the client's retry loop logs once per outage),
+// a client that does not speak TLS is one explained WARNING.
+#ifndef PARALLAX_CORE_RPC_THRIFT_LOG_H_
+#define PARALLAX_CORE_RPC_THRIFT_LOG_H_
+
+namespace parallax {
+
+// Idempotent and thread-safe; every Thrift client and server calls it.
+void RouteThriftOutputToLog();
+
+// What RouteThriftOutputToLog() installs (for tests).
+void ThriftOutputToLog(const char* message);
+
+}  // namespace parallax
+
+#endif  // PARALLAX_CORE_RPC_THRIFT_LOG_H_
