@@ -2,6 +2,8 @@
 #ifndef PARALLAX_TESTS_PS_PS_TEST_UTIL_H_
 #define PARALLAX_TESTS_PS_PS_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -56,6 +58,16 @@ inline std::vector<OutMessage> Send(ShardCore* core, const Frames& fr, const std
 }
 
 inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.frames[0].data()); }
+
+// `out` is one ERROR reply with `code` and a text saying why.
+inline void ExpectOneErrorReply(const std::vector<OutMessage>& out, ErrorCode code) {
+  ASSERT_EQ(out.size(), 1u);
+  const Header h = ReplyHeader(out[0]);
+  EXPECT_EQ(h.op, static_cast<uint8_t>(Op::kError));
+  EXPECT_EQ(h.error_code, static_cast<uint16_t>(code))
+      << ErrorCodeName(static_cast<ErrorCode>(h.error_code)) << ": " << out[0].frames[1];
+  EXPECT_FALSE(out[0].frames[1].empty());
+}
 
 inline std::vector<float> ReplyValues(const OutMessage& m) {
   const Header h = ReplyHeader(m);

@@ -337,13 +337,7 @@ class ShardBadInputTest : public ::testing::Test {
   }
 
   void ExpectError(const testing::Frames& fr, ErrorCode code) {
-    auto out = Send(core_.get(), fr);
-    ASSERT_EQ(out.size(), 1u);
-    const Header h = ReplyHeader(out[0]);
-    EXPECT_EQ(h.op, static_cast<uint8_t>(Op::kError));
-    EXPECT_EQ(h.error_code, static_cast<uint16_t>(code))
-        << ErrorCodeName(static_cast<ErrorCode>(h.error_code)) << ": " << out[0].frames[1];
-    EXPECT_FALSE(out[0].frames[1].empty());
+    testing::ExpectOneErrorReply(Send(core_.get(), fr), code);
     EXPECT_EQ(PullNow(core_.get(), {1, 2}, 1), before_);
     EXPECT_EQ(core_->applied_steps(0, 0), 1);
   }

@@ -25,6 +25,25 @@ using testing::Send;
 
 constexpr uint32_t kDim = 4;
 
+// Async SGD (lr 0.1), one variable "emb" of `rows` × kDim, partition p on shard p.
+PsPlan AsyncPlan(int64_t rows, uint32_t shards) {
+  PsPlan plan;
+  plan.consistency = Consistency::kAsync;
+  plan.num_workers = 2;
+  plan.num_shards = shards;
+  VariableSpec v;
+  v.id = 0;
+  v.name = "emb";
+  v.rows = rows;
+  v.dim = kDim;
+  v.partitions = shards;
+  for (uint32_t p = 0; p < shards; ++p) v.partition_shards.push_back(p);
+  v.optimizer.type = OptimizerType::kSgd;
+  v.optimizer.lr = 0.1f;
+  plan.variables.push_back(v);
+  return plan;
+}
+
 TEST(ShmArenaTest, AllocatesAlignedRangesMergesFreedOnesAndSaysWhenFull) {
   ShmArena arena(0, 4096);
   auto a = arena.Allocate(100);  // 128 with alignment
@@ -71,20 +90,8 @@ TEST(ShmRegionTest, AttachRefusesForeignNamesAndBadSizes) {
 class ShardShmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    plan_.consistency = Consistency::kAsync;
-    plan_.num_workers = 2;
-    plan_.num_shards = 1;
-    VariableSpec v;
-    v.id = 0;
-    v.name = "emb";
-    v.rows = 100;
-    v.dim = kDim;
-    v.partitions = 1;
-    v.partition_shards = {0};
-    v.optimizer.type = OptimizerType::kSgd;
-    v.optimizer.lr = 0.1f;
-    v.init.type = InitType::kZeros;
-    plan_.variables.push_back(v);
+    plan_ = AsyncPlan(100, 1);
+    plan_.variables[0].init.type = InitType::kZeros;
     Make();
   }
 
@@ -143,13 +150,7 @@ class ShardShmTest : public ::testing::Test {
 
   void ExpectError(const testing::Frames& f, ErrorCode code, const std::string& who = "w") {
     const std::vector<float> before = PullInline({1, 2, 3});
-    auto out = Send(core_.get(), f, who);
-    ASSERT_EQ(out.size(), 1u);
-    const Header h = ReplyHeader(out[0]);
-    EXPECT_EQ(h.op, static_cast<uint8_t>(Op::kError));
-    EXPECT_EQ(h.error_code, static_cast<uint16_t>(code))
-        << ErrorCodeName(static_cast<ErrorCode>(h.error_code)) << ": " << out[0].frames[1];
-    EXPECT_FALSE(out[0].frames[1].empty());
+    testing::ExpectOneErrorReply(Send(core_.get(), f, who), code);
     EXPECT_EQ(PullInline({1, 2, 3}), before);  // nothing applied
   }
 
@@ -241,19 +242,7 @@ class ShmClientTest : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("px-shm-test-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    plan_.consistency = Consistency::kAsync;
-    plan_.num_workers = 2;
-    plan_.num_shards = 2;
-    VariableSpec v;
-    v.id = 0;
-    v.name = "emb";
-    v.rows = 1000;
-    v.dim = kDim;
-    v.partitions = 2;
-    v.partition_shards = {0, 1};
-    v.optimizer.type = OptimizerType::kSgd;
-    v.optimizer.lr = 0.1f;
-    plan_.variables.push_back(v);
+    plan_ = AsyncPlan(1000, 2);
     for (uint32_t s = 0; s < 2; ++s) {
       ShardServerOptions o;
       o.shard.plan = plan_;
