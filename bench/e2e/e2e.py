@@ -57,6 +57,10 @@ PARALLAX = {
     "parallax-hybrid-ps-async": ("hybrid", "async", None, EMBEDDINGS),
     "parallax-hybrid-ps-ssp": ("hybrid", "ssp", 4, EMBEDDINGS),
 }
+# "-shm": the same job with [ps] shared_memory = true (rows to and from the
+# same-machine shard through shared memory, schemas/ps_wire.md).
+for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
+    PARALLAX[_name + "-shm"] = PARALLAX[_name]
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
 DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
                     "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse"]
@@ -66,7 +70,7 @@ def load1():
     return os.getloadavg()[0]
 
 
-def job_text(base, arch, consistency, staleness, overrides, steps, workers):
+def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=False):
     """examples/w3.toml with the variant's settings (absolute data path)."""
     text = base
     text = re.sub(r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"', text)
@@ -77,7 +81,7 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers):
     text = re.sub(r'(?m)^data = ".*"', f'data = "{ROOT}/data/brown/train.tok"', text)
     text = re.sub(r"(?m)^eval_tokens = \d+", "eval_tokens = 1", text)
     # One shard, one partition per table: a fixed number skips the partition search.
-    text += "\n[ps]\nshards = 1\npartitions = 1\n"
+    text += "\n[ps]\nshards = 1\npartitions = 1\n" + ("shared_memory = true\n" if shm else "")
     for name in overrides:
         name, path = (name, "ps") if isinstance(name, str) else name
         text += f'\n[[variable]]\nname = "{name}"\npath = "{path}"\n'
@@ -94,7 +98,8 @@ def parallax_run(args, impl, workdir, run):
             base += "\n" + f.read() + "\n"
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2))
+        f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2,
+                         shm=impl.endswith("-shm")))
     state = os.path.join(workdir, f"{impl}-{run}.state")
     proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
                           capture_output=True, text=True, timeout=args.timeout)
