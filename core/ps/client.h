@@ -86,7 +86,9 @@ struct PsClientOptions {
 // (header + ids + values frames, as handed to and taken from the sockets by
 // the I/O thread), by operation: PUSH requests and their acks count as
 // push; PULL requests and their rows as pull; a PUSH_PULL request as push
-// and its rows as pull; CLOCK, SAVE, LOAD, STATS and errors as other.
+// and its rows as pull; CLOCK, SAVE, LOAD, STATS, ATTACH and errors as
+// other. Values moved through shared memory are not in them: they never
+// cross a socket (the 16-byte reference that replaces them is).
 struct TransportBytes {
   int64_t push_sent = 0, push_received = 0;
   int64_t pull_sent = 0, pull_received = 0;
