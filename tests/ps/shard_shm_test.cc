@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/ps/client.h"
@@ -336,6 +339,69 @@ TEST_F(ShmClientTest, RequestsThatDoNotFitTheRegionGoInline) {
   EXPECT_LE(DataBytes(shm->transport_bytes()) - small_before, 608);
   Ok(plain.get(), plain->Pull(0, few, 1, &expect));
   EXPECT_EQ(rows, expect);
+}
+
+// Threads sharing one client: requests of every size, some larger than the
+// region's free space (inline), others through it, all at once. lr 1 on
+// rows that start at 0 and gradients of 1: each row ends at minus the number
+// of pushes that named it, whichever way they went.
+TEST_F(ShmClientTest, ConcurrentRequestsOfOneClientShareTheRegionCorrectly) {
+  servers_.clear();
+  endpoints_.clear();
+  plan_.variables[0].init.type = InitType::kZeros;
+  plan_.variables[0].optimizer.lr = 1.0f;
+  for (uint32_t s = 0; s < 2; ++s) {
+    ShardServerOptions o;
+    o.shard.plan = plan_;
+    o.shard.shard = s;
+    o.listen = "ipc://" + (dir_ / ("c-shard" + std::to_string(s))).string();
+    auto server = ShardServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    endpoints_.push_back((*server)->endpoint());
+    servers_.push_back(std::move(server).value());
+  }
+  auto shm = Client(true, /*bytes=*/16 * 1024);  // ~16 KB: about 500 rows of 16 B in flight
+  constexpr int kThreads = 4, kRequests = 40;
+  std::vector<std::vector<int>> pushes(kThreads, std::vector<int>(1000, 0));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(17 + t);
+      for (int i = 0; i < kRequests; ++i) {
+        std::vector<int64_t> ids;
+        const int n = 1 + static_cast<int>(rng() % 700);
+        for (int j = 0; j < n; ++j) ids.push_back(static_cast<int64_t>(rng() % 1000));
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        for (int64_t id : ids) ++pushes[t][id];
+        std::vector<float> g(ids.size() * kDim, 1.0f), rows;
+        auto ticket = i % 2 ? shm->PushPull(0, ids, g, i, &rows) : shm->Push(0, ids, g, i);
+        ASSERT_TRUE(ticket.ok()) << ticket.status().ToString();
+        Status s = shm->Wait(*ticket, DeadlineIn(10'000));
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        for (float v : rows) ASSERT_LE(v, -1.0f);  // at least this push applied
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  // Both routes were taken: the gradient bytes on the socket lie strictly
+  // between none (all through the region) and all of them (all inline).
+  int64_t rows_pushed = 0;
+  for (const auto& p : pushes)
+    for (int c : p) rows_pushed += c;
+  const int64_t frames = int64_t{kThreads} * kRequests * 2 * (64 + 16);  // headers + references, at most
+  const int64_t push_sent = shm->transport_bytes().push_sent;
+  EXPECT_GT(push_sent, rows_pushed * 8 + frames) << "nothing went inline";
+  EXPECT_LT(push_sent, rows_pushed * (8 + kDim * 4)) << "nothing went through shared memory";
+  std::vector<int64_t> all(1000);
+  for (int64_t i = 0; i < 1000; ++i) all[i] = i;
+  std::vector<float> rows;
+  Ok(shm.get(), shm->Pull(0, all, 0, &rows));
+  for (int64_t id = 0; id < 1000; ++id) {
+    int n = 0;
+    for (int t = 0; t < kThreads; ++t) n += pushes[t][id];
+    for (uint32_t j = 0; j < kDim; ++j) ASSERT_EQ(rows[id * kDim + j], -static_cast<float>(n)) << "row " << id;
+  }
 }
 
 TEST_F(ShmClientTest, TcpShardsOnThisMachineUseItAndShardsThatCannotMapItDoNot) {
