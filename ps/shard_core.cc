@@ -662,6 +662,7 @@ std::string ShardCore::StatsJson() const {
   int64_t rows = 0;
   for (const auto& [id, vs] : vars_) rows += static_cast<int64_t>(vs.table->size());
   j["rows_held"] = rows;
+  j["shm_regions"] = regions_.size();  // connections whose values go through shared memory
   return j.dump();
 }
 

@@ -296,6 +296,10 @@ class ShmClientTest : public ::testing::Test {
 TEST_F(ShmClientTest, RowsAndGradientsGoThroughSharedMemoryAndMatchTheSocketPath) {
   auto shm = Client(true);
   auto plain = Client(false);
+  // Each shard mapped the one client's region (STATS "shm_regions").
+  std::vector<std::string> stats;
+  Ok(plain.get(), plain->Stats(&stats));
+  for (const auto& j : stats) EXPECT_NE(j.find("\"shm_regions\":1"), std::string::npos) << j;
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 1000; i += 7) ids.push_back(i);
   ids.push_back(14);  // a repeat
