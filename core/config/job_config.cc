@@ -12,49 +12,18 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
-#include <map>
-#include <span>
-#include <sstream>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <tuple>
 #include <utility>
 
+#include "core/config/job_config_validator.h"
 #include "core/config/suggest.h"
 
 namespace parallax {
+namespace config_internal {
 namespace {
-
-namespace fs = std::filesystem;
-
-// A list of accepted names; every list below is a constant array.
-using Names = std::span<const std::string_view>;
-
-constexpr char kSubmitted[] = "<submitted>";
-
-// The keys each known table accepts. [model] and [user] accept anything.
-constexpr std::string_view kTopLevel[] = {"job",       "trainer", "model",   "user",
-                                          "optimizer", "ps",      "variable", "plan"};
-constexpr std::string_view kJobKeys[] = {"name",        "workers",   "arch",
-                                         "consistency", "staleness", "max_restarts"};
-constexpr std::string_view kTrainerKeys[] = {
-    "model",          "command",          "steps",         "batch_size", "checkpoint_every",
-    "checkpoint_dir", "keep_checkpoints", "metrics_every", "env",        "timeline"};
-constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
-constexpr std::string_view kOptimizerKeys[] = {"type",  "lr",      "momentum",           "beta1",
-                                               "beta2", "epsilon", "initial_accumulator"};
-constexpr std::string_view kPsKeys[] = {"shards",         "partitions", "local_aggregation",
-                                        "value_encoding", "curve",      "staleness_lr",
-                                        "shared_memory",  "shared_memory_mb"};
-constexpr std::string_view kPlanKeys[] = {
-    "link_bytes_per_s",    "collective_latency_us", "ps_rtt_us",         "search_steps",
-    "search_warmup_steps", "search_min_partitions", "search_max_partitions", "search_max_trials"};
-constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
-
-constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
-constexpr std::string_view kConsistencies[] = {"sync", "async", "ssp"};
-constexpr std::string_view kOptimizerTypes[] = {"sgd", "momentum", "adagrad", "adam"};
-constexpr std::string_view kValueEncodings[] = {"fp32", "fp16"};
-constexpr std::string_view kVariablePaths[] = {"allreduce", "allgather", "ps"};
 
 // Where each well-known key lives, to point a key written in the wrong table
 // at the right one.
@@ -70,11 +39,13 @@ constexpr KeyHome kKeyHomes[] = {
     {"[optimizer.dense] or [optimizer.sparse]", kOptimizerKeys},
 };
 
-// Optimizer hyperparameters other than lr, and the types each applies to.
-constexpr std::string_view kMomentumOnly[] = {"momentum"};
-constexpr std::string_view kAdamOnly[] = {"adam"};
-constexpr std::string_view kAdagradOnly[] = {"adagrad"};
-constexpr std::string_view kAdagradAndAdam[] = {"adagrad", "adam"};
+std::string FormatDouble(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+}  // namespace
 
 bool Contains(Names names, std::string_view s) {
   return std::find(names.begin(), names.end(), s) != names.end();
@@ -121,118 +92,6 @@ std::string TypeName(const toml::node& n) {
   }
   return "nothing";
 }
-
-std::string FormatDouble(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
-bool IsValidJobName(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-bool IsValidEnvName(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  for (char c : name) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-struct ConfigError {
-  uint32_t line;
-  uint32_t column;
-  std::string message;
-};
-
-// Walks a parsed document, fills a JobConfig and collects every problem. Each
-// Read* function returns true when it stored a valid value; it leaves its
-// output untouched when the key is absent (no error) or wrong (reported).
-class Validator {
- public:
-  Validator(std::string source, fs::path base_dir, const JobLoadOptions& options)
-      : source_(std::move(source)), base_dir_(std::move(base_dir)), options_(options) {}
-
-  void Run(const toml::table& root, JobConfig* config);
-
-  // Returns the sorted, joined errors as INVALID_ARGUMENT, or OK.
-  Status Finish();
-
- private:
-  void Error(const toml::source_region& where, std::string message);
-  void KeyError(const toml::node& where, std::string_view path, std::string what) {
-    Error(where.source(), "key " + Quote(path) + ": " + what);
-  }
-  // A required key is absent: reported at its table's header, or at 1:1.
-  void Missing(const toml::table* table, std::string_view path, std::string what) {
-    Error(table != nullptr ? table->source() : toml::source_region{},
-          "key " + Quote(path) + ": missing; " + what);
-  }
-
-  // Reports every key of `table` that is not in `allowed`.
-  void CheckKeys(const toml::table& table, std::string_view prefix, Names allowed);
-
-  // Returns the table at `key`, nullptr when absent or not a table (reported).
-  const toml::table* GetTable(const toml::table& parent, std::string_view prefix,
-                              std::string_view key);
-
-  bool ReadInt(const toml::table& t, std::string_view prefix, std::string_view key, int64_t min,
-               int64_t max, int64_t* out);
-  template <typename T>
-  bool ReadInt(const toml::table& t, std::string_view prefix, std::string_view key, int64_t min,
-               T* out) {
-    int64_t v = 0;
-    if (!ReadInt(t, prefix, key, min, std::numeric_limits<T>::max(), &v)) return false;
-    *out = static_cast<T>(v);
-    return true;
-  }
-  enum class Range { kPositive, kNonNegative, kUnitInterval };
-  bool ReadNumber(const toml::table& t, std::string_view prefix, std::string_view key, Range range,
-                  double* out);
-  bool ReadString(const toml::table& t, std::string_view prefix, std::string_view key,
-                  std::string* out);
-  bool ReadEnum(const toml::table& t, std::string_view prefix, std::string_view key, Names allowed,
-                std::string* out);
-  bool ReadBool(const toml::table& t, std::string_view prefix, std::string_view key, bool* out);
-  // "auto" (stored as 0) or an integer >= 1.
-  bool ReadAutoOrCount(const toml::table& t, std::string_view prefix, std::string_view key,
-                       int* out);
-  // A path string made absolute against the job file's directory.
-  bool ReadPath(const toml::node& node, std::string_view path, fs::path* out);
-  // [trainer] `key`: a directory path (made absolute; when paths are checked,
-  // its parent must exist and it must be a directory if it exists).
-  void ReadDirectory(const toml::table& t, const char* key, std::string* out);
-  // " (PATH is relative to the job file's directory)" when `node` holds a
-  // relative path, else "".
-  static std::string RelativeHint(const toml::node& node);
-
-  void ReadJob(const toml::table* t, JobConfig::Job* job);
-  void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
-  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out);
-  void ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps);
-  void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
-  void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
-  // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.
-  void ResolveModelPaths(const toml::table& in, std::string_view prefix, toml::table* out);
-
-  const std::string source_;
-  const fs::path base_dir_;
-  const JobLoadOptions options_;
-  std::vector<ConfigError> errors_;
-};
 
 void Validator::Error(const toml::source_region& where, std::string message) {
   uint32_t line = where.begin.line;
@@ -441,321 +300,15 @@ std::string Validator::RelativeHint(const toml::node& node) {
   return " (" + Quote(s) + " is relative to the job file's directory)";
 }
 
-void Validator::Run(const toml::table& root, JobConfig* config) {
-  CheckKeys(root, "", kTopLevel);
-
-  ReadJob(GetTable(root, "", "job"), &config->job);
-  ReadTrainer(GetTable(root, "", "trainer"), &config->trainer);
-
-  if (const toml::table* model = GetTable(root, "", "model")) {
-    toml::table resolved = *model;
-    ResolveModelPaths(*model, "model", &resolved);
-    std::ostringstream os;
-    os << resolved;
-    config->model_toml = os.str();
-  }
-  if (const toml::table* user = GetTable(root, "", "user")) {
-    std::ostringstream os;
-    os << *user;
-    config->user_toml = os.str();
-  }
-  if (const toml::table* optimizer = GetTable(root, "", "optimizer")) {
-    CheckKeys(*optimizer, "optimizer", kOptimizerTables);
-    if (const toml::table* dense = GetTable(*optimizer, "optimizer", "dense")) {
-      ReadOptimizer(*dense, "optimizer.dense", &config->dense_optimizer);
-    }
-    if (const toml::table* sparse = GetTable(*optimizer, "optimizer", "sparse")) {
-      ReadOptimizer(*sparse, "optimizer.sparse", &config->sparse_optimizer);
-    }
-  }
-  if (const toml::table* ps = GetTable(root, "", "ps")) {
-    ReadPs(*ps, config->job.consistency, &config->ps);
-  }
-  if (const toml::table* plan = GetTable(root, "", "plan")) ReadPlan(*plan, &config->plan);
-  if (const toml::node* variables = root.get("variable")) {
-    ReadVariables(*variables, &config->variables);
-  }
-}
-
-void Validator::ReadJob(const toml::table* t, JobConfig::Job* job) {
-  static const std::string kNameRule = "a name of 1 to 64 characters from [A-Za-z0-9._-]";
-  if (t == nullptr) {
-    Missing(nullptr, "job.name", "add a [job] table with name = \"...\"");
-    return;
-  }
-  CheckKeys(*t, "job", kJobKeys);
-  if (const toml::node* n = t->get("name")) {
-    if (ReadString(*t, "job", "name", &job->name) && !IsValidJobName(job->name)) {
-      KeyError(*n, "job.name", "expected " + kNameRule + ", got " + Quote(job->name));
-    }
-  } else {
-    Missing(t, "job.name", "expected " + kNameRule);
-  }
-  ReadInt(*t, "job", "workers", 1, &job->workers);
-  ReadEnum(*t, "job", "arch", kArchs, &job->arch);
-  const bool consistency_ok = !t->contains("consistency") ||
-                              ReadEnum(*t, "job", "consistency", kConsistencies, &job->consistency);
-  if (ReadInt(*t, "job", "staleness", 0, &job->staleness) && job->staleness > 0 && consistency_ok &&
-      job->consistency != "ssp") {
-    KeyError(*t->get("staleness"), "job.staleness",
-             "staleness only applies to consistency = 'ssp', but consistency is " +
-                 Quote(job->consistency) + "; remove staleness or set consistency = 'ssp'");
-  }
-  ReadInt(*t, "job", "max_restarts", 0, &job->max_restarts);
-}
-
-void Validator::ReadDirectory(const toml::table& t, const char* key, std::string* out) {
-  const std::string path = std::string("trainer.") + key;
-  if (const toml::node* dir = t.get(key)) {
-    std::string unused;
-    fs::path resolved;
-    if (ReadString(t, "trainer", key, &unused) && ReadPath(*dir, path, &resolved)) {
-      std::error_code ec;
-      const fs::path parent = resolved.parent_path();
-      if (options_.check_paths && fs::exists(resolved, ec) && !fs::is_directory(resolved, ec)) {
-        KeyError(*dir, path, "path " + Quote(resolved.string()) + " exists and is not a directory");
-      } else if (options_.check_paths && !fs::is_directory(parent, ec)) {
-        KeyError(*dir, path,
-                 "parent directory " + Quote(parent.string()) + " does not exist" +
-                     RelativeHint(*dir) + "; create it or fix the path");
-      } else {
-        *out = resolved.string();
-      }
-    }
-  }
-}
-
-void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
-  const std::string either =
-      "set model (a built-in model) or command (a custom trainer's argv), exactly one";
-  if (t == nullptr) {
-    Missing(nullptr, "trainer.model", "add a [trainer] table and " + either);
-    return;
-  }
-  CheckKeys(*t, "trainer", kTrainerKeys);
-
-  const toml::node* model = t->get("model");
-  const toml::node* command = t->get("command");
-  if (model == nullptr && command == nullptr) Missing(t, "trainer.model", either);
-  if (model != nullptr && command != nullptr) {
-    KeyError(*command, "trainer.command",
-             "trainer.model and trainer.command are mutually exclusive; " + either);
-  }
-  if (model != nullptr && ReadString(*t, "trainer", "model", &trainer->model) &&
-      trainer->model.empty()) {
-    KeyError(*model, "trainer.model", "expected a non-empty string");
-  }
-  if (command != nullptr) {
-    if (!command->is_array()) {
-      KeyError(*command, "trainer.command",
-               "expected an array of strings, got " + TypeName(*command));
-    } else if (command->as_array()->empty()) {
-      KeyError(*command, "trainer.command", "expected a non-empty array of strings");
-    } else {
-      const toml::array& argv = *command->as_array();
-      std::vector<std::string> args;
-      for (size_t i = 0; i < argv.size(); ++i) {
-        const std::string path = "trainer.command[" + std::to_string(i) + "]";
-        if (!argv[i].is_string()) {
-          KeyError(argv[i], path, "expected a string, got " + TypeName(argv[i]));
-        } else {
-          args.push_back(argv[i].as_string()->get());
-        }
-      }
-      if (args.size() == argv.size()) {
-        if (args[0].empty()) {
-          KeyError(argv[0], "trainer.command[0]", "expected a non-empty program name");
-        }
-        trainer->command = std::move(args);
-      }
-    }
-  }
-
-  ReadInt(*t, "trainer", "steps", 1, &trainer->steps);
-  ReadInt(*t, "trainer", "batch_size", 1, &trainer->batch_size);
-  ReadInt(*t, "trainer", "checkpoint_every", 0, &trainer->checkpoint_every);
-  ReadInt(*t, "trainer", "keep_checkpoints", 1, &trainer->keep_checkpoints);
-  ReadInt(*t, "trainer", "metrics_every", 1, &trainer->metrics_every);
-
-  ReadDirectory(*t, "checkpoint_dir", &trainer->checkpoint_dir);
-  ReadDirectory(*t, "timeline", &trainer->timeline);
-
-  if (const toml::table* env = GetTable(*t, "trainer", "env")) {
-    for (auto&& [key, value] : *env) {
-      const std::string path = "trainer.env." + std::string(key.str());
-      if (!IsValidEnvName(key.str())) {
-        Error(key.source(), "key " + Quote(path) +
-                                ": expected an environment variable name matching "
-                                "[A-Za-z_][A-Za-z0-9_]*");
-      } else if (!value.is_string()) {
-        KeyError(value, path, "expected a string, got " + TypeName(value));
-      } else {
-        trainer->env[std::string(key.str())] = value.as_string()->get();
-      }
-    }
-  }
-}
-
-void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out) {
-  CheckKeys(t, prefix, kOptimizerKeys);
-  const bool type_given = t.contains("type");
-  const bool type_ok = !type_given || ReadEnum(t, prefix, "type", kOptimizerTypes, &out->type);
-  ReadNumber(t, prefix, "lr", Range::kPositive, &out->lr);
-
-  // Hyperparameters and the optimizer types they belong to.
-  struct Hyper {
-    const char* key;
-    Range range;
-    double* value;
-    Names types;
-  };
-  const Hyper hypers[] = {
-      {"momentum", Range::kUnitInterval, &out->momentum, kMomentumOnly},
-      {"beta1", Range::kUnitInterval, &out->beta1, kAdamOnly},
-      {"beta2", Range::kUnitInterval, &out->beta2, kAdamOnly},
-      {"epsilon", Range::kPositive, &out->epsilon, kAdagradAndAdam},
-      {"initial_accumulator", Range::kNonNegative, &out->initial_accumulator, kAdagradOnly},
-  };
-  for (const Hyper& h : hypers) {
-    const toml::node* n = t.get(h.key);
-    if (n == nullptr) continue;
-    if (type_ok && !Contains(h.types, out->type)) {
-      KeyError(*n, KeyPath(prefix, h.key),
-               "applies only to " + Join(h.types, " and ") + ", not to type " + Quote(out->type) +
-                   (type_given ? "" : " (the default; set type)"));
-      continue;
-    }
-    ReadNumber(t, prefix, h.key, h.range, h.value);
-  }
-}
-
-void Validator::ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps) {
-  CheckKeys(t, "ps", kPsKeys);
-  if (ReadBool(t, "ps", "staleness_lr", &ps->staleness_lr) && ps->staleness_lr &&
-      consistency == "sync") {
-    KeyError(*t.get("staleness_lr"), "ps.staleness_lr",
-             "staleness_lr only applies to consistency = 'async' or 'ssp' (in sync mode no "
-             "push is stale); remove it or set consistency");
-  }
-  ReadAutoOrCount(t, "ps", "shards", &ps->shards);
-  if (ReadAutoOrCount(t, "ps", "partitions", &ps->partitions)) {
-    ps->search_partitions = ps->partitions == 0;
-  }
-  ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
-  ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
-  ReadBool(t, "ps", "curve", &ps->curve);
-  ReadBool(t, "ps", "shared_memory", &ps->shared_memory);
-  if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
-    const auto v = mb->value<int64_t>();
-    if (!v || *v < 1 || *v > 4096) {
-      KeyError(*mb, "ps.shared_memory_mb",
-               "shared_memory_mb must be an integer from 1 to 4096 (MiB of shared memory per "
-               "worker and same-machine shard)");
-    } else {
-      ps->shared_memory_mb = static_cast<int>(*v);
-    }
-  }
-}
-
-void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
-  CheckKeys(t, "plan", kPlanKeys);
-  const struct {
-    const char* key;
-    Range range;
-    std::optional<double>* out;
-  } keys[] = {{"link_bytes_per_s", Range::kPositive, &plan->link_bytes_per_s},
-              {"collective_latency_us", Range::kNonNegative, &plan->collective_latency_us},
-              {"ps_rtt_us", Range::kNonNegative, &plan->ps_rtt_us}};
-  for (const auto& k : keys) {
-    double v = 0;
-    if (ReadNumber(t, "plan", k.key, k.range, &v)) *k.out = v;
-  }
-  ReadInt(t, "plan", "search_steps", 1, &plan->search_steps);
-  ReadInt(t, "plan", "search_warmup_steps", 0, &plan->search_warmup_steps);
-  ReadAutoOrCount(t, "plan", "search_min_partitions", &plan->search_min_partitions);
-  ReadInt(t, "plan", "search_max_trials", 3, &plan->search_max_trials);
-  if (ReadInt(t, "plan", "search_max_partitions", 1, &plan->search_max_partitions) &&
-      plan->search_max_partitions < plan->search_min_partitions) {
-    KeyError(*t.get("search_max_partitions"), "plan.search_max_partitions",
-             "expected an integer >= search_min_partitions (" +
-                 std::to_string(plan->search_min_partitions) + "), got " +
-                 std::to_string(plan->search_max_partitions));
-  }
-}
-
-void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverride>* out) {
-  if (!node.is_array()) {
-    KeyError(node, "variable",
-             "expected an array of tables (write [[variable]]), got " + TypeName(node));
-    return;
-  }
-  const toml::array& array = *node.as_array();
-  std::map<std::string, uint32_t> first_line;  // variable name -> line of its first override
-  for (size_t i = 0; i < array.size(); ++i) {
-    const std::string prefix = "variable[" + std::to_string(i) + "]";
-    const toml::table* t = array[i].as_table();
-    if (t == nullptr) {
-      KeyError(array[i], prefix, "expected a table, got " + TypeName(array[i]));
-      continue;
-    }
-    CheckKeys(*t, prefix, kVariableKeys);
-    VariableOverride v;
-    if (const toml::node* name = t->get("name")) {
-      if (ReadString(*t, prefix, "name", &v.name)) {
-        if (v.name.empty()) {
-          KeyError(*name, prefix + ".name", "expected a non-empty variable name");
-        } else if (auto [it, inserted] = first_line.emplace(v.name, name->source().begin.line);
-                   !inserted) {
-          KeyError(*name, prefix + ".name",
-                   "duplicate override for variable " + Quote(v.name) + " (first at line " +
-                       std::to_string(it->second) + ")");
-        }
-      }
-    } else {
-      Missing(t, prefix + ".name", "expected the name of the variable to override");
-    }
-    std::string path;
-    if (ReadEnum(*t, prefix, "path", kVariablePaths, &path)) v.path = path;
-    int partitions = 0;
-    if (ReadInt(*t, prefix, "partitions", 1, &partitions)) v.partitions = partitions;
-    if (const toml::table* opt = GetTable(*t, prefix, "optimizer")) {
-      OptimizerConfig optimizer;
-      ReadOptimizer(*opt, prefix + ".optimizer", &optimizer);
-      v.optimizer = optimizer;
-    }
-    out->push_back(std::move(v));
-  }
-}
-
-void Validator::ResolveModelPaths(const toml::table& in, std::string_view prefix,
-                                  toml::table* out) {
-  for (auto&& [key, node] : in) {
-    const std::string k(key.str());
-    const std::string path = KeyPath(prefix, k);
-    if (node.is_table()) {
-      if (toml::table* sub = out->get_as<toml::table>(k)) {
-        ResolveModelPaths(*node.as_table(), path, sub);
-      }
-      continue;
-    }
-    if (!node.is_string() || (k != "data" && !EndsWith(k, "_path"))) continue;
-    fs::path resolved;
-    if (!ReadPath(node, path, &resolved)) continue;
-    std::error_code ec;
-    if (options_.check_paths && !fs::exists(resolved, ec)) {
-      std::string message = "path " + Quote(resolved.string()) + " does not exist";
-      message += RelativeHint(node);
-      if (k == "data") message += "; run scripts/fetch-data to download the data sets";
-      KeyError(node, path, message);
-      continue;
-    }
-    out->insert_or_assign(k, resolved.string());
-  }
-}
-
-}  // namespace
+}  // namespace config_internal
 
 namespace {
+
+namespace fs = std::filesystem;
+using config_internal::Quote;
+using config_internal::Validator;
+
+constexpr char kSubmitted[] = "<submitted>";
 
 // Checks toml++ 3.3 must not see, each refused with a location (found by
 // tests/fuzz/job_config_fuzz):
