@@ -73,6 +73,7 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
   if (job.job.arch == "allreduce" || job.job.arch == "allgather") cluster.shards = 0;
   plan::CostOptions cost;
   cost.value_bytes = job.ps.value_encoding == "fp16" ? 2 : 4;
+  cost.ps_shared_memory = job.ps.shared_memory;
   // The machine's measured figures ([plan]), else the cost model's defaults.
   if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
   if (job.plan.collective_latency_us) cost.collective_latency_s = *job.plan.collective_latency_us * 1e-6;

@@ -166,6 +166,7 @@ StatusOr<JobPlan> BuildRulePlan(const SessionOptions& options,
   plan::CostOptions cost_options;
   cost_options.local_aggregation = LocalAggregationApplies(options);
   cost_options.value_bytes = options.ps_fp16_values ? 2 : 4;
+  cost_options.ps_shared_memory = options.ps_shared_memory;
   cost_options.fusion_bucket_bytes = options.fusion_bucket_bytes;
   if (options.job) {
     // The machine's measured figures ([plan] in the job file), else the

@@ -12,6 +12,7 @@ namespace {
 
 constexpr double kHeaderBytes = 64;  // schemas/ps_wire.h kHeaderSize
 constexpr double kIdBytes = 8;
+constexpr double kShmRefBytes = 16;  // schemas/ps_wire.h kShmRefSize
 
 // What Gloo's TCP transport (gloo/transport/tcp/pair.cc, Debian libgloo
 // 0.0~git20220518) sends around the payload. Every transport message starts
@@ -209,6 +210,16 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
   const double push =
       PsPushBytes(k_push, var.dim, options.value_bytes, PsMessages(var, std::max(1.0, k_push)));
   cost.bytes = pull + push;
+  if (options.ps_shared_memory) {
+    // Shards are spread over the hosts: 1/H of a worker's rows have their
+    // shard on its machine, and their values go through shared memory. What
+    // stays on the socket for them: ids, headers, and a 16-byte reference
+    // (ps_wire::kShmRefSize) in each request.
+    const double local = 1.0 / std::max(1, cluster.hosts);
+    const double row_values = static_cast<double>(options.value_bytes) * var.dim;
+    cost.bytes -= local * (k * row_values - kShmRefBytes * PsMessages(var, k));
+    cost.bytes -= local * (k_push * row_values - kShmRefBytes * PsMessages(var, std::max(1.0, k_push)));
+  }
   // A host's workers send what its shards receive from others and the
   // reverse, so each direction of its link carries L times a worker's total.
   cost.link_bytes = cluster.workers_per_host() * cost.bytes;

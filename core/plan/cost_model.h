@@ -70,6 +70,9 @@ struct CostOptions {
   size_t fusion_bucket_bytes = 64u << 20;  // SessionOptions::fusion_bucket_bytes
   int value_bytes = 4;                   // 2 with [ps] value_encoding = "fp16"
   bool local_aggregation = false;        // [ps] local_aggregation
+  // [ps] shared_memory: values to and from a shard on the worker's own
+  // machine go through shared memory, not the sockets (schemas/ps_wire.md).
+  bool ps_shared_memory = false;
   // A worker keeps a full replica of an all-gather variable (plus optimizer
   // state); above this it is not a candidate. 0: no limit.
   double worker_memory_bytes = 8.0e9;

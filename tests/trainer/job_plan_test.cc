@@ -137,6 +137,24 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   EXPECT_EQ(back->variables[0].reason, sparse->variables[0].reason);
 }
 
+// [ps] shared_memory reaches the cost model: on one host the 10,000-row
+// table's values leave the sockets (PS: 2 · 2 · (2,500 · 8 + 256 + 2 · 16)
+// = 81,152 bytes on the link by bytes), and PS beats all-gather's 123,032.
+TEST_F(JobPlanTest, SharedMemoryMakesSameMachinePsCheaper) {
+  auto big = Regs();
+  big[0].var.rows = 10'000;
+  SessionOptions o = WithFigures(Options("hybrid", 2), 0, 0);
+  auto without = BuildRulePlan(o, big);
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->variables[0].path, VariablePath::kAllGather);
+  o.ps_shared_memory = true;
+  auto with = BuildRulePlan(o, big);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_EQ(with->variables[0].path, VariablePath::kPs) << with->variables[0].reason;
+  EXPECT_NE(with->variables[0].reason.find("ps 0.0812 ms/step"), std::string::npos)
+      << with->variables[0].reason;
+}
+
 TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
   SessionOptions o = Options("hybrid", 2);
   o.consistency = "ssp";

@@ -191,5 +191,27 @@ TEST(CostModelTest, Fp16HalvesTheValueBytes) {
   EXPECT_DOUBLE_EQ(fp32 - fp16, 2 * 100 * 64 * 2);
 }
 
+// [ps] shared_memory: rows whose shard is on the worker's machine (1/H of
+// them, shards spread over the hosts) leave their values off the sockets, and
+// each message carries a 16-byte reference instead.
+TEST(CostModelTest, SharedMemoryTakesSameMachineValuesOffTheSockets) {
+  VariableStats v = Sparse(10'000, 16, 0.01, /*partitions=*/2);  // 100 rows, 2 messages
+  CostOptions shm;
+  shm.ps_shared_memory = true;
+  ClusterShape one{.workers = 2, .hosts = 1, .shards = 2};
+  // One host: ids, headers and references only, both ways.
+  EXPECT_DOUBLE_EQ(PsCost(v, one, shm, false).bytes, 2 * (100 * 8 + 256 + 2 * 16));
+  EXPECT_DOUBLE_EQ(PsCost(v, one, shm, false).link_bytes, 2 * PsCost(v, one, shm, false).bytes);
+  // Two hosts: half the rows' values stay on the sockets.
+  ClusterShape two{.workers = 2, .hosts = 2, .shards = 2};
+  EXPECT_DOUBLE_EQ(PsCost(v, two, {}, false).bytes - PsCost(v, two, shm, false).bytes,
+                   2 * (0.5 * 100 * 64 - 0.5 * 2 * 16));
+  // Cheaper PS can change the choice: by bytes, two workers on one host
+  // prefer all-gather without it (HandComputedSparseCosts) and PS with it.
+  CostOptions bytes_only = BytesOnly();
+  bytes_only.ps_shared_memory = true;
+  EXPECT_EQ(ChoosePath(v, one, bytes_only).path, Path::kPs);
+}
+
 }  // namespace
 }  // namespace parallax::plan
