@@ -246,11 +246,18 @@ class ShmClientTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("px-shm-test-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     plan_ = AsyncPlan(1000, 2);
+    StartShards("shard");
+  }
+
+  // Two shards of plan_ on ipc://<dir_>/<name><s>, replacing any running.
+  void StartShards(const std::string& name) {
+    servers_.clear();
+    endpoints_.clear();
     for (uint32_t s = 0; s < 2; ++s) {
       ShardServerOptions o;
       o.shard.plan = plan_;
       o.shard.shard = s;
-      o.listen = "ipc://" + (dir_ / ("shard" + std::to_string(s))).string();
+      o.listen = "ipc://" + (dir_ / (name + std::to_string(s))).string();
       auto server = ShardServer::Start(o);
       ASSERT_TRUE(server.ok()) << server.status().ToString();
       endpoints_.push_back((*server)->endpoint());
@@ -350,20 +357,9 @@ TEST_F(ShmClientTest, RequestsThatDoNotFitTheRegionGoInline) {
 // rows that start at 0 and gradients of 1: each row ends at minus the number
 // of pushes that named it, whichever way they went.
 TEST_F(ShmClientTest, ConcurrentRequestsOfOneClientShareTheRegionCorrectly) {
-  servers_.clear();
-  endpoints_.clear();
   plan_.variables[0].init.type = InitType::kZeros;
   plan_.variables[0].optimizer.lr = 1.0f;
-  for (uint32_t s = 0; s < 2; ++s) {
-    ShardServerOptions o;
-    o.shard.plan = plan_;
-    o.shard.shard = s;
-    o.listen = "ipc://" + (dir_ / ("c-shard" + std::to_string(s))).string();
-    auto server = ShardServer::Start(o);
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    endpoints_.push_back((*server)->endpoint());
-    servers_.push_back(std::move(server).value());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartShards("zero-shard"));
   auto shm = Client(true, /*bytes=*/16 * 1024);  // ~16 KB: about 500 rows of 16 B in flight
   constexpr int kThreads = 4, kRequests = 40;
   std::vector<std::vector<int>> pushes(kThreads, std::vector<int>(1000, 0));
