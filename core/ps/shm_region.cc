@@ -40,6 +40,9 @@ StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, 
   if (bytes < kMinBytes)
     return InvalidArgument("shared memory region \"" + name + "\": " + std::to_string(bytes) +
                            " bytes is under the minimum of 4096");
+  if (name.size() >= kHeaderBytes)
+    return InvalidArgument("shared memory name \"" + name + "\" is longer than " +
+                           std::to_string(kHeaderBytes - 1) + " bytes");
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0)
     return Unavailable("cannot create shared memory \"" + name + "\": " + Errno(errno));
@@ -52,7 +55,6 @@ StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, 
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) return fail("ftruncate", errno);
   if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0)
     return fail("posix_fallocate", e);
-  if (name.size() >= kHeaderBytes) return fail("name too long", ENAMETOOLONG);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail("mmap", errno);
   close(fd);
