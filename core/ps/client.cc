@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -25,15 +26,15 @@ constexpr uint32_t kNoPos = 0xffffffffu;
 constexpr int kSocketBufferBytes = 4 << 20;
 // request_id of ATTACH requests (tickets count up from 1 and never reach it).
 constexpr uint64_t kAttachRequestId = ~uint64_t{0};
-constexpr int64_t kNoSpan = -1;
 
 struct Part {
   uint32_t partition = 0;  // data ops: partition; control ops: shard
   uint32_t shard = 0;
   std::vector<uint32_t> uniq;  // indexes into the distinct ids, in wire order
-  // Offsets in the shard's shared memory region (kNoSpan: values inline).
-  int64_t shm_values = kNoSpan;
-  int64_t shm_reply = kNoSpan;
+  // Offsets in the shard's shared memory region (none: values inline).
+  std::optional<uint64_t> shm_values = std::nullopt;
+  std::optional<uint64_t> shm_reply = std::nullopt;
+  bool shm() const { return shm_values || shm_reply; }
 };
 
 // A shard's shared memory region and what of it is in use.
@@ -207,17 +208,17 @@ class ZmqPsClient final : public PsClient {
       if (v) link.arena->Free(*v);
       return false;
     }
-    part.shm_values = v ? static_cast<int64_t>(*v) : kNoSpan;
-    part.shm_reply = r ? static_cast<int64_t>(*r) : kNoSpan;
+    part.shm_values = v;
+    part.shm_reply = r;
     return true;
   }
 
   void ReleaseShm(const Part& part) {
-    if (part.shm_values == kNoSpan && part.shm_reply == kNoSpan) return;
+    if (!part.shm()) return;
     ShmLink& link = *shm_[part.shard];
     std::lock_guard<std::mutex> lock(shm_mu_);
-    if (part.shm_values != kNoSpan) link.arena->Free(static_cast<uint64_t>(part.shm_values));
-    if (part.shm_reply != kNoSpan) link.arena->Free(static_cast<uint64_t>(part.shm_reply));
+    if (part.shm_values) link.arena->Free(*part.shm_values);
+    if (part.shm_reply) link.arena->Free(*part.shm_reply);
   }
 
   StatusOr<Ticket> Pull(uint32_t var, std::span<const int64_t> ids, int64_t clock,
@@ -340,12 +341,12 @@ class ZmqPsClient final : public PsClient {
       zmq::message_t val_msg(shm ? ps_wire::kShmRefSize : pushes ? count * dim * vbytes : 0);
       if (shm) {
         ps_wire::ShmRef ref;
-        ref.values = part.shm_values == kNoSpan ? 0 : static_cast<uint64_t>(part.shm_values);
-        ref.reply = part.shm_reply == kNoSpan ? 0 : static_cast<uint64_t>(part.shm_reply);
+        ref.values = part.shm_values.value_or(0);
+        ref.reply = part.shm_reply.value_or(0);
         std::memcpy(val_msg.data(), &ref, sizeof ref);
       }
       if (pushes) {
-        auto* vp = shm ? shm_[part.shard]->region->data() + part.shm_values
+        auto* vp = shm ? shm_[part.shard]->region->data() + *part.shm_values
                        : static_cast<char*>(val_msg.data());
         for (size_t j = 0; j < count; ++j) {
           const uint32_t u = part.uniq[j];
@@ -372,7 +373,7 @@ class ZmqPsClient final : public PsClient {
       Header h;
       h.op = static_cast<uint8_t>(op);
       h.flags = flags;
-      if (r.parts[k].shm_values != kNoSpan || r.parts[k].shm_reply != kNoSpan) h.flags |= ps_wire::kFlagShm;
+      if (r.parts[k].shm()) h.flags |= ps_wire::kFlagShm;
       h.variable = var_id;
       h.partition = r.parts[k].partition;
       h.worker = options_.worker;
@@ -519,12 +520,12 @@ class ZmqPsClient final : public PsClient {
         status = Internal("PS shard " + std::to_string(shard) + " returned " +
                           std::to_string(h.count) + " rows, expected " +
                           std::to_string(part.uniq.size()));
-      } else if (m.shm() != (part.shm_reply != kNoSpan)) {
+      } else if (m.shm() != part.shm_reply.has_value()) {
         status = Internal("PS shard " + std::to_string(shard) + " answered " +
                           (m.shm() ? "in" : "outside") + " shared memory, which was not asked");
       } else {
         const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
-        const char* rows = m.shm() ? shm_[shard]->region->data() + part.shm_reply : m.values;
+        const char* rows = m.shm() ? shm_[shard]->region->data() + *part.shm_reply : m.values;
         float* out = r->out->data();
         for (size_t j = 0; j < part.uniq.size(); ++j) {
           DecodeValues(rows + j * row_bytes, dim, m.fp16(),
