@@ -10,14 +10,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 case "${1:-}" in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-build_dir="${BUILD_DIR:-build}"
-[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
-for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps; do
-  [[ -x "$build_dir/bin/$b" ]] || { echo "bytes_check.sh: $build_dir/bin/$b not found; build (scripts/build) or set BUILD_DIR" >&2; exit 1; }
-done
+source "$root/bench/lib.sh"
+px_build_dir
+px_require_bins bytes_check.sh parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps
 for f in brown/train.tok ctr/train.tsv; do
   [[ -f "$root/data/$f" ]] || { echo "bytes_check.sh: data/$f missing; run scripts/fetch-data (and --synthetic-ctr)" >&2; exit 1; }
 done
-echo "{\"bench\":\"bytes_check\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+px_event bytes_check start
 /usr/bin/python3 "$root/bench/e2e/bytes_check.py" --bin "$build_dir/bin" "$@"
-echo "{\"bench\":\"bytes_check\",\"event\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+px_event bytes_check end

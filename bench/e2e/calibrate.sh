@@ -10,11 +10,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 case "${1:-}" in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-build_dir="${BUILD_DIR:-build}"
-[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
-for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps; do
-  [[ -x "$build_dir/bin/$b" ]] || { echo "calibrate.sh: $build_dir/bin/$b not found; build (scripts/build) or set BUILD_DIR" >&2; exit 1; }
-done
+source "$root/bench/lib.sh"
+px_build_dir
+px_require_bins calibrate.sh parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps
 [[ -f "$root/data/brown/train.tok" ]] || { echo "calibrate.sh: data/brown/train.tok missing; run scripts/fetch-data" >&2; exit 1; }
-echo "{\"bench\":\"calibrate\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+px_event calibrate start
 /usr/bin/python3 "$root/bench/e2e/calibrate.py" --bin "$build_dir/bin" "$@"

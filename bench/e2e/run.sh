@@ -12,11 +12,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-build_dir="${BUILD_DIR:-build}"
-[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
-for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data; do
-  [[ -x "$build_dir/bin/$b" ]] || { echo "run.sh: $build_dir/bin/$b not found; build (scripts/build) or set BUILD_DIR" >&2; exit 1; }
-done
+source "$root/bench/lib.sh"
+px_build_dir
+px_require_bins run.sh parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data
 brown="$root/data/brown"
 [[ -f "$brown/train.tok" ]] || { echo "run.sh: $brown/train.tok missing; run scripts/fetch-data" >&2; exit 1; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || {
@@ -24,6 +22,6 @@ brown="$root/data/brown"
 batches="$brown/w3-batches-1.bin"
 [[ -f "$batches" ]] || "$build_dir/bin/parallax-data" batches "$brown/train.tok" --context 4 \
   --batch 256 --workers 2 --steps 310 --seed 1 --out "$batches" >/dev/null
-echo "{\"bench\":\"e2e\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+px_event e2e start
 /usr/bin/python3 "$root/bench/e2e/e2e.py" --bin "$build_dir/bin" --batches "$batches" "$@"
-echo "{\"bench\":\"e2e\",\"event\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+px_event e2e end

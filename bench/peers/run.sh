@@ -22,16 +22,13 @@ while [[ $# -gt 0 ]]; do
     *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
-build_dir="${BUILD_DIR:-build}"
-[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
+source "$root/bench/lib.sh"
+px_build_dir
 brown="$root/data/brown"
 batches="$brown/w3-batches-$seed.bin"
 [[ -f "$brown/train.tok" ]] || { echo "run.sh: $brown/train.tok missing; run scripts/fetch-data" >&2; exit 1; }
 if [[ ! -f "$batches" ]]; then
-  [[ -x "$build_dir/bin/parallax-data" ]] || {
-    echo "run.sh: $build_dir/bin/parallax-data not found; build it (scripts/build) or set BUILD_DIR" >&2
-    exit 1
-  }
+  px_require_bins run.sh parallax-data
   "$build_dir/bin/parallax-data" batches "$brown/train.tok" --context 4 --batch 256 \
     --workers 2 --steps 310 --seed "$seed" --out "$batches"
 fi
@@ -39,7 +36,7 @@ fi
   echo "run.sh: /usr/bin/python3 cannot import torch; run scripts/install-deps --bench" >&2
   exit 1
 }
-echo "{\"bench\":\"e2e\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+px_event e2e start
 /usr/bin/python3 "$root/bench/peers/w3_torch.py" --batches "$batches" --vocab "$brown/vocab.tsv" \
   --alternate --runs "$runs" --seed "$seed" "${extra[@]}"
-echo "{\"bench\":\"e2e\",\"event\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+px_event e2e end

@@ -20,17 +20,15 @@ while [[ $# -gt 0 ]]; do
     *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
-build_dir="${BUILD_DIR:-build}"
-[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
+source "$root/bench/lib.sh"
+px_build_dir
 data="${DATA_DIR:-$root/data}"
-for b in parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data; do
-  [[ -x "$build_dir/bin/$b" ]] || { echo "run.sh: $build_dir/bin/$b not found; build (scripts/build) or set BUILD_DIR" >&2; exit 1; }
-done
+px_require_bins run.sh parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data
 [[ -f "$data/brown/train.tok" ]] || { echo "run.sh: $data/brown/train.tok missing; run scripts/fetch-data or set DATA_DIR" >&2; exit 1; }
 out="$(mktemp -d /tmp/px-scaling-XXXXXX)/results.jsonl"
-echo "{\"bench\":\"scaling\",\"event\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"nproc\":$(nproc)}"
+px_event scaling start
 /usr/bin/python3 "$root/bench/scaling/scaling.py" --bin "$build_dir/bin" --data "$data" "${extra[@]}" | tee "$out"
-echo "{\"bench\":\"scaling\",\"event\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+px_event scaling end
 if [[ -n "$plot" ]]; then
   /usr/bin/python3 "$root/bench/scaling/plot.py" "$out" --out "$plot"
   echo "run.sh: plots in $plot/scaling-bytes.png and $plot/scaling-comm-time.png (results: $out)" >&2
