@@ -1,14 +1,12 @@
 #include "core/rpc/thrift_server.h"
 
 #include <thrift/TConfiguration.h>
-#include <thrift/TOutput.h>
 #include <thrift/TProcessor.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TServerSocket.h>
 
-#include <cstring>
 #include <future>
 #include <thread>
 
