@@ -134,7 +134,30 @@ class ShardCore {
     uint64_t shm_reply = 0;  // header has kFlagShm: where the rows go in the region
   };
 
+  // A PULL, PUSH or PUSH_PULL, checked and read: its partition, ids and, for
+  // a push, its gradients (in place, or decoded and without non-finite rows).
+  struct DataRequest {
+    const VariableSpec* spec = nullptr;
+    VarState* vs = nullptr;
+    PartitionState* ps = nullptr;
+    std::vector<int64_t> ids;
+    std::vector<float> grads;        // owned gradients (copied, decoded or compacted)
+    const float* gp = nullptr;       // the gradients to apply: grads, or in place
+    std::vector<int64_t> pull_ids;   // a compacted PUSH_PULL: every row it asked for
+    char* shm_rows = nullptr;        // kFlagShm: where the reply's rows go in the region
+    uint64_t shm_reply = 0;
+  };
+
   void HandleData(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  // Each returns false after an error reply (nothing changed).
+  bool CheckData(const std::string& identity, const MessageView& m, DataRequest* r,
+                 std::vector<OutMessage>* out);
+  bool ReadGradients(const std::string& identity, const MessageView& m, DataRequest* r,
+                     std::vector<OutMessage>* out);
+  void PushAsync(const std::string& identity, const Header& h, DataRequest* r,
+                 std::vector<OutMessage>* out);
+  void PushSync(const std::string& identity, const Header& h, DataRequest* r,
+                std::vector<OutMessage>* out);
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;
