@@ -214,7 +214,7 @@ TEST_F(AgentProcessTest, AdoptsALiveProcessAndStopsIt) {
   EXPECT_TRUE(agent->RunningTasks().empty());
 }
 
-// Issue 10 item 2: an agent that is killed while its task runs, and comes
+// An agent that is killed while its task runs, and comes
 // back, adopts the task; the task's supervisor records how it ended, so the
 // adopting agent reports its real exit code (the job keeps its attempt)
 // instead of LOST.

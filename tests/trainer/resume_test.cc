@@ -1,4 +1,4 @@
-// Issue 6, item 3: checkpoint, resume and export under a real
+// Checkpoint, resume and export under a real
 // parallax-coordinator and parallax-agent (which starts the trainer ranks and
 // the real parallax-ps shards), driven through the real `parallax` CLI.
 //
