@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "cli/job_file.h"
 #include "core/config/job_config.h"
 #include "core/plan/report.h"
 #include "core/plan/sparsity.h"
@@ -54,7 +55,8 @@ StatusOr<std::map<std::string, std::vector<std::vector<int64_t>>>> SampleHost(
 }  // namespace
 
 Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
-  PX_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(options.job_file));
+  PX_ASSIGN_OR_RETURN(std::string text, ReadJobFile(options.job_file));
+  PX_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(text, options.job_file));
   if (job.trainer.model.empty()) {
     return InvalidArgument(
         "job '" + job.job.name +
