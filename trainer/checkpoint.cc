@@ -10,7 +10,7 @@
 #include "core/ps/client.h"
 #include "core/ps/partition_file.h"
 #include "core/rpc/coordinator_client.h"
-#include "trainer/job_plan.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax::trainer {
 namespace {
@@ -395,7 +395,7 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
   m.plan_json = plan_json;
   PX_RETURN_IF_ERROR(
       WriteFileDurably(dir + "/" + kDenseFile, EncodeDenseFile(dense)).WithContext(where));
-  PX_ASSIGN_OR_RETURN(JobPlan plan, ParseJobPlan(plan_json));
+  PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(plan_json));
   if (ps) {
     PX_ASSIGN_OR_RETURN(ps::Ticket t, ps->Save(dir, step));
     PX_RETURN_IF_ERROR(ps->Wait(t, ps::DeadlineIn(options_.timeout_ms))

@@ -73,7 +73,7 @@ struct Manifest {
   int attempt = 0;
   int64_t step = 0;
   int world_size = 1;
-  std::string plan_json;  // trainer/job_plan.h JSON of the attempt that wrote it
+  std::string plan_json;  // core/plan/job_plan.h JSON of the attempt that wrote it
   std::vector<ManifestFile> files;
 };
 
