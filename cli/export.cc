@@ -15,7 +15,7 @@
 #include "core/base/durable_file.h"
 #include "core/ps/initializer.h"
 #include "core/ps/partition_file.h"
-#include "trainer/checkpoint.h"
+#include "trainer/checkpoint_files.h"
 #include "core/plan/job_plan.h"
 
 namespace parallax::cli {
