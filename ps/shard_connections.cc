@@ -1,7 +1,5 @@
 #include "ps/shard_connections.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -16,26 +14,6 @@ namespace parallax::ps {
 namespace {
 
 constexpr char kMonitor[] = "inproc://px-shard-monitor";
-
-std::string PeerOf(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    port = ntohs(in6->sin6_port);
-  } else {
-    return "a local socket";
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
 
 }  // namespace
 
@@ -74,7 +52,7 @@ void ShardConnections::OnMonitorEvents() {
     const int fd = static_cast<int>(value);
     if (kind == ZMQ_EVENT_ACCEPTED) {
       const bool spoke = spoke_.count(fd) > 0;
-      std::optional<ConnectionGuard::Id> id = guard_->Admit(fd, PeerOf(fd), spoke);
+      std::optional<ConnectionGuard::Id> id = guard_->Admit(fd, PeerName(fd), spoke);
       if (!id) {
         shutdown(fd, SHUT_RDWR);  // ZeroMQ drops it and reports it disconnected
         continue;

@@ -67,6 +67,11 @@ struct ConnectionLimits {
   uint32_t unauthenticated_request_bytes = 64 << 10;
 };
 
+// "10.0.0.5:41234" or "[::1]:41234": the peer of connected socket `fd`, as
+// the guard's log lines name it ("?" when it cannot be told; "a local
+// socket" for a Unix socket).
+std::string PeerName(int fd);
+
 // The cap used when ConnectionLimits::max_connections is 0: the open-file
 // limit less a reserve for the process's other descriptors (an eighth, at
 // least 32), at most 16384 and at least 16.

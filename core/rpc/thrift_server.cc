@@ -1,8 +1,6 @@
 #include "core/rpc/thrift_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -40,24 +38,6 @@ using apache::thrift::transport::TTransportException;
 
 // How often deadlines are checked and finished connection threads joined.
 constexpr int kReapPeriodMs = 200;
-
-std::string PeerName(const sockaddr_storage& addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (addr.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
-  }
-  return "?";
-}
 
 class GuardedServer : public ThriftServer {
  public:
@@ -138,7 +118,7 @@ class GuardedServer : public ThriftServer {
   // with the reserve descriptor and closes it at once, so the loop does not
   // spin on a connection it cannot accept.
   void ShedPending(int error);
-  void Admit(int fd, const sockaddr_storage& addr);
+  void Admit(int fd);
   void Serve(int fd, ConnectionGuard::Id id, const std::string& peer);
   void ReaperLoop();
   void JoinFinished();
@@ -184,11 +164,9 @@ void GuardedServer::AcceptLoop() {
 
 bool GuardedServer::AcceptPending() {
   for (int i = 0; i < 256; ++i) {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) {
-      Admit(fd, addr);
+      Admit(fd);
       continue;
     }
     const int error = errno;
@@ -230,8 +208,8 @@ void GuardedServer::ShedPending(int error) {
   }
 }
 
-void GuardedServer::Admit(int fd, const sockaddr_storage& addr) {
-  const std::string peer = PeerName(addr);
+void GuardedServer::Admit(int fd) {
+  const std::string peer = PeerName(fd);
   // A client sends its request as soon as it connects: bytes already waiting
   // set it apart from a connection that only holds a descriptor.
   int waiting = 0;
