@@ -16,6 +16,7 @@
 #include "core/rpc/tls.h"
 #include "core/config/job_config.h"
 #include "cli/export.h"
+#include "cli/job_file.h"
 #include "cli/job_metrics.h"
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
@@ -210,21 +211,26 @@ int Cli::Report(const Status& status) {
 int Cli::Submit() {
   // Validate here first: nothing is submitted from an invalid file, and the
   // user sees every problem with its file:line:column.
-  StatusOr<JobConfig> config = LoadJobConfig(job_file_);
+  StatusOr<std::string> text = ReadJobFile(job_file_);
+  if (!text.ok()) {
+    err_ << "parallax: " << text.status().message() << "\n";
+    return kExitUsage;
+  }
+  StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
   if (!config.ok()) {
     err_ << config.status().message() << "\n";
     err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
     return kExitUsage;
   }
-  std::ifstream in(job_file_, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
+  for (const std::string& line : EnvWarnings(*config, job_file_)) {
+    err_ << "parallax: warning: " << line << "\n";
+  }
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
   std::error_code ec;
   std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
-  StatusOr<rpc::JobInfo> job = client->SubmitJob(text.str(), ec ? job_file_ : abs);
+  StatusOr<rpc::JobInfo> job = client->SubmitJob(*text, ec ? job_file_ : abs);
   if (!job.ok()) return Report(job.status());
   err_ << "submitted job " << job->id << " (" << job->name << ", " << job->workers
        << " workers) to " << client->options().address << "\n";
@@ -289,13 +295,19 @@ int Cli::Status_() {
       for (const auto& t : tasks) {
         if (t.attempt != j.attempt) continue;
         auto state = rpc::_TaskState_VALUES_TO_NAMES.find(t.state);
+        std::string state_name =
+            state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second;
         std::string exit = t.__isset.exit_code ? std::to_string(t.exit_code)
                            : t.__isset.signal  ? "signal " + std::to_string(t.signal)
                                                : "";
+        if (t.__isset.not_launched && t.not_launched) {
+          // Never started: the plan put nothing on the PS.
+          state_name = "NOT LAUNCHED";
+          exit = "";
+        }
         trows.push_back({std::string(t.role == rpc::TaskRole::TRAINER ? "trainer/" : "ps/") +
                              std::to_string(t.index),
-                         std::to_string(t.attempt), t.agent_name,
-                         state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second, exit});
+                         std::to_string(t.attempt), t.agent_name, state_name, exit});
       }
       out_ << "\n";
       PrintTable(out_, trows);

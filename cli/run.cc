@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "cli/job_file.h"
 #include "core/config/job_config.h"
 #include "core/config/job_edit.h"
 #include "core/rpc/coordinator_client.h"
@@ -133,7 +134,12 @@ int LiveTasks(CoordinatorClient& client, int64_t job_id) {
 }  // namespace
 
 int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  StatusOr<JobConfig> config = LoadJobConfig(options.job_file);
+  StatusOr<std::string> job_file_text = ReadJobFile(options.job_file);
+  if (!job_file_text.ok()) {
+    err << "parallax: " << job_file_text.status().message() << "\n";
+    return kExitUsage;
+  }
+  StatusOr<JobConfig> config = ParseJobConfig(*job_file_text, options.job_file);
   if (!config.ok()) {
     err << config.status().message() << "\n";
     err << "parallax: " << options.job_file << " is not a valid job file; nothing was run\n";
@@ -207,6 +213,11 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
       "--workdir", dir + "/agent", "--slots", std::to_string(config->job.workers),
       "--grace-ms", "2000", "--stop-tasks-on-exit", "--allow-exec", options.bin_dir,
       "--allow-exec", job_dir};
+  // The private agent runs the user's own job on the user's own machine:
+  // the names its [trainer.env] sets are the user's to choose.
+  for (const auto& [name, value] : config->trainer.env) {
+    agent_argv.insert(agent_argv.end(), {"--allow-env", name});
+  }
   agent_argv.insert(agent_argv.end(), secret_args.begin(), secret_args.end());
   agent_argv.insert(agent_argv.end(), server_tls_args.begin(), server_tls_args.end());
   agent_argv.insert(agent_argv.end(), ca_args.begin(), ca_args.end());
@@ -238,10 +249,7 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
     return kExitFailed;
   }
 
-  std::ifstream in(options.job_file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string job_text = text.str();
+  std::string job_text = *job_file_text;
   if (!options.timeline_dir.empty()) {
     // Absolute: the job's paths resolve against the job file's directory,
     // the flag's against ours.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "coordinator/task_outcome.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/rpc/request_header.h"
@@ -556,6 +557,7 @@ void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
     info.state = static_cast<rpc::TaskState::type>(t.state);
     if (t.exit_code) info.__set_exit_code(*t.exit_code);
     if (t.signal) info.__set_signal(*t.signal);
+    if (IsNotLaunched(t)) info.__set_not_launched(true);
     info.updated = t.updated;
     out.push_back(std::move(info));
   }

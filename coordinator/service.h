@@ -30,6 +30,7 @@
 #include "core/base/clock.h"
 #include "core/base/status.h"
 #include "schemas/Coordinator.h"
+#include "schemas/coordinator_constants.h"
 
 namespace parallax::coordinator {
 
@@ -44,7 +45,7 @@ struct ServiceOptions {
   // reconciles jobs (lost agents, placement).
   int64_t heartbeat_flush_ms = 1'000;
   // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
-  size_t max_job_text_bytes = 1 << 20;
+  size_t max_job_text_bytes = static_cast<size_t>(rpc::g_coordinator_constants.MAX_JOB_TEXT_BYTES);
   size_t max_kv_value_bytes = 1 << 20;  // --max-kv-value-bytes
   size_t max_plan_bytes = 16 << 20;
   // Count limits, so a client cannot fill the database or the scheduler:
@@ -81,6 +82,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
   // Runs one orchestration pass now (what the background thread does every
   // heartbeat_flush_ms) and wakes long polls if anything changed.
   void Reconcile();
+  // The shared secret requests must carry ("" : none).
+  const std::string& auth_token() const { return options_.auth_token; }
 
   // rpc::CoordinatorIf
   void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;

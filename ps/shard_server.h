@@ -36,6 +36,12 @@ struct ShardServerOptions {
   // Where to bind. A port of 0 ("tcp://127.0.0.1:0") picks a free port;
   // endpoint() tells which. ipc:// paths work for same-host workers.
   std::string listen = "tcp://127.0.0.1:0";
+  // Connections kept open at most (ps/shard_connections.h); 0: the
+  // open-file limit less an eighth, at most 16384.
+  int max_connections = 0;
+  // A connection that has not finished ZeroMQ's handshake (with CURVE, its
+  // authentication) this long after connecting is closed.
+  int handshake_timeout_ms = 10'000;
 };
 
 class ShardServer {

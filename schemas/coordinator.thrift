@@ -14,6 +14,10 @@ namespace cpp parallax.rpc
 
 const i32 PROTOCOL_VERSION = 1
 
+// Largest job file (SubmitJobRequest.job_text) the coordinator accepts, in
+// bytes. `parallax submit` reads at most this much plus one byte of a file.
+const i32 MAX_JOB_TEXT_BYTES = 1048576
+
 struct RequestHeader {
   1: required i32 protocol_version
   // Shared secret for the control plane. Empty when the coordinator runs
@@ -62,8 +66,8 @@ enum JobState {
 }
 
 struct SubmitJobRequest {
-  // The whole job.toml text. The coordinator re-validates it; it never trusts
-  // the client's validation.
+  // The whole job.toml text, at most MAX_JOB_TEXT_BYTES. The coordinator
+  // re-validates it; it never trusts the client's validation.
   1: required string job_text
   // Where the client read it from (for messages, and to resolve relative paths
   // on hosts that share the client's filesystem).
@@ -152,6 +156,9 @@ struct TaskInfo {
   7: optional i32 exit_code
   8: optional i32 signal
   9: required i64 updated
+  // True for a PS shard the job's plan never needed: it was never started
+  // (its state reads EXITED with code 0 so that the job can finish).
+  10: optional bool not_launched
 }
 
 // Identifies one task of one attempt of a job.

@@ -80,7 +80,8 @@ class ResumeTest : public ::testing::Test {
     agent_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name",
                                  "agent-a", "--workdir", dir_.File("agent-a"), "--slots", "2",
-                                 "--grace-ms", "1000", "--heartbeat-ms", "200"},
+                                 "--grace-ms", "1000", "--heartbeat-ms", "200", "--allow-env",
+                                 "TINY_*"},
         dir_.File("agent-a.log"));
   }
 
