@@ -94,12 +94,12 @@ class ConnectionPool {
 
   const size_t max_queued_;
   std::mutex mu_;
-  std::condition_variable ready_;  // a job or closed_
-  std::condition_variable room_;   // the queue shrank or closed_
-  std::deque<std::function<void()>> jobs_;           // GUARDED_BY(mu_)
-  bool closed_ = false;                              // GUARDED_BY(mu_)
-  SteadyClock::time_point last_full_warning_{};      // GUARDED_BY(mu_)
-  std::vector<std::thread> workers_;                 // constant after construction
+  std::condition_variable ready_;                // a job or closed_
+  std::condition_variable room_;                 // the queue shrank or closed_
+  std::deque<std::function<void()>> jobs_;       // GUARDED_BY(mu_)
+  bool closed_ = false;                          // GUARDED_BY(mu_)
+  SteadyClock::time_point last_full_warning_{};  // GUARDED_BY(mu_)
+  std::vector<std::thread> workers_;             // constant after construction
 };
 
 // What httplib's listen loop is given each time it starts: enqueues into the
@@ -134,9 +134,8 @@ StatusOr<std::shared_ptr<SSL_CTX>> NewServerTlsContext(const std::string& cert_f
   }
   if (SSL_CTX_use_PrivateKey_file(ctx.get(), key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
       SSL_CTX_check_private_key(ctx.get()) != 1) {
-    return FailedPrecondition("--tls-key '" + key_file +
-                              "' cannot be used with --tls-cert '" + cert_file + "': " +
-                              OpenSslError());
+    return FailedPrecondition("--tls-key '" + key_file + "' cannot be used with --tls-cert '" +
+                              cert_file + "': " + OpenSslError());
   }
   return ctx;
 }
@@ -181,11 +180,10 @@ class HttplibServer final : public httplib::Server, public HttpServer {
         tls_(std::move(tls)),
         pool_(options_.threads, options_.max_queued) {
     new_task_queue = [this] { return new PoolHandle(&pool_); };
-    set_pre_routing_handler(
-        [this](const httplib::Request& req, httplib::Response& res) {
-          Answer(req, res);
-          return HandlerResponse::Handled;
-        });
+    set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      Answer(req, res);
+      return HandlerResponse::Handled;
+    });
     set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
       res.status = 500;
       res.set_content("internal error\n", "text/plain; charset=utf-8");
@@ -194,8 +192,9 @@ class HttplibServer final : public httplib::Server, public HttpServer {
   ~HttplibServer() override { Stop(); }
 
   Status Bind() {
-    int port = options_.port == 0 ? bind_to_any_port(options_.host)
-                                  : (bind_to_port(options_.host, options_.port) ? options_.port : -1);
+    int port = options_.port == 0
+                   ? bind_to_any_port(options_.host)
+                   : (bind_to_port(options_.host, options_.port) ? options_.port : -1);
     if (port < 0) {
       return Unavailable("http: cannot listen on " + options_.host + ":" +
                          std::to_string(options_.port) + ": " + std::strerror(errno) +
@@ -252,7 +251,8 @@ class HttplibServer final : public httplib::Server, public HttpServer {
 
   bool ServeConnection(int sock) {
     ConnectionLimits limits;
-    limits.read_deadline = SteadyClock::now() + std::chrono::milliseconds(options_.request_timeout_ms);
+    limits.read_deadline =
+        SteadyClock::now() + std::chrono::milliseconds(options_.request_timeout_ms);
     limits.max_read_bytes = options_.max_request_bytes;
     limits.write_timeout = std::chrono::milliseconds(options_.write_timeout_ms);
     std::unique_ptr<ConnectionStream> stream = OpenConnectionStream(sock, tls_.get(), limits);
@@ -265,7 +265,8 @@ class HttplibServer final : public httplib::Server, public HttpServer {
       const std::string body = "414 the request is over the size limit\n";
       const std::string reply =
           "HTTP/1.1 414 URI Too Long\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body;
       stream->write(reply.data(), reply.size());
     }
     return ok;
@@ -277,9 +278,10 @@ class HttplibServer final : public httplib::Server, public HttpServer {
         !ConstantTimeEquals(CredentialOf(req.get_header_value("Authorization")), options_.token)) {
       res.status = 401;
       res.set_header("WWW-Authenticate", "Basic realm=\"parallax\", charset=\"UTF-8\"");
-      res.set_content("401 unauthorized: send \"Authorization: Bearer TOKEN\" with the token of "
-                      "the coordinator's --http-token-file\n",
-                      "text/plain; charset=utf-8");
+      res.set_content(
+          "401 unauthorized: send \"Authorization: Bearer TOKEN\" with the token of "
+          "the coordinator's --http-token-file\n",
+          "text/plain; charset=utf-8");
       return;
     }
     if (req.method != "GET" && req.method != "HEAD") {
@@ -337,7 +339,7 @@ class HttplibServer final : public httplib::Server, public HttpServer {
   ConnectionPool pool_;
   std::mutex mu_;
   std::condition_variable rebind_cv_;
-  bool stopping_ = false;   // GUARDED_BY(mu_)
+  bool stopping_ = false;    // GUARDED_BY(mu_)
   std::set<int> in_flight_;  // GUARDED_BY(mu_): sockets being served
   std::thread thread_;
 };

@@ -38,10 +38,10 @@
 namespace parallax::coordinator {
 
 struct HttpRequest {
-  std::string method;  // "GET" or "HEAD"
-  std::string path;    // decoded, without the query
+  std::string method;                              // "GET" or "HEAD"
+  std::string path;                                // decoded, without the query
   std::multimap<std::string, std::string> params;  // decoded query parameters
-  std::string remote;  // "IP:PORT" of the peer, for logs
+  std::string remote;                              // "IP:PORT" of the peer, for logs
 };
 
 struct HttpResponse {
@@ -62,8 +62,8 @@ struct HttpServerOptions {
   // PEM certificate (chain) and private key: both set, HTTPS only.
   std::string tls_cert_file;
   std::string tls_key_file;
-  int threads = 4;       // connections served at once
-  int max_queued = 32;   // accepted connections waiting for a thread
+  int threads = 4;      // connections served at once
+  int max_queued = 32;  // accepted connections waiting for a thread
   size_t max_request_bytes = 16 << 10;
   int request_timeout_ms = 5'000;  // the whole request, from accept (and TLS handshake)
   int write_timeout_ms = 10'000;   // the whole reply

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "coordinator/http_endpoint.h"
+#include "coordinator/rpc_stats.h"
 #include "coordinator/server.h"
 #include "coordinator/service.h"
 #include "coordinator/sqlite_state_store.h"
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
   app.add_flag("-v,--verbose", verbose, "log debug messages");
+  HttpEndpointFlags http_flags;  // web pages and /metrics: --http, --http-token-file, ...
+  AddHttpEndpointFlags(&app, &http_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -152,7 +156,8 @@ int main(int argc, char** argv) {
   server_options.port = address->second;
   server_options.max_frame_bytes = max_request_bytes;
   server_options.max_string_bytes = max_request_bytes;
-  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);
+  RpcStats rpc_stats;  // every call counted and timed, for /metrics
+  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service, &rpc_stats);
   if (!server.ok()) {
     std::cerr << "parallax-coordinator: " << server.status().message() << "\n";
     return 1;
@@ -169,9 +174,22 @@ int main(int argc, char** argv) {
             << (token->empty() ? "no authentication" : "requests authenticated by the shared secret")
             << (server_options.tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
 
+  // The web pages and /metrics (--http), read-only, with their own token.
+  StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpoint(
+      http_flags, {store->get(), service.get(), &rpc_stats, *token, server_options.tls_cert_file,
+                   server_options.tls_key_file});
+  if (!http.ok()) {
+    std::cerr << "parallax-coordinator: " << http.status().message() << "\n";
+    return http.status().code() == StatusCode::kInvalidArgument ||
+                   http.status().code() == StatusCode::kFailedPrecondition
+               ? 2
+               : 1;
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "signal " << sig << ": shutting down";
+  if (*http) (*http)->Stop();
   service->Stop();
   (*server)->Stop();
   return 0;

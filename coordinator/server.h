@@ -12,14 +12,17 @@
 namespace parallax::coordinator {
 
 class CoordinatorService;
+class RpcStats;
 
 using ServerOptions = ThriftServerOptions;
 using Server = ThriftServer;
 
 // Binds and starts serving in a background thread; returns once the socket
-// is listening. `service` must outlive the server.
+// is listening. `service` must outlive the server. With `rpc_stats` (which
+// must outlive it too), every call is counted and timed there.
 StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options,
-                                              std::shared_ptr<CoordinatorService> service);
+                                              std::shared_ptr<CoordinatorService> service,
+                                              RpcStats* rpc_stats = nullptr);
 
 }  // namespace parallax::coordinator
 

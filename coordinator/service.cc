@@ -515,13 +515,11 @@ void CoordinatorService::Heartbeat(rpc::HeartbeatResponse& out, const rpc::Reque
   }
 }
 
-void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
-                                    const rpc::RequestHeader& header) {
-  CheckHeader(header);
-  std::vector<AgentRecord> agents = ValueOrThrow(store_->ListAgents());
+StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
+  PX_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, store_->ListAgents());
   int64_t now = clock_->NowMillis();
   std::lock_guard<std::mutex> lock(agents_mu_);
-  out.clear();
+  std::vector<rpc::AgentInfo> out;
   for (const AgentRecord& a : agents) {
     rpc::AgentInfo info;
     info.name = a.name;
@@ -538,6 +536,13 @@ void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
     info.__set_draining(a.draining);
     out.push_back(std::move(info));
   }
+  return out;
+}
+
+void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
+                                    const rpc::RequestHeader& header) {
+  CheckHeader(header);
+  out = ValueOrThrow(Agents());
 }
 
 void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
@@ -719,6 +724,14 @@ void CoordinatorService::GetMetrics(std::vector<rpc::MetricPoint>& out,
     if (!r.values.empty()) p.__set_values(r.values);
     out.push_back(std::move(p));
   }
+}
+
+void CoordinatorService::ReportShardStats(const rpc::RequestHeader& header,
+                                          const rpc::ShardStatsReport& report) {
+  CheckHeader(header);
+  ThrowIfError(ShardStatsBoard::Validate(report));
+  CheckAttempt(report.job_id, report.attempt);
+  shard_stats_.Record(report);
 }
 
 void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,

@@ -312,12 +312,12 @@ TEST_F(HttpServerTest, StopCutsAConnectionInFlight) {
 
 TEST_F(HttpServerTest, ServesTlsOnlyWithACertificate) {
   testing::TempDir dir;
-  testing::RunResult made = testing::RunProcess(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-       "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", dir.File("key.pem"), "-out",
-       dir.File("cert.pem"), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext",
-       "subjectAltName=IP:127.0.0.1"},
-      {}, 60'000);
+  testing::RunResult made =
+      testing::RunProcess({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                           "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", dir.File("key.pem"),
+                           "-out", dir.File("cert.pem"), "-days", "2", "-subj", "/CN=127.0.0.1",
+                           "-addext", "subjectAltName=IP:127.0.0.1"},
+                          {}, 60'000);
   ASSERT_EQ(made.exit_code, 0) << made.err;
   HttpServerOptions options;
   options.tls_cert_file = dir.File("cert.pem");
