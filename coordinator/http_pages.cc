@@ -224,7 +224,8 @@ std::string RenderJobPage(const JobPageData& d) {
     body += "<p class=\"muted\">only the first metric points are drawn</p>";
   }
   if (!d.newest_per_rank.empty()) body += "<h2>Ranks now</h2>" + RanksTable(d);
-  body += PlanSection(d) + TasksAndShards(d) + EventsAndLogs(d);
+  // The plan last: one row per variable, the longest table.
+  body += TasksAndShards(d) + EventsAndLogs(d) + PlanSection(d);
   return Page("job " + std::to_string(d.job.id), body, /*refresh_s=*/15);
 }
 
