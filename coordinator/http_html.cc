@@ -25,7 +25,7 @@ th{background:#eef1f5;font-weight:600}td.num{text-align:right;font-variant-numer
 svg.chart{background:#fff;border:1px solid #dde2e8}
 svg.chart .plot{fill:#fbfcfd;stroke:#c5ccd6}svg.chart .curve{stroke:#2563eb;stroke-width:1.6}
 svg.chart text{font:12px system-ui,sans-serif;fill:#5b6573}svg.chart .chart-title{font-weight:600;fill:#1d2733}
-pre.log{background:#0f1720;color:#d7e1ec;padding:8px;max-height:320px;overflow:auto;font-size:12px;margin:4px 0 10px}
+pre.log{background:#0f1720;color:#d7e1ec;padding:8px;max-height:320px;overflow:auto;font-size:12px;margin:4px 0 10px;white-space:pre-wrap;overflow-wrap:anywhere}
 details summary{cursor:pointer;margin:4px 0}progress{width:120px;vertical-align:middle}
 .muted{color:#6b7280}.error{color:#991b1b}
 )css";
