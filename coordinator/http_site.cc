@@ -70,12 +70,24 @@ std::vector<std::string> Segments(const std::string& path) {
   return out;
 }
 
-std::optional<int64_t> TotalSteps(const JobRecord& job) {
+// The job's [trainer] section; nullopt if the stored text no longer parses
+// (a key renamed since it was submitted).
+std::optional<JobConfig::Trainer> TrainerOf(const JobRecord& job) {
   JobLoadOptions load;
   load.check_paths = false;
   StatusOr<JobConfig> config = ParseJobConfig(job.job_text, job.job_path, load);
   if (!config.ok()) return std::nullopt;
-  return config->trainer.steps;
+  return config->trainer;
+}
+
+std::optional<int64_t> TotalSteps(const JobRecord& job) {
+  std::optional<JobConfig::Trainer> trainer = TrainerOf(job);
+  return trainer ? std::optional<int64_t>(trainer->steps) : std::nullopt;
+}
+
+int64_t MetricsEvery(const JobRecord& job) {
+  std::optional<JobConfig::Trainer> trainer = TrainerOf(job);
+  return trainer ? trainer->metrics_every : JobConfig::Trainer{}.metrics_every;
 }
 
 // The stored plan's variables as table rows. The plan is the JSON trainer
@@ -317,8 +329,8 @@ HttpResponse HttpSite::Metrics() {
   std::set<int64_t> live;
   for (const JobRecord& j : *jobs) {
     LiveJob job{j.id, j.name, j.state, j.step, j.attempt, j.restarts, {}};
-    StatusOr<std::vector<MetricRecord>> points =
-        store_->ListMetrics(j.id, std::max<int64_t>(-1, j.step - options_.metrics_window_steps), 0);
+    StatusOr<std::vector<MetricRecord>> points = store_->ListMetrics(
+        j.id, std::max<int64_t>(-1, j.step - options_.metrics_window_points * MetricsEvery(j)), 0);
     if (!points.ok()) return StoreError(points.status());
     job.figures = SummarizeJob(*points, j.attempt);
     f.live_jobs.push_back(std::move(job));

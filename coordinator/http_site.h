@@ -36,8 +36,9 @@ struct HttpSiteOptions {
   // longer job shows its first points and says so.
   int max_curve_points_read = 100'000;
   size_t curve_points = 400;  // drawn per curve
-  // /metrics reads a running job's points after (newest step - this).
-  int64_t metrics_window_steps = 1'000;
+  // /metrics reads about this many of the newest metric points of each rank
+  // of a running job (the points of the last this × metrics_every steps).
+  int64_t metrics_window_points = 20;
   int32_t log_tail_bytes = 4'096;      // per task, on the job page
   int32_t log_page_bytes = 256 << 10;  // on a task's log page
   int max_log_tails = 16;              // tasks whose tail the job page shows
