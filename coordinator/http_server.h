@@ -65,8 +65,10 @@ struct HttpServerOptions {
   int threads = 4;      // connections served at once
   int max_queued = 32;  // accepted connections waiting for a thread
   size_t max_request_bytes = 16 << 10;
-  int request_timeout_ms = 5'000;  // the whole request, from accept (and TLS handshake)
-  int write_timeout_ms = 10'000;   // the whole reply
+  // The whole request (and the TLS handshake), from when a thread takes the
+  // connection; the whole reply, from its first byte.
+  int request_timeout_ms = 5'000;
+  int write_timeout_ms = 10'000;
 };
 
 class HttpServer {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <optional>
 
 namespace parallax::coordinator {
 namespace {
@@ -68,7 +69,8 @@ class SocketStream final : public ConnectionStream {
   }
 
   bool is_writable() const override {
-    return WaitFor(fd_, POLLOUT, SteadyClock::now() + limits_.write_timeout);
+    return WaitFor(fd_, POLLOUT,
+                   write_deadline_.value_or(SteadyClock::now() + limits_.write_timeout));
   }
 
   bool read_limit_hit() const override { return read_limit_hit_; }
@@ -93,7 +95,10 @@ class SocketStream final : public ConnectionStream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    const auto deadline = SteadyClock::now() + limits_.write_timeout;
+    // One deadline for the whole reply, from its first write: a reader that
+    // takes a byte now and then cannot hold the thread.
+    if (!write_deadline_) write_deadline_ = SteadyClock::now() + limits_.write_timeout;
+    const auto deadline = *write_deadline_;
     size = std::min(size, size_t{INT_MAX});
     while (true) {
       short want = POLLOUT;
@@ -148,6 +153,7 @@ class SocketStream final : public ConnectionStream {
   size_t bytes_read_ = 0;
   size_t bytes_written_ = 0;
   bool read_limit_hit_ = false;
+  std::optional<SteadyClock::time_point> write_deadline_;  // set by the first write
 };
 
 }  // namespace

@@ -2,8 +2,8 @@
 // limits httplib's own socket stream lacks: all reads together may take at
 // most max_read_bytes and must finish by read_deadline (so neither a flood of
 // header lines nor a byte-per-second sender holds memory or a thread for
-// long), and each write must finish within write_timeout. Internal to
-// coordinator/http_server.cc.
+// long), and the whole reply must be written within write_timeout of its
+// first byte. Internal to coordinator/http_server.cc.
 #ifndef PARALLAX_COORDINATOR_HTTP_STREAM_H_
 #define PARALLAX_COORDINATOR_HTTP_STREAM_H_
 

@@ -231,6 +231,34 @@ TEST_F(HttpServerTest, SlowSenderIsCutOffAtTheRequestTimeout) {
   EXPECT_EQ(calls_, 0);
 }
 
+// A client that asks for a large reply and never reads it holds the only
+// thread for write_timeout_ms, not for ever.
+TEST_F(HttpServerTest, ReaderThatDoesNotReadIsCutOffAtTheWriteTimeout) {
+  HttpServerOptions options;
+  options.threads = 1;
+  options.write_timeout_ms = 300;
+  auto server = StartHttpServer(options, [](const HttpRequest& r) {
+    HttpResponse res;
+    if (r.path == "/big") res.body.assign(size_t{64} << 20, 'x');
+    return res;
+  });
+  ASSERT_TRUE(server.ok());
+  int port = (*server)->port();
+  int fd = Connect(port);
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(30, 0);
+  const auto start = Clock::now();
+  auto r = c.Get("/small");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
+  close(fd);
+}
+
 TEST_F(HttpServerTest, ServesAtMostThreadsConnectionsAtOnceAndAnswersAll) {
   HttpServerOptions options;
   options.threads = 2;
