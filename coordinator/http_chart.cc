@@ -9,12 +9,6 @@
 namespace parallax::coordinator {
 namespace {
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
 // A label of at most about 7 characters: 3 significant digits, with k, M
 // or G for large values and an exponent for tiny ones.
 std::string Short(double v) {

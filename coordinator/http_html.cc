@@ -1,6 +1,7 @@
 #include "coordinator/http_html.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace parallax::coordinator {
 namespace {
@@ -92,6 +93,12 @@ std::string Page(const std::string& title, const std::string& body, int refresh_
           "<a href=\"/\">jobs and agents</a><a href=\"/metrics\">metrics</a></header><main>" +
           body + "</main></body></html>\n";
   return html;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
 }
 
 std::string Ago(int64_t then, int64_t now) {

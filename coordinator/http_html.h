@@ -32,6 +32,9 @@ std::string Table(const std::string& id, const std::vector<std::string>& headers
 // (0: none) so that a page stays current without any script.
 std::string Page(const std::string& title, const std::string& body, int refresh_s);
 
+// `v` with `digits` decimals ("3.14"), for labels and coordinates.
+std::string Fixed(double v, int digits);
+
 // "3 s ago", "5 min ago", "2 h ago", "4 d ago" for a time `then` before
 // `now` (milliseconds); "-" for 0.
 std::string Ago(int64_t then, int64_t now);

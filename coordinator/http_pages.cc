@@ -10,12 +10,6 @@
 namespace parallax::coordinator {
 namespace {
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
 std::string StateBadge(const std::string& state) {
   return "<span class=\"state s-" + HtmlEscape(state) + "\">" + HtmlEscape(state) + "</span>";
 }

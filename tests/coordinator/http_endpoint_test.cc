@@ -9,8 +9,7 @@
 
 #include <fstream>
 
-#include "coordinator/sqlite_state_store.h"
-#include "tests/testing/temp_dir.h"
+#include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -18,27 +17,19 @@ namespace {
 class HttpEndpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SqliteStateStoreOptions options;
-    options.path = dir_.File("state.db");
-    auto store = OpenSqliteStateStore(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    service_ = std::make_unique<CoordinatorService>(store_.get(), &clock_, ServiceOptions{});
-    ASSERT_TRUE(service_->Init().ok());
-    sources_ = {store_.get(), service_.get(), &rpc_stats_, "cluster-secret", "", ""};
+    Status s = db_.Open();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    sources_ = {db_.store.get(), db_.service.get(), &rpc_stats_, "cluster-secret", "", ""};
   }
 
   std::string WriteSecret(const std::string& name, const std::string& text) {
-    const std::string path = dir_.File(name);
+    const std::string path = db_.dir.File(name);
     std::ofstream(path) << text << "\n";
     chmod(path.c_str(), 0600);
     return path;
   }
 
-  testing::TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<StateStore> store_;
-  std::unique_ptr<CoordinatorService> service_;
+  testing::SqliteService db_;
   RpcStats rpc_stats_;
   HttpEndpointSources sources_;
 };
@@ -55,7 +46,7 @@ TEST_F(HttpEndpointTest, OffWithoutHttp) {
 TEST_F(HttpEndpointTest, PortAloneListensOnLoopbackAndWritesThePortFile) {
   HttpEndpointFlags flags;
   flags.listen = "0";
-  flags.port_file = dir_.File("http.port");
+  flags.port_file = db_.dir.File("http.port");
   flags.token_file = WriteSecret("token", "viewer");
   auto endpoint = StartHttpEndpoint(flags, sources_);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();

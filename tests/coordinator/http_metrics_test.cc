@@ -8,9 +8,8 @@
 #include "coordinator/server.h"
 #include "coordinator/service.h"
 #include "coordinator/shard_stats.h"
-#include "coordinator/sqlite_state_store.h"
 #include "core/rpc/coordinator_client.h"
-#include "tests/testing/temp_dir.h"
+#include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -110,16 +109,10 @@ TEST(ShardStatsBoardTest, KeepsTheNewestAttemptAndOnlyLiveJobs) {
 
 // Calls served over the real Thrift server are counted by method.
 TEST(RpcStatsTest, CountsAndTimesEveryCallByMethod) {
-  testing::TempDir dir;
-  SqliteStateStoreOptions options;
-  options.path = dir.File("state.db");
-  auto store = OpenSqliteStateStore(options);
-  ASSERT_TRUE(store.ok());
-  FakeClock clock;
-  auto service = std::make_shared<CoordinatorService>(store->get(), &clock, ServiceOptions{});
-  ASSERT_TRUE(service->Init().ok());
+  testing::SqliteService db;
+  ASSERT_TRUE(db.Open().ok());
   RpcStats stats;
-  auto server = StartServer(ServerOptions{}, service, &stats);
+  auto server = StartServer(ServerOptions{}, db.service, &stats);
   ASSERT_TRUE(server.ok());
   CoordinatorClientOptions copts;
   copts.address = "127.0.0.1:" + std::to_string((*server)->port());
@@ -136,7 +129,7 @@ TEST(RpcStatsTest, CountsAndTimesEveryCallByMethod) {
   for (int64_t b : by_name["Heartbeat"].buckets) in_buckets += b;
   EXPECT_EQ(in_buckets, 3);
   EXPECT_GT(by_name["Heartbeat"].sum_seconds, 0);
-  service->Stop();
+  db.service->Stop();
   (*server)->Stop();
 }
 

@@ -7,9 +7,7 @@
 
 #include <mutex>
 
-#include "coordinator/sqlite_state_store.h"
-#include "schemas/coordinator_constants.h"
-#include "tests/testing/temp_dir.h"
+#include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -72,19 +70,14 @@ bool Has(const std::string& text, const std::string& part) {
 class HttpSiteTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SqliteStateStoreOptions options;
-    options.path = dir_.File("state.db");
-    auto store = OpenSqliteStateStore(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    service_ = std::make_unique<CoordinatorService>(store_.get(), &clock_, ServiceOptions{});
-    ASSERT_TRUE(service_->Init().ok());
-    header_.protocol_version = rpc::g_coordinator_constants.PROTOCOL_VERSION;
+    Status s = db_.Open();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    store_ = db_.store.get();
+    service_ = db_.service.get();
   }
 
   void MakeSite(HttpSiteOptions options = {}) {
-    site_ = std::make_unique<HttpSite>(store_.get(), service_.get(), &rpc_stats_, &logs_, &clock_,
-                                       options);
+    site_ = std::make_unique<HttpSite>(store_, service_, &rpc_stats_, &logs_, &clock_, options);
   }
 
   HttpResponse Get(const std::string& path, std::multimap<std::string, std::string> params = {}) {
@@ -103,7 +96,7 @@ class HttpSiteTest : public ::testing::Test {
     a.slots = 4;
     a.gpus = 0;
     a.__set_hostname("host-of-" + name);
-    service_->RegisterAgent(header_, a);
+    service_->RegisterAgent(testing::SqliteService::Header(), a);
   }
 
   // A RUNNING job with two trainers on agent "a1" and a PS shard on "a2",
@@ -150,14 +143,13 @@ class HttpSiteTest : public ::testing::Test {
     return job.id;
   }
 
-  testing::TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<StateStore> store_;
-  std::unique_ptr<CoordinatorService> service_;
+  testing::SqliteService db_;
+  FakeClock& clock_ = db_.clock;
+  StateStore* store_ = nullptr;
+  CoordinatorService* service_ = nullptr;
   RpcStats rpc_stats_;
   FakeLogReader logs_;
   std::unique_ptr<HttpSite> site_;
-  rpc::RequestHeader header_;
 };
 
 TEST_F(HttpSiteTest, JobsListShowsJobsWithStateAndProgressAndAgents) {
@@ -297,9 +289,9 @@ TEST_F(HttpSiteTest, MetricsHaveSeriesOfRunningJobsOnly) {
   shard.pulls = 12;
   shard.staleness_buckets = {3, 2, 1};
   shard.staleness_sum = 4;
-  service_->ReportShardStats(header_, shard);
+  service_->ReportShardStats(testing::SqliteService::Header(), shard);
   shard.job_id = ended;
-  service_->ReportShardStats(header_, shard);
+  service_->ReportShardStats(testing::SqliteService::Header(), shard);
   ASSERT_TRUE(
       store_->TransitionJob(ended, JobState::kCancelled, "by test", clock_.NowMillis()).ok());
   RegisterAgent("a1", "10.0.0.1:7071");  // a fresh heartbeat: alive now
