@@ -214,8 +214,9 @@ std::string RenderJobPage(const JobPageData& d) {
   body += SvgLineChart(d.loss, {"loss-chart", "loss (mean over ranks)"});
   body += SvgLineChart(d.throughput, {"throughput-chart", "samples/s (all ranks)"});
   body += "</div>";
-  if (d.points_truncated) {
-    body += "<p class=\"muted\">only the first metric points are drawn</p>";
+  if (d.curves_from_step > 0) {
+    body += "<p class=\"muted\">the newest steps, from step " + std::to_string(d.curves_from_step) +
+            "</p>";
   }
   if (!d.newest_per_rank.empty()) body += "<h2>Ranks now</h2>" + RanksTable(d);
   // The plan last: one row per variable, the longest table.

@@ -56,7 +56,7 @@ struct JobPageData {
   JobFigures figures;       // of the current attempt
   std::map<int, MetricRecord> newest_per_rank;
   std::vector<CurvePoint> loss, throughput;
-  bool points_truncated = false;  // only the first points were read
+  int64_t curves_from_step = 0;  // > 0: the curves start there (a long job)
   std::vector<PlanRow> plan;
   std::string plan_note;       // why there is no plan table
   std::vector<TaskRow> tasks;  // of the current attempt

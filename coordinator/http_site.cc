@@ -209,9 +209,14 @@ HttpResponse HttpSite::JobPage(int64_t job_id) {
 
 Status HttpSite::ReadCurvesAndPlan(JobPageData* d) {
   const int64_t job_id = d->job.id;
+  // The newest steps whose points (every rank's, one per metrics_every
+  // steps) are about max_curve_points_read: all of a job of usual length.
+  const int64_t window = static_cast<int64_t>(options_.max_curve_points_read) /
+                         std::max(1, d->job.workers) * MetricsEvery(d->job);
+  const int64_t after = std::max<int64_t>(-1, d->job.step - window);
+  d->curves_from_step = after + 1;
   PX_ASSIGN_OR_RETURN(std::vector<MetricRecord> points,
-                      store_->ListMetrics(job_id, -1, options_.max_curve_points_read));
-  d->points_truncated = points.size() >= static_cast<size_t>(options_.max_curve_points_read);
+                      store_->ListMetrics(job_id, after, 2 * options_.max_curve_points_read));
   d->figures = SummarizeJob(points, d->job.attempt);
   d->newest_per_rank = NewestPerRank(points, d->job.attempt);
   d->loss = LossCurve(points, options_.curve_points);

@@ -32,8 +32,8 @@ struct HttpSiteOptions {
   int default_jobs = 100;  // jobs on the list page without ?limit
   int max_jobs = 1'000;    // the largest ?limit
   int events = 50;         // recent events on a job page
-  // Metric points read for a job page's curves (all ranks together); a
-  // longer job shows its first points and says so.
+  // About how many metric points (all ranks together) a job page's curves
+  // are drawn from; a longer job's curves show its newest steps and say so.
   int max_curve_points_read = 100'000;
   size_t curve_points = 400;  // drawn per curve
   // /metrics reads about this many of the newest metric points of each rank

@@ -67,6 +67,16 @@ bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Count the points of a chart's curve in a page.
+size_t CurvePoints(const std::string& page, const std::string& chart) {
+  size_t at = page.find("id=\"" + chart + "\"");
+  if (at == std::string::npos) return 0;
+  size_t points = page.find("points=\"", at);
+  size_t end = page.find('"', points + 8);
+  std::string list = page.substr(points + 8, end - points - 8);
+  return static_cast<size_t>(std::count(list.begin(), list.end(), ','));
+}
+
 class HttpSiteTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -185,14 +195,9 @@ TEST_F(HttpSiteTest, JobPageShowsPlanCurvesTasksEventsAndLogTails) {
                   "<td>dense/w</td><td>4096</td><td class=\"num\">dense</td>"
                   "<td>allreduce</td>"));
   // Both curves, ten steps each.
-  for (const char* chart : {"id=\"loss-chart\"", "id=\"throughput-chart\""}) {
-    size_t at = r.body.find(chart);
-    ASSERT_NE(at, std::string::npos) << chart;
-    size_t points = r.body.find("points=\"", at);
-    size_t end = r.body.find('"', points + 8);
-    std::string list = r.body.substr(points + 8, end - points - 8);
-    EXPECT_EQ(std::count(list.begin(), list.end(), ','), 10) << list;
-  }
+  EXPECT_EQ(CurvePoints(r.body, "loss-chart"), 10u);
+  EXPECT_EQ(CurvePoints(r.body, "throughput-chart"), 10u);
+  EXPECT_FALSE(Has(r.body, "the newest steps"));
   // Tasks of the attempt with their hosts; the PS shard's agent is away.
   EXPECT_TRUE(Has(r.body, "<td>trainer/1</td>"));
   EXPECT_TRUE(Has(r.body, "<td>ps/0</td>"));
@@ -207,6 +212,19 @@ TEST_F(HttpSiteTest, JobPageShowsPlanCurvesTasksEventsAndLogTails) {
   EXPECT_TRUE(Has(r.body, "<dt>loss</dt><dd>5.5000</dd>"));
   EXPECT_TRUE(Has(r.body, "<dt>samples/s</dt><dd>300.0</dd>"));
   EXPECT_TRUE(Has(r.body, "<dt>steps/s</dt><dd>10.00</dd>"));
+}
+
+TEST_F(HttpSiteTest, LongJobsCurvesShowTheNewestSteps) {
+  RegisterAgent("a1", "10.0.0.1:7071");
+  const int64_t id = RunningJob();  // steps 10..100, 2 ranks, a point every 10 steps
+  HttpSiteOptions options;
+  options.max_curve_points_read = 8;  // 4 steps of 2 ranks
+  MakeSite(options);
+  HttpResponse r = Get("/jobs/" + std::to_string(id));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(CurvePoints(r.body, "loss-chart"), 4u);  // steps 70, 80, 90, 100
+  EXPECT_TRUE(Has(r.body, "the newest steps, from step 61"));
+  EXPECT_TRUE(Has(r.body, "<dt>loss</dt><dd>5.5000</dd>"));  // still the newest points
 }
 
 TEST_F(HttpSiteTest, JobPageReadsNoLogOnceItsTimeIsSpent) {
