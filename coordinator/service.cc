@@ -518,9 +518,20 @@ void CoordinatorService::Heartbeat(rpc::HeartbeatResponse& out, const rpc::Reque
 StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
   PX_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, store_->ListAgents());
   int64_t now = clock_->NowMillis();
-  std::lock_guard<std::mutex> lock(agents_mu_);
+  // Only the lookups hold agents_mu_ (heartbeats take it): a page or a scrape
+  // listing many agents delays no heartbeat by building their records.
+  std::vector<int64_t> heard(agents.size(), 0);
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    for (size_t i = 0; i < agents.size(); ++i) {
+      auto it = last_seen_.find(agents[i].name);
+      if (it != last_seen_.end()) heard[i] = it->second;
+    }
+  }
   std::vector<rpc::AgentInfo> out;
-  for (const AgentRecord& a : agents) {
+  out.reserve(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i) {
+    const AgentRecord& a = agents[i];
     rpc::AgentInfo info;
     info.name = a.name;
     info.address = a.address;
@@ -529,8 +540,7 @@ StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
     info.__set_hostname(a.hostname);
     info.__set_version(a.version);
     info.__set_registered(a.registered);
-    auto it = last_seen_.find(a.name);
-    int64_t seen = it != last_seen_.end() ? std::max(it->second, a.last_seen) : a.last_seen;
+    int64_t seen = std::max(heard[i], a.last_seen);
     info.__set_last_seen(seen);
     info.__set_alive(now - seen <= options_.agent_timeout_ms);
     info.__set_draining(a.draining);
