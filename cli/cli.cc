@@ -136,6 +136,8 @@ class Cli {
   std::string db_;
   std::string state_dir_ = ".parallax";
   std::string timeline_dir_;
+  std::string http_;             // run: the embedded coordinator's --http
+  std::string http_token_file_;  // run: and its --http-token-file
   int64_t export_step_ = -1;
   std::string export_out_;
   PlanCommandOptions plan_;
@@ -538,6 +540,8 @@ int Cli::RunCommand() {
   options.db = db_;
   options.state_dir = state_dir_;
   options.timeline_dir = timeline_dir_;
+  options.http = http_;
+  options.http_token_file = http_token_file_;
   if (!LoadSecret(&options.token) || !LoadTlsCa(&options.tls_ca_file)) return kExitUsage;
   options.secret_file = secret_file_flag_;
   if (!tls_cert_.empty() && options.tls_ca_file.empty()) {
@@ -648,6 +652,11 @@ int Cli::Run(const std::vector<std::string>& args) {
                   "the embedded coordinator and agent serve TLS with this PEM certificate, which "
                   "must name 127.0.0.1 (subjectAltName IP); needs --tls-key and --tls-ca");
   run->add_option("--tls-key", tls_key_, "PEM private key of --tls-cert");
+  run->add_option("--http", http_,
+                  "the embedded coordinator serves its web pages and /metrics on HOST:PORT (:PORT "
+                  "or PORT: loopback; port 0 picks one, printed at start)");
+  run->add_option("--http-token-file", http_token_file_,
+                  "a read-only token the web pages require (see parallax-coordinator --help)");
   run->callback([&] { result = RunCommand(); });
 
   CLI::App* exp = app.add_subcommand(

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "coordinator/http_endpoint.h"
+#include "coordinator/rpc_stats.h"
 #include "coordinator/server.h"
 #include "coordinator/service.h"
 #include "coordinator/state_file.h"
@@ -108,6 +110,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
+  HttpEndpointFlags http_flags;  // web pages and /metrics: --http, --http-token-file, ...
+  AddHttpEndpointFlags(&app, &http_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,7 +148,8 @@ int main(int argc, char** argv) {
   ServerOptions server_options = settings->ServerOptions("coordinator");
   server_options.max_frame_bytes = max_request_bytes;
   server_options.max_string_bytes = max_request_bytes;
-  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);
+  RpcStats rpc_stats;  // every call counted and timed, for /metrics
+  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service, &rpc_stats);
   if (!server.ok()) {
     std::cerr << "parallax-coordinator: " << server.status().message() << "\n";
     return 1;
@@ -162,9 +167,22 @@ int main(int argc, char** argv) {
                                          : "requests authenticated by the shared secret")
             << (settings->tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
 
+  // The web pages and /metrics (--http), read-only, with their own token.
+  StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpoint(
+      http_flags, {store->get(), service.get(), &rpc_stats, settings->secret, server_options.tls_cert_file,
+                   server_options.tls_key_file});
+  if (!http.ok()) {
+    std::cerr << "parallax-coordinator: " << http.status().message() << "\n";
+    return http.status().code() == StatusCode::kInvalidArgument ||
+                   http.status().code() == StatusCode::kFailedPrecondition
+               ? 2
+               : 1;
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "signal " << sig << ": shutting down";
+  if (*http) (*http)->Stop();
   service->Stop();
   (*server)->Stop();
   return 0;

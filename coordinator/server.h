@@ -13,6 +13,7 @@
 namespace parallax::coordinator {
 
 class CoordinatorService;
+class RpcStats;
 
 using ServerOptions = ThriftServerOptions;
 using Server = ThriftServer;
@@ -20,9 +21,11 @@ using Server = ThriftServer;
 // Binds and starts serving in background threads; returns once the socket
 // is listening. The server tells connections that authenticated by the
 // service's secret (options.auth_token is taken from `service`). `service`
-// must outlive the server.
+// must outlive the server. With `rpc_stats` (which must outlive it too),
+// every call is counted and timed there.
 StatusOr<std::unique_ptr<Server>> StartServer(const ServerOptions& options,
-                                              std::shared_ptr<CoordinatorService> service);
+                                              std::shared_ptr<CoordinatorService> service,
+                                              RpcStats* rpc_stats = nullptr);
 
 }  // namespace parallax::coordinator
 

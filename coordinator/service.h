@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "coordinator/orchestrator.h"
+#include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
@@ -85,6 +86,13 @@ class CoordinatorService : public rpc::CoordinatorIf {
   // The shared secret requests must carry ("" : none).
   const std::string& auth_token() const { return options_.auth_token; }
 
+  // Every registered agent with its newest heartbeat time and whether it is
+  // alive now (what ListAgents answers), for in-process readers such as the
+  // web pages.
+  StatusOr<std::vector<rpc::AgentInfo>> Agents();
+  // The PS shards' newest counters (ReportShardStats).
+  ShardStatsBoard& shard_stats() { return shard_stats_; }
+
   // rpc::CoordinatorIf
   void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;
   void SubmitJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
@@ -120,6 +128,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
                      const std::vector<rpc::MetricPoint>& points) override;
   void GetMetrics(std::vector<rpc::MetricPoint>& out, const rpc::RequestHeader& header,
                   const rpc::GetMetricsRequest& request) override;
+  void ReportShardStats(const rpc::RequestHeader& header,
+                        const rpc::ShardStatsReport& report) override;
   void CommitCheckpoint(const rpc::RequestHeader& header,
                         const rpc::CheckpointInfo& checkpoint) override;
   void ListCheckpoints(std::vector<rpc::CheckpointInfo>& out, const rpc::RequestHeader& header,
@@ -161,6 +171,7 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::set<std::string> fresh_;  // GUARDED_BY(agents_mu_)
 
   Orchestrator orchestrator_;
+  ShardStatsBoard shard_stats_;
 
   // Blocking calls wait on wait_cv_; every change to kv or plans bumps
   // change_seq_ and notifies.

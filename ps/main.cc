@@ -18,6 +18,7 @@
 #include "core/ps/discovery.h"
 #include "core/daemon/daemon_flags.h"
 #include "ps/shard_server.h"
+#include "ps/stats_reporter.h"
 
 namespace {
 std::string Env(const char* name) {
@@ -187,9 +188,20 @@ int main(int argc, char** argv) {
   }
   PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\""
                << ((*server)->curve_public_key().empty() ? "" : " with CURVE");
+  // The shard's counters go to the coordinator (its /metrics); `coord` is
+  // the reporter's from here on.
+  std::unique_ptr<StatsReporter> reporter;
+  if (coord) {
+    ShardServer* s = server->get();
+    reporter = std::make_unique<StatsReporter>(
+        StatsReporterOptions{job_id, attempt, static_cast<int32_t>(shard)},
+        [s] { return s->Snapshot(); }, coord.get());
+    reporter->Start();
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "PS shard \"" << shard << "\" stopping on signal " << sig;
+  if (reporter) reporter->Stop();
   (*server)->Stop();
   return 0;
 }

@@ -432,6 +432,7 @@ void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
                            const std::vector<int64_t>& ids, const float* grads, char* rows_out) {
   const int64_t tau = std::max<int64_t>(0, ps.version - h.version_seen);
   ++stats_.staleness[StalenessBucket(tau)];
+  stats_.staleness_sum += tau;
   const float scale = options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f;
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
@@ -666,6 +667,14 @@ char* ShardCore::ShmSpan(const std::string& identity, const Header& h, uint64_t 
     return nullptr;
   }
   return it->second->data() + offset;
+}
+
+int64_t ShardCore::rows_held() const {
+  int64_t rows = 0;
+  for (const auto& [id, vs] : vars_) {
+    if (vs.table) rows += static_cast<int64_t>(vs.table->size());
+  }
+  return rows;
 }
 
 std::string ShardCore::StatsJson() const {

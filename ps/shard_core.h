@@ -85,6 +85,7 @@ struct ShardStats {
   // Staleness τ of async/ssp pushes: bucket 0 = τ 0, bucket b = τ in
   // [2^(b-1), 2^b), the last bucket everything above.
   std::array<int64_t, 16> staleness{};
+  int64_t staleness_sum = 0;  // of τ over every push counted above
 };
 
 class ShardCore {
@@ -99,6 +100,8 @@ class ShardCore {
               size_t num_frames, std::vector<OutMessage>* out);
 
   const ShardStats& stats() const { return stats_; }
+  // Rows stored now, every variable together.
+  int64_t rows_held() const;
   std::string StatsJson() const;
   const ShardOptions& options() const { return options_; }
 

@@ -1,6 +1,7 @@
 #include "ps/shard_server.h"
 
 #include <array>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -85,6 +86,11 @@ class ZmqShardServer final : public ShardServer {
 
   const std::string& endpoint() const override { return endpoint_; }
   const std::string& curve_public_key() const override { return curve_.keys.public_key; }
+
+  ShardSnapshot Snapshot() const override {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    return snapshot_;
+  }
 
   void Stop() override {
     if (zap_thread_.joinable()) {
@@ -188,6 +194,9 @@ class ZmqShardServer final : public ShardServer {
         core_->Handle(identity, data.data(), sizes.data(), data.size(), &out);
         for (auto& m : out) Send(m);
       }
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshot_.stats = core_->stats();
+      snapshot_.rows_held = core_->rows_held();
     }
   }
 
@@ -220,6 +229,8 @@ class ZmqShardServer final : public ShardServer {
   std::string endpoint_;  // constant after Bind
   zmq::socket_t stop_send_;  // Stop() only
   std::thread thread_;
+  mutable std::mutex snapshot_mu_;
+  ShardSnapshot snapshot_;  // GUARDED_BY(snapshot_mu_); written by the loop
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #ifndef PARALLAX_PS_SHARD_SERVER_H_
 #define PARALLAX_PS_SHARD_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,6 +45,12 @@ struct ShardServerOptions {
   int handshake_timeout_ms = 10'000;
 };
 
+// What a shard served so far and the rows it holds.
+struct ShardSnapshot {
+  ShardStats stats;
+  int64_t rows_held = 0;
+};
+
 class ShardServer {
  public:
   virtual ~ShardServer() = default;
@@ -57,6 +64,10 @@ class ShardServer {
 
   // The shard's CURVE public key (Z85); "" without CURVE.
   virtual const std::string& curve_public_key() const = 0;
+
+  // The counters as of the last batch of messages the loop handled.
+  // Thread-safe.
+  virtual ShardSnapshot Snapshot() const = 0;
 
   // Stops the loop and joins it; pending held requests are dropped.
   // Idempotent; the destructor calls it.
