@@ -203,7 +203,7 @@ TEST_F(FloodTest, TheAgentLogServiceAnswersThroughIdleAndSlowFloods) {
 
 TEST_F(FloodTest, APsShardAnswersThroughIdleFloods) {
   ps::PsPlan plan;
-  plan.consistency = ps::Consistency::kAsync;
+  plan.consistency = Consistency::kAsync;
   plan.num_workers = 1;
   plan.num_shards = 1;
   ps::VariableSpec v;
