@@ -411,6 +411,46 @@ TEST_F(OrchestratorTest, LongPollReturnsAsSoonAsWorkArrives) {
   EXPECT_EQ(work.start.size(), 1u);
 }
 
+TEST_F(OrchestratorTest, ARestartedCoordinatorPlacesItsQueueInSubmissionOrder) {
+  // Submitted while no agent is there: all three wait.
+  int64_t first = Submit(Job(2));
+  int64_t second = Submit(Job(1));
+  int64_t third = Submit(Job(2));
+  EXPECT_EQ(Get(first).state, rpc::JobState::PENDING);
+  // A new coordinator process on the same database builds its queue from it.
+  service_.reset();
+  store_.reset();
+  SqliteStateStoreOptions options;
+  options.path = dir_.File("state.db");
+  store_ = std::move(OpenSqliteStateStore(options)).value();
+  ServiceOptions service_options;
+  service_options.agent_timeout_ms = 5'000;
+  service_ = std::make_unique<CoordinatorService>(store_.get(), &clock_, service_options);
+  ASSERT_TRUE(service_->Init().ok());
+  Register("a", 3);
+  EXPECT_EQ(Get(first).state, rpc::JobState::PLACING);
+  EXPECT_EQ(Get(second).state, rpc::JobState::PLACING);
+  EXPECT_EQ(Get(third).state, rpc::JobState::PENDING);
+  EXPECT_EQ(Get(third).waiting_for, "needs 2 slots; 0 slots free now");
+}
+
+TEST_F(OrchestratorTest, TheJobLimitCountsTheQueueAfterARestart) {
+  Submit(Job(1));
+  Submit(Job(1));
+  service_.reset();
+  ServiceOptions service_options;
+  service_options.max_active_jobs = 2;
+  service_ = std::make_unique<CoordinatorService>(store_.get(), &clock_, service_options);
+  ASSERT_TRUE(service_->Init().ok());
+  try {
+    Submit(Job(1));
+    FAIL() << "a third job was accepted past --max-active-jobs 2";
+  } catch (const rpc::CoordinatorError& e) {
+    EXPECT_EQ(e.code, rpc::ErrorCode::FAILED_PRECONDITION);
+    EXPECT_NE(e.message.find("2 jobs are pending or running"), std::string::npos) << e.message;
+  }
+}
+
 TEST_F(OrchestratorTest, UnknownAgentIsToldToRegister) {
   EXPECT_FALSE(Poll("ghost").known);
 }
