@@ -197,8 +197,11 @@ class SimAgent {
   }
 
   // REQUIRES: Start succeeded (otherwise does nothing).
-  void Run(Clock::time_point start, Clock::time_point end) {
+  // Heartbeats from `start`, polls and reports until `end`; latencies count
+  // from `window` on.
+  void Run(Clock::time_point start, Clock::time_point window, Clock::time_point end) {
     if (!started_) return;
+    window_ = window;
     std::thread beat([&] { Heartbeats(start, end); });
     Polls(end);
     beat.join();
@@ -218,7 +221,7 @@ class SimAgent {
         calls_->heartbeat.Error(r.status());
       } else if (!r->known) {
         calls_->heartbeat.Error(Internal("agent " + name_ + " unknown to the coordinator"));
-      } else {
+      } else if (t0 >= window_) {
         lat.push_back(Ms(Clock::now() - t0));
       }
       next += std::chrono::milliseconds(args_.interval_ms);
@@ -273,10 +276,10 @@ class SimAgent {
       const auto t0 = Clock::now();
       Status r = other_->Call(
           [&](rpc::CoordinatorClient& c) { c.ReportTasks(other_->Header(), name_, reports); });
-      if (r.ok()) {
-        report_ms.push_back(Ms(Clock::now() - t0));
-      } else {
+      if (!r.ok()) {
         calls_->report.Error(r);
+      } else if (t0 >= window_) {
+        report_ms.push_back(Ms(Clock::now() - t0));
       }
     }
     calls_->report.Add(report_ms);
@@ -288,6 +291,7 @@ class SimAgent {
   std::mt19937 rng_;
   std::unique_ptr<CoordinatorClient> heartbeat_, poll_, other_;
   bool started_ = false;
+  Clock::time_point window_;
   std::vector<std::pair<rpc::TaskKey, Clock::time_point>> tasks_;  // poll thread only
 };
 
@@ -444,7 +448,7 @@ RunResult RunOnce(const Args& args, const std::string& bin, const std::string& i
   const auto window = start + std::chrono::seconds(args.warmup_s);
   const auto end = window + std::chrono::seconds(args.duration_s);
   std::vector<std::thread> agent_threads;
-  for (auto& a : agents) agent_threads.emplace_back([&, agent = a.get()] { agent->Run(start, end); });
+  for (auto& a : agents) agent_threads.emplace_back([&, agent = a.get()] { agent->Run(start, window, end); });
   std::this_thread::sleep_until(window);
   UsageSampler usage(spawned->pid);
   std::set<int64_t> submitted = RunClients(args, address, secret, window, end, &calls);
