@@ -101,6 +101,17 @@ class ServiceLoopTest : public ::testing::Test {
     service_->GetJob(info, header_, id);
     return info;
   }
+  // A long poll of agent "a" on another thread.
+  std::future<rpc::PollResponse> PollAsync(int64_t timeout_ms) {
+    return std::async(std::launch::async, [this, timeout_ms] {
+      rpc::PollRequest r;
+      r.agent_name = "a";
+      r.timeout_ms = timeout_ms;
+      rpc::PollResponse out;
+      service_->PollAssignments(out, header_, r);
+      return out;
+    });
+  }
   // Waits up to 10 s for the job to leave PENDING.
   rpc::JobState::type WaitPlaced(int64_t id) {
     const auto deadline = Clock::now() + std::chrono::seconds(10);
@@ -138,14 +149,7 @@ TEST_F(ServiceLoopTest, SubmitsAndReadsReturnWhileAPassIsHeld) {
 }
 
 TEST_F(ServiceLoopTest, ALongPollReturnsWhenThePassPlacesWorkOnItsAgent) {
-  auto poll = std::async(std::launch::async, [&] {
-    rpc::PollRequest r;
-    r.agent_name = "a";
-    r.timeout_ms = 30'000;
-    rpc::PollResponse out;
-    service_->PollAssignments(out, header_, r);
-    return out;
-  });
+  auto poll = PollAsync(30'000);
   Submit();
   rpc::PollResponse work = poll.get();  // would take 30 s if the poll were not woken
   ASSERT_EQ(work.start.size(), 1u);
@@ -153,13 +157,7 @@ TEST_F(ServiceLoopTest, ALongPollReturnsWhenThePassPlacesWorkOnItsAgent) {
 }
 
 TEST_F(ServiceLoopTest, StopWakesALongPoll) {
-  auto poll = std::async(std::launch::async, [&] {
-    rpc::PollRequest r;
-    r.agent_name = "a";
-    r.timeout_ms = 60'000;
-    rpc::PollResponse out;
-    service_->PollAssignments(out, header_, r);
-  });
+  auto poll = PollAsync(60'000);
   service_->Stop();
   // Whether the poll was waiting or arrives after Stop(), it fails promptly.
   EXPECT_THROW(poll.get(), rpc::CoordinatorError);
