@@ -4,10 +4,11 @@
 // placement needs of each, not its text), the PLACING/RUNNING jobs, and the
 // tasks that are live or belong to a live job's current attempt.
 //
-// It is a cache, never the truth: the orchestrator writes the store first
-// and applies what it wrote here, and builds it again from the store when a
-// coordinator starts (Orchestrator::Init). So a pass costs what changed, not
-// how many jobs the coordinator holds.
+// It is a cache, never the truth: the orchestrator applies a job's change
+// here once the store has it (task changes as a pass decides them, before
+// the pass's one commit), builds it again from the store when that commit
+// fails, and when a coordinator starts (Orchestrator::Init). So a pass costs
+// what changed, not how many jobs the coordinator holds.
 //
 // Not thread-safe: the orchestrator guards it with its mutex.
 #ifndef PARALLAX_COORDINATOR_CLUSTER_VIEW_H_
