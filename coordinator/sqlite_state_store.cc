@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -120,17 +121,50 @@ std::optional<int64_t> ParseInt64(std::string_view text) {
 
 // ---- Opening and migrating ----
 
-Status SqliteStateStore::Init(int max_schema_version, int readers, int busy_timeout_ms) {
-  PX_RETURN_IF_ERROR(Migrate(max_schema_version));
+Status SqliteStateStore::Init(const SqliteStateStoreOptions& options) {
+  PX_RETURN_IF_ERROR(Migrate(options.max_schema_version));
   if (db_->path() == ":memory:") return Status::Ok();
-  for (int i = 0; i < readers; ++i) {
+  for (int i = 0; i < options.readers; ++i) {
     PX_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> reader,
-                        SqliteConnection::Open(db_->path(), busy_timeout_ms));
+                        SqliteConnection::Open(db_->path(), options.busy_timeout_ms));
     PX_RETURN_IF_ERROR(reader->Exec("PRAGMA query_only = ON"));
     free_readers_.push_back(reader.get());
     readers_.push_back(std::move(reader));
   }
+  if (options.checkpoint_interval_ms > 0) {
+    // Commits only append to the log; this thread copies it into the
+    // database, so no commit waits for a checkpoint's writes and fsyncs.
+    PX_ASSIGN_OR_RETURN(checkpoint_db_,
+                        SqliteConnection::Open(db_->path(), options.busy_timeout_ms));
+    PX_RETURN_IF_ERROR(checkpoint_db_->Exec("PRAGMA synchronous = FULL"));
+    {
+      std::lock_guard<std::mutex> lock(writes_.connection_mu());
+      PX_RETURN_IF_ERROR(db_->Exec("PRAGMA wal_autocheckpoint = 0"));
+    }
+    const auto interval = std::chrono::milliseconds(options.checkpoint_interval_ms);
+    checkpointer_ = std::thread([this, interval] { CheckpointLoop(interval); });
+  }
   return Status::Ok();
+}
+
+SqliteStateStore::~SqliteStateStore() {
+  {
+    std::lock_guard<std::mutex> lock(checkpoint_mu_);
+    stop_checkpoints_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+void SqliteStateStore::CheckpointLoop(std::chrono::milliseconds interval) {
+  std::unique_lock<std::mutex> lock(checkpoint_mu_);
+  while (!checkpoint_cv_.wait_for(lock, interval, [&] { return stop_checkpoints_; })) {
+    lock.unlock();
+    // PASSIVE: copies what no reader still needs, waits for no one.
+    Status s = checkpoint_db_->Exec("PRAGMA wal_checkpoint(PASSIVE)");
+    if (!s.ok()) PX_LOG(WARNING) << "checkpoint of the write-ahead log: " << s.ToString();
+    lock.lock();
+  }
 }
 
 SqliteConnection* SqliteStateStore::AcquireReader() {
@@ -739,6 +773,10 @@ StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const SqliteStateStor
     return InvalidArgument("busy_timeout_ms must not be negative, got " +
                            std::to_string(options.busy_timeout_ms));
   }
+  if (options.checkpoint_interval_ms < 0) {
+    return InvalidArgument("checkpoint_interval_ms must not be negative, got " +
+                           std::to_string(options.checkpoint_interval_ms));
+  }
   if (options.readers < 0) {
     return InvalidArgument("readers must not be negative, got " + std::to_string(options.readers));
   }
@@ -749,8 +787,7 @@ StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const SqliteStateStor
   PX_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> db,
                       SqliteConnection::Open(options.path, options.busy_timeout_ms));
   auto store = std::make_unique<sqlite_internal::SqliteStateStore>(std::move(db));
-  PX_RETURN_IF_ERROR(
-      store->Init(options.max_schema_version, options.readers, options.busy_timeout_ms));
+  PX_RETURN_IF_ERROR(store->Init(options));
   return std::unique_ptr<StateStore>(std::move(store));
 }
 

@@ -28,6 +28,11 @@ struct SqliteStateStoreOptions {
   // reads run concurrently with each other and with a commit. (An
   // in-memory database has only the writer.)
   int readers = 4;
+  // How often a background thread copies the write-ahead log into the
+  // database (a passive checkpoint: it waits for no reader or writer), so
+  // that no commit pays for one. 0: SQLite's automatic checkpoint, run by
+  // the commit that fills the log to 1,000 pages.
+  int checkpoint_interval_ms = 1'000;
 };
 
 // Opens (creating or migrating) the database. Fails with a message naming

@@ -7,6 +7,7 @@
 #ifndef PARALLAX_COORDINATOR_SQLITE_STATE_STORE_IMPL_H_
 #define PARALLAX_COORDINATOR_SQLITE_STATE_STORE_IMPL_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -15,9 +16,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "coordinator/sqlite_state_store.h"
 #include "coordinator/sqlite_util.h"
 #include "coordinator/sqlite_write_queue.h"
 #include "coordinator/state_store.h"
@@ -41,14 +44,16 @@ class SqliteStateStore final : public StateStore {
  public:
   explicit SqliteStateStore(std::unique_ptr<SqliteConnection> db)
       : db_(std::move(db)), writes_(db_.get()) {}
+  ~SqliteStateStore() override;  // stops the checkpoint thread
 
-  // Sets the pragmas and applies the migrations up to `max_schema_version`
-  // (0: latest), then opens `readers` more connections to the same file for
-  // read transactions, so that reads never wait behind a commit (in WAL
-  // mode a reader sees the newest committed state without the write lock).
-  // An in-memory database gets none: its reads use the writer connection.
+  // Sets the pragmas and applies the migrations up to
+  // options.max_schema_version (0: latest), then opens options.readers more
+  // connections to the same file for read transactions, so that reads never
+  // wait behind a commit (in WAL mode a reader sees the newest committed
+  // state without the write lock), and starts the checkpoint thread. An
+  // in-memory database gets neither: its reads use the writer connection.
   // Called once, before the store is shared.
-  Status Init(int max_schema_version, int readers, int busy_timeout_ms);
+  Status Init(const SqliteStateStoreOptions& options);
 
   StatusOr<JobRecord> CreateJob(const NewJob& job, int64_t now) override;
   StatusOr<JobRecord> GetJob(int64_t job_id) override;
@@ -141,6 +146,7 @@ class SqliteStateStore final : public StateStore {
   static Status StatusOf(const StatusOr<T>& s) {
     return s.status();
   }
+  void CheckpointLoop(std::chrono::milliseconds interval);
   SqliteConnection* AcquireReader();
   void ReleaseReader(SqliteConnection* reader);
 
@@ -170,6 +176,13 @@ class SqliteStateStore final : public StateStore {
   std::mutex readers_mu_;
   std::condition_variable reader_free_;
   std::vector<SqliteConnection*> free_readers_;  // GUARDED_BY(readers_mu_)
+  // Checkpoints of the write-ahead log, on their own connection and thread
+  // (null: SQLite checkpoints in the commit that fills the log).
+  std::unique_ptr<SqliteConnection> checkpoint_db_;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool stop_checkpoints_ = false;  // GUARDED_BY(checkpoint_mu_)
+  std::thread checkpointer_;
 };
 
 }  // namespace parallax::coordinator::sqlite_internal

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -516,6 +517,28 @@ TEST_F(SqliteStateStoreTest, ConcurrentWritesAreAllCommittedAndReadsSeeThem) {
   RawDb raw(path_);
   EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM jobs"), "200");
   EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM events WHERE kind = 'submitted'"), "200");
+}
+
+TEST_F(SqliteStateStoreTest, TheCheckpointThreadCopiesTheLogIntoTheDatabase) {
+  // Commits only append to the write-ahead log; the store's own thread
+  // copies it into the database file.
+  store_ = nullptr;
+  SqliteStateStoreOptions options;
+  options.path = path_;
+  options.checkpoint_interval_ms = 10;
+  store_ = std::move(OpenSqliteStateStore(options)).value();
+  const auto size = [&] { return std::filesystem::file_size(path_); };
+  const uintmax_t before = size();
+  NewJob job;
+  job.name = "big";
+  job.job_text = std::string(4096, 'x');  // 200 of them need new pages
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(store_->CreateJob(job, i).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (size() <= before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_GT(size(), before + 200 * 4096);
+  EXPECT_EQ(store_->ListJobs({})->size(), 200u);
 }
 
 TEST_F(SqliteStateStoreTest, PlansPutGetReplace) {
