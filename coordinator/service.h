@@ -9,8 +9,9 @@
 // waiting, so they cannot starve heartbeats.
 //
 // Submits and reads do not run the orchestrator: a submit is committed
-// (group-committed with concurrent ones) and queued, a report is recorded,
-// and the background loop (StartBackground) runs the orchestrator's passes,
+// (group-committed with concurrent ones) and queued, a report is queued and
+// answered once the pass that records it has committed, and the background
+// loop (StartBackground) runs the orchestrator's passes,
 // woken by those events and coalesced (events that arrive during a pass are
 // handled by the next one), and once per heartbeat_flush_ms to find lost
 // agents. Without the background loop (tests, tools) each event runs a
@@ -63,8 +64,8 @@ struct ServiceOptions {
   // write, so concurrent requests may overshoot by the number of
   // connections. 0: no limit. (Keys of finished jobs are kept: the per-job
   // limit bounds each job, not the database.) A queued job costs the
-  // coordinator a row and about 200 bytes of memory, and a submit costs the
-  // same however many are queued, so the job limit is a guard against a
+  // coordinator a row and a few hundred bytes of memory, and a submit costs
+  // the same however many are queued, so the job limit is a guard against a
   // runaway client, not a capacity limit.
   int64_t max_active_jobs = 100'000;          // --max-active-jobs
   int64_t max_kv_entries_per_job = 100'000;    // --max-kv-entries-per-job
@@ -80,7 +81,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
   CoordinatorService(const CoordinatorService&) = delete;
   CoordinatorService& operator=(const CoordinatorService&) = delete;
 
-  // Loads the agent registry from the store. Call once before serving.
+  // Loads the orchestrator's state (agents, the queue, live jobs and their
+  // tasks) from the store. Call once before serving.
   Status Init();
   // Starts the background loop. Stop() (or the destructor) joins it.
   void StartBackground();
