@@ -72,7 +72,9 @@ class Orchestrator {
 
   // ---- Jobs ----
   // Queues a job the store has just created (PENDING). Takes no lock a pass
-  // holds. Jobs enqueued in id order are placed in id order.
+  // holds. The queue is in id order; only two submits whose commits
+  // overlapped (one group) may start the other way round, when a pass runs
+  // between their two calls of Enqueue.
   void Enqueue(const JobRecord& job, const JobConfig& config);
   // PENDING, PLACING and RUNNING jobs (and those enqueued since the last
   // pass): what --max-active-jobs limits.
