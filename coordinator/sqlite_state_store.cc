@@ -350,9 +350,9 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& fil
 }
 
 StatusOr<std::map<JobState, int64_t>> SqliteStateStore::CountJobs() {
-  return Read([&]() -> StatusOr<std::map<JobState, int64_t>> {
+  return Read([&](SqliteConnection* db) -> StatusOr<std::map<JobState, int64_t>> {
     PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
-                        db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+                        db->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
     std::map<JobState, int64_t> counts;
     while (true) {
       PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
