@@ -45,7 +45,6 @@ to torch-ddp-sparse's, the median of the per-round ratios (side by side in one r
 import argparse
 import json
 import os
-import re
 import sqlite3
 import statistics
 import subprocess
@@ -58,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 from cluster import Cluster, ClusterError  # noqa: E402
-from e2e import job_metrics  # noqa: E402  (the same figures as the one-host benchmark)
+from e2e import job_metrics, w3_text  # noqa: E402  (the same figures as the one-host benchmark)
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
             "parallax-allreduce": "allreduce"}
@@ -99,21 +98,10 @@ def rate_bits(rate):
 
 
 def job_text(args, workers, arch, rate, command=None):
-    """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change."""
-    with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
-        text = f.read()
-    subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
-            (r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"'),
-            (r"(?m)^steps = \d+.*$", f"steps = {args.warmup + args.steps}\nmetrics_every = 1"),
-            (r"(?m)^batch_size = \d+", f"batch_size = {args.batch}"),
-            (r'(?m)^data = ".*"', f'data = "{args.data}/brown/train.tok"'),
-            (r"(?m)^eval_tokens = \d+.*$", "eval_tokens = 1")]
-    if command:
-        subs.append((r'(?m)^model = "lm"', "command = " + json.dumps(command)))
-    for pattern, value in subs:
-        text, n = re.subn(pattern, value, text)
-        if n != 1:
-            sys.exit(f"matrix: examples/w3.toml has no line matching {pattern}")
+    """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change;
+    [plan] link_bytes_per_s is the shaped rate."""
+    more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
+    text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more)
     plan = [f"link_bytes_per_s = {rate_bits(rate) / 8:.6g}"]
     if args.plan:
         with open(args.plan, encoding="utf-8") as f:
@@ -216,6 +204,9 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
 # ---- PyTorch DDP
 
 
+_torch_runs = 0
+
+
 def batches_file(args, workers, workdir):
     path = os.path.join(workdir, f"batches-{workers}-{args.batch}-{args.warmup + args.steps}.bin")
     if not os.path.exists(path):
@@ -248,7 +239,10 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
     sync = os.path.join(workdir, name)
     os.makedirs(sync)
     batches = batches_file(args, workers, workdir)
-    port = 20000 + (os.getpid() * 7 + rnd * 131 + workers) % 30000
+    # A fresh port for every run: the last run's store may still hold its port in TIME_WAIT.
+    global _torch_runs
+    _torch_runs += 1
+    port = 20000 + (os.getpid() * 7 + _torch_runs * 131) % 30000
     init = f"tcp://{cluster.host_address(0)}:{port}"
     per_host = workers // hosts
     procs = []
