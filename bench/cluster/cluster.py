@@ -97,6 +97,10 @@ class Cluster:
         return False
 
     def start(self):
+        if os.path.exists(self.db):
+            # Its agents and jobs would come back with the new ones' names.
+            raise ClusterError(f"{self.workdir} holds the state of an earlier cluster "
+                               "(state.db); give each cluster a directory of its own")
         for sig in (signal.SIGTERM, signal.SIGHUP):
             # SIGTERM unwinds like Ctrl-C, so `with` blocks tear down.
             self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)

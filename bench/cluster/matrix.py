@@ -413,7 +413,7 @@ def main():
     rows = []
     started = time.monotonic()
     for workers, hosts in args.shapes:
-        cdir = os.path.join(workdir, f"cluster-{workers}x{hosts}")
+        cdir = tempfile.mkdtemp(prefix=f"cluster-{workers}x{hosts}-", dir=workdir)
         with Cluster(args.bin, hosts, args.rates[0], slots=workers // hosts, workdir=cdir) as c:
             for rate in args.rates:
                 c.reshape(rate)
