@@ -19,10 +19,12 @@ ORDER = ["parallax-hybrid", "parallax-ps", "parallax-allgather", "parallax-allre
          "torch-ddp-sparse", "torch-ddp-dense", "torch-ddp-nosync", "parallax-torch-hybrid"]
 COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 NO_LINK = {"torch-ddp-nosync"}  # compute only: nothing on the links
+# metric, y label, scale, PNG, title, y axis settings
 PANELS = (("tokens_per_s", "tokens/s (all workers)", 1.0, "cluster-tokens.png",
-           "Training throughput, W3"),
+           "Training throughput, W3", "unset logscale y; set yrange [0:*]"),
           ("link_bytes_per_step", "MB per host link per step (sent + received)", 1e-6,
-           "cluster-link-bytes.png", "Bytes on a host's link (veth counters), W3"))
+           "cluster-link-bytes.png", "Bytes on a host's link (veth counters), W3",
+           "set logscale y 10; set yrange [*:*]"))
 
 
 def rate_label(bits):
@@ -50,12 +52,12 @@ def main():
     script = ['set terminal pngcairo size 1300,640 font ",11"', "set grid",
               "set key below maxrows 3 font \",10\"", 'set xlabel "workers N"',
               "set xtics (2, 4, 8)", "set logscale x 2", "set xrange [1.7:9.5]",
-              "set yrange [0:*]", 'set format y "%g"']
-    for metric, ylabel, scale, png, title in PANELS:
+              'set format y "%g"']
+    for metric, ylabel, scale, png, title, yaxis in PANELS:
         script += [f"set output '{os.path.join(args.out, png)}'",
                    f"set multiplot layout 1,{len(rates)} title \"{title} (batch {batch} per "
                    f"worker, {steps} timed steps; tbf-shaped links, no added latency)\"",
-                   f'set ylabel "{ylabel}"']
+                   f'set ylabel "{ylabel}"', yaxis]
         for rate in rates:
             plots = []
             for i, impl in enumerate(impls):
