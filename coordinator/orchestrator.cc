@@ -520,6 +520,26 @@ void Orchestrator::FinishReports(uint64_t through, const Status& status) {
   reports_done_cv_.notify_all();
 }
 
+std::optional<TaskRecord> Orchestrator::LateReportOfEndedJob(const TaskId& id,
+                                                           const std::string& agent,
+                                                           const rpc::TaskReport& report,
+                                                           int64_t now) {
+  // Only a final report can correct a task lost for silence; anything else
+  // costs no read.
+  if (report.state != rpc::TaskState::EXITED && report.state != rpc::TaskState::KILLED) {
+    return std::nullopt;
+  }
+  StatusOr<std::vector<TaskRecord>> tasks = store_->ListTasks(id.job_id);
+  if (!tasks.ok()) return std::nullopt;
+  for (const TaskRecord& t : *tasks) {
+    if (t.attempt == id.attempt && t.role == id.role && t.index == id.index &&
+        t.agent_name == agent) {
+      return LateFinalReport(t, report, now);
+    }
+  }
+  return std::nullopt;
+}
+
 void Orchestrator::TakeReports(Pass* pass) {
   std::vector<QueuedReports> queued;
   {
@@ -534,7 +554,14 @@ void Orchestrator::TakeReports(Pass* pass) {
       const TaskId id = IdOfKey(r.key);
       const TaskRecord* found = view_.FindTask(id);
       if (found == nullptr) {
-        // Ended long ago (a late or repeated report), or never ours.
+        // The real end of a task lost while its agent was silent, whose job
+        // has ended since (coordinator/agent_liveness.h); or a repeated
+        // report, or never ours.
+        if (std::optional<TaskRecord> late = LateReportOfEndedJob(id, q.agent, r, now)) {
+          pass->changes.events.push_back({late->job_id, "task", LateReportEvent(*late), now});
+          pass->changes.tasks.push_back(std::move(*late));
+          continue;
+        }
         PX_LOG(DEBUG) << "agent \"" << q.agent << "\" reported a task that is not live: job \""
                       << r.key.job_id << "\" attempt " << r.key.attempt << " "
                       << TaskName(id.role, id.index);

@@ -166,6 +166,10 @@ class Orchestrator {
   void WakeAgentsOf(int64_t job_id);
   void DrainInbox();
   // The steps of a pass.
+  // The corrected record when `report` is the final report of a task lost
+  // for silence whose job is no longer live (read from the store).
+  std::optional<TaskRecord> LateReportOfEndedJob(const TaskId& id, const std::string& agent,
+                                                 const rpc::TaskReport& report, int64_t now);
   void TakeReports(Pass* pass);
   void MarkLostAgents(const std::map<std::string, int64_t>& last_seen, Pass* pass);
   Status AdvanceJob(int64_t job_id, Pass* pass);
