@@ -222,17 +222,10 @@ int main(int argc, char** argv) {
   DaemonFlags daemon_flags(spec);
   daemon_flags.AddTo(&app);
   AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+  DaemonSettings settings;
+  if (std::optional<int> code = daemon_flags.ParseCommandLine(&app, argc, argv, &settings)) {
+    return *code;
   }
-  StatusOr<DaemonSettings> settings = daemon_flags.Resolve(DaemonEnvironment::FromProcess());
-  if (!settings.ok()) {
-    std::cerr << "parallax-agent: " << settings.status().message() << "\n";
-    return 2;
-  }
-  if (!Complete(*settings, &flags)) return 2;
-  return Serve(flags, *settings);
+  if (!Complete(settings, &flags)) return 2;
+  return Serve(flags, settings);
 }
