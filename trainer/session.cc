@@ -3,6 +3,8 @@
 // trainer/session_sparse.cc.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <numeric>
 
 #include "core/base/logging.h"
@@ -397,6 +399,29 @@ Status SessionImpl::Step() {
     timeline_.Record(trainer::Lane::kCheckpoint, now, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st);
     step_started_ = std::chrono::steady_clock::now();  // the checkpoint is no step's compute
+  }
+  return Status::Ok();
+}
+
+Status SessionImpl::SetLearningRate(int var, double lr) {
+  PX_RETURN_IF_ERROR(Usable("SetLearningRate"));
+  if (var < 0 || static_cast<size_t>(var) >= vars_.size())
+    return NotFound("SetLearningRate: no variable " + std::to_string(var));
+  Var& v = vars_[static_cast<size_t>(var)];
+  if (!std::isfinite(lr) || lr <= 0 || lr > std::numeric_limits<float>::max()) {
+    return InvalidArgument(StepName() + ": learning rate " + std::to_string(lr) + " of \"" +
+                           v.plan.name + "\" must be a finite number > 0");
+  }
+  if (v.dense_opt) v.dense_opt->set_lr(static_cast<float>(lr));
+  if (v.sparse_opt) v.sparse_opt->set_lr(static_cast<float>(lr));
+  if (v.plan.path != VariablePath::kPs) return Status::Ok();
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", lr);
+  PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Set(v.plan.id, "lr", text, step_));
+  Status st = ps_->Wait(t, StepDeadline());
+  if (!st.ok()) {
+    return Fail(st.WithContext(StepName() + ": setting the learning rate of \"" + v.plan.name +
+                               "\"" + ShardsOf(v)));
   }
   return Status::Ok();
 }

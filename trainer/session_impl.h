@@ -180,6 +180,7 @@ class SessionImpl final : public Session {
   }
 
   Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) override;
+  Status SetLearningRate(int var, double lr) override;
   Status ReportMetrics(int64_t step, double loss, int64_t samples) override;
   const SessionOptions& options() const override { return options_; }
 

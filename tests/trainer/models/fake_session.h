@@ -112,6 +112,9 @@ class FakeSession final : public Session {
     out->assign(v.values.begin() + first * v.dim, v.values.begin() + (first + count) * v.dim);
     return Status::Ok();
   }
+  Status SetLearningRate(int, double) override {
+    return FailedPrecondition("the built-in models set no learning rate");
+  }
   Status ReportMetrics(int64_t, double loss, int64_t) override {
     last_loss = loss;
     return Status::Ok();

@@ -260,6 +260,14 @@ class Session {
   // For tests and export; read a large table in chunks.
   virtual Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) = 0;
 
+  // The learning rate of `var`'s optimizer from this step (step()) on,
+  // wherever the variable lives: the rank's optimizer for all-reduce and
+  // all-gather variables, the PS shards' for PS variables (a SET message,
+  // schemas/ps_wire.md, "Settings"; waits for every shard's ack). Every rank
+  // must set the same rate at the same step. INVALID_ARGUMENT for an lr that
+  // is not finite and > 0.
+  virtual Status SetLearningRate(int var, double lr) = 0;
+
   // Records this step's loss and samples; every metrics_every steps sends
   // loss and samples/s to the coordinator. INVALID_ARGUMENT naming the step
   // for a NaN or infinite loss (stop training).
