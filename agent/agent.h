@@ -62,6 +62,12 @@ struct AgentOptions {
   std::string tls_ca_file;  // PARALLAX_TLS_CA: absolute path, or empty (plaintext)
   // The agent's own environment ("NAME=value"), which tasks inherit.
   std::vector<std::string> inherited_env;
+  // Python trainers (agent/task_env.h): the `parallax` package's directory,
+  // first on every trainer's PYTHONPATH ("": none), and this host's CPU
+  // cores, shared by the job's trainers here for their default compute
+  // threads (0: no default).
+  std::string python_path;
+  int cpu_cores = 0;
 
   int64_t grace_ms = 5'000;          // SIGTERM → SIGKILL
   int64_t heartbeat_ms = 1'000;

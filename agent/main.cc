@@ -16,6 +16,7 @@
 #include "agent/coordinator_link.h"
 #include "agent/gpu_probe.h"
 #include "agent/process_launcher.h"
+#include "agent/python_package.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/base/secret.h"
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
                  "PARALLAX_BIND_ADDR given to tasks (default: the advertised host)");
   app.add_option("--bin-dir", options.bin_dir,
                  "where parallax-trainer and parallax-ps are (default: this executable's directory)");
+  app.add_option("--python-path", options.python_path,
+                 "directory of the parallax Python package, first on Python trainers' PYTHONPATH "
+                 "(default: found next to --bin-dir)");
   app.add_option("--allow-exec", options.allow_exec,
                  "a directory whose programs tasks may run (repeatable; a task whose executable's "
                  "real path is elsewhere fails without running). Default: the --bin-dir only, "
@@ -111,6 +115,9 @@ int main(int argc, char** argv) {
   if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
   options.token = *secret;
   if (options.allow_exec.empty()) options.allow_exec = {options.bin_dir};
+  if (options.python_path.empty())
+    options.python_path = FindPythonPackage(options.bin_dir, PARALLAX_PYTHON_INSTALL_DIR);
+  options.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (const std::string& dir : options.allow_exec) {
     if (!std::filesystem::is_directory(dir, ec)) {
       std::cerr << "parallax-agent: --allow-exec '" << dir << "' is not a directory\n";
