@@ -32,6 +32,7 @@ class Runtime:
         self.given = set()  # dense variables whose gradient arrived this step
         self.last_samples = None
         self.broken = None
+        self.deferred = None  # the first error of a gradient hook this step
         self.session = self._call(lambda: _core.Session(ctx.options), "creating the session")
         self._register(seed)
         for name, save, restore in ctx.states:
@@ -110,36 +111,55 @@ class Runtime:
                         "Model() started the job")
 
     # ---- gradients (autograd hooks) -----------------------------------------------------------
+    # A hook never raises: an exception inside backward() leaves autograd nodes in a thread-local
+    # queue of torch's engine, and releasing them at exit needs the interpreter (the process
+    # hangs instead of exiting). The first error of a step is kept and raised by step().
 
     def on_dense_grad(self, v, grad):
-        if v.var in self.given:
-            raise error("FAILED_PRECONDITION",
-                        f"{self.where}: the gradient of '{v.name}' arrived twice in step "
-                        f"{self.session.steps}: backward() ran twice before step(); call "
-                        "optimizer.step() after each backward() (gradient accumulation is not "
-                        "supported)")
-        self.given.add(v.var)
-        self.grads_this_step += 1
-        flat = grad.detach().reshape(-1)
-        if flat.device.type != "cpu":
-            flat = flat.cpu()
         try:
-            self.session.gradient(v.var, flat.numpy())
-        except _core.Error as e:
-            raise self.context_error(e, f"gradient of '{v.name}'") from None
+            if v.var in self.given:
+                raise error("FAILED_PRECONDITION",
+                            f"{self.where}: the gradient of '{v.name}' arrived twice in step "
+                            f"{self.session.steps}: backward() ran twice before step(); call "
+                            "optimizer.step() after each backward() (gradient accumulation is "
+                            "not supported)")
+            self.given.add(v.var)
+            self.grads_this_step += 1
+            flat = grad.detach().reshape(-1)
+            if flat.device.type != "cpu":
+                flat = flat.cpu()
+            self._gradient(lambda: self.session.gradient(v.var, flat.numpy()), v.name)
+        except Exception as e:  # noqa: BLE001 (kept for step(), see above)
+            self.deferred = self.deferred or e
 
     def on_table_grad(self, table, uniq, pad, grad):
-        ids, rows = _lookup.gradient_rows(uniq, pad, grad)
-        self.grads_this_step += 1
         try:
-            self.session.sparse_gradient(table.var, ids, rows)
+            ids, rows = _lookup.gradient_rows(uniq, pad, grad)
+            self.grads_this_step += 1
+            self._gradient(lambda: self.session.sparse_gradient(table.var, ids, rows), table.name)
+        except Exception as e:  # noqa: BLE001 (kept for step(), see above)
+            self.deferred = self.deferred or e
+
+    def _gradient(self, call, name):
+        if self.deferred is not None:
+            return  # the step failed already
+        try:
+            call()
         except _core.Error as e:
-            raise self.context_error(e, f"gradient of '{table.name}'") from None
+            raise self.context_error(e, f"gradient of '{name}'") from None
+
+    def raise_deferred(self):
+        if self.deferred is not None:
+            e, self.deferred = self.deferred, None
+            self.grads_this_step = 0
+            self.given.clear()
+            raise e
 
     # ---- the step ------------------------------------------------------------------------
 
     def before_forward(self, args, kwargs):
         self.check_usable("forward")
+        self.raise_deferred()
         for p in self.module.parameters():
             if id(p) not in self.param_ids:
                 name = next(n for n, q in self.module.named_parameters() if q is p)
@@ -153,6 +173,7 @@ class Runtime:
 
     def step(self, groups, loss, samples):
         self.check_usable("step()")
+        self.raise_deferred()
         if self.grads_this_step == 0:
             raise error("FAILED_PRECONDITION",
                         f"{self.where}: step() without backward(): no gradient reached Parallax "
