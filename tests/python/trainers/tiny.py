@@ -4,9 +4,10 @@ under `parallax run` (copied next to a job file they write) and import it for th
 data, which plain PyTorch then trains as the reference.
 
 [user] keys: out (directory for rank 0's initial.pt / final.pt and every rank's rank-R.json),
-fail_at_step (exit there once, so the job restarts from its checkpoint), lr_at (a table
-step -> learning rate of the "dense" parameter group), big_rows (rows of an extra 32-wide table,
-for the memory test).
+save (default true: write initial.pt and final.pt), fail_at_step (exit there once, so the job
+restarts from its checkpoint), lr_at (a table step -> learning rate of the "dense" parameter
+group from that step on), big_rows (rows of an extra 32-wide table, for the memory test),
+differ (rank 1 builds a wider hidden layer than rank 0).
 """
 import json
 import os
@@ -24,13 +25,13 @@ WORDS, TAGS = 50, 40
 
 
 class Tiny(nn.Module):
-    def __init__(self, big_rows=0):
+    def __init__(self, big_rows=0, hidden=16):
         super().__init__()
         self.words = nn.Embedding(WORDS, 8, sparse=True)
         nn.init.uniform_(self.words.weight, -0.1, 0.1)
         self.tags = nn.EmbeddingBag(TAGS, 8, mode="sum", sparse=True, padding_idx=0)
-        self.hidden = nn.Linear(16, 16)
-        self.out = nn.Linear(16, 1)
+        self.hidden = nn.Linear(16, hidden)
+        self.out = nn.Linear(hidden, 1)
         self.big = nn.Embedding(big_rows, 32, sparse=True) if big_rows else None
 
     def forward(self, words, tags, y):
@@ -50,14 +51,21 @@ def dataset():
                                           torch.from_numpy(y))
 
 
+def learning_rate(lr_at, step, base):
+    """The "dense" group's rate at `step`: the lr_at entry of the largest step <= `step`."""
+    starts = [s for s in lr_at if s <= step]
+    return lr_at[max(starts)] if starts else base
+
+
 def main():
     import parallax.torch as px
     px.init()
     job = px.job()
     user = job["user"]
     out = user["out"]
+    hidden = 16 + (px.rank() if user.get("differ") else 0)
     with px.build():
-        model = Tiny(big_rows=user.get("big_rows", 0))
+        model = Tiny(big_rows=user.get("big_rows", 0), hidden=hidden)
     data = dataset()
     sampler = px.DistributedSampler(data, job["batch_size"], seed=SEED)
     loader = torch.utils.data.DataLoader(data, batch_sampler=sampler)
@@ -66,15 +74,17 @@ def main():
                       lambda b: seen.extend(json.loads(b)))
     model = px.Model(model, sample=loader)
     opt = px.Optimizer(model)
-    if px.rank() == 0 and model.resumed_from is None:
+    save = user.get("save", True)
+    if save and px.rank() == 0 and model.resumed_from is None:
         torch.save(model.state_dict(), os.path.join(out, "initial.pt"))
     lr_at = {int(k): v for k, v in user.get("lr_at", {}).items()}
     dense = next(g for g in opt.param_groups if g["name"] == "dense")
+    base_lr = dense["lr"]
     while model.steps < job["steps"]:
         for batch in loader:
             if model.steps == user.get("fail_at_step", -1) and model.resumed_from is None:
                 sys.exit(3)
-            dense["lr"] = lr_at.get(model.steps, dense["lr"])
+            dense["lr"] = learning_rate(lr_at, model.steps, base_lr)
             loss = model(*batch)
             opt.zero_grad()
             loss.backward()
@@ -87,7 +97,7 @@ def main():
                   max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     with open(os.path.join(out, f"rank-{px.rank()}.json"), "w") as f:
         json.dump(result, f)
-    if px.rank() == 0:
+    if save and px.rank() == 0:
         torch.save(model.state_dict(), os.path.join(out, "final.pt"))
 
 
