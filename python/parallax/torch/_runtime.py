@@ -132,9 +132,9 @@ class Runtime:
         except Exception as e:  # noqa: BLE001 (kept for step(), see above)
             self.deferred = self.deferred or e
 
-    def on_table_grad(self, table, uniq, pad, grad):
+    def on_table_grad(self, table, ids, pad, grad):
         try:
-            ids, rows = _lookup.gradient_rows(uniq, pad, grad)
+            ids, rows = _lookup.gradient_rows(ids, pad, grad)
             self.grads_this_step += 1
             self._gradient(lambda: self.session.sparse_gradient(table.var, ids, rows), table.name)
         except Exception as e:  # noqa: BLE001 (kept for step(), see above)
