@@ -383,6 +383,16 @@ Status SessionImpl::Step() {
     v.pending_grads.clear();
     v.grad_given = false;
   }
+  for (Var& v : vars_) {
+    // This step's prefetch is spent (its reply collected if no lookup
+    // waited for it); the one made during this step serves the next.
+    if (v.prefetched && !v.prefetched->arrived) {
+      std::vector<float> unused;
+      Status st = AwaitPull(v.prefetched->ticket, std::move(v.prefetched->rows), &unused);
+      if (!st.ok()) return Fail(st.WithContext(where + ": unused prefetch of \"" + v.plan.name + "\""));
+    }
+    v.prefetched = std::move(v.prefetch);
+  }
   ++step_;
   timeline_.SetStep(step_);
   const auto now = std::chrono::steady_clock::now();

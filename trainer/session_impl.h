@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,12 +39,15 @@ namespace parallax::trainer {
 // pull whose wait timed out keeps its buffer alive until the client is gone.
 using PullBuffer = std::unique_ptr<std::vector<float>>;
 
-// A pull started by Prefetch().
+// A pull started by Prefetch(). The step it is for looks rows up in it once
+// it arrived, as often as it likes (a model may call a table several times).
 struct Prefetched {
   int64_t clock = 0;
   std::vector<int64_t> ids;
   PullBuffer rows = std::make_unique<std::vector<float>>();
   ps::Ticket ticket = 0;
+  bool arrived = false;  // rows holds ids.size() × dim values
+  std::unordered_map<int64_t, uint32_t> row_of;  // id → its first position in ids, once arrived
 };
 
 struct Var {
@@ -58,7 +62,8 @@ struct Var {
   std::vector<float> pending_grads;
   std::unique_ptr<optim::DenseOptimizer> dense_opt;
   std::unique_ptr<optim::SparseOptimizer> sparse_opt;
-  std::unique_ptr<Prefetched> prefetch;
+  std::unique_ptr<Prefetched> prefetch;    // Prefetch() of this step, for the next one
+  std::unique_ptr<Prefetched> prefetched;  // the one for this step (moved at Step())
   std::vector<float> pulled;  // dense on PS: PushPull output
   // Sparsity samples.
   double density_sum = 0;
@@ -290,6 +295,10 @@ class SessionImpl final : public Session {
   }
   // Waits for a pull into `buf`; on success moves the rows to *out.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out);
+  // Serves Lookup() from this step's prefetch when it holds every id of
+  // `ids`; *served says whether it did.
+  Status LookupPrefetched(Var& v, std::span<const int64_t> ids, std::vector<float>* rows,
+                          bool* served);
   // Names the shards of a PS variable, for errors.
   std::string ShardsOf(const Var& v) const;
 

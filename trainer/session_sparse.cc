@@ -73,24 +73,45 @@ Status SessionImpl::Lookup(int var, std::span<const int64_t> ids, std::vector<fl
     }
     return Status::Ok();
   }
-  if (v.prefetch) {
-    std::unique_ptr<Prefetched> pf = std::move(v.prefetch);
-    const bool usable =
-        pf->clock == step_ && std::equal(ids.begin(), ids.end(), pf->ids.begin(), pf->ids.end());
-    std::vector<float> pulled;
-    Status st = AwaitPull(pf->ticket, std::move(pf->rows), &pulled);
-    if (!st.ok())
-      return Fail(st.WithContext(StepName() + ": pulling \"" + v.plan.name + "\"" + ShardsOf(v)));
-    if (usable) {
-      *rows = std::move(pulled);
-      return Status::Ok();
-    }
-  }
+  bool served = false;
+  PX_RETURN_IF_ERROR(LookupPrefetched(v, ids, rows, &served));
+  if (served) return Status::Ok();
   auto buf = std::make_unique<std::vector<float>>();
   PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(v.plan.id, ids, step_, buf.get()));
   Status st = AwaitPull(t, std::move(buf), rows);
   if (!st.ok())
     return Fail(st.WithContext(StepName() + ": pulling \"" + v.plan.name + "\"" + ShardsOf(v)));
+  return Status::Ok();
+}
+
+Status SessionImpl::LookupPrefetched(Var& v, std::span<const int64_t> ids,
+                                     std::vector<float>* rows, bool* served) {
+  *served = false;
+  Prefetched* pf = v.prefetched.get();
+  if (pf == nullptr || pf->clock != step_) return Status::Ok();
+  if (!pf->arrived) {
+    auto buf = std::make_unique<std::vector<float>>();
+    std::swap(buf, pf->rows);
+    Status st = AwaitPull(pf->ticket, std::move(buf), pf->rows.get());
+    if (!st.ok()) {
+      v.prefetched.reset();
+      return Fail(st.WithContext(StepName() + ": pulling \"" + v.plan.name + "\"" + ShardsOf(v)));
+    }
+    pf->arrived = true;
+    pf->row_of.reserve(pf->ids.size());
+    for (size_t i = 0; i < pf->ids.size(); ++i)
+      pf->row_of.try_emplace(pf->ids[i], static_cast<uint32_t>(i));
+  }
+  const size_t dim = v.plan.dim;
+  std::vector<float> out(ids.size() * dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = pf->row_of.find(ids[i]);
+    if (it == pf->row_of.end()) return Status::Ok();  // not all there: pull instead
+    std::memcpy(out.data() + i * dim, pf->rows->data() + size_t{it->second} * dim,
+                dim * sizeof(float));
+  }
+  *rows = std::move(out);
+  *served = true;
   return Status::Ok();
 }
 

@@ -35,7 +35,9 @@ class Tiny(nn.Module):
         self.big = nn.Embedding(big_rows, 32, sparse=True) if big_rows else None
 
     def forward(self, words, tags, y):
-        x = torch.cat([self.words(words).mean(1), self.tags(tags)], 1)
+        # The words table is looked up twice a step (one prefetch serves both on the PS).
+        both = torch.cat([self.words(words[:, :1]), self.words(words[:, 1:])], 1)
+        x = torch.cat([both.mean(1), self.tags(tags)], 1)
         logit = self.out(torch.relu(self.hidden(x))).squeeze(1)
         if self.big is not None:
             logit = logit + 0.01 * self.big(words).mean((1, 2))
@@ -81,11 +83,14 @@ def main():
     dense = next(g for g in opt.param_groups if g["name"] == "dense")
     base_lr = dense["lr"]
     while model.steps < job["steps"]:
-        for batch in loader:
+        epoch = list(loader)  # this epoch's remaining batches, to prefetch the next one's rows
+        for i, batch in enumerate(epoch):
             if model.steps == user.get("fail_at_step", -1) and model.resumed_from is None:
                 sys.exit(3)
             dense["lr"] = learning_rate(lr_at, model.steps, base_lr)
             loss = model(*batch)
+            if i + 1 < len(epoch):
+                model.module.words.prefetch(epoch[i + 1][0])
             opt.zero_grad()
             loss.backward()
             seen.append(model.steps)

@@ -226,7 +226,10 @@ class Session {
   virtual StatusOr<VariablePath> PathOf(int var) const = 0;
 
   // Starts pulling the rows of the next step (step() + 1) while this one
-  // computes. The next step's Lookup() with the same ids waits on it. Under
+  // computes. Every Lookup() of the next step whose ids are all among
+  // `next_ids` is served from it (waiting for it to arrive), as often as the
+  // model looks the table up; other ids are pulled. A second Prefetch() of a
+  // variable in one step replaces the first. Under
   // sync the shard answers once this step is applied everywhere (no
   // staleness); under async it answers at once, so the rows miss this
   // step's own update (the decoupled eager pull); ssp within its bound.
