@@ -2,7 +2,8 @@
 // core/ps (the PS client) and core/optim (worker-side optimizers). Private to
 // px_trainer: trainer/session.cc holds registration, Start(), the step and
 // checkpoints; trainer/session_sparse.cc the sparse-variable paths (PS
-// pull/push/prefetch, local aggregation, the all-gather exchange).
+// pull/push/prefetch, local aggregation, the all-gather exchange);
+// trainer/session_device.cc gradients in device memory.
 #ifndef PARALLAX_TRAINER_SESSION_IMPL_H_
 #define PARALLAX_TRAINER_SESSION_IMPL_H_
 
@@ -171,6 +172,7 @@ class SessionImpl final : public Session {
   Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) override;
   Status Gradient(int var, std::span<const float> grad) override;
   Status Gradient(int var, std::span<const int64_t> ids, std::span<const float> row_grads) override;
+  Status GradientDevice(int var, const void* device_grad, size_t count) override;
   Status Step() override;
   int64_t step() const override { return step_; }
 
@@ -323,6 +325,8 @@ class SessionImpl final : public Session {
   // with more than one rank here).
   std::unique_ptr<comm::Communicator> host_comm_;
   std::unique_ptr<comm::GradientFusion> fusion_;
+  // NCCL, for GradientDevice(); made at its first call (trainer/session_device.cc).
+  std::unique_ptr<comm::Communicator> device_comm_;
   std::unique_ptr<ps::PsClient> ps_;
   std::vector<std::string> shard_endpoints_;
   std::vector<PullBuffer> abandoned_;  // pulls whose wait timed out

@@ -87,6 +87,9 @@ void BindOptions(py::module_& m) {
       .def_readonly("num_hosts", &SessionOptions::num_hosts)
       .def_readonly("num_shards", &SessionOptions::num_shards)
       .def_readonly("coordinator", &SessionOptions::coordinator)
+      .def_readonly("trial_steps", &SessionOptions::trial_steps,
+                    "in a partition-search trial attempt: its timed steps (0: not a trial)")
+      .def_readonly("trial_warmup_steps", &SessionOptions::trial_warmup_steps)
       .def_readwrite("fusion_bucket_bytes", &SessionOptions::fusion_bucket_bytes,
                      "dense fusion buckets, bytes of float32 (0: no fusion)")
       .def_property(

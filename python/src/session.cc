@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -206,6 +207,18 @@ void BindSession(py::module_& m) {
             ThrowIfError(st);
           },
           py::arg("var"), py::arg("grad"))
+      .def(
+          "gradient_device",
+          [](Session& s, int var, uintptr_t device_grad, size_t count) {
+            Status st;
+            {
+              py::gil_scoped_release nogil;
+              st = s.GradientDevice(var, reinterpret_cast<const void*>(device_grad), count);
+            }
+            ThrowIfError(st);
+          },
+          py::arg("var"), py::arg("data_ptr"), py::arg("count"),
+          "a dense gradient in CUDA memory, by address (a tensor's data_ptr())")
       .def(
           "sparse_gradient",
           [](Session& s, int var, const Ids& ids, const Floats& rows) {

@@ -205,6 +205,21 @@ TEST_F(SessionTest, LearningRateChangesFromThisStepOn) {
   EXPECT_EQ((*s)->SetLearningRate(7, 0.1).code(), StatusCode::kNotFound);
 }
 
+TEST_F(SessionTest, DeviceGradientRefusesHostMemory) {
+  auto s = Session::Create(Options("allreduce"));
+  ASSERT_TRUE(s.ok());
+  auto w = (*s)->RegisterDense("w", 4);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*s)->Start().ok());
+  std::vector<float> host(4, 1.0f);
+  Status st = (*s)->GradientDevice(*w, host.data(), host.size());
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("\"w\""), std::string::npos) << st.message();
+  // Nothing was taken: the host gradient still goes in.
+  EXPECT_TRUE((*s)->Gradient(*w, host).ok());
+  EXPECT_EQ((*s)->GradientDevice(*w, host.data(), 3).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(SessionTest, RejectsOptionsItCannotServe) {
   SessionOptions o = Options("hybrid");
   o.world_size = 2;

@@ -128,6 +128,19 @@ class Model(nn.Module):
         return self._rt.session.steps
 
     @property
+    def total_steps(self):
+        """The steps this attempt trains to: the job's [trainer] steps, or in a trial attempt of
+        the partition search ([ps] partitions = "auto") its shorter budget. Loop to it."""
+        o = self._rt.session.options
+        steps = _context.job_settings(self._rt.ctx)["steps"]
+        return min(steps, o.trial_warmup_steps + o.trial_steps) if o.trial_steps else steps
+
+    @property
+    def in_trial(self):
+        """Whether this attempt is a timed trial of the partition search (skip evaluations)."""
+        return self._rt.session.options.trial_steps > 0
+
+    @property
     def resumed_from(self):
         """The checkpoint step this job resumed from, or None."""
         return self._rt.session.resumed_from

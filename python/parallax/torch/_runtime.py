@@ -126,8 +126,14 @@ class Runtime:
             self.given.add(v.var)
             self.grads_this_step += 1
             flat = grad.detach().reshape(-1)
-            if flat.device.type != "cpu":
-                flat = flat.cpu()
+            if flat.is_cuda:
+                # All-reduced in device memory by the Session (NCCL), by address: torch's
+                # kernels that wrote it must be done first.
+                flat = flat.contiguous()
+                torch.cuda.current_stream(flat.device).synchronize()
+                self._gradient(lambda: self.session.gradient_device(
+                    v.var, flat.data_ptr(), flat.numel()), v.name)
+                return
             self._gradient(lambda: self.session.gradient(v.var, flat.numpy()), v.name)
         except Exception as e:  # noqa: BLE001 (kept for step(), see above)
             self.deferred = self.deferred or e

@@ -241,6 +241,18 @@ class Session {
   // Dense gradient of this step (size() elements), at most once per variable
   // per step, in backward order: it starts reducing at once.
   virtual Status Gradient(int var, std::span<const float> grad) = 0;
+  // The dense gradient of this step in device memory: `count` (== size())
+  // float32 values at `device_grad`, a CUDA address on this rank's GPU (a
+  // torch tensor's data_ptr(); its writes must be finished). All ranks'
+  // gradients are averaged in device memory through an NCCL communicator
+  // (joined by every rank at its first call, under job/<id>/<attempt>/nccl),
+  // the buffer holding the mean afterwards; the mean is then copied to the
+  // host and applied as Gradient(var, grad) applies a host gradient. At most
+  // once per variable per step, in the same order on every rank; waits for
+  // the all-reduce. FAILED_PRECONDITION when the build has no CUDA/NCCL or the
+  // address is not device memory. Untested: the development machine has no
+  // GPU.
+  virtual Status GradientDevice(int var, const void* device_grad, size_t count) = 0;
   // Sparse gradient rows (ids.size() × dim); may be called several times a
   // step, repeated ids are summed.
   virtual Status Gradient(int var, std::span<const int64_t> ids,
