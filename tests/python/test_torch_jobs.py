@@ -1,7 +1,11 @@
 """parallax.torch jobs under `parallax run` (2 ranks, a PS shard): an interrupted job resumes to
 the same model, async and SSP jobs run to the end, ranks with different models stop with an
-error naming the rank and the parameter, and a rank never holds a PS table."""
+error naming the rank and the parameter, a rank never holds a PS table, and small fusion
+buckets all-reduce dense gradients while backward goes on."""
+import json
 import math
+import os
+import subprocess
 
 import pxtest
 import tiny_reference as ref
@@ -67,3 +71,47 @@ def test_a_rank_never_holds_a_table_on_the_ps(tmp_path):
         assert result["plan"]["big.weight"] == "ps"
         # The rank's peak memory: the interpreter and torch (about 250 MB) and the batches' rows.
         assert result["max_rss_mb"] < 0.75 * table_mb, result
+
+
+OVERLAP_JOB = """
+[job]
+name = "mlp-overlap"
+workers = 2
+arch = "allreduce"
+[trainer]
+command = ["./mlp.py"]
+steps = 15
+batch_size = 256
+timeline = "timeline"
+[optimizer.dense]
+type = "sgd"
+lr = 0.01
+[user]
+{bucket}
+"""
+
+
+def overlap(tmp_path, bucket):
+    """(overlapped fraction of the all-reduce time, buckets per step) of an all-reduce job."""
+    job = pxtest.Job(tmp_path, "mlp", OVERLAP_JOB.format(bucket=bucket))
+    code, output = job.run()
+    assert code == 0, output
+    traces = [os.path.join(job.dir, "timeline", f"rank-{r}.trace.json") for r in range(2)]
+    stats = subprocess.run([os.path.join(pxtest.BIN_DIR, "parallax-timeline-stats")] + traces,
+                           capture_output=True, text=True, check=True)
+    with open(traces[0]) as f:
+        events = json.load(f)["traceEvents"]
+    lanes = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    buckets = sum(1 for e in events if e["ph"] == "X" and lanes[e["tid"]].startswith("allreduce"))
+    return json.loads(stats.stdout)["value"], buckets / 15
+
+
+def test_small_fusion_buckets_all_reduce_while_backward_goes_on(tmp_path):
+    # 4 layers of 1 MiB of weights: buckets of 1.1 MiB hold a layer each; the default (64 MiB)
+    # holds the whole model, reduced once backward is over.
+    fraction, per_step = overlap(tmp_path / "small", "bucket_bytes = 1_100_000")
+    assert per_step >= 4, per_step
+    assert fraction > 0.05, fraction
+    whole, one = overlap(tmp_path / "default", "")
+    assert one == 1, one
+    assert whole < fraction, (whole, fraction)

@@ -106,15 +106,21 @@ class Model(nn.Module):
     sample: a re-iterable of batches (the DataLoader); forward(module, batch) feeds one batch to
     the model (default: module(*batch) for a tuple or list, module(**batch) for a dict).
     seed: of the tables' initializer, a pure function of (seed, variable, row).
+    bucket_bytes: the size of the dense gradients' fusion buckets (default: the Session's, 64
+    MiB, the fastest measured for W3); smaller buckets start the all-reduce of the last layers'
+    gradients while backward still computes the first layers', at a collective call each.
     """
 
-    def __init__(self, module, sample=None, sample_batches=3, forward=None, seed=1):
+    def __init__(self, module, sample=None, sample_batches=3, forward=None, seed=1,
+                 bucket_bytes=None):
         super().__init__()
         ctx = _context.current("parallax.torch.Model()")
         if ctx.model is not None:
             raise error("FAILED_PRECONDITION", f"{ctx.where()}: a second parallax.torch.Model(); "
                         "a process trains one model")
         self.module = module
+        if bucket_bytes is not None:
+            ctx.options.fusion_bucket_bytes = int(bucket_bytes)
         self._rt = _runtime.Runtime(ctx, module, sample, sample_batches, forward, seed)
         ctx.model = self
 
