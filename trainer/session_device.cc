@@ -21,7 +21,8 @@ Status SessionImpl::GradientDevice(int var, const void* device_grad, size_t coun
     return InvalidArgument(StepName() + ": gradient of \"" + v.plan.name + "\" given twice");
   }
   StatusOr<int> device = comm::DeviceOfPointer(device_grad);
-  if (!device.ok()) return device.status().WithContext(StepName() + ": gradient of \"" + v.plan.name + "\"");
+  if (!device.ok())
+    return device.status().WithContext(StepName() + ": gradient of \"" + v.plan.name + "\"");
   if (v.plan.path != VariablePath::kPs && options_.world_size > 1) {
     if (!device_comm_) {
       comm::CommunicatorOptions co;
@@ -38,10 +39,12 @@ Status SessionImpl::GradientDevice(int var, const void* device_grad, size_t coun
       }
       device_comm_ = std::move(comm).value();
     }
-    Status st = device_comm_->AllReduce(const_cast<void*>(device_grad), count,
-                                        comm::DataType::kFloat32, comm::ReduceOp::kMean,
-                                        StepDeadline());
-    if (!st.ok()) return Fail(st.WithContext(StepName() + ": all-reduce of \"" + v.plan.name + "\" on the device"));
+    Status st =
+        device_comm_->AllReduce(const_cast<void*>(device_grad), count, comm::DataType::kFloat32,
+                                comm::ReduceOp::kMean, StepDeadline());
+    if (!st.ok())
+      return Fail(
+          st.WithContext(StepName() + ": all-reduce of \"" + v.plan.name + "\" on the device"));
   }
   // The mean (or, on the PS path, this rank's gradient for the shards to
   // average) goes where a host gradient would.

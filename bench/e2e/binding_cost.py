@@ -26,18 +26,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-JOB = """[job]
-name = "binding-cost"
-[trainer]
-command = ["./none"]
-batch_size = 256
-[optimizer.dense]
-type = "sgd"
-lr = 0.5
-[optimizer.sparse]
-type = "sgd"
-lr = 0.5
-"""
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e import TORCH_JOB  # noqa: E402  (the e2e variant's job: SGD lr 0.5 everywhere)
 
 
 def one_run(impl, args):
@@ -67,7 +57,9 @@ def one_run(impl, args):
     else:
         import parallax.torch as px
         with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-            f.write(JOB)
+            # Run by hand, one rank: the job's workers, shards and [user] play no part.
+            f.write(TORCH_JOB.format(arch="hybrid", steps=total, root=ROOT,
+                                     batches=args.batches, vocab=args.vocab))
         px.init(job=f.name)
         with px.build():
             model = w3_torch.W3(len(counts), 128, 512, sparse=True)

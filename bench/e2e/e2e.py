@@ -129,34 +129,31 @@ def parallax_run(args, impl, workdir, run):
     arch, consistency, staleness, overrides = PARALLAX[impl]
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         base = f.read()
-    if args.plan:
-        # The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner.
-        with open(args.plan, encoding="utf-8") as f:
-            base += "\n" + f.read() + "\n"
-    job = os.path.join(workdir, f"{impl}-{run}.toml")
-    with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2,
-                         shm=impl.endswith("-shm")))
-    state = os.path.join(workdir, f"{impl}-{run}.state")
-    proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
-                          capture_output=True, text=True, timeout=args.timeout)
-    if proc.returncode != 0:
-        sys.exit(f"e2e: {impl} run {run} failed (exit {proc.returncode}); its state is in "
-                 f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
+    return run_job(args, impl, workdir, run,
+                   job_text(base + plan_table(args), arch, consistency, staleness, overrides,
+                            args.steps, 2, shm=impl.endswith("-shm")))
 
 
 def parallax_torch_run(args, impl, workdir, run):
-    """W3's PyTorch model on Parallax: w3_parallax_torch.py next to a job file in `workdir`
+    """W3's PyTorch model on Parallax: w3_parallax_torch.py next to the job file in `workdir`
     (the agent runs programs under the job file's directory)."""
-    script = os.path.join(workdir, "w3_parallax_torch.py")
-    shutil.copy(os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py"), script)
+    shutil.copy(os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py"), workdir)
     text = TORCH_JOB.format(arch=PARALLAX_TORCH[impl], steps=args.steps, root=ROOT,
                             batches=os.path.abspath(args.batches),
                             vocab=os.path.join(ROOT, "data", "brown", "vocab.tsv"))
-    if args.plan:
-        with open(args.plan, encoding="utf-8") as f:
-            text += "\n" + f.read() + "\n"
+    return run_job(args, impl, workdir, run, text + plan_table(args))
+
+
+def plan_table(args):
+    """The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner, or nothing."""
+    if not args.plan:
+        return ""
+    with open(args.plan, encoding="utf-8") as f:
+        return "\n" + f.read() + "\n"
+
+
+def run_job(args, impl, workdir, run, text):
+    """`parallax run` of job `text` in `workdir`; its figures (job_metrics)."""
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(text)

@@ -36,21 +36,20 @@ StatusOr<int> DeviceOfPointer(const void* ptr) {
 
 Status CopyDeviceToHost(const void* src, void* dst, size_t bytes) {
   const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-  if (e != cudaSuccess) return Internal("copying " + std::to_string(bytes) +
-                                        " bytes from the device: " + CudaError(e));
+  if (e != cudaSuccess)
+    return Internal("copying " + std::to_string(bytes) + " bytes from the device: " + CudaError(e));
   return Status::Ok();
 }
 
 #else
 
 StatusOr<int> DeviceOfPointer(const void*) {
-  return FailedPrecondition("this build has no CUDA (PARALLAX_WITH_CUDA found no toolkit and "
-                            "NCCL under /usr/local/cuda); device memory cannot be used");
+  return FailedPrecondition(
+      "this build has no CUDA (PARALLAX_WITH_CUDA found no toolkit and "
+      "NCCL under /usr/local/cuda); device memory cannot be used");
 }
 
-Status CopyDeviceToHost(const void*, void*, size_t) {
-  return DeviceOfPointer(nullptr).status();
-}
+Status CopyDeviceToHost(const void*, void*, size_t) { return DeviceOfPointer(nullptr).status(); }
 
 #endif
 

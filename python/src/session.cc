@@ -1,6 +1,8 @@
 // parallax._core.Session: one rank's Session (parallax/session.h) over numpy
 // arrays. Calls that may block (Start, Lookup, Step, ...) release the GIL;
 // the checkpoint-state callbacks take it back while they run.
+#include "trainer/include/parallax/session.h"
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "python/src/binding.h"
-#include "trainer/include/parallax/session.h"
 
 namespace py = pybind11;
 
@@ -22,21 +23,27 @@ namespace {
 
 using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using Ids = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
-using NoGil = py::call_guard<py::gil_scoped_release>;
 
-std::span<const int64_t> Span(const Ids& a) {
-  return {a.data(), static_cast<size_t>(a.size())};
+// Runs a Session call without the GIL (it may block) and raises its error.
+template <typename Call>
+void WithoutGil(Call call) {
+  Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = call();
+  }
+  ThrowIfError(st);
 }
-std::span<const float> Span(const Floats& a) {
-  return {a.data(), static_cast<size_t>(a.size())};
-}
+
+std::span<const int64_t> Span(const Ids& a) { return {a.data(), static_cast<size_t>(a.size())}; }
+std::span<const float> Span(const Floats& a) { return {a.data(), static_cast<size_t>(a.size())}; }
 
 // A float vector handed to numpy without a copy: the array owns it.
 py::array_t<float> ToArray(std::unique_ptr<std::vector<float>> values) {
   std::vector<float>* raw = values.release();
   py::capsule owner(raw, [](void* p) { delete static_cast<std::vector<float>*>(p); });
-  return py::array_t<float>({static_cast<py::ssize_t>(raw->size())}, {sizeof(float)},
-                            raw->data(), owner);
+  return py::array_t<float>({static_cast<py::ssize_t>(raw->size())}, {sizeof(float)}, raw->data(),
+                            owner);
 }
 
 StatusOr<Initializer> ParseInitializer(const std::string& type, uint64_t seed, float scale) {
@@ -106,23 +113,13 @@ void RegisterState(Session& s, const std::string& name, py::function save, py::f
 
 py::array_t<float> Lookup(Session& s, int var, const Ids& ids) {
   auto rows = std::make_unique<std::vector<float>>();
-  Status st;
-  {
-    py::gil_scoped_release nogil;
-    st = s.Lookup(var, Span(ids), rows.get());
-  }
-  ThrowIfError(st);
+  WithoutGil([&] { return s.Lookup(var, Span(ids), rows.get()); });
   return ToArray(std::move(rows));
 }
 
 py::array_t<float> ReadSparse(Session& s, int var, int64_t first_row, int64_t count) {
   auto rows = std::make_unique<std::vector<float>>();
-  Status st;
-  {
-    py::gil_scoped_release nogil;
-    st = s.ReadSparse(var, first_row, count, rows.get());
-  }
-  ThrowIfError(st);
+  WithoutGil([&] { return s.ReadSparse(var, first_row, count, rows.get()); });
   return ToArray(std::move(rows));
 }
 
@@ -154,26 +151,16 @@ void BindSession(py::module_& m) {
            }),
            py::arg("options"))
       .def("register_dense", &RegisterDense, py::arg("name"), py::arg("size"),
-           py::arg("initial_values") = py::none(), py::arg("init") = "uniform",
-           py::arg("seed") = 1, py::arg("scale") = 0.05f)
+           py::arg("initial_values") = py::none(), py::arg("init") = "uniform", py::arg("seed") = 1,
+           py::arg("scale") = 0.05f)
       .def("register_sparse", &RegisterSparse, py::arg("name"), py::arg("rows"), py::arg("dim"),
            py::arg("init") = "uniform", py::arg("seed") = 1, py::arg("scale") = 0.05f)
       .def(
           "sample_ids",
           [](Session& s, int var, const Ids& ids) { ThrowIfError(s.SampleIds(var, Span(ids))); },
           py::arg("var"), py::arg("ids"))
-      .def("register_state", &RegisterState, py::arg("name"), py::arg("save"),
-           py::arg("restore"))
-      .def(
-          "start",
-          [](Session& s) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.Start();
-            }
-            ThrowIfError(st);
-          })
+      .def("register_state", &RegisterState, py::arg("name"), py::arg("save"), py::arg("restore"))
+      .def("start", [](Session& s) { WithoutGil([&] { return s.Start(); }); })
       .def_property_readonly("resumed_from", &Session::resumed_from)
       .def(
           "path_of",
@@ -186,12 +173,7 @@ void BindSession(py::module_& m) {
       .def(
           "prefetch",
           [](Session& s, int var, const Ids& ids) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.Prefetch(var, Span(ids));
-            }
-            ThrowIfError(st);
+            WithoutGil([&] { return s.Prefetch(var, Span(ids)); });
           },
           py::arg("var"), py::arg("next_ids"))
       .def("lookup", &Lookup, py::arg("var"), py::arg("ids"),
@@ -199,70 +181,38 @@ void BindSession(py::module_& m) {
       .def(
           "gradient",
           [](Session& s, int var, const Floats& grad) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.Gradient(var, Span(grad));
-            }
-            ThrowIfError(st);
+            WithoutGil([&] { return s.Gradient(var, Span(grad)); });
           },
           py::arg("var"), py::arg("grad"))
       .def(
           "gradient_device",
           [](Session& s, int var, uintptr_t device_grad, size_t count) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.GradientDevice(var, reinterpret_cast<const void*>(device_grad), count);
-            }
-            ThrowIfError(st);
+            WithoutGil([&] {
+              return s.GradientDevice(var, reinterpret_cast<const void*>(device_grad), count);
+            });
           },
           py::arg("var"), py::arg("data_ptr"), py::arg("count"),
           "a dense gradient in CUDA memory, by address (a tensor's data_ptr())")
       .def(
           "sparse_gradient",
           [](Session& s, int var, const Ids& ids, const Floats& rows) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.Gradient(var, Span(ids), Span(rows));
-            }
-            ThrowIfError(st);
+            WithoutGil([&] { return s.Gradient(var, Span(ids), Span(rows)); });
           },
           py::arg("var"), py::arg("ids"), py::arg("row_grads"))
-      .def(
-          "step",
-          [](Session& s) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.Step();
-            }
-            ThrowIfError(st);
-          })
+      .def("step", [](Session& s) { WithoutGil([&] { return s.Step(); }); })
       .def_property_readonly("steps", &Session::step, "steps finished so far")
       .def("dense_into", &DenseInto, py::arg("var"), py::arg("out"))
       .def("read_sparse", &ReadSparse, py::arg("var"), py::arg("first_row"), py::arg("count"))
       .def(
           "set_learning_rate",
           [](Session& s, int var, double lr) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.SetLearningRate(var, lr);
-            }
-            ThrowIfError(st);
+            WithoutGil([&] { return s.SetLearningRate(var, lr); });
           },
           py::arg("var"), py::arg("lr"))
       .def(
           "report_metrics",
           [](Session& s, int64_t step, double loss, int64_t samples) {
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = s.ReportMetrics(step, loss, samples);
-            }
-            ThrowIfError(st);
+            WithoutGil([&] { return s.ReportMetrics(step, loss, samples); });
           },
           py::arg("step"), py::arg("loss"), py::arg("samples"))
       .def_property_readonly("options", &Session::options, py::return_value_policy::copy);

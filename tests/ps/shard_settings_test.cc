@@ -67,8 +67,8 @@ float Row0(ShardCore* core, uint32_t var, int64_t clock) {
 
 // A gradient of 1 on row 0 of `var` for step `clock` from `worker`.
 std::vector<OutMessage> PushOne(ShardCore* core, uint32_t var, uint32_t worker, int64_t clock) {
-  return Send(core, Request(MakeHeader(Op::kPush, var, 0, worker, 1, kDim2, clock), {0},
-                            {1.0f, 1.0f}));
+  return Send(core,
+              Request(MakeHeader(Op::kPush, var, 0, worker, 1, kDim2, clock), {0}, {1.0f, 1.0f}));
 }
 
 class ShardSettingsTest : public ::testing::Test {};
