@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import textwrap
+import time
 
 import torch
 
@@ -49,6 +50,31 @@ class Job:
                 with open(log, errors="replace") as f:
                     logs += f"--- {task}\n{f.read()[-3000:]}"
         return proc.returncode, proc.stdout + proc.stderr + logs
+
+    def export(self, out):
+        """`parallax export 1 --out OUT` of the finished job, through a coordinator on its state
+        database (the embedded one ended with `parallax run`): (exit code, output)."""
+        state = os.path.join(self.dir, "state")
+        port_file = os.path.join(self.dir, "export.port")
+        coordinator = subprocess.Popen(
+            [os.path.join(BIN_DIR, "parallax-coordinator"), "--db",
+             os.path.join(state, "state.db"), "--listen", "127.0.0.1:0", "--port-file",
+             port_file], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(port_file) or not open(port_file).read().strip():
+                if coordinator.poll() is not None or time.monotonic() > deadline:
+                    return 1, "the coordinator did not start: " + coordinator.stderr.read()
+                time.sleep(0.05)
+            with open(port_file) as f:
+                port = f.read().strip()
+            proc = subprocess.run([os.path.join(BIN_DIR, "parallax"), "--coordinator",
+                                   f"127.0.0.1:{port}", "export", "1", "--out", out],
+                                  capture_output=True, text=True, timeout=120)
+            return proc.returncode, proc.stdout + proc.stderr
+        finally:
+            coordinator.terminate()
+            coordinator.wait(timeout=30)
 
     def rank_result(self, rank):
         with open(os.path.join(self.out, f"rank-{rank}.json")) as f:

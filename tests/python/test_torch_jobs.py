@@ -7,13 +7,15 @@ import math
 import os
 import subprocess
 
+import parallax.torch as px
 import pxtest
 import tiny_reference as ref
 
 
-def test_an_interrupted_job_resumes_to_the_same_model(tmp_path):
+def test_an_interrupted_job_resumes_to_the_same_model_and_exports_it(tmp_path):
     # Both ranks exit at step 8 of the first attempt; the job restarts from the checkpoint of
     # step 5 (dense values and optimizer state, the PS table, each rank's registered state).
+    # `parallax export` then writes the checkpoint of step 10 for the plain model.
     toml = ref.job_toml("hybrid", tags_on_ps=True, checkpoint_every=5, max_restarts=1,
                         user="fail_at_step = 8")
     job = pxtest.Job(tmp_path, "tiny", toml)
@@ -24,8 +26,17 @@ def test_an_interrupted_job_resumes_to_the_same_model(tmp_path):
         assert result["resumed_from"] == 5, result
         # "seen" is the rank's own state: steps 0-4 came back from the checkpoint.
         assert result["seen"] == list(range(ref.STEPS)), result
-    want = ref.plain_pytorch(pxtest.load_trainer("tiny"), job.state("initial.pt"))
+    tiny = pxtest.load_trainer("tiny")
+    want = ref.plain_pytorch(tiny, job.state("initial.pt"))
     pxtest.assert_close(job.state("final.pt"), want, "resumed job")
+
+    exported = os.path.join(job.dir, "export")
+    code, output = job.export(exported)
+    assert code == 0, output
+    plain = tiny.Tiny()
+    plain.load_state_dict(px.exported_state_dict(exported, plain), strict=False)
+    pxtest.assert_close(plain.state_dict(), ref.plain_pytorch(tiny, job.state("initial.pt"), 10),
+                        "exported checkpoint of step 10")
 
 
 def run_to_the_end(tmp_path, consistency):

@@ -59,7 +59,7 @@ def job_toml(arch, consistency="sync", tags_on_ps=False, checkpoint_every=0, max
         lr_at=", ".join(f'"{k}" = {v}' for k, v in LR_AT.items()), user=user)
 
 
-def plain_pytorch(tiny, initial):
+def plain_pytorch(tiny, initial, steps=STEPS):
     """The same model, data, optimizers and learning rates in one process with batch 2B."""
     model = tiny.Tiny()
     model.load_state_dict(initial)
@@ -70,7 +70,7 @@ def plain_pytorch(tiny, initial):
               torch.optim.SGD([model.tags.weight], lr=TAGS_LR),
               torch.optim.Adagrad([model.out.weight], lr=OUT_LR, **adagrad)]
     data = tiny.dataset()
-    for step, idx in enumerate(pxtest.global_batches(len(data), 2 * BATCH, STEPS, tiny.SEED)):
+    for step, idx in enumerate(pxtest.global_batches(len(data), 2 * BATCH, steps, tiny.SEED)):
         dense.param_groups[0]["lr"] = tiny.learning_rate(LR_AT, step, DENSE_LR)
         loss = model(*data[idx])
         for opt in [dense] + others:

@@ -34,7 +34,8 @@ from parallax.torch._context import error
 from parallax.torch._sampler import DistributedSampler
 
 __all__ = ["Error", "init", "build", "Model", "Optimizer", "DistributedSampler",
-           "register_state", "random_state", "rank", "world_size", "local_rank", "job"]
+           "register_state", "random_state", "rank", "world_size", "local_rank", "job",
+           "exported_state_dict"]
 
 
 def init(job=None):
@@ -225,6 +226,31 @@ class Optimizer(torch.optim.Optimizer):
         job's metrics (`parallax status`, `parallax run`'s progress line); a NaN or infinite
         loss stops the job, as for a built-in model."""
         self._rt.step(self.param_groups, loss, samples)
+
+
+def exported_state_dict(directory, module):
+    """What `parallax export JOB --out DIRECTORY` wrote (docs/EXPORT.md) as a state_dict for
+    `module`, the plain model: every variable's array reshaped to its parameter's shape (dense
+    variables are exported flat), the padding_idx row of a table zeroed. Buffers are not
+    exported: load it with module.load_state_dict(state, strict=False)."""
+    import json
+    import os
+    with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    params = dict(module.named_parameters())
+    out = OrderedDict()
+    for v in manifest["variables"]:
+        if v["name"] not in params:
+            raise error("NOT_FOUND", f"exported variable '{v['name']}' is not a parameter of "
+                        "the model given; export the job that trained this model")
+        array = np.load(os.path.join(directory, v["file"]))
+        out[v["name"]] = torch.from_numpy(array).reshape(params[v["name"]].shape)
+    for name, m in module.named_modules():
+        key = f"{name}.weight" if name else "weight"
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.padding_idx is not None \
+                and key in out:
+            out[key][m.padding_idx] = 0.0
+    return out
 
 
 def _close():
