@@ -49,7 +49,8 @@ struct TaskEnvContext {
 // thread defaults unless `inherited` sets them, and PYTHONPATH), then the
 // assignment's env map, whose keys may not override a PARALLAX_* variable
 // (those are skipped and named in `ignored` when it is not null); a
-// PYTHONPATH there goes after the package's directory.
+// PYTHONPATH there (one the operator allowed with --allow-env) goes after
+// the package's directory.
 std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& assignment,
                                       const TaskEnvContext& context,
                                       const std::vector<std::string>& inherited,

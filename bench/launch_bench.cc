@@ -161,7 +161,7 @@ int Main(int argc, char** argv) {
     if (real) {
       Spawn(agent_procs[a], {bin_dir + "/parallax-agent", "--coordinator", address, "--name", name,
                              "--workdir", dir + "/" + name, "--slots", std::to_string(slots),
-                             "--grace-ms", "500"},
+                             "--grace-ms", "500", "--allow-env", "PX_TEST_*"},
             dir + "/" + name + ".log");
     } else {
       simulated.emplace_back([&, name] { SimulatedAgent(address, name, slots, stop); });

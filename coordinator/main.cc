@@ -6,50 +6,84 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 
+#include "coordinator/http_endpoint.h"
+#include "coordinator/rpc_stats.h"
 #include "coordinator/server.h"
 #include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/state_file.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
-#include "core/base/secret.h"
-#include "core/rpc/tls.h"
+#include "core/daemon/daemon_flags.h"
 #include "schemas/coordinator_constants.h"
+
+namespace {
+
+// One coordinator per database: two would each believe they own every job.
+// The lock is released by the kernel however this process ends. Returns
+// false after saying why.
+bool LockDatabase(const std::string& db) {
+  std::string lock_path = db + ".lock";
+  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    std::cerr << "parallax-coordinator: cannot create lock file '" << lock_path
+              << "': " << std::strerror(errno) << "; check that the directory exists and is writable\n";
+    return false;
+  }
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    char owner[32] = {0};
+    ssize_t n = pread(lock_fd, owner, sizeof(owner) - 1, 0);
+    std::string pid = n > 0 ? std::string(owner, static_cast<size_t>(n)) : "?";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    std::cerr << "parallax-coordinator: database '" << db
+              << "' is in use by another parallax-coordinator (pid " << pid
+              << "); stop it first or use another --db\n";
+    return false;
+  }
+  std::string pid_text = std::to_string(getpid()) + "\n";
+  if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid_text.data(), pid_text.size(), 0) < 0) {
+    PX_LOG(WARNING) << "cannot write pid to '" << lock_path << "'";
+  }
+  return true;  // lock_fd stays open for the life of the process
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace parallax;
   using namespace parallax::coordinator;
 
-  std::string listen = "127.0.0.1:7070";
   std::string db = "parallax.db";
-  SecretSources secret_sources;
   std::string port_file;
   int64_t agent_timeout_ms = 10'000;
   uint32_t max_request_bytes = 24 << 20;
   ServiceOptions service_options;
-  ServerOptions server_options;
-  bool verbose = false;
-  if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
-  if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
+  StateFileOptions state_options;
 
   CLI::App app{"Parallax coordinator: accepts jobs, tracks agents, serves rendezvous; "
                "state is kept in a SQLite database"};
   app.set_version_flag("--version", std::string("parallax-coordinator 0.1.0 (protocol ") +
                                         std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
                                         ")");
-  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)")
-      ->capture_default_str();
+  DaemonFlagsSpec spec;
+  spec.program = "parallax-coordinator";
+  spec.default_listen = "127.0.0.1:7070";
+  spec.secret_help_suffix = "; every request must carry this secret (none set: no authentication)";
+  DaemonFlags flags(spec);
+  flags.AddTo(&app);
   app.add_option("--db", db, "SQLite state database; created if missing")->capture_default_str();
-  app.add_option("--secret-file", secret_sources.secret_file_flag,
-                 std::string(kSecretFileHelp) +
-                     "; every request must carry this secret (none set: no authentication)");
-  app.add_option("--token", secret_sources.token_flag, kTokenHelp);
-  app.add_option("--tls-cert", server_options.tls_cert_file, kTlsCertHelp);
-  app.add_option("--tls-key", server_options.tls_key_file, kTlsKeyHelp);
+  app.add_flag("--new-state", state_options.new_state,
+               "when --db is an empty (0-byte) file, not a Parallax database, or fails its check: "
+               "rename it to <db>.set-aside-<time> and start a new, empty state");
+  app.add_flag("--skip-db-check", [&](int64_t) { state_options.check = false; },
+               "serve --db without running PRAGMA quick_check on it first");
+  app.add_option("--db-check-timeout-ms", state_options.check_timeout_ms,
+                 "longest PRAGMA quick_check at start; a longer one is stopped and the database "
+                 "served unchecked")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-request-bytes", max_request_bytes,
                  "largest request frame accepted; a bigger one closes its connection")
       ->capture_default_str()
@@ -71,74 +105,38 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--agent-timeout-ms", agent_timeout_ms,
-                 "an agent silent for longer than this is shown as not alive")
+                 "an agent silent for longer than this is lost: its tasks are LOST and their jobs "
+                 "restart or fail (docs/RELIABILITY.md, \"Lost agents\")")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--port-file", port_file, "write the bound port to this file once listening");
-  app.add_flag("-v,--verbose", verbose, "log debug messages");
+  HttpEndpointFlags http_flags;  // web pages and /metrics: --http, --http-token-file, ...
+  AddHttpEndpointFlags(&app, &http_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (verbose) SetMinLogLevel(LogLevel::kDebug);
-  std::string secret_warning;
-  StatusOr<std::string> token = ResolveSecret(secret_sources, &secret_warning);
-  if (!token.ok()) {
-    std::cerr << "parallax-coordinator: " << token.status().message() << "\n";
-    return 2;
-  }
-  if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
-
-  if (Status s = CheckTlsServerFiles(server_options.tls_cert_file, server_options.tls_key_file);
-      !s.ok()) {
-    std::cerr << "parallax-coordinator: " << s.message() << "\n";
-    return 2;
-  }
-  StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
-  if (!address.ok()) {
-    std::cerr << "parallax-coordinator: --listen: " << address.status().message() << "\n";
+  StatusOr<DaemonSettings> settings = flags.Resolve(DaemonEnvironment::FromProcess());
+  if (!settings.ok()) {
+    std::cerr << "parallax-coordinator: " << settings.status().message() << "\n";
     return 2;
   }
 
   // Signals are taken by one thread with sigwait, so every other thread
-  // (Thrift's included) runs with them blocked.
+  // (the server's included) runs with them blocked.
   sigset_t signals = BlockTerminationSignals();
-
-  // One coordinator per database: two would each believe they own every job.
-  // The lock is released by the kernel however this process ends.
-  std::string lock_path = db + ".lock";
-  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd < 0) {
-    std::cerr << "parallax-coordinator: cannot create lock file '" << lock_path
-              << "': " << std::strerror(errno) << "; check that the directory exists and is writable\n";
-    return 1;
-  }
-  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    char owner[32] = {0};
-    ssize_t n = pread(lock_fd, owner, sizeof(owner) - 1, 0);
-    std::string pid = n > 0 ? std::string(owner, static_cast<size_t>(n)) : "?";
-    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    std::cerr << "parallax-coordinator: database '" << db
-              << "' is in use by another parallax-coordinator (pid " << pid
-              << "); stop it first or use another --db\n";
-    return 1;
-  }
-  std::string pid_text = std::to_string(getpid()) + "\n";
-  if (ftruncate(lock_fd, 0) != 0 ||
-      pwrite(lock_fd, pid_text.data(), pid_text.size(), 0) < 0) {
-    PX_LOG(WARNING) << "cannot write pid to '" << lock_path << "'";
-  }
+  if (!LockDatabase(db)) return 1;
 
   SqliteStateStoreOptions store_options;
   store_options.path = db;
-  StatusOr<std::unique_ptr<StateStore>> store = OpenSqliteStateStore(store_options);
+  StatusOr<std::unique_ptr<StateStore>> store = OpenCoordinatorState(store_options, state_options);
   if (!store.ok()) {
     std::cerr << "parallax-coordinator: " << store.status().message() << "\n";
     return 1;
   }
-  service_options.auth_token = *token;
+  service_options.auth_token = settings->secret;
   service_options.agent_timeout_ms = agent_timeout_ms;
   auto service = std::make_shared<CoordinatorService>(store->get(), RealClock(), service_options);
   if (Status s = service->Init(); !s.ok()) {
@@ -147,12 +145,11 @@ int main(int argc, char** argv) {
   }
   service->StartBackground();
 
-  server_options.what = "coordinator";
-  server_options.host = address->first;
-  server_options.port = address->second;
+  ServerOptions server_options = settings->ServerOptions("coordinator");
   server_options.max_frame_bytes = max_request_bytes;
   server_options.max_string_bytes = max_request_bytes;
-  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);
+  RpcStats rpc_stats;  // every call counted and timed, for /metrics
+  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service, &rpc_stats);
   if (!server.ok()) {
     std::cerr << "parallax-coordinator: " << server.status().message() << "\n";
     return 1;
@@ -164,14 +161,28 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::cout << "parallax-coordinator listening on " << address->first << ":" << port
+  std::cout << "parallax-coordinator listening on " << settings->listen_host << ":" << port
             << " (db " << db << ", "
-            << (token->empty() ? "no authentication" : "requests authenticated by the shared secret")
-            << (server_options.tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
+            << (settings->secret.empty() ? "no authentication"
+                                         : "requests authenticated by the shared secret")
+            << (settings->tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
+
+  // The web pages and /metrics (--http), read-only, with their own token.
+  StatusOr<std::unique_ptr<HttpEndpoint>> http = StartHttpEndpoint(
+      http_flags, {store->get(), service.get(), &rpc_stats, settings->secret, server_options.tls_cert_file,
+                   server_options.tls_key_file});
+  if (!http.ok()) {
+    std::cerr << "parallax-coordinator: " << http.status().message() << "\n";
+    return http.status().code() == StatusCode::kInvalidArgument ||
+                   http.status().code() == StatusCode::kFailedPrecondition
+               ? 2
+               : 1;
+  }
 
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "signal " << sig << ": shutting down";
+  if (*http) (*http)->Stop();
   service->Stop();
   (*server)->Stop();
   return 0;

@@ -1,13 +1,12 @@
 #include "coordinator/orchestrator.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cstring>
-#include <nlohmann/json.hpp>
 
+#include "coordinator/agent_liveness.h"
 #include "coordinator/partition_trials.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/task_outcome.h"
+#include "core/plan/job_plan.h"
 #include "core/base/logging.h"
 
 namespace parallax::coordinator {
@@ -41,40 +40,6 @@ std::vector<TaskRecord> OfAttempt(const std::vector<TaskRecord>& tasks, int atte
   return out;
 }
 
-// How a task ended, for events and reasons.
-std::string Outcome(const TaskRecord& t) {
-  std::string what = TaskName(t.role, t.index) + " on agent " + Quote(t.agent_name);
-  switch (t.state) {
-    case TaskState::kExited:
-      return what + " exited with code " + std::to_string(t.exit_code.value_or(-1));
-    case TaskState::kKilled: {
-      int sig = t.signal.value_or(0);
-      const char* name = sigabbrev_np(sig);
-      return what + " was killed by signal " + std::to_string(sig) +
-             (name ? std::string(" (SIG") + name + ")" : "");
-    }
-    case TaskState::kLost:
-      return what + " was lost" + (t.message.empty() ? "" : ": " + t.message);
-    default:
-      return what + " is running";
-  }
-}
-
-// A PS shard of a hybrid job whose plan put no variable on the PS is never
-// launched: it is recorded as exited with code 0 and this message.
-constexpr char kShardNotLaunched[] = "not launched: the plan puts no variable on the PS";
-
-bool NotLaunched(const TaskRecord& t) {
-  return t.role == TaskRole::kPs && t.state == TaskState::kExited && t.exit_code == 0 &&
-         t.message == kShardNotLaunched;
-}
-
-bool Failed(const TaskRecord& t) {
-  if (t.role == TaskRole::kPs) return !IsLive(t.state) && !NotLaunched(t);
-  return t.state == TaskState::kKilled || t.state == TaskState::kLost ||
-         (t.state == TaskState::kExited && t.exit_code.value_or(-1) != 0);
-}
-
 }  // namespace
 
 std::string TaskName(TaskRole role, int index) {
@@ -82,7 +47,7 @@ std::string TaskName(TaskRole role, int index) {
 }
 
 Orchestrator::Orchestrator(StateStore* store, Clock* clock, OrchestratorOptions options)
-    : store_(store), clock_(clock), options_(options) {}
+    : store_(store), clock_(clock), options_(options), liveness_(options.agent_timeout_ms) {}
 
 StatusOr<std::shared_ptr<const JobConfig>> Orchestrator::Config(const JobRecord& job) {
   auto it = configs_.find(job.id);
@@ -101,19 +66,14 @@ StatusOr<Orchestrator::ShardNeed> Orchestrator::ShardsNeeded(const JobRecord& jo
   PX_ASSIGN_OR_RETURN(std::shared_ptr<const JobConfig> config, Config(job));
   // arch = "ps" puts every variable on the PS; allreduce and allgather jobs
   // have no shards. Only a hybrid plan can leave the PS empty.
-  if (config->job.arch != "hybrid") return ShardNeed::kYes;
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> plan, store_->GetPlan(job.id, attempt));
-  if (!plan) return ShardNeed::kUnknown;
-  // The plan's "ps" object (trainer/job_plan.cc, core/ps/plan.h) lists the
-  // variables the shards hold. A plan this cannot read launches the shards,
-  // which report what is wrong with it.
-  nlohmann::json doc = nlohmann::json::parse(*plan, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ps") || !doc["ps"].is_object()) {
-    return ShardNeed::kYes;
-  }
-  const nlohmann::json& ps = doc["ps"];
-  const bool empty = ps.contains("variables") && ps["variables"].is_array() && ps["variables"].empty();
-  return empty ? ShardNeed::kNo : ShardNeed::kYes;
+  if (config->job.arch != Arch::kHybrid) return ShardNeed::kYes;
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store_->GetPlan(job.id, attempt));
+  if (!text) return ShardNeed::kUnknown;
+  // A plan this cannot read launches the shards, which report what is wrong
+  // with it.
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*text);
+  if (!plan.ok()) return ShardNeed::kYes;
+  return plan->has_ps() ? ShardNeed::kYes : ShardNeed::kNo;
 }
 
 std::string Orchestrator::WaitingFor(int64_t job_id) {
@@ -146,27 +106,20 @@ StatusOr<bool> Orchestrator::MarkLostAgents(const std::map<std::string, int64_t>
     int64_t seen = a.last_seen;
     auto it = last_seen.find(a.name);
     if (it != last_seen.end()) seen = std::max(seen, it->second);
-    if (now - seen <= options_.agent_timeout_ms) {
-      lost_agents_.erase(a.name);
+    // The state machine and its rules: coordinator/agent_liveness.h.
+    const AgentLiveness::Transition change = liveness_.Observe(a.name, seen, now);
+    if (change.kind != AgentLiveness::Transition::kNone) {
+      PX_RETURN_IF_ERROR(
+          store_->AppendEvent(0, "agent", TransitionEvent(a.name, change), now).status());
+    }
+    if (!liveness_.IsLost(a.name)) {
       // Only agents that talked to this coordinator process take new tasks.
       if (!a.draining && it != last_seen.end()) available->insert(a.name);
       continue;
     }
     std::vector<TaskRecord> orphaned;
-    for (TaskRecord t : live) {
-      if (t.agent_name != a.name) continue;
-      t.state = TaskState::kLost;
-      t.message = "agent " + Quote(a.name) + " stopped heartbeating " +
-                  std::to_string((now - seen) / 1000) + " s ago";
-      t.updated = now;
-      orphaned.push_back(std::move(t));
-    }
-    if (lost_agents_.insert(a.name).second) {
-      PX_RETURN_IF_ERROR(store_->AppendEvent(0, "agent",
-                                             "agent " + Quote(a.name) + " is lost: no heartbeat for " +
-                                                 std::to_string((now - seen) / 1000) + " s",
-                                             now)
-                             .status());
+    for (const TaskRecord& t : live) {
+      if (t.agent_name == a.name) orphaned.push_back(LostForSilence(t, a.name, now - seen, now));
     }
     if (!orphaned.empty()) {
       PX_RETURN_IF_ERROR(store_->UpsertTasks(orphaned));
@@ -219,12 +172,7 @@ StatusOr<bool> Orchestrator::AdvanceJob(const JobRecord& job) {
       trainers_done = false;
     }
   }
-  for (const TaskRecord& t : tasks) {
-    if (Failed(t)) {
-      failed = &t;
-      break;
-    }
-  }
+  failed = FirstFailure(tasks);
   // A partition-search trial ends on its own terms (coordinator/partition_trials.h).
   if (StatusOr<std::shared_ptr<const JobConfig>> config = Config(job); config.ok()) {
     PX_ASSIGN_OR_RETURN(bool trial_over,
@@ -272,7 +220,7 @@ StatusOr<bool> Orchestrator::AdvanceJob(const JobRecord& job) {
   }
   if (job.state == JobState::kPlacing && all_started) {
     const auto launched =
-        std::count_if(tasks.begin(), tasks.end(), [](const TaskRecord& t) { return !NotLaunched(t); });
+        std::count_if(tasks.begin(), tasks.end(), [](const TaskRecord& t) { return !IsNotLaunched(t); });
     PX_RETURN_IF_ERROR(
         store_->TransitionJob(job.id, JobState::kRunning,
                               "all " + std::to_string(launched) + " tasks started", now)
@@ -334,7 +282,8 @@ StatusOr<bool> Orchestrator::PlacePending(const std::set<std::string>& available
     const JobConfig& cfg = **config;
     PlacementRequest request;
     request.workers = cfg.job.workers;
-    request.shards = (cfg.job.arch == "allreduce" || cfg.job.arch == "allgather") ? -1 : cfg.ps.shards;
+    request.shards =
+        (cfg.job.arch == Arch::kAllReduce || cfg.job.arch == Arch::kAllGather) ? -1 : cfg.ps.shards;
     if (job.attempt > 0) {
       PX_ASSIGN_OR_RETURN(std::vector<TaskRecord> all, store_->ListTasks(job.id));
       for (const TaskRecord& t : OfAttempt(all, job.attempt)) {
@@ -456,12 +405,11 @@ StatusOr<AgentWork> Orchestrator::WorkFor(const std::string& agent,
   // Stop what the agent runs that no longer belongs.
   for (const rpc::TaskKey& k : running) {
     PX_RETURN_IF_ERROR(load(k.job_id));
-    bool keep = false;
-    if (current(k.job_id, k.attempt)) {
-      for (const TaskRecord& t : tasks_of[k.job_id]) {
-        if (SameTask(t, k)) keep = IsLive(t.state) && t.agent_name == agent;
-      }
+    const TaskRecord* record = nullptr;
+    for (const TaskRecord& t : tasks_of[k.job_id]) {
+      if (SameTask(t, k)) record = &t;
     }
+    const bool keep = ListedTaskVerdict(jobs[k.job_id], record, agent) == ListedTask::kKeep;
     if (!keep) work.stop.push_back(k);
     if (keep && after_register) {
       seen_again[{k.job_id, k.attempt}].first.push_back(
@@ -561,7 +509,16 @@ Status Orchestrator::ApplyReports(const std::string& agent,
                       << r.key.job_id << "\" attempt " << r.key.attempt;
       continue;
     }
-    if (!IsLive(found->state)) continue;  // already ended: a late or repeated report
+    if (!IsLive(found->state)) {
+      // Already ended: a repeated report, or the real end of a task lost
+      // while its agent was silent (coordinator/agent_liveness.h).
+      if (std::optional<TaskRecord> late = LateFinalReport(*found, r, now)) {
+        PX_RETURN_IF_ERROR(
+            store_->AppendEvent(late->job_id, "task", LateReportEvent(*late), now).status());
+        updates.push_back(std::move(*late));
+      }
+      continue;
+    }
     TaskRecord t = *found;
     t.state = static_cast<TaskState>(r.state);
     if (t.state == TaskState::kAssigned) continue;

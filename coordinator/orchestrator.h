@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/agent_liveness.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
@@ -89,7 +90,7 @@ class Orchestrator {
   std::mutex mu_;
   std::map<int64_t, std::string> waiting_for_;                      // GUARDED_BY(mu_)
   std::map<int64_t, std::shared_ptr<const JobConfig>> configs_;     // GUARDED_BY(mu_)
-  std::set<std::string> lost_agents_;                               // GUARDED_BY(mu_)
+  AgentLiveness liveness_;                                          // GUARDED_BY(mu_)
 };
 
 // "trainer/3" or "ps/0".

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "coordinator/task_outcome.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/rpc/request_header.h"
@@ -515,14 +516,23 @@ void CoordinatorService::Heartbeat(rpc::HeartbeatResponse& out, const rpc::Reque
   }
 }
 
-void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
-                                    const rpc::RequestHeader& header) {
-  CheckHeader(header);
-  std::vector<AgentRecord> agents = ValueOrThrow(store_->ListAgents());
+StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
+  PX_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, store_->ListAgents());
   int64_t now = clock_->NowMillis();
-  std::lock_guard<std::mutex> lock(agents_mu_);
-  out.clear();
-  for (const AgentRecord& a : agents) {
+  // Only the lookups hold agents_mu_ (heartbeats take it): a page or a scrape
+  // listing many agents delays no heartbeat by building their records.
+  std::vector<int64_t> heard(agents.size(), 0);
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    for (size_t i = 0; i < agents.size(); ++i) {
+      auto it = last_seen_.find(agents[i].name);
+      if (it != last_seen_.end()) heard[i] = it->second;
+    }
+  }
+  std::vector<rpc::AgentInfo> out;
+  out.reserve(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i) {
+    const AgentRecord& a = agents[i];
     rpc::AgentInfo info;
     info.name = a.name;
     info.address = a.address;
@@ -531,13 +541,19 @@ void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
     info.__set_hostname(a.hostname);
     info.__set_version(a.version);
     info.__set_registered(a.registered);
-    auto it = last_seen_.find(a.name);
-    int64_t seen = it != last_seen_.end() ? std::max(it->second, a.last_seen) : a.last_seen;
+    int64_t seen = std::max(heard[i], a.last_seen);
     info.__set_last_seen(seen);
     info.__set_alive(now - seen <= options_.agent_timeout_ms);
     info.__set_draining(a.draining);
     out.push_back(std::move(info));
   }
+  return out;
+}
+
+void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
+                                    const rpc::RequestHeader& header) {
+  CheckHeader(header);
+  out = ValueOrThrow(Agents());
 }
 
 void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
@@ -556,6 +572,7 @@ void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
     info.state = static_cast<rpc::TaskState::type>(t.state);
     if (t.exit_code) info.__set_exit_code(*t.exit_code);
     if (t.signal) info.__set_signal(*t.signal);
+    if (IsNotLaunched(t)) info.__set_not_launched(true);
     info.updated = t.updated;
     out.push_back(std::move(info));
   }
@@ -719,6 +736,14 @@ void CoordinatorService::GetMetrics(std::vector<rpc::MetricPoint>& out,
     if (!r.values.empty()) p.__set_values(r.values);
     out.push_back(std::move(p));
   }
+}
+
+void CoordinatorService::ReportShardStats(const rpc::RequestHeader& header,
+                                          const rpc::ShardStatsReport& report) {
+  CheckHeader(header);
+  ThrowIfError(ShardStatsBoard::Validate(report));
+  CheckAttempt(report.job_id, report.attempt);
+  shard_stats_.Record(report);
 }
 
 void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,

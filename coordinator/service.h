@@ -26,10 +26,12 @@
 #include <thread>
 
 #include "coordinator/orchestrator.h"
+#include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 #include "schemas/Coordinator.h"
+#include "schemas/coordinator_constants.h"
 
 namespace parallax::coordinator {
 
@@ -44,7 +46,7 @@ struct ServiceOptions {
   // reconciles jobs (lost agents, placement).
   int64_t heartbeat_flush_ms = 1'000;
   // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
-  size_t max_job_text_bytes = 1 << 20;
+  size_t max_job_text_bytes = static_cast<size_t>(rpc::g_coordinator_constants.MAX_JOB_TEXT_BYTES);
   size_t max_kv_value_bytes = 1 << 20;  // --max-kv-value-bytes
   size_t max_plan_bytes = 16 << 20;
   // Count limits, so a client cannot fill the database or the scheduler:
@@ -81,6 +83,15 @@ class CoordinatorService : public rpc::CoordinatorIf {
   // Runs one orchestration pass now (what the background thread does every
   // heartbeat_flush_ms) and wakes long polls if anything changed.
   void Reconcile();
+  // The shared secret requests must carry ("" : none).
+  const std::string& auth_token() const { return options_.auth_token; }
+
+  // Every registered agent with its newest heartbeat time and whether it is
+  // alive now (what ListAgents answers), for in-process readers such as the
+  // web pages.
+  StatusOr<std::vector<rpc::AgentInfo>> Agents();
+  // The PS shards' newest counters (ReportShardStats).
+  ShardStatsBoard& shard_stats() { return shard_stats_; }
 
   // rpc::CoordinatorIf
   void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;
@@ -117,6 +128,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
                      const std::vector<rpc::MetricPoint>& points) override;
   void GetMetrics(std::vector<rpc::MetricPoint>& out, const rpc::RequestHeader& header,
                   const rpc::GetMetricsRequest& request) override;
+  void ReportShardStats(const rpc::RequestHeader& header,
+                        const rpc::ShardStatsReport& report) override;
   void CommitCheckpoint(const rpc::RequestHeader& header,
                         const rpc::CheckpointInfo& checkpoint) override;
   void ListCheckpoints(std::vector<rpc::CheckpointInfo>& out, const rpc::RequestHeader& header,
@@ -158,6 +171,7 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::set<std::string> fresh_;  // GUARDED_BY(agents_mu_)
 
   Orchestrator orchestrator_;
+  ShardStatsBoard shard_stats_;
 
   // Blocking calls wait on wait_cv_; every change to kv or plans bumps
   // change_seq_ and notifies.

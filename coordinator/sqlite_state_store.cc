@@ -285,6 +285,22 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& fil
   });
 }
 
+StatusOr<std::map<JobState, int64_t>> SqliteStateStore::CountJobs() {
+  return Read([&]() -> StatusOr<std::map<JobState, int64_t>> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
+                        db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+    std::map<JobState, int64_t> counts;
+    while (true) {
+      PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      std::optional<JobState> state = ParseJobState(stmt.ColumnText(0));
+      if (!state) return Internal("jobs table holds an unknown state \"" + stmt.ColumnText(0) + "\"");
+      counts[*state] = stmt.ColumnInt64(1);
+    }
+    return counts;
+  });
+}
+
 StatusOr<JobRecord> SqliteStateStore::RequeueJob(int64_t job_id, const std::string& reason,
                                                  int64_t now) {
   return TransitionJob(job_id, JobState::kPending, reason, now, /*count_restart=*/false);

@@ -8,6 +8,7 @@
 #define PARALLAX_COORDINATOR_SQLITE_STATE_STORE_IMPL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,7 @@ class SqliteStateStore final : public StateStore {
   StatusOr<JobRecord> CreateJob(const NewJob& job, int64_t now) override;
   StatusOr<JobRecord> GetJob(int64_t job_id) override;
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  StatusOr<std::map<JobState, int64_t>> CountJobs() override;
   StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                     int64_t now) override;
   StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason, int64_t now) override;

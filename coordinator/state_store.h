@@ -124,6 +124,14 @@ class StateStore {
   virtual StatusOr<JobRecord> CreateJob(const NewJob& job, int64_t now) = 0;
   virtual StatusOr<JobRecord> GetJob(int64_t job_id) = 0;
   virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // How many jobs are in each state (a state without a job is absent). This
+  // default reads every job; implementations count without reading them.
+  virtual StatusOr<std::map<JobState, int64_t>> CountJobs() {
+    PX_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, ListJobs(JobFilter{}));
+    std::map<JobState, int64_t> counts;
+    for (const JobRecord& job : jobs) ++counts[job.state];
+    return counts;
+  }
   // Moves the job to `to` if IsValidTransition(current, to), records `reason`
   // (kept for FAILED/CANCELLED) and appends a "state" event saying
   // "FROM -> TO[: reason]". FAILED_PRECONDITION names the current state when

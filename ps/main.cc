@@ -16,8 +16,9 @@
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/ps/discovery.h"
-#include "core/rpc/tls.h"
+#include "core/daemon/daemon_flags.h"
 #include "ps/shard_server.h"
+#include "ps/stats_reporter.h"
 
 namespace {
 std::string Env(const char* name) {
@@ -31,17 +32,24 @@ int main(int argc, char** argv) {
   using namespace parallax::ps;
 
   std::string plan_file, listen, port_file, coordinator = Env("PARALLAX_COORDINATOR");
-  std::string token = Env("PARALLAX_TOKEN"), bind_addr = Env("PARALLAX_BIND_ADDR");
-  std::string tls_ca = Env("PARALLAX_TLS_CA");
+  std::string bind_addr = Env("PARALLAX_BIND_ADDR");
   int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000;
   int32_t attempt = 0;
   uint32_t shard = 0;
-  bool verbose = false;
   if (!Env("PARALLAX_JOB_ID").empty()) job_id = std::atoll(Env("PARALLAX_JOB_ID").c_str());
   if (!Env("PARALLAX_ATTEMPT").empty()) attempt = std::atoi(Env("PARALLAX_ATTEMPT").c_str());
   if (!Env("PARALLAX_SHARD").empty()) shard = static_cast<uint32_t>(std::atoi(Env("PARALLAX_SHARD").c_str()));
 
   CLI::App app{"Parallax PS shard: holds partitions of sparse variables and applies their optimizer"};
+  DaemonFlagsSpec spec;
+  spec.program = "parallax-ps";
+  spec.serves = false;
+  spec.calls_coordinator = true;
+  spec.secret_help_suffix =
+      " (default: $PARALLAX_TOKEN, set by the agent); with it, the shard's socket takes CURVE "
+      "clients only";
+  DaemonFlags flags(spec);
+  flags.AddTo(&app);
   app.add_option("--plan", plan_file, "plan JSON file (instead of fetching it from the coordinator)");
   app.add_option("--shard", shard, "this shard's index (default: $PARALLAX_SHARD)");
   app.add_option("--listen", listen,
@@ -50,8 +58,6 @@ int main(int argc, char** argv) {
   app.add_option("--coordinator", coordinator, "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR)");
   app.add_option("--job", job_id, "job id (default: $PARALLAX_JOB_ID)");
   app.add_option("--attempt", attempt, "job attempt (default: $PARALLAX_ATTEMPT)");
-  app.add_option("--token", token, "coordinator token (default: $PARALLAX_TOKEN)");
-  app.add_option("--tls-ca", tls_ca, kTlsCaHelp);
   app.add_option("--max-message-mb", max_message_mb, "largest accepted request")->capture_default_str();
   int64_t prefault_mb = 256;
   app.add_option("--prefault-mb", prefault_mb,
@@ -60,14 +66,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--plan-timeout-ms", plan_timeout_ms, "how long to wait for the plan")->capture_default_str();
-  app.add_flag("-v,--verbose", verbose, "log debug messages");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (verbose) SetMinLogLevel(LogLevel::kDebug);
+  StatusOr<DaemonSettings> settings = flags.Resolve(DaemonEnvironment::FromProcess());
+  if (!settings.ok()) {
+    std::cerr << "parallax-ps: " << settings.status().message() << "\n";
+    return 2;
+  }
+  const std::string& token = settings->secret;
 
   sigset_t signals = BlockTerminationSignals();
 
@@ -76,7 +86,7 @@ int main(int argc, char** argv) {
     CoordinatorClientOptions copts;
     copts.address = coordinator;
     copts.auth_token = token;
-    copts.tls_ca_file = tls_ca;
+    copts.tls_ca_file = settings->tls_ca_file;
     copts.client_name = "ps-" + std::to_string(shard);
     auto c = CoordinatorClient::Connect(copts);
     if (!c.ok()) {
@@ -125,6 +135,13 @@ int main(int argc, char** argv) {
     }
     curve = job->ps.curve;
   }
+  if (token.empty() && options.listen.rfind("tcp://", 0) == 0) {
+    // Without a secret the shard has no CURVE: anyone who reaches it may push.
+    std::string host = options.listen.substr(6, options.listen.rfind(':') - 6);
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    std::string exposed = ExposureWarning("parallax-ps", host, options.listen, false);
+    if (!exposed.empty()) PX_LOG(WARNING) << exposed;
+  }
   std::unique_ptr<CoordinatorClient> zap_coord;
   if (coord && curve) {
     CoordinatorClientOptions zopts = coord->options();
@@ -171,9 +188,20 @@ int main(int argc, char** argv) {
   }
   PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\""
                << ((*server)->curve_public_key().empty() ? "" : " with CURVE");
+  // The shard's counters go to the coordinator (its /metrics); `coord` is
+  // the reporter's from here on.
+  std::unique_ptr<StatsReporter> reporter;
+  if (coord) {
+    ShardServer* s = server->get();
+    reporter = std::make_unique<StatsReporter>(
+        StatsReporterOptions{job_id, attempt, static_cast<int32_t>(shard)},
+        [s] { return s->Snapshot(); }, coord.get());
+    reporter->Start();
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "PS shard \"" << shard << "\" stopping on signal " << sig;
+  if (reporter) reporter->Stop();
   (*server)->Stop();
   return 0;
 }

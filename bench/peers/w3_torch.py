@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""W3 (issue 9) in PyTorch DDP: the reference Parallax's `lm` model is compared with.
+"""W3 in PyTorch DDP: the reference Parallax's `lm` model is compared with.
 
 Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps`):
 

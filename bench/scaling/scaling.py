@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Scaling of communication: bytes per worker per step and communication time per step at 2, 4
-and 8 workers (issue 9, item 3; docs/PERFORMANCE.md, "Scaling of communication").
+and 8 workers (docs/PERFORMANCE.md, "Scaling of communication").
 
 Run through bench/scaling/run.sh. The workload is W3 made compute-light so that 8 ranks fit on
 2 cores (examples/w3.toml with a small batch, dim and hidden layer; V stays 50,000 so the tables

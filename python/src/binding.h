@@ -8,7 +8,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::python {
 

@@ -4,60 +4,67 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
+#include "parallax/session.h"
 #include "python/src/binding.h"
-#include "trainer/include/parallax/session.h"
 
 namespace py = pybind11;
 
 namespace parallax::python {
 namespace {
 
-py::dict OptimizerDict(const OptimizerConfig& c) {
+// A float setting as the job file wrote it: the shortest decimal that reads
+// back as `f` (0.01f is 0.01, not 0.009999999776...), as a Python float.
+double AsWritten(float f) {
+  char text[32];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, f);
+  return std::strtod(std::string(text, r.ptr).c_str(), nullptr);
+}
+
+py::dict OptimizerDict(const OptimizerSettings& c) {
   py::dict d;
-  d["type"] = c.type;
-  d["lr"] = c.lr;
-  d["momentum"] = c.momentum;
-  d["beta1"] = c.beta1;
-  d["beta2"] = c.beta2;
-  d["epsilon"] = c.epsilon;
-  d["initial_accumulator"] = c.initial_accumulator;
+  d["type"] = OptimizerTypeName(c.type);
+  d["lr"] = AsWritten(c.lr);
+  d["momentum"] = AsWritten(c.momentum);
+  d["beta1"] = AsWritten(c.beta1);
+  d["beta2"] = AsWritten(c.beta2);
+  d["epsilon"] = AsWritten(c.epsilon);
+  d["initial_accumulator"] = AsWritten(c.initial_accumulator);
   return d;
 }
 
 // The settings a Python trainer reads: the job file's when there is one,
-// else the defaults a Session runs with.
+// else the defaults a Session runs with. Enums as job files spell them.
 py::dict JobDict(const SessionOptions& o) {
+  const JobConfig& j = o.config;
   py::dict d;
-  d["arch"] = o.arch;
-  d["consistency"] = o.consistency;
-  d["staleness"] = o.staleness;
-  d["dense_optimizer"] = OptimizerDict(o.dense_optimizer);
-  d["sparse_optimizer"] = OptimizerDict(o.sparse_optimizer);
-  d["checkpoint_dir"] = o.checkpoint_dir;
-  d["checkpoint_every"] = o.checkpoint_every;
-  d["metrics_every"] = o.metrics_every;
+  d["name"] = j.job.name;
+  d["workers"] = j.job.workers;
+  d["arch"] = ArchName(j.job.arch);
+  d["consistency"] = ConsistencyName(j.job.consistency);
+  d["staleness"] = j.job.staleness;
+  d["source"] = j.source;
+  d["base_dir"] = j.base_dir;
+  d["steps"] = j.trainer.steps;
+  d["batch_size"] = j.trainer.batch_size;
+  d["checkpoint_dir"] = j.trainer.checkpoint_dir;
+  d["checkpoint_every"] = j.trainer.checkpoint_every;
+  d["metrics_every"] = j.trainer.metrics_every;
+  d["dense_optimizer"] = OptimizerDict(j.dense_optimizer);
+  d["sparse_optimizer"] = OptimizerDict(j.sparse_optimizer);
+  d["user_toml"] = j.user_toml;
+  d["model_toml"] = j.model_toml;
   py::list overrides;
-  static const JobConfig* const kNoJob = new JobConfig();  // the defaults, without a job file
-  {
-    const JobConfig& j = o.job ? *o.job : *kNoJob;
-    d["name"] = j.job.name;
-    d["workers"] = j.job.workers;
-    d["source"] = j.source;
-    d["base_dir"] = j.base_dir;
-    d["steps"] = j.trainer.steps;
-    d["batch_size"] = j.trainer.batch_size;
-    d["user_toml"] = j.user_toml;
-    d["model_toml"] = j.model_toml;
-    for (const VariableOverride& v : j.variables) {
-      py::dict over;
-      over["name"] = v.name;
-      over["path"] = v.path ? py::cast(*v.path) : py::none();
-      over["optimizer"] = v.optimizer ? py::object(OptimizerDict(*v.optimizer)) : py::none();
-      overrides.append(over);
-    }
+  for (const VariableOverride& v : j.variables) {
+    py::dict over;
+    over["name"] = v.name;
+    over["path"] = v.path ? py::cast(std::string(VariablePathName(*v.path))) : py::none();
+    over["optimizer"] = v.optimizer ? py::object(OptimizerDict(*v.optimizer)) : py::none();
+    overrides.append(over);
   }
   d["variables"] = overrides;
   return d;

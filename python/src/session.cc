@@ -1,7 +1,7 @@
 // parallax._core.Session: one rank's Session (parallax/session.h) over numpy
 // arrays. Calls that may block (Start, Lookup, Step, ...) release the GIL;
 // the checkpoint-state callbacks take it back while they run.
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

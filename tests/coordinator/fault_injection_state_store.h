@@ -114,6 +114,7 @@ class FaultInjectionStateStore : public StateStore {
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override {
     return base_->ListJobs(filter);
   }
+  StatusOr<std::map<JobState, int64_t>> CountJobs() override { return base_->CountJobs(); }
   StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,
                                                 int limit) override {
     return base_->ListEvents(job_id, after_seq, limit);

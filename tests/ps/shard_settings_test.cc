@@ -34,7 +34,7 @@ std::unique_ptr<ShardCore> TwoVariableShard(Consistency mode, uint32_t workers) 
     v.partition_shards = {0};
     v.optimizer.type = OptimizerType::kSgd;
     v.optimizer.lr = 0.1f;
-    v.init.type = InitType::kZeros;
+    v.init.type = Initializer::Type::kZeros;
     plan.variables.push_back(v);
   }
   ShardOptions o;

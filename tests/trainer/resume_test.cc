@@ -1,4 +1,4 @@
-// Issue 6, item 3: checkpoint, resume and export under a real
+// Checkpoint, resume and export under a real
 // parallax-coordinator and parallax-agent (which starts the trainer ranks and
 // the real parallax-ps shards), driven through the real `parallax` CLI.
 //
@@ -80,7 +80,8 @@ class ResumeTest : public ::testing::Test {
     agent_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name",
                                  "agent-a", "--workdir", dir_.File("agent-a"), "--slots", "2",
-                                 "--grace-ms", "1000", "--heartbeat-ms", "200"},
+                                 "--grace-ms", "1000", "--heartbeat-ms", "200", "--allow-env",
+                                 "TINY_*"},
         dir_.File("agent-a.log"));
   }
 
@@ -317,14 +318,14 @@ class CheckpointFallbackTest : public ::testing::Test {
     o.job_id = job;
     o.attempt = attempt;
     o.coordinator = address_;
-    o.arch = "allgather";
-    o.dense_optimizer.type = "momentum";
-    o.dense_optimizer.lr = 0.1;
-    o.sparse_optimizer.type = "adagrad";
-    o.sparse_optimizer.lr = 0.1;
-    o.checkpoint_dir = dir_.File("ckpt");
-    o.checkpoint_every = 5;
-    o.keep_checkpoints = 10;
+    o.config.job.arch = Arch::kAllGather;
+    o.config.dense_optimizer.type = OptimizerType::kMomentum;
+    o.config.dense_optimizer.lr = 0.1;
+    o.config.sparse_optimizer.type = OptimizerType::kAdagrad;
+    o.config.sparse_optimizer.lr = 0.1;
+    o.config.trainer.checkpoint_dir = dir_.File("ckpt");
+    o.config.trainer.checkpoint_every = 5;
+    o.config.trainer.keep_checkpoints = 10;
     return o;
   }
 
