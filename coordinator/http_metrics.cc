@@ -41,7 +41,7 @@ std::string Lower(std::string_view s) {
 
 using Labels = PrometheusText::Labels;
 
-Labels JobLabels(const LiveJob& job) {
+Labels JobLabels(const JobSeries& job) {
   return {{"job_id", std::to_string(job.id)}, {"job_name", job.name}};
 }
 
@@ -86,10 +86,10 @@ void RenderCluster(const ClusterFigures& f, PrometheusText& out) {
   }
 }
 
-void RenderJobs(const std::vector<LiveJob>& jobs, PrometheusText& out) {
+void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
   auto gauge = [&](const char* name, const char* help, auto value_of, bool need_points) {
     out.Family(name, "gauge", help);
-    for (const LiveJob& j : jobs) {
+    for (const JobSeries& j : jobs) {
       if (need_points && !j.figures.has_points) continue;
       double v = value_of(j);
       if (v >= 0) out.Sample(name, JobLabels(j), v);
@@ -97,28 +97,28 @@ void RenderJobs(const std::vector<LiveJob>& jobs, PrometheusText& out) {
   };
   gauge(
       "parallax_job_step", "Newest step any rank of the job reported.",
-      [](const LiveJob& j) { return static_cast<double>(j.step); }, false);
+      [](const JobSeries& j) { return static_cast<double>(j.step); }, false);
   gauge(
       "parallax_job_attempt", "The job's current attempt (1 for the first).",
-      [](const LiveJob& j) { return static_cast<double>(j.attempt); }, false);
+      [](const JobSeries& j) { return static_cast<double>(j.attempt); }, false);
   gauge(
       "parallax_job_restarts", "Automatic restarts since the job was submitted or resumed.",
-      [](const LiveJob& j) { return static_cast<double>(j.restarts); }, false);
+      [](const JobSeries& j) { return static_cast<double>(j.restarts); }, false);
   gauge(
       "parallax_job_steps_per_second", "Steps per second over the newest metric points.",
-      [](const LiveJob& j) { return j.figures.steps_per_second; }, true);
+      [](const JobSeries& j) { return j.figures.steps_per_second; }, true);
   gauge(
       "parallax_job_samples_per_second",
       "Samples (tokens for the lm model) per second, summed over ranks.",
-      [](const LiveJob& j) { return j.figures.samples_per_second; }, true);
+      [](const JobSeries& j) { return j.figures.samples_per_second; }, true);
   gauge(
       "parallax_job_loss", "Training loss, the mean of the ranks' newest points.",
-      [](const LiveJob& j) { return j.figures.loss; }, true);
+      [](const JobSeries& j) { return j.figures.loss; }, true);
 
   out.Family("parallax_job_step_bytes", "gauge",
              "Bytes per step and rank through each path, counted at the transport (mean over "
              "ranks).");
-  for (const LiveJob& j : jobs) {
+  for (const JobSeries& j : jobs) {
     for (const char* path : {"allreduce", "allgather", "ps_push", "ps_pull"}) {
       for (auto [direction, suffix] :
            {std::pair{"sent", "_sent_bytes"}, std::pair{"received", "_recv_bytes"}}) {
@@ -132,7 +132,7 @@ void RenderJobs(const std::vector<LiveJob>& jobs, PrometheusText& out) {
   out.Family("parallax_job_step_phase_seconds", "gauge",
              "Time per step and rank in computing, waiting for dense (all-reduce) and for sparse "
              "(PS, all-gather) communication (mean over ranks).");
-  for (const LiveJob& j : jobs) {
+  for (const JobSeries& j : jobs) {
     for (const char* phase : {"compute", "dense_wait", "sparse_wait"}) {
       auto it = j.figures.values.find(std::string(phase) + "_ms");
       if (it == j.figures.values.end()) continue;

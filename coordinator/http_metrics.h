@@ -42,7 +42,7 @@ class PrometheusText {
   std::string out_;
 };
 
-struct LiveJob {
+struct JobSeries {
   int64_t id = 0;
   std::string name;
   JobState state = JobState::kRunning;
@@ -56,7 +56,7 @@ struct ClusterFigures {
   std::map<JobState, int64_t> jobs_by_state;
   std::vector<rpc::AgentInfo> agents;
   std::vector<RpcStats::Method> rpc;
-  std::vector<LiveJob> live_jobs;
+  std::vector<JobSeries> live_jobs;
   std::vector<rpc::ShardStatsReport> shards;  // of live jobs
 };
 

@@ -333,7 +333,7 @@ HttpResponse HttpSite::Metrics() {
   if (!jobs.ok()) return StoreError(jobs.status());
   std::set<int64_t> live;
   for (const JobRecord& j : *jobs) {
-    LiveJob job{j.id, j.name, j.state, j.step, j.attempt, j.restarts, {}};
+    JobSeries job{j.id, j.name, j.state, j.step, j.attempt, j.restarts, {}};
     StatusOr<std::vector<MetricRecord>> points = store_->ListMetrics(
         j.id, std::max<int64_t>(-1, j.step - options_.metrics_window_points * MetricsEvery(j)), 0);
     if (!points.ok()) return StoreError(points.status());
