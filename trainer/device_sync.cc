@@ -4,18 +4,18 @@
 
 namespace parallax::trainer {
 
-Status DeviceSync::ToHost(const void* device_grad, size_t count, bool reduce,
+StatusOr<int> DeviceSync::DeviceOf(const void* device_grad) {
+  return comm::DeviceOfPointer(device_grad);
+}
+
+Status DeviceSync::ToHost(int device, const void* device_grad, size_t count, bool reduce,
                           std::vector<float>* host) {
-  PX_ASSIGN_OR_RETURN(int device, comm::DeviceOfPointer(device_grad));
-  if (reduce && options_.world_size > 1) {
+  if (reduce && options_.world.world_size > 1) {
     if (!nccl_) {
-      comm::CommunicatorOptions co;
+      comm::CommunicatorOptions co = options_.world;
       co.backend = comm::Backend::kNccl;
-      co.rank = options_.rank;
-      co.world_size = options_.world_size;
-      co.key_prefix = options_.key_prefix + "/nccl";
+      co.key_prefix += "/nccl";
       co.device = device;
-      co.rendezvous_timeout = options_.rendezvous_timeout;
       auto comm = comm::Communicator::Create(co, store_);
       if (!comm.ok()) return comm.status().WithContext("joining the NCCL communicator");
       nccl_ = std::move(comm).value();

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "core/base/status.h"
@@ -23,10 +22,9 @@ namespace parallax::trainer {
 class DeviceSync {
  public:
   struct Options {
-    int rank = 0;
-    int world_size = 1;
-    std::string key_prefix;  // the job's collectives (comm::CommKeyPrefix); "/nccl" is added
-    std::chrono::milliseconds rendezvous_timeout{60'000};
+    // The job's collectives (Gloo's): the NCCL communicator takes their
+    // ranks, under their key prefix + "/nccl".
+    comm::CommunicatorOptions world;
     std::chrono::milliseconds step_timeout{300'000};
   };
 
@@ -34,11 +32,16 @@ class DeviceSync {
   DeviceSync(const Options& options, comm::RendezvousStore* store)
       : options_(options), store_(store) {}
 
-  // The `count` float32 values at `device_grad` into *host: averaged over
-  // the ranks first (in place, in device memory) when `reduce` and there is
-  // more than one rank. FAILED_PRECONDITION when the address is not device
-  // memory or the build has no CUDA; nothing is reduced then.
-  Status ToHost(const void* device_grad, size_t count, bool reduce, std::vector<float>* host);
+  // The CUDA device that holds `device_grad`. FAILED_PRECONDITION when it
+  // is not device memory or the build has no CUDA.
+  static StatusOr<int> DeviceOf(const void* device_grad);
+
+  // The `count` float32 values at `device_grad` (on `device`, from
+  // DeviceOf) into *host: averaged over the ranks first (in place, in device
+  // memory) when `reduce` and there is more than one rank. Every rank calls
+  // it for the same variables in the same order.
+  Status ToHost(int device, const void* device_grad, size_t count, bool reduce,
+                std::vector<float>* host);
 
  private:
   const Options options_;

@@ -100,6 +100,8 @@ class SessionImpl final : public Session {
   std::string StepName() const { return "step " + std::to_string(step_); }
   std::string RankName() const { return "rank " + std::to_string(options_.rank); }
   CoordinatorClientOptions CoordinatorOptions() const;
+  // The job's collectives: this rank among all of them.
+  comm::CommunicatorOptions WorldOptions() const;
   MetricsReporter::Options ReporterOptions() const;
 
   // Argument checks of the per-step calls (the parts trust their input).
@@ -273,17 +275,22 @@ Status SessionImpl::AgreeOnRegistrations(const Status& mine) {
   return Status::Ok();
 }
 
-// The job's communicator (several ranks), and the host's for local
-// aggregation (several ranks on this host).
-Status SessionImpl::JoinCollectives() {
-  if (options_.world_size <= 1) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+comm::CommunicatorOptions SessionImpl::WorldOptions() const {
   comm::CommunicatorOptions co;
   co.rank = options_.rank;
   co.world_size = options_.world_size;
   co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
   co.bind_address = options_.bind_address;
   co.rendezvous_timeout = options_.rendezvous_timeout;
+  return co;
+}
+
+// The job's communicator (several ranks), and the host's for local
+// aggregation (several ranks on this host).
+Status SessionImpl::JoinCollectives() {
+  if (options_.world_size <= 1) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+  comm::CommunicatorOptions co = WorldOptions();
   auto world = comm::Communicator::Create(co, store_.get());
   if (!world.ok()) return world.status().WithContext(RankName() + " joining the collectives");
   comm_ = std::move(world).value();
@@ -315,13 +322,9 @@ Status SessionImpl::CreateParts() {
   sparse_options.step_timeout = options_.step_timeout;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
                                          std::move(ps), &timeline_, &metrics_);
-  DeviceSync::Options device_options;
-  device_options.rank = options_.rank;
-  device_options.world_size = options_.world_size;
-  device_options.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
-  device_options.rendezvous_timeout = options_.rendezvous_timeout;
-  device_options.step_timeout = options_.step_timeout;
-  device_ = std::make_unique<DeviceSync>(device_options, store_.get());
+  device_ = std::make_unique<DeviceSync>(
+      DeviceSync::Options{.world = WorldOptions(), .step_timeout = options_.step_timeout},
+      store_.get());
   for (const plan::PlannedVariable& p : plan_.variables) {
     if (p.path == VariablePath::kPs) {
       sparse_->AddPs(p);
@@ -469,14 +472,15 @@ Status SessionImpl::GradientDevice(int var, const void* device_grad, size_t coun
   PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/false, "GradientDevice"));
   const plan::PlannedVariable& v = Planned(var);
   PX_RETURN_IF_ERROR(CheckDenseGradient(v, count));
+  const std::string what = StepName() + ": gradient of \"" + v.name + "\"";
+  // Memory that is not the device's is refused and changes nothing; a
+  // failed collective breaks the session.
+  StatusOr<int> device = DeviceSync::DeviceOf(device_grad);
+  if (!device.ok()) return device.status().WithContext(what);
   const bool on_ps = v.path == VariablePath::kPs;
   std::vector<float> host;
-  Status st = device_->ToHost(device_grad, count, /*reduce=*/!on_ps, &host);
-  if (!st.ok()) {
-    st = st.WithContext(StepName() + ": gradient of \"" + v.name + "\"");
-    // Refused memory changes nothing; a failed collective breaks the session.
-    return st.code() == StatusCode::kFailedPrecondition ? st : Fail(st);
-  }
+  Status st = device_->ToHost(*device, device_grad, count, /*reduce=*/!on_ps, &host);
+  if (!st.ok()) return Fail(st.WithContext(what));
   PX_RETURN_IF_ERROR(CheckFinite(v, host));
   if (on_ps) {
     sparse_->DenseGradient(v.id, host);
