@@ -203,7 +203,9 @@ Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<PlannedVar
     if (p.name != r.name || p.sparse != r.sparse || p.size != r.size || p.rows != r.rows ||
         p.dim != r.dim) {
       return FailedPrecondition("variable " + std::to_string(i) + " differs between ranks: " + who +
-                                " registered " + shape(r) + ", rank 0 " + shape(p));
+                                " registered " + shape(r) + ", rank 0 " + shape(p) +
+                                "; every rank must register the same variables in the same "
+                                "order (build the same model on every rank)");
     }
   }
   return Status::Ok();
