@@ -63,6 +63,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const CommunicatorO
   if (options.key_prefix.empty()) return InvalidArgument("communicator: key_prefix is empty");
   switch (options.backend) {
     case Backend::kGloo:
+      if (options.shared_memory && options.world_size > 1) {
+        return internal::CreateHostAwareCommunicator(options, store);
+      }
       return internal::CreateGlooCommunicator(options, store);
     case Backend::kNccl:
       return internal::CreateNcclCommunicator(options, store);

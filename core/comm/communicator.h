@@ -1,5 +1,7 @@
 // Communicator: the seam for dense collectives. One object per rank of a job;
-// the backend is Gloo (TCP, host memory) or NCCL (GPU, device memory), both
+// the backend is Gloo (TCP, host memory; all-reduce through shared memory
+// among the ranks of one host, hierarchical across hosts) or NCCL (GPU,
+// device memory), both
 // bootstrapped through a RendezvousStore (the coordinator's key-value store in
 // a job, an in-memory or file store in tests).
 //
@@ -9,9 +11,10 @@
 //                       arrived, or is stuck); the message names this rank,
 //                       the operation and what was waited for.
 //   UNAVAILABLE         a peer closed its connection (it exited or crashed).
-//   INVALID_ARGUMENT    bad arguments on this rank, or (with
-//                       verify_arguments) ranks disagree on the count, type or
-//                       root; the message names the ranks.
+//   INVALID_ARGUMENT    bad arguments on this rank, or ranks disagree on the
+//                       count, type or root; the message names the ranks
+//                       (see verify_arguments for when a disagreement shows
+//                       as DEADLINE_EXCEEDED or UNAVAILABLE naming them).
 //   FAILED_PRECONDITION the backend cannot be used here (NCCL without a
 //                       device), or an earlier error broke the communicator.
 // After any error other than INVALID_ARGUMENT found before communicating, the
@@ -79,20 +82,46 @@ struct CommunicatorOptions {
   int device = 0;
   // How long Create() waits for every peer to publish its address.
   std::chrono::milliseconds rendezvous_timeout{60'000};
-  // Before each collective, exchange (operation, count, type, root) and fail
-  // with INVALID_ARGUMENT naming the ranks that disagree. Costs one small
-  // extra round per call. Turn off only where every rank is known to agree:
-  // without it, ranks that pass different counts to Gloo make its event-loop
-  // thread throw (EnforceNotMet in tcp/pair.cc), which terminates the process.
+  // Gloo: check that every rank passes the same (operation, count, type,
+  // root) and fail with INVALID_ARGUMENT naming the ranks that disagree. The
+  // check is one small extra round over the sockets, made the first time a
+  // call of a given shape is issued (a fusion bucket's layout repeats every
+  // step, so steady state pays nothing), or on every call with
+  // verify_every_call. A call that skipped the round still cannot crash on a
+  // mismatch: its Gloo tag carries its shape, so ranks that disagree wait on
+  // different slots until one times out; then each failed rank states its
+  // call in the rendezvous store and the error names the ranks that
+  // disagree. With verify_arguments off no call is checked up front.
+  // Calls through shared memory compare their shapes in the segment, always
+  // and for free.
   bool verify_arguments = true;
+  bool verify_every_call = false;
+  // Gloo: ranks that share a host all-reduce through shared memory (no
+  // socket), and with ranks on several hosts the all-reduce is hierarchical:
+  // summed within each host in shared memory, all-reduced among one rank per
+  // host over TCP, copied back within each host. Other collectives stay on
+  // Gloo. Where a host cannot make its segment (say /dev/shm is too small)
+  // every rank falls back to Gloo over TCP, with a warning that says why.
+  // Which ranks share a host: core/comm/host_topology.h.
+  bool shared_memory = true;
+  // Where the segment is made: a tmpfs every rank of a host sees. Its name
+  // is removed as soon as every rank has mapped it.
+  std::string shm_directory = "/dev/shm";
+  // Bytes each rank stages per step of the shared-memory reduction (a
+  // multiple of 4096); the segment holds 2 x ranks on the host x this.
+  size_t shm_chunk_bytes = 1u << 20;
+  // Overrides this process's host identity (ranks with equal host_id count
+  // as one host): for tests that place thread ranks on "different hosts".
+  std::string host_id;
 };
 
 class Communicator {
  public:
   virtual ~Communicator() = default;
 
-  // Connects to every peer through `store` (which must outlive the call, not
-  // the communicator). Blocks until all world_size ranks have arrived or
+  // Connects to every peer through `store`, which must outlive the
+  // communicator (after a failed collective, ranks state their calls in it).
+  // Blocks until all world_size ranks have arrived or
   // options.rendezvous_timeout passes (DEADLINE_EXCEEDED naming the ranks
   // that did not arrive).
   static StatusOr<std::unique_ptr<Communicator>> Create(const CommunicatorOptions& options,

@@ -5,6 +5,7 @@ list(APPEND PX_CORE_TEST_SOURCES
   comm/gradient_fusion_test.cc
   comm/nccl_communicator_test.cc
   comm/rendezvous_store_test.cc
+  comm/shm_communicator_test.cc
   comm/wire_bytes_test.cc)
 list(APPEND PX_CORE_TEST_LIBS px_comm)
 
