@@ -1,5 +1,8 @@
 #include "core/comm/communicator.h"
 
+#include <cstring>
+#include <vector>
+
 #include "core/comm/backends.h"
 #include "core/comm/rendezvous_store.h"
 
@@ -39,6 +42,27 @@ std::string_view ReduceOpName(ReduceOp op) { return op == ReduceOp::kSum ? "sum"
 
 std::string_view BackendName(Backend backend) {
   return backend == Backend::kGloo ? "gloo" : "nccl";
+}
+
+Status Communicator::AllReducePieces(std::span<const Piece> pieces, DataType type, ReduceOp op,
+                                     Deadline deadline) {
+  if (pieces.size() == 1) return AllReduce(pieces[0].data, pieces[0].count, type, op, deadline);
+  const size_t esize = DataTypeSize(type);
+  size_t total = 0;
+  for (const Piece& p : pieces) total += p.count;
+  std::vector<char> packed(total * esize);
+  size_t at = 0;
+  for (const Piece& p : pieces) {
+    if (p.count > 0) std::memcpy(packed.data() + at, p.data, p.count * esize);
+    at += p.count * esize;
+  }
+  PX_RETURN_IF_ERROR(AllReduce(packed.data(), total, type, op, deadline));
+  at = 0;
+  for (const Piece& p : pieces) {
+    if (p.count > 0) std::memcpy(p.data, packed.data() + at, p.count * esize);
+    at += p.count * esize;
+  }
+  return Status::Ok();
 }
 
 std::string CommKeyPrefix(int64_t job_id, int attempt) {

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,12 @@ std::string_view ReduceOpName(ReduceOp op);
 std::string_view BackendName(Backend backend);
 
 class RendezvousStore;
+
+// Part of a longer buffer: `count` elements at `data`.
+struct Piece {
+  void* data;
+  size_t count;
+};
 
 // Bytes a communicator moved since it was created, by kind of collective, as
 // its transport sees them (see wire_bytes.h): what `ss -tin` counts for its
@@ -109,7 +116,7 @@ struct CommunicatorOptions {
   std::string shm_directory = "/dev/shm";
   // Bytes each rank stages per step of the shared-memory reduction (a
   // multiple of 4096); the segment holds 2 x ranks on the host x this.
-  size_t shm_chunk_bytes = 1u << 20;
+  size_t shm_chunk_bytes = 256u << 10;
   // Overrides this process's host identity (ranks with equal host_id count
   // as one host): for tests that place thread ranks on "different hosts".
   std::string host_id;
@@ -139,6 +146,18 @@ class Communicator {
   // the sum by world_size().
   virtual Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
                            Deadline deadline) = 0;
+  // All-reduces the concatenation of `pieces` (a fusion bucket) as one call:
+  // each piece ends up holding its part of what AllReduce of one buffer
+  // holding the pieces in order would give. The default copies the pieces
+  // into a buffer of its own and back; where ReducesPiecesInPlace(), they
+  // are read and written where they lie, with no copy. Pieces must not
+  // overlap; every rank passes pieces of the same total count.
+  virtual Status AllReducePieces(std::span<const Piece> pieces, DataType type, ReduceOp op,
+                                 Deadline deadline);
+  // True when AllReducePieces costs no more than AllReduce of one buffer
+  // (the shared-memory path): then a caller need not pack pieces itself.
+  virtual bool ReducesPiecesInPlace() const { return false; }
+
   // Copies `count` elements of root's `data` into every rank's `data`.
   virtual Status Broadcast(void* data, size_t count, DataType type, int root,
                            Deadline deadline) = 0;

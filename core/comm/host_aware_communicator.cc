@@ -72,24 +72,36 @@ class HostAwareCommunicator : public Communicator {
 
   Status AllReduce(void* data, size_t count, DataType type, ReduceOp op,
                    Deadline deadline) override {
+    const Piece piece{data, count};
+    return AllReducePieces({&piece, 1}, type, op, deadline);
+  }
+
+  bool ReducesPiecesInPlace() const override { return true; }
+
+  Status AllReducePieces(std::span<const Piece> pieces, DataType type, ReduceOp op,
+                         Deadline deadline) override {
     if (!Reducible(type)) {
       return InvalidArgument(RankName(options_) + ": AllReduce of " +
                              std::string(DataTypeName(type)) + ": that type cannot be reduced");
     }
-    if (data == nullptr && count > 0) {
-      return InvalidArgument(RankName(options_) + ": AllReduce: null buffer");
+    size_t count = 0;
+    for (const Piece& p : pieces) {
+      if (p.data == nullptr && p.count > 0) {
+        return InvalidArgument(RankName(options_) + ": AllReduce: null buffer");
+      }
+      count += p.count;
     }
     std::lock_guard<std::mutex> lock(mu_);
     PX_RETURN_IF_ERROR(Usable("AllReduce"));
     if (count == 0) return Status::Ok();
     if (layout_.hosts == 1) {
-      PX_RETURN_IF_ERROR(Broken(local_->Reduce(data, count, type, /*to_all=*/true, deadline)));
+      PX_RETURN_IF_ERROR(Broken(local_->Reduce(pieces, type, /*to_all=*/true, deadline)));
     } else {
       if (local_ != nullptr) {
-        PX_RETURN_IF_ERROR(Broken(local_->Reduce(data, count, type, /*to_all=*/false, deadline)));
+        PX_RETURN_IF_ERROR(Broken(local_->Reduce(pieces, type, /*to_all=*/false, deadline)));
       }
       if (leaders_ != nullptr) {
-        Status s = leaders_->AllReduce(data, count, type, ReduceOp::kSum, deadline);
+        Status s = AmongHosts(pieces, count, type, deadline);
         if (!s.ok()) {
           s = s.WithContext(RankName(options_) + ": AllReduce among the " +
                             std::to_string(layout_.hosts) + " hosts' first ranks");
@@ -98,10 +110,12 @@ class HostAwareCommunicator : public Communicator {
         }
       }
       if (local_ != nullptr) {
-        PX_RETURN_IF_ERROR(Broken(local_->Broadcast(data, count, type, deadline)));
+        PX_RETURN_IF_ERROR(Broken(local_->Broadcast(pieces, type, deadline)));
       }
     }
-    if (op == ReduceOp::kMean) DivideBy(type, data, count, options_.world_size);
+    if (op == ReduceOp::kMean) {
+      for (const Piece& p : pieces) DivideBy(type, p.data, p.count, options_.world_size);
+    }
     return Status::Ok();
   }
 
@@ -129,6 +143,28 @@ class HostAwareCommunicator : public Communicator {
   }
 
  private:
+  // The leaders' all-reduce of the host sums, over Gloo (one buffer: pieces
+  // are packed into scratch_ and back). Called with mu_ held.
+  Status AmongHosts(std::span<const Piece> pieces, size_t count, DataType type, Deadline deadline) {
+    if (pieces.size() == 1) {
+      return leaders_->AllReduce(pieces[0].data, count, type, ReduceOp::kSum, deadline);
+    }
+    const size_t esize = DataTypeSize(type);
+    if (scratch_.size() < count * esize) scratch_.resize(count * esize);
+    size_t at = 0;
+    for (const Piece& p : pieces) {
+      if (p.count > 0) std::memcpy(scratch_.data() + at, p.data, p.count * esize);
+      at += p.count * esize;
+    }
+    PX_RETURN_IF_ERROR(leaders_->AllReduce(scratch_.data(), count, type, ReduceOp::kSum, deadline));
+    at = 0;
+    for (const Piece& p : pieces) {
+      if (p.count > 0) std::memcpy(p.data, scratch_.data() + at, p.count * esize);
+      at += p.count * esize;
+    }
+    return Status::Ok();
+  }
+
   // Called with mu_ held.
   Status Usable(const char* what) const {
     if (broken_.ok()) return Status::Ok();
@@ -150,6 +186,7 @@ class HostAwareCommunicator : public Communicator {
   const std::unique_ptr<ShmGroup> local_;        // this host's ranks; null when alone
   const std::unique_ptr<Communicator> leaders_;  // hosts' first ranks, Gloo; null elsewhere
   Status broken_;                                // guarded by mu_
+  std::vector<char> scratch_;                    // guarded by mu_: AmongHosts
 };
 
 // The outcome of SetUpSharedMemory, the same on every rank.

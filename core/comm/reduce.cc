@@ -9,12 +9,38 @@
 namespace parallax::comm {
 namespace {
 
-// Inputs are summed a block at a time into a buffer on the stack, so `out`
-// may alias any input, and each element is added in input order.
+// One pass for up to four inputs: each element of every input is read
+// before that element of `out` is written, so `out` may be any input.
+template <typename T>
+void SumFused(T* out, const void* const* in, size_t k, size_t count) {
+  const T* a = static_cast<const T*>(in[0]);
+  const T* b = static_cast<const T*>(in[1]);
+  const T* c = k > 2 ? static_cast<const T*>(in[2]) : nullptr;
+  const T* d = k > 3 ? static_cast<const T*>(in[3]) : nullptr;
+  switch (k) {
+    case 2:
+      for (size_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+      return;
+    case 3:
+      for (size_t i = 0; i < count; ++i) out[i] = a[i] + b[i] + c[i];
+      return;
+    default:
+      for (size_t i = 0; i < count; ++i) out[i] = a[i] + b[i] + c[i] + d[i];
+      return;
+  }
+}
+
+// More inputs: summed a block at a time into a buffer on the stack, so
+// `out` may alias any input, each element added in input order.
 constexpr size_t kBlock = 1024;
 
 template <typename T>
 void SumBlocks(T* out, const void* const* in, size_t k, size_t count) {
+  if (k == 1) {
+    std::memmove(out, in[0], count * sizeof(T));
+    return;
+  }
+  if (k <= 4) return SumFused(out, in, k, count);
   T acc[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t n = std::min(kBlock, count - start);

@@ -17,7 +17,8 @@ bool Reducible(DataType type);
 
 // out[i] = in[0][i] + in[1][i] + ... + in[k-1][i], added in that order
 // (16-bit floats in float32, rounded once at the end). `out` may be one of
-// the inputs. REQUIRES: Reducible(type), k >= 1.
+// the inputs (the same range, not an overlapping one). REQUIRES:
+// Reducible(type), k >= 1.
 void SumOf(DataType type, void* out, const void* const* in, size_t k, size_t count);
 
 // data[i] /= divisor (integer division for int32). REQUIRES: Reducible(type).

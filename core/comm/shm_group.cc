@@ -2,6 +2,7 @@
 
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -44,7 +45,8 @@ constexpr size_t kDirectBytes = 64 << 10;
 // How long a wait spins before it sleeps: a peer that is running arrives
 // within a few microseconds of a step, one that is not should not cost
 // a core.
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(10);
+constexpr auto kYield = std::chrono::microseconds(1000);
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -74,6 +76,44 @@ std::pair<size_t, size_t> Slice(size_t n, int k, int i) {
   const size_t begin = i * per + std::min<size_t>(i, extra);
   return {begin, begin + per + (static_cast<size_t>(i) < extra ? 1 : 0)};
 }
+
+// Walks the concatenation of pieces a chunk at a time: Seek() to a chunk's
+// first byte (only forward), then ForEach() visits the parts of pieces in
+// [begin, end) as (piece bytes, offset from begin, length), in order.
+class PieceCursor {
+ public:
+  PieceCursor(std::span<const Piece> pieces, size_t esize) : pieces_(pieces), esize_(esize) {}
+
+  size_t total_bytes() const {
+    size_t n = 0;
+    for (const Piece& p : pieces_) n += p.count * esize_;
+    return n;
+  }
+
+  void Seek(size_t begin) {
+    while (index_ < pieces_.size() && start_ + Bytes(index_) <= begin) {
+      start_ += Bytes(index_);
+      ++index_;
+    }
+  }
+
+  template <typename Fn>
+  void ForEach(size_t begin, size_t end, Fn fn) const {
+    size_t start = start_;
+    for (size_t i = index_; i < pieces_.size() && start < end; start += Bytes(i), ++i) {
+      const size_t from = std::max(begin, start), to = std::min(end, start + Bytes(i));
+      if (from < to) fn(static_cast<char*>(pieces_[i].data) + (from - start), from - begin, to - from);
+    }
+  }
+
+ private:
+  size_t Bytes(size_t i) const { return pieces_[i].count * esize_; }
+
+  const std::span<const Piece> pieces_;
+  const size_t esize_;
+  size_t index_ = 0;  // the piece holding byte start_ ...
+  size_t start_ = 0;  // ... which is its first byte
+};
 
 }  // namespace
 
@@ -152,11 +192,15 @@ Status ShmGroup::Fail(Status s) {
 Status ShmGroup::WaitFor(int j, uint32_t step, const Call& call, Deadline deadline) {
   RankLine& line = Line(j);
   auto arrived = [&](uint32_t seen) { return static_cast<int32_t>(seen - step) >= 0; };
-  const auto spin_until = Clock::now() + kSpin;
+  const auto start = Clock::now();
   for (int i = 1;; ++i) {
     if (arrived(line.arrived.load(std::memory_order_acquire))) return Status::Ok();
     CpuRelax();
-    if (i % 64 == 0 && Clock::now() > spin_until) break;
+    if (i % 64 == 0 && Clock::now() > start + kSpin) break;
+  }
+  while (Clock::now() < start + kYield) {
+    if (arrived(line.arrived.load(std::memory_order_acquire))) return Status::Ok();
+    sched_yield();
   }
   while (true) {
     const auto now = Clock::now();
@@ -210,36 +254,49 @@ Status ShmGroup::Step(const Call& call, bool check, Deadline deadline) {
                               diffs + " (every rank must pass the same operation, count and type)"));
 }
 
-Status ShmGroup::Reduce(void* data, size_t count, DataType type, bool to_all, Deadline deadline) {
+Status ShmGroup::Reduce(std::span<const Piece> pieces, DataType type, bool to_all,
+                        Deadline deadline) {
   if (!broken_.ok()) return broken_;
   const size_t esize = DataTypeSize(type);
-  const size_t per_chunk = options_.chunk_bytes / esize;
-  const Call call{to_all ? kReduceAll : kReduceToLeader, static_cast<uint32_t>(type), count};
-  auto* bytes = static_cast<char*>(data);
+  const size_t chunk = options_.chunk_bytes / esize * esize;
+  PieceCursor cursor(pieces, esize);
+  const size_t total = cursor.total_bytes();
+  const Call call{to_all ? kReduceAll : kReduceToLeader, static_cast<uint32_t>(type),
+                  total / esize};
+  const bool wanted = to_all || me_ == 0;
   std::vector<const void*>& in = in_;
-  for (size_t off = 0; off < count; off += per_chunk) {
-    const size_t n = std::min(per_chunk, count - off);
+  for (size_t off = 0; off < total; off += chunk) {
+    const size_t n = std::min(chunk, total - off);  // bytes
     const int set = set_;
     set_ ^= 1;
-    char* out = bytes + off * esize;
-    std::memcpy(Slot(set, me_), out, n * esize);
+    cursor.Seek(off);
+    char* mine = Slot(set, me_);
+    cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) { std::memcpy(mine + at, p, len); });
     PX_RETURN_IF_ERROR(Step(call, off == 0, deadline));
-    const bool wanted = to_all || me_ == 0;
-    if (size_ <= 2 || n * esize <= kDirectBytes) {
+    if (size_ <= 2 || n <= kDirectBytes) {
       if (!wanted) continue;
-      for (int j = 0; j < size_; ++j) in[j] = Slot(set, j);
-      SumOf(type, out, in.data(), size_, n);
+      // This rank's part is still in its pieces (and in cache): read it there.
+      cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) {
+        for (int j = 0; j < size_; ++j) in[j] = j == me_ ? p : Slot(set, j) + at;
+        SumOf(type, p, in.data(), size_, len / esize);
+      });
       continue;
     }
-    auto [begin, end] = Slice(n, size_, me_);
+    // Reduce-scatter: slice i of the chunk is summed by local rank i into
+    // its own slot, then every rank that wants the sum copies the slices.
+    const size_t elems = n / esize;
+    auto [begin, end] = Slice(elems, size_, me_);
     for (int j = 0; j < size_; ++j) in[j] = Slot(set, j) + begin * esize;
-    SumOf(type, Slot(set, me_) + begin * esize, in.data(), size_, end - begin);
+    SumOf(type, mine + begin * esize, in.data(), size_, end - begin);
     PX_RETURN_IF_ERROR(Step(call, false, deadline));
     if (!wanted) continue;
-    for (int j = 0; j < size_; ++j) {
-      auto [b, e] = Slice(n, size_, j);
-      std::memcpy(out + b * esize, Slot(set, j) + b * esize, (e - b) * esize);
-    }
+    cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) {
+      for (int j = 0; j < size_; ++j) {
+        auto [b, e] = Slice(elems, size_, j);
+        const size_t from = std::max(at, b * esize), to = std::min(at + len, e * esize);
+        if (from < to) std::memcpy(p + (from - at), Slot(set, j) + from, to - from);
+      }
+    });
   }
   return Status::Ok();
 }
@@ -253,19 +310,26 @@ void ShmGroup::FailBroadcast(const Status& why, Deadline deadline) {
   broken_ = why;
 }
 
-Status ShmGroup::Broadcast(void* data, size_t count, DataType type, Deadline deadline) {
+Status ShmGroup::Broadcast(std::span<const Piece> pieces, DataType type, Deadline deadline) {
   if (!broken_.ok()) return broken_;
   const size_t esize = DataTypeSize(type);
-  const size_t per_chunk = options_.chunk_bytes / esize;
-  const Call call{kBroadcast, static_cast<uint32_t>(type), count};
-  auto* bytes = static_cast<char*>(data);
-  for (size_t off = 0; off < count; off += per_chunk) {
-    const size_t n = std::min(per_chunk, count - off);
+  const size_t chunk = options_.chunk_bytes / esize * esize;
+  PieceCursor cursor(pieces, esize);
+  const size_t total = cursor.total_bytes();
+  const Call call{kBroadcast, static_cast<uint32_t>(type), total / esize};
+  for (size_t off = 0; off < total; off += chunk) {
+    const size_t n = std::min(chunk, total - off);
     const int set = set_;
     set_ ^= 1;
-    if (me_ == 0) std::memcpy(Slot(set, 0), bytes + off * esize, n * esize);
+    cursor.Seek(off);
+    char* slot = Slot(set, 0);
+    if (me_ == 0) {
+      cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) { std::memcpy(slot + at, p, len); });
+    }
     PX_RETURN_IF_ERROR(Step(call, off == 0, deadline));
-    if (me_ != 0) std::memcpy(bytes + off * esize, Slot(set, 0), n * esize);
+    if (me_ != 0) {
+      cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) { std::memcpy(p, slot + at, len); });
+    }
   }
   return Status::Ok();
 }

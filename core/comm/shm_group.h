@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,11 +69,12 @@ class ShmGroup {
   // synchronizes): starts watching the other ranks' processes.
   void WatchPeers();
 
-  // Sums `count` elements of `data` over the local ranks into every rank's
-  // `data` (to_all) or only into local rank 0's. REQUIRES: Reducible(type).
-  Status Reduce(void* data, size_t count, DataType type, bool to_all, Deadline deadline);
-  // Copies local rank 0's `count` elements into every local rank's `data`.
-  Status Broadcast(void* data, size_t count, DataType type, Deadline deadline);
+  // Sums the concatenation of `pieces` over the local ranks, into every
+  // rank's pieces (to_all) or only into local rank 0's; the pieces are read
+  // and written in place. REQUIRES: Reducible(type).
+  Status Reduce(std::span<const Piece> pieces, DataType type, bool to_all, Deadline deadline);
+  // Copies local rank 0's pieces into every local rank's.
+  Status Broadcast(std::span<const Piece> pieces, DataType type, Deadline deadline);
   // Local rank 0, instead of the Broadcast that follows a Reduce to it, when
   // it cannot provide the data (the all-reduce among hosts failed): the
   // other ranks' Broadcast fails with UNAVAILABLE quoting `why`. Breaks the

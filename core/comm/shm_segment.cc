@@ -85,7 +85,7 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& dire
   if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
     return fail("cannot reserve it: " + Errno(e));
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) return fail("mmap: " + Errno(errno));
   const uint64_t nonce = Random64();
   std::memcpy(p, &nonce, sizeof(nonce));
@@ -108,7 +108,7 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Attach(const std::string& path
     return Unavailable("shared memory \"" + path + "\" is not the " + FormatBytes(bytes) +
                        " its creator made");
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int e = errno;
   close(fd);
   if (p == MAP_FAILED) return Unavailable("cannot map shared memory \"" + path + "\": " + Errno(e));

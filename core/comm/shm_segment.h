@@ -36,7 +36,8 @@ class ShmSegment {
   static StatusOr<std::unique_ptr<ShmSegment>> Create(const std::string& directory,
                                                       size_t bytes);
 
-  // Maps the segment at `path`; refuses one whose size is not `bytes` or
+  // Maps the segment at `path` (pages mapped up front, MAP_POPULATE, so no
+  // collective pays for first touches); refuses one whose size is not `bytes` or
   // whose first 8 bytes are not `nonce` (not the file its creator made).
   static StatusOr<std::unique_ptr<ShmSegment>> Attach(const std::string& path, size_t bytes,
                                                       uint64_t nonce);

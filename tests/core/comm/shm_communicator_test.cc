@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/comm/communicator.h"
+#include "core/comm/gradient_fusion.h"
 #include "core/comm/half.h"
 #include "core/comm/rendezvous_store.h"
 #include "core/comm/wire_bytes.h"
@@ -196,6 +197,48 @@ TEST_P(HierarchicalTest, EqualsTheFlatAllReduceAndOnlyLeadersUseSockets) {
 INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalTest,
                          ::testing::Values(std::vector<std::string>{"a", "a", "b", "b"},
                                            std::vector<std::string>{"a", "b", "c", "b", "b"}));
+
+// GradientFusion hands a bucket's gradients to the communicator where they
+// lie (no packing): on one host and across two, odd sizes, empty ones, one
+// larger than a bucket, pieces that straddle chunks.
+TEST_F(ShmCommunicatorTest, FusedBucketsAreReducedWhereTheGradientsLie) {
+  for (const std::vector<std::string>& hosts :
+       {std::vector<std::string>{"a", "a", "a"}, std::vector<std::string>{"a", "a", "b", "b"}}) {
+    const int world = static_cast<int>(hosts.size());
+    auto comms = Create(world, "fusion" + std::to_string(world), [&](int r, CommunicatorOptions& o) {
+      o.host_id = hosts[r];
+      o.shm_chunk_bytes = 4096;
+    });
+    ASSERT_EQ(comms.size(), hosts.size());
+    EXPECT_TRUE(comms[0]->ReducesPiecesInPlace());
+    const std::vector<size_t> sizes = {0, 999, 3, 2500, 1, 0, 7000, 1024, 5};
+    std::vector<std::vector<std::vector<float>>> grads(world);
+    RunRanks(world, [&](int r) {
+      FusionOptions fo;
+      fo.bucket_bytes = 4000 * sizeof(float);
+      GradientFusion fusion(comms[r].get(), fo);
+      for (int step = 0; step < 2; ++step) {
+        grads[r].clear();
+        for (size_t n : sizes) {
+          grads[r].emplace_back(n);
+          for (size_t i = 0; i < n; ++i) grads[r].back()[i] = Value(r, i + step);
+        }
+        for (auto& g : grads[r]) ASSERT_TRUE(fusion.Register(g.data(), g.size()).ok());
+        Status s = fusion.Synchronize(Soon());
+        ASSERT_TRUE(s.ok()) << s.ToString();
+      }
+    });
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      for (size_t i = 0; i < sizes[k]; ++i) {
+        float sum = 0;
+        for (int r = 0; r < world; ++r) sum += Value(r, i + 1);
+        for (int r = 0; r < world; ++r) {
+          ASSERT_FLOAT_EQ(grads[r][k][i], sum / world) << "gradient " << k << " rank " << r;
+        }
+      }
+    }
+  }
+}
 
 TEST_F(ShmCommunicatorTest, MismatchedCountsAreNamedWithoutAnExtraRound) {
   const int world = 2;
