@@ -116,7 +116,7 @@ struct CommunicatorOptions {
   std::string shm_directory = "/dev/shm";
   // Bytes each rank stages per step of the shared-memory reduction (a
   // multiple of 4096); the segment holds 2 x ranks on the host x this.
-  size_t shm_chunk_bytes = 256u << 10;
+  size_t shm_chunk_bytes = 1u << 20;
   // Overrides this process's host identity (ranks with equal host_id count
   // as one host): for tests that place thread ranks on "different hosts".
   std::string host_id;

@@ -169,8 +169,8 @@ class HostAwareCommunicator : public Communicator {
   Status Usable(const char* what) const {
     if (broken_.ok()) return Status::Ok();
     return FailedPrecondition(RankName(options_) + ": " + what +
-                              ": communicator is broken by an earlier error (" +
-                              broken_.message() + "); start a new attempt");
+                              ": communicator is broken by an earlier error (" + broken_.message() +
+                              "); start a new attempt");
   }
   Status Broken(Status s) {
     if (!s.ok() && broken_.ok()) broken_ = s;
@@ -181,7 +181,7 @@ class HostAwareCommunicator : public Communicator {
   const CommunicatorOptions options_;
   const HostLayout layout_;
 
-  std::mutex mu_;  // serializes collectives
+  std::mutex mu_;                                // serializes collectives
   const std::unique_ptr<Communicator> flat_;     // every rank, Gloo
   const std::unique_ptr<ShmGroup> local_;        // this host's ranks; null when alone
   const std::unique_ptr<Communicator> leaders_;  // hosts' first ranks, Gloo; null elsewhere
@@ -198,8 +198,8 @@ struct SharedMemory {
 // Makes (leader) or maps (others) this host's segment. Every rank takes part
 // in the two exchanges; on a failure anywhere no rank uses shared memory.
 StatusOr<SharedMemory> SetUpSharedMemory(const CommunicatorOptions& options,
-                                                      const HostLayout& layout,
-                                                      Communicator& flat, Deadline deadline) {
+                                         const HostLayout& layout, Communicator& flat,
+                                         Deadline deadline) {
   const std::string who = RankName(options);
   const int local_size = static_cast<int>(layout.local.size());
   const size_t bytes = ShmGroup::SegmentBytes(local_size, options.shm_chunk_bytes);

@@ -27,7 +27,8 @@ std::string Namespace(const char* path) {
 
 std::string ThisHostKey() {
   std::string key = ReadLine("/proc/sys/kernel/random/boot_id");
-  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/pid", "/proc/self/ns/mnt"}) {
+  for (const char* ns :
+       {"/proc/thread-self/ns/net", "/proc/thread-self/ns/pid", "/proc/thread-self/ns/mnt"}) {
     key.append(1, '/').append(Namespace(ns));
   }
   return key;

@@ -18,8 +18,9 @@
 
 namespace parallax::comm {
 
-// This process's host identity ("<boot_id>/net:[...]/pid:[...]/mnt:[...]");
-// the parts that cannot be read are left out.
+// The calling thread's host identity ("<boot_id>/net:[...]/pid:[...]/
+// mnt:[...]", the namespaces of the thread: a thread can have moved into
+// another network namespace); the parts that cannot be read are empty.
 std::string ThisHostKey();
 
 // A 64-bit digest of a host key (FNV-1a), what ranks exchange.
@@ -28,12 +29,12 @@ uint64_t HostKeyDigest(const std::string& key);
 // The ranks of a world grouped by host. Hosts are numbered in the order of
 // their lowest rank; a host's leader is its lowest rank.
 struct HostLayout {
-  int host = 0;               // this rank's host
-  int hosts = 1;              // number of hosts
-  std::vector<int> local;     // the ranks on this rank's host, ascending
-  int local_rank = 0;         // this rank's index in `local`
-  std::vector<int> leaders;   // each host's lowest rank, by host number
-  int max_local = 1;          // the most ranks any host has
+  int host = 0;              // this rank's host
+  int hosts = 1;             // number of hosts
+  std::vector<int> local;    // the ranks on this rank's host, ascending
+  int local_rank = 0;        // this rank's index in `local`
+  std::vector<int> leaders;  // each host's lowest rank, by host number
+  int max_local = 1;         // the most ranks any host has
 
   bool leader() const { return local_rank == 0; }
 };

@@ -72,8 +72,8 @@ void SumHalves(uint16_t* out, const void* const* in, size_t k, size_t count) {
 }  // namespace
 
 bool Reducible(DataType type) {
-  return type == DataType::kFloat32 || type == DataType::kFloat16 ||
-         type == DataType::kBFloat16 || type == DataType::kInt32;
+  return type == DataType::kFloat32 || type == DataType::kFloat16 || type == DataType::kBFloat16 ||
+         type == DataType::kInt32;
 }
 
 void SumOf(DataType type, void* out, const void* const* in, size_t k, size_t count) {
@@ -85,8 +85,7 @@ void SumOf(DataType type, void* out, const void* const* in, size_t k, size_t cou
     case DataType::kFloat16:
       return SumHalves<HalfToFloat, FloatToHalf>(static_cast<uint16_t*>(out), in, k, count);
     case DataType::kBFloat16:
-      return SumHalves<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(out), in, k,
-                                                         count);
+      return SumHalves<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(out), in, k, count);
     case DataType::kUInt8:
       return;
   }

@@ -42,11 +42,13 @@ constexpr size_t kFailureBytes = 1024;
 constexpr size_t kLineBytes = 128;
 // Chunks up to this size are summed by every rank itself (one step).
 constexpr size_t kDirectBytes = 64 << 10;
-// How long a wait spins before it sleeps: a peer that is running arrives
-// within a few microseconds of a step, one that is not should not cost
-// a core.
+// How a wait waits. A peer that is running arrives within microseconds:
+// spin. One that lost its CPU (on a loaded machine, for a time slice or a
+// few) comes back sooner than a sleeper would be woken and scheduled again:
+// yield the CPU, which costs nothing when other threads want it. Only a
+// peer gone for longer (computing, or dead) is slept on.
 constexpr auto kSpin = std::chrono::microseconds(10);
-constexpr auto kYield = std::chrono::microseconds(1000);
+constexpr auto kYield = std::chrono::milliseconds(20);
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -102,7 +104,8 @@ class PieceCursor {
     size_t start = start_;
     for (size_t i = index_; i < pieces_.size() && start < end; start += Bytes(i), ++i) {
       const size_t from = std::max(begin, start), to = std::min(end, start + Bytes(i));
-      if (from < to) fn(static_cast<char*>(pieces_[i].data) + (from - start), from - begin, to - from);
+      if (from < to)
+        fn(static_cast<char*>(pieces_[i].data) + (from - start), from - begin, to - from);
     }
   }
 
@@ -145,7 +148,8 @@ ShmGroup::RankLine& ShmGroup::Line(int local) const {
 
 char* ShmGroup::Slot(int set, int local) const {
   const size_t base = kPage + RoundUp(size_ * kLineBytes, kPage);
-  return segment_->data() + base + (static_cast<size_t>(set) * size_ + local) * options_.chunk_bytes;
+  return segment_->data() + base +
+         (static_cast<size_t>(set) * size_ + local) * options_.chunk_bytes;
 }
 
 void ShmGroup::WatchPeers() {
@@ -156,8 +160,8 @@ void ShmGroup::WatchPeers() {
     if (j == me_ || pids_[j] == self || pids_[j] <= 0) continue;
     pidfds_[j] = static_cast<int>(syscall(SYS_pidfd_open, pids_[j], 0));
     if (pidfds_[j] < 0) {
-      PX_LOG(DEBUG) << options_.who << ": pidfd_open(" << pids_[j] << "): "
-                    << std::strerror(errno) << "; watching it with kill(0) instead";
+      PX_LOG(DEBUG) << options_.who << ": pidfd_open(" << pids_[j] << "): " << std::strerror(errno)
+                    << "; watching it with kill(0) instead";
     }
   }
 }
@@ -178,7 +182,7 @@ std::string ShmGroup::Rank(int local) const {
 std::string ShmGroup::Describe(const Call& call) const {
   const auto type = static_cast<DataType>(call.type);
   if (call.op == kFailedBroadcast) return "nothing (its all-reduce among hosts failed)";
-  std::string what = call.op == kBroadcast       ? "Broadcast"
+  std::string what = call.op == kBroadcast        ? "Broadcast"
                      : call.op == kReduceToLeader ? "Reduce to the host's first rank"
                                                   : "AllReduce";
   return what + " of " + std::to_string(call.count) + " " + std::string(DataTypeName(type));
@@ -210,13 +214,14 @@ Status ShmGroup::WaitFor(int j, uint32_t step, const Call& call, Deadline deadli
                               "issuing the same collectives?)");
     }
     if (Exited(j)) {
-      return Unavailable(options_.who + ": " + Describe(call) + " through shared memory: " +
-                         Rank(j) + " (pid " + std::to_string(pids_[j]) +
-                         ") exited in the middle of it");
+      return Unavailable(options_.who + ": " + Describe(call) +
+                         " through shared memory: " + Rank(j) + " (pid " +
+                         std::to_string(pids_[j]) + ") exited in the middle of it");
     }
     line.sleepers.fetch_add(1);
     const uint32_t seen = line.arrived.load();
-    if (!arrived(seen)) FutexWait(&line.arrived, seen, std::min<Clock::duration>(kSleepSlice, deadline - now));
+    if (!arrived(seen))
+      FutexWait(&line.arrived, seen, std::min<Clock::duration>(kSleepSlice, deadline - now));
     line.sleepers.fetch_sub(1);
     if (arrived(line.arrived.load(std::memory_order_acquire))) return Status::Ok();
   }
@@ -251,7 +256,8 @@ Status ShmGroup::Step(const Call& call, bool check, Deadline deadline) {
   }
   if (diffs.empty()) return Status::Ok();
   return Fail(InvalidArgument(options_.who + ": ranks on this host disagree on the collective" +
-                              diffs + " (every rank must pass the same operation, count and type)"));
+                              diffs +
+                              " (every rank must pass the same operation, count and type)"));
 }
 
 Status ShmGroup::Reduce(std::span<const Piece> pieces, DataType type, bool to_all,
@@ -271,7 +277,8 @@ Status ShmGroup::Reduce(std::span<const Piece> pieces, DataType type, bool to_al
     set_ ^= 1;
     cursor.Seek(off);
     char* mine = Slot(set, me_);
-    cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) { std::memcpy(mine + at, p, len); });
+    cursor.ForEach(off, off + n,
+                   [&](char* p, size_t at, size_t len) { std::memcpy(mine + at, p, len); });
     PX_RETURN_IF_ERROR(Step(call, off == 0, deadline));
     if (size_ <= 2 || n <= kDirectBytes) {
       if (!wanted) continue;
@@ -324,11 +331,13 @@ Status ShmGroup::Broadcast(std::span<const Piece> pieces, DataType type, Deadlin
     cursor.Seek(off);
     char* slot = Slot(set, 0);
     if (me_ == 0) {
-      cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) { std::memcpy(slot + at, p, len); });
+      cursor.ForEach(off, off + n,
+                     [&](char* p, size_t at, size_t len) { std::memcpy(slot + at, p, len); });
     }
     PX_RETURN_IF_ERROR(Step(call, off == 0, deadline));
     if (me_ != 0) {
-      cursor.ForEach(off, off + n, [&](char* p, size_t at, size_t len) { std::memcpy(p, slot + at, len); });
+      cursor.ForEach(off, off + n,
+                     [&](char* p, size_t at, size_t len) { std::memcpy(p, slot + at, len); });
     }
   }
   return Status::Ok();

@@ -23,8 +23,8 @@
 //
 // The first step of a call carries its header (operation, type, count): each
 // rank compares the others' and a disagreement is INVALID_ARGUMENT naming
-// the ranks, at no extra cost. A wait first spins briefly, then sleeps on a
-// futex in slices of at most 1 ms, checking between slices the deadline
+// the ranks, at no extra cost. A wait spins for 10 us, yields the CPU for up
+// to 20 ms, then sleeps on a futex in slices of 1 ms, checking the deadline
 // (DEADLINE_EXCEEDED naming the ranks that did not arrive) and whether the
 // awaited rank's process still exists (UNAVAILABLE naming it, via pidfd).
 // After any error the group is broken and every later call fails; a leader
@@ -49,7 +49,7 @@ namespace parallax::comm {
 struct ShmGroupOptions {
   int local_rank = 0;
   std::vector<int> ranks;         // the communicator rank of each local rank
-  size_t chunk_bytes = 4u << 20;  // a multiple of 4096
+  size_t chunk_bytes = 1u << 20;  // a multiple of 4096
   std::string who;                // how messages start: "rank 1 of 4 (gloo)"
 };
 
@@ -114,8 +114,8 @@ class ShmGroup {
   std::vector<int> pidfds_;  // by local rank; -1: not watched
   std::vector<int> pids_;
   std::vector<const void*> in_;  // Reduce's inputs
-  uint32_t steps_ = 0;       // steps taken, as published in this rank's line
-  int set_ = 0;              // the set the next chunk uses
+  uint32_t steps_ = 0;           // steps taken, as published in this rank's line
+  int set_ = 0;                  // the set the next chunk uses
   Status broken_;
 };
 

@@ -42,8 +42,8 @@ StatusOr<std::string> LinkWithFreshName(int fd, const std::string& directory) {
       return path;
     }
     if (errno != EEXIST) {
-      return Unavailable("cannot name a shared-memory file in \"" + directory + "\": " +
-                         Errno(errno));
+      return Unavailable("cannot name a shared-memory file in \"" + directory +
+                         "\": " + Errno(errno));
     }
   }
   return Unavailable("cannot find a free shared-memory file name in \"" + directory + "\"");

@@ -33,8 +33,7 @@ class ShmSegment {
   // reserved up front (posix_fallocate: a full directory fails here, not
   // with a SIGBUS later), mapped, zeroed but for a random nonce in its first
   // 8 bytes. UNAVAILABLE says what was needed and what the directory had.
-  static StatusOr<std::unique_ptr<ShmSegment>> Create(const std::string& directory,
-                                                      size_t bytes);
+  static StatusOr<std::unique_ptr<ShmSegment>> Create(const std::string& directory, size_t bytes);
 
   // Maps the segment at `path` (pages mapped up front, MAP_POPULATE, so no
   // collective pays for first touches); refuses one whose size is not `bytes` or
