@@ -69,7 +69,7 @@ struct Args {
   int tensor_kib = 256;
   bool skip_raw = false;
   std::string transport = "shm";  // shm | tcp
-  int shm_chunk_kib = 0;           // 0: the Communicator's default
+  int shm_chunk_kib = 0;          // 0: the Communicator's default
 };
 
 // `v` with 5 significant digits.
@@ -141,7 +141,8 @@ int RunRank(const Args& args) {
   options.key_prefix = "bench";
   options.rendezvous_timeout = milliseconds(60'000);
   options.shared_memory = args.transport == "shm";
-  if (args.shm_chunk_kib > 0) options.shm_chunk_bytes = static_cast<size_t>(args.shm_chunk_kib) << 10;
+  if (args.shm_chunk_kib > 0)
+    options.shm_chunk_bytes = static_cast<size_t>(args.shm_chunk_kib) << 10;
   const std::string impl = args.transport == "shm" ? "parallax" : "parallax-tcp";
   auto made = Communicator::Create(options, store.value().get());
   if (!made.ok()) Fail("communicator", made.status());
@@ -183,7 +184,8 @@ int RunRank(const Args& args) {
   for (int kib : args.latency_kib) {
     sizes.push_back({static_cast<size_t>(kib) << 10, true, args.latency_iters});
   }
-  for (int mib : args.sizes_mib) sizes.push_back({static_cast<size_t>(mib) << 20, mib == largest, 1});
+  for (int mib : args.sizes_mib)
+    sizes.push_back({static_cast<size_t>(mib) << 20, mib == largest, 1});
   for (const Size& size : sizes) {
     const size_t count = size.bytes / sizeof(float);
     std::vector<float> data(count, 1.0f);
@@ -343,7 +345,8 @@ int main(int argc, char** argv) {
   app.add_option("--tensors", args.tensors, "fusion: number of small tensors");
   app.add_option("--tensor-kib", args.tensor_kib, "fusion: size of each small tensor");
   app.add_flag("--skip-raw", args.skip_raw, "do not compare against raw Gloo");
-  app.add_option("--latency-iters", args.latency_iters, "calls per timed run at --latency-kib sizes")
+  app.add_option("--latency-iters", args.latency_iters,
+                 "calls per timed run at --latency-kib sizes")
       ->check(CLI::Range(1, 100000));
   app.add_option("--transport", args.transport, "shm (shared memory, the default) or tcp")
       ->check(CLI::IsMember({"shm", "tcp"}));

@@ -28,11 +28,11 @@ double Median(std::vector<double> v) {
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
 }
 
-void Emit(const std::string& impl, const std::string& metric, const std::string& unit,
-          double value, int runs, size_t bytes, int ranks) {
-  nlohmann::json j = {{"bench", "allreduce"}, {"impl", impl},   {"metric", metric},
+void Emit(const std::string& impl, const std::string& metric, const std::string& unit, double value,
+          int runs, size_t bytes, int ranks) {
+  nlohmann::json j = {{"bench", "allreduce"}, {"impl", impl},     {"metric", metric},
                       {"unit", unit},         {"stat", "median"}, {"runs", runs},
-                      {"value", value},       {"bytes", bytes},  {"ranks", ranks}};
+                      {"value", value},       {"bytes", bytes},   {"ranks", ranks}};
   std::cout << j.dump() << std::endl;
 }
 

@@ -74,8 +74,9 @@ class CommProcessTest : public ::testing::Test {
 
 TEST_F(CommProcessTest, ThreeProcessesAllReduceAndFuseThroughTheCoordinator) {
   for (bool shm : {true, false}) {
-    auto results = RunRanks(3, {0, 1, 2}, CommKeyPrefix(1, shm ? 1 : 2), {},
-                            shm ? std::vector<std::string>{} : std::vector<std::string>{"--no-shm"});
+    auto results =
+        RunRanks(3, {0, 1, 2}, CommKeyPrefix(1, shm ? 1 : 2), {},
+                 shm ? std::vector<std::string>{} : std::vector<std::string>{"--no-shm"});
     for (size_t r = 0; r < results.size(); ++r) {
       EXPECT_EQ(results[r].exit_code, 0)
           << "shm=" << shm << " rank " << r << " stderr: " << results[r].err;
@@ -114,8 +115,8 @@ TEST_F(CommProcessTest, ProcessThatDiesMidJobFailsItsPeerPromptlyOverTcp) {
 TEST_F(CommProcessTest, ProcessThatDiesInASharedMemoryAllReduceIsNamedAndLeavesNothing) {
   parallax::testing::TempDir shm("/dev/shm");
   auto start = std::chrono::steady_clock::now();
-  auto results = RunRanks(2, {0, 1}, CommKeyPrefix(6, 1), {"--die-after-barrier"},
-                          {"--shm-dir", shm.path()});
+  auto results =
+      RunRanks(2, {0, 1}, CommKeyPrefix(6, 1), {"--die-after-barrier"}, {"--shm-dir", shm.path()});
   EXPECT_EQ(results[1].exit_code, 9);
   EXPECT_EQ(results[0].exit_code, 3);
   EXPECT_NE(results[0].err.find("UNAVAILABLE: rank 0 of 2 (gloo): AllReduce of 1 float32 through "

@@ -192,8 +192,8 @@ TEST_F(GlooCommunicatorTest, ChecksEachCallShapeOnceUnlessAskedForEveryCall) {
     for (size_t count : {n, n, size_t{7}, n}) {
       RunRanks(world, [&](int r) {
         std::vector<float> data(count, 1.0f);
-        EXPECT_TRUE(comms[r]->AllReduce(data, ReduceOp::kSum, DeadlineAfter(milliseconds(20'000)))
-                        .ok());
+        EXPECT_TRUE(
+            comms[r]->AllReduce(data, ReduceOp::kSum, DeadlineAfter(milliseconds(20'000))).ok());
       });
       after.push_back(comms[0]->wire_bytes().allreduce);
     }

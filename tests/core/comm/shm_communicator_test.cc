@@ -67,10 +67,11 @@ class ShmAllReduceTest : public ShmCommunicatorTest,
 
 TEST_P(ShmAllReduceTest, SumsEqualTheSerialSumOnEveryRankBitForBit) {
   const auto [world, chunk] = GetParam();
-  auto comms = Create(world, "sum", [&](int, CommunicatorOptions& o) { o.shm_chunk_bytes = chunk; });
+  auto comms =
+      Create(world, "sum", [&](int, CommunicatorOptions& o) { o.shm_chunk_bytes = chunk; });
   ASSERT_EQ(comms.size(), static_cast<size_t>(world));
-  for (size_t n : {size_t{1}, size_t{13}, size_t{1024}, size_t{1025}, size_t{65'536 + 7},
-                   size_t{300'007}}) {
+  for (size_t n :
+       {size_t{1}, size_t{13}, size_t{1024}, size_t{1025}, size_t{65'536 + 7}, size_t{300'007}}) {
     std::vector<std::vector<float>> data(world);
     RunRanks(world, [&](int r) {
       data[r].resize(n);
@@ -111,16 +112,20 @@ TEST_F(ShmCommunicatorTest, MeanHalfBFloat16AndInt32) {
     ASSERT_TRUE(comms[r]->AllReduce(mean, ReduceOp::kMean, Soon()).ok());
     EXPECT_EQ(mean[999], 6.0f);
     std::vector<uint16_t> half(5000, FloatToHalf(float(r + 1)));
-    ASSERT_TRUE(comms[r]->AllReduce(half.data(), half.size(), DataType::kFloat16, ReduceOp::kSum,
-                                    Soon()).ok());
+    ASSERT_TRUE(
+        comms[r]
+            ->AllReduce(half.data(), half.size(), DataType::kFloat16, ReduceOp::kSum, Soon())
+            .ok());
     EXPECT_EQ(HalfToFloat(half[4999]), 6.0f);
     std::vector<uint16_t> bf(5000, FloatToBFloat16(float(r + 1)));
-    ASSERT_TRUE(comms[r]->AllReduce(bf.data(), bf.size(), DataType::kBFloat16, ReduceOp::kMean,
-                                    Soon()).ok());
+    ASSERT_TRUE(comms[r]
+                    ->AllReduce(bf.data(), bf.size(), DataType::kBFloat16, ReduceOp::kMean, Soon())
+                    .ok());
     EXPECT_EQ(BFloat16ToFloat(bf[0]), 2.0f);
     std::vector<int32_t> ints(70'000, r + 1);
-    ASSERT_TRUE(comms[r]->AllReduce(ints.data(), ints.size(), DataType::kInt32, ReduceOp::kSum,
-                                    Soon()).ok());
+    ASSERT_TRUE(comms[r]
+                    ->AllReduce(ints.data(), ints.size(), DataType::kInt32, ReduceOp::kSum, Soon())
+                    .ok());
     EXPECT_EQ(ints[69'999], 6);
     std::vector<uint8_t> bytes(4);
     EXPECT_EQ(comms[r]
@@ -189,8 +194,7 @@ TEST_P(HierarchicalTest, EqualsTheFlatAllReduceAndOnlyLeadersUseSockets) {
       continue;
     }
     seen.push_back(hosts[r]);
-    EXPECT_EQ(w, GlooAllReduceWire(num_hosts, host++, n * 4, 4))
-        << "rank " << r;
+    EXPECT_EQ(w, GlooAllReduceWire(num_hosts, host++, n * 4, 4)) << "rank " << r;
   }
 }
 
@@ -205,10 +209,11 @@ TEST_F(ShmCommunicatorTest, FusedBucketsAreReducedWhereTheGradientsLie) {
   for (const std::vector<std::string>& hosts :
        {std::vector<std::string>{"a", "a", "a"}, std::vector<std::string>{"a", "a", "b", "b"}}) {
     const int world = static_cast<int>(hosts.size());
-    auto comms = Create(world, "fusion" + std::to_string(world), [&](int r, CommunicatorOptions& o) {
-      o.host_id = hosts[r];
-      o.shm_chunk_bytes = 4096;
-    });
+    auto comms =
+        Create(world, "fusion" + std::to_string(world), [&](int r, CommunicatorOptions& o) {
+          o.host_id = hosts[r];
+          o.shm_chunk_bytes = 4096;
+        });
     ASSERT_EQ(comms.size(), hosts.size());
     EXPECT_TRUE(comms[0]->ReducesPiecesInPlace());
     const std::vector<size_t> sizes = {0, 999, 3, 2500, 1, 0, 7000, 1024, 5};
@@ -289,7 +294,8 @@ TEST_F(ShmCommunicatorTest, PeerThatNeverCallsTimesOutNamingIt) {
 // ranks, which fail with UNAVAILABLE instead of waiting for their deadline.
 TEST_F(ShmCommunicatorTest, LeaderFailureBetweenHostsReachesItsHostsRanks) {
   const std::vector<std::string> hosts = {"a", "a", "b", "b"};
-  auto comms = Create(4, "leaderfail", [&](int r, CommunicatorOptions& o) { o.host_id = hosts[r]; });
+  auto comms =
+      Create(4, "leaderfail", [&](int r, CommunicatorOptions& o) { o.host_id = hosts[r]; });
   ASSERT_EQ(comms.size(), 4u);
   comms[2].reset();  // host b's first rank goes away: its sockets close
   std::vector<Status> statuses(2);
@@ -338,7 +344,8 @@ TEST_F(ShmCommunicatorTest, RemovesSegmentsOfCreatorsThatDiedButNotLiveOnes) {
 TEST_F(ShmCommunicatorTest, TooSmallDirectoryFallsBackToSocketsWithAWarning) {
   // 2 ranks x 2 sets x 1 TiB: more than any /dev/shm has.
   ::testing::internal::CaptureStderr();
-  auto comms = Create(2, "small", [](int, CommunicatorOptions& o) { o.shm_chunk_bytes = 1ull << 40; });
+  auto comms =
+      Create(2, "small", [](int, CommunicatorOptions& o) { o.shm_chunk_bytes = 1ull << 40; });
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(comms.size(), 2u);
   EXPECT_NE(err.find("shared memory cannot be used on rank 0's host"), std::string::npos) << err;
