@@ -23,9 +23,10 @@ loss = mean over the last 20 steps of the mean of the ranks' batch losses.
 --baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build,
 say of the commit before a change), as "<variant>@baseline", right after the variant in every
 round, and ends with the ratio of their tokens/s. --timeline records every Parallax run's step
-timeline and adds "dense_wait_after_last_arrival_ms": per timed step, for each fusion bucket, the
-time from the last rank handing it to its all-reduce until the last rank has the result, summed
-over the step's buckets (what the collective itself costs, without the wait for a slower rank).
+timeline and adds "dense_wait_after_last_arrival_ms" (the mean over timed steps) and its median:
+per step, for each fusion bucket, the time from the last rank handing it to its all-reduce until
+the last rank has the result, summed over the step's buckets (what the collective itself costs,
+without the wait for a slower rank).
 
 Output: one JSON line per run ("stat": "run") and, at the end, per variant and metric the
 median/min/max lines:
@@ -121,13 +122,14 @@ def parallax_run(args, impl, workdir, run):
                  f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     out = job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
     if args.timeline:
-        out["dense_wait_after_last_arrival_ms"] = dense_wait_after_last_arrival(
-            timeline, args.steps, args.warmup)
+        per_step = dense_wait_after_last_arrival(timeline, args.steps, args.warmup)
+        out["dense_wait_after_last_arrival_ms"] = statistics.mean(per_step)
+        out["dense_wait_after_last_arrival_median_ms"] = statistics.median(per_step)
     return out
 
 
 def dense_wait_after_last_arrival(timeline, steps, warmup):
-    """Mean per timed step of sum over buckets of (last rank's end - last rank's start), ms."""
+    """Per timed step: sum over buckets of (last rank's end - last rank's start), ms."""
     starts, ends = {}, {}  # (step, bucket) -> per-rank microseconds
     for name in sorted(os.listdir(timeline)):
         with open(os.path.join(timeline, name), encoding="utf-8") as f:
@@ -142,7 +144,7 @@ def dense_wait_after_last_arrival(timeline, steps, warmup):
     for key, s in starts.items():
         if warmup <= key[0] < steps and len(s) > 1:
             per_step[key[0]] = per_step.get(key[0], 0.0) + (max(ends[key]) - max(s)) / 1000.0
-    return statistics.mean(per_step.values()) if per_step else 0.0
+    return list(per_step.values()) or [0.0]
 
 
 def job_metrics(db, steps, warmup, batch, job_id=1):
@@ -197,7 +199,8 @@ def torch_run(args, impl):
 
 UNITS = {"tokens_per_s": "tokens/s", "step_ms": "ms", "loss_last20": "nats",
          "compute_ms": "ms", "dense_wait_ms": "ms", "sparse_wait_ms": "ms",
-         "dense_wait_after_last_arrival_ms": "ms", "tokens_per_s_vs_baseline": "x"}
+         "dense_wait_after_last_arrival_ms": "ms", "dense_wait_after_last_arrival_median_ms": "ms",
+         "tokens_per_s_vs_baseline": "x"}
 
 
 def unit(metric):

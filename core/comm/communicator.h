@@ -93,7 +93,8 @@ struct CommunicatorOptions {
   // root) and fail with INVALID_ARGUMENT naming the ranks that disagree. The
   // check is one small extra round over the sockets, made the first time a
   // call of a given shape is issued (a fusion bucket's layout repeats every
-  // step, so steady state pays nothing), or on every call with
+  // step, so steady state pays nothing; AllGatherv, whose counts change every
+  // call, is checked once per type), or on every call with
   // verify_every_call. A call that skipped the round still cannot crash on a
   // mismatch: its Gloo tag carries its shape, so ranks that disagree wait on
   // different slots until one times out; then each failed rank states its

@@ -246,6 +246,38 @@ TEST_F(GlooCommunicatorTest, UncheckedMismatchFailsCleanlyNamingTheRanks) {
   }
 }
 
+// AllGatherv is checked once per type (its counts change every step): a
+// later call whose count vectors differ between ranks fails cleanly, naming
+// what each rank called, instead of bringing Gloo down.
+TEST_F(GlooCommunicatorTest, AllGathervCountsThatDifferLaterFailCleanly) {
+  const int world = 2;
+  auto comms = CreateGlooWorld(world, store_.get(), "gatherv");
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<Status> first(world), second(world);
+  RunRanks(world, [&](int r) {
+    const Deadline d = DeadlineAfter(milliseconds(20'000));
+    std::vector<float> mine(3, float(r)), all(6);
+    first[r] = comms[r]->AllGatherv(mine.data(), {3, 3}, DataType::kFloat32, all.data(), d);
+    // Rank 1 thinks it sends 5 rows, rank 0 that rank 1 sends 4.
+    const std::vector<size_t> counts = {3, r == 0 ? size_t{4} : size_t{5}};
+    mine.resize(counts[r]);
+    all.resize(counts[0] + counts[1]);
+    second[r] = comms[r]->AllGatherv(mine.data(), counts, DataType::kFloat32, all.data(),
+                                     DeadlineAfter(milliseconds(1'000)));
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(first[r].ok()) << first[r].ToString();
+    EXPECT_TRUE(second[r].code() == StatusCode::kDeadlineExceeded ||
+                second[r].code() == StatusCode::kUnavailable)
+        << second[r].ToString();
+    EXPECT_NE(second[r].message().find("ranks disagree on the collective; rank " +
+                                       std::to_string(1 - r) + " called AllGatherv of " +
+                                       (r == 0 ? "8" : "7") + " float32 in total"),
+              std::string::npos)
+        << second[r].ToString();
+  }
+}
+
 TEST_F(GlooCommunicatorTest, PeerThatNeverCallsTimesOutAtTheDeadline) {
   auto comms = CreateGlooWorld(2, store_.get());
   ASSERT_EQ(comms.size(), 2u);
