@@ -17,6 +17,10 @@
 //                       as DEADLINE_EXCEEDED or UNAVAILABLE naming them).
 //   FAILED_PRECONDITION the backend cannot be used here (NCCL without a
 //                       device), or an earlier error broke the communicator.
+// Gloo writes to sockets without MSG_NOSIGNAL, so Create() sets SIGPIPE to
+// SIG_IGN where the process left it at its default: a peer's death then
+// fails the call instead of killing this process.
+//
 // After any error other than INVALID_ARGUMENT found before communicating, the
 // communicator is broken: every later call fails with FAILED_PRECONDITION and
 // the job should start a new attempt.

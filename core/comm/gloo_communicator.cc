@@ -15,6 +15,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -513,10 +514,25 @@ StatusOr<std::string> ResolveBindAddress(const std::string& host) {
   return std::string(numeric);
 }
 
+// Gloo writes to its sockets with writev(), without MSG_NOSIGNAL: a write to
+// a peer that died raises SIGPIPE, which by default kills this process
+// before the call can fail with UNAVAILABLE. Unless the program chose a
+// disposition of its own, ignore it (as gRPC does).
+void IgnoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const CommunicatorOptions& options,
                                                                RendezvousStore* store) {
+  IgnoreSigpipeUnlessHandled();
   const std::string who = RankName(options);
   StatusOr<std::string> address = ResolveBindAddress(options.bind_address);
   if (!address.ok()) return address.status().WithContext(who);
