@@ -28,9 +28,9 @@ struct SetupRecord {
   uint32_t unused = 0;
   uint64_t nonce = 0;
   char path[112] = {};
-  char why[128] = {};  // when !ok: what failed, on which host
+  char why[256] = {};  // when !ok: what failed, on which host
 };
-static_assert(sizeof(SetupRecord) == 256);
+static_assert(sizeof(SetupRecord) == 384);
 
 void CopyString(char* out, size_t size, const std::string& s) {
   const size_t n = std::min(size - 1, s.size());
