@@ -85,18 +85,18 @@ class ZipfCtr final : public CtrSource {
 struct Config {
   std::string name, model, toml;
   int batch;
-  OptimizerConfig dense, sparse;
+  OptimizerSettings dense, sparse;
 };
 
 std::vector<Config> Configs() {
-  OptimizerConfig sgd;
-  sgd.type = "sgd";
+  OptimizerSettings sgd;
+  sgd.type = OptimizerType::kSgd;
   sgd.lr = 0.5;
-  OptimizerConfig adam;
-  adam.type = "adam";
+  OptimizerSettings adam;
+  adam.type = OptimizerType::kAdam;
   adam.lr = 1e-3;
-  OptimizerConfig adagrad;
-  adagrad.type = "adagrad";
+  OptimizerSettings adagrad;
+  adagrad.type = OptimizerType::kAdagrad;
   adagrad.lr = 0.05;
   const std::string tables =
       "tables = [1000000, 1000000, 300000, 100000, 100000, 30000, 10000, 10000, 10000, 3000, 3000, "
@@ -131,8 +131,8 @@ StatusOr<double> RunOnce(const Config& c, int warmup, int steps) {
   }
   PX_RETURN_IF_ERROR(model->SetData(std::move(d)));
   SessionOptions so;
-  so.dense_optimizer = c.dense;
-  so.sparse_optimizer = c.sparse;
+  so.config.dense_optimizer = c.dense;
+  so.config.sparse_optimizer = c.sparse;
   PX_ASSIGN_OR_RETURN(auto session, Session::Create(so));
   PX_RETURN_IF_ERROR(model->Register(session.get(), 0));
   PX_RETURN_IF_ERROR(session->Start());

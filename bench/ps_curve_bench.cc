@@ -38,7 +38,7 @@ double Run(const Args& a, bool curve) {
   v.dim = a.dim;
   v.partitions = 1;
   v.partition_shards = {0};
-  v.init.type = InitType::kZeros;
+  v.init.type = Initializer::Type::kZeros;
   plan.variables.push_back(v);
   ShardServerOptions so;
   so.shard.plan = plan;

@@ -254,6 +254,13 @@ int Cli::Status_() {
     if (job_id_ > 0) {
       auto m = LatestMetricsJson(client.get(), job_id_, jobs[0].attempt, jobs[0].step);
       if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
+      std::string plan;
+      if (jobs[0].attempt > 0 &&
+          client->Call([&](rpc::CoordinatorClient& c) {
+                  c.GetPlan(plan, client->Header(), job_id_, jobs[0].attempt, 0);
+                }).ok()) {
+        arr[0]["plan"] = nlohmann::json::parse(plan, nullptr, /*allow_exceptions=*/false);
+      }
     }
     out_ << nlohmann::json{{"jobs", arr}}.dump() << "\n";
     return kExitOk;
@@ -578,7 +585,9 @@ int Cli::Run(const std::vector<std::string>& args) {
 
   CLI::App* status = app.add_subcommand("status", "show all jobs, or one job in detail");
   job_id_option(status);
-  status->add_flag("--json", json_, "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC)");
+  status->add_flag("--json", json_,
+                   "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC; with a JOB, its "
+                   "newest metrics and the plan of its attempt too)");
   status->add_option("--limit", limit_, "show only the newest N jobs")->check(CLI::NonNegativeNumber);
   status->callback([&] { result = Status_(); });
 
@@ -643,8 +652,8 @@ int Cli::Run(const std::vector<std::string>& args) {
   exp->callback([&] { result = Export(); });
 
   CLI::App* plan = app.add_subcommand(
-      "plan", "print the plan the cost model predicts for a job with a built-in model, without "
-              "running it: per variable its measured alpha, path and bytes per step on each path");
+      "plan", "print the plan a job with a built-in model gets, without running it: per "
+              "variable its measured alpha, path, reason and bytes per step on each path");
   plan->add_option("JOB.toml", plan_.job_file, "job file")->required();
   plan->add_option("--workers", plan_.workers, "workers (default: the job's [job] workers)")
       ->check(CLI::PositiveNumber);
@@ -652,7 +661,8 @@ int Cli::Run(const std::vector<std::string>& args) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_option("--sample-batches", plan_.sample_batches,
-                   "batches per worker sampled to measure alpha")
+                   "batches of rank 0 sampled to measure alpha (the job itself samples 4: "
+                   "another number may predict another plan than the job records)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_flag("--json", plan_.json, "print JSON instead of a table");

@@ -15,13 +15,13 @@
 #include "core/base/durable_file.h"
 #include "core/ps/initializer.h"
 #include "core/ps/partition_file.h"
-#include "trainer/checkpoint.h"
-#include "trainer/job_plan.h"
+#include "trainer/checkpoint_files.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax::cli {
 namespace {
 
-using trainer::PlannedVariable;
+using plan::PlannedVariable;
 
 // NumPy format 1.0 header for a C-order float32 array of `shape`, padded so
 // the data starts at a multiple of 64 bytes.
@@ -155,7 +155,7 @@ Status ExportCheckpoint(CoordinatorClient* coord, const ExportOptions& options, 
   }
   const trainer::CommittedCheckpoint& ckpt = found->first;
   const trainer::Manifest& manifest = found->second;
-  PX_ASSIGN_OR_RETURN(trainer::JobPlan plan, trainer::ParseJobPlan(manifest.plan_json));
+  PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(manifest.plan_json));
   const std::string dense_path = ckpt.path + "/" + trainer::kDenseFile;
   PX_ASSIGN_OR_RETURN(std::string dense_bytes, ReadWholeFile(dense_path));
   PX_ASSIGN_OR_RETURN(auto dense, trainer::DecodeDenseFile(dense_bytes, dense_path));

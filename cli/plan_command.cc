@@ -1,54 +1,50 @@
 #include "cli/plan_command.h"
 
 #include <algorithm>
-#include <map>
-#include <optional>
 
 #include "core/config/job_config.h"
+#include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
-#include "core/plan/sparsity.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_data.h"
+#include "trainer/variable_registry.h"
 
 namespace parallax::cli {
 namespace {
 
-std::optional<plan::Path> ParsePath(const std::string& name) {
-  if (name == "allreduce") return plan::Path::kAllReduce;
-  if (name == "allgather") return plan::Path::kAllGather;
-  if (name == "ps") return plan::Path::kPs;
-  return std::nullopt;
+// What rank 0 of the job would register and sample: the same model options
+// parallax-trainer gives it, its variables and kPlanSampleBatches of its own
+// batches (or `sample_batches`).
+StatusOr<std::vector<plan::VariableInput>> RankZeroInputs(const JobConfig& job, int workers,
+                                                          int sample_batches) {
+  models::ModelOptions mo;
+  mo.rank = 0;
+  mo.world_size = workers;
+  mo.batch_size = job.trainer.batch_size;
+  mo.steps = job.trainer.steps;
+  PX_ASSIGN_OR_RETURN(auto model, models::CreateModel(job.trainer.model, job.model_toml, mo));
+  PX_ASSIGN_OR_RETURN(models::ModelData data, models::OpenModelData(*model, mo));
+  PX_RETURN_IF_ERROR(model->SetData(std::move(data)));
+  trainer::VariableRegistry registry(job);
+  PX_RETURN_IF_ERROR(model->RegisterWith(&registry, sample_batches));
+  return registry.inputs();
 }
 
-// The ids every sparse variable's batches touch, for `workers_per_host`
-// ranks of one host, interleaved step by step: [r0 b0, r1 b0, ..., r0 b1, ...]
-// (what MeasureSparsity takes).
-StatusOr<std::map<std::string, std::vector<std::vector<int64_t>>>> SampleHost(
-    const JobConfig& job, int world_size, int workers_per_host, int batches) {
-  std::map<std::string, std::vector<std::vector<int64_t>>> out;
-  std::vector<std::map<std::string, std::vector<std::vector<int64_t>>>> per_rank;
-  for (int r = 0; r < workers_per_host; ++r) {
-    models::ModelOptions mo;
-    mo.rank = r;
-    mo.world_size = world_size;
-    mo.batch_size = job.trainer.batch_size;
-    mo.steps = job.trainer.steps;
-    PX_ASSIGN_OR_RETURN(auto model, models::CreateModel(job.trainer.model, job.model_toml, mo));
-    PX_ASSIGN_OR_RETURN(models::ModelData data, models::OpenModelData(*model, mo));
-    PX_RETURN_IF_ERROR(model->SetData(std::move(data)));
-    PX_ASSIGN_OR_RETURN(auto ids, model->SampleIds(batches));
-    per_rank.push_back(std::move(ids));
+void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_batches,
+                 std::ostream& out) {
+  out << "job '" << job.job.name << "', model '" << job.trainer.model << "': α measured over "
+      << sample_batches << " batches of " << job.trainer.batch_size << " of rank 0\n";
+  const bool table = job.plan.link_bytes_per_s || job.plan.collective_latency_us ||
+                     job.plan.ps_rtt_us;
+  out << "link " << plan.cost.bandwidth_bytes_per_s / 1e9 << " GB/s, collective call "
+      << plan.cost.collective_latency_s * 1e6 << " us, PS round trip " << plan.cost.ps_rtt_s * 1e6
+      << " us ("
+      << (table ? "the job's [plan] table; defaults for keys it leaves out"
+                : "defaults: measure this machine with bench/e2e/calibrate.sh and put them in [plan]")
+      << ")\n";
+  if (plan.local_aggregation) {
+    out << "local aggregation: the ranks of a host sum their PS gradients and push once\n";
   }
-  for (const auto& [name, unused] : per_rank.front()) {
-    auto& all = out[name];
-    for (int b = 0; b < batches; ++b) {
-      for (const auto& rank : per_rank) {
-        const auto it = rank.find(name);
-        if (it != rank.end() && b < static_cast<int>(it->second.size())) all.push_back(it->second[b]);
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -67,80 +63,18 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
     return InvalidArgument("--hosts " + std::to_string(hosts) + " is more than the " +
                            std::to_string(workers) + " workers");
   }
-  plan::ClusterShape cluster{.workers = workers,
-                             .hosts = hosts,
-                             .shards = job.ps.shards > 0 ? job.ps.shards : hosts};
-  if (job.job.arch == "allreduce" || job.job.arch == "allgather") cluster.shards = 0;
-  plan::CostOptions cost;
-  cost.value_bytes = job.ps.value_encoding == "fp16" ? 2 : 4;
-  cost.ps_shared_memory = job.ps.shared_memory;
-  // The machine's measured figures ([plan]), else the cost model's defaults.
-  if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
-  if (job.plan.collective_latency_us) cost.collective_latency_s = *job.plan.collective_latency_us * 1e-6;
-  if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
-  // Trainer ranks push once per worker today (no local aggregation in the
-  // Session), so the prediction must not count on it.
-  cost.local_aggregation = false;
-
-  models::ModelOptions mo;
-  mo.world_size = workers;
-  mo.batch_size = job.trainer.batch_size;
-  PX_ASSIGN_OR_RETURN(auto model, models::CreateModel(job.trainer.model, job.model_toml, mo));
-  const int per_host = cluster.workers_per_host();
-  PX_ASSIGN_OR_RETURN(auto samples,
-                      SampleHost(job, workers, per_host, std::max(1, options.sample_batches)));
-
-  std::vector<plan::VariableStats> vars;
-  std::vector<std::optional<plan::Path>> overrides;
-  for (const models::VariableSpec& v : model->Variables()) {
-    plan::VariableStats s;
-    s.name = v.name;
-    s.sparse = v.sparse;
-    s.rows = v.sparse ? v.rows : 1;
-    s.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
-    s.partitions = std::max(1, job.ps.partitions > 0 ? job.ps.partitions : cluster.shards);
-    std::optional<plan::Path> over;
-    for (const VariableOverride& o : job.variables) {
-      if (o.name != v.name) continue;
-      if (o.path) over = ParsePath(*o.path);
-      if (o.partitions) s.partitions = *o.partitions;
-    }
-    if (v.sparse) {
-      const auto it = samples.find(v.name);
-      if (it != samples.end()) {
-        plan::Sparsity sp = plan::MeasureSparsity(it->second, v.rows, per_host);
-        s.alpha = sp.alpha;
-        s.alpha_host = sp.alpha_host;
-      }
-    }
-    vars.push_back(std::move(s));
-    overrides.push_back(over);
-  }
-  for (const VariableOverride& o : job.variables) {
-    const bool known = std::any_of(vars.begin(), vars.end(),
-                                   [&](const plan::VariableStats& v) { return v.name == o.name; });
-    if (!known) {
-      std::string names;
-      for (const auto& v : vars) names += (names.empty() ? "" : ", ") + v.name;
-      return InvalidArgument("[[variable]] \"" + o.name + "\" in " + options.job_file +
-                             " names no variable of model '" + job.trainer.model + "' (" + names +
-                             ")");
-    }
-  }
-  plan::PlanReport report = plan::BuildPlanReport(vars, cluster, cost, job.job.arch, overrides);
+  const int sample_batches = std::max(1, options.sample_batches);
+  plan::PlanInputs inputs;
+  inputs.cluster = {.workers = workers, .hosts = hosts, .shards = plan::PsShards(job, hosts)};
+  PX_ASSIGN_OR_RETURN(inputs.variables, RankZeroInputs(job, workers, sample_batches));
+  StatusOr<plan::JobPlan> plan = plan::BuildPlan(job, inputs);
+  if (!plan.ok()) return plan.status().WithContext(options.job_file);
+  const plan::PlanReport report = plan::BuildPlanReport(*plan);
   if (options.json) {
     out << plan::PlanReportJson(report) << "\n";
     return Status::Ok();
   }
-  out << "job '" << job.job.name << "', model '" << job.trainer.model << "': α measured over "
-      << std::max(1, options.sample_batches) << " batches of " << job.trainer.batch_size
-      << " per worker\n";
-  out << "link " << cost.bandwidth_bytes_per_s / 1e9 << " GB/s, collective call "
-      << cost.collective_latency_s * 1e6 << " us, PS round trip " << cost.ps_rtt_s * 1e6
-      << " us (" << (job.plan.link_bytes_per_s || job.plan.collective_latency_us || job.plan.ps_rtt_us
-                         ? "the job's [plan] table; defaults for keys it leaves out"
-                         : "defaults: measure this machine with bench/e2e/calibrate.py and put them in [plan]")
-      << ")\n";
+  PrintHeader(job, *plan, sample_batches, out);
   out << plan::FormatPlanReport(report);
   if (job.ps.search_partitions) {
     out << "partitions = \"auto\": the table uses one partition per shard; the job's first "

@@ -1,7 +1,8 @@
-// `parallax plan JOB.toml`: the plan the cost model predicts for a job with a
-// built-in model, without running it: the model declares its variables from
-// [model] alone and samples its own batches locally (negatives included) to
-// measure each sparse variable's α.
+// `parallax plan JOB.toml`: the plan of a job with a built-in model, without
+// running it. The model registers its variables and samples rank 0's own
+// batches locally (negatives included), as parallax-trainer's rank 0 does,
+// and core/plan's BuildPlan makes the plan from them: the plan the job
+// records on a cluster of that shape.
 #ifndef PARALLAX_CLI_PLAN_COMMAND_H_
 #define PARALLAX_CLI_PLAN_COMMAND_H_
 
@@ -16,7 +17,7 @@ struct PlanCommandOptions {
   std::string job_file;
   int workers = 0;         // 0: the job's [job] workers
   int hosts = 1;           // hosts the workers are spread over
-  int sample_batches = 8;  // batches per worker sampled for α
+  int sample_batches = 4;  // rank 0's batches sampled for α (what the job samples)
   bool json = false;
 };
 

@@ -1,43 +1,30 @@
 #include "cli/plan_view.h"
 
 #include <cstdio>
-#include <map>
-#include <nlohmann/json.hpp>
+
+#include "core/plan/job_plan.h"
 
 namespace parallax::cli {
 
 StatusOr<std::vector<std::vector<std::string>>> PlanTableRows(const std::string& plan_json) {
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
+  if (!plan.ok()) {
+    return InvalidArgument("the stored plan is not a valid plan: " + plan.status().message());
+  }
   std::vector<std::vector<std::string>> rows = {
       {"VARIABLE", "SHAPE", "ALPHA", "PATH", "PARTITIONS", "WHY"}};
-  try {
-    const nlohmann::json doc = nlohmann::json::parse(plan_json);
-    std::map<std::string, int64_t> partitions;
-    if (doc.contains("ps") && doc["ps"].contains("variables")) {
-      for (const auto& v : doc["ps"]["variables"]) {
-        partitions[v.at("name").get<std::string>()] = v.value("partitions", int64_t{1});
-      }
+  for (const plan::PlannedVariable& v : plan->variables) {
+    const std::string shape =
+        v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.size);
+    std::string alpha = "dense";
+    if (v.sparse) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.4g", v.density);
+      alpha = v.density < 0 ? "?" : buf;
     }
-    for (const auto& v : doc.at("variables")) {
-      const std::string name = v.at("name").get<std::string>();
-      const bool sparse = v.value("kind", std::string()) == "sparse";
-      const std::string shape =
-          sparse ? std::to_string(v.value("rows", int64_t{0})) + "x" +
-                       std::to_string(v.value("dim", int64_t{0}))
-                 : std::to_string(v.value("size", int64_t{0}));
-      std::string alpha = "dense";
-      if (sparse) {
-        const double d = v.value("density", -1.0);
-        char buf[32];
-        std::snprintf(buf, sizeof(buf), "%.4g", d);
-        alpha = d < 0 ? "?" : buf;
-      }
-      const auto p = partitions.find(name);
-      rows.push_back({name, shape, alpha, v.value("path", std::string("?")),
-                      p == partitions.end() ? "-" : std::to_string(p->second),
-                      v.value("reason", std::string())});
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string("the stored plan is not valid plan JSON: ") + e.what());
+    const uint32_t partitions = plan->PartitionsOf(v.id);
+    rows.push_back({v.name, shape, alpha, VariablePathName(v.path),
+                    partitions == 0 ? "-" : std::to_string(partitions), v.reason});
   }
   return rows;
 }

@@ -1,5 +1,5 @@
 // How the CLI shows a job's stored plan (the JSON trainer rank 0 puts with
-// the coordinator; see trainer/job_plan.h for the format).
+// the coordinator, core/plan/job_plan.h).
 #ifndef PARALLAX_CLI_PLAN_VIEW_H_
 #define PARALLAX_CLI_PLAN_VIEW_H_
 

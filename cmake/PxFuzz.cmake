@@ -40,7 +40,8 @@ function(px_add_fuzz_target)
   add_custom_command(
     OUTPUT ${bin}
     COMMAND ${PX_FUZZ_CLANGXX} -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined
-            -fno-sanitize-recover=undefined -I${PROJECT_SOURCE_DIR} -I${PROJECT_BINARY_DIR}
+            -fno-sanitize-recover=undefined -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}
+            -I${PROJECT_BINARY_DIR}
             ${F_FLAGS} ${F_SOURCES} ${F_LIBS} -o ${bin}
     DEPENDS ${F_SOURCES} ${F_DEPENDS}
     COMMENT "clang++ -fsanitize=fuzzer ${F_NAME}"

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "coordinator/partition_trials.h"
 #include "coordinator/scheduler.h"
+#include "core/plan/job_plan.h"
 #include "core/base/logging.h"
 
 namespace parallax::coordinator {
@@ -101,19 +101,14 @@ StatusOr<Orchestrator::ShardNeed> Orchestrator::ShardsNeeded(const JobRecord& jo
   PX_ASSIGN_OR_RETURN(std::shared_ptr<const JobConfig> config, Config(job));
   // arch = "ps" puts every variable on the PS; allreduce and allgather jobs
   // have no shards. Only a hybrid plan can leave the PS empty.
-  if (config->job.arch != "hybrid") return ShardNeed::kYes;
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> plan, store_->GetPlan(job.id, attempt));
-  if (!plan) return ShardNeed::kUnknown;
-  // The plan's "ps" object (trainer/job_plan.cc, core/ps/plan.h) lists the
-  // variables the shards hold. A plan this cannot read launches the shards,
-  // which report what is wrong with it.
-  nlohmann::json doc = nlohmann::json::parse(*plan, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ps") || !doc["ps"].is_object()) {
-    return ShardNeed::kYes;
-  }
-  const nlohmann::json& ps = doc["ps"];
-  const bool empty = ps.contains("variables") && ps["variables"].is_array() && ps["variables"].empty();
-  return empty ? ShardNeed::kNo : ShardNeed::kYes;
+  if (config->job.arch != Arch::kHybrid) return ShardNeed::kYes;
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store_->GetPlan(job.id, attempt));
+  if (!text) return ShardNeed::kUnknown;
+  // A plan this cannot read launches the shards, which report what is wrong
+  // with it.
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*text);
+  if (!plan.ok()) return ShardNeed::kYes;
+  return plan->has_ps() ? ShardNeed::kYes : ShardNeed::kNo;
 }
 
 std::string Orchestrator::WaitingFor(int64_t job_id) {
@@ -334,7 +329,8 @@ StatusOr<bool> Orchestrator::PlacePending(const std::set<std::string>& available
     const JobConfig& cfg = **config;
     PlacementRequest request;
     request.workers = cfg.job.workers;
-    request.shards = (cfg.job.arch == "allreduce" || cfg.job.arch == "allgather") ? -1 : cfg.ps.shards;
+    request.shards =
+        (cfg.job.arch == Arch::kAllReduce || cfg.job.arch == Arch::kAllGather) ? -1 : cfg.ps.shards;
     if (job.attempt > 0) {
       PX_ASSIGN_OR_RETURN(std::vector<TaskRecord> all, store_->ListTasks(job.id));
       for (const TaskRecord& t : OfAttempt(all, job.attempt)) {

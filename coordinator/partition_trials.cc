@@ -1,5 +1,7 @@
 #include "coordinator/partition_trials.h"
 
+#include "core/plan/job_plan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -119,19 +121,15 @@ StatusOr<Searched> SearchedVariables(StateStore* store, int64_t job_id, int atte
   for (const VariableOverride& o : config.variables) {
     if (o.partitions) fixed.insert(o.name);
   }
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  try {
-    if (doc.is_discarded() || !doc.contains("ps")) return out;
-    for (const json& v : doc.at("ps").at("variables")) {
-      const std::string name = v.at("name").get<std::string>();
-      if (fixed.count(name)) continue;
-      out.names.push_back(name);
-      const int64_t rows = v.at("rows").get<int64_t>();
-      out.limit = static_cast<uint32_t>(std::min<int64_t>(out.limit, std::max<int64_t>(1, rows)));
-    }
-  } catch (const json::exception& e) {
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*text);
+  if (!plan.ok()) {
     return Internal("the plan of job " + std::to_string(job_id) + " attempt " +
-                    std::to_string(attempt) + " is not readable: " + e.what());
+                    std::to_string(attempt) + " is not readable: " + plan.status().ToString());
+  }
+  for (const ps::VariableSpec& v : plan->ps.variables) {
+    if (fixed.count(v.name)) continue;
+    out.names.push_back(v.name);
+    out.limit = static_cast<uint32_t>(std::min<int64_t>(out.limit, std::max<int64_t>(1, v.rows)));
   }
   return out;
 }
@@ -174,7 +172,7 @@ std::string TrialResultKey(int64_t job_id, int attempt) {
 
 bool WantsPartitionSearch(const JobConfig& config) {
   return config.ps.search_partitions && config.ps.partitions == 0 &&
-         (config.job.arch == "hybrid" || config.job.arch == "ps");
+         (config.job.arch == Arch::kHybrid || config.job.arch == Arch::kPs);
 }
 
 StatusOr<AttemptStart> BeginAttempt(StateStore* store, const JobRecord& job,

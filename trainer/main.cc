@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_data.h"
 #include "trainer/models/train_loop.h"
@@ -15,12 +15,12 @@ using namespace parallax;
 
 Status Run() {
   PX_ASSIGN_OR_RETURN(SessionOptions options, SessionOptions::FromEnvironment());
-  if (!options.job) {
+  if (!options.has_job_file()) {
     return InvalidArgument(
         "PARALLAX_JOB_FILE is not set; parallax-trainer runs one rank of a job started by "
         "`parallax run JOB.toml` or an agent");
   }
-  const JobConfig& job = *options.job;
+  const JobConfig& job = options.config;
   if (job.trainer.model.empty()) {
     return InvalidArgument("job '" + job.job.name +
                            "' has no [trainer] model; a custom trainer runs its own command");

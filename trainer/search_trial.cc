@@ -19,7 +19,7 @@ std::string Key(const SessionOptions& o, const char* leaf) {
 }  // namespace
 
 Status ApplySearchSpec(CoordinatorClient* coord, SessionOptions* o) {
-  if (coord == nullptr || o->job_id <= 0 || o->num_shards <= 0 || o->ps_partitions != 0) {
+  if (coord == nullptr || o->job_id <= 0 || o->num_shards <= 0 || o->config.ps.partitions != 0) {
     return Status::Ok();
   }
   const std::string key = Key(*o, "search");
@@ -45,12 +45,12 @@ Status ApplySearchSpec(CoordinatorClient* coord, SessionOptions* o) {
   PX_RETURN_IF_ERROR(get("partitions", 1, &partitions));
   PX_RETURN_IF_ERROR(get("trial_steps", 1, &steps));
   PX_RETURN_IF_ERROR(get("warmup_steps", 0, &warmup));
-  o->ps_partitions = static_cast<int>(partitions);
+  o->config.ps.partitions = static_cast<int>(partitions);
   if (steps > 0) {
     o->trial_steps = steps;
     o->trial_warmup_steps = warmup;
-    o->checkpoint_dir.clear();  // a trial leaves no checkpoint behind
-    o->metrics_every = std::numeric_limits<int64_t>::max();  // nor metric points
+    o->config.trainer.checkpoint_dir.clear();  // a trial leaves no checkpoint behind
+    o->config.trainer.metrics_every = std::numeric_limits<int64_t>::max();  // nor metric points
   }
   return Status::Ok();
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/base/status.h"
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 
 namespace parallax {
 class CoordinatorClient;

@@ -1,29 +1,222 @@
-// SessionImpl (trainer/session_impl.h): registration, Start(), the step,
-// checkpoints and metrics; the sparse-variable paths are in
-// trainer/session_sparse.cc.
+// SessionImpl: the libparallax Session, a small orchestrator of parts that
+// are tested alone:
+//   VariableRegistry  what the rank registers and samples before Start()
+//   plan              core/plan's BuildPlan on rank 0, agreed on by all ranks
+//   DenseSync         the all-reduce path (fused, overlapped with backward)
+//   SparseSync        the PS and all-gather paths
+//   Checkpointer      checkpoints and resume (trainer/checkpoint.h)
+//   StepMetrics, MetricsReporter, Timeline   what a step cost, sent and traced
+// The session checks every call's arguments, dispatches each variable to
+// the part its path belongs to, and orders the parts within a step.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <memory>
+#include <optional>
 
 #include "core/base/logging.h"
 #include "core/comm/coordinator_store.h"
-#include "core/ps/discovery.h"
-#include "trainer/session_impl.h"
+#include "core/plan/job_plan.h"
+#include "core/plan/plan_builder.h"
+#include "core/rpc/coordinator_client.h"
+#include "parallax/session.h"
+#include "trainer/checkpoint.h"
+#include "trainer/dense_sync.h"
+#include "trainer/search_trial.h"
+#include "trainer/sparse_sync.h"
+#include "trainer/step_metrics.h"
+#include "trainer/timeline.h"
+#include "trainer/variable_registry.h"
 
 namespace parallax {
 namespace trainer {
+namespace {
 
-StatusOr<trainer::JobPlan> SessionImpl::ObtainPlan() {
-  std::vector<Registration> regs;
-  for (const Var& v : vars_) {
-    Registration r = v.reg;
-    if (v.density_samples > 0) r.var.density = v.density_sum / v.density_samples;
-    regs.push_back(std::move(r));
+class SessionImpl final : public Session {
+ public:
+  explicit SessionImpl(SessionOptions options)
+      : options_(std::move(options)),
+        registry_(options_.config),
+        timeline_(TimelineOptions::ForRank(options_.config.trainer.timeline, options_.rank,
+                                           options_.timeline_max_events)) {}
+  ~SessionImpl() override {
+    // The parts' threads (PS client, fusion) write into their own buffers
+    // and record into the timeline: stop them first.
+    sparse_.reset();
+    dense_.reset();
+    if (started_ && timeline_.enabled()) {
+      Status st = timeline_.Write();
+      if (!st.ok()) PX_LOG(WARNING) << "rank " << options_.rank << ": " << st.ToString();
+    }
   }
+
+  Status Connect();
+
+  StatusOr<int> RegisterDense(const std::string& name, size_t size,
+                              const VariableOptions& options) override {
+    return registry_.RegisterDense(name, size, options);
+  }
+  StatusOr<int> RegisterSparse(const std::string& name, int64_t rows, uint32_t dim,
+                               const VariableOptions& options) override {
+    return registry_.RegisterSparse(name, rows, dim, options);
+  }
+  Status SampleIds(int var, std::span<const int64_t> ids) override {
+    return registry_.SampleIds(var, ids);
+  }
+  Status RegisterState(const std::string& name, std::function<std::string()> save,
+                       std::function<Status(std::string_view)> restore) override {
+    if (started_) return FailedPrecondition("state \"" + name + "\" registered after Start()");
+    return states_.Register(name, std::move(save), std::move(restore));
+  }
+
+  Status Start() override;
+  std::optional<int64_t> resumed_from() const override { return resumed_from_; }
+  StatusOr<VariablePath> PathOf(int var) const override {
+    if (!started_) return FailedPrecondition("PathOf before Start()");
+    if (var < 0 || static_cast<size_t>(var) >= plan_.variables.size())
+      return NotFound("no variable " + std::to_string(var));
+    return Planned(var).path;
+  }
+
+  Status Prefetch(int var, std::span<const int64_t> next_ids) override;
+  Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) override;
+  Status Gradient(int var, std::span<const float> grad) override;
+  Status Gradient(int var, std::span<const int64_t> ids, std::span<const float> row_grads) override;
+  Status Step() override;
+  int64_t step() const override { return step_; }
+  StatusOr<std::span<const float>> Dense(int var) const override;
+  Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) override;
+  Status ReportMetrics(int64_t step, double loss, int64_t samples) override;
+  const SessionOptions& options() const override { return options_; }
+
+ private:
+  const plan::PlannedVariable& Planned(int var) const {
+    return plan_.variables[static_cast<size_t>(var)];
+  }
+  std::string StepName() const { return "step " + std::to_string(step_); }
+  std::string RankName() const { return "rank " + std::to_string(options_.rank); }
+  CoordinatorClientOptions CoordinatorOptions() const;
+  MetricsReporter::Options ReporterOptions() const;
+
+  // Argument checks of the per-step calls (the parts trust their input).
+  Status Usable(const char* what) const;
+  Status CheckIds(const plan::PlannedVariable& v, std::span<const int64_t> ids) const;
+  Status CheckFinite(const plan::PlannedVariable& v, std::span<const float> grad) const;
+  Status Fail(Status st) {
+    broken_ = st;
+    return st;
+  }
+
+  // Start(), in order.
+  StatusOr<plan::JobPlan> ObtainPlan();
+  Status AgreeOnRegistrations(const Status& mine);
+  Status JoinCollectives();
+  Status CreateParts();
+  Status Resume(const Checkpointer::ResumePoint& rp);
+
+  std::vector<HeldVariable> Held();
+  Status WriteCheckpoint();
+  Status AfterStep();
+
+  // Constant after Connect() (the partition search may set the number of
+  // partitions and a trial's step budget).
+  SessionOptions options_;
+  TrialTimer trial_;  // partition-search trial attempts only
+
+  // The training thread only (the class is thread-compatible).
+  std::unique_ptr<CoordinatorClient> coord_;
+  VariableRegistry registry_;
+  StateRegistry states_;
+  bool started_ = false;
+  Status broken_;
+  int64_t step_ = 0;
+  plan::JobPlan plan_;
+  std::string plan_json_;
+  std::unique_ptr<comm::RendezvousStore> store_;
+  std::unique_ptr<comm::Communicator> comm_;  // the job's ranks; null with one rank
+  std::unique_ptr<comm::Communicator> host_comm_;  // this host's ranks, for local aggregation
+  StepMetrics metrics_;
+  std::optional<MetricsReporter> reporter_;
+  std::chrono::steady_clock::time_point step_started_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::optional<int64_t> resumed_from_;
+  // Thread-safe; outlives the parts, whose threads record into it.
+  Timeline timeline_;
+  std::unique_ptr<DenseSync> dense_;
+  std::unique_ptr<SparseSync> sparse_;
+};
+
+CoordinatorClientOptions SessionImpl::CoordinatorOptions() const {
+  CoordinatorClientOptions c;
+  c.address = options_.coordinator;
+  c.auth_token = options_.token;
+  c.tls_ca_file = options_.tls_ca_file;
+  c.client_name = "trainer:" + std::to_string(options_.rank);
+  c.rpc_timeout_ms = options_.rpc_timeout_ms;
+  c.retry_deadline_ms = options_.coordinator_retry_ms;
+  return c;
+}
+
+Status SessionImpl::Connect() {
+  if (options_.coordinator.empty()) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(coord_, CoordinatorClient::Connect(CoordinatorOptions()));
+  PX_RETURN_IF_ERROR(ApplySearchSpec(coord_.get(), &options_));
+  trial_ = TrialTimer(options_.trial_warmup_steps, options_.trial_steps);
+  return Status::Ok();
+}
+
+MetricsReporter::Options SessionImpl::ReporterOptions() const {
+  return {.job_id = options_.job_id,
+          .attempt = options_.attempt,
+          .rank = options_.rank,
+          .every = options_.config.trainer.metrics_every};
+}
+
+Status SessionImpl::Usable(const char* what) const {
+  if (!started_) return FailedPrecondition(std::string(what) + " before Start()");
+  if (!broken_.ok()) {
+    return FailedPrecondition(std::string(what) + ": the session failed earlier (" +
+                              broken_.ToString() + "); start a new attempt");
+  }
+  return Status::Ok();
+}
+
+Status SessionImpl::CheckIds(const plan::PlannedVariable& v, std::span<const int64_t> ids) const {
+  for (int64_t id : ids) {
+    if (id < 0 || id >= v.rows) {
+      return InvalidArgument(StepName() + ": id " + std::to_string(id) +
+                             " is outside variable \"" + v.name + "\" (rows 0.." +
+                             std::to_string(v.rows - 1) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Training diverged: stop before a NaN reaches the other ranks or shards.
+Status SessionImpl::CheckFinite(const plan::PlannedVariable& v,
+                                std::span<const float> grad) const {
+  for (size_t i = 0; i < grad.size(); ++i) {
+    if (!std::isfinite(grad[i])) {
+      return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
+                             (std::isnan(grad[i]) ? "NaN" : "an infinity") + " at element " +
+                             std::to_string(i) + "; training diverged (lower the learning rate?)");
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- Start() ----
+
+StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
   std::string json;
   if (options_.rank == 0) {
-    PX_ASSIGN_OR_RETURN(trainer::JobPlan plan, trainer::BuildRulePlan(options_, regs));
-    json = trainer::JobPlanToJson(plan);
+    plan::PlanInputs inputs;
+    inputs.cluster = {.workers = options_.world_size,
+                      .hosts = std::max(1, options_.num_hosts),
+                      .shards = options_.num_shards};
+    inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
+    inputs.variables = registry_.inputs();
+    PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
+    json = plan::JobPlanToJson(plan);
     if (coord_) {
       PX_RETURN_IF_ERROR(
           coord_->PutPlan(options_.job_id, options_.attempt, json)
@@ -33,16 +226,16 @@ StatusOr<trainer::JobPlan> SessionImpl::ObtainPlan() {
   if (coord_) {
     StatusOr<std::string> got =
         coord_->GetPlan(options_.job_id, options_.attempt, options_.plan_timeout.count());
-    if (got.ok()) json = std::move(got).value();
     if (!got.ok()) {
-      return got.status().WithContext(
-          "rank " + std::to_string(options_.rank) + " waiting for the plan of job " +
-          std::to_string(options_.job_id) + " attempt " + std::to_string(options_.attempt));
+      return got.status().WithContext(RankName() + " waiting for the plan of job " +
+                                      std::to_string(options_.job_id) + " attempt " +
+                                      std::to_string(options_.attempt));
     }
+    json = std::move(got).value();
   }
   plan_json_ = json;
-  PX_ASSIGN_OR_RETURN(trainer::JobPlan plan, trainer::ParseJobPlan(json));
-  Status match = trainer::CheckRegistrationsMatch(plan, regs, options_.rank);
+  PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(json));
+  Status match = plan::CheckRegistrationsMatch(plan, registry_.Registered(), options_.rank);
   PX_RETURN_IF_ERROR(AgreeOnRegistrations(match));
   return plan;
 }
@@ -62,7 +255,7 @@ Status SessionImpl::AgreeOnRegistrations(const Status& mine) {
   for (int r = 0; r < options_.world_size; ++r) keys.push_back(key(r));
   auto verdicts = coord_->KvGet(keys, options_.rendezvous_timeout.count());
   if (!verdicts.ok()) {
-    return verdicts.status().WithContext("rank " + std::to_string(options_.rank) +
+    return verdicts.status().WithContext(RankName() +
                                          " waiting for every rank to register its variables");
   }
   for (int r = 0; r < options_.world_size; ++r) {
@@ -72,368 +265,286 @@ Status SessionImpl::AgreeOnRegistrations(const Status& mine) {
   return Status::Ok();
 }
 
-Status SessionImpl::InitVariables() {
-  for (Var& v : vars_) {
-    const PlannedVariable& p = v.plan;
-    const size_t table = static_cast<size_t>(p.rows) * p.dim;
-    if (!p.sparse) {
-      v.values =
-          v.initial_values.empty() ? InitialDenseValues(p.init, p.id, p.size) : v.initial_values;
-      v.grad.assign(p.path == VariablePath::kPs ? table : p.size, 0.0f);
-      if (p.path != VariablePath::kPs)
-        v.dense_opt = std::make_unique<optim::DenseOptimizer>(p.optimizer, p.size);
+// The job's communicator (several ranks), and the host's for local
+// aggregation (several ranks on this host).
+Status SessionImpl::JoinCollectives() {
+  if (options_.world_size <= 1) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+  comm::CommunicatorOptions co;
+  co.rank = options_.rank;
+  co.world_size = options_.world_size;
+  co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
+  co.bind_address = options_.bind_address;
+  co.rendezvous_timeout = options_.rendezvous_timeout;
+  auto world = comm::Communicator::Create(co, store_.get());
+  if (!world.ok()) return world.status().WithContext(RankName() + " joining the collectives");
+  comm_ = std::move(world).value();
+  if (!plan_.local_aggregation || options_.local_world_size <= 1) return Status::Ok();
+  co.rank = options_.local_rank;
+  co.world_size = options_.local_world_size;
+  co.key_prefix += "/host-" + std::to_string(options_.host_index);
+  auto host = comm::Communicator::Create(co, store_.get());
+  if (!host.ok()) {
+    return host.status().WithContext(RankName() +
+                                     " joining its host's ranks for local aggregation");
+  }
+  host_comm_ = std::move(host).value();
+  return Status::Ok();
+}
+
+// Every variable goes to the part of its path, with its initial values.
+Status SessionImpl::CreateParts() {
+  DenseSync::Options dense_options;
+  dense_options.fusion_bucket_bytes = options_.fusion_bucket_bytes;
+  dense_options.step_timeout = options_.step_timeout;
+  dense_ = std::make_unique<DenseSync>(dense_options, comm_.get(), &timeline_, &metrics_);
+  PsConnection ps;
+  if (plan_.has_ps()) {
+    PX_ASSIGN_OR_RETURN(ps, ConnectPs(coord_.get(), options_, plan_, &timeline_));
+  }
+  SparseSync::Options sparse_options;
+  sparse_options.local_rank = options_.local_rank;
+  sparse_options.step_timeout = options_.step_timeout;
+  sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
+                                         std::move(ps), &timeline_, &metrics_);
+  for (const plan::PlannedVariable& p : plan_.variables) {
+    if (p.path == VariablePath::kPs) {
+      sparse_->AddPs(p);
       continue;
     }
-    if (p.path == VariablePath::kPs) continue;  // lives on the shards only
-    v.values.resize(table);
-    for (int64_t r = 0; r < p.rows; ++r) {
-      InitialSparseRow(p.init, p.id, r, p.dim, v.values.data() + static_cast<size_t>(r) * p.dim);
+    std::vector<float> values;
+    if (!p.sparse) {
+      const std::vector<float>& given = registry_.initial_values(static_cast<int>(p.id));
+      values = given.empty() ? InitialDenseValues(p.init, p.id, p.size) : given;
+    } else {
+      values.resize(static_cast<size_t>(p.rows) * p.dim);
+      for (int64_t r = 0; r < p.rows; ++r) {
+        InitialSparseRow(p.init, p.id, r, p.dim, values.data() + static_cast<size_t>(r) * p.dim);
+      }
     }
     if (p.path == VariablePath::kAllReduce) {
-      v.grad.assign(table, 0.0f);
-      v.dense_opt = std::make_unique<optim::DenseOptimizer>(p.optimizer, table);
+      dense_->Add(p, std::move(values));
     } else {
-      v.sparse_opt = std::make_unique<optim::SparseOptimizer>(p.optimizer, p.rows, p.dim);
+      sparse_->AddAllGather(p, std::move(values));
     }
   }
   return Status::Ok();
 }
 
-Status SessionImpl::Start() {
-  if (started_) return FailedPrecondition("Start() called twice");
-  PX_ASSIGN_OR_RETURN(plan_, ObtainPlan());
-  for (size_t i = 0; i < vars_.size(); ++i) vars_[i].plan = plan_.variables[i];
-  if (timeline_.enabled()) {
-    std::vector<std::string> names;
-    for (const Var& v : vars_) names.push_back(v.plan.name);
-    PX_RETURN_IF_ERROR(
-        timeline_.Open(std::move(names)).WithContext("rank " + std::to_string(options_.rank)));
-  }
-  PX_RETURN_IF_ERROR(InitVariables());
-  checkpointer_ = std::make_unique<trainer::Checkpointer>(CheckpointOptions(), coord_.get());
-  {
-    auto rp = checkpointer_->FindResumePoint();
-    if (!rp.ok()) {
-      return rp.status().WithContext("rank " + std::to_string(options_.rank) + " resuming");
-    }
-    if (*rp) PX_RETURN_IF_ERROR(RestoreCheckpoint(**rp));
-  }
-  const int64_t rdv_ms = options_.rendezvous_timeout.count();
-  if (options_.world_size > 1) {
-    PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
-    comm::CommunicatorOptions co;
-    co.rank = options_.rank;
-    co.world_size = options_.world_size;
-    co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
-    co.bind_address = options_.bind_address;
-    co.rendezvous_timeout = options_.rendezvous_timeout;
-    auto comm = comm::Communicator::Create(co, store_.get());
-    if (!comm.ok())
-      return comm.status().WithContext("rank " + std::to_string(options_.rank) +
-                                       " joining the collectives");
-    comm_ = std::move(comm).value();
-    comm::FusionOptions fo;
-    fo.bucket_bytes = options_.fusion_bucket_bytes;
-    fo.op = comm::ReduceOp::kMean;
-    fo.bucket_timeout = options_.step_timeout;
-    fo.observer = timeline_.FusionObserver();
-    fusion_ = std::make_unique<comm::GradientFusion>(comm_.get(), fo);
-    // Rank 0's dense values win (explicit initial values may be random per rank).
-    for (Var& v : vars_) {
-      if (v.plan.sparse || v.plan.path == VariablePath::kPs) continue;
-      Status st = comm_->Broadcast(v.values, 0, StepDeadline());
-      if (!st.ok())
-        return st.WithContext("broadcasting the initial values of \"" + v.plan.name + "\"");
-    }
-  }
-  if (plan_.local_aggregation && options_.local_world_size > 1) {
-    comm::CommunicatorOptions co;
-    co.rank = options_.local_rank;
-    co.world_size = options_.local_world_size;
-    co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt) + "/host-" +
-                    std::to_string(options_.host_index);
-    co.bind_address = options_.bind_address;
-    co.rendezvous_timeout = options_.rendezvous_timeout;
-    auto comm = comm::Communicator::Create(co, store_.get());
-    if (!comm.ok()) {
-      return comm.status().WithContext("rank " + std::to_string(options_.rank) +
-                                       " joining its host's ranks for local aggregation");
-    }
-    host_comm_ = std::move(comm).value();
-  }
-  if (plan_.has_ps()) {
-    auto endpoints = ps::ResolveShardEndpoints(coord_.get(), options_.job_id, options_.attempt,
-                                               plan_.ps.num_shards, rdv_ms);
-    if (!endpoints.ok()) return endpoints.status().WithContext("finding the PS shards");
-    ps::PsClientOptions po;
-    po.plan = plan_.ps;
-    shard_endpoints_ = std::move(endpoints).value();
-    po.shard_endpoints = shard_endpoints_;
-    // With local aggregation a host is one contributor (schemas/ps_wire.md).
-    po.worker = static_cast<uint32_t>(plan_.local_aggregation ? options_.host_index : options_.rank);
-    po.attempt = static_cast<uint32_t>(options_.attempt);
-    po.on_complete = timeline_.PsObserver();
-    po.shared_memory = options_.ps_shared_memory;
-    po.shared_memory_bytes = static_cast<size_t>(options_.ps_shared_memory_mb) << 20;
-    if (!options_.token.empty() && options_.ps_curve) {
-      // A secured control plane means CURVE on PS sockets (core/ps/curve.h),
-      // unless the job says `[ps] curve = false`:
-      // publish our key, then learn the shards' keys.
-      PX_ASSIGN_OR_RETURN(po.curve_keys, ps::NewCurveKeyPair());
-      PX_RETURN_IF_ERROR(ps::PublishClientCurveKey(coord_.get(), options_.job_id, options_.attempt,
-                                                   po.curve_keys.public_key,
-                                                   "trainer rank " + std::to_string(options_.rank))
-                             .WithContext("publishing this rank's PS key"));
-      PX_ASSIGN_OR_RETURN(po.shard_curve_keys,
-                          ps::ResolveShardCurveKeys(coord_.get(), options_.job_id,
-                                                    options_.attempt, plan_.ps.num_shards, rdv_ms));
-    }
-    PX_ASSIGN_OR_RETURN(ps_, ps::PsClient::Create(po));
-    if (resumed_from_) {
-      // Rank 0 makes every shard LOAD the checkpoint; no rank pushes or
-      // pulls before that is done (a LOAD drops pending pushes).
-      if (options_.rank == 0) {
-        PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(resume_dir_));
-        Status st = ps_->Wait(t, StepDeadline());
-        if (!st.ok()) {
-          return st.WithContext("PS shards loading the checkpoint \"" + resume_dir_ + "\"");
-        }
-      }
-      if (comm_) {
-        Status st = comm_->Barrier(StepDeadline());
-        if (!st.ok()) return st.WithContext("waiting for the PS shards to load the checkpoint");
-      }
-      if (plan_.ps.consistency == ps::Consistency::kSsp && step_ > 0) {
-        // The shards' ssp clocks start at 0 after a LOAD: tell them where this rank is.
-        PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Clock(step_ - 1));
-        PX_RETURN_IF_ERROR(ps_->Wait(t, StepDeadline()).WithContext("PS clock after resuming"));
-      }
-    }
-    for (Var& v : vars_) {
-      if (v.plan.sparse || v.plan.path != VariablePath::kPs) continue;
-      std::vector<int64_t> ids(static_cast<size_t>(v.plan.rows));
-      std::iota(ids.begin(), ids.end(), 0);
-      PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(v.plan.id, ids, 0, &v.pulled));
-      Status st = ps_->Wait(t, StepDeadline());
-      if (!st.ok())
-        return st.WithContext("pulling the initial values of \"" + v.plan.name + "\" from PS");
-      std::copy(v.pulled.begin(), v.pulled.begin() + static_cast<std::ptrdiff_t>(v.plan.size),
-                v.values.begin());
-    }
-  }
-  started_ = true;
-  metrics_since_ = std::chrono::steady_clock::now();
-  step_started_ = metrics_since_;
-  timeline_.SetStep(step_);
-  timeline_.OpenCompute(metrics_since_);
-  std::string paths;
-  for (const Var& v : vars_) paths += " \"" + v.plan.name + "\"=" + VariablePathName(v.plan.path);
-  PX_LOG(INFO) << "rank " << options_.rank << " started with plan:" << paths;
-  return Status::Ok();
-}
-
-std::vector<trainer::HeldVariable> SessionImpl::Held() {
-  std::vector<trainer::HeldVariable> held;
-  for (Var& v : vars_) {
-    if (v.plan.path == VariablePath::kPs) continue;
-    held.push_back({v.plan.id, v.plan.name, &v.values, v.dense_opt.get(), v.sparse_opt.get()});
-  }
+std::vector<HeldVariable> SessionImpl::Held() {
+  std::vector<HeldVariable> held;
+  dense_->AppendHeld(&held);
+  sparse_->AppendHeld(&held);
+  std::sort(held.begin(), held.end(),
+            [](const HeldVariable& a, const HeldVariable& b) { return a.id < b.id; });
   return held;
 }
 
 // Worker-held variables (every path but PS) and their optimizer state come
-// back from dense.pxck on every rank; then the rank's own state blobs.
-Status SessionImpl::RestoreCheckpoint(const trainer::Checkpointer::ResumePoint& rp) {
-  const std::string where = "rank " + std::to_string(options_.rank) +
-                            " resuming from the checkpoint in \"" + rp.dir + "\"";
-  PX_RETURN_IF_ERROR(trainer::RestoreHeld(rp.dense, Held()).WithContext(where));
+// back from dense.pxck on every rank, then the rank's own state blobs; the
+// shards load their partitions.
+Status SessionImpl::Resume(const Checkpointer::ResumePoint& rp) {
+  const std::string where = RankName() + " resuming from the checkpoint in \"" + rp.dir + "\"";
+  PX_RETURN_IF_ERROR(RestoreHeld(rp.dense, Held()).WithContext(where));
   PX_RETURN_IF_ERROR(states_.RestoreAll(rp.rank_state).WithContext(where));
   step_ = rp.step;
   resumed_from_ = rp.step;
-  resume_dir_ = rp.dir;
+  if (plan_.has_ps()) {
+    PX_RETURN_IF_ERROR(sparse_->LoadCheckpoint(rp.dir, rp.step, options_.rank == 0));
+  }
   PX_LOG(INFO) << "rank " << options_.rank << " resumes job " << options_.job_id << " from step "
                << rp.step << " (" << rp.dir << ")";
   return Status::Ok();
 }
 
-Status SessionImpl::WriteCheckpoint() {
-  std::vector<trainer::DenseEntry> dense;
-  if (options_.rank == 0) dense = trainer::SnapshotHeld(Held());
-  return checkpointer_->Write(step_, plan_json_, dense, states_.SaveAll(), ps_.get());
+Status SessionImpl::Start() {
+  if (started_) return FailedPrecondition("Start() called twice");
+  registry_.Close();
+  PX_ASSIGN_OR_RETURN(plan_, ObtainPlan());
+  if (timeline_.enabled()) {
+    std::vector<std::string> names;
+    for (const plan::PlannedVariable& v : plan_.variables) names.push_back(v.name);
+    PX_RETURN_IF_ERROR(timeline_.Open(std::move(names)).WithContext(RankName()));
+  }
+  PX_RETURN_IF_ERROR(JoinCollectives());
+  PX_RETURN_IF_ERROR(CreateParts());
+  PX_RETURN_IF_ERROR(dense_->BroadcastDenseValues());
+  Checkpointer::Options co;
+  co.job_id = options_.job_id;
+  co.attempt = options_.attempt;
+  co.rank = options_.rank;
+  co.world_size = options_.world_size;
+  co.root = options_.config.trainer.checkpoint_dir;
+  co.keep = options_.config.trainer.keep_checkpoints;
+  co.timeout_ms = options_.step_timeout.count();
+  checkpointer_ = std::make_unique<Checkpointer>(co, coord_.get());
+  auto rp = checkpointer_->FindResumePoint();
+  if (!rp.ok()) return rp.status().WithContext(RankName() + " resuming");
+  if (*rp) PX_RETURN_IF_ERROR(Resume(**rp));
+  if (plan_.has_ps()) PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
+  reporter_.emplace(ReporterOptions(), coord_.get());
+  reporter_->Start();
+  started_ = true;
+  step_started_ = std::chrono::steady_clock::now();
+  timeline_.SetStep(step_);
+  timeline_.OpenCompute(step_started_);
+  std::string paths;
+  for (const plan::PlannedVariable& v : plan_.variables)
+    paths += " \"" + v.name + "\"=" + VariablePathName(v.path);
+  PX_LOG(INFO) << "rank " << options_.rank << " started with plan:" << paths;
+  return Status::Ok();
+}
+
+// ---- Per step ----
+
+Status SessionImpl::Prefetch(int var, std::span<const int64_t> next_ids) {
+  PX_RETURN_IF_ERROR(Usable("Prefetch"));
+  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/true, "Prefetch"));
+  const plan::PlannedVariable& v = Planned(var);
+  PX_RETURN_IF_ERROR(CheckIds(v, next_ids));
+  if (v.path != VariablePath::kPs) return Status::Ok();  // a local table: nothing to fetch
+  Status st = sparse_->Prefetch(v.id, next_ids, step_ + 1);
+  return st.ok() ? st : Fail(st.WithContext(StepName()));
+}
+
+Status SessionImpl::Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) {
+  TimelineScope in_session(&timeline_);
+  PX_RETURN_IF_ERROR(Usable("Lookup"));
+  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/true, "Lookup"));
+  const plan::PlannedVariable& v = Planned(var);
+  PX_RETURN_IF_ERROR(CheckIds(v, ids));
+  if (v.path == VariablePath::kAllReduce) {
+    GatherRows(dense_->Values(v.id), v.dim, ids, rows);
+    return Status::Ok();
+  }
+  Status st = sparse_->Lookup(v.id, ids, step_, rows);
+  return st.ok() ? st : Fail(st.WithContext(StepName()));
 }
 
 Status SessionImpl::Gradient(int var, std::span<const float> grad) {
   PX_RETURN_IF_ERROR(Usable("Gradient"));
-  PX_RETURN_IF_ERROR(CheckVar(var, false, "Gradient"));
-  Var& v = vars_[static_cast<size_t>(var)];
-  if (grad.size() != v.plan.size) {
-    return InvalidArgument(StepName() + ": gradient of \"" + v.plan.name + "\" has " +
+  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/false, "Gradient"));
+  const plan::PlannedVariable& v = Planned(var);
+  if (grad.size() != v.size) {
+    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
                            std::to_string(grad.size()) + " values, expected " +
-                           std::to_string(v.plan.size));
+                           std::to_string(v.size));
   }
-  if (v.grad_given) {
-    return InvalidArgument(StepName() + ": gradient of \"" + v.plan.name + "\" given twice");
+  const bool on_ps = v.path == VariablePath::kPs;
+  if (on_ps ? sparse_->HasGradient(v.id) : dense_->HasGradient(v.id)) {
+    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" given twice");
   }
   PX_RETURN_IF_ERROR(CheckFinite(v, grad));
-  v.grad_given = true;
-  std::copy(grad.begin(), grad.end(), v.grad.begin());
-  if (v.plan.path != VariablePath::kPs && fusion_) {
-    Status st = fusion_->Register(v.grad.data(), v.plan.size);
-    if (!st.ok()) return Fail(st.WithContext(StepName() + ": all-reduce"));
+  if (on_ps) {
+    sparse_->DenseGradient(v.id, grad);
+    return Status::Ok();
+  }
+  Status st = dense_->Gradient(v.id, grad);
+  return st.ok() ? st : Fail(st.WithContext(StepName()));
+}
+
+Status SessionImpl::Gradient(int var, std::span<const int64_t> ids,
+                             std::span<const float> row_grads) {
+  PX_RETURN_IF_ERROR(Usable("Gradient"));
+  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/true, "Gradient"));
+  const plan::PlannedVariable& v = Planned(var);
+  if (row_grads.size() != ids.size() * v.dim) {
+    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
+                           std::to_string(row_grads.size()) + " values for " +
+                           std::to_string(ids.size()) + " ids of dim " + std::to_string(v.dim));
+  }
+  PX_RETURN_IF_ERROR(CheckIds(v, ids));
+  PX_RETURN_IF_ERROR(CheckFinite(v, row_grads));
+  if (v.path == VariablePath::kAllReduce) {
+    dense_->AddRows(v.id, ids, row_grads);
+  } else {
+    sparse_->AddRows(v.id, ids, row_grads);
   }
   return Status::Ok();
 }
 
 Status SessionImpl::Step() {
-  trainer::TimelineScope in_session(&timeline_);
+  TimelineScope in_session(&timeline_);
   PX_RETURN_IF_ERROR(Usable("Step"));
   const std::string where = StepName();
-  // 1. PS pushes leave first (asynchronous); in sync mode every PS variable
-  //    gets exactly one push per step, empty when there was no gradient.
-  std::vector<std::pair<ps::Ticket, const Var*>> tickets;
-  if (plan_.local_aggregation) {
-    Status st = PushHostAggregated(&tickets);
-    if (!st.ok()) return Fail(st.WithContext(where + ": local aggregation of PS gradients"));
-  }
-  for (Var& v : vars_) {
-    if (v.plan.path != VariablePath::kPs || plan_.local_aggregation) continue;
-    auto submit = [&]() -> StatusOr<ps::Ticket> {
-      if (v.plan.sparse) return ps_->Push(v.plan.id, v.pending_ids, v.pending_grads, step_);
-      // A dense variable on PS: push every row, get the updated values back.
-      std::vector<int64_t> ids(static_cast<size_t>(v.plan.rows));
-      std::iota(ids.begin(), ids.end(), 0);
-      return ps_->PushPull(v.plan.id, ids, v.grad, step_, &v.pulled);
-    };
-    StatusOr<ps::Ticket> t = submit();
-    if (!t.ok())
-      return Fail(
-          t.status().WithContext(where + ": pushing \"" + v.plan.name + "\"" + ShardsOf(v)));
-    tickets.emplace_back(*t, &v);
-  }
-  // 2. Dense all-reduce: variables with no gradient this step count as zero,
-  //    then whole-table gradients of sparse variables on the all-reduce path.
-  if (fusion_) {
-    for (Var& v : vars_) {
-      if (v.plan.path != VariablePath::kAllReduce || v.plan.sparse || v.grad_given) continue;
-      std::fill(v.grad.begin(), v.grad.end(), 0.0f);
-      Status st = fusion_->Register(v.grad.data(), v.grad.size());
-      if (!st.ok()) return Fail(st.WithContext(where + ": all-reduce"));
-    }
-    for (Var& v : vars_) {
-      if (v.plan.path != VariablePath::kAllReduce || !v.plan.sparse) continue;
-      Status st = fusion_->Register(v.grad.data(), v.grad.size());
-      if (!st.ok()) return Fail(st.WithContext(where + ": all-reduce"));
-    }
-    Status st;
-    {
-      trainer::WaitTimer timer(&metrics_, /*dense=*/true, &timeline_);
-      st = fusion_->Synchronize(StepDeadline());
-    }
-    if (!st.ok()) return Fail(st.WithContext(where + ": all-reduce of dense gradients"));
-  } else {
-    for (Var& v : vars_) {
-      if (v.plan.path == VariablePath::kAllReduce && !v.plan.sparse && !v.grad_given) {
-        std::fill(v.grad.begin(), v.grad.end(), 0.0f);
-      }
-    }
-  }
-  // 3. All-gather of sparse rows, applied locally.
-  if (std::any_of(vars_.begin(), vars_.end(), [](const Var& v) {
-        return v.plan.path == VariablePath::kAllGather && v.plan.sparse;
-      })) {
-    trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
-    const auto started = std::chrono::steady_clock::now();
-    Status st = ExchangeAllGather();
-    timeline_.Record(trainer::Lane::kAllGather, started, std::chrono::steady_clock::now());
-    if (!st.ok()) return Fail(st.WithContext(where + ": all-gather of sparse rows"));
-  }
-  // 4. Worker-held optimizers.
-  for (Var& v : vars_) {
-    if (v.plan.path == VariablePath::kAllReduce) v.dense_opt->Apply(v.grad, v.values);
-  }
-  // 5. PS results (sync: the step applied on every shard; async/ssp: the
-  //    pushes were applied on arrival). Under ssp every shard also learns
-  //    that this rank finished the step, whether or not it pushed there.
-  if (ps_ && plan_.ps.consistency == ps::Consistency::kSsp) {
-    StatusOr<ps::Ticket> t = ps_->Clock(step_);
-    if (!t.ok()) return Fail(t.status().WithContext(where + ": PS clock"));
-    tickets.emplace_back(*t, nullptr);
-  }
-  for (auto& [ticket, v] : tickets) {
-    trainer::WaitTimer timer(&metrics_, /*dense=*/false, &timeline_);
-    Status st = ps_->Wait(ticket, StepDeadline());
-    if (!st.ok()) {
-      return Fail(
-          st.WithContext(where + (v ? ": PS update of \"" + v->plan.name + "\"" + ShardsOf(*v)
-                                    : std::string(": PS clock"))));
-    }
-  }
-  for (Var& v : vars_) {
-    if (v.plan.path == VariablePath::kPs && !v.plan.sparse) {
-      std::copy(v.pulled.begin(), v.pulled.begin() + static_cast<std::ptrdiff_t>(v.plan.size),
-                v.values.begin());
-    }
-    if (v.plan.path == VariablePath::kAllReduce && v.plan.sparse)
-      std::fill(v.grad.begin(), v.grad.end(), 0.0f);
-    if (v.plan.path == VariablePath::kPs && !v.plan.sparse)
-      std::fill(v.grad.begin(), v.grad.end(), 0.0f);
-    v.pending_ids.clear();
-    v.pending_grads.clear();
-    v.grad_given = false;
-  }
+  // PS pushes leave first (asynchronous), the dense all-reduce runs while
+  // they travel, then the all-gather exchange; last, the PS results (sync:
+  // the step applied on every shard).
+  Status st = sparse_->StartPushes(step_);
+  if (st.ok()) st = dense_->Finish();
+  if (st.ok()) st = sparse_->ExchangeAllGather();
+  if (st.ok()) st = sparse_->FinishPushes(step_);
+  if (!st.ok()) return Fail(st.WithContext(where));
   ++step_;
   timeline_.SetStep(step_);
+  return AfterStep();
+}
+
+// The step's time, a partition-search trial's timing, and the checkpoint.
+Status SessionImpl::AfterStep() {
   const auto now = std::chrono::steady_clock::now();
   metrics_.EndStep(step_started_, now);
   if (trial_.Add(std::chrono::duration<double>(now - step_started_).count()) &&
       options_.rank == 0) {
-    Status st = trainer::PublishTrial(coord_.get(), options_, trial_.Median());
+    Status st = PublishTrial(coord_.get(), options_, trial_.Median());
     if (!st.ok()) return Fail(st);
   }
   step_started_ = now;
-  if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
-      step_ % options_.checkpoint_every == 0) {
+  const JobConfig::Trainer& trainer = options_.config.trainer;
+  if (!trainer.checkpoint_dir.empty() && trainer.checkpoint_every > 0 &&
+      step_ % trainer.checkpoint_every == 0) {
     Status st = WriteCheckpoint();
-    timeline_.Record(trainer::Lane::kCheckpoint, now, std::chrono::steady_clock::now());
+    timeline_.Record(Lane::kCheckpoint, now, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st);
     step_started_ = std::chrono::steady_clock::now();  // the checkpoint is no step's compute
   }
   return Status::Ok();
 }
 
-Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
-  trainer::TimelineScope in_session(&timeline_);
-  if (!std::isfinite(loss)) {
-    return InvalidArgument("loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-                           " at step " + std::to_string(step) +
-                           "; stopping (lower the learning rate?)");
-  }
-  metrics_samples_ += samples;
-  if (!coord_ || step % options_.metrics_every != 0) return Status::Ok();
-  const auto now = std::chrono::steady_clock::now();
-  const double seconds = std::chrono::duration<double>(now - metrics_since_).count();
-  rpc::MetricPoint p;
-  p.job_id = options_.job_id;
-  p.attempt = options_.attempt;
-  p.rank = options_.rank;
-  p.step = step;
-  p.loss = loss;
-  p.throughput = seconds > 0 ? static_cast<double>(metrics_samples_) / seconds : 0.0;
-  p.__set_values(metrics_.Take(comm_.get(), ps_.get(), host_comm_.get()));
-  metrics_since_ = now;
-  metrics_samples_ = 0;
-  Status st =
-      coord_->Call([&](rpc::CoordinatorClient& c) { c.ReportMetrics(coord_->Header(), {p}); });
-  if (st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kAborted ||
-      st.code() == StatusCode::kDeadlineExceeded) {
-    // A lost metric point must not stop training; the next one retries.
-    PX_LOG(WARNING) << "rank " << options_.rank << " could not report metrics of step " << step
-                    << ": " << st.ToString();
-    return Status::Ok();
-  }
-  return st.WithContext("reporting metrics of step " + std::to_string(step));
+Status SessionImpl::WriteCheckpoint() {
+  std::vector<DenseEntry> dense;
+  if (options_.rank == 0) dense = SnapshotHeld(Held());
+  return checkpointer_->Write(step_, plan_json_, dense, states_.SaveAll(), sparse_->ps());
 }
 
+StatusOr<std::span<const float>> SessionImpl::Dense(int var) const {
+  if (!started_) return FailedPrecondition("Dense before Start()");
+  if (var < 0 || static_cast<size_t>(var) >= plan_.variables.size() || Planned(var).sparse) {
+    return InvalidArgument("Dense: " + std::to_string(var) + " is not a dense variable");
+  }
+  const plan::PlannedVariable& v = Planned(var);
+  return v.path == VariablePath::kPs ? sparse_->DenseValues(v.id) : dense_->Values(v.id);
+}
+
+Status SessionImpl::ReadSparse(int var, int64_t first_row, int64_t count,
+                               std::vector<float>* out) {
+  TimelineScope in_session(&timeline_);
+  PX_RETURN_IF_ERROR(Usable("ReadSparse"));
+  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/true, "ReadSparse"));
+  const plan::PlannedVariable& v = Planned(var);
+  if (first_row < 0 || count < 0 || first_row + count > v.rows) {
+    return InvalidArgument("ReadSparse: rows [" + std::to_string(first_row) + ", " +
+                           std::to_string(first_row + count) + ") are outside \"" + v.name + "\"");
+  }
+  if (v.path == VariablePath::kAllReduce) {
+    const std::span<const float> table = dense_->Values(v.id);
+    out->assign(table.begin() + first_row * v.dim, table.begin() + (first_row + count) * v.dim);
+    return Status::Ok();
+  }
+  return sparse_->ReadSparse(v.id, first_row, count, step_, out);
+}
+
+Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
+  TimelineScope in_session(&timeline_);
+  // Before Start() nothing has moved yet, but a NaN loss is still refused.
+  if (!reporter_) reporter_.emplace(ReporterOptions(), coord_.get());
+  return reporter_->Report(step, loss, samples, [this] {
+    return metrics_.Take(comm_.get(), sparse_ ? sparse_->ps() : nullptr,
+                         sparse_ ? sparse_->host_comm() : nullptr);
+  });
+}
+
+}  // namespace
 }  // namespace trainer
 
 StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) {
@@ -442,18 +553,16 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const SessionOptions& options
                            " is not in 0..world_size-1 (world_size " +
                            std::to_string(options.world_size) + ")");
   }
-  if (options.consistency != "sync" && options.consistency != "async" &&
-      options.consistency != "ssp") {
-    return InvalidArgument("session: consistency \"" + options.consistency +
-                           "\" is not one of sync, async, ssp");
-  }
-  if (options.staleness < 0) return InvalidArgument("session: staleness must be >= 0");
+  const JobConfig& config = options.config;
+  if (config.job.staleness < 0) return InvalidArgument("session: staleness must be >= 0");
   if (options.coordinator.empty() && (options.world_size > 1 || options.num_shards > 0)) {
     return InvalidArgument(
         "session: several ranks or PS shards need a coordinator (PARALLAX_COORDINATOR)");
   }
-  if (options.metrics_every < 1) return InvalidArgument("session: metrics_every must be >= 1");
-  if (options.checkpoint_every < 0 || options.keep_checkpoints < 1) {
+  if (config.trainer.metrics_every < 1) {
+    return InvalidArgument("session: metrics_every must be >= 1");
+  }
+  if (config.trainer.checkpoint_every < 0 || config.trainer.keep_checkpoints < 1) {
     return InvalidArgument("session: checkpoint_every must be >= 0 and keep_checkpoints >= 1");
   }
   auto session = std::make_unique<trainer::SessionImpl>(options);

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/config/job_config.h"
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 
 namespace parallax {
 namespace {
@@ -76,26 +76,8 @@ StatusOr<SessionOptions> SessionOptions::FromEnvironment() {
     }
     std::stringstream text;
     text << in.rdbuf();
-    PX_ASSIGN_OR_RETURN(JobConfig job,
+    PX_ASSIGN_OR_RETURN(o.config,
                         ParseJobConfig(text.str(), source.empty() ? job_file : source, load));
-    o.arch = job.job.arch;
-    o.consistency = job.job.consistency;
-    o.staleness = job.job.staleness;
-    o.dense_optimizer = job.dense_optimizer;
-    o.sparse_optimizer = job.sparse_optimizer;
-    o.ps_partitions = job.ps.partitions;
-    o.ps_fp16_values = job.ps.value_encoding == "fp16";
-    o.ps_local_aggregation = job.ps.local_aggregation;
-    o.ps_staleness_lr = job.ps.staleness_lr;
-    o.ps_shared_memory = job.ps.shared_memory;
-    o.ps_shared_memory_mb = job.ps.shared_memory_mb;
-    o.metrics_every = job.trainer.metrics_every;
-    o.checkpoint_dir = job.trainer.checkpoint_dir;
-    o.checkpoint_every = job.trainer.checkpoint_every;
-    o.keep_checkpoints = job.trainer.keep_checkpoints;
-    o.timeline_dir = job.trainer.timeline;
-    o.ps_curve = job.ps.curve;
-    o.job = std::move(job);
   }
   return o;
 }

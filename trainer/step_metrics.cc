@@ -1,5 +1,10 @@
 #include "trainer/step_metrics.h"
 
+#include <cmath>
+
+#include "core/base/logging.h"
+#include "core/rpc/coordinator_client.h"
+
 namespace parallax::trainer {
 namespace {
 
@@ -57,6 +62,38 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
   compute_ = total_dense_ = total_sparse_ = Clock::duration{};
   steps_ = 0;
   return out;
+}
+
+Status MetricsReporter::Report(int64_t step, double loss, int64_t samples,
+                               const std::function<std::map<std::string, double>()>& values) {
+  if (!std::isfinite(loss)) {
+    return InvalidArgument("loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
+                           " at step " + std::to_string(step) +
+                           "; stopping (lower the learning rate?)");
+  }
+  samples_ += samples;
+  if (!coord_ || step % options_.every != 0) return Status::Ok();
+  const auto now = StepMetrics::Clock::now();
+  const double seconds = std::chrono::duration<double>(now - since_).count();
+  rpc::MetricPoint p;
+  p.job_id = options_.job_id;
+  p.attempt = options_.attempt;
+  p.rank = options_.rank;
+  p.step = step;
+  p.loss = loss;
+  p.throughput = seconds > 0 ? static_cast<double>(samples_) / seconds : 0.0;
+  p.__set_values(values());
+  since_ = now;
+  samples_ = 0;
+  Status st =
+      coord_->Call([&](rpc::CoordinatorClient& c) { c.ReportMetrics(coord_->Header(), {p}); });
+  if (st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kAborted ||
+      st.code() == StatusCode::kDeadlineExceeded) {
+    PX_LOG(WARNING) << "rank " << options_.rank << " could not report metrics of step " << step
+                    << ": " << st.ToString();
+    return Status::Ok();
+  }
+  return st.WithContext("reporting metrics of step " + std::to_string(step));
 }
 
 }  // namespace parallax::trainer

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,10 @@
 #include "core/comm/communicator.h"
 #include "core/ps/client.h"
 #include "trainer/timeline.h"
+
+namespace parallax {
+class CoordinatorClient;
+}
 
 namespace parallax::trainer {
 
@@ -80,6 +85,39 @@ class WaitTimer {
   Timeline* timeline_;
   bool dense_;
   StepMetrics::Clock::time_point start_;
+};
+
+// Sends a rank's metric points to the coordinator: every `every` steps the
+// loss, the samples per second since the previous point, and `values`
+// (StepMetrics::Take). A point the coordinator cannot take (unreachable,
+// restarting) is dropped with a warning: training goes on, the next point
+// retries. Training thread only.
+class MetricsReporter {
+ public:
+  struct Options {
+    int64_t job_id = 0;
+    int attempt = 1;
+    int rank = 0;
+    int64_t every = 10;
+  };
+  // `coord` may be null (no coordinator: points are dropped); it must
+  // outlive this.
+  MetricsReporter(const Options& options, CoordinatorClient* coord)
+      : options_(options), coord_(coord) {}
+
+  // The interval of the first point starts now.
+  void Start() { since_ = StepMetrics::Clock::now(); }
+  // Records step `step`'s loss and samples; sends a point when
+  // step % every == 0. INVALID_ARGUMENT naming the step for a NaN or
+  // infinite loss (stop training).
+  Status Report(int64_t step, double loss, int64_t samples,
+                const std::function<std::map<std::string, double>()>& values);
+
+ private:
+  const Options options_;
+  CoordinatorClient* const coord_;
+  StepMetrics::Clock::time_point since_;
+  int64_t samples_ = 0;
 };
 
 }  // namespace parallax::trainer

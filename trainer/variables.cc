@@ -3,22 +3,9 @@
 #include <algorithm>
 
 #include "core/ps/initializer.h"
-#include "trainer/include/parallax/session.h"
-#include "trainer/job_plan.h"
+#include "parallax/session.h"
 
 namespace parallax {
-
-const char* VariablePathName(VariablePath path) {
-  switch (path) {
-    case VariablePath::kAllReduce:
-      return "allreduce";
-    case VariablePath::kAllGather:
-      return "allgather";
-    case VariablePath::kPs:
-      return "ps";
-  }
-  return "allreduce";
-}
 
 uint32_t DenseRowDim(size_t size) {
   return static_cast<uint32_t>(std::max<size_t>(1, std::min<size_t>(size, 1024)));
@@ -28,7 +15,7 @@ std::vector<float> InitialDenseValues(const Initializer& init, uint32_t var_id, 
   const uint32_t dim = DenseRowDim(size);
   std::vector<float> values(size), row(dim);
   for (size_t r = 0; r * dim < size; ++r) {
-    ps::InitializeRow(trainer::ToPsInit(init), var_id, static_cast<int64_t>(r), dim, row.data());
+    ps::InitializeRow(init, var_id, static_cast<int64_t>(r), dim, row.data());
     const size_t n = std::min<size_t>(dim, size - r * dim);
     std::copy(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(n),
               values.begin() + static_cast<std::ptrdiff_t>(r * dim));
@@ -38,7 +25,7 @@ std::vector<float> InitialDenseValues(const Initializer& init, uint32_t var_id, 
 
 void InitialSparseRow(const Initializer& init, uint32_t var_id, int64_t row, uint32_t dim,
                       float* out) {
-  ps::InitializeRow(trainer::ToPsInit(init), var_id, row, dim, out);
+  ps::InitializeRow(init, var_id, row, dim, out);
 }
 
 }  // namespace parallax

@@ -18,12 +18,6 @@
 namespace parallax::config_internal {
 namespace {
 
-constexpr std::string_view kArchs[] = {"hybrid", "allreduce", "allgather", "ps"};
-constexpr std::string_view kConsistencies[] = {"sync", "async", "ssp"};
-constexpr std::string_view kOptimizerTypes[] = {"sgd", "momentum", "adagrad", "adam"};
-constexpr std::string_view kValueEncodings[] = {"fp32", "fp16"};
-constexpr std::string_view kVariablePaths[] = {"allreduce", "allgather", "ps"};
-
 // Optimizer hyperparameters other than lr, and the types each applies to.
 constexpr std::string_view kMomentumOnly[] = {"momentum"};
 constexpr std::string_view kAdamOnly[] = {"adam"};
@@ -107,14 +101,15 @@ void Validator::ReadJob(const toml::table* t, JobConfig::Job* job) {
     Missing(t, "job.name", "expected " + kNameRule);
   }
   ReadInt(*t, "job", "workers", 1, &job->workers);
-  ReadEnum(*t, "job", "arch", kArchs, &job->arch);
-  const bool consistency_ok = !t->contains("consistency") ||
-                              ReadEnum(*t, "job", "consistency", kConsistencies, &job->consistency);
+  ReadSetting(*t, "job", "arch", &job->arch);
+  const bool consistency_ok =
+      !t->contains("consistency") || ReadSetting(*t, "job", "consistency", &job->consistency);
   if (ReadInt(*t, "job", "staleness", 0, &job->staleness) && job->staleness > 0 && consistency_ok &&
-      job->consistency != "ssp") {
+      job->consistency != Consistency::kSsp) {
     KeyError(*t->get("staleness"), "job.staleness",
              "staleness only applies to consistency = 'ssp', but consistency is " +
-                 Quote(job->consistency) + "; remove staleness or set consistency = 'ssp'");
+                 Quote(ConsistencyName(job->consistency)) +
+                 "; remove staleness or set consistency = 'ssp'");
   }
   ReadInt(*t, "job", "max_restarts", 0, &job->max_restarts);
 }
@@ -211,17 +206,23 @@ void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
   }
 }
 
-void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out) {
+void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix,
+                              OptimizerSettings* out) {
   CheckKeys(t, prefix, kOptimizerKeys);
   const bool type_given = t.contains("type");
-  const bool type_ok = !type_given || ReadEnum(t, prefix, "type", kOptimizerTypes, &out->type);
-  ReadNumber(t, prefix, "lr", Range::kPositive, &out->lr);
+  const bool type_ok = !type_given || ReadSetting(t, prefix, "type", &out->type);
+  const std::string type = OptimizerTypeName(out->type);
+  auto read = [&](const char* key, Range range, float* value) {
+    double v = 0;
+    if (ReadNumber(t, prefix, key, range, &v)) *value = static_cast<float>(v);
+  };
+  read("lr", Range::kPositive, &out->lr);
 
   // Hyperparameters and the optimizer types they belong to.
   struct Hyper {
     const char* key;
     Range range;
-    double* value;
+    float* value;
     Names types;
   };
   const Hyper hypers[] = {
@@ -234,20 +235,20 @@ void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix, Opt
   for (const Hyper& h : hypers) {
     const toml::node* n = t.get(h.key);
     if (n == nullptr) continue;
-    if (type_ok && !Contains(h.types, out->type)) {
+    if (type_ok && !Contains(h.types, type)) {
       KeyError(*n, KeyPath(prefix, h.key),
-               "applies only to " + Join(h.types, " and ") + ", not to type " + Quote(out->type) +
+               "applies only to " + Join(h.types, " and ") + ", not to type " + Quote(type) +
                    (type_given ? "" : " (the default; set type)"));
       continue;
     }
-    ReadNumber(t, prefix, h.key, h.range, h.value);
+    read(h.key, h.range, h.value);
   }
 }
 
-void Validator::ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps) {
+void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps) {
   CheckKeys(t, "ps", kPsKeys);
   if (ReadBool(t, "ps", "staleness_lr", &ps->staleness_lr) && ps->staleness_lr &&
-      consistency == "sync") {
+      consistency == Consistency::kSync) {
     KeyError(*t.get("staleness_lr"), "ps.staleness_lr",
              "staleness_lr only applies to consistency = 'async' or 'ssp' (in sync mode no "
              "push is stale); remove it or set consistency");
@@ -257,7 +258,7 @@ void Validator::ReadPs(const toml::table& t, const std::string& consistency, Job
     ps->search_partitions = ps->partitions == 0;
   }
   ReadBool(t, "ps", "local_aggregation", &ps->local_aggregation);
-  ReadEnum(t, "ps", "value_encoding", kValueEncodings, &ps->value_encoding);
+  ReadSetting(t, "ps", "value_encoding", &ps->value_encoding);
   ReadBool(t, "ps", "curve", &ps->curve);
   ReadBool(t, "ps", "shared_memory", &ps->shared_memory);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
@@ -329,12 +330,12 @@ void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverri
     } else {
       Missing(t, prefix + ".name", "expected the name of the variable to override");
     }
-    std::string path;
-    if (ReadEnum(*t, prefix, "path", kVariablePaths, &path)) v.path = path;
+    VariablePath path = VariablePath::kAllReduce;
+    if (ReadSetting(*t, prefix, "path", &path)) v.path = path;
     int partitions = 0;
     if (ReadInt(*t, prefix, "partitions", 1, &partitions)) v.partitions = partitions;
     if (const toml::table* opt = GetTable(*t, prefix, "optimizer")) {
-      OptimizerConfig optimizer;
+      OptimizerSettings optimizer;
       ReadOptimizer(*opt, prefix + ".optimizer", &optimizer);
       v.optimizer = optimizer;
     }

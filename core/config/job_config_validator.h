@@ -15,7 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
+#include "core/base/setting_names.h"
+#include "parallax/status.h"
 #include "core/config/job_config.h"
 
 namespace parallax::config_internal {
@@ -106,6 +107,17 @@ class Validator {
                   std::string* out);
   bool ReadEnum(const toml::table& t, std::string_view prefix, std::string_view key, Names allowed,
                 std::string* out);
+  // One of the names of an enum of include/parallax/settings.h.
+  template <typename E>
+  bool ReadSetting(const toml::table& t, std::string_view prefix, std::string_view key, E* out) {
+    const std::vector<std::string_view> names = SettingNames<E>();
+    std::string name;
+    if (!ReadEnum(t, prefix, key, names, &name)) return false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) *out = static_cast<E>(i);
+    }
+    return true;
+  }
   bool ReadBool(const toml::table& t, std::string_view prefix, std::string_view key, bool* out);
   // "auto" (stored as 0) or an integer >= 1.
   bool ReadAutoOrCount(const toml::table& t, std::string_view prefix, std::string_view key,
@@ -121,8 +133,8 @@ class Validator {
 
   void ReadJob(const toml::table* t, JobConfig::Job* job);
   void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
-  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerConfig* out);
-  void ReadPs(const toml::table& t, const std::string& consistency, JobConfig::Ps* ps);
+  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerSettings* out);
+  void ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
   void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
   // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.

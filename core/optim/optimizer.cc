@@ -6,30 +6,7 @@
 
 namespace parallax::optim {
 
-std::string_view OptimizerTypeName(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kSgd:
-      return "sgd";
-    case OptimizerType::kMomentum:
-      return "momentum";
-    case OptimizerType::kAdagrad:
-      return "adagrad";
-    case OptimizerType::kAdam:
-      return "adam";
-  }
-  return "unknown";
-}
-
-StatusOr<OptimizerType> ParseOptimizerType(std::string_view name) {
-  for (OptimizerType t : {OptimizerType::kSgd, OptimizerType::kMomentum, OptimizerType::kAdagrad,
-                          OptimizerType::kAdam}) {
-    if (OptimizerTypeName(t) == name) return t;
-  }
-  return InvalidArgument("optimizer type \"" + std::string(name) +
-                         "\" is not one of sgd, momentum, adagrad, adam");
-}
-
-Status ValidateOptimizerSpec(const OptimizerSpec& spec) {
+Status ValidateOptimizer(const OptimizerSettings& spec) {
   auto bad = [&](const char* field, const char* range) {
     return InvalidArgument(std::string(OptimizerTypeName(spec.type)) + " optimizer: \"" + field +
                            "\" must be " + range);
@@ -57,11 +34,11 @@ int StateSlots(OptimizerType type) {
   return 0;
 }
 
-float InitialStateValue(const OptimizerSpec& spec, int slot) {
+float InitialStateValue(const OptimizerSettings& spec, int slot) {
   return spec.type == OptimizerType::kAdagrad && slot == 0 ? spec.initial_accumulator : 0.0f;
 }
 
-void ApplyUpdate(const OptimizerSpec& spec, float lr, size_t n, const float* __restrict g,
+void ApplyUpdate(const OptimizerSettings& spec, float lr, size_t n, const float* __restrict g,
                  float* __restrict w, float* __restrict s1, float* __restrict s2, int64_t* step) {
   switch (spec.type) {
     case OptimizerType::kSgd:
@@ -93,7 +70,7 @@ void ApplyUpdate(const OptimizerSpec& spec, float lr, size_t n, const float* __r
   }
 }
 
-DenseOptimizer::DenseOptimizer(const OptimizerSpec& spec, size_t size) : spec_(spec), size_(size) {
+DenseOptimizer::DenseOptimizer(const OptimizerSettings& spec, size_t size) : spec_(spec), size_(size) {
   const int slots = StateSlots(spec.type);
   if (slots >= 1) s1_.assign(size, InitialStateValue(spec, 0));
   if (slots >= 2) s2_.assign(size, InitialStateValue(spec, 1));
@@ -132,7 +109,7 @@ Status SparseOptimizer::Restore(OptimizerState state) {
   return Status::Ok();
 }
 
-SparseOptimizer::SparseOptimizer(const OptimizerSpec& spec, int64_t rows, uint32_t dim)
+SparseOptimizer::SparseOptimizer(const OptimizerSettings& spec, int64_t rows, uint32_t dim)
     : spec_(spec), rows_(rows), dim_(dim) {
   const size_t n = static_cast<size_t>(rows) * dim;
   const int slots = StateSlots(spec.type);

@@ -1,6 +1,6 @@
 // Optimizer math shared by every process that updates variables: trainer
 // ranks (dense variables, and sparse variables kept as local replicas) and
-// the PS shards (per-row state, through core/ps/plan.h's OptimizerSpec).
+// the PS shards (per-row state), after a variable's OptimizerSettings.
 //
 // Plain float arrays, no threads, no allocation per update. Formulas (g is
 // the gradient, w the weights; state slots start at 0 except Adagrad's
@@ -25,38 +25,24 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/settings.h"
+#include "parallax/status.h"
 
 namespace parallax::optim {
 
-enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam };
 
-struct OptimizerSpec {
-  OptimizerType type = OptimizerType::kSgd;
-  float lr = 0.01f;                  // > 0
-  float momentum = 0.9f;             // momentum: [0, 1)
-  float beta1 = 0.9f;                // adam: [0, 1)
-  float beta2 = 0.999f;              // adam: [0, 1)
-  float epsilon = 1e-8f;             // adagrad, adam: > 0
-  float initial_accumulator = 0.0f;  // adagrad: >= 0
-};
-
-// "sgd", "momentum", "adagrad", "adam".
-std::string_view OptimizerTypeName(OptimizerType type);
-// INVALID_ARGUMENT naming the type and the accepted ones.
-StatusOr<OptimizerType> ParseOptimizerType(std::string_view name);
 // INVALID_ARGUMENT naming the first field out of its range.
-Status ValidateOptimizerSpec(const OptimizerSpec& spec);
+Status ValidateOptimizer(const OptimizerSettings& spec);
 
 // State arrays (each as large as the weights) the optimizer needs: sgd 0,
 // momentum 1, adagrad 1, adam 2.
 int StateSlots(OptimizerType type);
 // Initial value of state slot `slot`.
-float InitialStateValue(const OptimizerSpec& spec, int slot);
+float InitialStateValue(const OptimizerSettings& spec, int slot);
 
 // One update of `n` contiguous weights. s1/s2/step may be null when the
 // optimizer has no such state. The building block of both forms below.
-void ApplyUpdate(const OptimizerSpec& spec, float lr, size_t n, const float* g, float* w, float* s1,
+void ApplyUpdate(const OptimizerSettings& spec, float lr, size_t n, const float* g, float* w, float* s1,
                  float* s2, int64_t* step);
 
 // An optimizer's state, for checkpoints: the slots (each as large as the
@@ -70,22 +56,22 @@ struct OptimizerState {
 // The dense form over a variable of `size` elements.
 class DenseOptimizer {
  public:
-  // REQUIRES: ValidateOptimizerSpec(spec).ok().
-  DenseOptimizer(const OptimizerSpec& spec, size_t size);
+  // REQUIRES: ValidateOptimizer(spec).ok().
+  DenseOptimizer(const OptimizerSettings& spec, size_t size);
 
   // w -= update(grad). REQUIRES: grad.size() == w.size() == size().
   void Apply(std::span<const float> grad, std::span<float> w);
 
   size_t size() const { return size_; }
   int64_t steps() const { return step_; }
-  const OptimizerSpec& spec() const { return spec_; }
+  const OptimizerSettings& spec() const { return spec_; }
 
   OptimizerState State() const { return {s1_, s2_, {step_}}; }
   // INVALID_ARGUMENT (nothing changed) when the sizes do not fit.
   Status Restore(OptimizerState state);
 
  private:
-  OptimizerSpec spec_;
+  OptimizerSettings spec_;
   size_t size_;
   std::vector<float> s1_, s2_;
   int64_t step_ = 0;
@@ -95,8 +81,8 @@ class DenseOptimizer {
 // allocated for the whole table (a worker keeps a whole replica anyway).
 class SparseOptimizer {
  public:
-  // REQUIRES: ValidateOptimizerSpec(spec).ok(), rows >= 0, dim > 0.
-  SparseOptimizer(const OptimizerSpec& spec, int64_t rows, uint32_t dim);
+  // REQUIRES: ValidateOptimizer(spec).ok(), rows >= 0, dim > 0.
+  SparseOptimizer(const OptimizerSettings& spec, int64_t rows, uint32_t dim);
 
   // Updates the rows `ids` of `table` with `grads` (ids.size() × dim, row i
   // for ids[i]). Ids must be distinct (sum repeated ids first) and in
@@ -111,7 +97,7 @@ class SparseOptimizer {
   Status Restore(OptimizerState state);
 
  private:
-  OptimizerSpec spec_;
+  OptimizerSettings spec_;
   int64_t rows_;
   uint32_t dim_;
   std::vector<float> s1_, s2_;

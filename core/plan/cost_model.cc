@@ -97,20 +97,11 @@ PathCost AllGatherSharedCallsOvercount(int tables, const ClusterShape& cluster,
   return over;
 }
 
-const char* PathName(Path path) {
-  switch (path) {
-    case Path::kAllReduce: return "allreduce";
-    case Path::kAllGather: return "allgather";
-    case Path::kPs: return "ps";
-  }
-  return "?";
-}
-
-const PathCost& Choice::cost(Path p) const {
+const PathCost& Choice::cost(VariablePath p) const {
   switch (p) {
-    case Path::kAllReduce: return allreduce;
-    case Path::kAllGather: return allgather;
-    case Path::kPs:
+    case VariablePath::kAllReduce: return allreduce;
+    case VariablePath::kAllGather: return allgather;
+    case VariablePath::kPs:
       return ps_aggregated.feasible && ps_aggregated.seconds < ps.seconds ? ps_aggregated : ps;
   }
   return allreduce;
@@ -245,16 +236,16 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   char alpha[64];
   std::snprintf(alpha, sizeof(alpha), "α = %.3g", var.alpha);
   if (!var.sparse) {
-    choice.path = Path::kAllReduce;
+    choice.path = VariablePath::kAllReduce;
     choice.reason = "dense: every element changes every step; all-reduce: " +
                     Predicted(choice.allreduce);
     return choice;
   }
   // Tie-break order: a sparse path touches only the batch's rows, which the
   // prediction does not show (with one worker every path costs nothing).
-  const Path order[] = {Path::kAllGather, Path::kPs, Path::kAllReduce};
+  const VariablePath order[] = {VariablePath::kAllGather, VariablePath::kPs, VariablePath::kAllReduce};
   const PathCost* best = nullptr;
-  for (Path p : order) {
+  for (VariablePath p : order) {
     const PathCost& c = choice.cost(p);
     if (!c.feasible) continue;
     if (best == nullptr || c.seconds < best->seconds) {
@@ -263,13 +254,13 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
     }
   }
   std::string others;
-  for (Path p : order) {
+  for (VariablePath p : order) {
     if (p == choice.path) continue;
     const PathCost& c = choice.cost(p);
-    others += std::string(others.empty() ? "" : ", ") + PathName(p) + " " +
+    others += std::string(others.empty() ? "" : ", ") + VariablePathName(p) + " " +
               (c.feasible ? Predicted(c) : "n/a (" + c.why_not + ")");
   }
-  choice.reason = std::string(alpha) + ": " + PathName(choice.path) + " " + Predicted(*best) +
+  choice.reason = std::string(alpha) + ": " + VariablePathName(choice.path) + " " + Predicted(*best) +
                   " vs " + others;
   return choice;
 }

@@ -41,10 +41,10 @@
 #include <string>
 #include <vector>
 
+#include "parallax/settings.h"
+
 namespace parallax::plan {
 
-enum class Path { kAllReduce, kAllGather, kPs };
-const char* PathName(Path path);
 
 // Defaults of CostOptions (see there): bench/e2e/calibrate.sh on the
 // development machine, 2026-11-22 10:14 UTC, load average 15-18 on 2 cores.
@@ -100,9 +100,9 @@ struct PathCost {
 };
 
 struct Choice {
-  Path path = Path::kAllReduce;
+  VariablePath path = VariablePath::kAllReduce;
   PathCost allreduce, allgather, ps, ps_aggregated;
-  const PathCost& cost(Path p) const;  // ps: aggregated when local aggregation is on
+  const PathCost& cost(VariablePath p) const;  // ps: aggregated when local aggregation is on
   std::string reason;  // one line: why this path
 };
 

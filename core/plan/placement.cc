@@ -6,11 +6,12 @@
 
 namespace parallax::plan {
 
-std::vector<double> PartitionLoads(std::span<const double> row_frequency, uint32_t partitions,
+std::vector<double> PartitionLoads(const std::unordered_map<int64_t, double>& row_frequency,
+                                   uint32_t partitions,
                                    const std::function<uint32_t(int64_t)>& partition_of) {
   std::vector<double> load(std::max<uint32_t>(partitions, 1), 0.0);
-  for (size_t r = 0; r < row_frequency.size(); ++r) {
-    load[partition_of(static_cast<int64_t>(r)) % load.size()] += row_frequency[r];
+  for (const auto& [row, frequency] : row_frequency) {
+    load[partition_of(row) % load.size()] += frequency;
   }
   return load;
 }

@@ -7,14 +7,16 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace parallax::plan {
 
 // Expected load of each of `partitions` partitions: the sum of the
-// frequencies of the rows `partition_of` maps to it. `row_frequency[r]` is
-// how often row r is touched per step (any unit).
-std::vector<double> PartitionLoads(std::span<const double> row_frequency, uint32_t partitions,
+// frequencies of the rows `partition_of` maps to it. `row_frequency` maps a
+// row to how often it is touched per step (any unit; absent rows: never).
+std::vector<double> PartitionLoads(const std::unordered_map<int64_t, double>& row_frequency,
+                                   uint32_t partitions,
                                    const std::function<uint32_t(int64_t)>& partition_of);
 
 struct Placement {

@@ -13,23 +13,28 @@ std::string Shape(const VariableStats& v) {
   return v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.dim);
 }
 
-bool ParseForced(const std::string& arch, Path* path) {
-  if (arch == "allreduce") *path = Path::kAllReduce;
-  else if (arch == "allgather") *path = Path::kAllGather;
-  else if (arch == "ps") *path = Path::kPs;
-  else return false;
-  return true;
+// What the cost model sees of a planned variable.
+VariableStats StatsOf(const PlannedVariable& v) {
+  VariableStats stats;
+  stats.name = v.name;
+  stats.sparse = v.sparse;
+  stats.rows = v.sparse ? v.rows : 1;
+  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
+  stats.alpha = v.density >= 0 ? v.density : 1.0;
+  stats.alpha_host = v.density_host;
+  stats.partitions = static_cast<int>(std::max<uint32_t>(1, v.partitions));
+  return stats;
 }
 
 }  // namespace
 
-PathCost CostOn(const Choice& choice, const VariableStats& var, Path path,
+PathCost CostOn(const Choice& choice, const VariableStats& var, VariablePath path,
                 const ClusterShape& cluster, const CostOptions& options) {
   switch (path) {
-    case Path::kAllReduce: return choice.allreduce;
-    case Path::kAllGather: return var.sparse ? choice.allgather : choice.allreduce;
-    case Path::kPs: {
-      if (choice.ps.feasible) return choice.cost(Path::kPs);
+    case VariablePath::kAllReduce: return choice.allreduce;
+    case VariablePath::kAllGather: return var.sparse ? choice.allgather : choice.allreduce;
+    case VariablePath::kPs: {
+      if (choice.ps.feasible) return choice.cost(VariablePath::kPs);
       ClusterShape one = cluster;
       one.shards = 1;
       return PsCost(var, one, options, options.local_aggregation);
@@ -38,29 +43,22 @@ PathCost CostOn(const Choice& choice, const VariableStats& var, Path path,
   return {};
 }
 
-PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const ClusterShape& cluster,
-                           const CostOptions& options, const std::string& arch,
-                           const std::vector<std::optional<Path>>& overrides) {
+PlanReport BuildPlanReport(const JobPlan& plan) {
   PlanReport report;
+  const ClusterShape& cluster = plan.cluster;
+  const CostOptions& options = plan.cost;
   report.cluster = cluster;
-  report.arch = arch;
-  Path forced = Path::kAllReduce;
-  const bool is_forced = ParseForced(arch, &forced);
-  auto overridden = [&](size_t i) { return i < overrides.size() && overrides[i].has_value(); };
-  for (size_t i = 0; i < vars.size(); ++i) {
+  report.arch = plan.arch;
+  for (const PlannedVariable& v : plan.variables) {
     PlannedRow row;
-    row.var = vars[i];
+    row.var = StatsOf(v);
     row.choice = ChoosePath(row.var, cluster, options);
-    row.path = row.choice.path;
-    if (overridden(i)) {
-      row.path = *overrides[i];
-      row.note = "[[variable]] in the job file";
-    } else if (is_forced) {
-      row.path = forced;
-      row.note = "arch = \"" + arch + "\"";
+    row.path = v.path;
+    row.reason = v.reason;
+    if (const ps::VariableSpec* spec = plan.ps.FindVariable(v.id)) {
+      row.partition_shards = spec->partition_shards;
     }
-    if (!row.var.sparse && row.path == Path::kAllGather) row.path = Path::kAllReduce;
-    auto add = [&](PlanBytes* sum, Path p) {
+    auto add = [&](PlanBytes* sum, VariablePath p) {
       const PathCost c = CostOn(row.choice, row.var, p, cluster, options);
       sum->worker += c.bytes;
       sum->link += c.link_bytes;
@@ -69,14 +67,14 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
     PlanTotals& t = report.totals;
     add(&t.hybrid, row.path);
     add(&t.hybrid_by_path[static_cast<int>(row.path)], row.path);
-    add(&t.allreduce, Path::kAllReduce);
-    add(&t.allgather, Path::kAllGather);
-    add(&t.ps, Path::kPs);
+    add(&t.allreduce, VariablePath::kAllReduce);
+    add(&t.allgather, VariablePath::kAllGather);
+    add(&t.ps, VariablePath::kPs);
     report.rows.push_back(std::move(row));
   }
   int in_plan = 0, sparse = 0;
   for (const PlannedRow& r : report.rows) {
-    in_plan += r.path == Path::kAllGather;
+    in_plan += r.path == VariablePath::kAllGather;
     sparse += r.var.sparse;
   }
   auto share = [&](PlanBytes* sum, int tables) {
@@ -86,7 +84,7 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
     sum->seconds -= over.seconds;
   };
   share(&report.totals.hybrid, in_plan);
-  share(&report.totals.hybrid_by_path[static_cast<int>(Path::kAllGather)], in_plan);
+  share(&report.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllGather)], in_plan);
   share(&report.totals.allgather, sparse);
   // The variables on all-reduce share the step's fusion buckets: dense
   // gradients first, then the whole-table ones of sparse variables, in
@@ -100,9 +98,9 @@ PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const Cluster
     }
     sum->seconds -= AllReduceFusionOvercount(elements, cluster, options).seconds;
   };
-  auto in_this_plan = [](const PlannedRow& r) { return r.path == Path::kAllReduce; };
+  auto in_this_plan = [](const PlannedRow& r) { return r.path == VariablePath::kAllReduce; };
   fuse(&report.totals.hybrid, in_this_plan);
-  fuse(&report.totals.hybrid_by_path[static_cast<int>(Path::kAllReduce)], in_this_plan);
+  fuse(&report.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllReduce)], in_this_plan);
   fuse(&report.totals.allreduce, [](const PlannedRow&) { return true; });
   fuse(&report.totals.allgather, [](const PlannedRow& r) { return !r.var.sparse; });
   return report;
@@ -113,7 +111,7 @@ std::string FormatPlanReport(const PlanReport& report) {
   char line[512];
   std::snprintf(line, sizeof(line), "%d workers on %d host(s), %d PS shard(s), arch = \"%s\"\n\n",
                 report.cluster.workers, report.cluster.hosts, report.cluster.shards,
-                report.arch.c_str());
+                ArchName(report.arch));
   out << line;
   std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n", "variable",
                 "shape", "alpha", "path", "P", "allreduce", "allgather", "ps");
@@ -128,12 +126,15 @@ std::string FormatPlanReport(const PlanReport& report) {
     const std::string ag =
         r.choice.allgather.feasible ? FormatBytes(r.choice.allgather.bytes) : std::string("n/a");
     std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n",
-                  r.var.name.c_str(), Shape(r.var).c_str(), alpha, PathName(r.path),
-                  r.path == Path::kPs ? std::to_string(r.var.partitions).c_str() : "-",
+                  r.var.name.c_str(), Shape(r.var).c_str(), alpha, VariablePathName(r.path),
+                  r.path == VariablePath::kPs ? std::to_string(r.var.partitions).c_str() : "-",
                   FormatBytes(r.choice.allreduce.bytes).c_str(), ag.c_str(),
-                  FormatBytes(r.choice.cost(Path::kPs).bytes).c_str());
+                  FormatBytes(r.choice.cost(VariablePath::kPs).bytes).c_str());
     out << line;
-    out << "    " << (r.note.empty() ? r.choice.reason : r.note + " (the cost model: " + r.choice.reason + ")")
+    // The plan's reason, and the cost model's view when the plan's path was
+    // not its choice (a forced arch, a [[variable]] path).
+    const bool by_cost_model = r.reason.rfind(r.choice.reason, 0) == 0;
+    out << "    " << (by_cost_model ? r.reason : r.reason + " (the cost model: " + r.choice.reason + ")")
         << "\n";
   }
   const PlanTotals& t = report.totals;
@@ -165,27 +166,28 @@ std::string PlanReportJson(const PlanReport& report) {
                     {"dim", r.var.dim},
                     {"alpha", r.var.alpha},
                     {"alpha_host", r.var.alpha_host},
-                    {"path", PathName(r.path)},
-                    {"partitions", r.path == Path::kPs ? r.var.partitions : 0},
+                    {"path", VariablePathName(r.path)},
+                    {"partitions", r.path == VariablePath::kPs ? r.var.partitions : 0},
+                    {"partition_shards", r.partition_shards},
                     {"bytes_per_worker",
                      {{"allreduce", r.choice.allreduce.bytes},
                       {"allgather", r.choice.allgather.feasible ? nlohmann::json(r.choice.allgather.bytes)
                                                                 : nlohmann::json(nullptr)},
-                      {"ps", r.choice.cost(Path::kPs).bytes}}},
+                      {"ps", r.choice.cost(VariablePath::kPs).bytes}}},
                     {"predicted_seconds_per_step",
                      {{"allreduce", r.choice.allreduce.seconds},
                       {"allgather", r.choice.allgather.feasible
                                         ? nlohmann::json(r.choice.allgather.seconds)
                                         : nlohmann::json(nullptr)},
-                      {"ps", r.choice.cost(Path::kPs).seconds}}},
-                    {"reason", r.note.empty() ? r.choice.reason : r.note}});
+                      {"ps", r.choice.cost(VariablePath::kPs).seconds}}},
+                    {"reason", r.reason}});
   }
   const PlanTotals& t = report.totals;
   nlohmann::json doc = {
       {"workers", report.cluster.workers},
       {"hosts", report.cluster.hosts},
       {"shards", report.cluster.shards},
-      {"arch", report.arch},
+      {"arch", ArchName(report.arch)},
       {"variables", vars},
       {"total_bytes_per_worker",
        {{"plan", t.hybrid.worker},
@@ -193,9 +195,9 @@ std::string PlanReportJson(const PlanReport& report) {
         {"allgather", t.allgather.worker},
         {"ps", t.ps.worker}}},
       {"plan_bytes_per_worker_by_path",
-       {{"allreduce", t.hybrid_by_path[static_cast<int>(Path::kAllReduce)].worker},
-        {"allgather", t.hybrid_by_path[static_cast<int>(Path::kAllGather)].worker},
-        {"ps", t.hybrid_by_path[static_cast<int>(Path::kPs)].worker}}},
+       {{"allreduce", t.hybrid_by_path[static_cast<int>(VariablePath::kAllReduce)].worker},
+        {"allgather", t.hybrid_by_path[static_cast<int>(VariablePath::kAllGather)].worker},
+        {"ps", t.hybrid_by_path[static_cast<int>(VariablePath::kPs)].worker}}},
       {"total_bytes_per_host_link",
        {{"plan", t.hybrid.link},
         {"allreduce", t.allreduce.link},

@@ -1,23 +1,25 @@
-// The whole-job view of the cost model that `parallax plan` prints: per
-// variable its shape, α, chosen path and the predicted bytes per worker per
-// step on every path, and the totals of the hybrid plan against forcing one
-// path for every variable.
+// The predicted costs of a plan, what `parallax plan` prints: per variable
+// its shape, α, the plan's path and the predicted bytes per worker per step
+// on every path, and the totals of the plan against forcing one path for
+// every variable. Recomputed from the plan alone (it records the cluster and
+// the cost model's figures), so it never decides a path of its own.
 #ifndef PARALLAX_CORE_PLAN_REPORT_H_
 #define PARALLAX_CORE_PLAN_REPORT_H_
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/plan/cost_model.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax::plan {
 
 struct PlannedRow {
-  VariableStats var;
-  Choice choice;
-  Path path = Path::kAllReduce;  // the choice, or the forced / overridden path
-  std::string note;              // why, when not the cost model's choice
+  VariableStats var;    // shape, α and partitions as the cost model sees them
+  Choice choice;        // the cost model's prediction on every path
+  VariablePath path = VariablePath::kAllReduce;  // the plan's path
+  std::string reason;   // the plan's reason
+  std::vector<uint32_t> partition_shards;  // on the PS: partition -> shard
 };
 
 // Bytes per step of a whole plan: through one worker's transport (sent +
@@ -34,24 +36,19 @@ struct PlanBytes {
 };
 struct PlanTotals {
   PlanBytes hybrid, allreduce, allgather, ps;  // `hybrid`: this plan, whatever its arch
-  // This plan's bytes by the path they take (index: Path), what the
+  // This plan's bytes by the path they take (index: VariablePath), what the
   // transport counters of a run of it show per path.
   PlanBytes hybrid_by_path[3];
 };
 
 struct PlanReport {
   ClusterShape cluster;
-  std::string arch;
+  Arch arch = Arch::kHybrid;
   std::vector<PlannedRow> rows;
   PlanTotals totals;
 };
 
-// `forced` is the path of every variable under arch = allreduce | allgather
-// | ps (a dense variable has no all-gather form and stays on all-reduce);
-// `overrides[i]`, when set, is variable i's [[variable]] path.
-PlanReport BuildPlanReport(const std::vector<VariableStats>& vars, const ClusterShape& cluster,
-                           const CostOptions& options, const std::string& arch,
-                           const std::vector<std::optional<Path>>& overrides = {});
+PlanReport BuildPlanReport(const JobPlan& plan);
 
 // A fixed-width table, one line per variable and the totals.
 std::string FormatPlanReport(const PlanReport& report);
@@ -60,7 +57,7 @@ std::string PlanReportJson(const PlanReport& report);
 
 // What `var` costs on `path` (a dense variable on PS moves every element
 // both ways; without shards, what it would move with one).
-PathCost CostOn(const Choice& choice, const VariableStats& var, Path path,
+PathCost CostOn(const Choice& choice, const VariableStats& var, VariablePath path,
                 const ClusterShape& cluster, const CostOptions& options);
 
 }  // namespace parallax::plan

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace parallax::plan {
@@ -17,12 +18,16 @@ struct Sparsity {
   // Share of accesses that go to the most frequent 1% of rows (≥ 0.01; 0.01
   // for a uniform profile): the skew placement has to balance.
   double top1pct_share = 0;
-  std::vector<double> row_frequency;  // accesses per batch, per row
+  // Accesses per batch of every row the batches touched (absent: never).
+  std::unordered_map<int64_t, double> row_frequency;
 };
 
 // `batches[i]` is the ids batch i touched (repeats allowed). Consecutive
 // groups of `workers_per_host` batches stand for one host's workers in one
-// step. Ids outside [0, rows) are ignored.
+// step: the trainer's rank 0 and `parallax plan` both pass rank 0's own
+// consecutive batches, which stand for its host's ranks (the same data
+// distribution). Ids outside [0, rows) are ignored. Memory is proportional
+// to the ids sampled, not to `rows`.
 Sparsity MeasureSparsity(std::span<const std::vector<int64_t>> batches, int64_t rows,
                          int workers_per_host);
 

@@ -326,7 +326,7 @@ class ZmqPsClient final : public PsClient {
 
     // Build every part's frames before registering, so the loop never sees
     // a half-built request.
-    const bool fp16 = plan.fp16_values;
+    const bool fp16 = plan.value_encoding == ValueEncoding::kFp16;
     const uint16_t flags = fp16 ? ps_wire::kFlagFp16 : 0;
     const size_t vbytes = ValueBytes(flags);
     std::vector<std::array<zmq::message_t, 3>> frames(r.parts.size());

@@ -10,9 +10,9 @@ inline float Unit(uint64_t bits) { return static_cast<float>(bits >> 40) * (1.0f
 
 }  // namespace
 
-void InitializeRow(const InitSpec& init, uint32_t variable_id, int64_t row, uint32_t dim,
+void InitializeRow(const Initializer& init, uint32_t variable_id, int64_t row, uint32_t dim,
                    float* out) {
-  if (init.type == InitType::kZeros) {
+  if (init.type == Initializer::Type::kZeros) {
     for (uint32_t i = 0; i < dim; ++i) out[i] = 0.0f;
     return;
   }
@@ -20,7 +20,7 @@ void InitializeRow(const InitSpec& init, uint32_t variable_id, int64_t row, uint
                                                 static_cast<uint64_t>(row)));
   for (uint32_t i = 0; i < dim; ++i) {
     const uint64_t r = Mix64(base + 0x9e3779b97f4a7c15ULL * (i + 1));
-    if (init.type == InitType::kUniform) {
+    if (init.type == Initializer::Type::kUniform) {
       out[i] = (2.0f * Unit(r) - 1.0f) * init.scale;
     } else {
       // Box-Muller from two 24-bit uniforms; float math only, so identical

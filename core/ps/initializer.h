@@ -13,7 +13,7 @@ namespace parallax::ps {
 // Writes `dim` initial values of row `row` of variable `variable_id` to
 // `out`. Deterministic across processes and hosts (integer hashing only, no
 // library RNG); uniform values lie in [-scale, scale).
-void InitializeRow(const InitSpec& init, uint32_t variable_id, int64_t row, uint32_t dim,
+void InitializeRow(const Initializer& init, uint32_t variable_id, int64_t row, uint32_t dim,
                    float* out);
 
 }  // namespace parallax::ps

@@ -60,11 +60,11 @@ StatusOr<std::unique_ptr<PartitionFileReader>> PartitionFileReader::Open(const s
   const PartitionFileHeader& fh = r->header_;
   if (fh.magic != kPartitionFileMagic || fh.format != kPartitionFileFormat)
     return bad("is not a PS checkpoint of format 1");
-  if (fh.dim == 0 || fh.optimizer > static_cast<uint32_t>(optim::OptimizerType::kAdam))
+  if (fh.dim == 0 || fh.optimizer > static_cast<uint32_t>(OptimizerType::kAdam))
     return bad("has a malformed header");
-  const auto type = static_cast<optim::OptimizerType>(fh.optimizer);
+  const auto type = static_cast<OptimizerType>(fh.optimizer);
   r->row_bytes_ = 8 + size_t{fh.dim} * 4 * (1 + static_cast<size_t>(optim::StateSlots(type))) +
-                  (type == optim::OptimizerType::kAdam ? 8 : 0);
+                  (type == OptimizerType::kAdam ? 8 : 0);
   if (fh.count > (size - sizeof fh - 8) / r->row_bytes_ ||
       sizeof fh + fh.count * r->row_bytes_ + 8 != size)
     return bad("does not hold the " + std::to_string(fh.count) + " rows its header announces");

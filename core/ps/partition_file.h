@@ -28,7 +28,7 @@ struct PartitionFileHeader {
   uint32_t partitions = 0;
   uint32_t scheme = 0;
   uint32_t dim = 0;
-  uint32_t optimizer = 0;  // optim::OptimizerType
+  uint32_t optimizer = 0;  // OptimizerType
   int64_t rows = 0;        // the variable's rows
   uint64_t count = 0;      // rows in this file
   int64_t applied = 0;

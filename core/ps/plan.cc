@@ -24,15 +24,22 @@ Status Get(const json& obj, const char* key, T* out, const std::string& where) {
   return Status::Ok();
 }
 
-Status ParseOptimizer(const json& j, OptimizerSpec* o, const std::string& where) {
-  std::string type = "sgd";
-  PX_RETURN_IF_ERROR(Get(j, "type", &type, where));
-  if (type == "sgd") o->type = OptimizerType::kSgd;
-  else if (type == "momentum") o->type = OptimizerType::kMomentum;
-  else if (type == "adagrad") o->type = OptimizerType::kAdagrad;
-  else if (type == "adam") o->type = OptimizerType::kAdam;
-  else return InvalidArgument("plan: " + where + "optimizer type \"" + type +
-                              "\" is not one of sgd, momentum, adagrad, adam");
+// A string key naming one of include/parallax/settings.h's enums: `parse`
+// turns the name into it; absent keys keep *out.
+template <typename E>
+Status GetSetting(const json& obj, const char* key, std::optional<E> (*parse)(std::string_view),
+                  E* out, const std::string& where) {
+  std::string name;
+  if (obj.find(key) == obj.end()) return Status::Ok();
+  PX_RETURN_IF_ERROR(Get(obj, key, &name, where));
+  const std::optional<E> v = parse(name);
+  if (!v) return InvalidArgument("plan: " + where + "\"" + key + "\" is \"" + name + "\", not a known name");
+  *out = *v;
+  return Status::Ok();
+}
+
+Status ParseOptimizer(const json& j, OptimizerSettings* o, const std::string& where) {
+  PX_RETURN_IF_ERROR(GetSetting(j, "type", &ParseOptimizerType, &o->type, where + "optimizer "));
   PX_RETURN_IF_ERROR(Get(j, "lr", &o->lr, where));
   PX_RETURN_IF_ERROR(Get(j, "momentum", &o->momentum, where));
   PX_RETURN_IF_ERROR(Get(j, "beta1", &o->beta1, where));
@@ -42,43 +49,11 @@ Status ParseOptimizer(const json& j, OptimizerSpec* o, const std::string& where)
   return Status::Ok();
 }
 
-Status ParseInit(const json& j, InitSpec* s, const std::string& where) {
-  std::string type = "uniform";
-  PX_RETURN_IF_ERROR(Get(j, "type", &type, where));
-  if (type == "uniform") s->type = InitType::kUniform;
-  else if (type == "zeros") s->type = InitType::kZeros;
-  else if (type == "normal") s->type = InitType::kNormal;
-  else return InvalidArgument("plan: " + where + "init type \"" + type +
-                              "\" is not one of uniform, zeros, normal");
+Status ParseInit(const json& j, Initializer* s, const std::string& where) {
+  PX_RETURN_IF_ERROR(GetSetting(j, "type", &ParseInitializerType, &s->type, where + "init "));
   PX_RETURN_IF_ERROR(Get(j, "seed", &s->seed, where));
   PX_RETURN_IF_ERROR(Get(j, "scale", &s->scale, where));
   return Status::Ok();
-}
-
-const char* Name(OptimizerType t) {
-  switch (t) {
-    case OptimizerType::kSgd: return "sgd";
-    case OptimizerType::kMomentum: return "momentum";
-    case OptimizerType::kAdagrad: return "adagrad";
-    case OptimizerType::kAdam: return "adam";
-  }
-  return "?";
-}
-const char* Name(InitType t) {
-  switch (t) {
-    case InitType::kZeros: return "zeros";
-    case InitType::kUniform: return "uniform";
-    case InitType::kNormal: return "normal";
-  }
-  return "?";
-}
-const char* Name(Consistency c) {
-  switch (c) {
-    case Consistency::kSync: return "sync";
-    case Consistency::kAsync: return "async";
-    case Consistency::kSsp: return "ssp";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -98,27 +73,20 @@ StatusOr<PsPlan> ParsePsPlan(std::string_view text) {
   if (doc.is_object() && doc.contains("ps") && doc["ps"].is_object()) doc = doc["ps"];
   if (!doc.is_object()) return InvalidArgument("plan: expected a JSON object");
   PsPlan plan;
-  std::string consistency = "sync", reduce = "mean", encoding = "fp32", nonfinite = "reject";
-  PX_RETURN_IF_ERROR(Get(doc, "consistency", &consistency, ""));
-  if (consistency == "sync") plan.consistency = Consistency::kSync;
-  else if (consistency == "async") plan.consistency = Consistency::kAsync;
-  else if (consistency == "ssp") plan.consistency = Consistency::kSsp;
-  else return InvalidArgument("plan: \"consistency\" is \"" + consistency +
-                              "\", expected sync, async or ssp");
+  std::string reduce = "mean", nonfinite = "reject";
+  PX_RETURN_IF_ERROR(GetSetting(doc, "consistency", &ParseConsistency, &plan.consistency, ""));
   PX_RETURN_IF_ERROR(Get(doc, "staleness", &plan.staleness, ""));
   PX_RETURN_IF_ERROR(Get(doc, "num_workers", &plan.num_workers, ""));
   PX_RETURN_IF_ERROR(Get(doc, "num_contributors", &plan.num_contributors, ""));
   PX_RETURN_IF_ERROR(Get(doc, "num_shards", &plan.num_shards, ""));
   PX_RETURN_IF_ERROR(Get(doc, "sync_reduce", &reduce, ""));
-  PX_RETURN_IF_ERROR(Get(doc, "value_encoding", &encoding, ""));
+  PX_RETURN_IF_ERROR(
+      GetSetting(doc, "value_encoding", &ParseValueEncoding, &plan.value_encoding, ""));
   PX_RETURN_IF_ERROR(Get(doc, "staleness_lr", &plan.staleness_lr, ""));
   PX_RETURN_IF_ERROR(Get(doc, "nonfinite", &nonfinite, ""));
   if (reduce != "mean" && reduce != "sum")
     return InvalidArgument("plan: \"sync_reduce\" must be mean or sum");
   plan.sync_mean = reduce == "mean";
-  if (encoding != "fp32" && encoding != "fp16")
-    return InvalidArgument("plan: \"value_encoding\" must be fp32 or fp16");
-  plan.fp16_values = encoding == "fp16";
   if (nonfinite != "reject" && nonfinite != "count")
     return InvalidArgument("plan: \"nonfinite\" must be reject or count");
   plan.reject_nonfinite = nonfinite == "reject";
@@ -186,13 +154,13 @@ StatusOr<PsPlan> LoadPsPlanFile(const std::string& path) {
 
 std::string PsPlanToJson(const PsPlan& plan) {
   json doc;
-  doc["consistency"] = Name(plan.consistency);
+  doc["consistency"] = ConsistencyName(plan.consistency);
   doc["staleness"] = plan.staleness;
   doc["num_workers"] = plan.num_workers;
   doc["num_contributors"] = plan.num_contributors;
   doc["sync_reduce"] = plan.sync_mean ? "mean" : "sum";
   doc["num_shards"] = plan.num_shards;
-  doc["value_encoding"] = plan.fp16_values ? "fp16" : "fp32";
+  doc["value_encoding"] = ValueEncodingName(plan.value_encoding);
   doc["staleness_lr"] = plan.staleness_lr;
   doc["nonfinite"] = plan.reject_nonfinite ? "reject" : "count";
   doc["variables"] = json::array();
@@ -206,10 +174,10 @@ std::string PsPlanToJson(const PsPlan& plan) {
     jv["scheme"] = v.scheme == PartitionScheme::kHash ? "hash" : "range";
     jv["partition_shards"] = v.partition_shards;
     const auto& o = v.optimizer;
-    jv["optimizer"] = {{"type", Name(o.type)}, {"lr", o.lr}, {"momentum", o.momentum},
+    jv["optimizer"] = {{"type", OptimizerTypeName(o.type)}, {"lr", o.lr}, {"momentum", o.momentum},
                        {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon},
                        {"initial_accumulator", o.initial_accumulator}};
-    jv["init"] = {{"type", Name(v.init.type)}, {"seed", v.init.seed}, {"scale", v.init.scale}};
+    jv["init"] = {{"type", InitializerTypeName(v.init.type)}, {"seed", v.init.seed}, {"scale", v.init.scale}};
     doc["variables"].push_back(std::move(jv));
   }
   return doc.dump(2);

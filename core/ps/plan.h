@@ -27,25 +27,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
-#include "core/optim/optimizer.h"
+#include "parallax/settings.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 
-enum class Consistency { kSync, kAsync, kSsp };
 enum class PartitionScheme { kHash, kRange };
-enum class InitType { kZeros, kUniform, kNormal };
-
-// The optimizer of a PS variable: the same type and math as on workers
-// (core/optim), so a variable keeps its optimizer whichever path it takes.
-using OptimizerType = optim::OptimizerType;
-using OptimizerSpec = optim::OptimizerSpec;
-
-struct InitSpec {
-  InitType type = InitType::kUniform;
-  uint64_t seed = 1;
-  float scale = 0.05f;  // uniform in [-scale, scale); normal with stddev scale
-};
 
 struct VariableSpec {
   uint32_t id = 0;
@@ -55,8 +42,10 @@ struct VariableSpec {
   uint32_t partitions = 1;
   PartitionScheme scheme = PartitionScheme::kHash;
   std::vector<uint32_t> partition_shards;  // size == partitions after parsing
-  OptimizerSpec optimizer;
-  InitSpec init;
+  // The same optimizer and initializer as on workers (core/optim,
+  // core/ps/initializer.h), so a variable keeps them whichever path it takes.
+  OptimizerSettings optimizer;
+  Initializer init;
 };
 
 struct PsPlan {
@@ -67,7 +56,7 @@ struct PsPlan {
                                   // aggregation); 0 = num_workers
   bool sync_mean = true;          // false: sum
   uint32_t num_shards = 1;
-  bool fp16_values = false;
+  ValueEncoding value_encoding = ValueEncoding::kFp32;
   bool staleness_lr = false;      // async/ssp: lr / max(1, staleness)
   bool reject_nonfinite = true;   // false: drop NaN/Inf rows and count them
   std::vector<VariableSpec> variables;

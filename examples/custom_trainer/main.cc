@@ -45,12 +45,12 @@ int Run() {
     return 2;
   }
   int64_t steps = 100, batch = 32, rows = 5000;
-  if (options->job) {
-    steps = options->job->trainer.steps;
-    batch = options->job->trainer.batch_size;
+  if (options->has_job_file()) {
+    steps = options->config.trainer.steps;
+    batch = options->config.trainer.batch_size;
     // [user] is passed through untouched; a real trainer would parse it
     // with its TOML library. Here only "ids = N" is looked for.
-    const std::string& user = options->job->user_toml;
+    const std::string& user = options->config.user_toml;
     const size_t at = user.find("ids = ");
     if (at != std::string::npos) rows = std::stoll(user.substr(at + 6));
   }

@@ -8,6 +8,7 @@
 #include <future>
 
 #include "coordinator/service.h"
+#include "core/plan/job_plan.h"
 #include "coordinator/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/testing/temp_dir.h"
@@ -81,17 +82,32 @@ class OrchestratorTest : public ::testing::Test {
     service_->ReportTasks(header_, agent, {r});
   }
 
-  // What rank 0 stores: a plan whose PS holds `ps_variables` variables (the
-  // orchestrator reads only that list).
+  // What rank 0 stores: a plan whose PS holds `ps_variables` variables,
+  // the rest all-reduced.
   void PutPlan(int64_t id, int attempt, int ps_variables) {
-    std::string vars;
-    for (int i = 0; i < ps_variables; ++i) {
-      vars += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i) + "}";
+    plan::JobPlan plan;
+    for (int i = 0; i < 2; ++i) {
+      plan::PlannedVariable v;
+      v.id = static_cast<uint32_t>(i);
+      v.name = "emb" + std::to_string(i);
+      v.sparse = true;
+      v.rows = 100;
+      v.dim = 4;
+      v.path = i < ps_variables ? VariablePath::kPs : VariablePath::kAllReduce;
+      plan.variables.push_back(v);
+      if (v.path != VariablePath::kPs) continue;
+      ps::VariableSpec spec;
+      spec.id = v.id;
+      spec.name = v.name;
+      spec.rows = v.rows;
+      spec.dim = v.dim;
+      spec.partition_shards = {0};
+      plan.ps.variables.push_back(spec);
     }
     rpc::PutPlanRequest r;
     r.job_id = id;
     r.attempt = attempt;
-    r.plan_json = "{\"version\":1,\"variables\":[],\"ps\":{\"variables\":[" + vars + "]}}";
+    r.plan_json = plan::JobPlanToJson(plan);
     service_->PutPlan(header_, r);
   }
 

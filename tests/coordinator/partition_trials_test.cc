@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator/service.h"
+#include "core/plan/job_plan.h"
 #include "coordinator/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/testing/temp_dir.h"
@@ -99,15 +100,26 @@ class PartitionTrialsTest : public ::testing::Test {
   // Rank 0 of a trial: stores a plan with "emb" at the trial's P and
   // publishes the step time, through the service like a trainer would.
   void FinishTrial(int64_t id, int attempt, uint32_t partitions, double seconds) {
-    json plan{{"variables", json::array()},
-              {"ps",
-               {{"variables",
-                 json::array({{{"id", 0}, {"name", "emb"}, {"rows", 1000},
-                               {"partitions", partitions}}})}}}};
+    plan::PlannedVariable emb;
+    emb.name = "emb";
+    emb.sparse = true;
+    emb.rows = 1000;
+    emb.dim = 4;
+    emb.path = VariablePath::kPs;
+    emb.partitions = partitions;
+    ps::VariableSpec spec;
+    spec.name = emb.name;
+    spec.rows = emb.rows;
+    spec.dim = emb.dim;
+    spec.partitions = partitions;
+    spec.partition_shards.assign(partitions, 0);
+    plan::JobPlan plan;
+    plan.variables.push_back(emb);
+    plan.ps.variables.push_back(spec);
     rpc::PutPlanRequest put;
     put.job_id = id;
     put.attempt = attempt;
-    put.plan_json = plan.dump();
+    put.plan_json = plan::JobPlanToJson(plan);
     service_->PutPlan(header_, put);
     rpc::KvSetRequest kv;
     kv.key = TrialResultKey(id, attempt);

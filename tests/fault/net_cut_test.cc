@@ -1,4 +1,4 @@
-// Issue 10, item 2: "hosts" as network namespaces on a bridge. The
+// "Hosts" as network namespaces on a bridge (tests/testing/net_hosts.h). The
 // coordinator listens on the bridge's address in the root namespace; hosts
 // a and b each run an agent (one slot) bound to and advertising their own
 // address, so the 2-rank job (with its 2 PS shards) spans both. Ranks pause
@@ -20,71 +20,13 @@
 #include <thread>
 
 #include "tests/fault/fault_cluster.h"
+#include "tests/testing/net_hosts.h"
 #include "tests/trainer/tiny_model.h"
 
 namespace parallax::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int Sh(const std::string& command) {
-  return RunProcess({"/bin/sh", "-c", command}, {}, 10'000).exit_code;
-}
-
-// Two namespaces "hosts" on a bridge pxb<pid>; names and the subnet are
-// unique per test process. Removed in the destructor.
-class NetHosts {
- public:
-  NetHosts() {
-    const std::string id = std::to_string(getpid() % 100000);
-    bridge_ = "pxb" + id;
-    subnet_ = "10.77." + std::to_string(getpid() % 250) + ".";
-    for (const char* h : {"a", "b"}) {
-      ns_.push_back("pxf" + id + h);
-      veth_.push_back("pxv" + id + h);
-    }
-  }
-  ~NetHosts() {
-    for (const std::string& ns : ns_) Sh("ip netns del " + ns + " 2>/dev/null");
-    for (const std::string& v : veth_) Sh("ip link del " + v + " 2>/dev/null");
-    Sh("ip link del " + bridge_ + " 2>/dev/null");
-  }
-  NetHosts(const NetHosts&) = delete;
-  NetHosts& operator=(const NetHosts&) = delete;
-
-  // "" or the command that failed.
-  std::string Create() {
-    std::vector<std::string> cmds = {"ip link add " + bridge_ + " type bridge",
-                                     "ip addr add " + CoordinatorHost() + "/24 dev " + bridge_,
-                                     "ip link set " + bridge_ + " up"};
-    for (size_t i = 0; i < ns_.size(); ++i) {
-      const std::string peer = "pxq" + veth_[i].substr(3);
-      cmds.push_back("ip netns add " + ns_[i]);
-      cmds.push_back("ip link add " + veth_[i] + " type veth peer name " + peer);
-      cmds.push_back("ip link set " + peer + " netns " + ns_[i]);
-      cmds.push_back("ip -n " + ns_[i] + " addr add " + Host(i) + "/24 dev " + peer);
-      cmds.push_back("ip -n " + ns_[i] + " link set " + peer + " up");
-      cmds.push_back("ip -n " + ns_[i] + " link set lo up");
-      cmds.push_back("ip link set " + veth_[i] + " master " + bridge_);
-      cmds.push_back("ip link set " + veth_[i] + " up");
-    }
-    for (const std::string& c : cmds) {
-      if (Sh(c + " 2>/dev/null") != 0) return c;
-    }
-    return "";
-  }
-
-  std::string CoordinatorHost() const { return subnet_ + "1"; }
-  std::string Host(size_t i) const { return subnet_ + std::to_string(10 + i); }
-  const std::string& Ns(size_t i) const { return ns_[i]; }
-  bool SetLink(size_t i, bool up) {
-    return Sh("ip link set " + veth_[i] + (up ? " up" : " down")) == 0;
-  }
-
- private:
-  std::string bridge_, subnet_;
-  std::vector<std::string> ns_, veth_;
-};
 
 class NetCutTest : public ::testing::Test {
  protected:

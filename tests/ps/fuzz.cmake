@@ -12,6 +12,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/ps/variable_table.cc
     ${src}/core/optim/optimizer.cc
     ${src}/ps/checkpoint.cc
+    ${src}/core/base/settings.cc
     ${src}/core/base/status.cc
     ${src}/core/base/logging.cc
     ${src}/core/base/clock.cc

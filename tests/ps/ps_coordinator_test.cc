@@ -57,7 +57,7 @@ TEST_F(PsCoordinatorTest, ShardFetchesPlanAndPublishesEndpointFromEnvironment) {
   v.rows = 100;
   v.dim = 4;
   v.partition_shards = {0};
-  v.init.type = InitType::kZeros;
+  v.init.type = Initializer::Type::kZeros;
   plan.variables.push_back(v);
   rpc::PutPlanRequest put;
   put.job_id = job_id;

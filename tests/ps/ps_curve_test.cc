@@ -60,7 +60,7 @@ class PsCurveTest : public ::testing::Test {
     v.rows = 100;
     v.dim = 4;
     v.partition_shards = {0};
-    v.init.type = InitType::kZeros;
+    v.init.type = Initializer::Type::kZeros;
     plan_.variables.push_back(v);
     rpc::PutPlanRequest put;
     put.job_id = job_id_;

@@ -22,6 +22,8 @@
 namespace {
 
 using namespace parallax::ps;
+using parallax::Consistency;
+using parallax::OptimizerType;
 
 std::unique_ptr<ShardCore> MakeCore(Consistency mode) {
   PsPlan plan;

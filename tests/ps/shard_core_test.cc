@@ -223,7 +223,7 @@ TEST_F(ShardCoreTest, SyncCombinesInRankOrderAndEqualsSerialReference) {
 TEST_F(ShardCoreTest, SyncLocalAggregationExpectsOneContributionPerHost) {
   PsPlan plan = OnePartitionPlan(Consistency::kSync, OptimizerType::kSgd, /*workers=*/4);
   plan.num_contributors = 2;  // two hosts of two workers
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   auto core = MakeCore(plan);
   Push(core.get(), 0, 0, {1}, std::vector<float>(kDim, 4.0f));
   EXPECT_EQ(core->applied_steps(0, 0), 0);
@@ -237,7 +237,7 @@ TEST_F(ShardCoreTest, SyncLocalAggregationExpectsOneContributionPerHost) {
 
 TEST_F(ShardCoreTest, SyncPushPullAnswersAfterTheStepApplied) {
   PsPlan plan = OnePartitionPlan(Consistency::kSync, OptimizerType::kSgd, 2);
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   plan.sync_mean = false;
   auto core = MakeCore(plan);
   auto first = Push(core.get(), 0, 0, {3}, std::vector<float>(kDim, 1.0f), 0, Op::kPushPull);
@@ -255,7 +255,7 @@ TEST_F(ShardCoreTest, SyncPushPullAnswersAfterTheStepApplied) {
 // the reply must equal a separate pull.
 TEST_F(ShardCoreTest, AsyncPushPullAnswersRowsAfterTheWholePush) {
   PsPlan plan = OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd);
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   auto core = MakeCore(plan);
   std::vector<float> g = {1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4};
   auto distinct = Push(core.get(), 0, 0, {3, 7, 9}, g, 0, Op::kPushPull);
@@ -301,7 +301,7 @@ TEST_F(ShardCoreTest, SspHoldsPullsOfWorkersTooFarAhead) {
 
 TEST_F(ShardCoreTest, AsyncAppliesEveryPushOnArrivalAndMeasuresStaleness) {
   PsPlan plan = OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd, 2);
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   plan.variables[0].optimizer.lr = 1.0f;
   plan.staleness_lr = true;
   auto core = MakeCore(plan);
@@ -425,7 +425,7 @@ TEST_F(ShardBadInputTest, StaleAttemptIsRefused) {
 TEST_F(ShardCoreTest, NonFiniteRowsAreCountedWhenConfigured) {
   PsPlan plan = OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd);
   plan.reject_nonfinite = false;
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   auto core = MakeCore(plan);
   std::vector<float> g(2 * kDim, 1.0f);
   g[1] = std::numeric_limits<float>::quiet_NaN();
@@ -443,7 +443,7 @@ TEST_F(ShardCoreTest, PushPullWithCountedNonFiniteRowsAnswersEveryRow) {
     PsPlan plan = OnePartitionPlan(mode, OptimizerType::kSgd);
     plan.reject_nonfinite = false;
     plan.sync_mean = false;
-    plan.variables[0].init.type = InitType::kZeros;
+    plan.variables[0].init.type = Initializer::Type::kZeros;
     auto core = MakeCore(plan);
     std::vector<float> g(3 * kDim, 1.0f);
     g[kDim + 2] = std::numeric_limits<float>::infinity();  // row of id 2
@@ -593,7 +593,7 @@ TEST_F(ShardCheckpointTest, LoadRefusesCorruptOrMismatchedFiles) {
 
 TEST_F(ShardCheckpointTest, SyncSaveWaitsForItsStepAndHoldsLaterSteps) {
   PsPlan plan = OnePartitionPlan(Consistency::kSync, OptimizerType::kSgd, 2);
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   plan.sync_mean = false;
   auto core = MakeCore(plan);
   std::vector<float> g(kDim, 1.0f);

@@ -105,7 +105,7 @@ TEST_F(ShardServerTest, AsyncSlowWorkerPushesStaleGradients) {
 
 TEST_F(ShardServerTest, AsyncAppliesEveryPushExactlyOnce) {
   PsPlan plan = MakePlan(Consistency::kAsync, 3, 2, 4);
-  plan.variables[0].init.type = InitType::kZeros;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
   plan.variables[0].optimizer.lr = 1.0f;
   StartShards(plan);
   std::vector<std::thread> workers;
@@ -249,8 +249,8 @@ TEST_F(ShardServerTest, SyncWorkersEqualSerialReference) {
 
 TEST_F(ShardServerTest, PushPullReturnsUpdatedRowsInOneRoundTrip) {
   PsPlan plan = MakePlan(Consistency::kAsync, 1, 2, 2);
-  plan.variables[0].init.type = InitType::kZeros;
-  plan.fp16_values = true;
+  plan.variables[0].init.type = Initializer::Type::kZeros;
+  plan.value_encoding = ValueEncoding::kFp16;
   StartShards(plan);
   auto c = Client(0);
   std::vector<int64_t> ids = {5, 150, 5};

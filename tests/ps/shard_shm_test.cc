@@ -94,7 +94,7 @@ class ShardShmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     plan_ = AsyncPlan(100, 1);
-    plan_.variables[0].init.type = InitType::kZeros;
+    plan_.variables[0].init.type = Initializer::Type::kZeros;
     Make();
   }
 
@@ -357,7 +357,7 @@ TEST_F(ShmClientTest, RequestsThatDoNotFitTheRegionGoInline) {
 // rows that start at 0 and gradients of 1: each row ends at minus the number
 // of pushes that named it, whichever way they went.
 TEST_F(ShmClientTest, ConcurrentRequestsOfOneClientShareTheRegionCorrectly) {
-  plan_.variables[0].init.type = InitType::kZeros;
+  plan_.variables[0].init.type = Initializer::Type::kZeros;
   plan_.variables[0].optimizer.lr = 1.0f;
   ASSERT_NO_FATAL_FAILURE(StartShards("zero-shard"));
   auto shm = Client(true, /*bytes=*/16 * 1024);  // ~16 KB: about 500 rows of 16 B in flight

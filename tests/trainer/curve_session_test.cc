@@ -73,19 +73,19 @@ std::string TrainOverSecuredPs(const std::string& ps_section) {
   o.coordinator = "127.0.0.1:" + port;
   o.token = kSecret;
   o.num_shards = 1;
-  o.arch = "ps";
-  o.consistency = "async";
-  o.dense_optimizer.type = "sgd";
-  o.dense_optimizer.lr = 0.1;
-  o.sparse_optimizer.type = "adagrad";
-  o.sparse_optimizer.lr = 0.1;
+  o.config.job.arch = Arch::kPs;
+  o.config.job.consistency = Consistency::kAsync;
+  o.config.dense_optimizer.type = OptimizerType::kSgd;
+  o.config.dense_optimizer.lr = 0.1;
+  o.config.sparse_optimizer.type = OptimizerType::kAdagrad;
+  o.config.sparse_optimizer.lr = 0.1;
   o.plan_timeout = o.rendezvous_timeout = o.step_timeout = std::chrono::milliseconds(30'000);
   JobLoadOptions load;
   load.check_paths = false;
   auto config = LoadJobConfig(job_file, load);  // as SessionOptions::FromEnvironment does
   EXPECT_TRUE(config.ok()) << config.status().ToString();
   if (!config.ok()) return "";
-  o.ps_curve = config->ps.curve;
+  o.config.ps.curve = config->ps.curve;
   auto session = Session::Create(o);
   EXPECT_TRUE(session.ok()) << session.status().ToString();
   if (!session.ok()) return "";
@@ -96,9 +96,9 @@ std::string TrainOverSecuredPs(const std::string& ps_section) {
   if (!started.ok()) return "";
   Status trained = testing::TrainTiny(session->get(), emb, w, kSteps, kBatch, false);
   EXPECT_TRUE(trained.ok()) << trained.ToString();
-  optim::OptimizerSpec sgd, adagrad;
+  OptimizerSettings sgd, adagrad;
   sgd.lr = adagrad.lr = 0.1f;
-  adagrad.type = optim::OptimizerType::kAdagrad;
+  adagrad.type = OptimizerType::kAdagrad;
   adagrad.initial_accumulator = 0.1f;
   testing::TinyResult ref = testing::TrainTinyReference(sgd, adagrad, kSteps, kBatch);
   auto wv = (*session)->Dense(w);

@@ -22,7 +22,7 @@
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
-#include "trainer/job_plan.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax {
 namespace {
@@ -94,8 +94,8 @@ class TrainerEquivalenceTest : public ::testing::Test {
     std::vector<std::map<std::string, std::vector<float>>> got;
     ASSERT_NO_FATAL_FAILURE(RunJob(arch, shards, opt, prefetch, emb_path, w_path, &got));
     auto spec = [](const std::string& type) {
-      optim::OptimizerSpec s;
-      s.type = *optim::ParseOptimizerType(type);
+      OptimizerSettings s;
+      s.type = *ParseOptimizerType(type);
       s.lr = 0.1f;
       s.initial_accumulator = 0.1f;  // the job file's default
       return s;
@@ -159,11 +159,11 @@ class TrainerEquivalenceTest : public ::testing::Test {
                       c.GetPlan(plan_json, coord_->Header(), job, 1, 0);
                     })
                     .ok());
-    auto plan = trainer::ParseJobPlan(plan_json);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    ASSERT_EQ(plan->variables.size(), 2u);
-    EXPECT_EQ(plan->variables[0].path, emb_path) << plan_json;
-    EXPECT_EQ(plan->variables[1].path, w_path) << plan_json;
+    auto parsed = plan::ParseJobPlan(plan_json);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    ASSERT_EQ(parsed->variables.size(), 2u);
+    EXPECT_EQ(parsed->variables[0].path, emb_path) << plan_json;
+    EXPECT_EQ(parsed->variables[1].path, w_path) << plan_json;
 
     got->assign(kRanks, {});
     for (int r = 0; r < kRanks; ++r) {
@@ -330,12 +330,12 @@ TEST_F(TrainerEquivalenceTest, AsyncOneRankEqualsOneProcess) {
   o.job_id = job;
   o.coordinator = "127.0.0.1:" + port_;
   o.num_shards = 1;
-  o.arch = "ps";
-  o.consistency = "async";
-  o.dense_optimizer.type = "sgd";
-  o.dense_optimizer.lr = 0.1;
-  o.sparse_optimizer.type = "adagrad";
-  o.sparse_optimizer.lr = 0.1;
+  o.config.job.arch = Arch::kPs;
+  o.config.job.consistency = Consistency::kAsync;
+  o.config.dense_optimizer.type = OptimizerType::kSgd;
+  o.config.dense_optimizer.lr = 0.1;
+  o.config.sparse_optimizer.type = OptimizerType::kAdagrad;
+  o.config.sparse_optimizer.lr = 0.1;
   o.plan_timeout = o.rendezvous_timeout = o.step_timeout = std::chrono::milliseconds(30'000);
   auto session = Session::Create(o);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
@@ -345,9 +345,9 @@ TEST_F(TrainerEquivalenceTest, AsyncOneRankEqualsOneProcess) {
   ASSERT_TRUE(started.ok()) << started.ToString();
   Status trained = testing::TrainTiny(session->get(), emb, w, kSteps, kRanks * kBatch, false);
   ASSERT_TRUE(trained.ok()) << trained.ToString();
-  optim::OptimizerSpec sgd, adagrad;
+  OptimizerSettings sgd, adagrad;
   sgd.lr = adagrad.lr = 0.1f;
-  adagrad.type = optim::OptimizerType::kAdagrad;
+  adagrad.type = OptimizerType::kAdagrad;
   adagrad.initial_accumulator = 0.1f;
   testing::TinyResult ref = testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch);
   auto wv = (*session)->Dense(w);
@@ -370,7 +370,7 @@ TEST_F(TrainerEquivalenceTest, LostShardFailsTheStepNamingIt) {
   o.job_id = job;
   o.coordinator = "127.0.0.1:" + port_;
   o.num_shards = 1;
-  o.arch = "ps";
+  o.config.job.arch = Arch::kPs;
   o.plan_timeout = o.rendezvous_timeout = std::chrono::milliseconds(20'000);
   o.step_timeout = std::chrono::milliseconds(3'000);
   auto session = Session::Create(o);

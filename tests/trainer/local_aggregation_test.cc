@@ -19,7 +19,7 @@
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
-#include "trainer/job_plan.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax {
 namespace {
@@ -103,16 +103,16 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
                     c.GetPlan(plan_json, (*coord)->Header(), id, 1, 0);
                   })
                   .ok());
-  auto plan = trainer::ParseJobPlan(plan_json);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_TRUE(plan->local_aggregation) << plan_json;
-  EXPECT_EQ(plan->ps.contributors(), static_cast<uint32_t>(kHosts)) << plan_json;
+  auto parsed = plan::ParseJobPlan(plan_json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->local_aggregation) << plan_json;
+  EXPECT_EQ(parsed->ps.contributors(), static_cast<uint32_t>(kHosts)) << plan_json;
 
   // Every rank's variables equal the one-process run with the whole batch.
-  optim::OptimizerSpec dense, sparse;
-  dense.type = *optim::ParseOptimizerType("sgd");
+  OptimizerSettings dense, sparse;
+  dense.type = *ParseOptimizerType("sgd");
   dense.lr = 0.1f;
-  sparse.type = *optim::ParseOptimizerType("adagrad");
+  sparse.type = *ParseOptimizerType("adagrad");
   sparse.lr = 0.1f;
   sparse.initial_accumulator = 0.1f;
   testing::TinyResult ref = testing::TrainTinyReference(dense, sparse, kSteps, kRanks * kBatch);

@@ -313,14 +313,14 @@ class CheckpointFallbackTest : public ::testing::Test {
     o.job_id = job;
     o.attempt = attempt;
     o.coordinator = address_;
-    o.arch = "allgather";
-    o.dense_optimizer.type = "momentum";
-    o.dense_optimizer.lr = 0.1;
-    o.sparse_optimizer.type = "adagrad";
-    o.sparse_optimizer.lr = 0.1;
-    o.checkpoint_dir = dir_.File("ckpt");
-    o.checkpoint_every = 5;
-    o.keep_checkpoints = 10;
+    o.config.job.arch = Arch::kAllGather;
+    o.config.dense_optimizer.type = OptimizerType::kMomentum;
+    o.config.dense_optimizer.lr = 0.1;
+    o.config.sparse_optimizer.type = OptimizerType::kAdagrad;
+    o.config.sparse_optimizer.lr = 0.1;
+    o.config.trainer.checkpoint_dir = dir_.File("ckpt");
+    o.config.trainer.checkpoint_every = 5;
+    o.config.trainer.keep_checkpoints = 10;
     return o;
   }
 

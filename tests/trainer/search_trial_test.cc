@@ -36,7 +36,7 @@ TEST(SearchSpecTest, NothingToReadWithoutACoordinator) {
   o.num_shards = 2;
   o.job_id = 1;
   ASSERT_TRUE(ApplySearchSpec(nullptr, &o).ok());
-  EXPECT_EQ(o.ps_partitions, 0);
+  EXPECT_EQ(o.config.ps.partitions, 0);
   EXPECT_EQ(o.trial_steps, 0);
 }
 

@@ -14,7 +14,7 @@
 
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 
 namespace parallax::trainer {
 namespace {
@@ -223,8 +223,8 @@ TEST_F(TimelineTest, SessionWritesTraceOnlyWhenAsked) {
   for (bool on : {true, false}) {
     testing::TempDir dir;
     SessionOptions o;
-    o.arch = "allgather";
-    if (on) o.timeline_dir = dir.File("tl");
+    o.config.job.arch = Arch::kAllGather;
+    if (on) o.config.trainer.timeline = dir.File("tl");
     {
       auto session = Session::Create(o);
       ASSERT_TRUE(session.ok()) << session.status().ToString();

@@ -15,7 +15,7 @@
 
 #include "core/optim/optimizer.h"
 #include "tests/trainer/tiny_model.h"
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 
 namespace parallax::testing {
 
@@ -106,8 +106,8 @@ struct TinyResult {
 };
 
 // One process, batch `batch`, no Session: what N ranks × batch/N must equal.
-inline TinyResult TrainTinyReference(const optim::OptimizerSpec& dense,
-                                     const optim::OptimizerSpec& sparse, int steps, int64_t batch) {
+inline TinyResult TrainTinyReference(const OptimizerSettings& dense,
+                                     const OptimizerSettings& sparse, int steps, int64_t batch) {
   constexpr uint32_t kEmbId = 0, kWId = 1, dim = TinyModel::kDim;
   TinyResult r;
   r.w = InitialDenseValues(WInit(), kWId, dim);

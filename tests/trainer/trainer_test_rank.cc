@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     options->rendezvous_timeout = std::chrono::milliseconds(std::atoll(t));
   }
   options->step_timeout = std::chrono::milliseconds(60'000);
-  options->metrics_every = 5;
+  options->config.trainer.metrics_every = 5;
   if (const size_t at = out.find("{rank}"); at != std::string::npos) {
     out.replace(at, 6, std::to_string(options->rank));
   }

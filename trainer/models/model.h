@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/base/status.h"
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 #include "trainer/models/data_source.h"
 
 namespace parallax::models {
@@ -40,6 +40,11 @@ struct VariableSpec {
 };
 
 // What a model needs to know about the job beyond its [model] table.
+// The batches of its own data a rank samples (SampleIds) for the plan to
+// measure each sparse variable's density: parallax-trainer's rank 0 and
+// `parallax plan` alike.
+inline constexpr int kPlanSampleBatches = 4;
+
 struct ModelOptions {
   int rank = 0;
   int world_size = 1;
@@ -93,7 +98,14 @@ class Model {
 
   // Registers Variables() with `session` in order and reports SampleIds over
   // `sample_batches` batches. Before session->Start().
-  Status Register(Session* session, int sample_batches = 4);
+  Status Register(Session* session, int sample_batches = kPlanSampleBatches) {
+    return RegisterWith(session, sample_batches);
+  }
+  // The same into anything with the Session's RegisterDense, RegisterSparse
+  // and SampleIds: `parallax plan` registers into the VariableRegistry the
+  // plan is built from, exactly as a rank does.
+  template <typename Target>
+  Status RegisterWith(Target* target, int sample_batches);
 
   // One training step: lookups (and the prefetch of the next batch's rows),
   // forward, backward, gradients in backward order, session->Step(),
@@ -112,6 +124,25 @@ class Model {
   // Session ids of Variables(), filled by Register().
   std::vector<int> var_ids_;
 };
+
+template <typename Target>
+Status Model::RegisterWith(Target* target, int sample_batches) {
+  var_ids_.clear();
+  std::map<std::string, int> by_name;
+  for (const VariableSpec& v : Variables()) {
+    StatusOr<int> id = v.sparse ? target->RegisterSparse(v.name, v.rows, v.dim, v.options)
+                                : target->RegisterDense(v.name, v.size, v.options);
+    if (!id.ok()) return id.status().WithContext("model '" + name() + "'");
+    var_ids_.push_back(*id);
+    by_name[v.name] = *id;
+  }
+  if (sample_batches <= 0) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(auto samples, SampleIds(sample_batches));
+  for (const auto& [var, batches] : samples) {
+    for (const auto& ids : batches) PX_RETURN_IF_ERROR(target->SampleIds(by_name.at(var), ids));
+  }
+  return Status::Ok();
+}
 
 // The built-in models' names: lm, ctr, mlp.
 std::vector<std::string> ModelNames();

@@ -84,16 +84,16 @@ TEST_F(JobConfigTest, LoadsBrownLmExample) {
   EXPECT_EQ(c->base_dir, (root / "examples").string());
   EXPECT_EQ(c->job.name, "brown-lm");
   EXPECT_EQ(c->job.workers, 2);
-  EXPECT_EQ(c->job.arch, "hybrid");
-  EXPECT_EQ(c->job.consistency, "sync");
+  EXPECT_EQ(c->job.arch, Arch::kHybrid);
+  EXPECT_EQ(c->job.consistency, Consistency::kSync);
   EXPECT_EQ(c->trainer.model, "lm");
   EXPECT_TRUE(c->trainer.command.empty());
   EXPECT_THAT(c->model_toml, HasSubstr("vocab = 50000"));
   EXPECT_THAT(c->model_toml, HasSubstr("hidden = 512"));
-  EXPECT_EQ(c->dense_optimizer.type, "adam");
-  EXPECT_DOUBLE_EQ(c->dense_optimizer.lr, 2e-3);
+  EXPECT_EQ(c->dense_optimizer.type, OptimizerType::kAdam);
+  EXPECT_FLOAT_EQ(c->dense_optimizer.lr, 2e-3);
   EXPECT_THAT(c->model_toml, HasSubstr((root / "data" / "brown" / "train.tok").string()));
-  EXPECT_EQ(c->sparse_optimizer.type, "adagrad");
+  EXPECT_EQ(c->sparse_optimizer.type, OptimizerType::kAdagrad);
   EXPECT_EQ(c->ps.shards, 0);
   EXPECT_EQ(c->ps.partitions, 0);
 }
@@ -103,13 +103,13 @@ TEST_F(JobConfigTest, LoadsCtrAsyncExample) {
   ASSERT_FALSE(root.empty()) << "cannot find the repository root";
   StatusOr<JobConfig> c = LoadJobConfig((root / "examples" / "ctr-async.toml").string());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->job.consistency, "ssp");
+  EXPECT_EQ(c->job.consistency, Consistency::kSsp);
   EXPECT_EQ(c->job.staleness, 2);
   EXPECT_EQ(c->trainer.command, (std::vector<std::string>{"./my_trainer", "--flag"}));
   EXPECT_TRUE(c->trainer.model.empty());
   EXPECT_THAT(c->user_toml, HasSubstr("embedding_dim = 16"));
   ASSERT_EQ(c->variables.size(), 1u);
-  EXPECT_EQ(c->variables[0].path, "ps");
+  EXPECT_EQ(c->variables[0].path, VariablePath::kPs);
 }
 
 TEST_F(JobConfigTest, MinimalJobGetsDefaults) {
@@ -117,16 +117,16 @@ TEST_F(JobConfigTest, MinimalJobGetsDefaults) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const JobConfig defaults;
   EXPECT_EQ(c->job.workers, 1);
-  EXPECT_EQ(c->job.arch, "hybrid");
-  EXPECT_EQ(c->job.consistency, "sync");
+  EXPECT_EQ(c->job.arch, Arch::kHybrid);
+  EXPECT_EQ(c->job.consistency, Consistency::kSync);
   EXPECT_EQ(c->job.staleness, 0);
   EXPECT_EQ(c->trainer.steps, defaults.trainer.steps);
   EXPECT_EQ(c->trainer.batch_size, defaults.trainer.batch_size);
   EXPECT_EQ(c->trainer.checkpoint_dir, "");
-  EXPECT_EQ(c->dense_optimizer.type, "sgd");
+  EXPECT_EQ(c->dense_optimizer.type, OptimizerType::kSgd);
   EXPECT_EQ(c->ps.shards, 0);
   EXPECT_TRUE(c->ps.local_aggregation);
-  EXPECT_EQ(c->ps.value_encoding, "fp32");
+  EXPECT_EQ(c->ps.value_encoding, ValueEncoding::kFp32);
   EXPECT_EQ(c->model_toml, "");
   EXPECT_EQ(c->user_toml, "");
   EXPECT_TRUE(c->variables.empty());
@@ -198,8 +198,8 @@ TEST_F(JobConfigTest, ZeroAndBoundaryValuesAreAccepted) {
                          "initial_accumulator = 0\n",
                      "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->dense_optimizer.momentum, 0.0);
-  EXPECT_EQ(c->sparse_optimizer.initial_accumulator, 0.0);
+  EXPECT_FLOAT_EQ(c->dense_optimizer.momentum, 0.0);
+  EXPECT_FLOAT_EQ(c->sparse_optimizer.initial_accumulator, 0.0);
   EXPECT_EQ(c->trainer.keep_checkpoints, 3);
   EXPECT_EQ(c->trainer.metrics_every, 10);
 }
@@ -229,7 +229,7 @@ TEST_F(JobConfigTest, LrAcceptsAnInteger) {
   StatusOr<JobConfig> c =
       ParseJobConfig(std::string(kMinimal) + "[optimizer.dense]\nlr = 2\n", "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_DOUBLE_EQ(c->dense_optimizer.lr, 2.0);
+  EXPECT_FLOAT_EQ(c->dense_optimizer.lr, 2.0);
 }
 
 TEST_F(JobConfigTest, UnknownKeySuggestsTheClosest) {
@@ -347,9 +347,9 @@ TEST_F(JobConfigTest, OptimizerKeysMustFitTheType) {
                                              "= 0.8\nbeta2 = 0.99\nepsilon = 1e-6\n",
                                          "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_DOUBLE_EQ(c->dense_optimizer.beta1, 0.8);
-  EXPECT_DOUBLE_EQ(c->dense_optimizer.beta2, 0.99);
-  EXPECT_DOUBLE_EQ(c->dense_optimizer.epsilon, 1e-6);
+  EXPECT_FLOAT_EQ(c->dense_optimizer.beta1, 0.8);
+  EXPECT_FLOAT_EQ(c->dense_optimizer.beta2, 0.99);
+  EXPECT_FLOAT_EQ(c->dense_optimizer.epsilon, 1e-6);
 }
 
 TEST_F(JobConfigTest, PsCountsAndAuto) {
@@ -363,7 +363,7 @@ TEST_F(JobConfigTest, PsCountsAndAuto) {
   EXPECT_EQ(c->ps.partitions, 0);
   EXPECT_TRUE(c->ps.search_partitions);
   EXPECT_FALSE(c->ps.local_aggregation);
-  EXPECT_EQ(c->ps.value_encoding, "fp16");
+  EXPECT_EQ(c->ps.value_encoding, ValueEncoding::kFp16);
 }
 
 TEST_F(JobConfigTest, StalenessLrOnlyWhereAPushCanBeStale) {
@@ -481,11 +481,11 @@ TEST_F(JobConfigTest, VariableOverrides) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_EQ(c->variables.size(), 2u);
   EXPECT_EQ(c->variables[0].name, "emb");
-  EXPECT_EQ(c->variables[0].path, "ps");
+  EXPECT_EQ(c->variables[0].path, VariablePath::kPs);
   EXPECT_EQ(c->variables[0].partitions, 4);
   ASSERT_TRUE(c->variables[0].optimizer.has_value());
-  EXPECT_EQ(c->variables[0].optimizer->type, "adagrad");
-  EXPECT_DOUBLE_EQ(c->variables[0].optimizer->lr, 0.2);
+  EXPECT_EQ(c->variables[0].optimizer->type, OptimizerType::kAdagrad);
+  EXPECT_FLOAT_EQ(c->variables[0].optimizer->lr, 0.2);
   EXPECT_FALSE(c->variables[1].path.has_value());
   EXPECT_FALSE(c->variables[1].optimizer.has_value());
 

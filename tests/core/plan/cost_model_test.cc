@@ -42,7 +42,7 @@ TEST(CostModelTest, AllReduceIsTheRingVolume) {
   EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 4}, {}).bytes, 12000);
   EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 1}, {}).bytes, 0);
   Choice c = ChoosePath(dense, {.workers = 4, .shards = 2}, {});
-  EXPECT_EQ(c.path, Path::kAllReduce);
+  EXPECT_EQ(c.path, VariablePath::kAllReduce);
   EXPECT_NE(c.reason.find("dense"), std::string::npos) << c.reason;
 }
 
@@ -76,18 +76,18 @@ TEST(CostModelTest, HandComputedSparseCosts) {
   // All-reduce: one fusion-bucket call of 3(N−1) rounds = 1.5 · (N−1) calls.
   EXPECT_NEAR(AllReduceCost(v, two, figures).seconds, 1'280'000e-9 + 1.5 * 100e-6, 1e-12);
   // By bytes, two workers: all-gather is cheapest; four: it grows with N and PS wins.
-  EXPECT_EQ(ChoosePath(v, two, BytesOnly()).path, Path::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, BytesOnly()).path, VariablePath::kAllGather);
   ClusterShape four{.workers = 4, .hosts = 1, .shards = 2};
   EXPECT_DOUBLE_EQ(AllGatherCost(v, four, {}).bytes, 2 * 3 * (7200 + 1060));
   Choice c = ChoosePath(v, four, BytesOnly());
-  EXPECT_EQ(c.path, Path::kPs);
+  EXPECT_EQ(c.path, VariablePath::kPs);
   // The reason shows the predicted times.
   EXPECT_NE(c.reason.find("ps 0.0596 ms/step"), std::string::npos) << c.reason;
   EXPECT_NE(c.reason.find("allgather 0.0991 ms/step"), std::string::npos) << c.reason;
   // Four workers on four hosts: the same choice, a quarter of the link bytes.
   ClusterShape spread{.workers = 4, .hosts = 4, .shards = 4};
   EXPECT_DOUBLE_EQ(PsCost(v, spread, {}, false).link_bytes, PsCost(v, spread, {}, false).bytes);
-  EXPECT_EQ(ChoosePath(v, spread, BytesOnly()).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(v, spread, BytesOnly()).path, VariablePath::kPs);
 }
 
 TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {
@@ -97,60 +97,60 @@ TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {
   // than a PS round trip: at c − r = 6.652 us.
   VariableStats v = Sparse(10'000, 16, 0.01, /*partitions=*/2);
   ClusterShape two{.workers = 2, .hosts = 1, .shards = 2};
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(0, 0)).path, Path::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(1e-3, 1e-3)).path, Path::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(6e-6, 0)).path, Path::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(7e-6, 0)).path, Path::kPs);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(106e-6, 100e-6)).path, Path::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(107e-6, 100e-6)).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(0, 0)).path, VariablePath::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(1e-3, 1e-3)).path, VariablePath::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(6e-6, 0)).path, VariablePath::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(7e-6, 0)).path, VariablePath::kPs);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(106e-6, 100e-6)).path, VariablePath::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(107e-6, 100e-6)).path, VariablePath::kPs);
   // Collective calls dear and PS round trips dearer: all-reduce of the whole
   // table (1.28 ms of bytes + 1.5 calls = 5.78 ms) beats all-gather's 2
   // calls (6.02 ms) and the PS (6.03 ms).
   Choice slow_ps = ChoosePath(v, two, WithLatency(3e-3, 3e-3));
-  EXPECT_EQ(slow_ps.path, Path::kAllReduce) << slow_ps.reason;
+  EXPECT_EQ(slow_ps.path, VariablePath::kAllReduce) << slow_ps.reason;
   EXPECT_NE(slow_ps.reason.find("allreduce 5.78 ms/step"), std::string::npos) << slow_ps.reason;
   // W3's output embedding at 2 workers with the figures measured here (50,000
   // × 128, ≈ 2,900 rows a step): all-gather by bytes, PS by time.
   VariableStats out = Sparse(50'000, 128, 0.058);
-  EXPECT_EQ(ChoosePath(out, two, BytesOnly()).path, Path::kAllGather);
+  EXPECT_EQ(ChoosePath(out, two, BytesOnly()).path, VariablePath::kAllGather);
   Choice w3 = ChoosePath(out, two, {});  // the defaults: this machine's figures
-  EXPECT_EQ(w3.path, Path::kPs) << w3.reason;
+  EXPECT_EQ(w3.path, VariablePath::kPs) << w3.reason;
 }
 
 TEST(CostModelTest, ChoiceFlipsFromAllReduceToPsAsAlphaFalls) {
   ClusterShape cluster{.workers = 4, .hosts = 1, .shards = 1};
   // 1000 × 16 on 4 workers of one host: all-reduce puts 4 · 96,000 bytes on
   // the host's link; PS 4 · (144,000·α + 256).
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, BytesOnly()).path, Path::kAllReduce);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, BytesOnly()).path, Path::kAllReduce);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, BytesOnly()).path, Path::kPs);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.01), cluster, BytesOnly()).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, BytesOnly()).path, VariablePath::kAllReduce);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, BytesOnly()).path, VariablePath::kAllReduce);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, BytesOnly()).path, VariablePath::kPs);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.01), cluster, BytesOnly()).path, VariablePath::kPs);
   // With per-operation costs and a slow link, the same flip: at 10 MB/s
   // all-reduce takes 38.4 ms + 1.5 · 3 · 1 ms = 42.9 ms, PS 0.4 us per byte
   // · (144,000·α + 256) + 2 · 2 ms: 44.4 ms at α = 0.7, 38.7 ms at 0.6.
   CostOptions slow = WithLatency(1e-3, 2e-3);
   slow.bandwidth_bytes_per_s = 10e6;
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, slow).path, Path::kAllReduce);
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, slow).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.7), cluster, slow).path, VariablePath::kAllReduce);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.6), cluster, slow).path, VariablePath::kPs);
   // Expensive collective calls (10 ms: 45 ms per all-reduce at 4 workers):
   // PS even when every row changes.
   CostOptions costly = slow;
   costly.collective_latency_s = 10e-3;
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, costly).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, costly).path, VariablePath::kPs);
   for (const CostOptions& o : {BytesOnly(), slow, CostOptions{}}) {
-    Path previous = Path::kAllReduce;
+    VariablePath previous = VariablePath::kAllReduce;
     for (double alpha = 1.0; alpha > 0.01; alpha *= 0.8) {
-      Path p = ChoosePath(Sparse(1000, 16, alpha), cluster, o).path;
-      if (previous != Path::kAllReduce) {
-        EXPECT_NE(p, Path::kAllReduce) << "α = " << alpha;  // never flips back
+      VariablePath p = ChoosePath(Sparse(1000, 16, alpha), cluster, o).path;
+      if (previous != VariablePath::kAllReduce) {
+        EXPECT_NE(p, VariablePath::kAllReduce) << "α = " << alpha;  // never flips back
       }
       previous = p;
     }
-    EXPECT_EQ(previous, Path::kPs);
+    EXPECT_EQ(previous, VariablePath::kPs);
   }
   // A handful of rows: Gloo's framing of all-gather's 2 calls (3 · 1060
   // bytes each way at 4 workers) outweighs PS's 4 headers of 64.
-  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.001), cluster, BytesOnly()).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.001), cluster, BytesOnly()).path, VariablePath::kPs);
 }
 
 TEST(CostModelTest, LocalAggregationSharesTheHostsPush) {
@@ -163,22 +163,22 @@ TEST(CostModelTest, LocalAggregationSharesTheHostsPush) {
   CostOptions o = BytesOnly();
   o.local_aggregation = true;
   Choice c = ChoosePath(v, cluster, o);
-  EXPECT_EQ(c.path, Path::kPs);
-  EXPECT_DOUBLE_EQ(c.cost(Path::kPs).bytes, c.ps_aggregated.bytes);
+  EXPECT_EQ(c.path, VariablePath::kPs);
+  EXPECT_DOUBLE_EQ(c.cost(VariablePath::kPs).bytes, c.ps_aggregated.bytes);
 }
 
 TEST(CostModelTest, NoShardsOrTooBigForAReplica) {
   VariableStats v = Sparse(1'000'000, 128, 0.001);
   Choice no_shards = ChoosePath(v, {.workers = 8, .shards = 0}, BytesOnly());
   EXPECT_FALSE(no_shards.ps.feasible);
-  EXPECT_EQ(no_shards.path, Path::kAllGather);
+  EXPECT_EQ(no_shards.path, VariablePath::kAllGather);
   // 512 MB table, 1 GB with Adagrad state: over a 0.5 GB budget.
   CostOptions small = BytesOnly();
   small.worker_memory_bytes = 0.5e9;
   Choice big = ChoosePath(v, {.workers = 8, .shards = 0}, small);
   EXPECT_FALSE(big.allgather.feasible);
   EXPECT_NE(big.allgather.why_not.find("memory budget"), std::string::npos);
-  EXPECT_EQ(big.path, Path::kAllReduce);
+  EXPECT_EQ(big.path, VariablePath::kAllReduce);
 }
 
 TEST(CostModelTest, Fp16HalvesTheValueBytes) {
@@ -210,7 +210,7 @@ TEST(CostModelTest, SharedMemoryTakesSameMachineValuesOffTheSockets) {
   // prefer all-gather without it (HandComputedSparseCosts) and PS with it.
   CostOptions bytes_only = BytesOnly();
   bytes_only.ps_shared_memory = true;
-  EXPECT_EQ(ChoosePath(v, one, bytes_only).path, Path::kPs);
+  EXPECT_EQ(ChoosePath(v, one, bytes_only).path, VariablePath::kPs);
 }
 
 }  // namespace

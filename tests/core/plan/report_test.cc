@@ -2,10 +2,59 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+
+#include "core/plan/plan_builder.h"
 
 namespace parallax::plan {
 namespace {
+
+// The plan BuildPlan makes for `vars` on `cluster` with the figures of
+// `cost`: a sparse variable's α comes from one sampled batch of α · rows
+// distinct rows, `overrides[i]` is variable i's [[variable]] path.
+JobPlan Plan(const std::vector<VariableStats>& vars, const ClusterShape& cluster,
+             const CostOptions& cost, Arch arch,
+             const std::vector<std::optional<VariablePath>>& overrides = {}) {
+  JobConfig job;
+  job.job.arch = arch;
+  job.plan.link_bytes_per_s = cost.bandwidth_bytes_per_s;
+  job.plan.collective_latency_us = cost.collective_latency_s * 1e6;
+  job.plan.ps_rtt_us = cost.ps_rtt_s * 1e6;
+  PlanInputs in;
+  in.cluster = cluster;
+  in.fusion_bucket_bytes = cost.fusion_bucket_bytes;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const VariableStats& v = vars[i];
+    VariableInput r;
+    r.var.id = static_cast<uint32_t>(i);
+    r.var.name = v.name;
+    r.var.sparse = v.sparse;
+    if (v.sparse) {
+      r.var.rows = v.rows;
+      r.var.dim = static_cast<uint32_t>(v.dim);
+      std::vector<int64_t> ids(static_cast<size_t>(std::llround(v.alpha * v.rows)));
+      std::iota(ids.begin(), ids.end(), 0);
+      r.sampled_batches = {ids};
+    } else {
+      r.var.size = static_cast<size_t>(v.dim);
+      r.var.rows = 1;
+      r.var.dim = static_cast<uint32_t>(v.dim);
+    }
+    if (i < overrides.size() && overrides[i]) {
+      VariableOverride o;
+      o.name = v.name;
+      o.path = overrides[i];
+      job.variables.push_back(o);
+    }
+    in.variables.push_back(std::move(r));
+  }
+  StatusOr<JobPlan> plan = BuildPlan(job, in);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.ok() ? *plan : JobPlan();
+}
 
 std::vector<VariableStats> Model() {
   VariableStats w{.name = "mlp/w", .sparse = false, .rows = 1, .dim = 65'536};
@@ -16,10 +65,10 @@ std::vector<VariableStats> Model() {
 
 TEST(PlanReportTest, HybridBeatsEverySinglePath) {
   const ClusterShape cluster{.workers = 4, .hosts = 1, .shards = 2};
-  PlanReport r = BuildPlanReport(Model(), cluster, {}, "hybrid");
+  PlanReport r = BuildPlanReport(Plan(Model(), cluster, {}, Arch::kHybrid));
   ASSERT_EQ(r.rows.size(), 2u);
-  EXPECT_EQ(r.rows[0].path, Path::kAllReduce);
-  EXPECT_EQ(r.rows[1].path, Path::kPs);
+  EXPECT_EQ(r.rows[0].path, VariablePath::kAllReduce);
+  EXPECT_EQ(r.rows[1].path, VariablePath::kPs);
   // Hybrid = the dense all-reduce + the embedding's PS bytes.
   EXPECT_DOUBLE_EQ(r.totals.hybrid.worker,
                    r.rows[0].choice.allreduce.bytes + r.rows[1].choice.ps.bytes);
@@ -45,17 +94,21 @@ TEST(PlanReportTest, HybridBeatsEverySinglePath) {
 
 TEST(PlanReportTest, ForcedArchAndOverrides) {
   const ClusterShape cluster{.workers = 4, .hosts = 1, .shards = 2};
-  PlanReport ps = BuildPlanReport(Model(), cluster, {}, "ps");
-  EXPECT_EQ(ps.rows[0].path, Path::kPs);
+  PlanReport ps = BuildPlanReport(Plan(Model(), cluster, {}, Arch::kPs));
+  EXPECT_EQ(ps.rows[0].path, VariablePath::kPs);
   EXPECT_DOUBLE_EQ(ps.totals.hybrid.link, ps.totals.ps.link);
   EXPECT_NE(FormatPlanReport(ps).find("arch = \"ps\""), std::string::npos);
   // all-gather has no dense form: the dense variable stays on all-reduce.
-  PlanReport ag = BuildPlanReport(Model(), cluster, {}, "allgather");
-  EXPECT_EQ(ag.rows[0].path, Path::kAllReduce);
-  EXPECT_EQ(ag.rows[1].path, Path::kAllGather);
-  PlanReport over = BuildPlanReport(Model(), cluster, {}, "hybrid", {std::nullopt, Path::kAllReduce});
-  EXPECT_EQ(over.rows[1].path, Path::kAllReduce);
-  EXPECT_EQ(over.rows[1].note, "[[variable]] in the job file");
+  PlanReport ag = BuildPlanReport(Plan(Model(), cluster, {}, Arch::kAllGather));
+  EXPECT_EQ(ag.rows[0].path, VariablePath::kAllReduce);
+  EXPECT_EQ(ag.rows[1].path, VariablePath::kAllGather);
+  PlanReport over = BuildPlanReport(
+      Plan(Model(), cluster, {}, Arch::kHybrid, {std::nullopt, VariablePath::kAllReduce}));
+  EXPECT_EQ(over.rows[1].path, VariablePath::kAllReduce);
+  EXPECT_EQ(over.rows[1].reason, "[[variable]] in the job file");
+  EXPECT_NE(FormatPlanReport(over).find("[[variable]] in the job file (the cost model: "),
+            std::string::npos)
+      << FormatPlanReport(over);
   EXPECT_DOUBLE_EQ(over.totals.hybrid.worker, over.totals.allreduce.worker);
 }
 
@@ -71,12 +124,12 @@ TEST(PlanReportTest, AllGatheredTablesShareTheStepsCalls) {
   VariableStats b = a, c = a;
   b.name = "b";
   c.name = "c";
-  PlanReport r = BuildPlanReport({a, b, c}, two, {}, "allgather");
+  PlanReport r = BuildPlanReport(Plan({a, b, c}, two, {}, Arch::kAllGather));
   double rows = 0;
   for (const PlannedRow& row : r.rows) rows += row.choice.allgather.bytes;
   EXPECT_DOUBLE_EQ(r.totals.hybrid.worker, rows - 2 * 2 * 1056);
   EXPECT_DOUBLE_EQ(r.totals.allgather.worker, r.totals.hybrid.worker);
-  EXPECT_DOUBLE_EQ(r.totals.hybrid_by_path[static_cast<int>(Path::kAllGather)].worker,
+  EXPECT_DOUBLE_EQ(r.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllGather)].worker,
                    r.totals.hybrid.worker);
   auto doc = nlohmann::json::parse(PlanReportJson(r));
   EXPECT_DOUBLE_EQ(doc["plan_bytes_per_worker_by_path"]["allgather"].get<double>(),
@@ -102,28 +155,28 @@ TEST(PlanReportTest, DenseVariablesShareFusionBucketCalls) {
   // host's link carries both workers'.
   const double link = 10 * 2 * 4000.0;
   constexpr double kTol = 1e-12;
-  for (const std::string arch : {"hybrid", "allreduce", "allgather"}) {
-    PlanReport r = BuildPlanReport(vars, two, o, arch);
+  for (const Arch arch : {Arch::kHybrid, Arch::kAllReduce, Arch::kAllGather}) {
+    PlanReport r = BuildPlanReport(Plan(vars, two, o, arch));
     for (const PlannedRow& row : r.rows) {
       EXPECT_DOUBLE_EQ(row.choice.allreduce.operations, 1);  // each alone: 1 call
     }
-    EXPECT_NEAR(r.totals.hybrid.seconds, link / 1e9 + 1 * call, kTol) << arch;
-    EXPECT_NEAR(r.totals.allreduce.seconds, link / 1e9 + 1 * call, kTol) << arch;
-    EXPECT_NEAR(r.totals.allgather.seconds, link / 1e9 + 1 * call, kTol) << arch;
-    EXPECT_NEAR(r.totals.hybrid_by_path[static_cast<int>(Path::kAllReduce)].seconds,
+    EXPECT_NEAR(r.totals.hybrid.seconds, link / 1e9 + 1 * call, kTol) << ArchName(arch);
+    EXPECT_NEAR(r.totals.allreduce.seconds, link / 1e9 + 1 * call, kTol) << ArchName(arch);
+    EXPECT_NEAR(r.totals.allgather.seconds, link / 1e9 + 1 * call, kTol) << ArchName(arch);
+    EXPECT_NEAR(r.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllReduce)].seconds,
                 link / 1e9 + 1 * call, kTol);
   }
-  PlanReport ps = BuildPlanReport(vars, two, o, "ps");  // no all-reduce at all
+  PlanReport ps = BuildPlanReport(Plan(vars, two, o, Arch::kPs));  // no all-reduce at all
   EXPECT_DOUBLE_EQ(ps.totals.hybrid.seconds, ps.totals.ps.seconds);
 
   // Buckets of 8000 bytes hold 2 of these 4000-byte gradients: 5 calls.
   o.fusion_bucket_bytes = 8000;
-  PlanReport five = BuildPlanReport(vars, two, o, "hybrid");
+  PlanReport five = BuildPlanReport(Plan(vars, two, o, Arch::kHybrid));
   EXPECT_NEAR(five.totals.hybrid.seconds, link / 1e9 + 5 * call, kTol);
   EXPECT_DOUBLE_EQ(AllReduceFusionOvercount(std::vector<int64_t>(10, 1000), two, o).operations, 5);
   // No fusion: one call per variable.
   o.fusion_bucket_bytes = 0;
-  PlanReport unfused = BuildPlanReport(vars, two, o, "hybrid");
+  PlanReport unfused = BuildPlanReport(Plan(vars, two, o, Arch::kHybrid));
   EXPECT_NEAR(unfused.totals.hybrid.seconds, link / 1e9 + 10 * call, kTol);
   auto doc = nlohmann::json::parse(PlanReportJson(five));
   EXPECT_DOUBLE_EQ(doc["predicted_seconds_per_step"]["plan"].get<double>(),
@@ -142,7 +195,7 @@ TEST(PlanReportTest, WholeTableGradientsFollowTheDenseOnesInTheBuckets) {
   EXPECT_DOUBLE_EQ(AllReduceCost(table, two, o).operations, 1);  // 3000 floats, in place
   // Registration order puts the table first; the session registers the
   // dense gradients first: [400, 400] share a bucket, the table is alone.
-  PlanReport r = BuildPlanReport({table, small, small}, two, o, "allreduce");
+  PlanReport r = BuildPlanReport(Plan({table, small, small}, two, o, Arch::kAllReduce));
   double alone = 0;
   for (const PlannedRow& row : r.rows) alone += row.choice.allreduce.seconds;
   EXPECT_NEAR(r.totals.allreduce.seconds, alone - 1 * 1.5 * 1e-3, 1e-12);

@@ -3,6 +3,7 @@
 list(APPEND PX_CORE_TEST_SOURCES
   plan/cost_model_test.cc
   plan/partition_search_test.cc
+  plan/plan_builder_test.cc
   plan/placement_test.cc
   plan/report_test.cc)
 list(APPEND PX_CORE_TEST_LIBS px_plan)

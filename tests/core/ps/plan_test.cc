@@ -114,7 +114,7 @@ TEST_F(PsPlanTest, Mix64IsReversible) {
 }
 
 TEST_F(PsPlanTest, InitializerIsAPureFunctionOfSeedVariableAndRow) {
-  InitSpec init;
+  Initializer init;
   init.seed = 7;
   init.scale = 0.5f;
   std::vector<float> a(16), b(16), c(16), d(16);
@@ -132,7 +132,7 @@ TEST_F(PsPlanTest, InitializerIsAPureFunctionOfSeedVariableAndRow) {
   init.seed = 8;
   InitializeRow(init, 0, 42, 16, b.data());
   EXPECT_NE(a, b);
-  init.type = InitType::kZeros;
+  init.type = Initializer::Type::kZeros;
   InitializeRow(init, 0, 42, 16, b.data());
   EXPECT_EQ(b, std::vector<float>(16, 0.0f));
 }

@@ -19,12 +19,12 @@ namespace {
 class ConvergenceTest : public ::testing::Test {
  protected:
   // Trains `model` for `steps` steps on a one-rank session and evaluates.
-  static EvalStats Train(Model* model, const OptimizerConfig& dense, const OptimizerConfig& sparse,
+  static EvalStats Train(Model* model, const OptimizerSettings& dense, const OptimizerSettings& sparse,
                          int64_t steps) {
     SessionOptions o;
-    o.arch = "hybrid";
-    o.dense_optimizer = dense;
-    o.sparse_optimizer = sparse;
+    o.config.job.arch = Arch::kHybrid;
+    o.config.dense_optimizer = dense;
+    o.config.sparse_optimizer = sparse;
     auto session = Session::Create(o);
     EXPECT_TRUE(session.ok()) << session.status().ToString();
     if (!session.ok()) return {};
@@ -43,9 +43,9 @@ class ConvergenceTest : public ::testing::Test {
     RecordProperty("log", log.str());
     return r->eval;
   }
-  static OptimizerConfig Sgd(double lr) {
-    OptimizerConfig c;
-    c.type = "sgd";
+  static OptimizerSettings Sgd(double lr) {
+    OptimizerSettings c;
+    c.type = OptimizerType::kSgd;
     c.lr = lr;
     return c;
   }
@@ -115,11 +115,11 @@ TEST_F(ConvergenceTest, CtrReachesTheBayesAuc) {
   d.ctr_heldout = std::move(heldout);
   d.ctr_bayes_auc = bayes;
   ASSERT_TRUE((*model)->SetData(std::move(d)).ok());
-  OptimizerConfig adagrad;
-  adagrad.type = "adagrad";
+  OptimizerSettings adagrad;
+  adagrad.type = OptimizerType::kAdagrad;
   adagrad.lr = 0.1;
-  OptimizerConfig adam;
-  adam.type = "adam";
+  OptimizerSettings adam;
+  adam.type = OptimizerType::kAdam;
   adam.lr = 3e-3;
   EvalStats e = Train(model->get(), adam, adagrad, mo.steps);
   EXPECT_EQ(e.metric, "auc");

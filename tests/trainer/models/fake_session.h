@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/include/parallax/session.h"
+#include "parallax/session.h"
 
 namespace parallax::testing {
 

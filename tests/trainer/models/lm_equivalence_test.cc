@@ -102,10 +102,10 @@ class LmEquivalenceTest : public ::testing::Test {
 
     // The reference: one rank, no coordinator, batch 2B.
     SessionOptions o;
-    o.dense_optimizer.type = "sgd";
-    o.dense_optimizer.lr = 0.5;
-    o.sparse_optimizer.type = "adagrad";
-    o.sparse_optimizer.lr = 0.1;
+    o.config.dense_optimizer.type = OptimizerType::kSgd;
+    o.config.dense_optimizer.lr = 0.5;
+    o.config.sparse_optimizer.type = OptimizerType::kAdagrad;
+    o.config.sparse_optimizer.lr = 0.1;
     auto session = Session::Create(o);
     ASSERT_TRUE(session.ok()) << session.status().ToString();
     std::map<std::string, std::vector<float>> ref;

@@ -1,27 +1,37 @@
-// The rule-based plan, its JSON (which parallax-ps reads through
-// ps::ParsePsPlan), and the cross-rank registration check.
-#include "trainer/job_plan.h"
+// The plan's one builder (core/plan/plan_builder.h), its JSON (which
+// parallax-ps reads through ps::ParsePsPlan), and the cross-rank
+// registration check.
+#include "core/plan/plan_builder.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <numeric>
+#include <map>
 #include <tuple>
 
-namespace parallax::trainer {
+namespace parallax::plan {
 namespace {
 
 class JobPlanTest : public ::testing::Test {
  protected:
-  static std::vector<Registration> Regs() {
-    std::vector<Registration> regs(2);
+  // One sampled batch touching `k` distinct rows: α = k / rows.
+  static std::vector<std::vector<int64_t>> Touching(int64_t k) {
+    std::vector<int64_t> ids(static_cast<size_t>(k));
+    std::iota(ids.begin(), ids.end(), 0);
+    return {ids};
+  }
+  // "emb": 100 x 4, Adagrad, one sampled batch of 25 rows (α = 0.25); "w":
+  // 4 dense elements.
+  static std::vector<VariableInput> Regs(int64_t emb_rows = 100) {
+    std::vector<VariableInput> regs(2);
     regs[0].var.id = 0;
     regs[0].var.name = "emb";
     regs[0].var.sparse = true;
-    regs[0].var.rows = 100;
+    regs[0].var.rows = emb_rows;
     regs[0].var.dim = 4;
-    regs[0].var.density = 0.25;
-    regs[0].var.optimizer.type = optim::OptimizerType::kAdagrad;
+    regs[0].var.optimizer.type = OptimizerType::kAdagrad;
+    regs[0].sampled_batches = Touching(emb_rows / 4);
     regs[1].var.id = 1;
     regs[1].var.name = "w";
     regs[1].var.size = 4;
@@ -29,54 +39,59 @@ class JobPlanTest : public ::testing::Test {
     regs[1].var.dim = 4;
     return regs;
   }
-  static SessionOptions Options(const std::string& arch, int shards) {
-    SessionOptions o;
-    o.arch = arch;
-    o.num_shards = shards;
-    o.world_size = 2;
-    return o;
+  static JobConfig Job(Arch arch) {
+    JobConfig job;
+    job.job.arch = arch;
+    return job;
   }
-  // `o` with the job file's [plan] figures.
-  static SessionOptions WithFigures(SessionOptions o, double collective_us, double ps_rtt_us) {
-    o.job.emplace();
-    o.job->plan.link_bytes_per_s = 1e9;
-    o.job->plan.collective_latency_us = collective_us;
-    o.job->plan.ps_rtt_us = ps_rtt_us;
-    return o;
+  // `job` with [plan] figures.
+  static JobConfig WithFigures(JobConfig job, double collective_us, double ps_rtt_us) {
+    job.plan.link_bytes_per_s = 1e9;
+    job.plan.collective_latency_us = collective_us;
+    job.plan.ps_rtt_us = ps_rtt_us;
+    return job;
+  }
+  static StatusOr<JobPlan> Build(const JobConfig& job, int shards,
+                                 std::vector<VariableInput> regs = Regs(), int workers = 2,
+                                 int hosts = 1) {
+    PlanInputs inputs;
+    inputs.cluster = {.workers = workers, .hosts = hosts, .shards = shards};
+    inputs.variables = std::move(regs);
+    return BuildPlan(job, inputs);
   }
 };
 
 TEST_F(JobPlanTest, RulesPerArch) {
   struct Case {
-    std::string arch;
+    Arch arch;
     int shards;
     VariablePath emb, w;
   } cases[] = {// Two workers, the default figures (a collective call costs
                // 9 ms, a PS round trip 1.44 ms; the table moves a few
                // hundred bytes): PS's 2 round trips beat all-gather's 3
                // calls (see HybridAsksTheCostModel). Dense: all-reduce.
-               {"hybrid", 2, VariablePath::kPs, VariablePath::kAllReduce},
+               {Arch::kHybrid, 2, VariablePath::kPs, VariablePath::kAllReduce},
                // No shards: all-reduce's one call (1.5 · 9 ms) beats
                // all-gather's three.
-               {"hybrid", 0, VariablePath::kAllReduce, VariablePath::kAllReduce},
-               {"allreduce", 2, VariablePath::kAllReduce, VariablePath::kAllReduce},
-               {"allgather", 2, VariablePath::kAllGather, VariablePath::kAllReduce},
-               {"ps", 2, VariablePath::kPs, VariablePath::kPs}};
+               {Arch::kHybrid, 0, VariablePath::kAllReduce, VariablePath::kAllReduce},
+               {Arch::kAllReduce, 2, VariablePath::kAllReduce, VariablePath::kAllReduce},
+               {Arch::kAllGather, 2, VariablePath::kAllGather, VariablePath::kAllReduce},
+               {Arch::kPs, 2, VariablePath::kPs, VariablePath::kPs}};
   for (const Case& c : cases) {
-    auto plan = BuildRulePlan(Options(c.arch, c.shards), Regs());
-    ASSERT_TRUE(plan.ok()) << c.arch << ": " << plan.status().ToString();
-    EXPECT_EQ(plan->variables[0].path, c.emb) << c.arch;
-    EXPECT_EQ(plan->variables[1].path, c.w) << c.arch;
+    auto plan = Build(Job(c.arch), c.shards);
+    ASSERT_TRUE(plan.ok()) << ArchName(c.arch) << ": " << plan.status().ToString();
+    EXPECT_EQ(plan->variables[0].path, c.emb) << ArchName(c.arch);
+    EXPECT_EQ(plan->variables[1].path, c.w) << ArchName(c.arch);
     size_t on_ps = (c.emb == VariablePath::kPs) + (c.w == VariablePath::kPs);
-    EXPECT_EQ(plan->ps.variables.size(), on_ps) << c.arch;
+    EXPECT_EQ(plan->ps.variables.size(), on_ps) << ArchName(c.arch);
+    if (c.arch != Arch::kHybrid) {
+      EXPECT_EQ(plan->variables[0].reason, "arch = \"" + std::string(ArchName(c.arch)) + "\"");
+    }
   }
-  EXPECT_EQ(BuildRulePlan(Options("ps", 0), Regs()).status().code(),
-            StatusCode::kFailedPrecondition);
-  EXPECT_EQ(BuildRulePlan(Options("mesh", 1), Regs()).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Build(Job(Arch::kPs), 0).status().code(), StatusCode::kFailedPrecondition);
   auto explicit_values = Regs();
   explicit_values[1].explicit_values = true;
-  EXPECT_EQ(BuildRulePlan(Options("ps", 2), explicit_values).status().code(),
+  EXPECT_EQ(Build(Job(Arch::kPs), 2, explicit_values).status().code(),
             StatusCode::kFailedPrecondition);
 }
 
@@ -85,9 +100,8 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   // bytes). By bytes ([plan] figures with no per-operation cost): PS puts
   // 4 · 2 · (600 + 256) = 6,848 bytes a step on the host's link, all-gather
   // 4 · 3 · (600 + 1516) = 25,392, all-reduce 4 · 1.5 · 1,600 = 9,600.
-  SessionOptions four = WithFigures(Options("hybrid", 2), 0, 0);
-  four.world_size = 4;
-  auto sparse = BuildRulePlan(four, Regs());
+  const JobConfig by_bytes_job = WithFigures(Job(Arch::kHybrid), 0, 0);
+  auto sparse = Build(by_bytes_job, 2, Regs(), /*workers=*/4);
   ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
   EXPECT_EQ(sparse->variables[0].path, VariablePath::kPs);
   EXPECT_NE(sparse->variables[0].reason.find("ps 0.00685 ms/step (6.85 KB"), std::string::npos)
@@ -96,22 +110,20 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   // all-reduced whole, 2 · 1,600 = 3,200 bytes on the link, against PS
   // (2 · 2 · 856 = 3,424) and all-gather (2 · (600 + 1,516) = 4,232: its rows
   // weigh less than Gloo's framing of its 3 calls).
-  auto two = BuildRulePlan(WithFigures(Options("hybrid", 2), 0, 0), Regs());
+  auto two = Build(by_bytes_job, 2);
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(two->variables[0].path, VariablePath::kAllReduce);
   // 10,000 rows, 2,500 touched (60,000 bytes): all-gather, 2 · 61,516 =
   // 123,032 bytes, against PS's 2 · 2 · 60,256 = 241,024 and all-reduce's
   // 2 · 160,000 = 320,000.
-  auto big = Regs();
-  big[0].var.rows = 10'000;
-  auto by_bytes = BuildRulePlan(WithFigures(Options("hybrid", 2), 0, 0), big);
+  auto by_bytes = Build(by_bytes_job, 2, Regs(10'000));
   ASSERT_TRUE(by_bytes.ok());
   EXPECT_EQ(by_bytes->variables[0].path, VariablePath::kAllGather);
   // The same with the job's [plan] saying a collective call takes 3 ms and a
   // PS round trip 1 ms (as measured here, a call costs several round trips):
   // all-gather 0.12 + 3 · 3 ms, all-reduce 0.32 + 1.5 · 3 ms, PS
   // 0.24 + 2 · 1 ms: PS.
-  auto by_time = BuildRulePlan(WithFigures(Options("hybrid", 2), 3000, 1000), big);
+  auto by_time = Build(WithFigures(Job(Arch::kHybrid), 3000, 1000), 2, Regs(10'000));
   ASSERT_TRUE(by_time.ok());
   EXPECT_EQ(by_time->variables[0].path, VariablePath::kPs);
   EXPECT_NE(by_time->variables[0].reason.find("ps 2.24 ms/step"), std::string::npos)
@@ -120,14 +132,14 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   EXPECT_EQ(by_time->ps.variables.size(), 1u);
   // α = 0.9: PS and all-gather move more than all-reduce.
   auto regs = Regs();
-  regs[0].var.density = 0.9;
-  auto dense = BuildRulePlan(four, regs);
+  regs[0].sampled_batches = Touching(90);
+  auto dense = Build(by_bytes_job, 2, regs, /*workers=*/4);
   ASSERT_TRUE(dense.ok());
   EXPECT_EQ(dense->variables[0].path, VariablePath::kAllReduce);
   EXPECT_TRUE(dense->ps.variables.empty());
   // Not measured: the rule (PS when there are shards), and it says so.
-  regs[0].var.density = -1;
-  auto unmeasured = BuildRulePlan(four, regs);
+  regs[0].sampled_batches.clear();
+  auto unmeasured = Build(by_bytes_job, 2, regs, /*workers=*/4);
   ASSERT_TRUE(unmeasured.ok());
   EXPECT_EQ(unmeasured->variables[0].path, VariablePath::kPs);
   EXPECT_NE(unmeasured->variables[0].reason.find("not measured"), std::string::npos);
@@ -141,14 +153,12 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
 // table's values leave the sockets (PS: 2 · 2 · (2,500 · 8 + 256 + 2 · 16)
 // = 81,152 bytes on the link by bytes), and PS beats all-gather's 123,032.
 TEST_F(JobPlanTest, SharedMemoryMakesSameMachinePsCheaper) {
-  auto big = Regs();
-  big[0].var.rows = 10'000;
-  SessionOptions o = WithFigures(Options("hybrid", 2), 0, 0);
-  auto without = BuildRulePlan(o, big);
+  JobConfig job = WithFigures(Job(Arch::kHybrid), 0, 0);
+  auto without = Build(job, 2, Regs(10'000));
   ASSERT_TRUE(without.ok());
   EXPECT_EQ(without->variables[0].path, VariablePath::kAllGather);
-  o.ps_shared_memory = true;
-  auto with = BuildRulePlan(o, big);
+  job.ps.shared_memory = true;
+  auto with = Build(job, 2, Regs(10'000));
   ASSERT_TRUE(with.ok()) << with.status().ToString();
   EXPECT_EQ(with->variables[0].path, VariablePath::kPs) << with->variables[0].reason;
   EXPECT_NE(with->variables[0].reason.find("ps 0.0812 ms/step"), std::string::npos)
@@ -156,48 +166,47 @@ TEST_F(JobPlanTest, SharedMemoryMakesSameMachinePsCheaper) {
 }
 
 TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
-  SessionOptions o = Options("hybrid", 2);
-  o.consistency = "ssp";
-  o.staleness = 3;
-  o.ps_fp16_values = true;
-  auto plan = BuildRulePlan(o, Regs());
+  JobConfig job = Job(Arch::kHybrid);
+  job.job.consistency = Consistency::kSsp;
+  job.job.staleness = 3;
+  job.ps.value_encoding = ValueEncoding::kFp16;
+  auto plan = Build(job, 2);
   ASSERT_TRUE(plan.ok());
   auto ps = ps::ParsePsPlan(JobPlanToJson(*plan));
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
-  EXPECT_EQ(ps->consistency, ps::Consistency::kSsp);
+  EXPECT_EQ(ps->consistency, Consistency::kSsp);
   EXPECT_EQ(ps->staleness, 3);
-  EXPECT_TRUE(ps->fp16_values);
-  o.consistency = "eventual";
-  EXPECT_EQ(BuildRulePlan(o, Regs()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps->value_encoding, ValueEncoding::kFp16);
+  EXPECT_EQ(plan->cost.value_bytes, 2);
 }
 
 TEST_F(JobPlanTest, VariableTablesWinOverTheRule) {
-  SessionOptions o = Options("hybrid", 2);
-  o.job = JobConfig();
+  JobConfig job = Job(Arch::kHybrid);
   VariableOverride emb;
   emb.name = "emb";
-  emb.path = "allgather";
+  emb.path = VariablePath::kAllGather;
   VariableOverride w;
   w.name = "w";
-  w.path = "ps";
-  w.optimizer = OptimizerConfig();
-  w.optimizer->type = "adam";
-  o.job->variables = {emb, w};
-  auto plan = BuildRulePlan(o, Regs());
+  w.path = VariablePath::kPs;
+  w.optimizer = OptimizerSettings();
+  w.optimizer->type = OptimizerType::kAdam;
+  job.variables = {emb, w};
+  auto plan = Build(job, 2);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->variables[0].path, VariablePath::kAllGather);
   EXPECT_EQ(plan->variables[1].path, VariablePath::kPs);
-  EXPECT_EQ(plan->variables[1].optimizer.type, optim::OptimizerType::kAdam);
+  EXPECT_EQ(plan->variables[1].optimizer.type, OptimizerType::kAdam);
   ASSERT_EQ(plan->ps.variables.size(), 1u);
-  EXPECT_EQ(plan->ps.variables[0].optimizer.type, ps::OptimizerType::kAdam);
-  o.job->variables[0].name = "embedding";
-  Status st = BuildRulePlan(o, Regs()).status();
+  EXPECT_EQ(plan->ps.variables[0].optimizer.type, OptimizerType::kAdam);
+  EXPECT_EQ(plan->variables[0].reason, "[[variable]] in the job file");
+  job.variables[0].name = "embedding";
+  Status st = Build(job, 2).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("\"embedding\""), std::string::npos) << st.message();
 }
 
 TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
-  auto plan = BuildRulePlan(Options("ps", 2), Regs());
+  auto plan = Build(Job(Arch::kPs), 2);
   ASSERT_TRUE(plan.ok());
   const std::string json = JobPlanToJson(*plan);
   auto back = ParseJobPlan(json);
@@ -206,28 +215,38 @@ TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
   EXPECT_EQ(back->variables[0].name, "emb");
   EXPECT_EQ(back->variables[0].path, VariablePath::kPs);
   EXPECT_DOUBLE_EQ(back->variables[0].density, 0.25);
-  EXPECT_EQ(back->variables[0].optimizer.type, optim::OptimizerType::kAdagrad);
+  EXPECT_EQ(back->variables[0].optimizer.type, OptimizerType::kAdagrad);
   EXPECT_EQ(back->variables[1].size, 4u);
+  EXPECT_EQ(back->cluster.workers, 2);
+  EXPECT_EQ(back->cluster.shards, 2);
+  EXPECT_EQ(back->cost.bandwidth_bytes_per_s, plan->cost.bandwidth_bytes_per_s);
+  EXPECT_EQ(back->PartitionsOf(0), 2u);
+  EXPECT_EQ(JobPlanToJson(*back), json);  // nothing lost either way
   auto ps = ps::ParsePsPlan(json);  // what parallax-ps does with the whole plan
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
   ASSERT_EQ(ps->variables.size(), 2u);
   EXPECT_EQ(ps->variables[0].partitions, 2u);
   EXPECT_EQ(ps->num_workers, 2u);
-  EXPECT_EQ(ps->variables[0].optimizer.type, ps::OptimizerType::kAdagrad);
+  EXPECT_EQ(ps->variables[0].optimizer.type, OptimizerType::kAdagrad);
   EXPECT_FALSE(ParseJobPlan("{").ok());
 }
 
 TEST_F(JobPlanTest, RegistrationMismatchNamesTheVariable) {
-  auto plan = BuildRulePlan(Options("hybrid", 2), Regs());
+  auto plan = Build(Job(Arch::kHybrid), 2);
   ASSERT_TRUE(plan.ok());
-  EXPECT_TRUE(CheckRegistrationsMatch(*plan, Regs(), 1).ok());
-  auto other = Regs();
-  other[0].var.dim = 8;
+  auto registered = [](std::vector<VariableInput> regs) {
+    std::vector<PlannedVariable> out;
+    for (const VariableInput& r : regs) out.push_back(r.var);
+    return out;
+  };
+  EXPECT_TRUE(CheckRegistrationsMatch(*plan, registered(Regs()), 1).ok());
+  auto other = registered(Regs());
+  other[0].dim = 8;
   Status st = CheckRegistrationsMatch(*plan, other, 1);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("\"emb\""), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
-  other = Regs();
+  other = registered(Regs());
   other.pop_back();
   EXPECT_EQ(CheckRegistrationsMatch(*plan, other, 1).code(), StatusCode::kFailedPrecondition);
 }
@@ -236,20 +255,17 @@ TEST_F(JobPlanTest, RegistrationMismatchNamesTheVariable) {
 // only sparse variables on the PS path; the shards then expect one
 // contribution per host.
 TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
-  auto options = [](int workers, int hosts, const std::string& consistency, bool enabled) {
-    SessionOptions o = Options("hybrid", 2);
-    o.world_size = workers;
-    o.num_hosts = hosts;
-    o.consistency = consistency;
-    o.ps_local_aggregation = enabled;
-    o.job = JobConfig();
+  auto job = [](Consistency consistency, bool enabled) {
+    JobConfig j = Job(Arch::kHybrid);
+    j.job.consistency = consistency;
+    j.ps.local_aggregation = enabled;
     VariableOverride emb;
     emb.name = "emb";
-    emb.path = "ps";
-    o.job->variables = {emb};
-    return o;
+    emb.path = VariablePath::kPs;
+    j.variables = {emb};
+    return j;
   };
-  auto on = BuildRulePlan(options(4, 2, "sync", true), Regs());
+  auto on = Build(job(Consistency::kSync, true), 2, Regs(), 4, 2);
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   EXPECT_TRUE(on->local_aggregation);
   EXPECT_EQ(on->ps.contributors(), 2u);
@@ -260,58 +276,63 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
   EXPECT_EQ(round_trip->ps.contributors(), 2u);
 
   for (auto [workers, hosts, consistency, enabled] :
-       {std::tuple{4, 1, "sync", true},     // one host: every byte is local anyway
-        std::tuple{2, 2, "sync", true},     // one rank per host: nothing to combine
-        std::tuple{4, 2, "async", true},    // every rank keeps its own clock
-        std::tuple{4, 2, "sync", false}}) {  // [ps] local_aggregation = false
-    auto off = BuildRulePlan(options(workers, hosts, consistency, enabled), Regs());
+       {std::tuple{4, 1, Consistency::kSync, true},     // one host: every byte is local anyway
+        std::tuple{2, 2, Consistency::kSync, true},     // one rank per host: nothing to combine
+        std::tuple{4, 2, Consistency::kAsync, true},    // every rank keeps its own clock
+        std::tuple{4, 2, Consistency::kSync, false}}) {  // [ps] local_aggregation = false
+    auto off = Build(job(consistency, enabled), 2, Regs(), workers, hosts);
     ASSERT_TRUE(off.ok()) << off.status().ToString();
     EXPECT_FALSE(off->local_aggregation) << workers << " workers on " << hosts << " hosts, "
-                                         << consistency << ", enabled " << enabled;
+                                         << ConsistencyName(consistency) << ", enabled "
+                                         << enabled;
     EXPECT_EQ(off->ps.contributors(), static_cast<uint32_t>(workers));
   }
   // A dense variable on the PS path needs its values back on every rank.
-  SessionOptions all_ps = options(4, 2, "sync", true);
-  all_ps.arch = "ps";
-  auto dense = BuildRulePlan(all_ps, Regs());
+  JobConfig all_ps = job(Consistency::kSync, true);
+  all_ps.job.arch = Arch::kPs;
+  auto dense = Build(all_ps, 2, Regs(), 4, 2);
   ASSERT_TRUE(dense.ok()) << dense.status().ToString();
   EXPECT_FALSE(dense->local_aggregation);
 }
 
 TEST_F(JobPlanTest, StalenessLrReachesTheShardsPlanOutsideSync) {
-  SessionOptions o = Options("ps", 2);
-  o.ps_staleness_lr = true;
-  o.consistency = "async";
-  auto plan = BuildRulePlan(o, Regs());
+  JobConfig job = Job(Arch::kPs);
+  job.ps.staleness_lr = true;
+  job.job.consistency = Consistency::kAsync;
+  auto plan = Build(job, 2);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_TRUE(plan->ps.staleness_lr);
   auto parsed = ParseJobPlan(JobPlanToJson(*plan));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_TRUE(parsed->ps.staleness_lr);
-  o.consistency = "sync";
-  EXPECT_FALSE(BuildRulePlan(o, Regs())->ps.staleness_lr);
+  job.job.consistency = Consistency::kSync;
+  EXPECT_FALSE(Build(job, 2)->ps.staleness_lr);
 }
 
 // More partitions than shards: placed by the sampled rows' load (a Zipf
 // head), within 10% of a perfect balance, and the reason says so.
 TEST_F(JobPlanTest, PartitionsArePlacedOnShardsBySampledLoad) {
-  std::vector<Registration> regs = Regs();
-  regs[0].var.rows = 1000;
+  std::vector<VariableInput> regs = Regs(1000);
+  // A Zipf-like profile: row id appears 10,000 / (id + 1) + 1 times.
+  std::map<int64_t, double> count;
+  regs[0].sampled_batches.assign(1, {});
   for (int64_t id = 0; id < 1000; ++id) {
-    regs[0].row_samples[id] = static_cast<uint32_t>(10'000 / (id + 1)) + 1;
+    count[id] = 10'000 / (id + 1) + 1;
+    regs[0].sampled_batches[0].insert(regs[0].sampled_batches[0].end(),
+                                      static_cast<size_t>(count[id]), id);
   }
-  SessionOptions o = Options("ps", 4);
-  o.ps_partitions = 16;
-  auto plan = BuildRulePlan(o, regs);
+  JobConfig job = Job(Arch::kPs);
+  job.ps.partitions = 16;
+  auto plan = Build(job, 4, regs);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const ps::VariableSpec& emb = plan->ps.variables[0];
   ASSERT_EQ(emb.partitions, 16u);
   ASSERT_EQ(emb.partition_shards.size(), 16u);
   std::vector<double> shard_load(4, 0.0);
   double total = 0;
-  for (const auto& [id, count] : regs[0].row_samples) {
-    shard_load[emb.partition_shards[ps::PartitionOf(emb, id)]] += count;
-    total += count;
+  for (const auto& [id, n] : count) {
+    shard_load[emb.partition_shards[ps::PartitionOf(emb, id)]] += n;
+    total += n;
   }
   const double worst = *std::max_element(shard_load.begin(), shard_load.end());
   EXPECT_LT(worst / (total / 4) - 1, 0.10) << plan->variables[0].reason;
@@ -324,4 +345,4 @@ TEST_F(JobPlanTest, PartitionsArePlacedOnShardsBySampledLoad) {
 }
 
 }  // namespace
-}  // namespace parallax::trainer
+}  // namespace parallax::plan

@@ -28,11 +28,16 @@
 // After Step() fails the session is broken: later calls fail with
 // FAILED_PRECONDITION and the job should start a new attempt.
 //
-// Thread-compatible: one thread drives a session. This header includes no
-// Thrift, ZeroMQ or Gloo header: Session is an interface, its implementation
-// and everything it uses stay in libparallax.
-#ifndef PARALLAX_TRAINER_INCLUDE_PARALLAX_SESSION_H_
-#define PARALLAX_TRAINER_INCLUDE_PARALLAX_SESSION_H_
+// Thread-compatible: one thread drives a session. This header includes only
+// the public headers beside it (include/parallax/), which are all that
+// `cmake --install` ships: Session is an interface, its implementation and
+// everything it uses stay in libparallax.
+//
+// Dense values and gradients are host memory (std::span<float>) today;
+// device-pointer variants of Gradient and Dense (CUDA memory, all-reduced by
+// NCCL in place) belong beside them, named with a Device suffix.
+#ifndef PARALLAX_INCLUDE_PARALLAX_SESSION_H_
+#define PARALLAX_INCLUDE_PARALLAX_SESSION_H_
 
 #include <chrono>
 #include <cstddef>
@@ -45,20 +50,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
-#include "core/config/job_config.h"
+#include "parallax/job_config.h"
+#include "parallax/settings.h"
+#include "parallax/status.h"
 
 namespace parallax {
-
-// Initial values of a variable: a pure function of (seed, variable id, row),
-// the same on workers and PS shards. A dense variable of n elements is laid
-// out as rows of DenseRowDim(n) elements for this purpose.
-struct Initializer {
-  enum class Type { kZeros, kUniform, kNormal };
-  Type type = Type::kUniform;
-  uint64_t seed = 1;
-  float scale = 0.05f;  // uniform in [-scale, scale); normal with stddev scale
-};
 
 struct VariableOptions {
   Initializer init;
@@ -66,7 +62,7 @@ struct VariableOptions {
   // Rank 0's values win (they are broadcast). Not allowed on the PS path.
   std::vector<float> initial_values;
   // Instead of the job's [optimizer.dense] / [optimizer.sparse].
-  std::optional<OptimizerConfig> optimizer;
+  std::optional<OptimizerSettings> optimizer;
 };
 
 struct SessionOptions {
@@ -88,42 +84,23 @@ struct SessionOptions {
   std::string token;                       // control-plane secret
   std::string tls_ca_file;                 // PEM CA: TLS to the coordinator; "" plaintext
 
-  // From the job file (defaults when there is none).
-  std::string arch = "hybrid";  // hybrid | allreduce | allgather | ps
-  // sync | async | ssp. Only PS variables are affected: under async a shard
-  // applies each push when it arrives; under ssp a pull for step c waits
-  // until the slowest rank finished step c − staleness. Dense all-reduce and
-  // all-gather stay synchronous (they are collectives).
-  std::string consistency = "sync";
-  int staleness = 0;  // ssp bound, in steps
-  OptimizerConfig dense_optimizer;
-  OptimizerConfig sparse_optimizer;
-  int ps_partitions = 0;        // per PS variable; 0: one per shard
+  // The job's settings, from its job file (PARALLAX_JOB_FILE); the
+  // defaults of every key when there is none (`config.source` is empty).
+  // Custom trainers read their own keys here: config.trainer.steps,
+  // config.user_toml ([user], as TOML text), ...
+  JobConfig config;
+  bool has_job_file() const { return !config.source.empty(); }
+
   // Partition search ([ps] partitions = "auto"): Session::Create sets these
-  // from the coordinator for each attempt (trainer/search_trial.h). In a
-  // trial attempt (trial_steps > 0) the rank runs trial_warmup_steps +
-  // trial_steps steps, rank 0 publishes the median time of the last
-  // trial_steps, and no checkpoint or metric point is written. A custom
-  // trainer loops to options().trial_warmup_steps + options().trial_steps
-  // when trial_steps > 0 (the coordinator stops a trial that runs on).
+  // from the coordinator for each attempt (and config.ps.partitions to the
+  // P under trial). In a trial attempt (trial_steps > 0) the rank runs
+  // trial_warmup_steps + trial_steps steps, rank 0 publishes the median time
+  // of the last trial_steps, and no checkpoint or metric point is written. A
+  // custom trainer loops to options().trial_warmup_steps +
+  // options().trial_steps when trial_steps > 0 (the coordinator stops a
+  // trial that runs on).
   int64_t trial_steps = 0;
   int64_t trial_warmup_steps = 0;
-  bool ps_fp16_values = false;  // [ps] value_encoding = "fp16"
-  // [ps] local_aggregation: in sync mode on several hosts, the ranks of a
-  // host sum their sparse PS gradients and one of them pushes for the host.
-  bool ps_local_aggregation = true;
-  // [ps] staleness_lr: under async/ssp a shard scales lr by 1 / max(1, τ),
-  // τ the versions a push's rows are behind.
-  bool ps_staleness_lr = false;
-  // [ps] shared_memory / shared_memory_mb: rows and gradients go through a
-  // shared memory region (this many MiB) to each shard on the same machine;
-  // the socket carries headers and ids (schemas/ps_wire.md).
-  bool ps_shared_memory = false;
-  int ps_shared_memory_mb = 64;
-  // [ps] curve: CURVE on PS sockets when `token` is set (core/ps/curve.h).
-  bool ps_curve = true;
-  // The whole job file, when there was one (custom trainers read [user]).
-  std::optional<JobConfig> job;
 
   // Deadlines of the blocking parts.
   std::chrono::milliseconds plan_timeout{300'000};        // GetPlan
@@ -136,27 +113,14 @@ struct SessionOptions {
   // (core/rpc/coordinator_client.h, "Retries").
   int coordinator_retry_ms = 30'000;
 
-  // Dense fusion buckets (bytes of float32); see core/comm/gradient_fusion.h.
-  // Smaller buckets start the all-reduce of the last layers while backward
-  // still computes, at one collective call's fixed cost each
-  // (docs/PERFORMANCE.md, "Timeline"); 0: no fusion.
+  // Dense fusion buckets (bytes of float32): gradients are packed into
+  // buckets in backward order and each full bucket is all-reduced while
+  // backward goes on. Smaller buckets start the all-reduce of the last layers
+  // earlier, at one collective call's fixed cost each; 0: no fusion.
   size_t fusion_bucket_bytes = 64u << 20;
-  // ReportMetrics sends a point every this many steps (and drops the rest).
-  // [trainer] metrics_every.
-  int64_t metrics_every = 10;
 
-  // Checkpoints ([trainer] checkpoint_dir, checkpoint_every, keep_checkpoints;
-  // docs/RELIABILITY.md). A checkpoint of step s is written under
-  // <checkpoint_dir>/job-<id>/step-<s>/.
-  std::string checkpoint_dir;    // empty: no checkpoints
-  int64_t checkpoint_every = 0;  // steps; 0: never
-  int keep_checkpoints = 3;      // newest complete checkpoints kept
-
-  // Step timeline ([trainer] timeline, `parallax run --timeline DIR`;
-  // docs/PERFORMANCE.md): when set, the rank writes a Chrome trace to
-  // <timeline_dir>/rank-<rank>.trace.json when the session is destroyed,
-  // keeping at most timeline_max_events events. Empty: nothing is recorded.
-  std::string timeline_dir;
+  // The step timeline (config.trainer.timeline) keeps at most this many
+  // events per rank.
   size_t timeline_max_events = 200'000;
 
   // Reads the task environment (PARALLAX_JOB_ID, _ATTEMPT, _RANK,
@@ -167,10 +131,6 @@ struct SessionOptions {
   // reads the environment.
   static StatusOr<SessionOptions> FromEnvironment();
 };
-
-// Where the plan put a variable.
-enum class VariablePath { kAllReduce, kAllGather, kPs };
-const char* VariablePathName(VariablePath path);
 
 class Session {
  public:
@@ -189,8 +149,11 @@ class Session {
   virtual StatusOr<int> RegisterSparse(const std::string& name, int64_t rows, uint32_t dim,
                                        const VariableOptions& options = {}) = 0;
   // Sparsity measurement: the ids one batch of the model's own generator
-  // touches in `var` (call over a few batches). Recorded in the plan as the
-  // variable's density for the planner.
+  // touches in `var` (call once per batch, over a few consecutive batches).
+  // Rank 0's samples decide the plan: the variable's density (α) and, with
+  // several ranks per host, its consecutive batches stand for the host's
+  // ranks together; the rows' frequencies place PS partitions. At most 64
+  // batches (or 4M ids) per variable are kept; later calls are ignored.
   virtual Status SampleIds(int var, std::span<const int64_t> ids) = 0;
 
   // Per-rank state saved with every checkpoint and restored by Start() when
@@ -201,9 +164,10 @@ class Session {
   virtual Status RegisterState(const std::string& name, std::function<std::string()> save,
                                std::function<Status(std::string_view)> restore) = 0;
 
-  // Rank 0 puts the plan (rule-based: sparse → PS when there are shards,
-  // else all-gather; dense → all-reduce; `arch` forces one path); every rank
-  // waits for it (DEADLINE_EXCEEDED after plan_timeout), checks that its
+  // Rank 0 builds the plan (core/plan's BuildPlan: under arch = "hybrid" the
+  // cost model picks each variable's path from its shape and measured
+  // density; other archs force one path; [[variable]] tables override) and
+  // puts it to the coordinator; every rank waits for it (DEADLINE_EXCEEDED after plan_timeout), checks that its
   // registrations match it and hears every other rank's verdict
   // (FAILED_PRECONDITION naming the rank and the variable, on every rank), joins
   // the collectives under job/<id>/<attempt>/comm, connects to the PS shards
@@ -246,7 +210,8 @@ class Session {
   // Finishes the step (sync: every rank's gradients averaged and applied
   // once) and applies the optimizer of every worker-held variable. A
   // variable with no gradient this step counts as a zero gradient.
-  // Writes a checkpoint when step() % checkpoint_every == 0 after the step
+  // Writes a checkpoint when step() % config.trainer.checkpoint_every == 0
+  // after the step
   // (every rank takes part; rank 0 commits it to the coordinator once every
   // part is written).
   virtual Status Step() = 0;
@@ -260,7 +225,8 @@ class Session {
   // For tests and export; read a large table in chunks.
   virtual Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) = 0;
 
-  // Records this step's loss and samples; every metrics_every steps sends
+  // Records this step's loss and samples; every config.trainer.metrics_every
+  // steps sends
   // loss and samples/s to the coordinator. INVALID_ARGUMENT naming the step
   // for a NaN or infinite loss (stop training).
   virtual Status ReportMetrics(int64_t step, double loss, int64_t samples) = 0;
@@ -280,4 +246,4 @@ void InitialSparseRow(const Initializer& init, uint32_t var_id, int64_t row, uin
 
 }  // namespace parallax
 
-#endif  // PARALLAX_TRAINER_INCLUDE_PARALLAX_SESSION_H_
+#endif  // PARALLAX_INCLUDE_PARALLAX_SESSION_H_

@@ -1,0 +1,199 @@
+#include "core/plan/job_plan.h"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+
+namespace parallax::plan {
+namespace {
+
+using json = nlohmann::json;
+
+json OptimizerToJson(const OptimizerSettings& s) {
+  return json{{"type", OptimizerTypeName(s.type)},
+              {"lr", s.lr},
+              {"momentum", s.momentum},
+              {"beta1", s.beta1},
+              {"beta2", s.beta2},
+              {"epsilon", s.epsilon},
+              {"initial_accumulator", s.initial_accumulator}};
+}
+
+json CostToJson(const CostOptions& c) {
+  return json{{"link_bytes_per_s", c.bandwidth_bytes_per_s},
+              {"collective_latency_s", c.collective_latency_s},
+              {"ps_rtt_s", c.ps_rtt_s},
+              {"fusion_bucket_bytes", c.fusion_bucket_bytes},
+              {"value_bytes", c.value_bytes},
+              {"local_aggregation", c.local_aggregation},
+              {"ps_shared_memory", c.ps_shared_memory},
+              {"worker_memory_bytes", c.worker_memory_bytes},
+              {"optimizer_state_copies", c.optimizer_state_copies}};
+}
+
+// A name of one of include/parallax/settings.h's enums; `what` names the key.
+template <typename E>
+E ParseName(const json& j, std::optional<E> (*parse)(std::string_view), const std::string& what) {
+  const std::string name = j.get<std::string>();
+  const std::optional<E> v = parse(name);
+  if (!v) throw std::invalid_argument(what + " \"" + name + "\" is not a known name");
+  return *v;
+}
+
+OptimizerSettings OptimizerFromJson(const json& o) {
+  OptimizerSettings s;
+  s.type = ParseName(o.at("type"), &ParseOptimizerType, "optimizer type");
+  s.lr = o.at("lr").get<float>();
+  s.momentum = o.at("momentum").get<float>();
+  s.beta1 = o.at("beta1").get<float>();
+  s.beta2 = o.at("beta2").get<float>();
+  s.epsilon = o.at("epsilon").get<float>();
+  s.initial_accumulator = o.at("initial_accumulator").get<float>();
+  return s;
+}
+
+CostOptions CostFromJson(const json& c) {
+  CostOptions o;
+  o.bandwidth_bytes_per_s = c.value("link_bytes_per_s", o.bandwidth_bytes_per_s);
+  o.collective_latency_s = c.value("collective_latency_s", o.collective_latency_s);
+  o.ps_rtt_s = c.value("ps_rtt_s", o.ps_rtt_s);
+  o.fusion_bucket_bytes = c.value("fusion_bucket_bytes", o.fusion_bucket_bytes);
+  o.value_bytes = c.value("value_bytes", o.value_bytes);
+  o.local_aggregation = c.value("local_aggregation", o.local_aggregation);
+  o.ps_shared_memory = c.value("ps_shared_memory", o.ps_shared_memory);
+  o.worker_memory_bytes = c.value("worker_memory_bytes", o.worker_memory_bytes);
+  o.optimizer_state_copies = c.value("optimizer_state_copies", o.optimizer_state_copies);
+  return o;
+}
+
+PlannedVariable VariableFromJson(const json& jv) {
+  PlannedVariable v;
+  v.id = jv.at("id").get<uint32_t>();
+  v.name = jv.at("name").get<std::string>();
+  v.sparse = jv.at("kind").get<std::string>() == "sparse";
+  v.rows = jv.at("rows").get<int64_t>();
+  v.dim = jv.at("dim").get<uint32_t>();
+  v.size = v.sparse ? 0 : jv.at("size").get<size_t>();
+  v.path = ParseName(jv.at("path"), &ParseVariablePath, "path");
+  v.density = jv.value("density", -1.0);
+  v.density_host = jv.value("density_host", -1.0);
+  v.partitions = jv.value("partitions", 1u);
+  v.reason = jv.value("reason", std::string());
+  v.optimizer = OptimizerFromJson(jv.at("optimizer"));
+  const json& in = jv.at("init");
+  v.init.type = ParseName(in.at("type"), &ParseInitializerType, "init type");
+  v.init.seed = in.at("seed").get<uint64_t>();
+  v.init.scale = in.at("scale").get<float>();
+  return v;
+}
+
+}  // namespace
+
+uint32_t JobPlan::PartitionsOf(uint32_t var) const {
+  const ps::VariableSpec* spec = ps.FindVariable(var);
+  return spec == nullptr ? 0 : spec->partitions;
+}
+
+std::string JobPlanToJson(const JobPlan& plan) {
+  json doc;
+  doc["version"] = 2;
+  doc["arch"] = ArchName(plan.arch);
+  doc["consistency"] = ConsistencyName(plan.consistency);
+  doc["world_size"] = plan.cluster.workers;
+  doc["cluster"] = {{"workers", plan.cluster.workers},
+                    {"hosts", plan.cluster.hosts},
+                    {"shards", plan.cluster.shards}};
+  doc["cost"] = CostToJson(plan.cost);
+  doc["local_aggregation"] = plan.local_aggregation;
+  doc["variables"] = json::array();
+  for (const PlannedVariable& v : plan.variables) {
+    json jv{{"id", v.id},
+            {"name", v.name},
+            {"kind", v.sparse ? "sparse" : "dense"},
+            {"rows", v.rows},
+            {"dim", v.dim},
+            {"path", VariablePathName(v.path)},
+            {"density", v.density},
+            {"density_host", v.density_host},
+            {"partitions", v.partitions},
+            {"reason", v.reason},
+            {"optimizer", OptimizerToJson(v.optimizer)},
+            {"init",
+             {{"type", InitializerTypeName(v.init.type)},
+              {"seed", v.init.seed},
+              {"scale", v.init.scale}}}};
+    if (!v.sparse) jv["size"] = v.size;
+    doc["variables"].push_back(std::move(jv));
+  }
+  doc["ps"] = json::parse(ps::PsPlanToJson(plan.ps));
+  return doc.dump();
+}
+
+StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return InvalidArgument("plan: not a JSON object");
+  JobPlan plan;
+  try {
+    plan.arch = ParseName(doc.value("arch", json("hybrid")), &ParseArch, "arch");
+    plan.consistency =
+        ParseName(doc.value("consistency", json("sync")), &ParseConsistency, "consistency");
+    plan.cluster.workers = doc.value("world_size", 1);
+    if (doc.contains("cluster")) {
+      const json& c = doc["cluster"];
+      plan.cluster.workers = c.value("workers", plan.cluster.workers);
+      plan.cluster.hosts = c.value("hosts", 1);
+      plan.cluster.shards = c.value("shards", 0);
+    }
+    if (doc.contains("cost")) plan.cost = CostFromJson(doc["cost"]);
+    plan.local_aggregation = doc.value("local_aggregation", false);
+    const json& vars = doc.at("variables");
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const std::string where = "plan: variables[" + std::to_string(i) + "]: ";
+      try {
+        plan.variables.push_back(VariableFromJson(vars[i]));
+      } catch (const std::exception& e) {
+        return InvalidArgument(where + e.what());
+      }
+      if (plan.variables.back().id != i) return InvalidArgument(where + "\"id\" must equal its index");
+    }
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("plan: ") + e.what());
+  }
+  if (doc.contains("ps")) {
+    PX_ASSIGN_OR_RETURN(plan.ps, ps::ParsePsPlan(doc["ps"].dump()));
+  }
+  for (const ps::VariableSpec& p : plan.ps.variables) {
+    if (p.id >= plan.variables.size() || plan.variables[p.id].path != VariablePath::kPs) {
+      return InvalidArgument("plan: PS variable " + std::to_string(p.id) + " (\"" + p.name +
+                             "\") is not a variable on the PS path");
+    }
+  }
+  return plan;
+}
+
+Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<PlannedVariable>& registered,
+                               int rank) {
+  const std::string who = "rank " + std::to_string(rank);
+  if (plan.variables.size() != registered.size()) {
+    return FailedPrecondition(who + " registered " + std::to_string(registered.size()) +
+                              " variables, but the plan (from rank 0) has " +
+                              std::to_string(plan.variables.size()));
+  }
+  auto shape = [](const PlannedVariable& v) {
+    return "\"" + v.name + "\" " +
+           (v.sparse ? "sparse " + std::to_string(v.rows) + "x" + std::to_string(v.dim)
+                     : "dense " + std::to_string(v.size));
+  };
+  for (size_t i = 0; i < registered.size(); ++i) {
+    const PlannedVariable& p = plan.variables[i];
+    const PlannedVariable& r = registered[i];
+    if (p.name != r.name || p.sparse != r.sparse || p.size != r.size || p.rows != r.rows ||
+        p.dim != r.dim) {
+      return FailedPrecondition("variable " + std::to_string(i) + " differs between ranks: " + who +
+                                " registered " + shape(r) + ", rank 0 " + shape(p));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace parallax::plan

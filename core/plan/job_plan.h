@@ -1,0 +1,87 @@
+// JobPlan: the plan of one attempt of a job, built once by BuildPlan
+// (core/plan/plan_builder.h) on the trainer's rank 0 and stored by the
+// coordinator as JSON; every rank, every PS shard, the coordinator and the
+// CLI read it back with ParseJobPlan, never by JSON key. Per variable: its
+// shape, the path it takes and why, its measured density, optimizer and
+// initializer; for the PS part (core/ps/plan.h, what workers and shards
+// agree on): partitions and the partition → shard placement. The plan also
+// records the cluster shape and the cost model's figures it was made with,
+// so its predicted costs (core/plan/report.h) can be recomputed anywhere.
+//
+//   {"version": 2, "arch": "hybrid", "consistency": "sync",
+//    "cluster": {"workers": 2, "hosts": 1, "shards": 1},
+//    "cost": {"link_bytes_per_s": 3.5e8, "collective_latency_s": 0.009, ...},
+//    "local_aggregation": false,
+//    "variables": [{"id": 0, "name": "emb", "kind": "sparse", "rows": 100,
+//                   "dim": 4, "path": "ps", "density": 0.1, "density_host": 0.18,
+//                   "reason": "...", "optimizer": {...}, "init": {...}},
+//                  {"id": 1, "name": "w", "kind": "dense", "size": 4,
+//                   "rows": 1, "dim": 4, "path": "allreduce", ...}],
+//    "ps": { PsPlan JSON }}
+#ifndef PARALLAX_CORE_PLAN_JOB_PLAN_H_
+#define PARALLAX_CORE_PLAN_JOB_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/plan/cost_model.h"
+#include "core/ps/plan.h"
+#include "parallax/settings.h"
+#include "parallax/status.h"
+
+namespace parallax::plan {
+
+struct PlannedVariable {
+  uint32_t id = 0;
+  std::string name;
+  bool sparse = false;
+  size_t size = 0;   // dense: elements
+  int64_t rows = 0;  // sparse: rows; dense: rows of DenseRowDim(size) elements
+  uint32_t dim = 0;  // sparse: row length; dense: DenseRowDim(size)
+  VariablePath path = VariablePath::kAllReduce;
+  // Measured fraction of rows one rank's batch touches, and a host's ranks'
+  // batches together (MeasureSparsity); -1: not measured (dense, or no
+  // SampleIds).
+  double density = -1;
+  double density_host = -1;
+  // PS partitions: the variable's on the PS path (as ps.variables holds),
+  // else what it would have there (what the cost model assumed).
+  uint32_t partitions = 1;
+  std::string reason;  // why `path`, one line (the cost model, the arch, [[variable]])
+  OptimizerSettings optimizer;
+  Initializer init;
+};
+
+struct JobPlan {
+  Arch arch = Arch::kHybrid;
+  Consistency consistency = Consistency::kSync;
+  ClusterShape cluster;  // workers, hosts and PS shards of the attempt
+  CostOptions cost;      // the figures the cost model decided with
+  // The ranks of a host sum their sparse PS gradients and the host's first
+  // rank pushes them: ps.num_contributors is the number of hosts.
+  bool local_aggregation = false;
+  std::vector<PlannedVariable> variables;  // index == id
+  ps::PsPlan ps;                           // only the variables on the PS path
+
+  int world_size() const { return cluster.workers; }
+  bool has_ps() const { return !ps.variables.empty(); }
+  // Partitions of `var` on the PS (0 when it is not on the PS path).
+  uint32_t PartitionsOf(uint32_t var) const;
+};
+
+std::string JobPlanToJson(const JobPlan& plan);
+// INVALID_ARGUMENT naming the key that is missing or malformed.
+StatusOr<JobPlan> ParseJobPlan(std::string_view json);
+
+// FAILED_PRECONDITION naming the first variable whose name, kind or shape
+// differs between `registered` (what `rank` registered, in order) and the
+// plan made from rank 0's registrations.
+Status CheckRegistrationsMatch(const JobPlan& plan,
+                               const std::vector<PlannedVariable>& registered, int rank);
+
+}  // namespace parallax::plan
+
+#endif  // PARALLAX_CORE_PLAN_JOB_PLAN_H_

@@ -1,0 +1,225 @@
+#include "core/plan/plan_builder.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/plan/placement.h"
+#include "core/plan/sparsity.h"
+
+namespace parallax::plan {
+namespace {
+
+// Local aggregation pays only where a host's link carries PS traffic: with
+// several hosts, and more ranks than hosts. Sync mode only: under async and
+// ssp every rank keeps its own clock and staleness.
+bool LocalAggregationApplies(const JobConfig& job, const ClusterShape& cluster) {
+  return job.ps.local_aggregation && job.job.consistency == Consistency::kSync &&
+         cluster.hosts > 1 && cluster.workers > cluster.hosts;
+}
+
+const VariableOverride* OverrideOf(const JobConfig& job, const std::string& name) {
+  for (const VariableOverride& o : job.variables) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+// A PS variable's partitions: [[variable]], else [ps], else one per shard;
+// at most one per row and 65536.
+uint32_t PartitionsOf(const JobConfig& job, const VariableOverride* over,
+                      const PlannedVariable& v, int shards) {
+  const int64_t want = over && over->partitions ? *over->partitions
+                       : job.ps.partitions > 0  ? job.ps.partitions
+                                                : std::max(1, shards);
+  return static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
+}
+
+VariableStats StatsOf(const PlannedVariable& v, uint32_t partitions) {
+  VariableStats stats;
+  stats.name = v.name;
+  stats.sparse = v.sparse;
+  stats.rows = v.sparse ? v.rows : 1;
+  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
+  stats.alpha = v.density >= 0 ? v.density : 1.0;
+  stats.alpha_host = v.density_host;
+  stats.partitions = static_cast<int>(std::max<uint32_t>(1, partitions));
+  return stats;
+}
+
+// The path of `v` and why, before [[variable]] overrides.
+void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOptions& cost,
+               uint32_t partitions, PlannedVariable* v) {
+  const Arch arch = job.job.arch;
+  if (arch == Arch::kPs) {
+    v->path = VariablePath::kPs;
+    v->reason = "arch = \"ps\"";
+  } else if (arch == Arch::kAllReduce) {
+    v->path = VariablePath::kAllReduce;
+    v->reason = "arch = \"allreduce\"";
+  } else if (arch == Arch::kAllGather) {
+    v->path = v->sparse ? VariablePath::kAllGather : VariablePath::kAllReduce;
+    v->reason = "arch = \"allgather\"";
+  } else if (!v->sparse || v->density >= 0) {
+    const Choice choice = ChoosePath(StatsOf(*v, partitions), cluster, cost);
+    v->path = choice.path;
+    v->reason = choice.reason;
+  } else {
+    const bool shards = cluster.shards > 0;
+    v->path = shards ? VariablePath::kPs : VariablePath::kAllGather;
+    v->reason = std::string("sparsity not measured (no SampleIds): ") +
+                (shards ? "PS, the job has shards" : "all-gather, the job has no shards");
+  }
+}
+
+// The partitions of `spec` on `shards` shards: round robin, or, when there
+// are more partitions than shards and rows were sampled, balanced by expected
+// load (each sampled row's frequency on the partition the PS maps it to),
+// with the imbalance added to `reason`.
+void PlaceOnShards(const Sparsity& sparsity, uint32_t shards, ps::VariableSpec* spec,
+                   std::string* reason) {
+  spec->partition_shards.clear();
+  for (uint32_t i = 0; i < spec->partitions; ++i) spec->partition_shards.push_back(i % shards);
+  if (spec->partitions <= shards || sparsity.row_frequency.empty()) return;
+  const ps::Partitioner partition_of(*spec);
+  const std::vector<double> load = PartitionLoads(sparsity.row_frequency, spec->partitions,
+                                                  [&](int64_t id) { return partition_of(id); });
+  const Placement placed = PlacePartitions(load, shards);
+  spec->partition_shards = placed.partition_shard;
+  char buf[120];
+  std::snprintf(buf, sizeof(buf), "%s%u partitions on %u shards by sampled load, imbalance %.1f%%",
+                reason->empty() ? "" : "; ", spec->partitions, shards,
+                100.0 * placed.imbalance());
+  *reason += buf;
+}
+
+// The PS part of `v` (REQUIRES: v.path == kPs).
+ps::VariableSpec PsSpecOf(const PlannedVariable& v, uint32_t partitions, uint32_t shards,
+                          const Sparsity& sparsity, std::string* reason) {
+  ps::VariableSpec p;
+  p.id = v.id;
+  p.name = v.name;
+  p.rows = v.rows;
+  p.dim = v.dim;
+  p.partitions = partitions;
+  PlaceOnShards(sparsity, shards, &p, reason);
+  p.optimizer = v.optimizer;
+  p.init = v.init;
+  return p;
+}
+
+// Applies `over` to `v`: its path (and why) and its optimizer.
+Status ApplyOverride(const VariableOverride& over, const ClusterShape& cluster,
+                     PlannedVariable* v) {
+  if (over.path) {
+    v->path = *over.path;
+    v->reason = "[[variable]] in the job file";
+    // A dense variable has no all-gather form: its gradients are all-reduced.
+    if (!v->sparse && v->path == VariablePath::kAllGather) v->path = VariablePath::kAllReduce;
+    if (v->path == VariablePath::kPs && cluster.shards <= 0) {
+      return FailedPrecondition("[[variable]] \"" + v->name +
+                                "\" asks for path \"ps\", but the job has no PS shards");
+    }
+  }
+  if (over.optimizer) v->optimizer = *over.optimizer;
+  return Status::Ok();
+}
+
+Status CheckOverridesNameVariables(const JobConfig& job, const PlanInputs& inputs) {
+  for (const VariableOverride& o : job.variables) {
+    const bool known = std::any_of(inputs.variables.begin(), inputs.variables.end(),
+                                   [&](const VariableInput& v) { return v.var.name == o.name; });
+    if (known) continue;
+    std::string names;
+    for (const VariableInput& v : inputs.variables) names += (names.empty() ? "" : ", ") + v.var.name;
+    return InvalidArgument("[[variable]] \"" + o.name +
+                           "\" in the job file names no variable the trainer registered (" +
+                           names + ")");
+  }
+  return Status::Ok();
+}
+
+ps::PsPlan PsPlanOf(const JobConfig& job, const ClusterShape& cluster) {
+  ps::PsPlan ps;
+  ps.consistency = job.job.consistency;
+  ps.staleness = job.job.staleness;
+  ps.staleness_lr = job.ps.staleness_lr && job.job.consistency != Consistency::kSync;
+  ps.num_workers = static_cast<uint32_t>(cluster.workers);
+  ps.num_shards = static_cast<uint32_t>(std::max(1, cluster.shards));
+  ps.value_encoding = job.ps.value_encoding;
+  return ps;
+}
+
+}  // namespace
+
+int PsShards(const JobConfig& job, int hosts) {
+  if (job.job.arch == Arch::kAllReduce || job.job.arch == Arch::kAllGather) return 0;
+  return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
+}
+
+CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes) {
+  CostOptions cost;
+  if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
+  if (job.plan.collective_latency_us) {
+    cost.collective_latency_s = *job.plan.collective_latency_us * 1e-6;
+  }
+  if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
+  cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
+  cost.ps_shared_memory = job.ps.shared_memory;
+  cost.fusion_bucket_bytes = fusion_bucket_bytes;
+  return cost;
+}
+
+StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
+  const ClusterShape& cluster = inputs.cluster;
+  if (job.job.arch == Arch::kPs && cluster.shards <= 0) {
+    return FailedPrecondition(
+        "arch \"ps\" needs PS shards, but the job has none (PARALLAX_NUM_SHARDS is 0)");
+  }
+  PX_RETURN_IF_ERROR(CheckOverridesNameVariables(job, inputs));
+  JobPlan plan;
+  plan.arch = job.job.arch;
+  plan.consistency = job.job.consistency;
+  plan.cluster = cluster;
+  plan.cost = CostOptionsFor(job, inputs.fusion_bucket_bytes);
+  plan.cost.local_aggregation = LocalAggregationApplies(job, cluster);
+  plan.ps = PsPlanOf(job, cluster);
+  for (const VariableInput& in : inputs.variables) {
+    PlannedVariable v = in.var;
+    v.path = VariablePath::kAllReduce;
+    Sparsity sparsity;
+    if (v.sparse && !in.sampled_batches.empty()) {
+      sparsity = MeasureSparsity(in.sampled_batches, v.rows, cluster.workers_per_host());
+      v.density = sparsity.alpha;
+      v.density_host = sparsity.alpha_host;
+    }
+    const VariableOverride* over = OverrideOf(job, v.name);
+    const uint32_t partitions = PartitionsOf(job, over, v, cluster.shards);
+    v.partitions = partitions;
+    ChooseFor(job, cluster, plan.cost, partitions, &v);
+    if (over) PX_RETURN_IF_ERROR(ApplyOverride(*over, cluster, &v));
+    if (v.path == VariablePath::kPs) {
+      if (in.explicit_values) {
+        return FailedPrecondition("dense variable \"" + v.name +
+                                  "\" has explicit initial values, which the PS path cannot "
+                                  "hold; register it with an Initializer or choose another arch");
+      }
+      plan.ps.variables.push_back(
+          PsSpecOf(v, partitions, plan.ps.num_shards, sparsity, &v.reason));
+    }
+    plan.variables.push_back(std::move(v));
+  }
+  // Local aggregation covers every PS variable or none (a shard expects one
+  // kind of contributor), so a dense variable on the PS path, which needs its
+  // pulled values on every rank, turns it off.
+  const bool dense_on_ps = std::any_of(plan.variables.begin(), plan.variables.end(),
+                                       [](const PlannedVariable& v) {
+                                         return !v.sparse && v.path == VariablePath::kPs;
+                                       });
+  if (plan.cost.local_aggregation && plan.has_ps() && !dense_on_ps) {
+    plan.local_aggregation = true;
+    plan.ps.num_contributors = static_cast<uint32_t>(cluster.hosts);
+  }
+  return plan;
+}
+
+}  // namespace parallax::plan

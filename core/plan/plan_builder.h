@@ -1,0 +1,67 @@
+// BuildPlan: the one place a job's plan is made, from typed inputs. The
+// trainer's rank 0 calls it with what its ranks registered and sampled
+// (Session::Start), and `parallax plan` with the same inputs taken from the
+// built-in model offline, so the plan a job records and the plan the CLI
+// predicts are the same plan.
+//
+// For each variable, in order of precedence:
+//   1. a [[variable]] path in the job file (a dense variable asked onto
+//      all-gather stays on all-reduce, which is its all-gather form);
+//   2. arch = allreduce | allgather | ps forces one path for every variable
+//      (dense variables stay on all-reduce under allgather);
+//   3. arch = hybrid: the cost model (core/plan/cost_model.h) picks the
+//      cheapest predicted path; a dense variable goes to all-reduce; a sparse
+//      variable never sampled (no SampleIds) goes to the PS when the job has
+//      shards, else to all-gather.
+// A PS variable has P partitions ([[variable]] partitions, else [ps]
+// partitions, else one per shard), placed on shards round robin, or by the
+// sampled load of their rows when there are more partitions than shards.
+#ifndef PARALLAX_CORE_PLAN_PLAN_BUILDER_H_
+#define PARALLAX_CORE_PLAN_PLAN_BUILDER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/plan/cost_model.h"
+#include "core/plan/job_plan.h"
+#include "parallax/job_config.h"
+#include "parallax/status.h"
+
+namespace parallax::plan {
+
+// What rank 0 registered for one variable, before it has a path.
+struct VariableInput {
+  // Id (its index), name, kind, shape, optimizer and initializer; the path,
+  // density and reason are the builder's.
+  PlannedVariable var;
+  bool explicit_values = false;  // dense with explicit initial values (not on the PS)
+  // The ids a few of rank 0's consecutive batches touch (SampleIds), one
+  // vector per batch; empty: not measured.
+  std::vector<std::vector<int64_t>> sampled_batches;
+};
+
+// The cluster an attempt runs on and what its ranks do besides the job file.
+struct PlanInputs {
+  ClusterShape cluster;                    // workers, hosts, PS shards (0: none)
+  size_t fusion_bucket_bytes = 64u << 20;  // the trainer's dense fusion buckets
+  std::vector<VariableInput> variables;    // in registration order, ids 0..n-1
+};
+
+// INVALID_ARGUMENT for a [[variable]] naming no registered variable;
+// FAILED_PRECONDITION for arch = "ps" or a [[variable]] path "ps" without
+// shards, or explicit dense values on the PS path.
+StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs);
+
+// The PS shards an attempt of `job` runs when its ranks span `hosts` hosts:
+// [ps] shards, else one per host; none under arch = allreduce | allgather.
+int PsShards(const JobConfig& job, int hosts);
+
+// The cost model's figures for `job`: its [plan] table over the defaults,
+// and what the job's settings change (value encoding, shared memory); local
+// aggregation is BuildPlan's decision.
+CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes);
+
+}  // namespace parallax::plan
+
+#endif  // PARALLAX_CORE_PLAN_PLAN_BUILDER_H_

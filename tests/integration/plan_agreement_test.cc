@@ -1,0 +1,164 @@
+// `parallax plan` predicts the plan a job records. examples/brown-lm.toml,
+// with fixed partitions (4 per table on 2 shards, so they are placed by the
+// sampled load) and its data replaced by a synthetic token file of the same
+// vocabulary, runs on a real coordinator and agents at 2 workers on one
+// host, 2 workers on 2 hosts and 4 workers on 2 hosts (local aggregation on);
+// for each, every variable's path, partitions, placement and reason in the
+// plan rank 0 recorded equal what `parallax plan --workers N --hosts H`
+// prints for the same file.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "core/data/token_file.h"
+#include "tests/fault/fault_cluster.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/temp_dir.h"
+
+namespace parallax {
+namespace {
+
+using testing::FaultCluster;
+
+constexpr uint32_t kVocab = 50'000;  // examples/brown-lm.toml's [model] vocab
+
+// dir/brown/{train.tok, heldout.tok, vocab.tsv}: Zipf-like ids over the
+// example's vocabulary, so the embeddings' sampled rows are skewed as real
+// words are.
+void WriteSyntheticCorpus(const testing::TempDir& dir) {
+  std::vector<uint32_t> tokens(40'000);
+  uint64_t x = 11;
+  for (uint32_t& t : tokens) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(x >> 11) / 9007199254740992.0;  // [0, 1)
+    t = static_cast<uint32_t>(std::pow(static_cast<double>(kVocab), u)) - 1;
+  }
+  ASSERT_EQ(mkdir(dir.File("brown").c_str(), 0755), 0);
+  ASSERT_TRUE(data::WriteTokenFile(dir.File("brown/train.tok"),
+                                   std::span<const uint32_t>(tokens.data(), 36'000))
+                  .ok());
+  ASSERT_TRUE(data::WriteTokenFile(dir.File("brown/heldout.tok"),
+                                   std::span<const uint32_t>(tokens.data() + 36'000, 4'000))
+                  .ok());
+  std::ofstream vocab(dir.File("brown/vocab.tsv"));
+  for (uint32_t i = 0; i < kVocab; ++i) {
+    vocab << (i == 0 ? "<unk>" : "w" + std::to_string(i)) << "\t1\n";
+  }
+}
+
+// examples/brown-lm.toml as written, but for the data, `workers`, a short
+// run, and partitions = 4 instead of "auto".
+std::string BrownJob(const testing::TempDir& dir, int workers) {
+  const char* env = std::getenv("PARALLAX_SOURCE_DIR");
+  std::ifstream in(std::string(env ? env : PARALLAX_SOURCE_DIR_DEFAULT) +
+                   "/examples/brown-lm.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string job = text.str();
+  auto replace = [&](const std::string& pattern, const std::string& with) {
+    EXPECT_TRUE(std::regex_search(job, std::regex(pattern)))
+        << "examples/brown-lm.toml has no " << pattern;
+    job = std::regex_replace(job, std::regex(pattern), with);
+  };
+  replace(R"(data = "[^"]*")", "data = \"" + dir.File("brown/train.tok") + "\"");
+  replace(R"(workers = \d+)", "workers = " + std::to_string(workers));
+  replace(R"(steps = \d+)", "steps = 1000");
+  replace(R"(partitions = "auto")", "partitions = 4");
+  const std::string path = dir.File("brown-" + std::to_string(workers) + ".toml");
+  std::ofstream(path) << job;
+  return path;
+}
+
+class PlanAgreementTest : public ::testing::Test {
+ protected:
+  void SetUp() override { WriteSyntheticCorpus(dir_); }
+
+  // Runs `job` on `hosts` agents of `slots` slots, waits for rank 0's plan
+  // and cancels the job; returns the recorded plan.
+  nlohmann::json RecordedPlan(FaultCluster& cluster, const std::string& job) {
+    testing::RunResult submit = cluster.Cli({"submit", job});
+    EXPECT_EQ(submit.exit_code, 0) << submit.err;
+    const std::string id = testing::LastLine(submit.out);
+    nlohmann::json plan;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    while (std::chrono::steady_clock::now() < deadline) {
+      testing::RunResult st = cluster.Cli({"status", id, "--json"});
+      if (st.exit_code == 0) {
+        const nlohmann::json doc = nlohmann::json::parse(st.out, nullptr, false);
+        if (!doc.is_discarded() && doc["jobs"][0].contains("plan")) {
+          plan = doc["jobs"][0]["plan"];
+          break;
+        }
+        const std::string state = doc.is_discarded() ? "" : doc["jobs"][0].value("state", "");
+        if (state == "FAILED" || state == "SUCCEEDED") break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    cluster.Cli({"cancel", id});
+    EXPECT_TRUE(plan.is_object()) << "job " << id << " recorded no plan\n" << cluster.Logs();
+    return plan;
+  }
+
+  void ExpectAgreement(int workers, int hosts, int slots_per_agent, bool local_aggregation) {
+    SCOPED_TRACE(std::to_string(workers) + " workers on " + std::to_string(hosts) + " host(s)");
+    FaultCluster cluster(dir_);
+    ASSERT_EQ(cluster.StartCoordinator(), "");
+    for (int h = 0; h < hosts; ++h) {
+      cluster.StartAgent(std::string(1, static_cast<char>('a' + h)), "", "127.0.0.1",
+                         slots_per_agent);
+    }
+    const std::string job = BrownJob(dir_, workers);
+    const nlohmann::json recorded = RecordedPlan(cluster, job);
+    ASSERT_TRUE(recorded.is_object());
+    EXPECT_EQ(recorded["cluster"]["hosts"], hosts);
+    EXPECT_EQ(recorded.value("local_aggregation", false), local_aggregation);
+
+    testing::RunResult predicted_run =
+        cluster.Cli({"plan", job, "--workers", std::to_string(workers), "--hosts",
+                     std::to_string(hosts), "--json"},
+                    120'000);
+    ASSERT_EQ(predicted_run.exit_code, 0) << predicted_run.err;
+    const nlohmann::json predicted = nlohmann::json::parse(predicted_run.out);
+    ASSERT_EQ(predicted["variables"].size(), recorded["variables"].size());
+    int on_ps = 0;
+    for (size_t i = 0; i < recorded["variables"].size(); ++i) {
+      const nlohmann::json& r = recorded["variables"][i];
+      const nlohmann::json& p = predicted["variables"][i];
+      const std::string name = r["name"];
+      EXPECT_EQ(p["name"], name);
+      EXPECT_EQ(p["path"], r["path"]) << name;
+      EXPECT_EQ(p["reason"], r["reason"]) << name;
+      int partitions = 0;
+      nlohmann::json shards = nlohmann::json::array();
+      for (const nlohmann::json& v : recorded["ps"]["variables"]) {
+        if (v["name"] == name) {
+          partitions = v["partitions"];
+          shards = v["partition_shards"];
+        }
+      }
+      EXPECT_EQ(p["partitions"], partitions) << name;
+      EXPECT_EQ(p["partition_shards"], shards) << name;
+      on_ps += r["path"] == "ps";
+    }
+    // The example's point: its tables are on the PS, 4 partitions placed
+    // on the 2 shards by load.
+    EXPECT_GE(on_ps, 1) << recorded.dump();
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(PlanAgreementTest, TwoWorkersOnOneHost) { ExpectAgreement(2, 1, 2, false); }
+TEST_F(PlanAgreementTest, TwoWorkersOnTwoHosts) { ExpectAgreement(2, 2, 1, false); }
+TEST_F(PlanAgreementTest, FourWorkersOnTwoHostsAggregateLocally) {
+  ExpectAgreement(4, 2, 2, true);
+}
+
+}  // namespace
+}  // namespace parallax

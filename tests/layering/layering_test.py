@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The layering of the source tree, checked on every #include:
+
+- core/ includes nothing from the daemons (coordinator/, agent/, ps/),
+  trainer/, cli/, tools/ or python/: it is the library everything else uses;
+- the daemons and the trainer library do not include each other (they meet
+  only through schemas/ and core/), and none of them includes cli/;
+- the public headers (include/parallax/) include only each other and the
+  standard library: what `cmake --install` ships is the API and nothing else.
+
+Usage: layering_test.py [REPO_ROOT]   (exit status 1 and a line per violation)
+"""
+import pathlib
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+TOP = ("core", "coordinator", "agent", "ps", "trainer", "cli", "tools", "python", "schemas",
+       "include", "tests", "bench", "examples")
+# Folder -> the top-level folders its files may not include.
+FORBIDDEN = {
+    "core": {"coordinator", "agent", "ps", "trainer", "cli", "tools", "python"},
+    "coordinator": {"agent", "ps", "trainer", "cli", "python"},
+    "agent": {"coordinator", "ps", "trainer", "cli", "python"},
+    "ps": {"coordinator", "agent", "trainer", "cli", "python"},
+    "trainer": {"coordinator", "agent", "ps", "cli", "python"},
+    "cli": {"coordinator", "agent", "ps", "python"},
+    "tools": {"coordinator", "agent", "ps", "trainer", "cli", "python"},
+}
+SOURCES = (".h", ".hpp", ".cc", ".cpp", ".cu")
+
+
+def violations(root):
+    out = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in SOURCES or not path.is_file():
+            continue
+        rel = path.relative_to(root)
+        top = rel.parts[0]
+        if top.startswith("build") or top.startswith("."):
+            continue
+        text = path.read_text(errors="replace")
+        for kind, target in INCLUDE.findall(text):
+            first = target.split("/")[0]
+            if top == "include":
+                if kind == '"' and not target.startswith("parallax/"):
+                    out.append(f"{rel}: public header includes \"{target}\"; public headers "
+                               f"include only include/parallax/ and the standard library")
+                continue
+            if kind == '"' and first in FORBIDDEN.get(top, ()):
+                out.append(f"{rel}: includes \"{target}\"; {top}/ may not depend on {first}/")
+    return out
+
+
+def self_test():
+    """The check finds what it should, in a tree made for it."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        files = {
+            "core/a/x.h": '#include "core/b/y.h"\n#include "trainer/z.h"\n',
+            "ps/s.cc": '#include "core/a/x.h"\n#include "coordinator/c.h"\n',
+            "include/parallax/p.h": '#include <vector>\n#include "parallax/q.h"\n'
+                                    '#include "core/a/x.h"\n',
+            "cli/c.cc": '#include "trainer/t.h"\n',
+        }
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        found = violations(root)
+        expected = ["core/a/x.h: includes \"trainer/z.h\"", "ps/s.cc: includes \"coordinator/c.h\"",
+                    "include/parallax/p.h: public header includes \"core/a/x.h\""]
+        missing = [e for e in expected if not any(f.startswith(e) for f in found)]
+        if missing or len(found) != len(expected):
+            print("self-test failed: found", found, "missing", missing)
+            return 1
+    print("layering self-test: the check finds 3 of 3 planted violations")
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
+                        pathlib.Path(__file__).resolve().parents[2])
+    found = violations(root)
+    for line in found:
+        print(line)
+    checked = sum(1 for p in root.rglob("*") if p.suffix in SOURCES)
+    print(f"layering: {len(found)} violation(s) in {checked} files under {root}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+// The Session's parts, each alone: the VariableRegistry (what a rank
+// registers and samples), DenseSync (the all-reduce path) with ranks as
+// threads on loopback Gloo, and SparseSync (the all-gather path with ranks
+// as threads; the PS path against a real in-process shard server).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/ps/initializer.h"
+#include "ps/shard_server.h"
+#include "tests/core/comm/rank_threads.h"
+#include "trainer/dense_sync.h"
+#include "trainer/sparse_sync.h"
+#include "trainer/variable_registry.h"
+
+namespace parallax::trainer {
+namespace {
+
+using comm::testing::CreateGlooWorld;
+using comm::testing::RunRanks;
+
+plan::PlannedVariable Dense(uint32_t id, const std::string& name, size_t size, float lr) {
+  plan::PlannedVariable v;
+  v.id = id;
+  v.name = name;
+  v.size = size;
+  v.rows = 1;
+  v.dim = static_cast<uint32_t>(size);
+  v.optimizer.type = OptimizerType::kSgd;
+  v.optimizer.lr = lr;
+  return v;
+}
+
+plan::PlannedVariable Table(uint32_t id, const std::string& name, int64_t rows, uint32_t dim,
+                            VariablePath path, float lr) {
+  plan::PlannedVariable v;
+  v.id = id;
+  v.name = name;
+  v.sparse = true;
+  v.rows = rows;
+  v.dim = dim;
+  v.path = path;
+  v.optimizer.type = OptimizerType::kSgd;
+  v.optimizer.lr = lr;
+  return v;
+}
+
+// ---- VariableRegistry ----
+
+TEST(VariableRegistryTest, RegistersInOrderWithTheJobsOptimizers) {
+  JobConfig job;
+  job.dense_optimizer.type = OptimizerType::kAdam;
+  job.sparse_optimizer.type = OptimizerType::kAdagrad;
+  VariableRegistry r(job);
+  EXPECT_EQ(*r.RegisterDense("w", 2000, {}), 0);
+  VariableOptions own;
+  own.optimizer = OptimizerSettings();  // SGD
+  own.init.seed = 7;
+  EXPECT_EQ(*r.RegisterSparse("emb", 100, 8, own), 1);
+  EXPECT_EQ(*r.RegisterSparse("emb2", 10, 2, {}), 2);
+  EXPECT_EQ(r.input(0).var.optimizer.type, OptimizerType::kAdam);
+  EXPECT_EQ(r.input(0).var.dim, 1024u);  // dense rows of DenseRowDim(2000)
+  EXPECT_EQ(r.input(0).var.rows, 2);
+  EXPECT_EQ(r.input(1).var.optimizer.type, OptimizerType::kSgd);
+  EXPECT_EQ(r.input(1).var.init.seed, 7u);
+  EXPECT_EQ(r.input(2).var.optimizer.type, OptimizerType::kAdagrad);
+  ASSERT_EQ(r.Registered().size(), 3u);
+  EXPECT_EQ(r.Registered()[1].name, "emb");
+}
+
+TEST(VariableRegistryTest, RefusesBadRegistrationsNamingTheVariable) {
+  VariableRegistry r{JobConfig()};
+  ASSERT_TRUE(r.RegisterDense("w", 4, {}).ok());
+  EXPECT_EQ(r.RegisterDense("w", 4, {}).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.RegisterDense("z", 0, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.RegisterSparse("t", 0, 4, {}).status().code(), StatusCode::kInvalidArgument);
+  VariableOptions values;
+  values.initial_values = {1, 2, 3};
+  Status st = r.RegisterDense("v", 4, values).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("\"v\""), std::string::npos) << st.message();
+  EXPECT_EQ(r.RegisterSparse("t", 4, 1, values).status().code(), StatusCode::kInvalidArgument);
+  VariableOptions bad_lr;
+  bad_lr.optimizer = OptimizerSettings();
+  bad_lr.optimizer->lr = -1;
+  st = r.RegisterDense("x", 4, bad_lr).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("variable \"x\""), std::string::npos) << st.message();
+  EXPECT_EQ(r.Check(5, false, "Gradient").code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.Check(0, true, "Lookup").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.SampleIds(0, std::vector<int64_t>{1}).code(), StatusCode::kInvalidArgument);
+  r.Close();
+  st = r.RegisterDense("late", 4, {}).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("after Start()"), std::string::npos) << st.message();
+}
+
+TEST(VariableRegistryTest, KeepsAFewSampledBatches) {
+  VariableRegistry r{JobConfig()};
+  const int t = *r.RegisterSparse("t", 1000, 4, {});
+  for (size_t b = 0; b < VariableRegistry::kMaxSampledBatches + 10; ++b) {
+    ASSERT_TRUE(r.SampleIds(t, std::vector<int64_t>{static_cast<int64_t>(b), 3}).ok());
+  }
+  const plan::VariableInput& in = r.input(t);
+  ASSERT_EQ(in.sampled_batches.size(), VariableRegistry::kMaxSampledBatches);
+  EXPECT_EQ(in.sampled_batches[5], (std::vector<int64_t>{5, 3}));
+}
+
+// ---- DenseSync ----
+
+class DenseSyncTest : public ::testing::Test {
+ protected:
+  Timeline timeline_;  // the null recorder
+};
+
+// Two ranks: "w" gets both ranks' gradients, "b" only rank 0's (rank 1's
+// counts as zero), the table "t" rows from both; every rank ends with the
+// same values, the SGD update of the mean gradient. Buckets of 8 bytes
+// make every gradient its own call.
+TEST_F(DenseSyncTest, AveragesEveryRanksGradientsAndAppliesTheOptimizer) {
+  for (size_t bucket : {size_t{64} << 20, size_t{8}}) {
+    auto store = comm::NewInMemoryRendezvousStore();
+    auto comms = CreateGlooWorld(2, store.get(), "dense" + std::to_string(bucket));
+    ASSERT_EQ(comms.size(), 2u);
+    std::vector<std::vector<float>> w(2), b(2), t(2);
+    RunRanks(2, [&](int r) {
+      StepMetrics metrics;
+      DenseSync::Options o;
+      o.fusion_bucket_bytes = bucket;
+      DenseSync dense(o, comms[r].get(), &timeline_, &metrics);
+      dense.Add(Dense(0, "w", 3, 0.5f), {1, 1, 1});
+      dense.Add(Dense(1, "b", 2, 1.0f), {0, 0});
+      dense.Add(Table(2, "t", 4, 2, VariablePath::kAllReduce, 1.0f), std::vector<float>(8, 0));
+      ASSERT_TRUE(dense.Gradient(0, std::vector<float>{2.0f * (r + 1), 0, -2}).ok());
+      EXPECT_TRUE(dense.HasGradient(0));
+      if (r == 0) ASSERT_TRUE(dense.Gradient(1, std::vector<float>{4, 4}).ok());
+      dense.AddRows(2, std::vector<int64_t>{r, 3}, std::vector<float>{1, 1, 2, 2});
+      ASSERT_TRUE(dense.Finish().ok());
+      EXPECT_FALSE(dense.HasGradient(0));
+      auto span = [](std::span<const float> s) { return std::vector<float>(s.begin(), s.end()); };
+      w[r] = span(dense.Values(0));
+      b[r] = span(dense.Values(1));
+      t[r] = span(dense.Values(2));
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(w[r], (std::vector<float>{1 - 0.5f * 3, 1, 1 + 0.5f * 2})) << r;
+      EXPECT_EQ(b[r], (std::vector<float>{-2, -2})) << r;
+      // Row 0 from rank 0, row 1 from rank 1 (each 1/2 after the mean),
+      // row 3 from both (2 + 2) / 2.
+      EXPECT_EQ(t[r], (std::vector<float>{-0.5f, -0.5f, -0.5f, -0.5f, 0, 0, -2, -2})) << r;
+    }
+  }
+}
+
+TEST_F(DenseSyncTest, RankZerosValuesWinAndOneRankNeedsNoCommunicator) {
+  auto store = comm::NewInMemoryRendezvousStore();
+  auto comms = CreateGlooWorld(2, store.get(), "broadcast");
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<std::vector<float>> got(2);
+  RunRanks(2, [&](int r) {
+    StepMetrics metrics;
+    DenseSync dense({}, comms[r].get(), &timeline_, &metrics);
+    dense.Add(Dense(0, "w", 2, 1.0f), {static_cast<float>(r), 10.0f + r});
+    ASSERT_TRUE(dense.BroadcastDenseValues().ok());
+    got[r].assign(dense.Values(0).begin(), dense.Values(0).end());
+  });
+  EXPECT_EQ(got[0], (std::vector<float>{0, 10}));
+  EXPECT_EQ(got[1], got[0]);
+
+  StepMetrics metrics;
+  DenseSync alone({}, nullptr, &timeline_, &metrics);
+  alone.Add(Dense(0, "w", 2, 0.1f), {1, 1});
+  ASSERT_TRUE(alone.BroadcastDenseValues().ok());
+  ASSERT_TRUE(alone.Gradient(0, std::vector<float>{10, 0}).ok());
+  ASSERT_TRUE(alone.Finish().ok());
+  EXPECT_EQ(std::vector<float>(alone.Values(0).begin(), alone.Values(0).end()),
+            (std::vector<float>{0, 1}));
+  std::vector<HeldVariable> held;
+  alone.AppendHeld(&held);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].name, "w");
+  EXPECT_NE(held[0].dense_opt, nullptr);
+}
+
+// ---- SparseSync ----
+
+class SparseSyncTest : public ::testing::Test {
+ protected:
+  Timeline timeline_;
+};
+
+// All-gather: both ranks' rows averaged into every replica.
+TEST_F(SparseSyncTest, AllGatherAppliesEveryRanksRowsToEveryReplica) {
+  auto store = comm::NewInMemoryRendezvousStore();
+  auto comms = CreateGlooWorld(2, store.get(), "allgather");
+  ASSERT_EQ(comms.size(), 2u);
+  plan::JobPlan plan;
+  std::vector<std::vector<float>> got(2);
+  RunRanks(2, [&](int r) {
+    StepMetrics metrics;
+    SparseSync sparse({}, &plan, comms[r].get(), nullptr, PsConnection(), &timeline_, &metrics);
+    sparse.AddAllGather(Table(0, "t", 3, 1, VariablePath::kAllGather, 1.0f), {0, 0, 0});
+    sparse.AddRows(0, std::vector<int64_t>{r, 2}, std::vector<float>{4, 1});
+    EXPECT_TRUE(sparse.HasGradient(0));
+    ASSERT_TRUE(sparse.StartPushes(0).ok());
+    ASSERT_TRUE(sparse.ExchangeAllGather().ok());
+    ASSERT_TRUE(sparse.FinishPushes(0).ok());
+    EXPECT_FALSE(sparse.HasGradient(0));
+    std::vector<float> rows;
+    ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{0, 1, 2}, 1, &rows).ok());
+    got[r] = rows;
+  });
+  EXPECT_EQ(got[0], (std::vector<float>{-2, -2, -1}));
+  EXPECT_EQ(got[1], got[0]);
+}
+
+// The PS path against a real shard server: a prefetch is what the next
+// step's Lookup returns, a push is applied once the step finishes, and the
+// pulled rows are the shard's.
+TEST_F(SparseSyncTest, PsPathPullsPrefetchesAndPushes) {
+  plan::JobPlan plan;
+  plan::PlannedVariable t = Table(0, "emb", 50, 2, VariablePath::kPs, 0.5f);
+  plan.variables.push_back(t);
+  ps::VariableSpec spec;
+  spec.id = 0;
+  spec.name = "emb";
+  spec.rows = 50;
+  spec.dim = 2;
+  spec.partitions = 2;
+  spec.partition_shards = {0, 0};
+  spec.optimizer = t.optimizer;
+  plan.ps.variables.push_back(spec);
+  ps::ShardServerOptions so;
+  so.shard.plan = plan.ps;
+  so.shard.shard = 0;
+  auto server = ps::ShardServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ps::PsClientOptions po;
+  po.plan = plan.ps;
+  po.shard_endpoints = {(*server)->endpoint()};
+  PsConnection conn;
+  conn.endpoints = po.shard_endpoints;
+  auto client = ps::PsClient::Create(po);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  conn.client = std::move(client).value();
+
+  StepMetrics metrics;
+  SparseSync sparse({}, &plan, nullptr, nullptr, std::move(conn), &timeline_, &metrics);
+  sparse.AddPs(t);
+  std::vector<float> initial(2), rows;
+  ps::InitializeRow(t.init, 0, 7, 2, initial.data());
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 0, &rows).ok());
+  EXPECT_EQ(rows, initial);
+  sparse.AddRows(0, std::vector<int64_t>{7, 7}, std::vector<float>{1, 2, 1, 2});  // summed
+  ASSERT_TRUE(sparse.Prefetch(0, std::vector<int64_t>{7, 9}, 1).ok());
+  ASSERT_TRUE(sparse.StartPushes(0).ok());
+  ASSERT_TRUE(sparse.ExchangeAllGather().ok());
+  ASSERT_TRUE(sparse.FinishPushes(0).ok());
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7, 9}, 1, &rows).ok());
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_FLOAT_EQ(rows[0], initial[0] - 0.5f * 2);
+  EXPECT_FLOAT_EQ(rows[1], initial[1] - 0.5f * 4);
+  std::vector<float> read;
+  ASSERT_TRUE(sparse.ReadSparse(0, 7, 1, 1, &read).ok());
+  EXPECT_EQ(read, std::vector<float>(rows.begin(), rows.begin() + 2));
+}
+
+}  // namespace
+}  // namespace parallax::trainer

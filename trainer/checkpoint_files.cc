@@ -1,0 +1,312 @@
+#include "trainer/checkpoint_files.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/base/durable_file.h"
+#include "core/base/logging.h"
+#include "core/rpc/coordinator_client.h"
+
+namespace parallax::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t kDenseMagic = 0x4e445850;  // "PXDN"
+constexpr uint32_t kRankMagic = 0x53525850;   // "PXRS"
+constexpr uint32_t kFormat = 1;
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void PutBytes(std::string_view s) {
+    Put<uint64_t>(s.size());
+    out_.append(s);
+  }
+  template <typename T>
+  void PutVector(const std::vector<T>& v) {
+    Put<uint64_t>(v.size());
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads what Writer wrote; every read is bounds-checked.
+class Reader {
+ public:
+  Reader(std::string_view data, const std::string& source) : data_(data), source_(source) {}
+  template <typename T>
+  Status Get(T* v) {
+    if (data_.size() - at_ < sizeof(T)) return Truncated();
+    std::memcpy(v, data_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return Status::Ok();
+  }
+  Status GetBytes(std::string* s) {
+    uint64_t n = 0;
+    PX_RETURN_IF_ERROR(Get(&n));
+    if (n > data_.size() - at_) return Truncated();
+    s->assign(data_.data() + at_, n);
+    at_ += n;
+    return Status::Ok();
+  }
+  template <typename T>
+  Status GetVector(std::vector<T>* v) {
+    uint64_t n = 0;
+    PX_RETURN_IF_ERROR(Get(&n));
+    if (n > (data_.size() - at_) / sizeof(T)) return Truncated();
+    v->resize(n);
+    std::memcpy(v->data(), data_.data() + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
+    return Status::Ok();
+  }
+  Status Header(uint32_t magic, const char* what) {
+    uint32_t m = 0, f = 0;
+    PX_RETURN_IF_ERROR(Get(&m));
+    PX_RETURN_IF_ERROR(Get(&f));
+    if (m != magic || f != kFormat) {
+      return FailedPrecondition("\"" + source_ + "\" is not a " + what + " of format 1");
+    }
+    return Status::Ok();
+  }
+  Status End() const {
+    if (at_ != data_.size())
+      return FailedPrecondition("\"" + source_ + "\" has trailing bytes: it is corrupt");
+    return Status::Ok();
+  }
+
+ private:
+  Status Truncated() const {
+    return FailedPrecondition("\"" + source_ + "\" is truncated or corrupt");
+  }
+  std::string_view data_;
+  const std::string& source_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::string JobCheckpointDir(const std::string& root, int64_t job_id) {
+  return root + "/job-" + std::to_string(job_id);
+}
+
+std::string StepCheckpointDir(const std::string& root, int64_t job_id, int64_t step) {
+  return JobCheckpointDir(root, job_id) + "/step-" + std::to_string(step);
+}
+
+std::string RankStateFile(int rank) { return "rank-" + std::to_string(rank) + ".state"; }
+
+std::string EncodeDenseFile(const std::vector<DenseEntry>& entries) {
+  Writer w;
+  w.Put(kDenseMagic);
+  w.Put(kFormat);
+  w.Put<uint64_t>(entries.size());
+  for (const DenseEntry& e : entries) {
+    w.Put(e.id);
+    w.PutBytes(e.name);
+    w.PutVector(e.values);
+    w.PutVector(e.optimizer.s1);
+    w.PutVector(e.optimizer.s2);
+    w.PutVector(e.optimizer.steps);
+  }
+  return w.Take();
+}
+
+StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data,
+                                                  const std::string& source) {
+  Reader r(data, source);
+  PX_RETURN_IF_ERROR(r.Header(kDenseMagic, "dense checkpoint file"));
+  uint64_t n = 0;
+  PX_RETURN_IF_ERROR(r.Get(&n));
+  std::vector<DenseEntry> entries;
+  for (uint64_t i = 0; i < n; ++i) {
+    DenseEntry e;
+    PX_RETURN_IF_ERROR(r.Get(&e.id));
+    PX_RETURN_IF_ERROR(r.GetBytes(&e.name));
+    PX_RETURN_IF_ERROR(r.GetVector(&e.values));
+    PX_RETURN_IF_ERROR(r.GetVector(&e.optimizer.s1));
+    PX_RETURN_IF_ERROR(r.GetVector(&e.optimizer.s2));
+    PX_RETURN_IF_ERROR(r.GetVector(&e.optimizer.steps));
+    entries.push_back(std::move(e));
+  }
+  PX_RETURN_IF_ERROR(r.End());
+  return entries;
+}
+
+std::string EncodeRankState(const std::map<std::string, std::string>& blobs) {
+  Writer w;
+  w.Put(kRankMagic);
+  w.Put(kFormat);
+  w.Put<uint64_t>(blobs.size());
+  for (const auto& [name, bytes] : blobs) {
+    w.PutBytes(name);
+    w.PutBytes(bytes);
+  }
+  return w.Take();
+}
+
+StatusOr<std::map<std::string, std::string>> DecodeRankState(std::string_view data,
+                                                             const std::string& source) {
+  Reader r(data, source);
+  PX_RETURN_IF_ERROR(r.Header(kRankMagic, "rank state file"));
+  uint64_t n = 0;
+  PX_RETURN_IF_ERROR(r.Get(&n));
+  std::map<std::string, std::string> blobs;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string name, bytes;
+    PX_RETURN_IF_ERROR(r.GetBytes(&name));
+    PX_RETURN_IF_ERROR(r.GetBytes(&bytes));
+    blobs[name] = std::move(bytes);
+  }
+  PX_RETURN_IF_ERROR(r.End());
+  return blobs;
+}
+
+std::string ManifestToJson(const Manifest& m) {
+  nlohmann::json j;
+  j["format"] = 1;
+  j["job_id"] = m.job_id;
+  j["attempt"] = m.attempt;
+  j["step"] = m.step;
+  j["world_size"] = m.world_size;
+  j["plan"] = nlohmann::json::parse(m.plan_json);
+  nlohmann::json files = nlohmann::json::array();
+  for (const ManifestFile& f : m.files) {
+    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+  }
+  j["files"] = std::move(files);
+  return j.dump(2) + "\n";
+}
+
+StatusOr<Manifest> ParseManifest(std::string_view json, const std::string& source) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(json);
+    if (j.at("format").get<int>() != 1)
+      return FailedPrecondition("\"" + source + "\" is a manifest of another format");
+    Manifest m;
+    m.job_id = j.at("job_id").get<int64_t>();
+    m.attempt = j.at("attempt").get<int>();
+    m.step = j.at("step").get<int64_t>();
+    m.world_size = j.at("world_size").get<int>();
+    m.plan_json = j.at("plan").dump();
+    for (const auto& f : j.at("files")) {
+      ManifestFile mf;
+      mf.name = f.at("name").get<std::string>();
+      mf.bytes = f.at("bytes").get<uint64_t>();
+      mf.sha256 = f.at("sha256").get<std::string>();
+      if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name[0] == '.') {
+        return FailedPrecondition("\"" + source + "\" lists a file name \"" + mf.name +
+                                  "\" outside its directory");
+      }
+      m.files.push_back(std::move(mf));
+    }
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    return FailedPrecondition("\"" + source + "\" is not a valid checkpoint manifest: " + e.what());
+  }
+}
+
+StatusOr<ManifestFile> DescribeFile(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return IoError("checkpoint file \"" + path + "\" is missing: " + ec.message());
+  PX_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path));
+  return ManifestFile{name, static_cast<uint64_t>(size), std::move(sha)};
+}
+
+StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, const std::string& manifest_sha256) {
+  const std::string path = dir + "/" + kManifestFile;
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) {
+    return FailedPrecondition("checkpoint \"" + dir + "\" has no readable manifest (" +
+                              text.status().message() + ")");
+  }
+  if (!manifest_sha256.empty() && Sha256Hex(*text) != manifest_sha256) {
+    return FailedPrecondition("manifest \"" + path +
+                              "\" does not match the SHA-256 the coordinator recorded");
+  }
+  PX_ASSIGN_OR_RETURN(Manifest m, ParseManifest(*text, path));
+  for (const ManifestFile& f : m.files) {
+    auto got = DescribeFile(dir, f.name);
+    if (!got.ok()) return FailedPrecondition(got.status().message());
+    if (got->bytes != f.bytes || got->sha256 != f.sha256) {
+      return FailedPrecondition("checkpoint file \"" + dir + "/" + f.name +
+                                "\" differs from its manifest (size or SHA-256): it is corrupt");
+    }
+  }
+  return m;
+}
+
+StatusOr<std::vector<CommittedCheckpoint>> ListCommitted(CoordinatorClient* coord, int64_t job_id) {
+  StatusOr<std::vector<rpc::CheckpointInfo>> listed = coord->ListCheckpoints(job_id);
+  if (!listed.ok()) {
+    return listed.status().WithContext("listing the checkpoints of job " + std::to_string(job_id));
+  }
+  const std::vector<rpc::CheckpointInfo>& infos = *listed;
+  std::vector<CommittedCheckpoint> out;
+  for (const auto& i : infos) out.push_back({i.step, i.attempt, i.path, i.manifest_sha256});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  return out;
+}
+
+StatusOr<std::optional<std::pair<CommittedCheckpoint, Manifest>>> FindUsableCheckpoint(
+    CoordinatorClient* coord, int64_t job_id, std::optional<int64_t> step) {
+  PX_ASSIGN_OR_RETURN(std::vector<CommittedCheckpoint> committed, ListCommitted(coord, job_id));
+  for (const CommittedCheckpoint& c : committed) {
+    if (step && c.step != *step) continue;
+    auto m = VerifyCheckpoint(c.path, c.manifest_sha256);
+    if (m.ok() && (m->job_id != job_id || m->step != c.step)) {
+      m = FailedPrecondition("manifest in \"" + c.path + "\" is of job " +
+                             std::to_string(m->job_id) + " step " + std::to_string(m->step));
+    }
+    if (m.ok()) return std::make_optional(std::make_pair(c, std::move(m).value()));
+    if (step) return m.status();
+    PX_LOG(WARNING) << "job " << job_id << ": skipping checkpoint of step " << c.step << ": "
+                    << m.status().ToString();
+  }
+  if (step) {
+    return NotFound("job " + std::to_string(job_id) + " has no committed checkpoint of step " +
+                    std::to_string(*step));
+  }
+  return std::optional<std::pair<CommittedCheckpoint, Manifest>>();
+}
+
+void PruneCheckpoints(const std::string& root, int64_t job_id,
+                      const std::vector<CommittedCheckpoint>& committed, int keep) {
+  if (committed.empty()) return;
+  std::vector<int64_t> kept;
+  for (const CommittedCheckpoint& c : committed) {
+    if (static_cast<int>(kept.size()) < keep) kept.push_back(c.step);
+  }
+  const int64_t newest = committed.front().step;
+  const std::string job_dir = JobCheckpointDir(root, job_id);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(job_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    int64_t step = -1;
+    try {
+      step = std::stoll(name.substr(5));
+    } catch (...) {
+      continue;
+    }
+    if (step >= newest || std::find(kept.begin(), kept.end(), step) != kept.end()) continue;
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+    if (rm) {
+      PX_LOG(WARNING) << "job " << job_id << ": cannot delete old checkpoint \""
+                      << entry.path().string() << "\": " << rm.message();
+    }
+  }
+}
+
+}  // namespace parallax::trainer

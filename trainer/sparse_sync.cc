@@ -1,0 +1,361 @@
+#include "trainer/sparse_sync.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/base/logging.h"
+#include "core/ps/aggregate.h"
+#include "core/ps/curve.h"
+#include "core/ps/discovery.h"
+#include "parallax/session.h"
+#include "trainer/sparse_allgather.h"
+
+namespace parallax::trainer {
+
+StatusOr<PsConnection> ConnectPs(CoordinatorClient* coord, const SessionOptions& options,
+                                 const plan::JobPlan& plan, Timeline* timeline) {
+  const int64_t rdv_ms = options.rendezvous_timeout.count();
+  PsConnection out;
+  auto endpoints = ps::ResolveShardEndpoints(coord, options.job_id, options.attempt,
+                                             plan.ps.num_shards, rdv_ms);
+  if (!endpoints.ok()) return endpoints.status().WithContext("finding the PS shards");
+  out.endpoints = std::move(endpoints).value();
+  ps::PsClientOptions po;
+  po.plan = plan.ps;
+  po.shard_endpoints = out.endpoints;
+  // With local aggregation a host is one contributor (schemas/ps_wire.md).
+  po.worker = static_cast<uint32_t>(plan.local_aggregation ? options.host_index : options.rank);
+  po.attempt = static_cast<uint32_t>(options.attempt);
+  po.on_complete = timeline->PsObserver();
+  po.shared_memory = options.config.ps.shared_memory;
+  po.shared_memory_bytes = static_cast<size_t>(options.config.ps.shared_memory_mb) << 20;
+  if (!options.token.empty() && options.config.ps.curve) {
+    // A secured control plane means CURVE on PS sockets (core/ps/curve.h),
+    // unless the job says `[ps] curve = false`: publish our key, then learn
+    // the shards' keys.
+    PX_ASSIGN_OR_RETURN(po.curve_keys, ps::NewCurveKeyPair());
+    PX_RETURN_IF_ERROR(ps::PublishClientCurveKey(coord, options.job_id, options.attempt,
+                                                 po.curve_keys.public_key,
+                                                 "trainer rank " + std::to_string(options.rank))
+                           .WithContext("publishing this rank's PS key"));
+    PX_ASSIGN_OR_RETURN(po.shard_curve_keys,
+                        ps::ResolveShardCurveKeys(coord, options.job_id, options.attempt,
+                                                  plan.ps.num_shards, rdv_ms));
+  }
+  PX_ASSIGN_OR_RETURN(out.client, ps::PsClient::Create(po));
+  return out;
+}
+
+void GatherRows(std::span<const float> table, uint32_t dim, std::span<const int64_t> ids,
+                std::vector<float>* rows) {
+  rows->resize(ids.size() * dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(rows->data() + i * dim, table.data() + static_cast<size_t>(ids[i]) * dim,
+                dim * sizeof(float));
+  }
+}
+
+namespace {
+
+std::vector<int64_t> AllRows(int64_t rows) {
+  std::vector<int64_t> ids(static_cast<size_t>(rows));
+  std::iota(ids.begin(), ids.end(), 0);
+  return ids;
+}
+
+}  // namespace
+
+SparseSync::SparseSync(const Options& options, const plan::JobPlan* plan,
+                       comm::Communicator* world, std::unique_ptr<comm::Communicator> host,
+                       PsConnection ps, Timeline* timeline, StepMetrics* metrics)
+    : options_(options),
+      plan_(plan),
+      world_(world),
+      timeline_(timeline),
+      metrics_(metrics),
+      endpoints_(std::move(ps.endpoints)),
+      host_(std::move(host)),
+      ps_(std::move(ps.client)) {}
+
+SparseSync::~SparseSync() {
+  // The PS client's thread writes into our pull buffers: stop it first.
+  ps_.reset();
+}
+
+void SparseSync::AddAllGather(const plan::PlannedVariable& v, std::vector<float> table) {
+  Slot s;
+  s.var = v;
+  s.values = std::move(table);
+  s.optimizer = std::make_unique<optim::SparseOptimizer>(v.optimizer, v.rows, v.dim);
+  index_[v.id] = slots_.size();
+  slots_.push_back(std::move(s));
+}
+
+void SparseSync::AddPs(const plan::PlannedVariable& v) {
+  Slot s;
+  s.var = v;
+  if (!v.sparse) {
+    s.values.assign(v.size, 0.0f);
+    s.grad.assign(static_cast<size_t>(v.rows) * v.dim, 0.0f);
+  }
+  index_[v.id] = slots_.size();
+  slots_.push_back(std::move(s));
+}
+
+Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool rank0) {
+  // A LOAD drops pending pushes: no rank pushes or pulls before every shard
+  // has loaded.
+  if (rank0) {
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(dir));
+    PX_RETURN_IF_ERROR(
+        ps_->Wait(t, Deadline()).WithContext("PS shards loading the checkpoint \"" + dir + "\""));
+  }
+  if (world_) {
+    PX_RETURN_IF_ERROR(
+        world_->Barrier(Deadline()).WithContext("waiting for the PS shards to load the checkpoint"));
+  }
+  if (plan_->ps.consistency == Consistency::kSsp && step > 0) {
+    // The shards' ssp clocks start at 0 after a LOAD: tell them where this rank is.
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Clock(step - 1));
+    PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline()).WithContext("PS clock after resuming"));
+  }
+  return Status::Ok();
+}
+
+Status SparseSync::PullDenseValues() {
+  for (Slot& s : slots_) {
+    if (s.var.sparse || s.var.path != VariablePath::kPs) continue;
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, AllRows(s.var.rows), 0, &s.pulled));
+    PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
+                           .WithContext("pulling the initial values of \"" + s.var.name +
+                                        "\" from PS" + ShardsOf(s)));
+    std::copy(s.pulled.begin(), s.pulled.begin() + static_cast<std::ptrdiff_t>(s.var.size),
+              s.values.begin());
+  }
+  return Status::Ok();
+}
+
+Status SparseSync::AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out) {
+  WaitTimer timer(metrics_, /*dense=*/false, timeline_);
+  Status st = ps_->Wait(ticket, Deadline());
+  if (st.ok()) {
+    *out = std::move(*buf);
+  } else if (st.code() == StatusCode::kDeadlineExceeded) {
+    abandoned_.push_back(std::move(buf));  // still owned by the pending ticket
+  }
+  return st;
+}
+
+std::string SparseSync::ShardsOf(const Slot& s) const {
+  const ps::VariableSpec* spec = plan_->ps.FindVariable(s.var.id);
+  if (!spec) return "";
+  std::vector<uint32_t> shards(spec->partition_shards);
+  std::sort(shards.begin(), shards.end());
+  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  std::string out = " (on PS shard";
+  for (size_t i = 0; i < shards.size(); ++i) {
+    out += (i ? ", " : " ") + std::to_string(shards[i]);
+    if (shards[i] < endpoints_.size()) out += " at " + endpoints_[shards[i]];
+  }
+  return out + ")";
+}
+
+Status SparseSync::Prefetch(uint32_t id, std::span<const int64_t> next_ids, int64_t step) {
+  Slot& s = At(id);
+  if (s.var.path != VariablePath::kPs) return Status::Ok();  // a replica: nothing to fetch
+  if (s.prefetch) {  // an unused earlier prefetch
+    std::unique_ptr<Prefetched> old = std::move(s.prefetch);
+    std::vector<float> unused;
+    PX_RETURN_IF_ERROR(AwaitPull(old->ticket, std::move(old->rows), &unused)
+                           .WithContext("earlier prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
+  }
+  auto pf = std::make_unique<Prefetched>();
+  pf->clock = step;
+  pf->ids.assign(next_ids.begin(), next_ids.end());
+  PX_ASSIGN_OR_RETURN(pf->ticket, ps_->Pull(s.var.id, pf->ids, pf->clock, pf->rows.get()));
+  s.prefetch = std::move(pf);
+  return Status::Ok();
+}
+
+Status SparseSync::Lookup(uint32_t id, std::span<const int64_t> ids, int64_t step,
+                          std::vector<float>* rows) {
+  Slot& s = At(id);
+  if (s.var.path != VariablePath::kPs) {
+    GatherRows(s.values, s.var.dim, ids, rows);
+    return Status::Ok();
+  }
+  const std::string what = "pulling \"" + s.var.name + "\"" + ShardsOf(s);
+  if (s.prefetch) {
+    std::unique_ptr<Prefetched> pf = std::move(s.prefetch);
+    const bool usable =
+        pf->clock == step && std::equal(ids.begin(), ids.end(), pf->ids.begin(), pf->ids.end());
+    std::vector<float> pulled;
+    PX_RETURN_IF_ERROR(AwaitPull(pf->ticket, std::move(pf->rows), &pulled).WithContext(what));
+    if (usable) {
+      *rows = std::move(pulled);
+      return Status::Ok();
+    }
+  }
+  auto buf = std::make_unique<std::vector<float>>();
+  PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
+  return AwaitPull(t, std::move(buf), rows).WithContext(what);
+}
+
+void SparseSync::AddRows(uint32_t id, std::span<const int64_t> ids, std::span<const float> rows) {
+  Slot& s = At(id);
+  s.pending_ids.insert(s.pending_ids.end(), ids.begin(), ids.end());
+  s.pending_grads.insert(s.pending_grads.end(), rows.begin(), rows.end());
+  s.grad_given = true;
+}
+
+void SparseSync::DenseGradient(uint32_t id, std::span<const float> grad) {
+  Slot& s = At(id);
+  std::copy(grad.begin(), grad.end(), s.grad.begin());
+  s.grad_given = true;
+}
+
+bool SparseSync::HasGradient(uint32_t id) const { return At(id).grad_given; }
+
+Status SparseSync::StartPushes(int64_t step) {
+  pushes_.clear();
+  if (plan_->local_aggregation) {
+    PX_RETURN_IF_ERROR(PushHostAggregated(step).WithContext("local aggregation of PS gradients"));
+  }
+  for (Slot& s : slots_) {
+    if (s.var.path != VariablePath::kPs || plan_->local_aggregation) continue;
+    // A dense variable on the PS pushes every row and gets the updated
+    // values back.
+    StatusOr<ps::Ticket> t =
+        s.var.sparse ? ps_->Push(s.var.id, s.pending_ids, s.pending_grads, step)
+                     : ps_->PushPull(s.var.id, AllRows(s.var.rows), s.grad, step, &s.pulled);
+    if (!t.ok()) return t.status().WithContext("pushing \"" + s.var.name + "\"" + ShardsOf(s));
+    pushes_.emplace_back(*t, &s);
+  }
+  return Status::Ok();
+}
+
+// Local aggregation: the ranks of this host sum their rows of every PS
+// variable (all sparse: the plan turns aggregation off otherwise) in
+// local-rank order, and the host's first rank pushes the sums as the host's
+// contribution. The others push nothing: in sync mode their next pull waits
+// on the shard until the step has been applied.
+Status SparseSync::PushHostAggregated(int64_t step) {
+  std::vector<Slot*> vars;
+  std::vector<ps::SparseRows> rows;
+  std::vector<uint32_t> dims;
+  for (Slot& s : slots_) {
+    if (s.var.path != VariablePath::kPs) continue;
+    PX_CHECK(s.var.sparse) << "local aggregation with dense \"" << s.var.name << "\" on PS";
+    vars.push_back(&s);
+    dims.push_back(s.var.dim);
+    rows.push_back(ps::DedupeSum(s.pending_ids, s.pending_grads, s.var.dim));
+  }
+  if (host_) {
+    WaitTimer timer(metrics_, /*dense=*/false, timeline_);
+    PX_ASSIGN_OR_RETURN(rows, AllGatherSparse(host_.get(), rows, dims, comm::ReduceOp::kSum,
+                                              Deadline()));
+  }
+  if (options_.local_rank != 0) return Status::Ok();
+  for (size_t t = 0; t < vars.size(); ++t) {
+    StatusOr<ps::Ticket> ticket = ps_->Push(vars[t]->var.id, rows[t].ids, rows[t].values, step);
+    if (!ticket.ok()) {
+      return ticket.status().WithContext("pushing \"" + vars[t]->var.name + "\"" +
+                                         ShardsOf(*vars[t]));
+    }
+    pushes_.emplace_back(*ticket, vars[t]);
+  }
+  return Status::Ok();
+}
+
+// Sums every rank's (ids, rows) of each all-gather table in rank order,
+// averages over ranks and applies them to the local replicas: all such
+// tables in two collectives (trainer/sparse_allgather.h).
+Status SparseSync::ExchangeAllGather() {
+  std::vector<Slot*> vars;
+  std::vector<ps::SparseRows> mine;
+  std::vector<uint32_t> dims;
+  for (Slot& s : slots_) {
+    if (s.var.path != VariablePath::kAllGather) continue;
+    vars.push_back(&s);
+    dims.push_back(s.var.dim);
+    mine.push_back(ps::DedupeSum(s.pending_ids, s.pending_grads, s.var.dim));
+  }
+  if (vars.empty()) return Status::Ok();
+  WaitTimer timer(metrics_, /*dense=*/false, timeline_);
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<ps::SparseRows> merged;
+  if (world_) {
+    StatusOr<std::vector<ps::SparseRows>> all =
+        AllGatherSparse(world_, mine, dims, comm::ReduceOp::kMean, Deadline());
+    if (!all.ok()) return all.status().WithContext("all-gather of sparse rows");
+    merged = std::move(all).value();
+  } else {
+    merged = std::move(mine);
+  }
+  timeline_->Record(Lane::kAllGather, started, std::chrono::steady_clock::now());
+  for (size_t t = 0; t < vars.size(); ++t) {
+    PX_RETURN_IF_ERROR(vars[t]->optimizer->Apply(merged[t].ids, merged[t].values, vars[t]->values)
+                           .WithContext("applying \"" + vars[t]->var.name + "\""));
+  }
+  return Status::Ok();
+}
+
+Status SparseSync::FinishPushes(int64_t step) {
+  // Under ssp every shard also learns that this rank finished the step,
+  // whether or not it pushed there.
+  if (ps_ && plan_->ps.consistency == Consistency::kSsp) {
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Clock(step));
+    pushes_.emplace_back(t, nullptr);
+  }
+  for (auto& [ticket, s] : pushes_) {
+    WaitTimer timer(metrics_, /*dense=*/false, timeline_);
+    Status st = ps_->Wait(ticket, Deadline());
+    if (!st.ok()) {
+      return st.WithContext(s ? "PS update of \"" + s->var.name + "\"" + ShardsOf(*s)
+                              : std::string("PS clock"));
+    }
+  }
+  pushes_.clear();
+  for (Slot& s : slots_) {
+    if (s.var.path == VariablePath::kPs && !s.var.sparse) {
+      std::copy(s.pulled.begin(), s.pulled.begin() + static_cast<std::ptrdiff_t>(s.var.size),
+                s.values.begin());
+      std::fill(s.grad.begin(), s.grad.end(), 0.0f);
+    }
+    s.pending_ids.clear();
+    s.pending_grads.clear();
+    s.grad_given = false;
+  }
+  return Status::Ok();
+}
+
+Status SparseSync::ReadSparse(uint32_t id, int64_t first_row, int64_t count, int64_t step,
+                              std::vector<float>* out) {
+  Slot& s = At(id);
+  const size_t dim = s.var.dim;
+  if (s.var.path != VariablePath::kPs) {
+    out->assign(s.values.begin() + static_cast<std::ptrdiff_t>(first_row * dim),
+                s.values.begin() + static_cast<std::ptrdiff_t>((first_row + count) * dim));
+    return Status::Ok();
+  }
+  std::vector<int64_t> ids(static_cast<size_t>(count));
+  std::iota(ids.begin(), ids.end(), first_row);
+  auto buf = std::make_unique<std::vector<float>>();
+  PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
+  return AwaitPull(t, std::move(buf), out).WithContext("reading \"" + s.var.name + "\"" + ShardsOf(s));
+}
+
+std::span<const float> SparseSync::DenseValues(uint32_t id) const {
+  const Slot& s = At(id);
+  return std::span<const float>(s.values.data(), s.var.size);
+}
+
+void SparseSync::AppendHeld(std::vector<HeldVariable>* held) {
+  for (Slot& s : slots_) {
+    if (s.var.path != VariablePath::kAllGather) continue;
+    held->push_back({s.var.id, s.var.name, &s.values, nullptr, s.optimizer.get()});
+  }
+}
+
+}  // namespace parallax::trainer

@@ -1,0 +1,171 @@
+// SparseSync: the sparse paths of a Session.
+//  - PS: a variable's rows live on the PS shards (core/ps/client.h). A
+//    batch's rows are pulled (or prefetched during the previous step), its
+//    gradient rows pushed at the end of the step; a dense variable there is
+//    pushed and pulled whole each step. With local aggregation the ranks of
+//    a host sum their rows first and the host's first rank pushes them.
+//  - All-gather: every rank keeps a replica of the table; at the end of the
+//    step every rank's (ids, rows) are gathered, summed in rank order,
+//    averaged, and applied to every replica by its sparse optimizer.
+//
+// Thread-compatible: the training thread calls it. The PS client's I/O
+// thread writes pulled rows into buffers this object owns until their
+// tickets complete; the destructor stops the client first.
+#ifndef PARALLAX_TRAINER_SPARSE_SYNC_H_
+#define PARALLAX_TRAINER_SPARSE_SYNC_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/comm/communicator.h"
+#include "core/optim/optimizer.h"
+#include "core/plan/job_plan.h"
+#include "core/ps/client.h"
+#include "trainer/checkpoint.h"
+#include "trainer/step_metrics.h"
+#include "trainer/timeline.h"
+
+namespace parallax {
+class CoordinatorClient;
+struct SessionOptions;
+}  // namespace parallax
+
+namespace parallax::trainer {
+
+// The PS client of a rank: the shards' endpoints (and CURVE keys when the
+// control plane has a secret and the job keeps [ps] curve) from the
+// coordinator's key-value store, then one connection per shard.
+struct PsConnection {
+  std::unique_ptr<ps::PsClient> client;
+  std::vector<std::string> endpoints;  // per shard, for errors
+};
+StatusOr<PsConnection> ConnectPs(CoordinatorClient* coord, const SessionOptions& options,
+                                 const plan::JobPlan& plan, Timeline* timeline);
+
+// Rows `ids` of a local table (rows × dim, row-major) into *rows.
+void GatherRows(std::span<const float> table, uint32_t dim, std::span<const int64_t> ids,
+                std::vector<float>* rows);
+
+class SparseSync {
+ public:
+  struct Options {
+    int local_rank = 0;
+    std::chrono::milliseconds step_timeout{300'000};
+  };
+
+  // `plan`, `world` (the job's communicator; null with one rank),
+  // `timeline` and `metrics` must outlive this. `host` is the communicator
+  // of this host's ranks for local aggregation (null without it); `ps` is
+  // null when the plan puts nothing on the PS.
+  SparseSync(const Options& options, const plan::JobPlan* plan, comm::Communicator* world,
+             std::unique_ptr<comm::Communicator> host, PsConnection ps, Timeline* timeline,
+             StepMetrics* metrics);
+  ~SparseSync();
+  SparseSync(const SparseSync&) = delete;
+  SparseSync& operator=(const SparseSync&) = delete;
+
+  // Adds a sparse table on the all-gather path with its initial rows.
+  void AddAllGather(const plan::PlannedVariable& v, std::vector<float> table);
+  // Adds a variable on the PS path (a dense one keeps a local copy of its
+  // values, pulled by PullDenseValues and after every step).
+  void AddPs(const plan::PlannedVariable& v);
+  bool Holds(uint32_t id) const { return index_.count(id) > 0; }
+
+  // Start(): every shard loads the checkpoint in `dir` (rank 0 asks, then
+  // all ranks meet at a barrier), and under ssp the shards learn the step
+  // this rank resumes at.
+  Status LoadCheckpoint(const std::string& dir, int64_t step, bool rank0);
+  // Start(): the current values of the dense variables on the PS.
+  Status PullDenseValues();
+
+  // Starts pulling `next_ids` of PS variable `id` for step `step` (the next
+  // one). A replica needs no prefetch.
+  Status Prefetch(uint32_t id, std::span<const int64_t> next_ids, int64_t step);
+  // Rows of `ids` as of the start of step `step`: from the replica, a
+  // matching prefetch, or a pull.
+  Status Lookup(uint32_t id, std::span<const int64_t> ids, int64_t step, std::vector<float>* rows);
+  // Gradient rows of this step (repeated ids are summed when pushed).
+  void AddRows(uint32_t id, std::span<const int64_t> ids, std::span<const float> rows);
+  // A dense PS variable's gradient of this step (REQUIRES: size checked).
+  void DenseGradient(uint32_t id, std::span<const float> grad);
+  bool HasGradient(uint32_t id) const;
+
+  // Step, in this order around the dense all-reduce: StartPushes sends
+  // every PS variable's push (in sync mode exactly one per variable, empty
+  // when there was no gradient); ExchangeAllGather updates the replicas;
+  // FinishPushes waits for the pushes (sync: the step applied on every
+  // shard) and, under ssp, tells the shards this rank finished the step.
+  Status StartPushes(int64_t step);
+  Status ExchangeAllGather();
+  Status FinishPushes(int64_t step);
+
+  // Rows [first_row, first_row + count) as of now.
+  Status ReadSparse(uint32_t id, int64_t first_row, int64_t count, int64_t step,
+                    std::vector<float>* out);
+  // A dense PS variable's values (valid until the next step).
+  std::span<const float> DenseValues(uint32_t id) const;
+
+  // The replicas with their optimizers, for checkpoints.
+  void AppendHeld(std::vector<HeldVariable>* held);
+  ps::PsClient* ps() const { return ps_.get(); }
+  const comm::Communicator* host_comm() const { return host_.get(); }
+
+ private:
+  // Rows pulled into a buffer the PS client's thread writes until its
+  // ticket completes: it lives behind a pointer that never moves, and a
+  // pull whose wait timed out keeps its buffer alive until the client is
+  // gone.
+  using PullBuffer = std::unique_ptr<std::vector<float>>;
+  struct Prefetched {
+    int64_t clock = 0;
+    std::vector<int64_t> ids;
+    PullBuffer rows = std::make_unique<std::vector<float>>();
+    ps::Ticket ticket = 0;
+  };
+  struct Slot {
+    plan::PlannedVariable var;
+    std::vector<float> values;  // replica, or a dense PS variable's copy
+    std::vector<float> grad;    // a dense PS variable's gradient
+    std::vector<float> pulled;  // a dense PS variable's push-pull reply
+    bool grad_given = false;
+    std::vector<int64_t> pending_ids;  // this step's gradient rows
+    std::vector<float> pending_grads;
+    std::unique_ptr<optim::SparseOptimizer> optimizer;  // replicas
+    std::unique_ptr<Prefetched> prefetch;
+  };
+
+  Slot& At(uint32_t id) { return slots_[index_.at(id)]; }
+  const Slot& At(uint32_t id) const { return slots_[index_.at(id)]; }
+  ps::Deadline Deadline() const { return std::chrono::steady_clock::now() + options_.step_timeout; }
+  // Waits for a pull into `buf`; on success moves the rows to *out.
+  Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out);
+  Status PushHostAggregated(int64_t step);
+  // " (on PS shard 0 at tcp://...)", for errors.
+  std::string ShardsOf(const Slot& s) const;
+
+  // Constant after construction.
+  const Options options_;
+  const plan::JobPlan* const plan_;
+  comm::Communicator* const world_;
+  Timeline* const timeline_;
+  StepMetrics* const metrics_;
+  std::vector<std::string> endpoints_;
+
+  // The training thread only.
+  std::unique_ptr<comm::Communicator> host_;
+  std::unique_ptr<ps::PsClient> ps_;
+  std::vector<Slot> slots_;
+  std::map<uint32_t, size_t> index_;  // variable id -> slot
+  std::vector<std::pair<ps::Ticket, const Slot*>> pushes_;  // this step's, and ssp's clock (null)
+  std::vector<PullBuffer> abandoned_;                       // pulls whose wait timed out
+};
+
+}  // namespace parallax::trainer
+
+#endif  // PARALLAX_TRAINER_SPARSE_SYNC_H_
