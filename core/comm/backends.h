@@ -23,6 +23,11 @@ StatusOr<std::unique_ptr<Communicator>> CreateHostAwareCommunicator(
 StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(const CommunicatorOptions& options,
                                                                RendezvousStore* store);
 
+// Copies the concatenation of `pieces` (elements of `esize` bytes) into
+// `packed`, or back out of it.
+void PackPieces(std::span<const Piece> pieces, size_t esize, char* packed);
+void UnpackPieces(const char* packed, size_t esize, std::span<const Piece> pieces);
+
 // "rank 1 of 4 (gloo)": how messages name this rank.
 std::string RankName(const CommunicatorOptions& options);
 

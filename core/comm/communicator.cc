@@ -51,17 +51,9 @@ Status Communicator::AllReducePieces(std::span<const Piece> pieces, DataType typ
   size_t total = 0;
   for (const Piece& p : pieces) total += p.count;
   std::vector<char> packed(total * esize);
-  size_t at = 0;
-  for (const Piece& p : pieces) {
-    if (p.count > 0) std::memcpy(packed.data() + at, p.data, p.count * esize);
-    at += p.count * esize;
-  }
+  internal::PackPieces(pieces, esize, packed.data());
   PX_RETURN_IF_ERROR(AllReduce(packed.data(), total, type, op, deadline));
-  at = 0;
-  for (const Piece& p : pieces) {
-    if (p.count > 0) std::memcpy(p.data, packed.data() + at, p.count * esize);
-    at += p.count * esize;
-  }
+  internal::UnpackPieces(packed.data(), esize, pieces);
   return Status::Ok();
 }
 
@@ -70,6 +62,20 @@ std::string CommKeyPrefix(int64_t job_id, int attempt) {
 }
 
 namespace internal {
+void PackPieces(std::span<const Piece> pieces, size_t esize, char* packed) {
+  for (const Piece& p : pieces) {
+    if (p.count > 0) std::memcpy(packed, p.data, p.count * esize);
+    packed += p.count * esize;
+  }
+}
+
+void UnpackPieces(const char* packed, size_t esize, std::span<const Piece> pieces) {
+  for (const Piece& p : pieces) {
+    if (p.count > 0) std::memcpy(p.data, packed, p.count * esize);
+    packed += p.count * esize;
+  }
+}
+
 std::string RankName(const CommunicatorOptions& options) {
   return "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) +
          " (" + std::string(BackendName(options.backend)) + ")";

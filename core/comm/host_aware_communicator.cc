@@ -151,17 +151,9 @@ class HostAwareCommunicator : public Communicator {
     }
     const size_t esize = DataTypeSize(type);
     if (scratch_.size() < count * esize) scratch_.resize(count * esize);
-    size_t at = 0;
-    for (const Piece& p : pieces) {
-      if (p.count > 0) std::memcpy(scratch_.data() + at, p.data, p.count * esize);
-      at += p.count * esize;
-    }
+    PackPieces(pieces, esize, scratch_.data());
     PX_RETURN_IF_ERROR(leaders_->AllReduce(scratch_.data(), count, type, ReduceOp::kSum, deadline));
-    at = 0;
-    for (const Piece& p : pieces) {
-      if (p.count > 0) std::memcpy(p.data, scratch_.data() + at, p.count * esize);
-      at += p.count * esize;
-    }
+    UnpackPieces(scratch_.data(), esize, pieces);
     return Status::Ok();
   }
 
