@@ -109,6 +109,7 @@ class SessionImpl final : public Session {
   // Start(), in order.
   StatusOr<plan::JobPlan> ObtainPlan();
   Status AgreeOnRegistrations(const Status& mine);
+  comm::CommunicatorOptions CollectiveOptions() const;
   Status JoinCollectives();
   Status CreateParts();
   Status Resume(const Checkpointer::ResumePoint& rp);
@@ -214,6 +215,7 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
                       .hosts = std::max(1, options_.num_hosts),
                       .shards = options_.num_shards};
     inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
+    inputs.shm_allreduce = CollectiveOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();
     PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
     json = plan::JobPlanToJson(plan);
@@ -265,17 +267,24 @@ Status SessionImpl::AgreeOnRegistrations(const Status& mine) {
   return Status::Ok();
 }
 
-// The job's communicator (several ranks), and the host's for local
-// aggregation (several ranks on this host).
-Status SessionImpl::JoinCollectives() {
-  if (options_.world_size <= 1) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+// The options of the job's communicator; the plan's cost model reads how it
+// all-reduces from them.
+comm::CommunicatorOptions SessionImpl::CollectiveOptions() const {
   comm::CommunicatorOptions co;
   co.rank = options_.rank;
   co.world_size = options_.world_size;
   co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
   co.bind_address = options_.bind_address;
   co.rendezvous_timeout = options_.rendezvous_timeout;
+  return co;
+}
+
+// The job's communicator (several ranks), and the host's for local
+// aggregation (several ranks on this host).
+Status SessionImpl::JoinCollectives() {
+  if (options_.world_size <= 1) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+  comm::CommunicatorOptions co = CollectiveOptions();
   auto world = comm::Communicator::Create(co, store_.get());
   if (!world.ok()) return world.status().WithContext(RankName() + " joining the collectives");
   comm_ = std::move(world).value();
