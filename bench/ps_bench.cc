@@ -1,4 +1,4 @@
-// ps_bench: sparse parameter-server throughput, workload W1 (issue 4).
+// ps_bench: sparse parameter-server throughput, workload W1 (docs/PERFORMANCE.md).
 //
 // V rows of D float32 (default 1,000,000 × 64) range-partitioned over 2
 // parallax-ps shard processes; 2 worker processes each pull K = 8192 distinct

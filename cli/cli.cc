@@ -16,6 +16,7 @@
 #include "core/rpc/tls.h"
 #include "core/config/job_config.h"
 #include "cli/export.h"
+#include "cli/job_file.h"
 #include "cli/job_metrics.h"
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
@@ -135,6 +136,8 @@ class Cli {
   std::string db_;
   std::string state_dir_ = ".parallax";
   std::string timeline_dir_;
+  std::string http_;             // run: the embedded coordinator's --http
+  std::string http_token_file_;  // run: and its --http-token-file
   int64_t export_step_ = -1;
   std::string export_out_;
   PlanCommandOptions plan_;
@@ -210,21 +213,26 @@ int Cli::Report(const Status& status) {
 int Cli::Submit() {
   // Validate here first: nothing is submitted from an invalid file, and the
   // user sees every problem with its file:line:column.
-  StatusOr<JobConfig> config = LoadJobConfig(job_file_);
+  StatusOr<std::string> text = ReadJobFile(job_file_);
+  if (!text.ok()) {
+    err_ << "parallax: " << text.status().message() << "\n";
+    return kExitUsage;
+  }
+  StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
   if (!config.ok()) {
     err_ << config.status().message() << "\n";
     err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
     return kExitUsage;
   }
-  std::ifstream in(job_file_, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
+  for (const std::string& line : EnvWarnings(*config, job_file_)) {
+    err_ << "parallax: warning: " << line << "\n";
+  }
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
   std::error_code ec;
   std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
-  StatusOr<rpc::JobInfo> job = client->SubmitJob(text.str(), ec ? job_file_ : abs);
+  StatusOr<rpc::JobInfo> job = client->SubmitJob(*text, ec ? job_file_ : abs);
   if (!job.ok()) return Report(job.status());
   err_ << "submitted job " << job->id << " (" << job->name << ", " << job->workers
        << " workers) to " << client->options().address << "\n";
@@ -289,13 +297,19 @@ int Cli::Status_() {
       for (const auto& t : tasks) {
         if (t.attempt != j.attempt) continue;
         auto state = rpc::_TaskState_VALUES_TO_NAMES.find(t.state);
+        std::string state_name =
+            state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second;
         std::string exit = t.__isset.exit_code ? std::to_string(t.exit_code)
                            : t.__isset.signal  ? "signal " + std::to_string(t.signal)
                                                : "";
+        if (t.__isset.not_launched && t.not_launched) {
+          // Never started: the plan put nothing on the PS.
+          state_name = "NOT LAUNCHED";
+          exit = "";
+        }
         trows.push_back({std::string(t.role == rpc::TaskRole::TRAINER ? "trainer/" : "ps/") +
                              std::to_string(t.index),
-                         std::to_string(t.attempt), t.agent_name,
-                         state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second, exit});
+                         std::to_string(t.attempt), t.agent_name, state_name, exit});
       }
       out_ << "\n";
       PrintTable(out_, trows);
@@ -526,6 +540,8 @@ int Cli::RunCommand() {
   options.db = db_;
   options.state_dir = state_dir_;
   options.timeline_dir = timeline_dir_;
+  options.http = http_;
+  options.http_token_file = http_token_file_;
   if (!LoadSecret(&options.token) || !LoadTlsCa(&options.tls_ca_file)) return kExitUsage;
   options.secret_file = secret_file_flag_;
   if (!tls_cert_.empty() && options.tls_ca_file.empty()) {
@@ -636,6 +652,11 @@ int Cli::Run(const std::vector<std::string>& args) {
                   "the embedded coordinator and agent serve TLS with this PEM certificate, which "
                   "must name 127.0.0.1 (subjectAltName IP); needs --tls-key and --tls-ca");
   run->add_option("--tls-key", tls_key_, "PEM private key of --tls-cert");
+  run->add_option("--http", http_,
+                  "the embedded coordinator serves its web pages and /metrics on HOST:PORT (:PORT "
+                  "or PORT: loopback; port 0 picks one, printed at start)");
+  run->add_option("--http-token-file", http_token_file_,
+                  "a read-only token the web pages require (see parallax-coordinator --help)");
   run->callback([&] { result = RunCommand(); });
 
   CLI::App* exp = app.add_subcommand(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cli/job_file.h"
 #include "core/config/job_config.h"
 #include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
@@ -59,7 +60,8 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
 }  // namespace
 
 Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
-  PX_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(options.job_file));
+  PX_ASSIGN_OR_RETURN(std::string text, ReadJobFile(options.job_file));
+  PX_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(text, options.job_file));
   if (job.trainer.model.empty()) {
     return InvalidArgument(
         "job '" + job.job.name +

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "cli/job_file.h"
 #include "core/config/job_config.h"
 #include "core/config/job_edit.h"
 #include "core/rpc/coordinator_client.h"
@@ -130,10 +131,49 @@ int LiveTasks(CoordinatorClient& client, int64_t job_id) {
   return live;
 }
 
+// The embedded coordinator's web flags for `options` (none without --http).
+std::vector<std::string> HttpArgs(const RunOptions& options, const std::string& port_file) {
+  if (options.http.empty()) return {};
+  std::vector<std::string> args = {"--http", options.http, "--http-port-file", port_file};
+  if (!options.http_token_file.empty()) {
+    args.insert(args.end(), {"--http-token-file",
+                             std::filesystem::absolute(options.http_token_file).string()});
+  }
+  // Task logs come from the agent, which serves TLS when the coordinator does.
+  if (!options.tls_ca_file.empty()) {
+    args.insert(args.end(),
+                {"--agent-tls-ca", std::filesystem::absolute(options.tls_ca_file).string()});
+  }
+  return args;
+}
+
+// "http://HOST:PORT/" once the coordinator wrote the port it serves its web
+// pages on; "" if it did not within a few seconds.
+std::string WebAddress(const RunOptions& options, const std::string& port_file) {
+  std::string host = "127.0.0.1";
+  const size_t colon = options.http.rfind(':');
+  if (colon != std::string::npos && colon > 0) host = options.http.substr(0, colon);
+  for (int i = 0; i < 400; ++i) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      return (options.tls_cert_file.empty() ? "http://" : "https://") + host + ":" +
+             std::to_string(port) + "/";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return "";
+}
+
 }  // namespace
 
 int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  StatusOr<JobConfig> config = LoadJobConfig(options.job_file);
+  StatusOr<std::string> job_file_text = ReadJobFile(options.job_file);
+  if (!job_file_text.ok()) {
+    err << "parallax: " << job_file_text.status().message() << "\n";
+    return kExitUsage;
+  }
+  StatusOr<JobConfig> config = ParseJobConfig(*job_file_text, options.job_file);
   if (!config.ok()) {
     err << config.status().message() << "\n";
     err << "parallax: " << options.job_file << " is not a valid job file; nothing was run\n";
@@ -149,6 +189,8 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   const std::string db = options.db.empty() ? dir + "/state.db" : options.db;
   const std::string port_file = dir + "/coordinator.port";
   std::filesystem::remove(port_file, ec);
+  const std::string http_port_file = dir + "/coordinator.http-port";
+  std::filesystem::remove(http_port_file, ec);
 
   // Signals: Ctrl-C and SIGTERM cancel the job instead of killing us.
   struct sigaction sa {};
@@ -177,6 +219,8 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
                                                "--port-file", port_file};
   coordinator_argv.insert(coordinator_argv.end(), secret_args.begin(), secret_args.end());
   coordinator_argv.insert(coordinator_argv.end(), server_tls_args.begin(), server_tls_args.end());
+  std::vector<std::string> http_args = HttpArgs(options, http_port_file);
+  coordinator_argv.insert(coordinator_argv.end(), http_args.begin(), http_args.end());
   Daemon coordinator(coordinator_argv, dir + "/coordinator.log");
   std::string address;
   for (int i = 0; i < 400 && address.empty(); ++i) {
@@ -207,6 +251,11 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
       "--workdir", dir + "/agent", "--slots", std::to_string(config->job.workers),
       "--grace-ms", "2000", "--stop-tasks-on-exit", "--allow-exec", options.bin_dir,
       "--allow-exec", job_dir};
+  // The private agent runs the user's own job on the user's own machine:
+  // the names its [trainer.env] sets are the user's to choose.
+  for (const auto& [name, value] : config->trainer.env) {
+    agent_argv.insert(agent_argv.end(), {"--allow-env", name});
+  }
   agent_argv.insert(agent_argv.end(), secret_args.begin(), secret_args.end());
   agent_argv.insert(agent_argv.end(), server_tls_args.begin(), server_tls_args.end());
   agent_argv.insert(agent_argv.end(), ca_args.begin(), ca_args.end());
@@ -238,10 +287,7 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
     return kExitFailed;
   }
 
-  std::ifstream in(options.job_file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string job_text = text.str();
+  std::string job_text = *job_file_text;
   if (!options.timeline_dir.empty()) {
     // Absolute: the job's paths resolve against the job file's directory,
     // the flag's against ours.
@@ -267,6 +313,16 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   err << "parallax: job " << id << " (" << job->name << ", " << job->workers
       << " workers) on an embedded coordinator at " << address << "; logs: parallax --coordinator "
       << address << " logs " << id << "\n";
+  if (!options.http.empty()) {
+    std::string url = WebAddress(options, http_port_file);
+    if (url.empty()) {
+      err << "parallax: the embedded coordinator's web pages did not start; see " << dir
+          << "/coordinator.log\n";
+    } else {
+      err << "parallax: web pages at " << url << "jobs/" << id << " (metrics at " << url
+          << "metrics)\n";
+    }
+  }
 
   const auto start = SteadyClock::now();
   bool cancelled = false;

@@ -12,6 +12,7 @@ find_package(CLI11 REQUIRED)
 find_package(Eigen3 REQUIRED NO_MODULE)
 find_package(nlohmann_json REQUIRED)
 find_package(OpenSSL REQUIRED)  # SHA-256 of checkpoint files (libcrypto)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # the coordinator's web pages and /metrics
 find_package(Gloo REQUIRED PATHS /usr/share/cmake/Gloo)
 if(PARALLAX_BUILD_TESTS)
   find_package(GTest REQUIRED)

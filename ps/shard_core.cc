@@ -137,126 +137,9 @@ void ShardCore::Handle(const std::string& identity, const void* const* frames, c
 void ShardCore::HandleData(const std::string& identity, const MessageView& m,
                            std::vector<OutMessage>* out) {
   const Header& h = m.header;
-  const PsPlan& plan = options_.plan;
-  const VariableSpec* spec = plan.FindVariable(h.variable);
-  if (spec == nullptr) {
-    Error(identity, h, ErrorCode::kUnknownVariable,
-          "variable " + std::to_string(h.variable) + " is not in the plan", out);
-    return;
-  }
-  if (h.partition >= spec->partitions) {
-    Error(identity, h, ErrorCode::kBadPartition,
-          "partition " + std::to_string(h.partition) + " of variable \"" + spec->name +
-              "\" is out of range (it has " + std::to_string(spec->partitions) + ")",
-          out);
-    return;
-  }
-  auto vit = vars_.find(h.variable);
-  if (vit == vars_.end() || !vit->second.parts[h.partition].owned) {
-    Error(identity, h, ErrorCode::kBadPartition,
-          "partition " + std::to_string(h.partition) + " of variable \"" + spec->name +
-              "\" belongs to shard " + std::to_string(ShardOf(*spec, h.partition)) +
-              ", not to shard " + std::to_string(options_.shard),
-          out);
-    return;
-  }
-  VarState& vs = vit->second;
-  PartitionState& ps = vs.parts[h.partition];
-  const uint32_t dim = spec->dim;
-  if (h.count > 0 && h.dim != dim) {
-    Error(identity, h, ErrorCode::kBadDim,
-          "dim " + std::to_string(h.dim) + " but variable \"" + spec->name + "\" has dim " +
-              std::to_string(dim),
-          out);
-    return;
-  }
-  const bool pushes = IsPushOp(h.op);
-  if (pushes && plan.consistency != Consistency::kAsync && h.worker >= plan.contributors()) {
-    Error(identity, h, ErrorCode::kBadWorker,
-          "worker " + std::to_string(h.worker) + " but the plan expects " +
-              std::to_string(plan.contributors()) + " contributors",
-          out);
-    return;
-  }
-  std::vector<int64_t> ids(h.count);
-  if (h.count > 0) std::memcpy(ids.data(), m.ids, ids.size() * sizeof(int64_t));
-  const Partitioner partition_of(*spec);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= spec->rows || partition_of(ids[i]) != h.partition) {
-      Error(identity, h, ErrorCode::kIdOutOfRange,
-            "id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
-                " is not in partition " + std::to_string(h.partition) + " of variable \"" +
-                spec->name + "\" (rows 0.." + std::to_string(spec->rows - 1) + ")",
-            out);
-      return;
-    }
-  }
+  DataRequest r;
+  if (!CheckData(identity, m, &r, out) || !ReadGradients(identity, m, &r, out)) return;
   const Op op = static_cast<Op>(h.op);
-  // With kFlagShm the gradients are read from, and the rows written to, the
-  // region this connection attached; both ranges are checked first.
-  const char* values = m.values;
-  char* shm_rows = nullptr;
-  uint64_t shm_reply = 0;
-  if (m.shm()) {
-    const uint64_t value_bytes = uint64_t{h.count} * dim * ValueBytes(h.flags);
-    if (pushes && (values = ShmSpan(identity, h, m.shm_ref.values, value_bytes, "gradients", out)) == nullptr)
-      return;
-    if (op != Op::kPush) {
-      shm_reply = m.shm_ref.reply;
-      if ((shm_rows = ShmSpan(identity, h, shm_reply, value_bytes, "rows", out)) == nullptr) return;
-    }
-  }
-  // Gradients are read in place when they are float32 and aligned (the
-  // common case); copied when fp16, misaligned, kept for a sync step, or
-  // compacted because non-finite rows are dropped.
-  std::vector<float> grads;
-  const float* gp = nullptr;
-  std::vector<int64_t> pull_ids;  // PUSH_PULL whose pushed rows were compacted: the rows to answer
-  if (pushes) {
-    const size_t n = size_t{h.count} * dim;
-    const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
-                          reinterpret_cast<uintptr_t>(values) % alignof(float) == 0;
-    if (in_place) {
-      gp = reinterpret_cast<const float*>(values);
-    } else {
-      grads.resize(n);
-      DecodeValues(values, n, m.fp16(), grads.data());
-      gp = grads.data();
-    }
-    size_t bad_rows = 0;
-    const bool any_bad = AnyNonFinite(gp, n);  // rows are looked at one by one only then
-    for (size_t r = 0; any_bad && r < ids.size(); ++r) {
-      if (!AnyNonFinite(gp + r * dim, dim)) continue;
-      if (plan.reject_nonfinite) {
-        Error(identity, h, ErrorCode::kNonFinite,
-              "gradient of id " + std::to_string(ids[r]) + " of variable \"" + spec->name +
-                  "\" is NaN or Inf; nothing was applied",
-              out);
-        return;
-      }
-      ++bad_rows;
-    }
-    if (bad_rows > 0) {
-      // A PUSH_PULL still answers every row it asked for.
-      if (op == Op::kPushPull) pull_ids = ids;
-      if (grads.empty()) grads.assign(gp, gp + n);
-      size_t kept = 0;
-      for (size_t r = 0; r < ids.size(); ++r) {
-        const float* g = &grads[r * dim];
-        if (AnyNonFinite(g, dim)) continue;
-        if (kept != r) {
-          ids[kept] = ids[r];
-          std::memmove(&grads[kept * dim], g, dim * sizeof(float));
-        }
-        ++kept;
-      }
-      stats_.nonfinite_rows += static_cast<int64_t>(bad_rows);
-      ids.resize(kept);
-      grads.resize(kept * dim);
-      gp = grads.data();
-    }
-  }
-
   if (op != Op::kPush && held_.size() >= options_.max_held) {
     Error(identity, h, ErrorCode::kBadClock,
           std::to_string(held_.size()) + " requests already wait for their step; refusing more", out);
@@ -265,46 +148,191 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   if (op == Op::kPull) {
     ++stats_.pulls;
     if (PullReady(h)) {
-      AnswerPull(identity, h, ids, shm_reply, out);
+      AnswerPull(identity, h, r.ids, r.shm_reply, out);
     } else {
       ++stats_.held;
-      held_.push_back(Held{identity, h, std::move(ids), shm_reply});
+      held_.push_back(Held{identity, h, std::move(r.ids), r.shm_reply});
     }
     return;
   }
   op == Op::kPush ? ++stats_.pushes : ++stats_.push_pulls;
-  stats_.rows_pushed += static_cast<int64_t>(ids.size());
-  if (plan.consistency != Consistency::kSync) {
-    if (plan.consistency == Consistency::kSsp && h.worker < worker_clock_.size())
-      worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
-    Header pull = h;
-    pull.clock = h.clock + 1;  // PUSH_PULL: rows for the next step
-    if (op == Op::kPush) {
-      ApplyAsync(vs, ps, h, ids, gp, nullptr);
-      out->push_back(Reply(identity, h, Op::kPush));
-    } else if (PullReady(pull) && !pull_ids.empty()) {
-      ApplyAsync(vs, ps, h, ids, gp, nullptr);
-      AnswerPull(identity, pull, pull_ids, shm_reply, out);
-    } else if (PullReady(pull)) {
-      // The rows are written into the reply (or the region) as they are
-      // updated: one pass over them instead of two.
-      ValueFrame rows(shm_rows != nullptr ? 0 : ids.size() * dim * ValueBytes(h.flags));
-      ApplyAsync(vs, ps, h, ids, gp, shm_rows != nullptr ? shm_rows : rows.data());
-      stats_.rows_pulled += static_cast<int64_t>(ids.size());
-      out->push_back(PullReply(identity, pull, ids.size(), std::move(rows)));
-    } else {
-      ApplyAsync(vs, ps, h, ids, gp, nullptr);
-      ++stats_.held;
-      held_.push_back(Held{identity, pull, pull_ids.empty() ? std::move(ids) : std::move(pull_ids), shm_reply});
-    }
-    ReleaseHeld(out);
-    return;
+  stats_.rows_pushed += static_cast<int64_t>(r.ids.size());
+  if (options_.plan.consistency == Consistency::kSync) {
+    PushSync(identity, h, &r, out);
+  } else {
+    PushAsync(identity, h, &r, out);
   }
-  // sync: buffer the contribution until every contributor sent step h.clock.
+}
+
+bool ShardCore::CheckData(const std::string& identity, const MessageView& m, DataRequest* r,
+                          std::vector<OutMessage>* out) {
+  const Header& h = m.header;
+  const PsPlan& plan = options_.plan;
+  const VariableSpec* spec = plan.FindVariable(h.variable);
+  if (spec == nullptr) {
+    Error(identity, h, ErrorCode::kUnknownVariable,
+          "variable " + std::to_string(h.variable) + " is not in the plan", out);
+    return false;
+  }
+  if (h.partition >= spec->partitions) {
+    Error(identity, h, ErrorCode::kBadPartition,
+          "partition " + std::to_string(h.partition) + " of variable \"" + spec->name +
+              "\" is out of range (it has " + std::to_string(spec->partitions) + ")",
+          out);
+    return false;
+  }
+  auto vit = vars_.find(h.variable);
+  if (vit == vars_.end() || !vit->second.parts[h.partition].owned) {
+    Error(identity, h, ErrorCode::kBadPartition,
+          "partition " + std::to_string(h.partition) + " of variable \"" + spec->name +
+              "\" belongs to shard " + std::to_string(ShardOf(*spec, h.partition)) +
+              ", not to shard " + std::to_string(options_.shard),
+          out);
+    return false;
+  }
+  if (h.count > 0 && h.dim != spec->dim) {
+    Error(identity, h, ErrorCode::kBadDim,
+          "dim " + std::to_string(h.dim) + " but variable \"" + spec->name + "\" has dim " +
+              std::to_string(spec->dim),
+          out);
+    return false;
+  }
+  if (IsPushOp(h.op) && plan.consistency != Consistency::kAsync &&
+      h.worker >= plan.contributors()) {
+    Error(identity, h, ErrorCode::kBadWorker,
+          "worker " + std::to_string(h.worker) + " but the plan expects " +
+              std::to_string(plan.contributors()) + " contributors",
+          out);
+    return false;
+  }
+  r->spec = spec;
+  r->vs = &vit->second;
+  r->ps = &vit->second.parts[h.partition];
+  r->ids.resize(h.count);
+  if (h.count > 0) std::memcpy(r->ids.data(), m.ids, r->ids.size() * sizeof(int64_t));
+  const Partitioner partition_of(*spec);
+  for (size_t i = 0; i < r->ids.size(); ++i) {
+    const int64_t id = r->ids[i];
+    if (id < 0 || id >= spec->rows || partition_of(id) != h.partition) {
+      Error(identity, h, ErrorCode::kIdOutOfRange,
+            "id " + std::to_string(id) + " at position " + std::to_string(i) +
+                " is not in partition " + std::to_string(h.partition) + " of variable \"" +
+                spec->name + "\" (rows 0.." + std::to_string(spec->rows - 1) + ")",
+            out);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m, DataRequest* r,
+                              std::vector<OutMessage>* out) {
+  const Header& h = m.header;
+  const PsPlan& plan = options_.plan;
+  const uint32_t dim = r->spec->dim;
+  const bool pushes = IsPushOp(h.op);
+  // With kFlagShm the gradients are read from, and the rows written to, the
+  // region this connection attached; both ranges are checked first.
+  const char* values = m.values;
+  if (m.shm()) {
+    const uint64_t value_bytes = uint64_t{h.count} * dim * ValueBytes(h.flags);
+    if (pushes && (values = ShmSpan(identity, h, m.shm_ref.values, value_bytes, "gradients",
+                                    out)) == nullptr) {
+      return false;
+    }
+    if (static_cast<Op>(h.op) != Op::kPush) {
+      r->shm_reply = m.shm_ref.reply;
+      r->shm_rows = ShmSpan(identity, h, r->shm_reply, value_bytes, "rows", out);
+      if (r->shm_rows == nullptr) return false;
+    }
+  }
+  if (!pushes) return true;
+  // Gradients are read in place when they are float32 and aligned (the
+  // common case); copied when fp16, misaligned, kept for a sync step, or
+  // compacted because non-finite rows are dropped.
+  const size_t n = size_t{h.count} * dim;
+  const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
+                        reinterpret_cast<uintptr_t>(values) % alignof(float) == 0;
+  if (in_place) {
+    r->gp = reinterpret_cast<const float*>(values);
+  } else {
+    r->grads.resize(n);
+    DecodeValues(values, n, m.fp16(), r->grads.data());
+    r->gp = r->grads.data();
+  }
+  if (!AnyNonFinite(r->gp, n)) return true;  // rows are looked at one by one only then
+  size_t bad_rows = 0;
+  for (size_t i = 0; i < r->ids.size(); ++i) {
+    if (!AnyNonFinite(r->gp + i * dim, dim)) continue;
+    if (plan.reject_nonfinite) {
+      Error(identity, h, ErrorCode::kNonFinite,
+            "gradient of id " + std::to_string(r->ids[i]) + " of variable \"" + r->spec->name +
+                "\" is NaN or Inf; nothing was applied",
+            out);
+      return false;
+    }
+    ++bad_rows;
+  }
+  // A PUSH_PULL still answers every row it asked for.
+  if (static_cast<Op>(h.op) == Op::kPushPull) r->pull_ids = r->ids;
+  if (r->grads.empty()) r->grads.assign(r->gp, r->gp + n);
+  size_t kept = 0;
+  for (size_t i = 0; i < r->ids.size(); ++i) {
+    const float* g = &r->grads[i * dim];
+    if (AnyNonFinite(g, dim)) continue;
+    if (kept != i) {
+      r->ids[kept] = r->ids[i];
+      std::memmove(&r->grads[kept * dim], g, dim * sizeof(float));
+    }
+    ++kept;
+  }
+  stats_.nonfinite_rows += static_cast<int64_t>(bad_rows);
+  r->ids.resize(kept);
+  r->grads.resize(kept * dim);
+  r->gp = r->grads.data();
+  return true;
+}
+
+// async and ssp: apply now; a PUSH_PULL answers the next step's rows when
+// they are ready, else waits with the held requests.
+void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequest* r,
+                          std::vector<OutMessage>* out) {
+  if (options_.plan.consistency == Consistency::kSsp && h.worker < worker_clock_.size())
+    worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
+  Header pull = h;
+  pull.clock = h.clock + 1;  // PUSH_PULL: rows for the next step
+  if (static_cast<Op>(h.op) == Op::kPush) {
+    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, nullptr);
+    out->push_back(Reply(identity, h, Op::kPush));
+  } else if (PullReady(pull) && !r->pull_ids.empty()) {
+    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, nullptr);
+    AnswerPull(identity, pull, r->pull_ids, r->shm_reply, out);
+  } else if (PullReady(pull)) {
+    // The rows are written into the reply (or the region) as they are
+    // updated: one pass over them instead of two.
+    const size_t n = r->ids.size();
+    ValueFrame rows(r->shm_rows != nullptr ? 0 : n * r->spec->dim * ValueBytes(h.flags));
+    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, r->shm_rows != nullptr ? r->shm_rows : rows.data());
+    stats_.rows_pulled += static_cast<int64_t>(n);
+    out->push_back(PullReply(identity, pull, n, std::move(rows)));
+  } else {
+    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, nullptr);
+    ++stats_.held;
+    held_.push_back(Held{identity, pull, r->pull_ids.empty() ? std::move(r->ids) : std::move(r->pull_ids),
+                         r->shm_reply});
+  }
+  ReleaseHeld(out);
+}
+
+// sync: buffer the contribution until every contributor sent step h.clock.
+void ShardCore::PushSync(const std::string& identity, const Header& h, DataRequest* r,
+                         std::vector<OutMessage>* out) {
+  PartitionState& ps = *r->ps;
+  const std::string& name = r->spec->name;
   if (h.clock < ps.applied) {
     Error(identity, h, ErrorCode::kBadClock,
           "push for step " + std::to_string(h.clock) + " but partition " +
-              std::to_string(h.partition) + " of \"" + spec->name + "\" already applied step " +
+              std::to_string(h.partition) + " of \"" + name + "\" already applied step " +
               std::to_string(ps.applied - 1),
           out);
     return;
@@ -318,7 +346,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     return;
   }
   auto& step = ps.pending[h.clock];
-  step.resize(plan.contributors());
+  step.resize(options_.plan.contributors());
   Contribution& c = step[h.worker];
   if (c.present) {
     Error(identity, h, ErrorCode::kBadClock,
@@ -328,17 +356,18 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
     return;
   }
   c.present = true;
-  c.ids = std::move(ids);
-  c.grads = std::move(grads);
-  if (op == Op::kPush) {
+  c.ids = std::move(r->ids);
+  c.grads = std::move(r->grads);
+  if (static_cast<Op>(h.op) == Op::kPush) {
     out->push_back(Reply(identity, h, Op::kPush));
   } else {
     Header pull = h;
     pull.clock = h.clock + 1;
     ++stats_.held;
-    held_.push_back(Held{identity, pull, pull_ids.empty() ? c.ids : std::move(pull_ids), shm_reply});
+    held_.push_back(
+        Held{identity, pull, r->pull_ids.empty() ? c.ids : std::move(r->pull_ids), r->shm_reply});
   }
-  if (TryApplySync(vs, ps)) TrySave(out);
+  if (TryApplySync(*r->vs, ps)) TrySave(out);
   ReleaseHeld(out);
 }
 
@@ -403,6 +432,7 @@ void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
                            const std::vector<int64_t>& ids, const float* grads, char* rows_out) {
   const int64_t tau = std::max<int64_t>(0, ps.version - h.version_seen);
   ++stats_.staleness[StalenessBucket(tau)];
+  stats_.staleness_sum += tau;
   const float scale = options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f;
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
@@ -637,6 +667,14 @@ char* ShardCore::ShmSpan(const std::string& identity, const Header& h, uint64_t 
     return nullptr;
   }
   return it->second->data() + offset;
+}
+
+int64_t ShardCore::rows_held() const {
+  int64_t rows = 0;
+  for (const auto& [id, vs] : vars_) {
+    if (vs.table) rows += static_cast<int64_t>(vs.table->size());
+  }
+  return rows;
 }
 
 std::string ShardCore::StatsJson() const {

@@ -85,6 +85,7 @@ struct ShardStats {
   // Staleness τ of async/ssp pushes: bucket 0 = τ 0, bucket b = τ in
   // [2^(b-1), 2^b), the last bucket everything above.
   std::array<int64_t, 16> staleness{};
+  int64_t staleness_sum = 0;  // of τ over every push counted above
 };
 
 class ShardCore {
@@ -99,6 +100,8 @@ class ShardCore {
               size_t num_frames, std::vector<OutMessage>* out);
 
   const ShardStats& stats() const { return stats_; }
+  // Rows stored now, every variable together.
+  int64_t rows_held() const;
   std::string StatsJson() const;
   const ShardOptions& options() const { return options_; }
 
@@ -134,7 +137,30 @@ class ShardCore {
     uint64_t shm_reply = 0;  // header has kFlagShm: where the rows go in the region
   };
 
+  // A PULL, PUSH or PUSH_PULL, checked and read: its partition, ids and, for
+  // a push, its gradients (in place, or decoded and without non-finite rows).
+  struct DataRequest {
+    const VariableSpec* spec = nullptr;
+    VarState* vs = nullptr;
+    PartitionState* ps = nullptr;
+    std::vector<int64_t> ids;
+    std::vector<float> grads;        // owned gradients (copied, decoded or compacted)
+    const float* gp = nullptr;       // the gradients to apply: grads, or in place
+    std::vector<int64_t> pull_ids;   // a compacted PUSH_PULL: every row it asked for
+    char* shm_rows = nullptr;        // kFlagShm: where the reply's rows go in the region
+    uint64_t shm_reply = 0;
+  };
+
   void HandleData(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  // Each returns false after an error reply (nothing changed).
+  bool CheckData(const std::string& identity, const MessageView& m, DataRequest* r,
+                 std::vector<OutMessage>* out);
+  bool ReadGradients(const std::string& identity, const MessageView& m, DataRequest* r,
+                     std::vector<OutMessage>* out);
+  void PushAsync(const std::string& identity, const Header& h, DataRequest* r,
+                 std::vector<OutMessage>* out);
+  void PushSync(const std::string& identity, const Header& h, DataRequest* r,
+                std::vector<OutMessage>* out);
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;

@@ -1,4 +1,4 @@
-// Metrics by path, counted at the transport (issue 6, item 4):
+// Metrics by path, counted at the transport:
 //  - all-reduce / all-gather: the bytes the Communicator's collectives put on
 //    and took off the wire on this rank (Communicator::wire_bytes(): Gloo's
 //    algorithms replayed message by message, framing included, so they agree

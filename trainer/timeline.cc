@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/base/durable_file.h"
 #include "core/comm/gradient_fusion.h"
 #include "core/ps/client.h"
 
@@ -20,6 +21,36 @@ int64_t Ns(Timeline::Clock::time_point t) {
 
 // Microseconds with nanosecond digits: Perfetto keeps them.
 double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// One event (Timeline's, with lane, id, step, start_ns, end_ns) as a Chrome
+// trace complete event on track `tid`: buckets and variables by name.
+template <typename Event>
+Json EventJson(const Event& e, int pid, int tid, const std::vector<std::string>& names) {
+  std::string name = LaneName(e.lane);
+  Json args = {{"step", e.step}};
+  if (e.lane == Lane::kAllReduce && e.id >= 0) {
+    name = "bucket " + std::to_string(e.id);
+    args["bucket"] = e.id;
+  } else if ((e.lane == Lane::kPsPush || e.lane == Lane::kPsPull || e.lane == Lane::kAllGather) &&
+             e.id >= 0) {
+    const std::string var = static_cast<size_t>(e.id) < names.size()
+                                ? names[static_cast<size_t>(e.id)]
+                                : "var " + std::to_string(e.id);
+    name = std::string(e.lane == Lane::kPsPush   ? "push "
+                       : e.lane == Lane::kPsPull ? "pull "
+                                                 : "allgather ") +
+           var;
+    args["var"] = var;
+  }
+  return {{"name", std::move(name)},
+          {"cat", LaneName(e.lane)},
+          {"ph", "X"},
+          {"ts", Us(e.start_ns)},
+          {"dur", Us(e.end_ns - e.start_ns)},
+          {"pid", pid},
+          {"tid", tid},
+          {"args", std::move(args)}};
+}
 
 // Tracks named after a communication lane (or one of its extra tracks).
 bool IsCommLane(const std::string& name) {
@@ -171,30 +202,7 @@ Status Timeline::Write() const {
     if (k == ends.size()) ends.push_back(0);
     ends[k] = e.end_ns;
     const int tid = k == 0 ? lane : lane * 10 + static_cast<int>(k);
-    std::string name = LaneName(e.lane);
-    Json args = {{"step", e.step}};
-    if (e.lane == Lane::kAllReduce && e.id >= 0) {
-      name = "bucket " + std::to_string(e.id);
-      args["bucket"] = e.id;
-    } else if ((e.lane == Lane::kPsPush || e.lane == Lane::kPsPull || e.lane == Lane::kAllGather) &&
-               e.id >= 0) {
-      const std::string var = static_cast<size_t>(e.id) < names.size()
-                                  ? names[static_cast<size_t>(e.id)]
-                                  : "var " + std::to_string(e.id);
-      name = std::string(e.lane == Lane::kPsPush   ? "push "
-                         : e.lane == Lane::kPsPull ? "pull "
-                                                   : "allgather ") +
-             var;
-      args["var"] = var;
-    }
-    trace.push_back({{"name", std::move(name)},
-                     {"cat", LaneName(e.lane)},
-                     {"ph", "X"},
-                     {"ts", Us(e.start_ns)},
-                     {"dur", Us(e.end_ns - e.start_ns)},
-                     {"pid", pid},
-                     {"tid", tid},
-                     {"args", std::move(args)}});
+    trace.push_back(EventJson(e, pid, tid, names));
   }
   for (const auto& [lane, ends] : track_ends) {
     const std::string base = LaneName(static_cast<Lane>(lane));
@@ -226,23 +234,10 @@ Status Timeline::Write() const {
                 {"max_events", options_.max_events},
                 {"kept_events", events.size()},
                 {"dropped_events", dropped}}}};
-  const std::string tmp = options_.path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << doc.dump() << "\n";
-    out.close();
-    if (!out) {
-      return IoError("cannot write the timeline \"" + tmp +
-                     "\"; check that its directory exists and is writable (trainer.timeline)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, options_.path, ec);
-  if (ec) {
-    return IoError("cannot rename the timeline \"" + tmp + "\" to \"" + options_.path +
-                   "\": " + ec.message());
-  }
-  return Status::Ok();
+  Status st = WriteFileDurably(options_.path, doc.dump() + "\n");
+  return st.ok() ? st
+                 : st.WithContext("writing the timeline (trainer.timeline); check that its "
+                                  "directory exists and is writable");
 }
 
 Overlap ComputeOverlap(const TraceIntervals& rank) {

@@ -1,4 +1,4 @@
-// Timeline: the step timeline of one trainer rank (issue 9, item 4), written
+// Timeline: the step timeline of one trainer rank, written
 // as a Chrome trace (Trace Event Format, JSON object form) that Perfetto
 // (ui.perfetto.dev) and chrome://tracing open. docs/PERFORMANCE.md says how
 // to record and read it.

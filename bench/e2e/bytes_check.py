@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Predicted vs measured bytes per worker per step, by path (issue 8, last "Done when").
+"""Predicted vs measured bytes per worker per step, by path: the cost model's bytes against
+the transport counters of real runs.
 
 Run through bench/e2e/bytes_check.sh. For each model (lm = examples/w3.toml, ctr =
 examples/ctr.toml) and worker count, it writes the job with `workers = N`, `metrics_every = 1`

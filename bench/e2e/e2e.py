@@ -97,6 +97,25 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=
     return text
 
 
+def w3_text(workers, arch, steps, batch, data, more=()):
+    """examples/w3.toml with `workers`, `arch`, `steps` (and metrics_every = 1), `batch_size`,
+    the data under the directory `data` (absolute), eval_tokens = 1, and the (pattern,
+    replacement) pairs of `more`; exits naming a pattern that matches no line of the file."""
+    with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
+        text = f.read()
+    subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
+            (r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"'),
+            (r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = 1"),
+            (r"(?m)^batch_size = \d+", f"batch_size = {batch}"),
+            (r'(?m)^data = ".*"', f'data = "{data}/brown/train.tok"'),
+            (r"(?m)^eval_tokens = \d+.*$", "eval_tokens = 1")] + list(more)
+    for pattern, value in subs:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            sys.exit(f"e2e: examples/w3.toml has no line matching {pattern}")
+    return text
+
+
 def parallax_run(args, impl, workdir, run):
     name, _, baseline = impl.partition("@")
     arch, consistency, staleness, overrides = PARALLAX[name]

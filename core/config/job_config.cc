@@ -323,16 +323,111 @@ constexpr char kSubmitted[] = "<submitted>";
 //   code points.
 // The scan knows just enough TOML to tell strings and comments apart;
 // everything else is left to toml++.
-Status PrecheckTomlText(std::string_view text, const std::string& source) {
+// Where PrecheckTomlText is between two characters.
+struct TomlScan {
   enum class Mode { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
   Mode mode = Mode::kCode;
-  unsigned line = 1, column = 1;
   bool after_line_ending_backslash = false;
   // A string can only start where TOML allows one (a key, a value, an array
   // or inline-table element); a quote anywhere else (`+"`) stays code, as it
   // does for toml++.
   char last_code = '\n';
-  auto starts = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
+};
+
+bool StartsAt(std::string_view text, size_t i, std::string_view s) {
+  return text.substr(i, s.size()) == s;
+}
+
+// Inside a basic or multi-line basic string, at text[*i]: escapes, the
+// string's end. An error message, or "".
+std::string ScanBasicString(std::string_view text, size_t* i, unsigned* column, TomlScan* scan) {
+  const unsigned char c = static_cast<unsigned char>(text[*i]);
+  const bool multi = scan->mode == TomlScan::Mode::kMultiBasic;
+  if (c == '\\' && multi && *i + 1 < text.size() &&
+      static_cast<unsigned char>(text[*i + 1]) >= 0x80) {
+    return "a backslash followed by a non-ASCII character is not a valid escape";
+  }
+  if (c == '\\' && *i + 1 < text.size()) {
+    size_t j = *i + 1;
+    while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) ++j;
+    if (multi && j < text.size() && text[j] == '\n') {
+      scan->after_line_ending_backslash = true;
+    } else if (static_cast<unsigned char>(text[*i + 1]) < 0x80) {
+      ++*i;  // an escape: the next character cannot end the string
+      ++*column;
+    }
+  } else if (!multi && (c == '"' || c == '\n')) {
+    scan->mode = TomlScan::Mode::kCode;
+    scan->last_code = static_cast<char>(c);
+  } else if (multi && StartsAt(text, *i, "\"\"\"")) {
+    scan->mode = TomlScan::Mode::kCode;
+    scan->last_code = '"';
+    *i += 2;
+    *column += 2;
+  }
+  return "";
+}
+
+// Moves `scan` past text[*i] (and what a token there consumes). An error
+// message, or "".
+std::string ScanCharacter(std::string_view text, size_t* i, unsigned* column, TomlScan* scan) {
+  using Mode = TomlScan::Mode;
+  const unsigned char c = static_cast<unsigned char>(text[*i]);
+  auto enter = [&](Mode mode, size_t width) {
+    scan->mode = mode;
+    *i += width - 1;
+    *column += static_cast<unsigned>(width - 1);
+  };
+  switch (scan->mode) {
+    case Mode::kCode: {
+      const bool string_may_start =
+          std::string_view("\n=[,{.").find(scan->last_code) != std::string_view::npos;
+      if (c != ' ' && c != '\t' && c != '\r') scan->last_code = static_cast<char>(c);
+      if (c == '#') {
+        scan->mode = Mode::kComment;
+      } else if (!string_may_start) {
+        // not a string, whatever it is
+      } else if (StartsAt(text, *i, "\"\"\"")) {
+        enter(Mode::kMultiBasic, 3);
+      } else if (c == '"') {
+        enter(Mode::kBasic, 1);
+      } else if (StartsAt(text, *i, "\'\'\'")) {
+        enter(Mode::kMultiLiteral, 3);
+      } else if (c == '\'') {
+        enter(Mode::kLiteral, 1);
+      }
+      return "";
+    }
+    case Mode::kComment:
+      if (c == '\n') {
+        scan->mode = Mode::kCode;
+        scan->last_code = '\n';
+      }
+      return "";
+    case Mode::kBasic:
+    case Mode::kMultiBasic:
+      return ScanBasicString(text, i, column, scan);
+    case Mode::kLiteral:
+      if (c == '\'' || c == '\n') {
+        scan->mode = Mode::kCode;
+        scan->last_code = static_cast<char>(c);
+      }
+      return "";
+    case Mode::kMultiLiteral:
+      if (StartsAt(text, *i, "\'\'\'")) {
+        scan->mode = Mode::kCode;
+        scan->last_code = '\'';
+        *i += 2;
+        *column += 2;
+      }
+      return "";
+  }
+  return "";
+}
+
+Status PrecheckTomlText(std::string_view text, const std::string& source) {
+  TomlScan scan;
+  unsigned line = 1, column = 1;
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     auto where = [&] { return source + ":" + std::to_string(line) + ":" + std::to_string(column); };
@@ -342,88 +437,20 @@ Status PrecheckTomlText(std::string_view text, const std::string& source) {
       return InvalidArgument(where() + ": control character " + hex +
                              " is not allowed in a TOML file; is this a text file?");
     }
-    if (c >= 0x80 && (mode == Mode::kCode || after_line_ending_backslash)) {
+    const bool in_code = scan.mode == TomlScan::Mode::kCode;
+    if (c >= 0x80 && (in_code || scan.after_line_ending_backslash)) {
       return InvalidArgument(
-          where() + (mode == Mode::kCode
+          where() + (in_code
                          ? ": a non-ASCII character outside a string or comment; TOML keys are "
                            "ASCII (quote the key: \"n\u00e4me\" = ...)"
                          : ": a non-ASCII character right after a line-ending backslash is not "
                            "supported; start the line with an ASCII character"));
     }
-    if (after_line_ending_backslash && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-      after_line_ending_backslash = false;
+    if (scan.after_line_ending_backslash && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+      scan.after_line_ending_backslash = false;
     }
-    switch (mode) {
-      case Mode::kCode: {
-        const bool string_may_start = std::string_view("\n=[,{.").find(last_code) !=
-                                      std::string_view::npos;
-        if (c != ' ' && c != '\t' && c != '\r') last_code = static_cast<char>(c);
-        if (c == '#') {
-          mode = Mode::kComment;
-        } else if (!string_may_start) {
-          // not a string, whatever it is
-        } else if (starts(i, "\"\"\"")) {
-          mode = Mode::kMultiBasic;
-          i += 2;
-          column += 2;
-        } else if (c == '"') {
-          mode = Mode::kBasic;
-        } else if (starts(i, "\'\'\'")) {
-          mode = Mode::kMultiLiteral;
-          i += 2;
-          column += 2;
-        } else if (c == '\'') {
-          mode = Mode::kLiteral;
-        }
-        break;
-      }
-      case Mode::kComment:
-        if (c == '\n') {
-          mode = Mode::kCode;
-          last_code = '\n';
-        }
-        break;
-      case Mode::kBasic:
-      case Mode::kMultiBasic:
-        if (c == '\\' && mode == Mode::kMultiBasic && i + 1 < text.size() &&
-            static_cast<unsigned char>(text[i + 1]) >= 0x80) {
-          return InvalidArgument(where() + ": a backslash followed by a non-ASCII character is "
-                                           "not a valid escape");
-        }
-        if (c == '\\' && i + 1 < text.size()) {
-          size_t j = i + 1;
-          while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) ++j;
-          if (mode == Mode::kMultiBasic && j < text.size() && text[j] == '\n') {
-            after_line_ending_backslash = true;
-          } else if (static_cast<unsigned char>(text[i + 1]) < 0x80) {
-            ++i;  // an escape: the next character cannot end the string
-            ++column;
-          }
-        } else if (mode == Mode::kBasic && (c == '"' || c == '\n')) {
-          mode = Mode::kCode;
-          last_code = static_cast<char>(c);
-        } else if (mode == Mode::kMultiBasic && starts(i, "\"\"\"")) {
-          mode = Mode::kCode;
-          last_code = '"';
-          i += 2;
-          column += 2;
-        }
-        break;
-      case Mode::kLiteral:
-        if (c == '\'' || c == '\n') {
-          mode = Mode::kCode;
-          last_code = static_cast<char>(c);
-        }
-        break;
-      case Mode::kMultiLiteral:
-        if (starts(i, "\'\'\'")) {
-          mode = Mode::kCode;
-          last_code = '\'';
-          i += 2;
-          column += 2;
-        }
-        break;
-    }
+    const std::string error = ScanCharacter(text, &i, &column, &scan);
+    if (!error.empty()) return InvalidArgument(where() + ": " + error);
     if (c == '\n') {
       ++line;
       column = 1;

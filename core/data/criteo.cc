@@ -23,10 +23,7 @@ std::string FieldName(int field) {
   return "C" + std::to_string(field - kCriteoDense);
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& path,
-                                                           const CriteoReaderOptions& options) {
+Status CheckOptions(const CriteoReaderOptions& options) {
   if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
     return InvalidArgument("Criteo reader shard " + std::to_string(options.shard) + " of " +
                            std::to_string(options.num_shards) +
@@ -44,6 +41,78 @@ StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& pa
                              std::to_string(size) + "; it must be in [1, 2^32]");
     }
   }
+  return Status::Ok();
+}
+
+// The fields of one line (a trailing CR dropped); INVALID_ARGUMENT at
+// `where` unless there are exactly kFields.
+Status SplitFields(std::string_view line, const std::string& where,
+                   std::string_view (&fields)[kFields]) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  int n = 0;
+  while (true) {
+    const size_t tab = line.find('\t');
+    if (n < kFields) fields[n] = line.substr(0, tab);
+    ++n;
+    if (tab == std::string_view::npos) break;
+    line.remove_prefix(tab + 1);
+  }
+  if (n == kFields) return Status::Ok();
+  return InvalidArgument(where + "expected 40 tab-separated fields (label, 13 integer, 26 hex " +
+                         "categorical), got " + std::to_string(n) +
+                         (n == kFields - 1 ? " (a file without labels?)" : ""));
+}
+
+// One example: its label, log1p of its 13 counts, and its 26 hashed ids
+// (each modulo its table's size), appended to the three arrays.
+Status ParseExample(std::string_view line, const std::string& where,
+                    const std::vector<int64_t>& table_sizes, std::vector<float>* labels,
+                    std::vector<float>* dense, std::vector<uint32_t>* categorical) {
+  std::string_view fields[kFields];
+  PX_RETURN_IF_ERROR(SplitFields(line, where, fields));
+  if (fields[0] != "0" && fields[0] != "1") {
+    return InvalidArgument(where + "label \"" + std::string(fields[0].substr(0, 40)) +
+                           "\" is not 0 or 1");
+  }
+  labels->push_back(fields[0] == "1" ? 1.0f : 0.0f);
+  for (int d = 1; d <= kCriteoDense; ++d) {
+    const std::string_view f = fields[d];
+    float value = 0.0f;
+    if (!f.empty()) {
+      int64_t x = 0;
+      auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), x);
+      if (ec != std::errc() || end != f.data() + f.size()) {
+        return InvalidArgument(where + "field " + std::to_string(d + 1) + " (" + FieldName(d) +
+                               ") \"" + std::string(f.substr(0, 40)) + "\" is not an integer");
+      }
+      value = static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0)));
+    }
+    dense->push_back(value);
+  }
+  for (int c = 0; c < kCriteoCategorical; ++c) {
+    const int field = 1 + kCriteoDense + c;
+    const std::string_view f = fields[field];
+    uint64_t id = 0;
+    if (!f.empty()) {
+      uint64_t x = 0;
+      auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), x, 16);
+      if (ec != std::errc() || end != f.data() + f.size()) {
+        return InvalidArgument(where + "field " + std::to_string(field + 1) + " (" +
+                               FieldName(field) + ") \"" + std::string(f.substr(0, 40)) +
+                               "\" is not a hex value of at most 64 bits");
+      }
+      id = x % static_cast<uint64_t>(table_sizes[c]);
+    }
+    categorical->push_back(static_cast<uint32_t>(id));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& path,
+                                                           const CriteoReaderOptions& options) {
+  PX_RETURN_IF_ERROR(CheckOptions(options));
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) {
@@ -58,63 +127,12 @@ StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& pa
   reader->num_shards_ = options.num_shards;
   std::string line;
   uint64_t line_no = 0;
-  std::string_view fields[kFields];
   while (std::getline(in, line)) {
     ++line_no;
     if ((line_no - 1) % options.num_shards != static_cast<uint64_t>(options.shard)) continue;
-    const std::string where = path + ":" + std::to_string(line_no) + ": ";
-    std::string_view rest(line);
-    if (!rest.empty() && rest.back() == '\r') rest.remove_suffix(1);
-    int n = 0;
-    while (true) {
-      const size_t tab = rest.find('\t');
-      if (n < kFields) fields[n] = rest.substr(0, tab);
-      ++n;
-      if (tab == std::string_view::npos) break;
-      rest.remove_prefix(tab + 1);
-    }
-    if (n != kFields) {
-      return InvalidArgument(where +
-                             "expected 40 tab-separated fields (label, 13 integer, 26 hex " +
-                             "categorical), got " + std::to_string(n) +
-                             (n == kFields - 1 ? " (a file without labels?)" : ""));
-    }
-    // Label.
-    if (fields[0] != "0" && fields[0] != "1") {
-      return InvalidArgument(where + "label \"" + std::string(fields[0].substr(0, 40)) +
-                             "\" is not 0 or 1");
-    }
-    reader->labels_.push_back(fields[0] == "1" ? 1.0f : 0.0f);
-    for (int d = 1; d <= kCriteoDense; ++d) {
-      const std::string_view f = fields[d];
-      float value = 0.0f;
-      if (!f.empty()) {
-        int64_t x = 0;
-        auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), x);
-        if (ec != std::errc() || end != f.data() + f.size()) {
-          return InvalidArgument(where + "field " + std::to_string(d + 1) + " (" + FieldName(d) +
-                                 ") \"" + std::string(f.substr(0, 40)) + "\" is not an integer");
-        }
-        value = static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0)));
-      }
-      reader->dense_.push_back(value);
-    }
-    for (int c = 0; c < kCriteoCategorical; ++c) {
-      const int field = 1 + kCriteoDense + c;
-      const std::string_view f = fields[field];
-      uint64_t id = 0;
-      if (!f.empty()) {
-        uint64_t x = 0;
-        auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), x, 16);
-        if (ec != std::errc() || end != f.data() + f.size()) {
-          return InvalidArgument(where + "field " + std::to_string(field + 1) + " (" +
-                                 FieldName(field) + ") \"" + std::string(f.substr(0, 40)) +
-                                 "\" is not a hex value of at most 64 bits");
-        }
-        id = x % static_cast<uint64_t>(options.table_sizes[c]);
-      }
-      reader->categorical_.push_back(static_cast<uint32_t>(id));
-    }
+    PX_RETURN_IF_ERROR(ParseExample(line, path + ":" + std::to_string(line_no) + ": ",
+                                    options.table_sizes, &reader->labels_, &reader->dense_,
+                                    &reader->categorical_));
   }
   if (in.bad()) return IoError("cannot read Criteo file '" + path + "': " + std::strerror(errno));
   if (reader->labels_.empty()) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -263,18 +264,16 @@ class ZmqPsClient final : public PsClient {
   const PsPlan& plan() const override { return options_.plan; }
 
  private:
-  StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
-                              std::span<const float> grads, int64_t clock, std::vector<float>* out) {
-    const PsPlan& plan = options_.plan;
-    const VariableSpec* var = plan.FindVariable(var_id);
+  // INVALID_ARGUMENT naming the variable and the bad id or size.
+  StatusOr<const VariableSpec*> CheckData(Op op, uint32_t var_id, std::span<const int64_t> ids,
+                                          std::span<const float> grads) const {
+    const VariableSpec* var = options_.plan.FindVariable(var_id);
     if (var == nullptr)
       return InvalidArgument("PS: variable " + std::to_string(var_id) + " is not in the plan");
-    const uint32_t dim = var->dim;
-    const bool pushes = op != Op::kPull;
-    if (pushes && grads.size() != ids.size() * dim)
+    if (op != Op::kPull && grads.size() != ids.size() * var->dim)
       return InvalidArgument("PS push to \"" + var->name + "\": " + std::to_string(grads.size()) +
                              " gradient values for " + std::to_string(ids.size()) +
-                             " ids of dim " + std::to_string(dim));
+                             " ids of dim " + std::to_string(var->dim));
     if (ids.size() >= kNoPos) return InvalidArgument("PS: too many ids in one request");
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || ids[i] >= var->rows)
@@ -282,62 +281,49 @@ class ZmqPsClient final : public PsClient {
                                std::to_string(i) + " is outside variable \"" + var->name +
                                "\" (rows 0.." + std::to_string(var->rows - 1) + ")");
     }
-    auto req = std::make_unique<Request>();
-    Request& r = *req;
-    r.op = op;
-    r.var = var;
-    if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
-    r.var_index = static_cast<size_t>(var - plan.variables.data());
-    r.out = out;
-    Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
-    const size_t n_unique = d.unique.size();
-    r.has_duplicates = n_unique != ids.size();
-    // Sync pushes reach every partition: the shard counts one contribution
-    // per worker and step, even an empty one.
-    const bool all_partitions = pushes && plan.consistency == Consistency::kSync;
-    r.part_of.assign(var->partitions, -1);
-    if (all_partitions) {
-      for (uint32_t p = 0; p < var->partitions; ++p) {
-        r.part_of[p] = static_cast<int32_t>(p);
-        r.parts.push_back(Part{p, ShardOf(*var, p), {}});
-      }
-    }
-    const Partitioner partition_of(*var);
-    for (size_t u = 0; u < n_unique; ++u) {
-      const uint32_t p = partition_of(d.unique[u]);
-      if (r.part_of[p] < 0) {
-        r.part_of[p] = static_cast<int32_t>(r.parts.size());
-        r.parts.push_back(Part{p, ShardOf(*var, p), {}});
-      }
-      r.parts[r.part_of[p]].uniq.push_back(static_cast<uint32_t>(u));
-    }
-    // Gradient of each distinct id: the caller's row, or the sum of its repeats.
-    std::vector<float> summed;
-    if (pushes && r.has_duplicates) {
-      summed.assign(n_unique * dim, 0.0f);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        float* dst = summed.data() + size_t{d.index_of[i]} * dim;
-        const float* src = grads.data() + i * dim;
-        for (uint32_t j = 0; j < dim; ++j) dst[j] += src[j];
-      }
-    }
-    if (r.has_duplicates) r.index_of = std::move(d.index_of);
-    if (out != nullptr) out->resize(ids.size() * dim);
+    return var;
+  }
 
-    // Build every part's frames before registering, so the loop never sees
-    // a half-built request.
-    const bool fp16 = plan.value_encoding == ValueEncoding::kFp16;
-    const uint16_t flags = fp16 ? ps_wire::kFlagFp16 : 0;
-    const size_t vbytes = ValueBytes(flags);
+  // The request's parts: one per partition its distinct ids touch (every
+  // partition for a sync push: the shard counts one contribution per worker
+  // and step, even an empty one), each listing its distinct ids.
+  void SplitByPartition(const Dedupe& d, bool all_partitions, Request* r) const {
+    const VariableSpec& var = *r->var;
+    r->part_of.assign(var.partitions, -1);
+    if (all_partitions) {
+      for (uint32_t p = 0; p < var.partitions; ++p) {
+        r->part_of[p] = static_cast<int32_t>(p);
+        r->parts.push_back(Part{p, ShardOf(var, p), {}});
+      }
+    }
+    const Partitioner partition_of(var);
+    for (size_t u = 0; u < d.unique.size(); ++u) {
+      const uint32_t p = partition_of(d.unique[u]);
+      if (r->part_of[p] < 0) {
+        r->part_of[p] = static_cast<int32_t>(r->parts.size());
+        r->parts.push_back(Part{p, ShardOf(var, p), {}});
+      }
+      r->parts[r->part_of[p]].uniq.push_back(static_cast<uint32_t>(u));
+    }
+  }
+
+  // Every part's id and value frames (or its shared-memory references),
+  // built before the request is registered so the loop never sees a
+  // half-built one. `grad_of(u)` is distinct id u's gradient row.
+  std::vector<std::array<zmq::message_t, 3>> BuildFrames(
+      Request& r, const Dedupe& d, bool pushes, bool replies,
+      const std::function<const float*(uint32_t)>& grad_of) {
+    const uint32_t dim = r.var->dim;
+    const bool fp16 = options_.plan.value_encoding == ValueEncoding::kFp16;
+    const size_t vbytes = ValueBytes(fp16 ? ps_wire::kFlagFp16 : 0);
     std::vector<std::array<zmq::message_t, 3>> frames(r.parts.size());
     for (size_t k = 0; k < r.parts.size(); ++k) {
       Part& part = r.parts[k];
       const size_t count = part.uniq.size();
       zmq::message_t id_msg(count * sizeof(int64_t));
       auto* idp = static_cast<char*>(id_msg.data());
-      for (size_t j = 0; j < count; ++j)
-        std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
-      const bool shm = ReserveShm(part, count * dim * vbytes, pushes, out != nullptr);
+      for (size_t j = 0; j < count; ++j) std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
+      const bool shm = ReserveShm(part, count * dim * vbytes, pushes, replies);
       zmq::message_t val_msg(shm ? ps_wire::kShmRefSize : pushes ? count * dim * vbytes : 0);
       if (shm) {
         ps_wire::ShmRef ref;
@@ -349,15 +335,48 @@ class ZmqPsClient final : public PsClient {
         auto* vp = shm ? shm_[part.shard]->region->data() + *part.shm_values
                        : static_cast<char*>(val_msg.data());
         for (size_t j = 0; j < count; ++j) {
-          const uint32_t u = part.uniq[j];
-          const float* src = r.has_duplicates ? summed.data() + size_t{u} * dim
-                                              : grads.data() + size_t{r.first_pos[u]} * dim;
-          EncodeValues(src, dim, fp16, vp + j * dim * vbytes);
+          EncodeValues(grad_of(part.uniq[j]), dim, fp16, vp + j * dim * vbytes);
         }
       }
       frames[k][1] = std::move(id_msg);
       frames[k][2] = std::move(val_msg);
     }
+    return frames;
+  }
+
+  StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
+                              std::span<const float> grads, int64_t clock, std::vector<float>* out) {
+    const PsPlan& plan = options_.plan;
+    PX_ASSIGN_OR_RETURN(const VariableSpec* var, CheckData(op, var_id, ids, grads));
+    const uint32_t dim = var->dim;
+    const bool pushes = op != Op::kPull;
+    auto req = std::make_unique<Request>();
+    Request& r = *req;
+    r.op = op;
+    r.var = var;
+    if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
+    r.var_index = static_cast<size_t>(var - plan.variables.data());
+    r.out = out;
+    Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
+    r.has_duplicates = d.unique.size() != ids.size();
+    SplitByPartition(d, pushes && plan.consistency == Consistency::kSync, &r);
+    // Gradient of each distinct id: the caller's row, or the sum of its repeats.
+    std::vector<float> summed;
+    if (pushes && r.has_duplicates) {
+      summed.assign(d.unique.size() * dim, 0.0f);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        float* dst = summed.data() + size_t{d.index_of[i]} * dim;
+        const float* src = grads.data() + i * dim;
+        for (uint32_t j = 0; j < dim; ++j) dst[j] += src[j];
+      }
+    }
+    if (out != nullptr) out->resize(ids.size() * dim);
+    std::vector<std::array<zmq::message_t, 3>> frames =
+        BuildFrames(r, d, pushes, out != nullptr, [&](uint32_t u) {
+          return r.has_duplicates ? summed.data() + size_t{u} * dim
+                                  : grads.data() + size_t{r.first_pos[u]} * dim;
+        });
+    if (r.has_duplicates) r.index_of = std::move(d.index_of);
     Ticket ticket;
     std::vector<int64_t> versions(r.parts.size());
     {
@@ -372,7 +391,7 @@ class ZmqPsClient final : public PsClient {
     for (size_t k = 0; k < frames.size(); ++k) {
       Header h;
       h.op = static_cast<uint8_t>(op);
-      h.flags = flags;
+      h.flags = plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16 : 0;
       if (r.parts[k].shm()) h.flags |= ps_wire::kFlagShm;
       h.variable = var_id;
       h.partition = r.parts[k].partition;

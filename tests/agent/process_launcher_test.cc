@@ -112,6 +112,7 @@ class AgentProcessTest : public ::testing::Test {
     o.bind_addr = "127.0.0.1";
     o.grace_ms = grace_ms;
     o.inherited_env = {"PATH=/usr/bin:/bin"};
+    o.allow_env = {"PX_TEST_*"};  // the test task's own variables
     auto agent = std::make_unique<Agent>(o, &link_, launcher_.get(), RealClock());
     Status s = agent->Init();
     EXPECT_TRUE(s.ok()) << s.ToString();
@@ -214,7 +215,7 @@ TEST_F(AgentProcessTest, AdoptsALiveProcessAndStopsIt) {
   EXPECT_TRUE(agent->RunningTasks().empty());
 }
 
-// Issue 10 item 2: an agent that is killed while its task runs, and comes
+// An agent that is killed while its task runs, and comes
 // back, adopts the task; the task's supervisor records how it ended, so the
 // adopting agent reports its real exit code (the job keeps its attempt)
 // instead of LOST.

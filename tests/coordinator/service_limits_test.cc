@@ -1,4 +1,4 @@
-// The coordinator's limits (issue 10, security): active jobs, key-value
+// The coordinator's limits (security): active jobs, key-value
 // entries and value sizes, and authentication of every call, through the
 // real Thrift client against the service on an ephemeral port.
 #include <gtest/gtest.h>

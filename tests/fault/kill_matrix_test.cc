@@ -1,4 +1,4 @@
-// Issue 10, item 1: the kill matrix. A real coordinator, one agent, two
+// The kill matrix. A real coordinator, one agent, two
 // parallax-ps shards and two trainer_test_rank processes run the tiny model
 // (30 steps, sync, checkpoints every 10). trainer_test_rank's TINY_PAUSE_AT
 // hook stops the ranks of attempt 1 at a named moment and writes a marker

@@ -1,4 +1,4 @@
-// Issue 6's equivalence test: the tiny model (one sparse, one dense
+// The equivalence test: the tiny model (one sparse, one dense
 // variable), sync mode, 2 rank processes × batch 32 for 30 steps under each
 // arch equal a one-process run with batch 64 computed with core/optim
 // (relative difference below 1e-5 on every variable). A real

@@ -1,4 +1,4 @@
-// Local aggregation (issue 4 item 5, docs/ARCHITECTURE.md "Data plane"): 4
+// Local aggregation (docs/ARCHITECTURE.md "Data plane"): 4
 // rank processes as 2 hosts × 2 ranks (PARALLAX_HOST_INDEX and friends, as an
 // agent sets them), sync mode, the sparse table on 2 real parallax-ps shards.
 // The ranks of a host sum their sparse gradients and the host's first rank

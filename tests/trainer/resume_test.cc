@@ -1,4 +1,4 @@
-// Issue 6, item 3: checkpoint, resume and export under a real
+// Checkpoint, resume and export under a real
 // parallax-coordinator and parallax-agent (which starts the trainer ranks and
 // the real parallax-ps shards), driven through the real `parallax` CLI.
 //
@@ -79,7 +79,8 @@ class ResumeTest : public ::testing::Test {
     agent_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name",
                                  "agent-a", "--workdir", dir_.File("agent-a"), "--slots", "2",
-                                 "--grace-ms", "1000", "--heartbeat-ms", "200"},
+                                 "--grace-ms", "1000", "--heartbeat-ms", "200", "--allow-env",
+                                 "TINY_*"},
         dir_.File("agent-a.log"));
   }
 

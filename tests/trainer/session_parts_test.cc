@@ -133,7 +133,9 @@ TEST_F(DenseSyncTest, AveragesEveryRanksGradientsAndAppliesTheOptimizer) {
       dense.Add(Table(2, "t", 4, 2, VariablePath::kAllReduce, 1.0f), std::vector<float>(8, 0));
       ASSERT_TRUE(dense.Gradient(0, std::vector<float>{2.0f * (r + 1), 0, -2}).ok());
       EXPECT_TRUE(dense.HasGradient(0));
-      if (r == 0) ASSERT_TRUE(dense.Gradient(1, std::vector<float>{4, 4}).ok());
+      if (r == 0) {
+        ASSERT_TRUE(dense.Gradient(1, std::vector<float>{4, 4}).ok());
+      }
       dense.AddRows(2, std::vector<int64_t>{r, 3}, std::vector<float>{1, 1, 2, 2});
       ASSERT_TRUE(dense.Finish().ok());
       EXPECT_FALSE(dense.HasGradient(0));

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/base/daemon.h"
@@ -51,135 +52,145 @@ parallax::Status WriteBatches(const BatchesOptions& o) {
   return parallax::WriteFileAtomically(o.out, bytes);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace parallax::data;
-  CLI::App app{"parallax-data: writes the datasets of Parallax's built-in models (docs/DATA.md)"};
-  app.require_subcommand(1);
-
-  std::string src_dir, brown_out;
-  BrownOptions brown;
-  auto* brown_cmd = app.add_subcommand(
+// `brown SRC_DIR OUT_DIR`: the Brown corpus into token files.
+void AddBrown(CLI::App& app, int* result) {
+  struct Args {
+    std::string src_dir, out;
+    parallax::data::BrownOptions brown;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
       "brown",
       "Converts the Brown corpus in SRC_DIR (files ca01..cr09 of word/TAG tokens) into "
       "OUT_DIR/{train.tok, heldout.tok, vocab.tsv, stats.json}: tags stripped, lowercased, "
       "punctuation kept; prints the statistics as one JSON line");
-  brown_cmd->add_option("SRC_DIR", src_dir, "Directory of the corpus files")->required();
-  brown_cmd->add_option("OUT_DIR", brown_out, "Output directory (created)")->required();
-  brown_cmd
-      ->add_option("--vocab", brown.vocab_size,
-                   "Vocabulary size V: the top V-1 training words by count, plus <unk> (id 0)")
+  cmd->add_option("SRC_DIR", args->src_dir, "Directory of the corpus files")->required();
+  cmd->add_option("OUT_DIR", args->out, "Output directory (created)")->required();
+  cmd->add_option("--vocab", args->brown.vocab_size,
+                  "Vocabulary size V: the top V-1 training words by count, plus <unk> (id 0)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 31));
-  brown_cmd
-      ->add_option("--heldout-every", brown.heldout_every,
-                   "Hold out every K-th document (by file name): the K-th, 2K-th, ...")
+  cmd->add_option("--heldout-every", args->brown.heldout_every,
+                  "Hold out every K-th document (by file name): the K-th, 2K-th, ...")
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
-  brown_cmd
-      ->add_option("--min-count", brown.min_count,
-                   "Leave out (map to <unk>) training words seen fewer than N times, even when "
-                   "the vocabulary has room")
+  cmd->add_option("--min-count", args->brown.min_count,
+                  "Leave out (map to <unk>) training words seen fewer than N times, even when "
+                  "the vocabulary has room")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->callback([args, result] {
+    auto stats = parallax::data::ConvertBrown(args->src_dir, args->out, args->brown);
+    if (!stats.ok()) {
+      std::cerr << "parallax-data brown: " << stats.status().ToString() << "\n";
+      *result = 1;
+      return;
+    }
+    std::cout << stats->ToJson() << std::endl;
+  });
+}
 
-  std::string ctr_out;
-  SyntheticCtrOptions ctr;
-  auto* ctr_cmd = app.add_subcommand(
+// `synthetic-ctr OUT_DIR`: Criteo-format data from a hidden logistic model.
+void AddSyntheticCtr(CLI::App& app, int* result) {
+  struct Args {
+    std::string out;
+    parallax::data::SyntheticCtrOptions ctr;
+  };
+  auto args = std::make_shared<Args>();
+  parallax::data::SyntheticCtrOptions& ctr = args->ctr;
+  auto* cmd = app.add_subcommand(
       "synthetic-ctr",
       "Writes OUT_DIR/{train.tsv, heldout.tsv} in the Criteo format, drawn from a hidden "
       "logistic model over Zipf-distributed categorical ids and 13 dense features, and "
       "OUT_DIR/generator.json with its parameters and its Bayes AUC on the held-out split");
-  ctr_cmd->add_option("OUT_DIR", ctr_out, "Output directory (created)")->required();
-  ctr_cmd->add_option("--train", ctr.train_examples, "Training examples")
+  cmd->add_option("OUT_DIR", args->out, "Output directory (created)")->required();
+  cmd->add_option("--train", ctr.train_examples, "Training examples")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  ctr_cmd->add_option("--heldout", ctr.heldout_examples, "Held-out examples")
+  cmd->add_option("--heldout", ctr.heldout_examples, "Held-out examples")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  ctr_cmd->add_option("--seed", ctr.seed, "Seed of the model parameters and of both splits")
+  cmd->add_option("--seed", ctr.seed, "Seed of the model parameters and of both splits")
       ->capture_default_str();
-  ctr_cmd
-      ->add_option("--table-sizes", ctr.table_sizes,
-                   "26 table sizes (rows per categorical feature, each >= 2); default: two of "
-                   "1,000,000 rows, most far smaller (docs/DATA.md)")
-      ->expected(kCriteoCategorical);
-  ctr_cmd->add_option("--zipf", ctr.zipf_exponent, "Zipf exponent of the categorical ids")
+  cmd->add_option("--table-sizes", ctr.table_sizes,
+                  "26 table sizes (rows per categorical feature, each >= 2); default: two of "
+                  "1,000,000 rows, most far smaller (docs/DATA.md)")
+      ->expected(parallax::data::kCriteoCategorical);
+  cmd->add_option("--zipf", ctr.zipf_exponent, "Zipf exponent of the categorical ids")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  ctr_cmd
-      ->add_option("--categorical-scale", ctr.categorical_scale,
-                   "Std dev of each table row's weight in the hidden model")
+  cmd->add_option("--categorical-scale", ctr.categorical_scale,
+                  "Std dev of each table row's weight in the hidden model")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  ctr_cmd
-      ->add_option("--dense-scale", ctr.dense_scale,
-                   "Std dev of each dense feature's weight in the hidden model")
+  cmd->add_option("--dense-scale", ctr.dense_scale,
+                  "Std dev of each dense feature's weight in the hidden model")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  ctr_cmd->add_option("--base-logit", ctr.base_logit, "Bias of the hidden model")
+  cmd->add_option("--base-logit", ctr.base_logit, "Bias of the hidden model")
       ->capture_default_str();
+  cmd->callback([args, result] {
+    auto r = parallax::data::WriteSyntheticCtr(args->out, args->ctr);
+    if (!r.ok()) {
+      std::cerr << "parallax-data synthetic-ctr: " << r.status().ToString() << "\n";
+      *result = 1;
+      return;
+    }
+    nlohmann::json line = {{"bayes_auc", r->bayes_auc},
+                           {"seen_rows_auc", r->seen_rows_auc},
+                           {"train_positive_rate", r->train_positive_rate},
+                           {"heldout_positive_rate", r->heldout_positive_rate}};
+    std::cout << line.dump() << std::endl;
+  });
+}
 
-  BatchesOptions batches;
-  auto* batches_cmd = app.add_subcommand(
+// `batches TOKENS --out FILE`: every rank's batches in the order training reads them.
+void AddBatches(CLI::App& app, int* result) {
+  auto batches = std::make_shared<BatchesOptions>();
+  auto* cmd = app.add_subcommand(
       "batches",
       "Writes to FILE the (context, target) ids of every step of every rank, as rank r of "
       "--workers ranks reads TOKENS in training (shard r, shuffled with --seed), for running "
       "another framework on the same data order (docs/DATA.md, \"Batches file\")");
-  batches_cmd->add_option("TOKENS", batches.tokens, "Token file (train.tok)")->required();
-  batches_cmd->add_option("--out", batches.out, "Output file (written atomically)")->required();
-  batches_cmd->add_option("--context", batches.context, "Tokens of context before each target")
+  cmd->add_option("TOKENS", batches->tokens, "Token file (train.tok)")->required();
+  cmd->add_option("--out", batches->out, "Output file (written atomically)")->required();
+  cmd->add_option("--context", batches->context, "Tokens of context before each target")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  batches_cmd->add_option("--batch", batches.batch, "Examples per rank per step")
+  cmd->add_option("--batch", batches->batch, "Examples per rank per step")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  batches_cmd->add_option("--workers", batches.workers, "Ranks (shards of the data)")
+  cmd->add_option("--workers", batches->workers, "Ranks (shards of the data)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  batches_cmd->add_option("--steps", batches.steps, "Steps")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 24));
-  batches_cmd->add_option("--seed", batches.seed, "Shuffling seed of the token reader")
-      ->capture_default_str();
-
-  CLI11_PARSE(app, argc, argv);
-
-  if (*batches_cmd) {
-    const uint64_t total =
-        uint64_t{4} * batches.steps * batches.workers * batches.batch * (batches.context + 1);
+  cmd->add_option("--steps", batches->steps, "Steps")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--seed", batches->seed, "Shuffling seed of the token reader")->capture_default_str();
+  cmd->callback([batches, result] {
+    const BatchesOptions& b = *batches;
+    const uint64_t total = uint64_t{4} * b.steps * b.workers * b.batch * (b.context + 1);
     if (total > (uint64_t{1} << 32)) {
       std::cerr << "parallax-data batches: the file would hold " << total
                 << " bytes (over 4 GiB); ask for fewer --steps, --workers or --batch\n";
-      return 1;
+      *result = 1;
+      return;
     }
-    auto status = WriteBatches(batches);
+    auto status = WriteBatches(b);
     if (!status.ok()) {
       std::cerr << "parallax-data batches: " << status.ToString() << "\n";
-      return 1;
+      *result = 1;
     }
-    return 0;
-  }
+  });
+}
 
-  if (*brown_cmd) {
-    auto stats = ConvertBrown(src_dir, brown_out, brown);
-    if (!stats.ok()) {
-      std::cerr << "parallax-data brown: " << stats.status().ToString() << "\n";
-      return 1;
-    }
-    std::cout << stats->ToJson() << std::endl;
-    return 0;
-  }
-  auto result = WriteSyntheticCtr(ctr_out, ctr);
-  if (!result.ok()) {
-    std::cerr << "parallax-data synthetic-ctr: " << result.status().ToString() << "\n";
-    return 1;
-  }
-  nlohmann::json line = {{"bayes_auc", result->bayes_auc},
-                         {"seen_rows_auc", result->seen_rows_auc},
-                         {"train_positive_rate", result->train_positive_rate},
-                         {"heldout_positive_rate", result->heldout_positive_rate}};
-  std::cout << line.dump() << std::endl;
-  return 0;
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"parallax-data: writes the datasets of Parallax's built-in models (docs/DATA.md)"};
+  app.require_subcommand(1);
+  int result = 0;
+  AddBrown(app, &result);
+  AddSyntheticCtr(app, &result);
+  AddBatches(app, &result);
+  CLI11_PARSE(app, argc, argv);
+  return result;
 }

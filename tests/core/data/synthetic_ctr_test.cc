@@ -138,7 +138,7 @@ TEST_F(SyntheticCtrTest, IdsAreZipfDistributedWithinTheirTables) {
 
 // The data are learnable: a logistic regression with one weight per table row
 // (the true model's family), one Adagrad pass over the training split, comes
-// within 0.03 of the Bayes AUC (the target issue 7 sets the ctr model).
+// within 0.03 of the Bayes AUC (the target the ctr model is held to).
 TEST_F(SyntheticCtrTest, APerRowLogisticRegressionComesCloseToTheBayesAuc) {
   SyntheticCtrOptions o = Small();
   o.train_examples = 100000;
