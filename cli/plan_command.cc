@@ -43,9 +43,9 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
       << (table ? "the job's [plan] table; defaults for keys it leaves out"
                 : "defaults: measure this machine with bench/e2e/calibrate.sh and put them in [plan]")
       << ")\n";
-  const int per_host = plan.cluster.workers_per_host();
-  if (plan.cost.shm_allreduce && per_host > 1) {
-    out << "all-reduce: through shared memory among a host's " << per_host << " ranks";
+  if (plan::SharedMemoryAllReduce(plan.cluster, plan.cost)) {
+    out << "all-reduce: through shared memory among a host's " << plan.cluster.workers_per_host()
+        << " ranks";
     if (plan.cluster.hosts > 1) {
       out << ", hierarchical across the " << plan.cluster.hosts
           << " hosts (a ring of their first ranks: a host's link carries one rank's bytes)";

@@ -36,12 +36,6 @@ double PsMessages(const VariableStats& var, double rows_touched) {
   return std::max(1.0, std::min<double>(std::max(1, var.partitions), std::ceil(rows_touched)));
 }
 
-// True when the all-reduce goes through shared memory among a host's ranks
-// (hierarchical across hosts): there are hosts with more than one.
-bool SharedMemoryAllReduce(const ClusterShape& cluster, const CostOptions& options) {
-  return options.shm_allreduce && cluster.workers_per_host() > 1;
-}
-
 // One all-reduce call: at N ranks in a ring 3(N−1) rounds, 1.5 times an
 // all-gather call's; through shared memory the fixed cost there plus the
 // ring among the H hosts' first ranks.
@@ -69,6 +63,10 @@ std::string Predicted(const PathCost& c) {
 }
 
 }  // namespace
+
+bool SharedMemoryAllReduce(const ClusterShape& cluster, const CostOptions& options) {
+  return options.shm_allreduce && cluster.workers_per_host() > 1;
+}
 
 double AllGatherFramingBytes(int workers) {
   const double rounds = std::max(0, workers - 1);

@@ -151,6 +151,11 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
 Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
                   const CostOptions& options);
 
+// True when the all-reduce goes through shared memory among a host's ranks
+// (hierarchical across hosts): options.shm_allreduce, and hosts run more
+// than one rank.
+bool SharedMemoryAllReduce(const ClusterShape& cluster, const CostOptions& options);
+
 // Gloo's framing of a step's 2 all-gather calls, per direction per worker
 // (the F above; 436 B at 2 workers, (N−1)·436 at N).
 double AllGatherFramingBytes(int workers);

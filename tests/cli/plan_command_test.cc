@@ -132,9 +132,11 @@ TEST_F(PlanCommandTest, SharedMemoryAllReduceOnOneHost) {
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(Var(*one, "lm/input_embedding")["path"], "allreduce") << one->dump(2);
   EXPECT_DOUBLE_EQ((*one)["total_bytes_per_host_link"]["allreduce"].get<double>(), 0);
+  EXPECT_EQ((*one)["allreduce_shared_memory"], true);
   auto spread = PlanJson(Job(2), 2, /*hosts=*/2);  // one rank per host: the ring
   ASSERT_TRUE(spread.ok()) << spread.status().ToString();
   EXPECT_EQ(Var(*spread, "lm/input_embedding")["path"], "ps") << spread->dump(2);
+  EXPECT_EQ((*spread)["allreduce_shared_memory"], false);
   PlanCommandOptions o;
   o.job_file = Job(4);
   o.hosts = 2;
