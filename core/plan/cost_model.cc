@@ -25,6 +25,9 @@ constexpr double kShmRefBytes = 16;  // schemas/ps_wire.h kShmRefSize
 // 3 · 48 = 144 bytes of preambles per transfer (and receives as many).
 constexpr double kGlooPreambleBytes = 48;
 constexpr double kGlooTransferFraming = 3 * kGlooPreambleBytes;
+// The passes over a sparse table that all-reducing it whole adds
+// (AllReduceCost).
+constexpr double kWholeTablePasses = 2;
 
 double RowsTouched(const VariableStats& var, double alpha) {
   return std::clamp(alpha, 0.0, 1.0) * static_cast<double>(var.rows);
@@ -141,7 +144,16 @@ PathCost AllReduceCost(const VariableStats& var, const ClusterShape& cluster,
     const double leader = 2 * (h - 1) / h * buffer;  // per direction
     cost.bytes = 2 * leader / cluster.workers_per_host();
     cost.link_bytes = leader;
-    const double passes = h > 1 ? 2 : 1;  // summed into the leader, copied back
+    double passes = h > 1 ? 2 : 1;  // summed into the leader, copied back
+    // A sparse table all-reduced whole also has its gradient made whole
+    // (zeroed, its rows scattered in) and every row updated: 2 passes over
+    // it that its rows on the PS or all-gathered do not make. Beside the
+    // ring's link bytes they are small and were never counted; beside the
+    // shared-memory reduction they are as large as it. W3's output embedding
+    // (2 ranks, one host; docs/PERFORMANCE.md, "Dense all-reduce through
+    // shared memory"): all-reducing it whole cost 3.2 times the reduction's
+    // own time a step.
+    if (var.sparse) passes += kWholeTablePasses;
     cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
                    cost.operations * AllReduceCallSeconds(cluster, options) +
                    passes * buffer / options.shm_bytes_per_s;

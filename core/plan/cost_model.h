@@ -33,7 +33,9 @@
 //                however large; a plan's variables share buckets); through
 //                shared memory: link_bytes / B + (s + c · 1.5 · (H−1)) per
 //                call + m · 4 / S per pass over the buffer (1 on one host; 2
-//                across hosts: summed into the leader, copied back)
+//                across hosts: summed into the leader, copied back; 2 more
+//                for a sparse table all-reduced whole: its gradient made
+//                whole, every row updated)
 //   all-gather:  link_bytes / B + 2 calls · c · (N−1) (row counts, packed rows)
 //   PS:          link_bytes / B + 2 requests (pull, push) · r
 // c = collective_latency_s (one all-gather call between 2 ranks: 2 ring

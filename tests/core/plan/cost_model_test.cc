@@ -85,6 +85,14 @@ TEST(CostModelTest, SharedMemoryAndHierarchicalAllReduce) {
   EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 8, .hosts = 2}, Ring()).link_bytes, 28000);
   // One rank per host: nothing to share, Gloo's ring.
   EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 4, .hosts = 4}, o).bytes, 12000);
+  // A sparse table of as many elements all-reduced whole: the same bytes and
+  // 2 more passes (its gradient made whole, every row updated).
+  VariableStats table = Sparse(250, 4, 0.1);
+  EXPECT_DOUBLE_EQ(AllReduceCost(table, {.workers = 4, .hosts = 2}, o).link_bytes, 4000);
+  EXPECT_NEAR(AllReduceCost(table, {.workers = 4, .hosts = 1}, o).seconds,
+              10e-6 + 3 * 4000 / 2e9, 1e-12);
+  EXPECT_NEAR(AllReduceCost(table, {.workers = 4, .hosts = 2}, o).seconds,
+              4000e-9 + 10e-6 + 1.5 * 100e-6 + 4 * 4000 / 2e9, 1e-12);
 }
 
 TEST(CostModelTest, GlooFramingOfAnAllGatheredVariable) {
@@ -159,12 +167,17 @@ TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {
   EXPECT_EQ(w3.path, VariablePath::kPs) << w3.reason;
   EXPECT_NE(w3.reason.find("ps 20.1 ms/step"), std::string::npos) << w3.reason;
   // Through shared memory (the default) the 2 workers of one host reduce the
-  // whole 25.6 MB table in 20 us + 25.6 MB / 1.4 GB/s = 18.3 ms, nothing on
-  // the link: just under the PS. On 2 hosts of one worker each there is no
-  // host to share: the ring, and the PS.
+  // whole 25.6 MB table with nothing on the link, 20 us + 25.6 MB / 1.4 GB/s
+  // = 18.3 ms, but making its gradient whole and updating every row are 2
+  // more passes: 54.9 ms, and the PS stays. On 2 hosts of one worker each
+  // there is no host to share: the ring, and the PS.
   Choice w3_shm = ChoosePath(out, two, {});
-  EXPECT_EQ(w3_shm.path, VariablePath::kAllReduce) << w3_shm.reason;
-  EXPECT_NE(w3_shm.reason.find("allreduce 18.3 ms/step (0 B"), std::string::npos) << w3_shm.reason;
+  EXPECT_EQ(w3_shm.path, VariablePath::kPs) << w3_shm.reason;
+  EXPECT_NE(w3_shm.reason.find("allreduce 54.9 ms/step (0 B"), std::string::npos) << w3_shm.reason;
+  // Its bias (50,000 × 1, 200 KB) is all-reduced whole: 20 us + 3 passes.
+  Choice bias = ChoosePath(Sparse(50'000, 1, 0.058), two, {});
+  EXPECT_EQ(bias.path, VariablePath::kAllReduce) << bias.reason;
+  EXPECT_NE(bias.reason.find("allreduce 0.449 ms/step (0 B"), std::string::npos) << bias.reason;
   EXPECT_EQ(ChoosePath(out, {.workers = 2, .hosts = 2, .shards = 2}, {}).path, VariablePath::kPs);
 }
 
