@@ -305,6 +305,8 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   context.tls_ca_file = options_.tls_ca_file;
   context.job_file = job_file;
   context.task_dir = dir;
+  context.python_path = options_.python_path;
+  context.cpu_cores = options_.cpu_cores;
   std::vector<std::string> ignored;
   LaunchSpec spec;
   spec.env = BuildTaskEnv(a, context, options_.inherited_env, &ignored);

@@ -68,6 +68,12 @@ struct AgentOptions {
   // The agent's own environment ("NAME=value"), which tasks inherit: the
   // operator's to keep clean (docs/OPERATIONS.md, "Task environment").
   std::vector<std::string> inherited_env;
+  // Python trainers (agent/task_env.h): the `parallax` package's directory,
+  // first on every trainer's PYTHONPATH ("": none), and this host's CPU
+  // cores, shared by the job's trainers here for their default compute
+  // threads (0: no default).
+  std::string python_path;
+  int cpu_cores = 0;
 
   int64_t grace_ms = 5'000;          // SIGTERM → SIGKILL
   int64_t heartbeat_ms = 1'000;

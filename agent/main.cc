@@ -17,6 +17,7 @@
 #include "agent/exec_policy.h"
 #include "agent/gpu_probe.h"
 #include "agent/process_launcher.h"
+#include "agent/python_package.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/daemon/daemon_flags.h"
@@ -50,6 +51,9 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option(
       "--bin-dir", f->options.bin_dir,
       "where parallax-trainer and parallax-ps are (default: this executable's directory)");
+  app->add_option("--python-path", f->options.python_path,
+                  "directory of the parallax Python package, first on Python trainers' PYTHONPATH "
+                  "(default: found next to --bin-dir)");
   app->add_option("--allow-exec", f->options.allow_exec,
                   "a directory whose programs tasks may run, besides the --bin-dir (repeatable; a "
                   "task whose executable's real path is elsewhere fails without running): a custom "
@@ -89,6 +93,9 @@ bool Complete(const parallax::DaemonSettings& settings, Flags* f) {
   options.token = settings.secret;
   options.tls_ca_file = settings.tls_ca_file;
   options.allow_exec = AllowedExecDirectories(options.bin_dir, options.allow_exec);
+  if (options.python_path.empty())
+    options.python_path = FindPythonPackage(options.bin_dir, PARALLAX_PYTHON_INSTALL_DIR);
+  options.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (const std::string& dir : options.allow_exec) {
     if (!std::filesystem::is_directory(dir, ec)) {
       std::cerr << "parallax-agent: --allow-exec '" << dir << "' is not a directory\n";
@@ -222,17 +229,10 @@ int main(int argc, char** argv) {
   DaemonFlags daemon_flags(spec);
   daemon_flags.AddTo(&app);
   AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+  DaemonSettings settings;
+  if (std::optional<int> code = daemon_flags.ParseCommandLine(&app, argc, argv, &settings)) {
+    return *code;
   }
-  StatusOr<DaemonSettings> settings = daemon_flags.Resolve(DaemonEnvironment::FromProcess());
-  if (!settings.ok()) {
-    std::cerr << "parallax-agent: " << settings.status().message() << "\n";
-    return 2;
-  }
-  if (!Complete(*settings, &flags)) return 2;
-  return Serve(flags, *settings);
+  if (!Complete(settings, &flags)) return 2;
+  return Serve(flags, settings);
 }

@@ -192,16 +192,9 @@ int main(int argc, char** argv) {
   daemon_flags.AddTo(&app);
   Flags flags;
   AddFlags(&app, &flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+  DaemonSettings settings;
+  if (std::optional<int> code = daemon_flags.ParseCommandLine(&app, argc, argv, &settings)) {
+    return *code;
   }
-  StatusOr<DaemonSettings> settings = daemon_flags.Resolve(DaemonEnvironment::FromProcess());
-  if (!settings.ok()) {
-    std::cerr << "parallax-coordinator: " << settings.status().message() << "\n";
-    return 2;
-  }
-  return Serve(flags, *settings);
+  return Serve(flags, settings);
 }

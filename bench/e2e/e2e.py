@@ -14,7 +14,11 @@ own metric points (the `metrics` table of the embedded coordinator's SQLite data
 received per path counted by the trainer (allreduce/allgather: the bytes on the collectives'
 sockets, none for an all-reduce through shared memory; ps_push/ps_pull: bytes at the ZeroMQ
 transport). PyTorch variants run
-bench/peers/w3_torch.py --runs 1 (bytes from `ss` socket counters).
+bench/peers/w3_torch.py --runs 1 (bytes from `ss` socket counters). "parallax-torch-hybrid" is
+the PyTorch side's model, data and loop on Parallax (bench/e2e/w3_parallax_torch.py, the same
+batches file, parallax.torch in place of DDP), run with `parallax run` like the other Parallax
+variants: with the same torch model on both sides, its ratio to torch-ddp-sparse is the
+communication system's alone.
 
 Same measure on both sides: warm-up = steps 0..warmup-1, timed = the next `steps - warmup`
 steps; tokens/s = workers x batch x timed steps / (the slower rank's time over the timed steps);
@@ -38,6 +42,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -71,8 +76,40 @@ PARALLAX = {
 for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
     PARALLAX[_name + "-shm"] = PARALLAX[_name]
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
+# Parallax running the PyTorch model (bench/e2e/w3_parallax_torch.py) -> arch.
+PARALLAX_TORCH = {"parallax-torch-hybrid": "hybrid"}
+TORCH_JOB = """[job]
+name = "w3-torch"
+workers = 2
+arch = "{arch}"
+consistency = "sync"
+
+[trainer]
+command = ["./w3_parallax_torch.py"]
+steps = {steps}
+batch_size = 256
+metrics_every = 1
+
+[optimizer.dense]
+type = "sgd"
+lr = 0.5
+
+[optimizer.sparse]
+type = "sgd"
+lr = 0.5
+
+[ps]
+shards = 1
+partitions = 1
+
+[user]
+repo = "{root}"
+batches = "{batches}"
+vocab = "{vocab}"
+"""
 DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
-                    "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse"]
+                    "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse",
+                    "parallax-torch-hybrid"]
 
 
 def load1():
@@ -121,14 +158,36 @@ def parallax_run(args, impl, workdir, run):
     arch, consistency, staleness, overrides = PARALLAX[name]
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         base = f.read()
-    if args.plan:
-        # The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner.
-        with open(args.plan, encoding="utf-8") as f:
-            base += "\n" + f.read() + "\n"
+    return run_job(args, impl, workdir, run,
+                   job_text(base + plan_table(args), arch, consistency, staleness, overrides,
+                            args.steps, 2, shm=name.endswith("-shm")),
+                   baseline=bool(baseline))
+
+
+def parallax_torch_run(args, impl, workdir, run):
+    """W3's PyTorch model on Parallax: w3_parallax_torch.py next to the job file in `workdir`
+    (the agent runs programs under the job file's directory)."""
+    shutil.copy(os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py"), workdir)
+    text = TORCH_JOB.format(arch=PARALLAX_TORCH[impl], steps=args.steps, root=ROOT,
+                            batches=os.path.abspath(args.batches),
+                            vocab=os.path.join(ROOT, "data", "brown", "vocab.tsv"))
+    return run_job(args, impl, workdir, run, text + plan_table(args))
+
+
+def plan_table(args):
+    """The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner, or nothing."""
+    if not args.plan:
+        return ""
+    with open(args.plan, encoding="utf-8") as f:
+        return "\n" + f.read() + "\n"
+
+
+def run_job(args, impl, workdir, run, text, baseline=False):
+    """`parallax run` of job `text` in `workdir` (with --baseline-bin's binaries when
+    `baseline`); its figures (job_metrics)."""
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2,
-                         shm=name.endswith("-shm")))
+        f.write(text)
     state = os.path.join(workdir, f"{impl}-{run}.state")
     binary = os.path.join(args.baseline_bin if baseline else args.bin, "parallax")
     cmd = [binary, "run", "--state-dir", state]
@@ -233,7 +292,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help="comma-separated; also: " + ", ".join(
-                        v for v in list(PARALLAX) + list(TORCH) if v not in DEFAULT_VARIANTS))
+                        v for v in list(PARALLAX) + list(TORCH) + list(PARALLAX_TORCH)
+                        if v not in DEFAULT_VARIANTS))
     ap.add_argument("--bin", required=True, help="directory of the parallax binaries")
     ap.add_argument("--batches", required=True, help="parallax-data batches file (PyTorch side)")
     ap.add_argument("--workdir", help="keep job files and state here (default: a temp dir)")
@@ -246,9 +306,10 @@ def main():
                     "and report dense_wait_after_last_arrival_ms")
     args = ap.parse_args()
     variants = args.variants.split(",")
+    known = list(PARALLAX) + list(TORCH) + list(PARALLAX_TORCH)
     for v in variants:
-        if v not in PARALLAX and v not in TORCH:
-            sys.exit(f"e2e: unknown variant '{v}'; known: {', '.join(list(PARALLAX) + list(TORCH))}")
+        if v not in known:
+            sys.exit(f"e2e: unknown variant '{v}'; known: {', '.join(known)}")
     if args.steps - args.warmup < 20:
         sys.exit("e2e: --steps must exceed --warmup by at least 20 (the loss is over the last 20)")
     if args.baseline_bin:
@@ -259,8 +320,12 @@ def main():
     for run in range(args.runs):
         for impl in variants:
             before, started = load1(), time.time()
-            r = (torch_run(args, impl) if impl in TORCH
-                 else parallax_run(args, impl, workdir, run))
+            if impl in TORCH:
+                r = torch_run(args, impl)
+            elif impl in PARALLAX_TORCH:
+                r = parallax_torch_run(args, impl, workdir, run)
+            else:
+                r = parallax_run(args, impl, workdir, run)
             if impl.endswith("@baseline"):
                 ours = results[impl.partition("@")[0]][-1]
                 ours["tokens_per_s_vs_baseline"] = ours["tokens_per_s"] / r["tokens_per_s"]

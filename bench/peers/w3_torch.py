@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """W3 in PyTorch DDP: the reference Parallax's `lm` model is compared with.
 
-Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps --bench`):
+Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps`):
 
   /usr/bin/python3 bench/peers/w3_torch.py --batches data/brown/w3-batches.bin \
       --vocab data/brown/vocab.tsv [--sparse | --alternate] [--runs 5]
@@ -44,7 +44,7 @@ import sys
 import time
 
 # One compute thread per worker: torch.set_num_threads covers PyTorch's own pool, not the BLAS
-# library python3-torch links (libblas.so.3, OpenBLAS with install-deps --bench), which reads this
+# library python3-torch links (libblas.so.3, OpenBLAS with install-deps), which reads this
 # when it loads. Spawned workers inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 

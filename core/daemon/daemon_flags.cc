@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
@@ -54,7 +55,8 @@ ThriftServerOptions DaemonSettings::ServerOptions(const std::string& what) const
   return options;
 }
 
-DaemonFlags::DaemonFlags(DaemonFlagsSpec spec) : spec_(std::move(spec)), listen_(spec_.default_listen) {}
+DaemonFlags::DaemonFlags(DaemonFlagsSpec spec)
+    : spec_(std::move(spec)), listen_(spec_.default_listen) {}
 
 void DaemonFlags::AddTo(CLI::App* app) {
   if (!spec_.default_listen.empty()) {
@@ -64,7 +66,8 @@ void DaemonFlags::AddTo(CLI::App* app) {
                   std::string(kSecretFileHelp) + spec_.secret_help_suffix);
   app->add_option("--token", secret_.token_flag, kTokenHelp);
   if (spec_.serves) {
-    app->add_option("--tls-cert", tls_cert_, std::string(kTlsCertHelp) + spec_.tls_cert_help_suffix);
+    app->add_option("--tls-cert", tls_cert_,
+                    std::string(kTlsCertHelp) + spec_.tls_cert_help_suffix);
     app->add_option("--tls-key", tls_key_, kTlsKeyHelp);
     app->add_option("--max-connections", max_connections_,
                     "connections the service keeps open at most; at the limit a new one closes "
@@ -77,6 +80,23 @@ void DaemonFlags::AddTo(CLI::App* app) {
     app->add_option("--tls-ca", tls_ca_, std::string(kTlsCaHelp) + spec_.tls_ca_help_suffix);
   }
   app->add_flag("-v,--verbose", verbose_, "log debug messages");
+}
+
+std::optional<int> DaemonFlags::ParseCommandLine(CLI::App* app, int argc, char** argv,
+                                                 DaemonSettings* settings) {
+  try {
+    app->parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app->exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  StatusOr<DaemonSettings> resolved = Resolve(DaemonEnvironment::FromProcess());
+  if (!resolved.ok()) {
+    std::cerr << spec_.program << ": " << resolved.status().message() << "\n";
+    return 2;
+  }
+  *settings = std::move(resolved).value();
+  return std::nullopt;
 }
 
 StatusOr<DaemonSettings> DaemonFlags::Resolve(const DaemonEnvironment& env) {

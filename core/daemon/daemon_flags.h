@@ -36,6 +36,7 @@
 #define PARALLAX_CORE_DAEMON_DAEMON_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/base/secret.h"
@@ -103,6 +104,14 @@ class DaemonFlags {
   // the file comment). INVALID_ARGUMENT or FAILED_PRECONDITION naming the
   // flag (or variable) and what to do.
   StatusOr<DaemonSettings> Resolve(const DaemonEnvironment& env);
+
+  // A daemon's main() in one call: parses the command line into `app` (which
+  // has this object's flags and the daemon's own), then resolves the
+  // settings from the process environment into `settings`. nullopt to go
+  // on; otherwise the exit code, after printing help, the version or what is
+  // wrong (0 for --help and --version, 2 for bad flags).
+  std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv,
+                                      DaemonSettings* settings);
 
  private:
   const DaemonFlagsSpec spec_;

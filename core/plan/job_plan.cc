@@ -1,5 +1,6 @@
 #include "core/plan/job_plan.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -100,6 +101,18 @@ uint32_t JobPlan::PartitionsOf(uint32_t var) const {
   return spec == nullptr ? 0 : spec->partitions;
 }
 
+VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions) {
+  VariableStats stats;
+  stats.name = v.name;
+  stats.sparse = v.sparse;
+  stats.rows = v.sparse ? v.rows : 1;
+  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
+  stats.alpha = v.density >= 0 ? v.density : 1.0;
+  stats.alpha_host = v.density_host;
+  stats.partitions = static_cast<int>(std::max<uint32_t>(1, partitions));
+  return stats;
+}
+
 std::string JobPlanToJson(const JobPlan& plan) {
   json doc;
   doc["version"] = 2;
@@ -196,7 +209,9 @@ Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<PlannedVar
     if (p.name != r.name || p.sparse != r.sparse || p.size != r.size || p.rows != r.rows ||
         p.dim != r.dim) {
       return FailedPrecondition("variable " + std::to_string(i) + " differs between ranks: " + who +
-                                " registered " + shape(r) + ", rank 0 " + shape(p));
+                                " registered " + shape(r) + ", rank 0 " + shape(p) +
+                                "; every rank must register the same variables in the same "
+                                "order (build the same model on every rank)");
     }
   }
   return Status::Ok();

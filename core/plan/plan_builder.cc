@@ -34,18 +34,6 @@ uint32_t PartitionsOf(const JobConfig& job, const VariableOverride* over,
   return static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
 }
 
-VariableStats StatsOf(const PlannedVariable& v, uint32_t partitions) {
-  VariableStats stats;
-  stats.name = v.name;
-  stats.sparse = v.sparse;
-  stats.rows = v.sparse ? v.rows : 1;
-  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
-  stats.alpha = v.density >= 0 ? v.density : 1.0;
-  stats.alpha_host = v.density_host;
-  stats.partitions = static_cast<int>(std::max<uint32_t>(1, partitions));
-  return stats;
-}
-
 // The path of `v` and why, before [[variable]] overrides.
 void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOptions& cost,
                uint32_t partitions, PlannedVariable* v) {
@@ -60,7 +48,7 @@ void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOpti
     v->path = v->sparse ? VariablePath::kAllGather : VariablePath::kAllReduce;
     v->reason = "arch = \"allgather\"";
   } else if (!v->sparse || v->density >= 0) {
-    const Choice choice = ChoosePath(StatsOf(*v, partitions), cluster, cost);
+    const Choice choice = ChoosePath(CostInputs(*v, partitions), cluster, cost);
     v->path = choice.path;
     v->reason = choice.reason;
   } else {

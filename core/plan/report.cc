@@ -13,19 +13,6 @@ std::string Shape(const VariableStats& v) {
   return v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.dim);
 }
 
-// What the cost model sees of a planned variable.
-VariableStats StatsOf(const PlannedVariable& v) {
-  VariableStats stats;
-  stats.name = v.name;
-  stats.sparse = v.sparse;
-  stats.rows = v.sparse ? v.rows : 1;
-  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
-  stats.alpha = v.density >= 0 ? v.density : 1.0;
-  stats.alpha_host = v.density_host;
-  stats.partitions = static_cast<int>(std::max<uint32_t>(1, v.partitions));
-  return stats;
-}
-
 }  // namespace
 
 PathCost CostOn(const Choice& choice, const VariableStats& var, VariablePath path,
@@ -52,7 +39,7 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
   report.shm_allreduce = SharedMemoryAllReduce(cluster, options);
   for (const PlannedVariable& v : plan.variables) {
     PlannedRow row;
-    row.var = StatsOf(v);
+    row.var = CostInputs(v);
     row.choice = ChoosePath(row.var, cluster, options);
     row.path = v.path;
     row.reason = v.reason;
