@@ -34,7 +34,7 @@
 #include "agent/coordinator_link.h"
 #include "agent/process_launcher.h"
 #include "core/base/clock.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::agent {

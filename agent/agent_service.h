@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "core/base/clock.h"
-#include "core/base/status.h"
 #include "core/rpc/thrift_server.h"
+#include "parallax/status.h"
 #include "schemas/Agent.h"
 
 namespace parallax::agent {

@@ -15,7 +15,7 @@
 #include "coordinator/rpc_stats.h"
 #include "coordinator/service.h"
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace CLI {
 class App;

@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 

@@ -44,8 +44,8 @@
 #include "coordinator/scheduler.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
-#include "core/base/status.h"
 #include "core/config/job_config.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator {

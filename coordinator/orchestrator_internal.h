@@ -6,10 +6,10 @@
 #include <string>
 
 #include "coordinator/cluster_view.h"
-#include "coordinator/task_outcome.h"
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "coordinator/task_outcome.h"
 #include "core/config/job_config.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator::orchestrator_internal {

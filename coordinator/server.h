@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "core/base/status.h"
 #include "core/rpc/thrift_server.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 

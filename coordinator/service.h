@@ -38,7 +38,7 @@
 #include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/Coordinator.h"
 #include "schemas/coordinator_constants.h"
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator {

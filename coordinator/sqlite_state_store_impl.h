@@ -25,7 +25,7 @@
 #include "coordinator/sqlite_util.h"
 #include "coordinator/sqlite_write_queue.h"
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator::sqlite_internal {
 

@@ -25,7 +25,7 @@
 #include <mutex>
 
 #include "coordinator/sqlite_util.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 

@@ -26,7 +26,7 @@
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 

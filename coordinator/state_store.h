@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "coordinator/job_state.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator {

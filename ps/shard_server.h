@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "core/base/status.h"
 #include "core/ps/curve.h"
+#include "parallax/status.h"
 #include "ps/shard_core.h"
 
 namespace parallax::ps {

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/base/status.h"
 #include "core/rpc/coordinator_client.h"
+#include "parallax/status.h"
 #include "ps/shard_server.h"
 
 namespace parallax::ps {

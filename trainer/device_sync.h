@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/comm/communicator.h"
+#include "parallax/status.h"
 
 namespace parallax::trainer {
 

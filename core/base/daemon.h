@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax {
 

@@ -39,8 +39,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/comm/wire_bytes.h"
+#include "parallax/status.h"
 
 namespace parallax::comm {
 

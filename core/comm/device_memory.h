@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::comm {
 

@@ -40,8 +40,8 @@
 #include <string>
 
 #include "core/base/secret.h"
-#include "core/base/status.h"
 #include "core/rpc/thrift_server.h"
+#include "parallax/status.h"
 
 namespace CLI {
 class App;

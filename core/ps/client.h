@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/ps/curve.h"
 #include "core/ps/plan.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 

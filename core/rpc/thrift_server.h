@@ -33,8 +33,8 @@
 #include <string>
 #include <utility>
 
-#include "core/base/status.h"
 #include "core/rpc/connection_guard.h"
+#include "parallax/status.h"
 
 namespace apache::thrift {
 class TProcessor;

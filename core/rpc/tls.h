@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace apache::thrift::transport {
 class TServerSocket;

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 
