@@ -17,6 +17,8 @@
 // /proc. With --baseline-bin, the same run is made with that binary too,
 // alternating (current, baseline, current, ...) for --rounds rounds, and the
 // ratio of submits per second is printed beside the absolute figures.
+// --coordinator-arg adds a flag to every coordinator started (its web server,
+// for bench/web_overhead.sh).
 //
 // Prints one JSON object per line (latency percentiles per call kind,
 // counts, errors, lost jobs, resources, ratios) and exits 1 if a run of the
@@ -62,6 +64,7 @@ double Percentile(const std::vector<double>& v, double p) {  // REQUIRES: v sort
 struct Args {
   std::string coordinator_bin;
   std::string baseline_bin;
+  std::vector<std::string> coordinator_args;  // appended to every spawned coordinator's flags
   int rounds = 1;
   int agents = 200;
   int slots = 4;
@@ -419,8 +422,9 @@ RunResult RunOnce(const Args& args, const std::string& bin, const std::string& i
   }
   const double preload_s = Ms(Clock::now() - t_preload) / 1000;
   // No job limit: the queue is what is measured.
-  auto spawned = bench::SpawnCoordinator(
-      bin, dir, {"--secret-file", secret_file, "--max-active-jobs", "0"}, 120'000);
+  std::vector<std::string> flags = {"--secret-file", secret_file, "--max-active-jobs", "0"};
+  flags.insert(flags.end(), args.coordinator_args.begin(), args.coordinator_args.end());
+  auto spawned = bench::SpawnCoordinator(bin, dir, flags, 120'000);
   if (!spawned.ok()) {
     std::cerr << "coordinator_load: " << spawned.status().ToString() << "\n";
     return result;
@@ -512,6 +516,10 @@ int Main(int argc, char** argv) {
   app.add_option("--baseline-bin", args.baseline_bin,
                  "another parallax-coordinator to measure the same way, alternating with "
                  "--coordinator-bin (e.g. one built from an earlier commit)");
+  app.add_option("--coordinator-arg", args.coordinator_args,
+                 "a flag for every coordinator started, after the benchmark's own (repeat it; "
+                 "e.g. --coordinator-arg=--http --coordinator-arg=127.0.0.1:0)")
+      ->allow_extra_args(false);
   app.add_option("--rounds", args.rounds, "runs of each binary")->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--agents", args.agents, "simulated agents")->capture_default_str();

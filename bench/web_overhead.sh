@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # web_overhead: what serving the web pages and /metrics costs the
-# coordinator's heartbeats. bench/coordinator_load drives 500 simulated
-# agents heartbeating every second (and one client submitting a job a
-# second) against a parallax-coordinator started here with --http and a
-# token; a scraper fetches /metrics, the jobs list and a job page once a
-# second, like a Prometheus scrape plus an open browser tab.
+# coordinator's heartbeats. bench/coordinator_load starts a
+# parallax-coordinator with --http and a token (--coordinator-arg) and drives
+# 500 simulated agents heartbeating every second, long-polling and reporting
+# their tasks (and one client submitting a job a second); a scraper fetches
+# /metrics, the jobs list and a job page once a second, like a Prometheus
+# scrape plus an open browser tab.
 #
 # Each round is three runs, each on a fresh coordinator and database:
 # without the scraper (A), with it (B), without again (A'). A' against A is
@@ -38,15 +39,14 @@ done
 prio=()
 [[ "$rt" == 1 ]] && prio=(chrt -f 10)
 work="$(mktemp -d /tmp/parallax-web-overhead-XXXXXX)"
-coordinator_pid=""
+load_pid=""
 scraper_pid=""
 cleanup() {
   [[ -n "$scraper_pid" ]] && kill "$scraper_pid" 2>/dev/null || true
-  [[ -n "$coordinator_pid" ]] && kill "$coordinator_pid" 2>/dev/null && wait "$coordinator_pid" 2>/dev/null || true
+  [[ -n "$load_pid" ]] && kill -- -"$load_pid" 2>/dev/null && wait "$load_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
-head -c 32 /dev/urandom | base64 > "$work/secret" && chmod 600 "$work/secret"
 echo "web-overhead-token" > "$work/token" && chmod 600 "$work/token"
 
 # Fetches the three pages once a second until killed; counts what it got.
@@ -64,32 +64,42 @@ scrape() {
   done
 }
 
-# run MODE ROUND: one coordinator_load run; prints its heartbeat line.
+# run MODE ROUND: one coordinator_load run (it starts the coordinator, with
+# the web server, on a fresh database: no preloaded queue); prints its
+# heartbeat line. In a session of its own, so that cleanup ends the
+# coordinator with it.
 run() {
   local mode="$1" round="$2" dir="$work/run"
   rm -rf "$dir" && mkdir -p "$dir"
-  "${prio[@]}" "$build_dir/bin/parallax-coordinator" --listen 127.0.0.1:0 --port-file "$dir/port" \
-      --db "$dir/state.db" --secret-file "$work/secret" --max-active-jobs 0 \
-      --http 127.0.0.1:0 --http-port-file "$dir/http.port" --http-token-file "$work/token" \
-      > "$dir/coordinator.log" 2>&1 &
-  coordinator_pid=$!
-  for _ in $(seq 200); do [[ -s "$dir/http.port" ]] && break; sleep 0.05; done
-  [[ -s "$dir/http.port" ]] || { echo "web_overhead: coordinator did not start" >&2; cat "$dir/coordinator.log" >&2; exit 1; }
+  setsid "${prio[@]}" "$build_dir/bin/coordinator_load" --dir "$dir" --preload 0 \
+      --agents "$agents" --clients 1 --client-interval-ms 1000 --duration-s "$duration" \
+      --coordinator-arg=--http --coordinator-arg=127.0.0.1:0 \
+      --coordinator-arg=--http-port-file --coordinator-arg="$dir/http.port" \
+      --coordinator-arg=--http-token-file --coordinator-arg="$work/token" \
+      > "$dir/load.json" 2> "$dir/load.log" &
+  load_pid=$!
+  for _ in $(seq 600); do
+    [[ -s "$dir/http.port" ]] || ! kill -0 "$load_pid" 2>/dev/null && break
+    sleep 0.05
+  done
+  [[ -s "$dir/http.port" ]] || { echo "web_overhead: coordinator did not start" >&2; cat "$dir/load.log" >&2; exit 1; }
   if [[ "$mode" == scrape ]]; then
     "${prio[@]}" bash -c "$(declare -f scrape); scrape \"\$0\"" \
         "http://127.0.0.1:$(cat "$dir/http.port")" 2>>"$work/scrapes" &
     scraper_pid=$!
   fi
-  "${prio[@]}" "$build_dir/bin/coordinator_load" --coordinator "127.0.0.1:$(cat "$dir/port")" \
-      --secret-file "$work/secret" --agents "$agents" --clients 1 --client-interval-ms 1000 \
-      --duration-s "$duration" > "$dir/load.json"
+  wait "$load_pid" || { echo "web_overhead: coordinator_load failed" >&2; cat "$dir/load.json" "$dir/load.log" >&2; exit 1; }
+  load_pid=""
   if [[ -n "$scraper_pid" ]]; then
     kill -TERM "$scraper_pid"; wait "$scraper_pid" || true; scraper_pid=""
     tail -1 "$work/scrapes" >&2
+    # A run whose scraper got no page measured nothing.
+    grep -q '"scrapes_ok":[1-9]' <(tail -1 "$work/scrapes") ||
+      { echo "web_overhead: the scraper got no page (is curl installed?)" >&2; exit 1; }
   fi
-  kill "$coordinator_pid"; wait "$coordinator_pid" || true; coordinator_pid=""
   grep '"call":"heartbeat"' "$dir/load.json" |
-    sed "s/^{/{\"mode\":\"$mode\",\"round\":$round,\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",/" \
+    sed -e "s/\"round\":1\([,}]\)/\"round\":$round\1/" \
+        -e "s/^{/{\"mode\":\"$mode\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",/" \
     > "$dir/line.json"
   cat "$dir/line.json" >> "$work/runs.json"
   cat "$dir/line.json"
