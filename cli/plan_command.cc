@@ -43,6 +43,15 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
       << (table ? "the job's [plan] table; defaults for keys it leaves out"
                 : "defaults: measure this machine with bench/e2e/calibrate.sh and put them in [plan]")
       << ")\n";
+  if (plan::SharedMemoryAllReduce(plan.cluster, plan.cost)) {
+    out << "all-reduce: through shared memory among a host's " << plan.cluster.workers_per_host()
+        << " ranks";
+    if (plan.cluster.hosts > 1) {
+      out << ", hierarchical across the " << plan.cluster.hosts
+          << " hosts (a ring of their first ranks: a host's link carries one rank's bytes)";
+    }
+    out << "\n";
+  }
   if (plan.local_aggregation) {
     out << "local aggregation: the ranks of a host sum their PS gradients and push once\n";
   }

@@ -224,6 +224,7 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
                       .hosts = std::max(1, options_.num_hosts),
                       .shards = options_.num_shards};
     inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
+    inputs.shm_allreduce = WorldOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();
     PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
     json = plan::JobPlanToJson(plan);

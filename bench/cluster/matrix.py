@@ -123,23 +123,30 @@ def prediction(args, job, workers, hosts):
         return dict(predicted_comm_ms=1000.0 * plan["predicted_seconds_per_step"]["plan"],
                     predicted_link_bytes=plan["total_bytes_per_host_link"]["plan"],
                     predicted_worker_bytes=plan["total_bytes_per_worker"]["plan"],
-                    expected_link_bytes=link_bytes_from_plan(by_path, workers, hosts),
+                    expected_link_bytes=link_bytes_from_plan(
+                        by_path, workers, hosts, plan.get("allreduce_shared_memory", False)),
                     predicted_paths={v["name"]: v["path"] for v in plan["variables"]})
     except KeyError as e:
         sys.exit(f"matrix: `parallax plan --json` has no {e} (its format changed?)")
 
 
-def link_bytes_from_plan(by_path, workers, hosts):
+def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False):
     """What the plan's bytes per worker (by path, sent + received) put on one direction of a
     host's link, given where they go on this cluster: ranks fill hosts in order (the
     coordinator's placement), so a ring collective (Gloo's all-reduce and all-gather) crosses
     each host's link once each way with one rank's half of its bytes; PS shards are one per
     host, so (H-1)/H of the L = N/H workers' PS bytes leave the host, and as much comes back
-    from its shard's remote clients. Headers of TCP/IP and Ethernet not included."""
+    from its shard's remote clients. With `allreduce_shared_memory` (`parallax plan --json`
+    says so where a host runs several ranks) only a host's first rank all-reduces over the
+    network, so the plan's all-reduce bytes per worker are that rank's divided by the L ranks
+    of its host: the link carries L times half of them. Headers of TCP/IP and Ethernet not
+    included."""
     if hosts < 2:
         return 0.0
     per_host = workers // hosts
-    return (by_path.get("allreduce", 0.0) / 2 + by_path.get("allgather", 0.0) / 2
+    allreduce_ranks = per_host if allreduce_shared_memory else 1
+    return (allreduce_ranks * by_path.get("allreduce", 0.0) / 2
+            + by_path.get("allgather", 0.0) / 2
             + per_host * (hosts - 1) / hosts * by_path.get("ps", 0.0))
 
 

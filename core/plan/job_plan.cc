@@ -28,6 +28,9 @@ json CostToJson(const CostOptions& c) {
               {"value_bytes", c.value_bytes},
               {"local_aggregation", c.local_aggregation},
               {"ps_shared_memory", c.ps_shared_memory},
+              {"shm_allreduce", c.shm_allreduce},
+              {"shm_call_s", c.shm_call_s},
+              {"shm_bytes_per_s", c.shm_bytes_per_s},
               {"worker_memory_bytes", c.worker_memory_bytes},
               {"optimizer_state_copies", c.optimizer_state_copies}};
 }
@@ -62,6 +65,9 @@ CostOptions CostFromJson(const json& c) {
   o.value_bytes = c.value("value_bytes", o.value_bytes);
   o.local_aggregation = c.value("local_aggregation", o.local_aggregation);
   o.ps_shared_memory = c.value("ps_shared_memory", o.ps_shared_memory);
+  o.shm_allreduce = c.value("shm_allreduce", o.shm_allreduce);
+  o.shm_call_s = c.value("shm_call_s", o.shm_call_s);
+  o.shm_bytes_per_s = c.value("shm_bytes_per_s", o.shm_bytes_per_s);
   o.worker_memory_bytes = c.value("worker_memory_bytes", o.worker_memory_bytes);
   o.optimizer_state_copies = c.value("optimizer_state_copies", o.optimizer_state_copies);
   return o;

@@ -144,7 +144,7 @@ int PsShards(const JobConfig& job, int hosts) {
   return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
 }
 
-CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes) {
+CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs) {
   CostOptions cost;
   if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
   if (job.plan.collective_latency_us) {
@@ -153,7 +153,8 @@ CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes) {
   if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
   cost.ps_shared_memory = job.ps.shared_memory;
-  cost.fusion_bucket_bytes = fusion_bucket_bytes;
+  cost.fusion_bucket_bytes = inputs.fusion_bucket_bytes;
+  cost.shm_allreduce = inputs.shm_allreduce;
   return cost;
 }
 
@@ -168,7 +169,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
   plan.arch = job.job.arch;
   plan.consistency = job.job.consistency;
   plan.cluster = cluster;
-  plan.cost = CostOptionsFor(job, inputs.fusion_bucket_bytes);
+  plan.cost = CostOptionsFor(job, inputs);
   plan.cost.local_aggregation = LocalAggregationApplies(job, cluster);
   plan.ps = PsPlanOf(job, cluster);
   for (const VariableInput& in : inputs.variables) {

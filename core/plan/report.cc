@@ -36,6 +36,7 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
   const CostOptions& options = plan.cost;
   report.cluster = cluster;
   report.arch = plan.arch;
+  report.shm_allreduce = SharedMemoryAllReduce(cluster, options);
   for (const PlannedVariable& v : plan.variables) {
     PlannedRow row;
     row.var = CostInputs(v);
@@ -175,6 +176,7 @@ std::string PlanReportJson(const PlanReport& report) {
       {"hosts", report.cluster.hosts},
       {"shards", report.cluster.shards},
       {"arch", ArchName(report.arch)},
+      {"allreduce_shared_memory", report.shm_allreduce},
       {"variables", vars},
       {"total_bytes_per_worker",
        {{"plan", t.hybrid.worker},
