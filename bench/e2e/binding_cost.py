@@ -2,7 +2,11 @@
 """The binding's own cost: W3's PyTorch loop in one process, plain PyTorch against
 parallax.torch with one rank and no coordinator, side by side.
 
-    bench/e2e/binding_cost.sh [--runs 5] [--steps 200] [--warmup 20]
+    PYTHONPATH=build/python bench/e2e/binding_cost.py --batches data/brown/w3-batches-1.bin
+        --vocab data/brown/vocab.tsv [--runs 5] [--steps 200] [--warmup 20]
+
+(the batches file is the one bench/e2e/run.sh writes; the build tree's python/ directory
+holds the parallax package).
 
 Both run bench/peers/w3_torch.py's W3 model (sparse embeddings) on rank 0's batches of the
 batches file, 16 negatives per target, SGD lr 0.5, one compute thread, in a process of their
