@@ -534,7 +534,8 @@ TEST_F(SqliteStateStoreTest, TheCheckpointThreadCopiesTheLogIntoTheDatabase) {
   job.job_text = std::string(4096, 'x');  // 200 of them need new pages
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(store_->CreateJob(job, i).ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (size() <= before && std::chrono::steady_clock::now() < deadline) {
+  // A checkpoint may copy the log in more than one go: wait for all of it.
+  while (size() <= before + 200 * 4096 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
   EXPECT_GT(size(), before + 200 * 4096);

@@ -128,7 +128,7 @@ TEST_F(EdgeTest, StatusShowsAShardThePlanNeverNeededAsNotLaunched) {
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   rpc::PollRequest poll;
   poll.agent_name = "a";
-  poll.timeout_ms = 0;
+  poll.timeout_ms = 5'000;  // a long poll: placement runs in the background
   rpc::PollResponse work;
   ASSERT_TRUE(c.Call([&](rpc::CoordinatorClient& s) { s.PollAssignments(work, c.Header(), poll); })
                   .ok());
