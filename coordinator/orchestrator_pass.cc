@@ -105,18 +105,15 @@ void Orchestrator::MarkLostAgents(const std::map<std::string, int64_t>& last_see
     if (change.kind != AgentLiveness::Transition::kNone) {
       pass->changes.events.push_back({0, "agent", TransitionEvent(name, change), now});
     }
-    if (!liveness_.IsLost(name)) {
-      if (a.lost) placement_dirty_ = true;  // back: it takes tasks again
-      a.lost = false;
-      continue;
-    }
+    // The view's flag follows the state machine: lost, the agent's slots
+    // leave placement; back, it takes tasks again.
+    const bool lost = liveness_.IsLost(name);
+    if (lost != a.lost) placement_dirty_ = true;
+    a.lost = lost;
+    if (!lost) continue;
     std::vector<TaskRecord> orphaned;
     for (const TaskId& id : a.tasks) {
       orphaned.push_back(LostForSilence(*view_.FindTask(id), name, now - seen, now));
-    }
-    if (!a.lost) {
-      a.lost = true;
-      placement_dirty_ = true;
     }
     pass->changes.tasks.insert(pass->changes.tasks.end(), orphaned.begin(), orphaned.end());
     ApplyTasks(orphaned);
@@ -166,7 +163,6 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
   }
   bool all_started = true, trainers_done = true;
   int trainers = 0, launched = 0;
-  std::vector<TaskRecord> attempt_tasks;
   for (const TaskRecord* t : tasks) {
     if (t->state == TaskState::kAssigned) all_started = false;
     if (t->role == TaskRole::kTrainer) {
@@ -176,10 +172,9 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
       }
     }
     launched += !IsNotLaunched(*t);
-    attempt_tasks.push_back(*t);
   }
   std::optional<TaskRecord> failed;
-  if (const TaskRecord* first = FirstFailure(attempt_tasks)) failed = *first;
+  if (const TaskRecord* first = FirstFailure(tasks)) failed = *first;
   // A partition-search trial ends on its own terms (coordinator/partition_trials.h),
   // written at once: rare, and it reads what it writes.
   if (live->config) {

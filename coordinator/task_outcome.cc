@@ -53,13 +53,13 @@ std::string Outcome(const TaskRecord& t) {
   }
 }
 
-const TaskRecord* FirstFailure(const std::vector<TaskRecord>& tasks) {
+const TaskRecord* FirstFailure(const std::vector<const TaskRecord*>& tasks) {
   const TaskRecord* first = nullptr;
   auto key = [](const TaskRecord& t) {
     return std::make_tuple(t.updated, CauseRank(t), static_cast<int>(t.role), t.index);
   };
-  for (const TaskRecord& t : tasks) {
-    if (IsFailed(t) && (first == nullptr || key(t) < key(*first))) first = &t;
+  for (const TaskRecord* t : tasks) {
+    if (IsFailed(*t) && (first == nullptr || key(*t) < key(*first))) first = t;
   }
   return first;
 }

@@ -32,7 +32,7 @@ std::string Outcome(const TaskRecord& t);
 // a signal before a lost one before one that exited non-zero, since the
 // others usually end because it did (a rank whose peer was killed exits with
 // an error); then trainers before shards, lower index first.
-const TaskRecord* FirstFailure(const std::vector<TaskRecord>& tasks);
+const TaskRecord* FirstFailure(const std::vector<const TaskRecord*>& tasks);
 
 }  // namespace parallax::coordinator
 
