@@ -134,7 +134,7 @@ void ShardCore::Handle(const std::string& identity, const void* const* frames, c
     return;
   }
   const Op op = static_cast<Op>(h.op);
-  if (op == Op::kPull || op == Op::kPush || op == Op::kPushPull) {
+  if (op == Op::kPull || op == Op::kPush || op == Op::kPushPull || op == Op::kWrite) {
     HandleData(identity, m, out);
   } else {
     HandleControl(identity, m, out);
@@ -147,6 +147,11 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   DataRequest r;
   if (!CheckData(identity, m, &r, out) || !ReadGradients(identity, m, &r, out)) return;
   const Op op = static_cast<Op>(h.op);
+  if (op == Op::kWrite) {
+    WriteRows(*r.vs, r.ids, r.gp);
+    out->push_back(Reply(identity, h, Op::kWrite));
+    return;
+  }
   if (op != Op::kPush && held_.size() >= options_.max_held) {
     Error(identity, h, ErrorCode::kBadClock,
           std::to_string(held_.size()) + " requests already wait for their step; refusing more", out);
@@ -237,7 +242,8 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
   const Header& h = m.header;
   const PsPlan& plan = options_.plan;
   const uint32_t dim = r->spec->dim;
-  const bool pushes = IsPushOp(h.op);
+  const bool writes = static_cast<Op>(h.op) == Op::kWrite;
+  const bool pushes = IsPushOp(h.op) || writes;  // values to read
   // With kFlagShm the gradients are read from, and the rows written to, the
   // region this connection attached; both ranges are checked first.
   const char* values = m.values;
@@ -247,7 +253,7 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
                                     out)) == nullptr) {
       return false;
     }
-    if (static_cast<Op>(h.op) != Op::kPush) {
+    if (static_cast<Op>(h.op) != Op::kPush && !writes) {
       r->shm_reply = m.shm_ref.reply;
       r->shm_rows = ShmSpan(identity, h, r->shm_reply, value_bytes, "rows", out);
       if (r->shm_rows == nullptr) return false;
@@ -271,10 +277,10 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
   size_t bad_rows = 0;
   for (size_t i = 0; i < r->ids.size(); ++i) {
     if (!AnyNonFinite(r->gp + i * dim, dim)) continue;
-    if (plan.reject_nonfinite) {
+    if (plan.reject_nonfinite || writes) {
       Error(identity, h, ErrorCode::kNonFinite,
-            "gradient of id " + std::to_string(r->ids[i]) + " of variable \"" + r->spec->name +
-                "\" is NaN or Inf; nothing was applied",
+            std::string(writes ? "value" : "gradient") + " of id " + std::to_string(r->ids[i]) +
+                " of variable \"" + r->spec->name + "\" is NaN or Inf; nothing was applied",
             out);
       return false;
     }
@@ -298,6 +304,18 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
   r->grads.resize(kept * dim);
   r->gp = r->grads.data();
   return true;
+}
+
+// WRITE: the rows' weights become the given values (their optimizer state
+// stays as the initializer left it: a new row's, or what training made it).
+void ShardCore::WriteRows(VarState& vs, const std::vector<int64_t>& ids, const float* values) {
+  VariableTable& table = *vs.table;
+  const uint32_t dim = table.dim();
+  std::vector<uint32_t> idx(ids.size());
+  table.TouchAll(ids.data(), ids.size(), idx.data());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(table.weights(idx[i]), values + i * dim, dim * sizeof(float));
+  }
 }
 
 // async and ssp: apply now; a PUSH_PULL answers the next step's rows when

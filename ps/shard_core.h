@@ -166,6 +166,7 @@ class ShardCore {
                  std::vector<OutMessage>* out);
   void PushSync(const std::string& identity, const Header& h, DataRequest* r,
                 std::vector<OutMessage>* out);
+  void WriteRows(VarState& vs, const std::vector<int64_t>& ids, const float* values);
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;

@@ -51,8 +51,10 @@ enum class Op : uint8_t {
                   // maps for this connection's kFlagShm requests
   kSet = 10,      // frame 1 = "name=value": a runtime setting of header.variable
                   // (or of every variable, kAllVariables) from step header.clock on
+  kWrite = 11,    // ids + values → ack: the rows' weights become the values (initial
+                  // values a worker gives, before the first step)
 };
-constexpr uint8_t kMaxOp = 10;
+constexpr uint8_t kMaxOp = 11;
 
 // header.variable of a kSet request that applies to every variable.
 constexpr uint32_t kAllVariables = 0xFFFFFFFFu;

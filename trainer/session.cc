@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -118,6 +119,7 @@ class SessionImpl final : public Session {
   // Start(), in order.
   StatusOr<plan::JobPlan> ObtainPlan();
   Status AgreeOnRegistrations(const Status& mine);
+  Status WriteInitialPsValues();
   Status JoinCollectives();
   Status CreateParts();
   Status Resume(const Checkpointer::ResumePoint& rp);
@@ -331,10 +333,18 @@ Status SessionImpl::CreateParts() {
       sparse_->AddPs(p);
       continue;
     }
+    const std::vector<float>& given = registry_.initial_values(static_cast<int>(p.id));
     std::vector<float> values;
-    if (!p.sparse) {
-      const std::vector<float>& given = registry_.initial_values(static_cast<int>(p.id));
-      values = given.empty() ? InitialDenseValues(p.init, p.id, p.size) : given;
+    if (!given.empty()) {
+      values = given;
+      // A dense variable's are broadcast with the rest (BroadcastDenseValues);
+      // a table's here: rank 0's values win.
+      if (p.sparse && comm_ != nullptr) {
+        Status st = comm_->Broadcast(values, 0, std::chrono::steady_clock::now() + options_.step_timeout);
+        if (!st.ok()) return st.WithContext("broadcasting the initial values of \"" + p.name + "\"");
+      }
+    } else if (!p.sparse) {
+      values = InitialDenseValues(p.init, p.id, p.size);
     } else {
       values.resize(static_cast<size_t>(p.rows) * p.dim);
       for (int64_t r = 0; r < p.rows; ++r) {
@@ -376,6 +386,17 @@ Status SessionImpl::Resume(const Checkpointer::ResumePoint& rp) {
   return Status::Ok();
 }
 
+// Rank 0's given initial values of PS variables go to the shards (a job
+// that resumes has its checkpoint's instead).
+Status SessionImpl::WriteInitialPsValues() {
+  std::map<uint32_t, std::span<const float>> given;
+  for (const plan::PlannedVariable& p : plan_.variables) {
+    const std::vector<float>& values = registry_.initial_values(static_cast<int>(p.id));
+    if (p.path == VariablePath::kPs && !values.empty()) given[p.id] = values;
+  }
+  return sparse_->WriteInitialValues(given, options_.rank == 0).WithContext(RankName());
+}
+
 Status SessionImpl::Start() {
   if (started_) return FailedPrecondition("Start() called twice");
   registry_.Close();
@@ -399,7 +420,11 @@ Status SessionImpl::Start() {
   checkpointer_ = std::make_unique<Checkpointer>(co, coord_.get());
   auto rp = checkpointer_->FindResumePoint();
   if (!rp.ok()) return rp.status().WithContext(RankName() + " resuming");
-  if (*rp) PX_RETURN_IF_ERROR(Resume(**rp));
+  if (*rp) {
+    PX_RETURN_IF_ERROR(Resume(**rp));
+  } else if (plan_.has_ps()) {
+    PX_RETURN_IF_ERROR(WriteInitialPsValues());
+  }
   if (plan_.has_ps()) PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
   reporter_.emplace(ReporterOptions(), coord_.get());
   reporter_->Start();

@@ -124,6 +124,40 @@ Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool ran
   return Status::Ok();
 }
 
+Status SparseSync::WriteInitialValues(const std::map<uint32_t, std::span<const float>>& values,
+                                      bool rank0) {
+  if (rank0) {
+    for (const auto& [id, given] : values) {
+      const plan::PlannedVariable& v = At(id).var;
+      const size_t row_values = v.dim;
+      // Chunks of about 4 MiB: the shards' message size limit stays far.
+      const size_t chunk_rows = std::max<size_t>(1, (size_t{4} << 20) / (row_values * sizeof(float)));
+      std::vector<float> padded;  // a dense variable's last row, filled up with zeros
+      for (int64_t first = 0; first < v.rows; first += static_cast<int64_t>(chunk_rows)) {
+        const size_t n = std::min<size_t>(chunk_rows, static_cast<size_t>(v.rows - first));
+        std::vector<int64_t> ids(n);
+        std::iota(ids.begin(), ids.end(), first);
+        const size_t begin = static_cast<size_t>(first) * row_values;
+        std::span<const float> rows = given.subspan(begin, std::min(n * row_values, given.size() - begin));
+        if (rows.size() < n * row_values) {
+          padded.assign(rows.begin(), rows.end());
+          padded.resize(n * row_values, 0.0f);
+          rows = padded;
+        }
+        PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Write(id, ids, rows));
+        PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
+                               .WithContext("writing the initial values of \"" + v.name +
+                                            "\" to PS" + ShardsOf(At(id))));
+      }
+    }
+  }
+  if (world_) {
+    PX_RETURN_IF_ERROR(world_->Barrier(Deadline())
+                           .WithContext("waiting for rank 0 to write the initial values to the PS"));
+  }
+  return Status::Ok();
+}
+
 Status SparseSync::PullDenseValues() {
   for (Slot& s : slots_) {
     if (s.var.sparse || s.var.path != VariablePath::kPs) continue;

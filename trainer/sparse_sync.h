@@ -82,6 +82,12 @@ class SparseSync {
   // all ranks meet at a barrier), and under ssp the shards learn the step
   // this rank resumes at.
   Status LoadCheckpoint(const std::string& dir, int64_t step, bool rank0);
+  // Start() of a job that does not resume: rank 0 (`rank0`) writes the
+  // given initial values of PS variables to their shards (`values` by
+  // variable id: rows × dim for a sparse one, size() for a dense one), then
+  // all ranks meet at a barrier, so no rank pulls a row before it is
+  // written. Rows of a variable not in `values` keep the initializer's.
+  Status WriteInitialValues(const std::map<uint32_t, std::span<const float>>& values, bool rank0);
   // Start(): the current values of the dense variables on the PS.
   Status PullDenseValues();
 

@@ -17,7 +17,6 @@ StatusOr<int> VariableRegistry::RegisterDense(const std::string& name, size_t si
   in.var.size = size;
   in.var.dim = DenseRowDim(size);
   in.var.rows = static_cast<int64_t>((size + in.var.dim - 1) / in.var.dim);
-  in.explicit_values = !options.initial_values.empty();
   PX_ASSIGN_OR_RETURN(int id, Add(name, std::move(in), options, dense_optimizer_));
   initial_values_[static_cast<size_t>(id)] = options.initial_values;
   return id;
@@ -29,15 +28,20 @@ StatusOr<int> VariableRegistry::RegisterSparse(const std::string& name, int64_t 
     return InvalidArgument("sparse variable \"" + name + "\" needs rows > 0 and dim > 0, got " +
                            std::to_string(rows) + "x" + std::to_string(dim));
   }
-  if (!options.initial_values.empty()) {
+  const size_t size = static_cast<size_t>(rows) * dim;
+  if (!options.initial_values.empty() && options.initial_values.size() != size) {
     return InvalidArgument("sparse variable \"" + name +
-                           "\": initial_values are for dense variables; use an Initializer");
+                           "\": " + std::to_string(options.initial_values.size()) +
+                           " initial values for " + std::to_string(rows) + " rows of dim " +
+                           std::to_string(dim) + " (" + std::to_string(size) + ")");
   }
   plan::VariableInput in;
   in.var.sparse = true;
   in.var.rows = rows;
   in.var.dim = dim;
-  return Add(name, std::move(in), options, sparse_optimizer_);
+  PX_ASSIGN_OR_RETURN(int id, Add(name, std::move(in), options, sparse_optimizer_));
+  initial_values_[static_cast<size_t>(id)] = options.initial_values;
+  return id;
 }
 
 StatusOr<int> VariableRegistry::Add(const std::string& name, plan::VariableInput input,

@@ -53,7 +53,7 @@ class VariableRegistry {
 
   size_t size() const { return inputs_.size(); }
   const plan::VariableInput& input(int var) const { return inputs_[static_cast<size_t>(var)]; }
-  // Dense variables' explicit initial values (empty: the initializer's).
+  // A variable's explicit initial values (empty: the initializer's).
   const std::vector<float>& initial_values(int var) const {
     return initial_values_[static_cast<size_t>(var)];
   }

@@ -187,11 +187,6 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
     ChooseFor(job, cluster, plan.cost, partitions, &v);
     if (over) PX_RETURN_IF_ERROR(ApplyOverride(*over, cluster, &v));
     if (v.path == VariablePath::kPs) {
-      if (in.explicit_values) {
-        return FailedPrecondition("dense variable \"" + v.name +
-                                  "\" has explicit initial values, which the PS path cannot "
-                                  "hold; register it with an Initializer or choose another arch");
-      }
       plan.ps.variables.push_back(
           PsSpecOf(v, partitions, plan.ps.num_shards, sparsity, &v.reason));
     }

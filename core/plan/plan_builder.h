@@ -35,7 +35,6 @@ struct VariableInput {
   // Id (its index), name, kind, shape, optimizer and initializer; the path,
   // density and reason are the builder's.
   PlannedVariable var;
-  bool explicit_values = false;  // dense with explicit initial values (not on the PS)
   // The ids a few of rank 0's consecutive batches touch (SampleIds), one
   // vector per batch; empty: not measured.
   std::vector<std::vector<int64_t>> sampled_batches;

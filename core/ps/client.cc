@@ -235,6 +235,10 @@ class ZmqPsClient final : public PsClient {
                             std::vector<float>* out) override {
     return SubmitData(Op::kPushPull, var, ids, grads, clock, out);
   }
+  StatusOr<Ticket> Write(uint32_t var, std::span<const int64_t> ids,
+                         std::span<const float> values) override {
+    return SubmitData(Op::kWrite, var, ids, values, 0, nullptr);
+  }
   StatusOr<Ticket> Clock(int64_t clock) override { return SubmitControl(Op::kClock, "", clock, nullptr); }
   StatusOr<Ticket> Save(const std::string& dir, int64_t step) override {
     return SubmitControl(Op::kSave, dir, step, nullptr);
@@ -367,7 +371,10 @@ class ZmqPsClient final : public PsClient {
     r.out = out;
     Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
     r.has_duplicates = d.unique.size() != ids.size();
-    SplitByPartition(d, pushes && plan.consistency == Consistency::kSync, &r);
+    if (op == Op::kWrite && r.has_duplicates)
+      return InvalidArgument("PS write to \"" + var->name + "\": repeated ids (each row once)");
+    const bool one_per_partition = op != Op::kWrite && pushes && plan.consistency == Consistency::kSync;
+    SplitByPartition(d, one_per_partition, &r);
     // Gradient of each distinct id: the caller's row, or the sum of its repeats.
     std::vector<float> summed;
     if (pushes && r.has_duplicates) {

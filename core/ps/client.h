@@ -122,6 +122,13 @@ class PsClient {
                                     std::span<const float> grads, int64_t clock,
                                     std::vector<float>* out) = 0;
 
+  // The rows of `ids` (distinct) become `values` (ids.size() × dim) on their
+  // shards, outside any step: a job's initial values, written before the
+  // first pull. The rows' optimizer state is left alone. INVALID_ARGUMENT
+  // for repeated ids.
+  virtual StatusOr<Ticket> Write(uint32_t var, std::span<const int64_t> ids,
+                                 std::span<const float> values) = 0;
+
   // Tells every shard this worker finished step `clock` (ssp progress for
   // workers that push nothing to some shard).
   virtual StatusOr<Ticket> Clock(int64_t clock) = 0;

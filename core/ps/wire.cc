@@ -10,7 +10,7 @@ WireError Err(ErrorCode code, std::string text) { return WireError{code, std::mo
 
 bool IsDataOp(uint8_t op) {
   return op == static_cast<uint8_t>(Op::kPull) || op == static_cast<uint8_t>(Op::kPush) ||
-         op == static_cast<uint8_t>(Op::kPushPull);
+         op == static_cast<uint8_t>(Op::kPushPull) || op == static_cast<uint8_t>(Op::kWrite);
 }
 
 }  // namespace
@@ -91,9 +91,9 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
     }
     return {};
   }
-  // Requests: PUSH and PUSH_PULL carry values, PULL does not. Replies: PULL
-  // and PUSH_PULL carry values, PUSH does not.
-  const bool has_values = is_reply ? op != Op::kPush : op != Op::kPull;
+  // Requests: PUSH, PUSH_PULL and WRITE carry values, PULL does not.
+  // Replies: PULL and PUSH_PULL carry values, PUSH and WRITE do not.
+  const bool has_values = is_reply ? op != Op::kPush && op != Op::kWrite : op != Op::kPull;
   const uint64_t want = has_values ? count * h.dim * ValueBytes(h.flags) : 0;
   if (sizes[2] != want)
     return Err(ErrorCode::kBadCount, "count " + std::to_string(count) + " × dim " +
@@ -207,6 +207,7 @@ const char* OpName(uint8_t op) {
     case 8: return "ERROR";
     case 9: return "ATTACH";
     case 10: return "SET";
+    case 11: return "WRITE";
   }
   return "UNKNOWN";
 }

@@ -59,8 +59,10 @@ namespace parallax {
 
 struct VariableOptions {
   Initializer init;
-  // Dense only: explicit initial values (size() elements) instead of `init`.
-  // Rank 0's values win (they are broadcast). Not allowed on the PS path.
+  // Explicit initial values instead of `init`: size() elements of a dense
+  // variable, rows × dim of a sparse one (row-major). Rank 0's values win:
+  // broadcast to the other ranks' copies, written to the PS shards by rank 0
+  // at Start() (not when the job resumes from a checkpoint).
   std::vector<float> initial_values;
   // Instead of the job's [optimizer.dense] / [optimizer.sparse].
   std::optional<OptimizerSettings> optimizer;

@@ -84,8 +84,14 @@ int RegisterDense(Session& s, const std::string& name, size_t size,
 }
 
 int RegisterSparse(Session& s, const std::string& name, int64_t rows, uint32_t dim,
-                   const std::string& init, uint64_t seed, float scale) {
-  StatusOr<int> id = s.RegisterSparse(name, rows, dim, MakeVariableOptions(init, seed, scale));
+                   const std::string& init, uint64_t seed, float scale,
+                   std::optional<Floats> initial_values) {
+  VariableOptions v = MakeVariableOptions(init, seed, scale);
+  if (initial_values) {
+    v.initial_values.assign(initial_values->data(),
+                            initial_values->data() + initial_values->size());
+  }
+  StatusOr<int> id = s.RegisterSparse(name, rows, dim, v);
   ThrowIfError(id.status());
   return *id;
 }
@@ -154,7 +160,9 @@ void BindSession(py::module_& m) {
            py::arg("initial_values") = py::none(), py::arg("init") = "uniform", py::arg("seed") = 1,
            py::arg("scale") = 0.05f)
       .def("register_sparse", &RegisterSparse, py::arg("name"), py::arg("rows"), py::arg("dim"),
-           py::arg("init") = "uniform", py::arg("seed") = 1, py::arg("scale") = 0.05f)
+           py::arg("init") = "uniform", py::arg("seed") = 1, py::arg("scale") = 0.05f,
+           py::arg("initial_values") = py::none(),
+           "initial_values: rows × dim values (rank 0's win) instead of the initializer")
       .def(
           "sample_ids",
           [](Session& s, int var, const Ids& ids) { ThrowIfError(s.SampleIds(var, Span(ids))); },

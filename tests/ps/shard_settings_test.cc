@@ -1,7 +1,9 @@
 // SET (schemas/ps_wire.md, "Settings"): runtime settings of a shard's
-// variables, here the learning rate, in effect from a step on.
+// variables, here the learning rate, in effect from a step on; and WRITE,
+// the rows' initial values a worker gives before the first step.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/ps/initializer.h"
@@ -131,6 +133,35 @@ TEST_F(ShardSettingsTest, ManyChangesKeepOnlyWhatAStepCanStillUse) {
   // 100 steps at 0.1 and 100 at 0.2.
   EXPECT_NEAR(Row0(core.get(), 0, 200), -30.0f, 1e-3);
   EXPECT_LE(core->settings_kept(0), 2u);
+}
+
+TEST_F(ShardSettingsTest, WriteSetsRowsThatPullsAndPushesThenStartFrom) {
+  auto core = TwoVariableShard(Consistency::kSync, 1);
+  auto ack = Send(core.get(), Request(MakeHeader(Op::kWrite, 0, 0, 0, 2, kDim2, 0), {0, 7},
+                                      {1.5f, -2.0f, 3.0f, 4.0f}));
+  ASSERT_EQ(ack.size(), 1u);
+  EXPECT_EQ(ReplyHeader(ack[0]).op, static_cast<uint8_t>(Op::kWrite)) << ack[0].frames[1];
+  EXPECT_EQ(ReplyHeader(ack[0]).count, 0u);
+  auto out = Send(core.get(), Request(MakeHeader(Op::kPull, 0, 0, 0, 3, kDim2, 0), {7, 0, 1}, {}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(ReplyValues(out[0]), (std::vector<float>{3.0f, 4.0f, 1.5f, -2.0f, 0.0f, 0.0f}));
+  // The written value is where SGD starts: 1.5 - 0.1 * 1.
+  PushOne(core.get(), 0, 0, 0);
+  EXPECT_FLOAT_EQ(Row0(core.get(), 0, 1), 1.4f);
+  EXPECT_FLOAT_EQ(Row0(core.get(), 1, 0), 0.0f);  // the other variable untouched
+}
+
+TEST_F(ShardSettingsTest, WriteOfNonFiniteValuesIsRefusedAndChangesNothing) {
+  auto core = TwoVariableShard(Consistency::kAsync, 1);
+  ExpectOneErrorReply(Send(core.get(), Request(MakeHeader(Op::kWrite, 0, 0, 0, 2, kDim2, 0),
+                                               {0, 1}, {1.0f, 1.0f, NAN, 1.0f})),
+                      ErrorCode::kNonFinite);
+  EXPECT_EQ(Row0(core.get(), 0, 0), 0.0f);
+  // Values that disagree with count × dim are refused by the wire checks.
+  ExpectOneErrorReply(
+      Send(core.get(), Request(MakeHeader(Op::kWrite, 0, 0, 0, 1, kDim2, 0), {0}, {1.0f})),
+      ErrorCode::kBadCount);
+  EXPECT_EQ(Row0(core.get(), 0, 0), 0.0f);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ table on Adagrad ([optimizer.sparse]), a bag table on SGD and a dense layer on A
 ([[variable]] optimizers), dense layers on SGD ([optimizer.dense]), and changes the dense
 learning rate twice (for variables on the PS, through the shards' SET message)."""
 import pytest
+import torch
 
 import pxtest
 import tiny_reference as ref
@@ -25,3 +26,19 @@ def test_two_ranks_equal_plain_pytorch_with_twice_the_batch(tmp_path, arch, want
     assert job.rank_result(1)["steps"] == ref.STEPS
     want = ref.plain_pytorch(pxtest.load_trainer("tiny"), job.state("initial.pt"))
     pxtest.assert_close(job.state("final.pt"), want, f"arch {arch}")
+
+
+def test_tables_built_outside_build_start_from_rank_0s_values_on_the_ps(tmp_path):
+    """Every rank builds the model from its own seed: what Parallax holds once the model is
+    wrapped (pulled from the PS shards, tables and dense layers alike) is rank 0's module, on
+    both ranks, and training from it still equals plain PyTorch."""
+    job = pxtest.Job(tmp_path, "tiny", ref.job_toml("ps", user="given = true"))
+    code, output = job.run()
+    assert code == 0, output
+    assert set(job.rank_result(0)["plan"].values()) == {"ps"}
+    given = job.state("given-0.pt")
+    assert not torch.equal(given["words.weight"], job.state("given-1.pt")["words.weight"])
+    for rank in (0, 1):
+        pxtest.assert_close(job.state(f"first-{rank}.pt"), given, f"rank {rank}", tol=0.0)
+    want = ref.plain_pytorch(pxtest.load_trainer("tiny"), job.state("initial.pt"))
+    pxtest.assert_close(job.state("final.pt"), want, "arch ps from given values")

@@ -89,7 +89,7 @@ def test_tables_built_inside_build_take_no_memory_and_keep_their_initialisation(
     (lambda w: nn.init.uniform_(w, 0.0, 1.0), "symmetric"),
     (lambda w: nn.init.normal_(w, 1.0, 0.1), "mean 0"),
     (lambda w: nn.init.constant_(w, 0.5), "zeros"),
-    (lambda w: w.data.copy_(torch.ones(10, 4)), "pretrained"),
+    (lambda w: w.data.copy_(torch.ones(10, 4)), "outside build"),
 ])
 def test_an_initialisation_the_tables_cannot_start_from_is_refused_naming_it(init, says):
     with px.build():
@@ -278,10 +278,26 @@ def test_tied_table_weights_are_refused():
         px.Model(net, sample=batches())
 
 
-def test_a_table_built_outside_build_is_refused():
+def test_a_table_built_outside_build_starts_from_its_own_values_and_gives_its_memory_back():
     px.init()
-    with pytest.raises(parallax.Error, match="built outside parallax.torch.build"):
-        px.Model(Net(), sample=batches())
+    torch.manual_seed(3)
+    net = Net()
+    initial = {k: v.clone() for k, v in net.state_dict().items()}
+    model = px.Model(net, sample=batches())
+    assert net.emb.weight.device.type == "meta" and net.bag.weight.device.type == "meta"
+    ids = torch.tensor([[0, 29, 7]])
+    assert torch.equal(net.emb(ids)[0], initial["emb.weight"][[0, 29, 7]])
+    state = {k: v for k, v in model.state_dict().items()}
+    for key, value in initial.items():
+        assert torch.equal(state[key], value), key
+
+
+def test_a_table_on_the_meta_device_not_built_by_build_is_refused():
+    px.init()
+    net = Net()
+    net.emb.weight = nn.Parameter(torch.empty(30, 4, device="meta"))
+    with pytest.raises(parallax.Error, match="not built inside parallax.torch.build"):
+        px.Model(net, sample=batches())
 
 
 def test_sample_must_not_be_a_one_shot_iterator_and_tables_need_it():

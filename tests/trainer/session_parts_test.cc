@@ -80,6 +80,7 @@ TEST(VariableRegistryTest, RefusesBadRegistrationsNamingTheVariable) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("\"v\""), std::string::npos) << st.message();
   EXPECT_EQ(r.RegisterSparse("t", 4, 1, values).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(r.RegisterSparse("t3", 3, 1, values).ok());  // rows × dim values
   VariableOptions bad_lr;
   bad_lr.optimizer = OptimizerSettings();
   bad_lr.optimizer->lr = -1;
@@ -216,35 +217,54 @@ TEST_F(SparseSyncTest, AllGatherAppliesEveryRanksRowsToEveryReplica) {
   EXPECT_EQ(got[1], got[0]);
 }
 
+// `v` on the PS path of `plan`, in `partitions` partitions of shard 0.
+void AddToPs(const plan::PlannedVariable& v, uint32_t partitions, plan::JobPlan* plan) {
+  plan->variables.push_back(v);
+  ps::VariableSpec spec;
+  spec.id = v.id;
+  spec.name = v.name;
+  spec.rows = v.rows;
+  spec.dim = v.dim;
+  spec.partitions = partitions;
+  spec.partition_shards.assign(partitions, 0);
+  spec.optimizer = v.optimizer;
+  plan->ps.variables.push_back(spec);
+}
+
+// A real in-process shard server for `plan` and a connection to it.
+struct PsServer {
+  std::unique_ptr<ps::ShardServer> server;
+  PsConnection conn;
+};
+PsServer StartPs(const plan::JobPlan& plan) {
+  PsServer out;
+  ps::ShardServerOptions so;
+  so.shard.plan = plan.ps;
+  so.shard.shard = 0;
+  auto server = ps::ShardServer::Start(so);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  if (!server.ok()) return out;
+  out.server = std::move(server).value();
+  ps::PsClientOptions po;
+  po.plan = plan.ps;
+  po.shard_endpoints = {out.server->endpoint()};
+  out.conn.endpoints = po.shard_endpoints;
+  auto client = ps::PsClient::Create(po);
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  if (client.ok()) out.conn.client = std::move(client).value();
+  return out;
+}
+
 // The PS path against a real shard server: a prefetch serves the next
 // step's lookups of the ids it holds, a push is applied once the step finishes, and the
 // pulled rows are the shard's.
 TEST_F(SparseSyncTest, PsPathPullsPrefetchesAndPushes) {
   plan::JobPlan plan;
   plan::PlannedVariable t = Table(0, "emb", 50, 2, VariablePath::kPs, 0.5f);
-  plan.variables.push_back(t);
-  ps::VariableSpec spec;
-  spec.id = 0;
-  spec.name = "emb";
-  spec.rows = 50;
-  spec.dim = 2;
-  spec.partitions = 2;
-  spec.partition_shards = {0, 0};
-  spec.optimizer = t.optimizer;
-  plan.ps.variables.push_back(spec);
-  ps::ShardServerOptions so;
-  so.shard.plan = plan.ps;
-  so.shard.shard = 0;
-  auto server = ps::ShardServer::Start(so);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  ps::PsClientOptions po;
-  po.plan = plan.ps;
-  po.shard_endpoints = {(*server)->endpoint()};
-  PsConnection conn;
-  conn.endpoints = po.shard_endpoints;
-  auto client = ps::PsClient::Create(po);
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
-  conn.client = std::move(client).value();
+  AddToPs(t, 2, &plan);
+  PsServer ps = StartPs(plan);
+  ASSERT_NE(ps.conn.client, nullptr);
+  PsConnection conn = std::move(ps.conn);
 
   StepMetrics metrics;
   SparseSync sparse({}, &plan, nullptr, nullptr, std::move(conn), &timeline_, &metrics);
@@ -277,6 +297,37 @@ TEST_F(SparseSyncTest, PsPathPullsPrefetchesAndPushes) {
   std::vector<float> read;
   ASSERT_TRUE(sparse.ReadSparse(0, 7, 1, 1, &read).ok());
   EXPECT_EQ(read, std::vector<float>(rows.begin(), rows.begin() + 2));
+}
+
+// Given initial values reach the shards before the first pull: a table's
+// rows across partitions, a dense variable's values (its last row padded).
+TEST_F(SparseSyncTest, PsPathStartsFromTheGivenInitialValues) {
+  plan::JobPlan plan;
+  AddToPs(Table(0, "emb", 50, 2, VariablePath::kPs, 0.5f), 3, &plan);
+  plan::PlannedVariable w = Dense(1, "w", 5, 0.5f);
+  w.path = VariablePath::kPs;
+  w.dim = 2;
+  w.rows = 3;
+  AddToPs(w, 1, &plan);
+  PsServer ps = StartPs(plan);
+  ASSERT_NE(ps.conn.client, nullptr);
+  StepMetrics metrics;
+  SparseSync sparse({}, &plan, nullptr, nullptr, std::move(ps.conn), &timeline_, &metrics);
+  sparse.AddPs(plan.variables[0]);
+  sparse.AddPs(plan.variables[1]);
+  std::vector<float> table(100), dense = {1, 2, 3, 4, 5};
+  std::iota(table.begin(), table.end(), 0.0f);
+  ASSERT_TRUE(sparse.WriteInitialValues({{0, table}, {1, dense}}, /*rank0=*/true).ok());
+  std::vector<float> rows;
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{49, 0, 17}, 0, &rows).ok());
+  EXPECT_EQ(rows, (std::vector<float>{98, 99, 0, 1, 34, 35}));
+  ASSERT_TRUE(sparse.PullDenseValues().ok());
+  const std::span<const float> got = sparse.DenseValues(1);
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), dense);
+  // A rank other than 0 writes nothing.
+  ASSERT_TRUE(sparse.WriteInitialValues({{0, std::vector<float>(100, 7.0f)}}, false).ok());
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{1}, 0, &rows).ok());
+  EXPECT_EQ(rows, (std::vector<float>{2, 3}));
 }
 
 }  // namespace

@@ -51,7 +51,9 @@ def build():
     """A context in which the model is built: every nn.Embedding / nn.EmbeddingBag with
     sparse=True gets no memory (its weight is on the meta device; its values live in Parallax)
     and the model's initialisation of it is recorded (N(0, 1) by default, nn.init.uniform_,
-    normal_, zeros_). Models with sparse tables must be built inside it."""
+    normal_, zeros_). A table built outside it starts from its own values instead (rank 0's,
+    copied to the other ranks or written to the PS shards), at the cost of holding the whole
+    table on every rank until parallax.torch.Model() wraps the model."""
     return _tables.build()
 
 

@@ -35,6 +35,7 @@ class Runtime:
         self.deferred = None  # the first error of a gradient hook this step
         self.session = self._call(lambda: _core.Session(ctx.options), "creating the session")
         self._register(seed)
+        self.param_ids = {id(p) for p in module.parameters()}  # tables' weights were replaced
         for name, save, restore in ctx.states:
             self._call(lambda: self.session.register_state(name, save, restore),
                        f"registering state '{name}'")
@@ -57,34 +58,30 @@ class Runtime:
     # ---- registration -------------------------------------------------------------------
 
     def _register(self, seed):
+        """Every variable to the Session. A table built inside build() starts from Parallax's
+        initializer; one built outside it, and every dense parameter, from the module's own
+        values (rank 0's win: broadcast to the other ranks, written to the PS shards by rank 0),
+        after which a table's weight is replaced by one on the meta device (its values live in
+        Parallax)."""
         for v in self.variables:
             if isinstance(v, Table):
                 init = _tables.table_init(v.module.weight)
+                values = None
+                if init is None:
+                    values = v.module.weight.detach().reshape(-1).cpu().numpy()
+                    init = _tables.TableInit("zeros", 0.0)
                 v.var = self._call(
                     lambda: self.session.register_sparse(v.name, v.rows, v.dim, init.kind, seed,
-                                                         init.scale),
+                                                         init.scale, values),
                     f"registering '{v.name}'")
-            elif self._forced_to_ps(v.name):
-                # Shards start every row from Parallax's initializer: uniform over the range
-                # of the module's own initial values (zeros when they are all zero).
-                bound = float(v.param.detach().abs().max()) if v.param.numel() else 0.0
-                kind = "uniform" if bound > 0 else "zeros"
-                v.var = self._call(
-                    lambda: self.session.register_dense(v.name, v.param.numel(), None, kind,
-                                                        seed, bound),
-                    f"registering '{v.name}'")
+                if values is not None:
+                    v.module.weight = torch.nn.Parameter(
+                        torch.empty((v.rows, v.dim), device="meta"))
             else:
                 values = v.param.detach().reshape(-1).cpu().numpy()
                 v.var = self._call(
                     lambda: self.session.register_dense(v.name, v.param.numel(), values),
                     f"registering '{v.name}'")
-
-    def _forced_to_ps(self, name):
-        """Whether the job puts dense parameter `name` on the PS shards (arch = "ps", or a
-        [[variable]] path = "ps"), where rank 0's initial values cannot go."""
-        job = self.ctx.job
-        paths = {o["name"]: o["path"] for o in job["variables"] if o["path"]}
-        return paths.get(name, job["arch"]) == "ps"
 
     # ---- errors --------------------------------------------------------------------------
 

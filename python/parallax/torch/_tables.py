@@ -9,6 +9,9 @@ while it ran inside build(): ``nn.Embedding``'s default N(0, 1), ``nn.init.unifo
 ``nn.init.normal_(w, 0, s)``, ``nn.init.zeros_``, and the initialisers built on them
 (``xavier_uniform_``, ``kaiming_uniform_``...), also through ``weight.data``. Anything else
 (an asymmetric range, a mean, ``copy_`` of pretrained values) raises at once, naming the table.
+A table built outside ``build()`` (on the CPU) keeps the values it was built with instead: rank
+0's become Parallax's initial values (copied to the other ranks or written to the PS shards), at
+the cost of holding the whole table on every rank until the model is wrapped.
 
 How a table is recognised through ``weight.data``: each meta weight is a view at its own storage
 offset (1, 2, ...) of a meta buffer, and ``.data`` keeps the offset.
@@ -102,8 +105,8 @@ def _patched_methods(originals):
     def copy_(self, src, *args, **kwargs):
         if not _recorded(self):
             return originals["copy_"](self, src, *args, **kwargs)
-        raise _refuse("copy_ of given values (pretrained values cannot seed a table that lives "
-                      "on PS shards)")
+        raise _refuse("copy_ of given values (a table built inside build() has no memory to "
+                      "copy into: build it outside build() to start from given values)")
 
     return dict(uniform_=uniform_, normal_=normal_, zero_=zero_, fill_=fill_, copy_=copy_)
 

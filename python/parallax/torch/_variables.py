@@ -45,12 +45,12 @@ def _check_table(where, name, module):
     if not module.weight.requires_grad:
         raise _refused(where, name, "is frozen (requires_grad=False)",
                        "keep frozen tables dense (sparse=False)")
-    if module.weight.device.type != "meta" or _tables.table_init(module.weight) is None:
+    if module.weight.device.type == "meta" and _tables.table_init(module.weight) is None:
         raise error("INVALID_ARGUMENT",
-                    f"{where}: embedding table '{name}' was built outside parallax.torch.build(), "
-                    "so its values were allocated here and its initialisation cannot be known; "
-                    "build the model inside `with parallax.torch.build():` (the table then "
-                    "never takes memory on this rank and its nn.init call is kept)")
+                    f"{where}: embedding table '{name}' is on the meta device but was not built "
+                    "inside parallax.torch.build(), so its initialisation cannot be known; build "
+                    "the model inside `with parallax.torch.build():`, or on the CPU to start "
+                    "from its own values")
 
 
 def collect(model, where):

@@ -94,10 +94,6 @@ TEST_F(JobPlanTest, RulesPerArch) {
     }
   }
   EXPECT_EQ(Build(Job(Arch::kPs), 0).status().code(), StatusCode::kFailedPrecondition);
-  auto explicit_values = Regs();
-  explicit_values[1].explicit_values = true;
-  EXPECT_EQ(Build(Job(Arch::kPs), 2, explicit_values).status().code(),
-            StatusCode::kFailedPrecondition);
 }
 
 TEST_F(JobPlanTest, HybridAsksTheCostModel) {

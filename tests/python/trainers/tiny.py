@@ -7,7 +7,10 @@ data, which plain PyTorch then trains as the reference.
 save (default true: write initial.pt and final.pt), fail_at_step (exit there once, so the job
 restarts from its checkpoint), lr_at (a table step -> learning rate of the "dense" parameter
 group from that step on), big_rows (rows of an extra 32-wide table, for the memory test),
-differ (rank 1 builds a wider hidden layer than rank 0).
+differ (rank 1 builds a wider hidden layer than rank 0), given (the model is built outside
+px.build(), from torch.manual_seed(SEED + rank), so the tables start from the module's own values
+and every rank's differ; each rank saves given-R.pt, its module's values, and first-R.pt, what
+Parallax holds once the model is wrapped).
 """
 import json
 import os
@@ -66,8 +69,13 @@ def main():
     user = job["user"]
     out = user["out"]
     hidden = 16 + (px.rank() if user.get("differ") else 0)
-    with px.build():
+    if user.get("given"):
+        torch.manual_seed(SEED + px.rank())
         model = Tiny(big_rows=user.get("big_rows", 0), hidden=hidden)
+        torch.save(model.state_dict(), os.path.join(out, f"given-{px.rank()}.pt"))
+    else:
+        with px.build():
+            model = Tiny(big_rows=user.get("big_rows", 0), hidden=hidden)
     data = dataset()
     sampler = px.DistributedSampler(data, job["batch_size"], seed=SEED)
     loader = torch.utils.data.DataLoader(data, batch_sampler=sampler)
@@ -76,6 +84,8 @@ def main():
                       lambda b: seen.extend(json.loads(b)))
     model = px.Model(model, sample=loader)
     opt = px.Optimizer(model)
+    if user.get("given"):
+        torch.save(model.state_dict(), os.path.join(out, f"first-{px.rank()}.pt"))
     save = user.get("save", True)
     if save and px.rank() == 0 and model.resumed_from is None:
         torch.save(model.state_dict(), os.path.join(out, "initial.pt"))
