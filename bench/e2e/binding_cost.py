@@ -11,7 +11,7 @@ holds the parallax package).
 Both run bench/peers/w3_torch.py's W3 model (sparse embeddings) on rank 0's batches of the
 batches file, 16 negatives per target, SGD lr 0.5, one compute thread, in a process of their
 own, alternating (plain, parallax, plain, ...). Plain: torch.optim.SGD. Parallax: the same model
-built in parallax.torch.build() and wrapped by Model (tables kept in the rank's replica, the
+built the same way (the same initial values, so both print the same loss) and wrapped by Model (tables kept in the rank's replica, the
 dense layers "all-reduced" over one rank: no communication) with the job's SGD. The difference
 of the per-step times is what parallax.torch and the Session add to a step: lookups and
 gradients through the Session, hooks, copying values back, the Session's optimizer instead of
@@ -65,8 +65,7 @@ def one_run(impl, args):
             f.write(TORCH_JOB.format(arch="hybrid", steps=total, root=ROOT,
                                      batches=args.batches, vocab=args.vocab))
         px.init(job=f.name)
-        with px.build():
-            model = w3_torch.W3(len(counts), 128, 512, sparse=True)
+        model = w3_torch.W3(len(counts), 128, 512, sparse=True)  # the plain run's values
         model = px.Model(model, sample=batches[:3])
         opt = px.Optimizer(model)
 

@@ -24,6 +24,13 @@ Same measure on both sides: warm-up = steps 0..warmup-1, timed = the next `steps
 steps; tokens/s = workers x batch x timed steps / (the slower rank's time over the timed steps);
 loss = mean over the last 20 steps of the mean of the ranks' batch losses.
 
+The torch model's variants (torch-ddp-*, parallax-torch-hybrid) start from the same values
+(torch.manual_seed(seed), the same W3 class) and draw the same negatives. W3's SGD at lr 0.5 is
+chaotic, though: from identical values, runs whose arithmetic differs only in the order of
+float additions agree to 1e-6 for the first few dozen steps and then part, so one run's loss is
+one draw. --seed-per-run runs round r with seed r + 1, and the end adds the paired difference
+parallax-torch-hybrid − torch-ddp-sparse per round and its mean (a line "loss_last20_gap").
+
 --baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build,
 say of the commit before a change), as "<variant>@baseline", right after the variant in every
 round, and ends with the ratio of their tokens/s. --timeline records every Parallax run's step
@@ -106,6 +113,7 @@ partitions = 1
 repo = "{root}"
 batches = "{batches}"
 vocab = "{vocab}"
+seed = {seed}
 """
 DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
                     "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse",
@@ -170,7 +178,8 @@ def parallax_torch_run(args, impl, workdir, run):
     shutil.copy(os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py"), workdir)
     text = TORCH_JOB.format(arch=PARALLAX_TORCH[impl], steps=args.steps, root=ROOT,
                             batches=os.path.abspath(args.batches),
-                            vocab=os.path.join(ROOT, "data", "brown", "vocab.tsv"))
+                            vocab=os.path.join(ROOT, "data", "brown", "vocab.tsv"),
+                            seed=torch_seed(args, run))
     return run_job(args, impl, workdir, run, text + plan_table(args))
 
 
@@ -257,10 +266,16 @@ def job_metrics(db, steps, warmup, batch, job_id=1):
     return out
 
 
-def torch_run(args, impl):
+def torch_seed(args, run):
+    """The seed of the torch model's initial values and negatives in round `run`."""
+    return run + 1 if args.seed_per_run else 1
+
+
+def torch_run(args, impl, run):
     cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "w3_torch.py"),
            "--batches", args.batches, "--vocab", os.path.join(ROOT, "data", "brown", "vocab.tsv"),
-           "--runs", "1", "--warmup", str(args.warmup), "--steps", str(args.steps - args.warmup)]
+           "--runs", "1", "--warmup", str(args.warmup), "--steps", str(args.steps - args.warmup),
+           "--seed", str(torch_seed(args, run))]
     if TORCH[impl]:
         cmd.append("--sparse")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -302,6 +317,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--baseline-bin", help="also run every Parallax variant with these binaries "
                     "(as <variant>@baseline, alternating)")
+    ap.add_argument("--seed-per-run", action="store_true", help="round r runs the torch "
+                    "model's variants with seed r + 1 (initial values, negatives) instead of 1, "
+                    "and reports their paired loss differences")
     ap.add_argument("--timeline", action="store_true", help="record Parallax runs' timelines "
                     "and report dense_wait_after_last_arrival_ms")
     args = ap.parse_args()
@@ -321,7 +339,7 @@ def main():
         for impl in variants:
             before, started = load1(), time.time()
             if impl in TORCH:
-                r = torch_run(args, impl)
+                r = torch_run(args, impl, run)
             elif impl in PARALLAX_TORCH:
                 r = parallax_torch_run(args, impl, workdir, run)
             else:
@@ -342,6 +360,21 @@ def main():
                                   value=round(statistics.median(values), 4),
                                   min=round(min(values), 4), max=round(max(values), 4))),
                   flush=True)
+    print_loss_gap(results)
+
+
+def print_loss_gap(results):
+    """parallax-torch-hybrid's loss minus torch-ddp-sparse's, round by round (the same seed,
+    so the same initial values), when both ran."""
+    ours, theirs = results.get("parallax-torch-hybrid"), results.get("torch-ddp-sparse")
+    if not ours or not theirs:
+        return
+    gaps = [a["loss_last20"] - b["loss_last20"] for a, b in zip(ours, theirs)]
+    print(json.dumps(dict(bench="e2e", impl="parallax-torch-hybrid-minus-torch-ddp-sparse",
+                          metric="loss_last20_gap", unit="nats", stat="mean", runs=len(gaps),
+                          value=round(statistics.mean(gaps), 4),
+                          median=round(statistics.median(gaps), 4),
+                          each=[round(g, 4) for g in gaps])), flush=True)
 
 
 if __name__ == "__main__":

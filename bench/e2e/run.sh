@@ -6,12 +6,13 @@
 #
 #   bench/e2e/run.sh [--runs N] [--steps S] [--warmup W] [--variants a,b,...] [--workdir DIR]
 #                    [--plan FILE]   (a [plan] table from bench/e2e/calibrate.sh for every job)
+#                    [--seed-per-run] (round r: the torch model's variants with seed r + 1)
 #
 # Needs scripts/build (BUILD_DIR, default build/), scripts/fetch-data, and
 # scripts/install-deps (python3-torch). Writes data/brown/w3-batches-1.bin when missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-case "${1:-}" in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 source "$root/bench/lib.sh"
 px_build_dir
 px_require_bins run.sh parallax parallax-coordinator parallax-agent parallax-trainer parallax-ps parallax-data

@@ -3,8 +3,9 @@
 in place of DistributedDataParallel (the `parallax-torch-hybrid` variant of bench/e2e/e2e.py,
 which writes the job file and runs it with `parallax run`).
 
-Same as the DDP side: the W3 class (embeddings U(+-0.05), Linear layers PyTorch's default
-initialisation from torch.manual_seed(seed)), the batches file's (context, target) ids of this
+Same as the DDP side: the W3 class built the same way from torch.manual_seed(seed), outside
+px.build(), so both start from the same values (embeddings U(+-0.05), Linear layers PyTorch's
+default initialisation; rank 0's tables are written to the PS shards at the start), the batches file's (context, target) ids of this
 rank, 16 negatives per target from unigram^0.75 drawn with a torch.Generator seeded
 seed * 1000003 + rank, one compute thread, plain SGD lr 0.5 on every variable (the job's
 [optimizer.*]), batch-mean loss. Differences: the rows of the next step are prefetched while
@@ -46,9 +47,8 @@ def main():
         neg = torch.multinomial(probs, b * negatives, replacement=True, generator=gen)
         return row[:b * k].view(b, k), row[b * k:], neg.view(b, negatives)
 
-    torch.manual_seed(seed)
-    with px.build():
-        model = w3_torch.W3(len(counts), 128, 512, sparse=True)
+    torch.manual_seed(seed)  # built as the DDP side builds it: the same initial values
+    model = w3_torch.W3(len(counts), 128, 512, sparse=True)
     sample_gen = torch.Generator().manual_seed(seed)  # sampling draws its own negatives
     samples = [(torch.from_numpy(ids[s, rank].astype("int64"))[:b * k].view(b, k),
                 torch.from_numpy(ids[s, rank].astype("int64"))[b * k:],
