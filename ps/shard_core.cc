@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/finite.h"
 #include "ps/checkpoint.h"
 
 namespace parallax::ps {
@@ -16,18 +17,6 @@ namespace {
 
 bool IsPushOp(uint8_t op) {
   return op == static_cast<uint8_t>(Op::kPush) || op == static_cast<uint8_t>(Op::kPushPull);
-}
-
-// True if one of the n floats is NaN or ±Inf (all exponent bits set). Integer
-// compares over the bits, which GCC vectorizes (a float test does not).
-bool AnyNonFinite(const float* v, size_t n) {
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad != 0;
 }
 
 size_t StalenessBucket(int64_t tau) {

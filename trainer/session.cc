@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/base/finite.h"
 #include "core/base/logging.h"
 #include "core/comm/coordinator_store.h"
 #include "core/plan/job_plan.h"
@@ -206,14 +207,11 @@ Status SessionImpl::CheckIds(const plan::PlannedVariable& v, std::span<const int
 // Training diverged: stop before a NaN reaches the other ranks or shards.
 Status SessionImpl::CheckFinite(const plan::PlannedVariable& v,
                                 std::span<const float> grad) const {
-  for (size_t i = 0; i < grad.size(); ++i) {
-    if (!std::isfinite(grad[i])) {
-      return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
-                             (std::isnan(grad[i]) ? "NaN" : "an infinity") + " at element " +
-                             std::to_string(i) + "; training diverged (lower the learning rate?)");
-    }
-  }
-  return Status::Ok();
+  const size_t i = FirstNonFinite(grad.data(), grad.size());
+  if (i == grad.size()) return Status::Ok();
+  return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
+                         (std::isnan(grad[i]) ? "NaN" : "an infinity") + " at element " +
+                         std::to_string(i) + "; training diverged (lower the learning rate?)");
 }
 
 // ---- Start() ----

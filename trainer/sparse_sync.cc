@@ -350,7 +350,7 @@ Status SparseSync::ExchangeAllGather() {
     if (s.var.path != VariablePath::kAllGather) continue;
     vars.push_back(&s);
     dims.push_back(s.var.dim);
-    mine.push_back(ps::DedupeSum(s.pending_ids, s.pending_grads, s.var.dim));
+    mine.push_back(ps::DedupeSumFirstSeen(s.pending_ids, s.pending_grads, s.var.dim));
   }
   if (vars.empty()) return Status::Ok();
   WaitTimer timer(metrics_, /*dense=*/false, timeline_);

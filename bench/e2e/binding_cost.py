@@ -18,7 +18,9 @@ gradients through the Session, hooks, copying values back, the Session's optimiz
 torch's.
 
 Output: a JSON line per run and impl ("stat": "run"), then the medians, and the difference of
-the medians ("impl": "parallax-minus-plain").
+the medians ("impl": "parallax-minus-plain"), of the wall time per timed step ("step_ms") and of
+the process's CPU time per timed step ("cpu_ms": both loops run on one thread, and CPU time
+is less disturbed than wall time by other processes on a busy machine).
 """
 import argparse
 import json
@@ -62,7 +64,7 @@ def one_run(impl, args):
         import parallax.torch as px
         with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
             # Run by hand, one rank: the job's workers, shards and [user] play no part.
-            f.write(TORCH_JOB.format(arch="hybrid", steps=total, root=ROOT,
+            f.write(TORCH_JOB.format(arch="hybrid", steps=total, root=ROOT, seed=1,
                                      batches=args.batches, vocab=args.vocab))
         px.init(job=f.name)
         model = w3_torch.W3(len(counts), 128, 512, sparse=True)  # the plain run's values
@@ -73,12 +75,14 @@ def one_run(impl, args):
             opt.step(loss)
     for step, batch in enumerate(batches):
         if step == args.warmup:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
         loss = model(*batch)
         opt.zero_grad()
         loss.backward()
         step_fn()
-    return 1000.0 * (time.perf_counter() - started) / args.steps, loss.item()
+    wall = 1000.0 * (time.perf_counter() - started) / args.steps
+    cpu = 1000.0 * (time.process_time() - cpu_started) / args.steps
+    return wall, cpu, loss.item()
 
 
 def main():
@@ -91,10 +95,11 @@ def main():
     ap.add_argument("--impl", choices=["plain", "parallax"], help="one run in this process")
     args = ap.parse_args()
     if args.impl:
-        ms, loss = one_run(args.impl, args)
-        print(json.dumps({"step_ms": ms, "loss": loss}))
+        ms, cpu_ms, loss = one_run(args.impl, args)
+        print(json.dumps({"step_ms": ms, "cpu_ms": cpu_ms, "loss": loss}))
         return
     results = {"plain": [], "parallax": []}
+    cpu = {"plain": [], "parallax": []}
     common = dict(bench="binding_cost", steps=args.steps, warmup=args.warmup, batch=256)
     for run in range(args.runs):
         for impl in results:
@@ -107,16 +112,24 @@ def main():
                 sys.exit(f"binding_cost: {impl} failed:\n{proc.stderr[-3000:]}")
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             results[impl].append(r["step_ms"])
+            cpu[impl].append(r["cpu_ms"])
             print(json.dumps(dict(common, impl=impl, stat="run", run=run, load1=round(load, 2),
-                                  step_ms=round(r["step_ms"], 4), loss=round(r["loss"], 4))),
-                  flush=True)
+                                  step_ms=round(r["step_ms"], 4), cpu_ms=round(r["cpu_ms"], 4),
+                                  loss=round(r["loss"], 4))), flush=True)
+    for metric, values in (("step_ms", results), ("cpu_ms", cpu)):
+        print_medians(common, metric, values)
+
+
+def print_medians(common, metric, results):
+    """Per impl the median of `metric`, then the difference of the medians (and the median of
+    the paired differences, run by run)."""
     medians = {impl: statistics.median(v) for impl, v in results.items()}
     for impl, values in results.items():
-        print(json.dumps(dict(common, impl=impl, metric="step_ms", unit="ms", stat="median",
+        print(json.dumps(dict(common, impl=impl, metric=metric, unit="ms", stat="median",
                               runs=len(values), value=round(medians[impl], 4),
                               min=round(min(values), 4), max=round(max(values), 4))), flush=True)
     diffs = [p - q for p, q in zip(results["parallax"], results["plain"])]
-    print(json.dumps(dict(common, impl="parallax-minus-plain", metric="step_ms", unit="ms",
+    print(json.dumps(dict(common, impl="parallax-minus-plain", metric=metric, unit="ms",
                           stat="median", runs=len(diffs),
                           value=round(medians["parallax"] - medians["plain"], 4),
                           paired_median=round(statistics.median(diffs), 4))), flush=True)

@@ -106,6 +106,10 @@ class SparseOptimizer {
   uint32_t dim_;
   std::vector<float> s1_, s2_;
   std::vector<int64_t> steps_;  // adam: per row
+  // Apply's check for repeated ids: seen_[id] == epoch_ once id was seen in
+  // the current call (sized on first use; no hashing per id).
+  std::vector<uint32_t> seen_;
+  uint32_t epoch_ = 0;
 };
 
 }  // namespace parallax::optim

@@ -1,11 +1,11 @@
 #include "core/ps/aggregate.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 
 #include "core/ps/plan.h"
-
-#include <algorithm>
-#include <utility>
 
 namespace parallax::ps {
 
@@ -59,6 +59,30 @@ SparseRows DedupeSum(std::span<const int64_t> ids, std::span<const float> grads,
     float* dst = out.values.data() + size_t{d.index_of[i]} * dim;
     const float* src = grads.data() + i * dim;
     for (uint32_t j = 0; j < dim; ++j) dst[j] += src[j];
+  }
+  out.ids = std::move(d.unique);
+  return out;
+}
+
+SparseRows DedupeSumFirstSeen(std::span<const int64_t> ids, std::span<const float> grads,
+                              uint32_t dim) {
+  std::vector<uint32_t> first_pos;
+  Dedupe d = DedupeIdsFirstSeen(ids, &first_pos);
+  SparseRows out;
+  // Each distinct id's first row is copied, later ones added: no zeroing pass.
+  out.values.resize(d.unique.size() * dim);
+  for (size_t u = 0; u < d.unique.size(); ++u) {
+    std::memcpy(out.values.data() + u * dim, grads.data() + size_t{first_pos[u]} * dim,
+                dim * sizeof(float));
+  }
+  if (d.unique.size() != ids.size()) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint32_t u = d.index_of[i];
+      if (first_pos[u] == i) continue;
+      float* dst = out.values.data() + size_t{u} * dim;
+      const float* src = grads.data() + i * dim;
+      for (uint32_t j = 0; j < dim; ++j) dst[j] += src[j];
+    }
   }
   out.ids = std::move(d.unique);
   return out;

@@ -31,6 +31,12 @@ Dedupe DedupeIdsFirstSeen(std::span<const int64_t> ids, std::vector<uint32_t>* f
 // Deduplicates `ids` and sums the rows of repeated ids in input order.
 // REQUIRES: grads.size() == ids.size() * dim.
 SparseRows DedupeSum(std::span<const int64_t> ids, std::span<const float> grads, uint32_t dim);
+// The same sums (repeated ids in input order, so the same values), the ids
+// in order of first occurrence: hashing instead of a sort, for rows whose
+// order does not matter (a rank's own rows before they are merged, or
+// applied to its replica).
+SparseRows DedupeSumFirstSeen(std::span<const int64_t> ids, std::span<const float> grads,
+                              uint32_t dim);
 
 // Local aggregation: the union of several workers' rows, repeated ids summed
 // in the order of `parts` (deterministic, so every host gets the same sums

@@ -36,6 +36,17 @@ TEST_F(AggregateTest, DedupeSumAddsRepeatedRows) {
   EXPECT_EQ(r.values, (std::vector<float>{10, 20, 101, 202}));
 }
 
+TEST_F(AggregateTest, DedupeSumFirstSeenGivesTheSameSumsInFirstOccurrenceOrder) {
+  std::vector<int64_t> ids = {4, 1, 4, 7, 4};
+  std::vector<float> g = {1, 2, 10, 20, 100, 200, 3, 3, 0.5f, 0.25f};
+  SparseRows r = DedupeSumFirstSeen(ids, g, 2);
+  EXPECT_EQ(r.ids, (std::vector<int64_t>{4, 1, 7}));
+  EXPECT_EQ(r.values, (std::vector<float>{101.5f, 202.25f, 10, 20, 3, 3}));
+  SparseRows sorted = DedupeSum(ids, g, 2);
+  EXPECT_EQ(sorted.values[1 * 2], r.values[0]);  // id 4, the same additions in the same order
+  EXPECT_TRUE(DedupeSumFirstSeen({}, {}, 2).ids.empty());
+}
+
 TEST_F(AggregateTest, MergeSparseCombinesWorkersOfAHost) {
   std::vector<SparseRows> parts(3);
   parts[0] = {{1, 3}, {1, 1, 3, 3}};
