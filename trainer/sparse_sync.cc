@@ -50,10 +50,12 @@ StatusOr<PsConnection> ConnectPs(CoordinatorClient* coord, const SessionOptions&
 
 void GatherRows(std::span<const float> table, uint32_t dim, std::span<const int64_t> ids,
                 std::vector<float>* rows) {
-  rows->resize(ids.size() * dim);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    std::memcpy(rows->data() + i * dim, table.data() + static_cast<size_t>(ids[i]) * dim,
-                dim * sizeof(float));
+  // Appended row by row into reserved storage: no zeroing pass first.
+  rows->clear();
+  rows->reserve(ids.size() * dim);
+  for (int64_t id : ids) {
+    const float* row = table.data() + static_cast<size_t>(id) * dim;
+    rows->insert(rows->end(), row, row + dim);
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "core/ps/plan.h"
@@ -69,11 +68,11 @@ SparseRows DedupeSumFirstSeen(std::span<const int64_t> ids, std::span<const floa
   std::vector<uint32_t> first_pos;
   Dedupe d = DedupeIdsFirstSeen(ids, &first_pos);
   SparseRows out;
-  // Each distinct id's first row is copied, later ones added: no zeroing pass.
-  out.values.resize(d.unique.size() * dim);
+  // Each distinct id's first row is appended, later ones added: no zeroing pass.
+  out.values.reserve(d.unique.size() * dim);
   for (size_t u = 0; u < d.unique.size(); ++u) {
-    std::memcpy(out.values.data() + u * dim, grads.data() + size_t{first_pos[u]} * dim,
-                dim * sizeof(float));
+    const float* first = grads.data() + size_t{first_pos[u]} * dim;
+    out.values.insert(out.values.end(), first, first + dim);
   }
   if (d.unique.size() != ids.size()) {
     for (size_t i = 0; i < ids.size(); ++i) {

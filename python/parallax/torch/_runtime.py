@@ -221,8 +221,13 @@ class Runtime:
         with torch.no_grad():
             for v in self.dense:
                 p = v.param
-                if p.device.type == "cpu" and p.is_contiguous():
-                    self.session.dense_into(v.var, p.data.view(-1).numpy())
+                # A CPU parameter's memory as a numpy array, made once and again only when
+                # the parameter's storage moved (the user may reassign p.data).
+                if v.host_view is not None and v.host_view[0] == p.data_ptr():
+                    self.session.dense_into(v.var, v.host_view[1])
+                elif p.device.type == "cpu" and p.is_contiguous():
+                    v.host_view = (p.data_ptr(), p.data.view(-1).numpy())
+                    self.session.dense_into(v.var, v.host_view[1])
                 else:
                     host = np.empty(p.numel(), dtype=np.float32)
                     self.session.dense_into(v.var, host)

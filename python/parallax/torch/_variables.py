@@ -26,6 +26,7 @@ class Dense:
     def __init__(self, name, param):
         self.name, self.param = name, param
         self.var = None
+        self.host_view = None  # (data_ptr, numpy view) of a CPU parameter, for the step's copy
 
 
 def _refused(where, name, what, todo):
