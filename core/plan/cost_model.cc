@@ -227,18 +227,26 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   choice.allreduce = AllReduceCost(var, cluster, options);
   choice.allgather = AllGatherCost(var, cluster, options);
   choice.ps = PsCost(var, cluster, options, /*local_aggregation=*/false);
-  if (options.local_aggregation) {
+  if (options.local_aggregation && var.sparse) {
     choice.ps_aggregated = PsCost(var, cluster, options, /*local_aggregation=*/true);
   } else {
     choice.ps_aggregated.feasible = false;
-    choice.ps_aggregated.why_not = "local aggregation is off";
+    choice.ps_aggregated.why_not = var.sparse ? "local aggregation is off"
+                                              : "a dense variable on the PS is not aggregated";
   }
   char alpha[64];
   std::snprintf(alpha, sizeof(alpha), "α = %.3g", var.alpha);
   if (!var.sparse) {
-    choice.path = VariablePath::kAllReduce;
-    choice.reason = "dense: every element changes every step; all-reduce: " +
-                    Predicted(choice.allreduce);
+    // Every element changes every step: all-reduced, or pushed and pulled
+    // whole through the PS when that is cheaper (fewer, cheaper operations
+    // where collective calls cost much; BytePS's observation).
+    const bool ps = choice.ps.feasible && choice.ps.seconds < choice.allreduce.seconds;
+    choice.path = ps ? VariablePath::kPs : VariablePath::kAllReduce;
+    const PathCost& other = ps ? choice.allreduce : choice.ps;
+    choice.reason = std::string("dense: ") + VariablePathName(choice.path) + " " +
+                    Predicted(ps ? choice.ps : choice.allreduce) + " vs " +
+                    VariablePathName(ps ? VariablePath::kAllReduce : VariablePath::kPs) + " " +
+                    (other.feasible ? Predicted(other) : "n/a (" + other.why_not + ")");
     return choice;
   }
   // Tie-break order: a sparse path touches only the batch's rows, which the

@@ -113,7 +113,8 @@ PathCost AllGatherCost(const VariableStats& var, const ClusterShape& cluster,
 PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const CostOptions& options,
                 bool local_aggregation);
 
-// Dense variables go to all-reduce (PS only when forced); a sparse variable
+// A dense variable goes to all-reduce, or to the PS (pushed and pulled whole)
+// when that is predicted faster; a sparse variable
 // to the feasible path with the lowest predicted time (ties: all-gather, then
 // PS: a sparse path touches only the batch's rows). A host's link carries
 // its L = N/H workers' traffic and, on the PS path, that of the shards it
