@@ -13,6 +13,7 @@
 #include "agent/exec_policy.h"
 #include "agent/task_env.h"
 #include "agent/task_log.h"
+#include "core/base/env_allow_list.h"
 #include "core/base/logging.h"
 
 namespace parallax::agent {
@@ -286,6 +287,14 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return lost("cannot create task directory '" + dir + "': " + ec.message());
+  std::vector<std::string> env_names;
+  for (const auto& [env_name, value] : a.env) {
+    if (env_name.rfind("PARALLAX_", 0) != 0) env_names.push_back(env_name);
+  }
+  if (std::vector<std::string> refused = EnvAllowList(options_.allow_env).Refused(env_names);
+      !refused.empty()) {
+    return RefuseTask(a.key, dir, RefusedEnvMessage(refused));
+  }
   std::string job_file = dir + "/job.toml";
   if (Status s = WriteFile(job_file, a.job_text); !s.ok()) return lost(s.message());
 
@@ -296,6 +305,8 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   context.tls_ca_file = options_.tls_ca_file;
   context.job_file = job_file;
   context.task_dir = dir;
+  context.python_path = options_.python_path;
+  context.cpu_cores = options_.cpu_cores;
   std::vector<std::string> ignored;
   LaunchSpec spec;
   spec.env = BuildTaskEnv(a, context, options_.inherited_env, &ignored);
@@ -308,18 +319,7 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
     StatusOr<std::string> program =
         ResolveAllowedExecutable(spec.argv[0], options_.allow_exec, path_env);
     if (program.status().code() == StatusCode::kPermissionDenied) {
-      // Not executed: a final report, like a program that could not run (126).
-      PX_LOG(WARNING) << DescribeTask(a.key) << ": " << program.status().message();
-      AppendToLog(dir, program.status().message());
-      ended_.insert(name);
-      rpc::TaskReport report;
-      report.key = a.key;
-      report.state = rpc::TaskState::EXITED;
-      report.__set_exit_code(126);
-      report.__set_message(program.status().message());
-      SaveResult(dir, report);
-      QueueReport(std::move(report));
-      return;
+      return RefuseTask(a.key, dir, program.status().message());
     }
     if (!program.ok()) {
       AppendToLog(dir, program.status().message());
@@ -356,6 +356,21 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   rpc::TaskReport report;
   report.key = a.key;
   report.state = rpc::TaskState::RUNNING;
+  QueueReport(std::move(report));
+}
+
+void Agent::RefuseTask(const rpc::TaskKey& key, const std::string& dir,
+                       const std::string& message) {
+  // Not executed: a final report, like a program that could not run (126).
+  PX_LOG(WARNING) << DescribeTask(key) << ": " << message;
+  AppendToLog(dir, message);
+  ended_.insert(TaskDirName(key));
+  rpc::TaskReport report;
+  report.key = key;
+  report.state = rpc::TaskState::EXITED;
+  report.__set_exit_code(126);
+  report.__set_message(message);
+  SaveResult(dir, report);
   QueueReport(std::move(report));
 }
 

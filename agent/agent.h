@@ -34,7 +34,7 @@
 #include "agent/coordinator_link.h"
 #include "agent/process_launcher.h"
 #include "core/base/clock.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::agent {
@@ -55,13 +55,25 @@ struct AgentOptions {
   // the refusal as its message, and nothing is executed. parallax-agent
   // fills in bin_dir when --allow-exec is not given; empty: no check.
   std::vector<std::string> allow_exec;
+  // Names a job's [trainer.env] may set besides the safe set
+  // (core/base/env_allow_list.h; shell-style patterns). A task whose job
+  // sets any other name is reported EXITED with code 126 and a message
+  // naming the names and --allow-env, and nothing is executed.
+  std::vector<std::string> allow_env;
   // For the tasks' environment (schemas/task_env.md).
   std::string coordinator;  // PARALLAX_COORDINATOR
   std::string bind_addr;    // PARALLAX_BIND_ADDR
   std::string token;        // PARALLAX_TOKEN
   std::string tls_ca_file;  // PARALLAX_TLS_CA: absolute path, or empty (plaintext)
-  // The agent's own environment ("NAME=value"), which tasks inherit.
+  // The agent's own environment ("NAME=value"), which tasks inherit: the
+  // operator's to keep clean (docs/OPERATIONS.md, "Task environment").
   std::vector<std::string> inherited_env;
+  // Python trainers (agent/task_env.h): the `parallax` package's directory,
+  // first on every trainer's PYTHONPATH ("": none), and this host's CPU
+  // cores, shared by the job's trainers here for their default compute
+  // threads (0: no default).
+  std::string python_path;
+  int cpu_cores = 0;
 
   int64_t grace_ms = 5'000;          // SIGTERM → SIGKILL
   int64_t heartbeat_ms = 1'000;
@@ -147,6 +159,10 @@ class Agent : public LogSource {
   };
 
   void StartTask(const rpc::TaskAssignment& assignment);  // REQUIRES: mu_ held
+  // Ends a task that will not be executed: EXITED 126 with `message` (in its
+  // log and its report), like a program that could not run.
+  void RefuseTask(const rpc::TaskKey& key, const std::string& dir,
+                  const std::string& message);  // REQUIRES: mu_ held
   void StopTask(const rpc::TaskKey& key);                 // REQUIRES: mu_ held
   void QueueReport(rpc::TaskReport report);               // REQUIRES: mu_ held
   void Adopt();

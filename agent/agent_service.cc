@@ -1,5 +1,7 @@
 #include "agent/agent_service.h"
 
+#include <algorithm>
+
 #include "core/rpc/request_header.h"
 #include "schemas/coordinator_constants.h"
 
@@ -30,12 +32,15 @@ void AgentService::ReadLog(rpc::LogChunk& out, const rpc::RequestHeader& header,
 }
 
 StatusOr<std::unique_ptr<AgentServer>> StartAgentServer(const AgentServerOptions& options,
-                                                        std::shared_ptr<rpc::AgentIf> handler) {
+                                                        std::shared_ptr<AgentService> service) {
   AgentServerOptions named = options;
   named.what = "agent log service";
+  named.auth_token = service->auth_token();
+  // Requests are small: a log read. Bound the frame as well.
+  named.max_frame_bytes = std::min<uint32_t>(named.max_frame_bytes, 1 << 20);
   // Requests are small; bound what a garbage frame can make us allocate.
   named.max_string_bytes = 1 << 20;
-  return StartThriftServer(named, std::make_shared<rpc::AgentProcessor>(std::move(handler)));
+  return StartThriftServer(named, std::make_shared<rpc::AgentProcessor>(std::move(service)));
 }
 
 }  // namespace parallax::agent

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "core/base/clock.h"
-#include "core/base/status.h"
 #include "core/rpc/thrift_server.h"
+#include "parallax/status.h"
 #include "schemas/Agent.h"
 
 namespace parallax::agent {
@@ -41,6 +41,7 @@ class AgentService : public rpc::AgentIf {
   void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;
   void ReadLog(rpc::LogChunk& out, const rpc::RequestHeader& header, const rpc::TaskKey& task,
                int64_t offset, int32_t max_bytes) override;
+  const std::string& auth_token() const { return options_.auth_token; }
 
  private:
   void CheckHeader(const rpc::RequestHeader& header) const;  // throws CoordinatorError
@@ -53,9 +54,11 @@ class AgentService : public rpc::AgentIf {
 using AgentServerOptions = ThriftServerOptions;
 using AgentServer = ThriftServer;
 
-// Binds and serves in a background thread; returns once listening.
+// Binds and serves in background threads; returns once listening. The
+// server tells connections that authenticated by the service's secret
+// (options.auth_token is taken from `service`).
 StatusOr<std::unique_ptr<AgentServer>> StartAgentServer(const AgentServerOptions& options,
-                                                        std::shared_ptr<rpc::AgentIf> handler);
+                                                        std::shared_ptr<AgentService> service);
 
 }  // namespace parallax::agent
 

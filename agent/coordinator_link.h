@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::agent {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -26,6 +27,15 @@ bool IsUnder(const std::string& path, const std::string& dir) {
 }
 
 }  // namespace
+
+std::vector<std::string> AllowedExecDirectories(const std::string& bin_dir,
+                                                const std::vector<std::string>& allow_exec) {
+  std::vector<std::string> dirs = {bin_dir};
+  for (const std::string& dir : allow_exec) {
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  return dirs;
+}
 
 StatusOr<std::string> ResolveAllowedExecutable(const std::string& program,
                                                const std::vector<std::string>& allowed_dirs,

@@ -1,6 +1,6 @@
 // Which programs an agent may execute for a task: only files under the
-// directories given with --allow-exec (default: the agent's own bin dir, where
-// parallax-trainer and parallax-ps are). A job file names its trainer's
+// agent's own bin dir (where parallax-trainer and parallax-ps are) and the
+// directories given with --allow-exec. A job file names its trainer's
 // command, and anyone who can submit a job can name any path, so the agent,
 // not the coordinator, has the last word on what runs on its host.
 #ifndef PARALLAX_AGENT_EXEC_POLICY_H_
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::agent {
 
@@ -21,6 +21,12 @@ namespace parallax::agent {
 // resolve to a file; PERMISSION_DENIED "refused to execute 'X' (resolved to
 // 'Y'): it is outside the directories this agent may execute from (A, B);
 // ..." when it lies elsewhere.
+// The directories an agent may execute from: `bin_dir` (every job's built-in
+// trainer and shards live there, so --allow-exec never takes it away), then
+// `allow_exec` in order, without repeats.
+std::vector<std::string> AllowedExecDirectories(const std::string& bin_dir,
+                                                const std::vector<std::string>& allow_exec);
+
 StatusOr<std::string> ResolveAllowedExecutable(const std::string& program,
                                                const std::vector<std::string>& allowed_dirs,
                                                const std::string& path_env);

@@ -14,141 +14,118 @@
 #include "agent/agent.h"
 #include "agent/agent_service.h"
 #include "agent/coordinator_link.h"
+#include "agent/exec_policy.h"
 #include "agent/gpu_probe.h"
 #include "agent/process_launcher.h"
+#include "agent/python_package.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
-#include "core/base/secret.h"
-#include "core/rpc/tls.h"
+#include "core/daemon/daemon_flags.h"
 #include "schemas/coordinator_constants.h"
 
 extern char** environ;
 
-int main(int argc, char** argv) {
-  using namespace parallax;
-  using namespace parallax::agent;
+namespace {
 
-  AgentOptions options;
-  std::string listen = "127.0.0.1:0";
+// Everything the command line sets besides the daemon flags.
+struct Flags {
+  parallax::agent::AgentOptions options;
   std::string advertise;
   std::string port_file;
   int slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  bool verbose = false;
-  SecretSources secret_sources;
-  AgentServerOptions server_options;
-  if (const char* ca = std::getenv("PARALLAX_TLS_CA")) options.tls_ca_file = ca;
-  if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
-  if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
-  std::error_code ec;
-  options.bin_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+};
 
-  CLI::App app{"Parallax agent: registers this host's slots with the coordinator, launches the "
-               "tasks it assigns and keeps their logs"};
-  app.set_version_flag("--version", std::string("parallax-agent ") + options.version +
-                                        " (protocol " +
-                                        std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
-                                        ")");
-  app.add_option("--coordinator", options.coordinator, "coordinator HOST:PORT")->required();
-  app.add_option("--name", options.name, "this agent's name, unique in the cluster")->required();
-  app.add_option("--workdir", options.workdir, "directory for task directories and logs")
+void AddFlags(CLI::App* app, Flags* f) {
+  app->add_option("--coordinator", f->options.coordinator, "coordinator HOST:PORT")->required();
+  app->add_option("--name", f->options.name, "this agent's name, unique in the cluster")
       ->required();
-  app.add_option("--slots", slots, "CPU slots when the host has no GPU (default: CPUs)")
+  app->add_option("--workdir", f->options.workdir, "directory for task directories and logs")
+      ->required();
+  app->add_option("--slots", f->slots, "CPU slots when the host has no GPU (default: CPUs)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--listen", listen, "HOST:PORT of the log service (port 0 picks a free one)")
-      ->capture_default_str();
-  app.add_option("--advertise", advertise,
-                 "host the coordinator and CLI reach the log service at (default: the listen "
-                 "host, or the hostname when listening on all interfaces)");
-  app.add_option("--bind-addr", options.bind_addr,
-                 "PARALLAX_BIND_ADDR given to tasks (default: the advertised host)");
-  app.add_option("--bin-dir", options.bin_dir,
-                 "where parallax-trainer and parallax-ps are (default: this executable's directory)");
-  app.add_option("--allow-exec", options.allow_exec,
-                 "a directory whose programs tasks may run (repeatable; a task whose executable's "
-                 "real path is elsewhere fails without running). Default: the --bin-dir only, "
-                 "so a custom trainer needs its directory here");
-  app.add_option("--secret-file", secret_sources.secret_file_flag,
-                 std::string(kSecretFileHelp) +
-                     "; sent to the coordinator, required from log readers, given to tasks as "
-                     "$PARALLAX_TOKEN");
-  app.add_option("--token", secret_sources.token_flag, kTokenHelp);
-  app.add_option("--tls-ca", options.tls_ca_file,
-                 std::string(kTlsCaHelp) + "; given to tasks as $PARALLAX_TLS_CA");
-  app.add_option("--tls-cert", server_options.tls_cert_file,
-                 std::string(kTlsCertHelp) + " (the log service; `parallax logs` then needs "
-                 "--tls-ca)");
-  app.add_option("--tls-key", server_options.tls_key_file, kTlsKeyHelp);
-  app.add_option("--grace-ms", options.grace_ms, "SIGTERM to SIGKILL delay when stopping a task")
+  app->add_option("--advertise", f->advertise,
+                  "host the coordinator and CLI reach the log service at (default: the listen "
+                  "host, or the hostname when listening on all interfaces)");
+  app->add_option("--bind-addr", f->options.bind_addr,
+                  "PARALLAX_BIND_ADDR given to tasks (default: the advertised host)");
+  app->add_option(
+      "--bin-dir", f->options.bin_dir,
+      "where parallax-trainer and parallax-ps are (default: this executable's directory)");
+  app->add_option("--python-path", f->options.python_path,
+                  "directory of the parallax Python package, first on Python trainers' PYTHONPATH "
+                  "(default: found next to --bin-dir)");
+  app->add_option("--allow-exec", f->options.allow_exec,
+                  "a directory whose programs tasks may run, besides the --bin-dir (repeatable; a "
+                  "task whose executable's real path is elsewhere fails without running): a custom "
+                  "trainer needs its directory here");
+  app->add_option(
+      "--allow-env", f->options.allow_env,
+      "a name, or a shell-style pattern (PX_TEST_*), that a job's [trainer.env] may set "
+      "besides the safe set (thread counts, locale, time zone: docs/OPERATIONS.md); "
+      "repeatable. A task whose job sets any other name ends at once, unrun");
+  app->add_option("--grace-ms", f->options.grace_ms,
+                  "SIGTERM to SIGKILL delay when stopping a task")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--heartbeat-ms", options.heartbeat_ms, "heartbeat period")
+  app->add_option("--heartbeat-ms", f->options.heartbeat_ms, "heartbeat period")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--max-log-bytes", options.max_log_bytes,
-                 "rotate a task's log past this size, in bytes or with a unit (64MiB); keeps 3 "
-                 "old files")
+  app->add_option("--max-log-bytes", f->options.max_log_bytes,
+                  "rotate a task's log past this size, in bytes or with a unit (64MiB); keeps 3 "
+                  "old files")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber);
-  app.add_flag("--stop-tasks-on-exit", options.stop_tasks_on_exit,
-               "stop every task when the agent exits, and let tasks die with it (for `parallax "
-               "run`; a cluster agent leaves tasks running across restarts)");
-  app.add_option("--port-file", port_file, "write the log service's port here once listening");
-  app.add_flag("-v,--verbose", verbose, "log debug messages");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  if (verbose) SetMinLogLevel(LogLevel::kDebug);
-  std::string secret_warning;
-  StatusOr<std::string> secret = ResolveSecret(secret_sources, &secret_warning);
-  if (!secret.ok()) {
-    std::cerr << "parallax-agent: " << secret.status().message() << "\n";
-    return 2;
-  }
-  if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
-  options.token = *secret;
-  if (options.allow_exec.empty()) options.allow_exec = {options.bin_dir};
+  app->add_flag("--stop-tasks-on-exit", f->options.stop_tasks_on_exit,
+                "stop every task when the agent exits, and let tasks die with it (for `parallax "
+                "run`; a cluster agent leaves tasks running across restarts)");
+  app->add_option("--port-file", f->port_file, "write the log service's port here once listening");
+}
+
+// Completes the agent's options from the daemon settings and this host;
+// false after saying what is wrong.
+bool Complete(const parallax::DaemonSettings& settings, Flags* f) {
+  using namespace parallax;
+  using namespace parallax::agent;
+  AgentOptions& options = f->options;
+  std::string& advertise = f->advertise;
+  std::error_code ec;
+  options.token = settings.secret;
+  options.tls_ca_file = settings.tls_ca_file;
+  options.allow_exec = AllowedExecDirectories(options.bin_dir, options.allow_exec);
+  if (options.python_path.empty())
+    options.python_path = FindPythonPackage(options.bin_dir, PARALLAX_PYTHON_INSTALL_DIR);
+  options.cpu_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (const std::string& dir : options.allow_exec) {
     if (!std::filesystem::is_directory(dir, ec)) {
       std::cerr << "parallax-agent: --allow-exec '" << dir << "' is not a directory\n";
-      return 2;
+      return false;
     }
-  }
-  if (Status s = CheckTlsServerFiles(server_options.tls_cert_file, server_options.tls_key_file);
-      !s.ok()) {
-    std::cerr << "parallax-agent: " << s.message() << "\n";
-    return 2;
-  }
-  if (Status s = CheckTlsCaFile(options.tls_ca_file, "--tls-ca"); !s.ok()) {
-    std::cerr << "parallax-agent: " << s.message() << "\n";
-    return 2;
-  }
-  // Tasks run in their own directories: give them an absolute path.
-  if (!options.tls_ca_file.empty()) {
-    options.tls_ca_file = std::filesystem::absolute(options.tls_ca_file, ec).string();
-  }
-  StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
-  if (!address.ok()) {
-    std::cerr << "parallax-agent: --listen: " << address.status().message() << "\n";
-    return 2;
   }
   char host[HOST_NAME_MAX + 1] = {0};
   gethostname(host, sizeof(host) - 1);
   options.hostname = host;
   if (advertise.empty()) {
-    const std::string& h = address->first;
+    const std::string& h = settings.listen_host;
     advertise = (h.empty() || h == "0.0.0.0" || h == "::") ? options.hostname : h;
   }
   if (options.bind_addr.empty()) options.bind_addr = advertise;
   std::string why;
   options.gpus = CountCudaDevices(&why);
-  options.slots = options.gpus > 0 ? options.gpus : slots;
+  options.slots = options.gpus > 0 ? options.gpus : f->slots;
   PX_LOG(INFO) << "GPUs: " << why << "; " << options.slots << " slots";
   for (char** e = environ; *e; ++e) options.inherited_env.emplace_back(*e);
+  return true;
+}
 
+// Serves until a termination signal or until the agent stops by itself; the
+// exit code.
+int Serve(Flags& f, const parallax::DaemonSettings& settings) {
+  using namespace parallax;
+  using namespace parallax::agent;
+  AgentOptions& options = f.options;
+  AgentServerOptions server_options = settings.ServerOptions("agent log service");
+  const std::pair<std::string, int> address = {settings.listen_host, settings.listen_port};
   // Signals are taken by one thread with sigwait; every other thread (and,
   // until they reset it, tasks) starts with them blocked. SIGUSR1 wakes that
   // thread when the agent stops by itself.
@@ -177,15 +154,13 @@ int main(int argc, char** argv) {
   std::string last_port_path = options.workdir + "/agent.port";
   StatusOr<std::unique_ptr<AgentServer>> server = Unavailable("not started");
   int last_port = 0;
-  if (address->second == 0 && (std::ifstream(last_port_path) >> last_port) && last_port > 0 &&
+  if (address.second == 0 && (std::ifstream(last_port_path) >> last_port) && last_port > 0 &&
       last_port <= 65535) {
-    server_options.host = address->first;
     server_options.port = last_port;
     server = StartAgentServer(server_options, service);
   }
   if (!server.ok()) {
-    server_options.host = address->first;
-    server_options.port = address->second;
+    server_options.port = address.second;
     server = StartAgentServer(server_options, service);
   }
   if (!server.ok()) {
@@ -193,15 +168,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   int port = (*server)->port();
-  agent.set_address(advertise + ":" + std::to_string(port));
-  if (address->second == 0) std::ofstream(last_port_path) << port << "\n";
-  if (!port_file.empty()) {
-    if (Status s = WriteFileAtomically(port_file, std::to_string(port) + "\n"); !s.ok()) {
+  agent.set_address(f.advertise + ":" + std::to_string(port));
+  if (address.second == 0) std::ofstream(last_port_path) << port << "\n";
+  if (!f.port_file.empty()) {
+    if (Status s = WriteFileAtomically(f.port_file, std::to_string(port) + "\n"); !s.ok()) {
       std::cerr << "parallax-agent: --port-file: " << s.message() << "\n";
       return 1;
     }
   }
-  std::cout << "parallax-agent '" << options.name << "' serving logs on " << address->first << ":"
+  std::cout << "parallax-agent '" << options.name << "' serving logs on " << address.first << ":"
             << port << (server_options.tls_cert_file.empty() ? "" : " (TLS)") << ", coordinator "
             << options.coordinator << (options.tls_ca_file.empty() ? "" : " (TLS)") << std::endl;
 
@@ -210,7 +185,8 @@ int main(int argc, char** argv) {
     sigwait(&signals, &sig);
     if (sig != SIGUSR1) {
       PX_LOG(INFO) << "signal " << sig << ": stopping"
-                   << (options.stop_tasks_on_exit ? " and stopping tasks" : " (tasks keep running)");
+                   << (options.stop_tasks_on_exit ? " and stopping tasks"
+                                                  : " (tasks keep running)");
     }
     agent.Stop();
   });
@@ -223,4 +199,40 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace parallax;
+  Flags flags;
+  std::error_code ec;
+  flags.options.bin_dir =
+      std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+
+  CLI::App app{
+      "Parallax agent: registers this host's slots with the coordinator, launches the "
+      "tasks it assigns and keeps their logs"};
+  app.set_version_flag("--version",
+                       std::string("parallax-agent ") + flags.options.version + " (protocol " +
+                           std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) + ")");
+  DaemonFlagsSpec spec;
+  spec.program = "parallax-agent";
+  spec.default_listen = "127.0.0.1:0";
+  spec.listen_help = "HOST:PORT of the log service (port 0 picks a free one)";
+  spec.tls_cert_help_suffix = " (the log service; `parallax logs` then needs --tls-ca)";
+  spec.calls_coordinator = true;
+  spec.tls_ca_help_suffix = "; given to tasks as $PARALLAX_TLS_CA";
+  spec.raise_open_file_limit = false;  // tasks inherit the limit the agent was given
+  spec.secret_help_suffix =
+      "; sent to the coordinator, required from log readers, given to tasks as $PARALLAX_TOKEN";
+  DaemonFlags daemon_flags(spec);
+  daemon_flags.AddTo(&app);
+  AddFlags(&app, &flags);
+  DaemonSettings settings;
+  if (std::optional<int> code = daemon_flags.ParseCommandLine(&app, argc, argv, &settings)) {
+    return *code;
+  }
+  if (!Complete(settings, &flags)) return 2;
+  return Serve(flags, settings);
 }

@@ -1,5 +1,6 @@
 #include "agent/task_env.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -100,12 +101,22 @@ std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& a, const TaskEn
   if (std::filesystem::path(a.job_path).is_absolute()) env["PARALLAX_JOB_SOURCE"] = a.job_path;
   env["PARALLAX_TASK_DIR"] = context.task_dir;
   if (a.__isset.cuda_visible_devices) env["CUDA_VISIBLE_DEVICES"] = a.cuda_visible_devices;
+  if (trainer && context.cpu_cores > 0) {
+    const int threads = std::max(1, context.cpu_cores / std::max(1, a.local_world_size));
+    for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+      env.try_emplace(name, std::to_string(threads));
+  }
   for (const auto& [name, value] : a.env) {
     if (name.empty() || name.find('=') != std::string::npos || IsReserved(name)) {
       if (ignored) ignored->push_back(name);
       continue;
     }
     env[name] = value;
+  }
+  if (trainer && !context.python_path.empty()) {
+    auto it = env.find("PYTHONPATH");
+    env["PYTHONPATH"] = context.python_path +
+                        (it == env.end() || it->second.empty() ? "" : ":" + it->second);
   }
   std::vector<std::string> out;
   out.reserve(env.size());

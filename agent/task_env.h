@@ -32,14 +32,25 @@ struct TaskEnvContext {
   std::string tls_ca_file;  // PARALLAX_TLS_CA, set only when not empty
   std::string job_file;     // PARALLAX_JOB_FILE: absolute path of the copy of the job file
   std::string task_dir;     // PARALLAX_TASK_DIR: absolute path
+  // Trainers: the directory of the `parallax` Python package, put first on
+  // PYTHONPATH ("": PYTHONPATH left as it is).
+  std::string python_path;
+  // Trainers: this host's CPU cores. A trainer's compute threads default to
+  // max(1, cores / PARALLAX_LOCAL_WORLD_SIZE) (OMP_NUM_THREADS, which torch
+  // and OpenMP read, and OPENBLAS_NUM_THREADS), since the job's ranks on a
+  // host share its cores; 0: no default.
+  int cpu_cores = 0;
 };
 
 // The whole environment of a task as "NAME=value" strings, sorted by name:
 // `inherited` (the agent's own environment, "NAME=value") without any
 // PARALLAX_* variable, then the variables of schemas/task_env.md for the
-// assignment's role, then the assignment's env map, whose keys may not
-// override a PARALLAX_* variable (those are skipped and named in `ignored`
-// when it is not null).
+// assignment's role (the agent's own: PARALLAX_*, and for trainers the
+// thread defaults unless `inherited` sets them, and PYTHONPATH), then the
+// assignment's env map, whose keys may not override a PARALLAX_* variable
+// (those are skipped and named in `ignored` when it is not null); a
+// PYTHONPATH there (one the operator allowed with --allow-env) goes after
+// the package's directory.
 std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& assignment,
                                       const TaskEnvContext& context,
                                       const std::vector<std::string>& inherited,

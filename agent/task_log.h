@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/agent_types.h"
 
 namespace parallax::agent {

@@ -1,12 +1,17 @@
-// allreduce_bench: dense all-reduce bandwidth of the Communicator (Gloo, TCP
-// loopback) with --ranks processes on this host, against calling Gloo
-// directly in the same run, and fused against unfused small gradients.
+// allreduce_bench: dense all-reduce bandwidth of the Communicator with
+// --ranks processes on this host (--transport shm: through shared memory,
+// the default; tcp: Gloo over loopback), against calling Gloo directly in
+// the same run, and fused against unfused small gradients. Open MPI's
+// figures come from allreduce_bench_mpi; bench/allreduce_compare.py runs
+// both, alternating.
 //
 //   sizes: --sizes-mib (default 1, 16, 100) of float32, --runs timed runs each
 //     after one warm-up; algorithm bandwidth = bytes / time, bus bandwidth =
-//     algbw * 2 (n - 1) / n (what each link carries in a ring).
-//   raw Gloo at the largest size and at --latency-kib (default 64 KiB), runs
-//   interleaved with the Communicator's:
+//     algbw * 2 (n - 1) / n (what each link carries in a ring). Sizes of
+//     --latency-kib (default 64 KiB) are timed over --latency-iters calls
+//     in a row per run (per-call time: one call is too short to time alone).
+//   raw Gloo at the largest size and at --latency-kib, runs interleaved with
+//   the Communicator's:
 //     gloo::allreduce (AllreduceOptions, the entry point the Communicator
 //     uses) and the older gloo::AllreduceRingChunked algorithm class.
 //   fusion: the same bytes as --tensors tensors (default 400 x 256 KiB)
@@ -33,7 +38,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -57,10 +64,20 @@ struct Args {
   int runs = 5;
   std::vector<int> sizes_mib = {1, 16, 100};
   std::vector<int> latency_kib = {64};  // small sizes also compared with raw Gloo
+  int latency_iters = 200;
   int tensors = 400;
   int tensor_kib = 256;
   bool skip_raw = false;
+  std::string transport = "shm";  // shm | tcp
+  int shm_chunk_kib = 0;          // 0: the Communicator's default
 };
+
+// `v` with 5 significant digits.
+std::string Significant(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.5g", v);
+  return buf;
+}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -79,7 +96,7 @@ void Emit(const std::string& bench, const std::string& impl, const std::string& 
                       {"unit", unit},
                       {"stat", "median"},
                       {"runs", runs},
-                      {"value", std::round(value * 1000) / 1000},
+                      {"value", std::stod(Significant(value))},
                       {"bytes", bytes},
                       {"ranks", ranks}};
   if (tensors > 0) j["tensors"] = tensors;
@@ -123,6 +140,10 @@ int RunRank(const Args& args) {
   options.world_size = args.ranks;
   options.key_prefix = "bench";
   options.rendezvous_timeout = milliseconds(60'000);
+  options.shared_memory = args.transport == "shm";
+  if (args.shm_chunk_kib > 0)
+    options.shm_chunk_bytes = static_cast<size_t>(args.shm_chunk_kib) << 10;
+  const std::string impl = args.transport == "shm" ? "parallax" : "parallax-tcp";
   auto made = Communicator::Create(options, store.value().get());
   if (!made.ok()) Fail("communicator", made.status());
   Communicator& comm = *made.value();
@@ -154,13 +175,21 @@ int RunRank(const Args& args) {
   };
 
   const int largest = *std::max_element(args.sizes_mib.begin(), args.sizes_mib.end());
-  std::vector<std::pair<size_t, bool>> sizes;  // (bytes, compare with raw Gloo)
-  for (int kib : args.latency_kib) sizes.push_back({static_cast<size_t>(kib) << 10, true});
-  for (int mib : args.sizes_mib) sizes.push_back({static_cast<size_t>(mib) << 20, mib == largest});
-  for (auto [bytes, raw_too] : sizes) {
-    const size_t count = bytes / sizeof(float);
+  struct Size {
+    size_t bytes;
+    bool raw_too;  // compare with raw Gloo
+    int calls;     // per timed run
+  };
+  std::vector<Size> sizes;
+  for (int kib : args.latency_kib) {
+    sizes.push_back({static_cast<size_t>(kib) << 10, true, args.latency_iters});
+  }
+  for (int mib : args.sizes_mib)
+    sizes.push_back({static_cast<size_t>(mib) << 20, mib == largest, 1});
+  for (const Size& size : sizes) {
+    const size_t count = size.bytes / sizeof(float);
     std::vector<float> data(count, 1.0f);
-    const bool compare = raw_too && raw != nullptr;
+    const bool compare = size.raw_too && raw != nullptr;
     std::unique_ptr<gloo::AllreduceRingChunked<float>> chunked;
     if (compare) {
       chunked = std::make_unique<gloo::AllreduceRingChunked<float>>(
@@ -171,20 +200,26 @@ int RunRank(const Args& args) {
       gloo_allreduce(data);
       chunked->run();
     }
+    auto repeat = [&](const std::function<void()>& fn) {
+      return timed([&] {
+               for (int c = 0; c < size.calls; ++c) fn();
+             }) /
+             size.calls;
+    };
     std::vector<double> ours, direct, ring_chunked;
     for (int run = 0; run < args.runs; ++run) {
-      ours.push_back(timed([&] { parallax_allreduce(data); }));
+      ours.push_back(repeat([&] { parallax_allreduce(data); }));
       if (compare) {
-        direct.push_back(timed([&] { gloo_allreduce(data); }));
-        ring_chunked.push_back(timed([&] { chunked->run(); }));
+        direct.push_back(repeat([&] { gloo_allreduce(data); }));
+        ring_chunked.push_back(repeat([&] { chunked->run(); }));
       }
     }
     if (report) {
-      EmitBandwidth("parallax", ours, count * sizeof(float), args.ranks);
+      EmitBandwidth(impl, ours, count * sizeof(float), args.ranks);
       if (compare) {
         EmitBandwidth("gloo_allreduce", direct, count * sizeof(float), args.ranks);
         EmitBandwidth("gloo_ring_chunked", ring_chunked, count * sizeof(float), args.ranks);
-        Emit("allreduce", "parallax_vs_gloo_allreduce", "time_ratio", "x",
+        Emit("allreduce", impl + "_vs_gloo_allreduce", "time_ratio", "x",
              Median(ours) / Median(direct), args.runs, count * sizeof(float), args.ranks);
       }
     }
@@ -193,11 +228,17 @@ int RunRank(const Args& args) {
   // Fusion: many small tensors, fused into buckets or one all-reduce each.
   const size_t per = static_cast<size_t>(args.tensor_kib) * 1024 / sizeof(float);
   std::vector<std::vector<float>> grads(args.tensors, std::vector<float>(per, 1.0f));
-  auto step = [&](size_t bucket_bytes) {
+  // One GradientFusion each, kept across steps as the trainer keeps its
+  // own (a fresh one would time the first touches of its buckets).
+  auto make = [&](size_t bucket_bytes) {
     FusionOptions fo;
     fo.bucket_bytes = bucket_bytes;
     fo.op = ReduceOp::kSum;
-    GradientFusion fusion(&comm, fo);
+    return std::make_unique<GradientFusion>(&comm, fo);
+  };
+  auto fusion_on = make(FusionOptions{}.bucket_bytes);
+  auto fusion_off = make(0);
+  auto step = [&](GradientFusion& fusion) {
     return timed([&] {
       for (auto& g : grads) {
         Status s = fusion.Register(g.data(), g.size());
@@ -207,20 +248,20 @@ int RunRank(const Args& args) {
       if (!s.ok()) Fail("Synchronize", s);
     });
   };
-  step(FusionOptions{}.bucket_bytes);  // warm-up
-  step(0);
+  step(*fusion_on);  // warm-up
+  step(*fusion_off);
   std::vector<double> fused, unfused;
   for (int run = 0; run < args.runs; ++run) {
-    fused.push_back(step(FusionOptions{}.bucket_bytes));
-    unfused.push_back(step(0));
+    fused.push_back(step(*fusion_on));
+    unfused.push_back(step(*fusion_off));
   }
   if (report) {
     size_t bytes = per * sizeof(float) * args.tensors;
-    Emit("allreduce_fusion", "parallax_fused", "time_ms", "ms", Median(fused) * 1e3, args.runs,
+    Emit("allreduce_fusion", impl + "_fused", "time_ms", "ms", Median(fused) * 1e3, args.runs,
          bytes, args.ranks, args.tensors);
-    Emit("allreduce_fusion", "parallax_unfused", "time_ms", "ms", Median(unfused) * 1e3, args.runs,
+    Emit("allreduce_fusion", impl + "_unfused", "time_ms", "ms", Median(unfused) * 1e3, args.runs,
          bytes, args.ranks, args.tensors);
-    Emit("allreduce_fusion", "parallax_fused", "speedup_vs_unfused", "x",
+    Emit("allreduce_fusion", impl + "_fused", "speedup_vs_unfused", "x",
          Median(unfused) / Median(fused), args.runs, bytes, args.ranks, args.tensors);
   }
   barrier();
@@ -258,7 +299,13 @@ int RunParent(const Args& args, const std::string& self) {
                                      "--tensors",
                                      std::to_string(args.tensors),
                                      "--tensor-kib",
-                                     std::to_string(args.tensor_kib)};
+                                     std::to_string(args.tensor_kib),
+                                     "--latency-iters",
+                                     std::to_string(args.latency_iters),
+                                     "--transport",
+                                     args.transport,
+                                     "--shm-chunk-kib",
+                                     std::to_string(args.shm_chunk_kib)};
     if (args.skip_raw) argv.push_back("--skip-raw");
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
@@ -288,7 +335,7 @@ int RunParent(const Args& args, const std::string& self) {
 
 int main(int argc, char** argv) {
   parallax::comm::Args args;
-  CLI::App app{"dense all-reduce benchmark: Communicator (Gloo) vs raw Gloo, fusion"};
+  CLI::App app{"dense all-reduce benchmark: Communicator vs raw Gloo, fusion"};
   app.add_option("--ranks", args.ranks, "processes on loopback")->check(CLI::Range(2, 64));
   app.add_option("--runs", args.runs, "timed runs per measurement")->check(CLI::Range(1, 1000));
   app.add_option("--sizes-mib", args.sizes_mib, "all-reduce sizes in MiB of float32")
@@ -298,6 +345,13 @@ int main(int argc, char** argv) {
   app.add_option("--tensors", args.tensors, "fusion: number of small tensors");
   app.add_option("--tensor-kib", args.tensor_kib, "fusion: size of each small tensor");
   app.add_flag("--skip-raw", args.skip_raw, "do not compare against raw Gloo");
+  app.add_option("--latency-iters", args.latency_iters,
+                 "calls per timed run at --latency-kib sizes")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--transport", args.transport, "shm (shared memory, the default) or tcp")
+      ->check(CLI::IsMember({"shm", "tcp"}));
+  app.add_option("--shm-chunk-kib", args.shm_chunk_kib,
+                 "bytes each rank stages per shared-memory step, KiB (0: default)");
   app.add_option("--rank", args.rank)->group("");  // internal: a rank process
   app.add_option("--store-dir", args.store_dir)->group("");
   CLI11_PARSE(app, argc, argv);

@@ -1,15 +1,18 @@
-// launch_bench: time from SubmitJob to every task of the job running, read
-// from the coordinator's own event times (the "submitted" event and the
-// "PLACING -> RUNNING" event), so polling intervals do not count.
+// launch_bench: time from SubmitJob to the job placed and to every task of
+// the job running, read from the coordinator's own event times (the
+// "submitted" event, "PENDING -> PLACING" and "PLACING -> RUNNING"), so
+// polling intervals do not count.
 //
-//   --mode real:      parallax-coordinator + 2 real parallax-agent processes,
-//                     an 8-rank job of real processes (px_test_task, hanging
-//                     until cancelled)
-//   --mode simulated: parallax-coordinator + 16 simulated agents (threads,
+//   --mode real:      parallax-coordinator + real parallax-agent processes
+//                     (default 2), a job of real processes (px_test_task,
+//                     hanging until cancelled) on every slot
+//   --mode simulated: parallax-coordinator + simulated agents (threads,
 //                     each its own connection: long-poll, report RUNNING at
-//                     once), a 64-rank job
+//                     once; default 16), a job on every slot
 //
-// Prints one JSON object per line and statistic (median, min, max over --runs).
+// With --baseline-bin, another coordinator binary is measured the same way,
+// alternating, and the ratio of the medians is printed too. Prints one JSON
+// object per line and statistic (median, min, max over the runs).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -85,10 +88,10 @@ void SimulatedAgent(const std::string& address, const std::string& name, int slo
   while (!stop) {
     rpc::PollRequest req;
     req.agent_name = name;
-    req.timeout_ms = 200;
+    req.timeout_ms = 1000;
     req.running = running;
     rpc::PollResponse resp;
-    if (!client->Call([&](rpc::CoordinatorClient& c) { c.PollAssignments(resp, client->Header(), req); }, 200).ok()) {
+    if (!client->Call([&](rpc::CoordinatorClient& c) { c.PollAssignments(resp, client->Header(), req); }, req.timeout_ms).ok()) {
       continue;
     }
     std::vector<rpc::TaskReport> reports;
@@ -120,24 +123,31 @@ int64_t EventTime(const std::vector<rpc::Event>& events, const std::string& need
   return -1;
 }
 
-int Main(int argc, char** argv) {
+struct Setup {
   std::string mode = "real";
   int runs = 5;
+  int rounds = 1;
+  int agents = 0;  // 0: the mode's default
+  int slots = 4;
   std::string bin_dir;
-  CLI::App app{"Time from submit to all tasks running (JSON lines on stdout)"};
-  app.add_option("--mode", mode, "real (2 agents, 8 ranks) or simulated (16 agents, 64 ranks)")
-      ->check(CLI::IsMember({"real", "simulated"}))
-      ->capture_default_str();
-  app.add_option("--runs", runs, "runs; median, min and max are reported")->capture_default_str();
-  app.add_option("--bin-dir", bin_dir, "where parallax-coordinator, parallax-agent, px_test_task are");
-  CLI11_PARSE(app, argc, argv);
-  if (bin_dir.empty()) bin_dir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
+  std::string coordinator_bin;
+  std::string baseline_bin;
+};
 
+// Milliseconds from submit to placed (PENDING -> PLACING) and to running
+// (PLACING -> RUNNING) of each run.
+struct Times {
+  std::vector<double> placed, running;
+};
+
+// One coordinator (`coordinator_bin`) with its agents, and `setup.runs`
+// jobs submitted one after the other. False if a job did not start.
+bool RunSeries(const Setup& setup, const std::string& coordinator_bin, Times* times) {
   char tmpl[] = "/tmp/parallax-launch-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   Child coordinator;
-  Spawn(coordinator, {bin_dir + "/parallax-coordinator", "--listen", "127.0.0.1:0", "--db",
-                      dir + "/state.db", "--port-file", dir + "/port"},
+  Spawn(coordinator, {coordinator_bin, "--listen", "127.0.0.1:0", "--db", dir + "/state.db",
+                      "--port-file", dir + "/port"},
         dir + "/coordinator.log");
   std::string address;
   for (int i = 0; i < 400 && address.empty(); ++i) {
@@ -148,23 +158,23 @@ int Main(int argc, char** argv) {
   }
   if (address.empty()) {
     std::cerr << "launch_bench: coordinator did not start\n";
-    return 1;
+    return false;
   }
-
-  const bool real = mode == "real";
-  const int agents = real ? 2 : 16, slots = 4, workers = agents * slots;
+  const bool real = setup.mode == "real";
+  const int agents = setup.agents > 0 ? setup.agents : (real ? 2 : 16);
+  const int workers = agents * setup.slots;
   std::vector<Child> agent_procs(real ? agents : 0);
   std::atomic<bool> stop{false};
   std::vector<std::thread> simulated;
   for (int a = 0; a < agents; ++a) {
     std::string name = "agent-" + std::to_string(a);
     if (real) {
-      Spawn(agent_procs[a], {bin_dir + "/parallax-agent", "--coordinator", address, "--name", name,
-                             "--workdir", dir + "/" + name, "--slots", std::to_string(slots),
-                             "--grace-ms", "500"},
+      Spawn(agent_procs[a], {setup.bin_dir + "/parallax-agent", "--coordinator", address, "--name",
+                             name, "--workdir", dir + "/" + name, "--slots",
+                             std::to_string(setup.slots), "--grace-ms", "500", "--allow-env", "PX_TEST_*"},
             dir + "/" + name + ".log");
     } else {
-      simulated.emplace_back([&, name] { SimulatedAgent(address, name, slots, stop); });
+      simulated.emplace_back([&, name] { SimulatedAgent(address, name, setup.slots, stop); });
     }
   }
   auto client = Connect(address, "bench");
@@ -174,14 +184,15 @@ int Main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   std::string job = "[job]\nname = \"launch\"\nworkers = " + std::to_string(workers) +
-                    "\narch = \"allreduce\"\n[trainer]\ncommand = [\"" + bin_dir +
+                    "\narch = \"allreduce\"\n[trainer]\ncommand = [\"" + setup.bin_dir +
                     "/px_test_task\"]\n[trainer.env]\nPX_TEST_BEHAVIOR = \"hang\"\n";
-  std::vector<double> ms;
-  for (int run = 0; run < runs; ++run) {
+  bool ok = true;
+  for (int run = 0; run < setup.runs && ok; ++run) {
     auto submitted = client->SubmitJob(job, dir + "/launch.toml");
     if (!submitted.ok()) {
       std::cerr << "launch_bench: " << submitted.status().ToString() << "\n";
-      return 1;
+      ok = false;
+      break;
     }
     int64_t id = submitted->id;
     for (int i = 0; i < 3000; ++i) {
@@ -190,12 +201,15 @@ int Main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     auto events = client->GetEvents(id, 0, 0);
-    int64_t t0 = EventTime(*events, "submitted"), t1 = EventTime(*events, "PLACING -> RUNNING");
-    if (t0 < 0 || t1 < 0) {
+    int64_t t0 = EventTime(*events, "submitted"), t1 = EventTime(*events, "PENDING -> PLACING"),
+            t2 = EventTime(*events, "PLACING -> RUNNING");
+    if (t0 < 0 || t1 < 0 || t2 < 0) {
       std::cerr << "launch_bench: job " << id << " did not reach RUNNING; see " << dir << "\n";
-      return 1;
+      ok = false;
+      break;
     }
-    ms.push_back(static_cast<double>(t1 - t0));
+    times->placed.push_back(static_cast<double>(t1 - t0));
+    times->running.push_back(static_cast<double>(t2 - t0));
     (void)client->CancelJob(id, "benchmark run over");
     // Wait for every task to stop before the next run.
     for (int i = 0; i < 3000; ++i) {
@@ -206,21 +220,76 @@ int Main(int argc, char** argv) {
       if (!live) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::cerr << "run " << run + 1 << "/" << runs << ": " << ms.back() << " ms\n";
+    std::cerr << coordinator_bin << " run " << run + 1 << "/" << setup.runs << ": placed "
+              << times->placed.back() << " ms, running " << times->running.back() << " ms\n";
   }
   stop = true;
   for (auto& t : simulated) t.join();
+  agent_procs.clear();
+  if (ok) std::filesystem::remove_all(dir);
+  return ok;
+}
+
+void Emit(const Setup& setup, const std::string& impl, const std::string& metric,
+          std::vector<double> ms) {
+  if (ms.empty()) return;
   std::sort(ms.begin(), ms.end());
+  const int agents = setup.agents > 0 ? setup.agents : (setup.mode == "real" ? 2 : 16);
   for (const auto& [stat, value] : std::vector<std::pair<std::string, double>>{
            {"median", ms[ms.size() / 2]}, {"min", ms.front()}, {"max", ms.back()}}) {
-    nlohmann::json o = {{"bench", "launch"},   {"impl", "parallax"}, {"metric", "submit_to_running"},
-                        {"unit", "ms"},        {"stat", stat},       {"runs", runs},
-                        {"value", value},      {"ranks", workers},   {"agents", agents},
-                        {"mode", mode}};
+    nlohmann::json o = {{"bench", "launch"}, {"impl", impl},
+                        {"metric", metric},  {"unit", "ms"},
+                        {"stat", stat},      {"runs", ms.size()},
+                        {"value", value},    {"ranks", agents * setup.slots},
+                        {"agents", agents},  {"mode", setup.mode}};
     std::cout << o.dump() << std::endl;
   }
-  agent_procs.clear();
-  std::filesystem::remove_all(dir);
+}
+
+int Main(int argc, char** argv) {
+  Setup setup;
+  CLI::App app{"Time from submit to placed and to all tasks running (JSON lines on stdout)"};
+  app.add_option("--mode", setup.mode, "real (agents are parallax-agent processes) or simulated "
+                                       "(threads that long-poll and report RUNNING at once)")
+      ->check(CLI::IsMember({"real", "simulated"}))
+      ->capture_default_str();
+  app.add_option("--runs", setup.runs, "jobs per coordinator; median, min and max are reported")
+      ->capture_default_str();
+  app.add_option("--rounds", setup.rounds,
+                 "coordinators started, each with --runs jobs (alternating with --baseline-bin)")
+      ->capture_default_str();
+  app.add_option("--agents", setup.agents, "agents (default: 2 real, 16 simulated)");
+  app.add_option("--slots", setup.slots, "slots per agent; the job has agents x slots ranks")
+      ->capture_default_str();
+  app.add_option("--bin-dir", setup.bin_dir, "where parallax-coordinator, parallax-agent, px_test_task are");
+  app.add_option("--coordinator-bin", setup.coordinator_bin,
+                 "parallax-coordinator to measure (default: in --bin-dir)");
+  app.add_option("--baseline-bin", setup.baseline_bin,
+                 "another parallax-coordinator measured the same way, alternating");
+  CLI11_PARSE(app, argc, argv);
+  if (setup.bin_dir.empty()) {
+    setup.bin_dir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
+  }
+  if (setup.coordinator_bin.empty()) setup.coordinator_bin = setup.bin_dir + "/parallax-coordinator";
+  Times current, baseline;
+  for (int round = 0; round < setup.rounds; ++round) {
+    if (!RunSeries(setup, setup.coordinator_bin, &current)) return 1;
+    if (!setup.baseline_bin.empty() && !RunSeries(setup, setup.baseline_bin, &baseline)) return 1;
+  }
+  Emit(setup, "current", "submit_to_placed", current.placed);
+  Emit(setup, "current", "submit_to_running", current.running);
+  Emit(setup, "baseline", "submit_to_placed", baseline.placed);
+  Emit(setup, "baseline", "submit_to_running", baseline.running);
+  if (!baseline.running.empty()) {
+    std::sort(current.running.begin(), current.running.end());
+    std::sort(baseline.running.begin(), baseline.running.end());
+    const double c = current.running[current.running.size() / 2];
+    nlohmann::json o = {{"bench", "launch"}, {"impl", "baseline/current"},
+                        {"metric", "submit_to_running"}, {"stat", "median"},
+                        {"value", c > 0 ? baseline.running[baseline.running.size() / 2] / c : 0.0},
+                        {"mode", setup.mode}};
+    std::cout << o.dump() << std::endl;
+  }
   return 0;
 }
 

@@ -15,8 +15,8 @@ extern char** environ;
 
 namespace parallax::bench {
 
-std::string MakeBenchDir(const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+std::string MakeBenchDir(const std::string& prefix, const std::string& base) {
+  std::string tmpl = base + "/" + prefix + "-XXXXXX";
   return mkdtemp(tmpl.data()) ? tmpl : std::string();
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::bench {
 
@@ -19,8 +19,9 @@ struct SpawnedCoordinator {
 // Runs `bin --listen 127.0.0.1:0 --db DIR/state.db --port-file DIR/port
 // EXTRA_ARGS...` with stderr to DIR/coordinator.log and waits up to
 // `timeout_ms` for the port file.
-// A benchmark's own temporary directory: /tmp/<prefix>-XXXXXX, created.
-std::string MakeBenchDir(const std::string& prefix);
+// A benchmark's own temporary directory: <base>/<prefix>-XXXXXX, created
+// ("" when it cannot be).
+std::string MakeBenchDir(const std::string& prefix, const std::string& base = "/tmp");
 
 // `name` in the directory of the running binary (bench and daemons are
 // built side by side in bin/).

@@ -1,5 +1,7 @@
 #include "cli/cli.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
@@ -9,19 +11,19 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
-#include "core/base/secret.h"
-#include "core/base/time_format.h"
-#include "core/rpc/tls.h"
-#include "core/config/job_config.h"
 #include "cli/export.h"
+#include "cli/job_file.h"
 #include "cli/job_metrics.h"
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
 #include "cli/run.h"
+#include "core/base/secret.h"
+#include "core/base/time_format.h"
+#include "core/config/job_config.h"
 #include "core/rpc/agent_client.h"
 #include "core/rpc/coordinator_client.h"
+#include "core/rpc/tls.h"
 #include "schemas/coordinator_constants.h"
 
 namespace parallax::cli {
@@ -112,6 +114,16 @@ class Cli {
   int Export();
   int Plan();
 
+  // The subcommands, each calling back into the function above that sets
+  // `result_`.
+  void AddClusterCommands(
+      CLI::App* app);  // submit, status, cancel, agents, events, drain, resume, logs
+  void AddLocalCommands(CLI::App* app);  // run, export, plan
+  // A subcommand's JOB argument.
+  CLI::Option* AddJobId(CLI::App* sub);
+
+  int result_ = 0;  // the exit code of the subcommand that ran
+
   const CliEnvironment& env_;
   std::ostream& out_;
   std::ostream& err_;
@@ -135,6 +147,8 @@ class Cli {
   std::string db_;
   std::string state_dir_ = ".parallax";
   std::string timeline_dir_;
+  std::string http_;             // run: the embedded coordinator's --http
+  std::string http_token_file_;  // run: and its --http-token-file
   int64_t export_step_ = -1;
   std::string export_out_;
   PlanCommandOptions plan_;
@@ -145,8 +159,8 @@ class Cli {
 // $PARALLAX_TOKEN; false (after saying why) when the file is unusable.
 bool Cli::LoadSecret(std::string* secret) {
   std::string warning;
-  StatusOr<std::string> s = ResolveSecret(
-      {secret_file_flag_, token_flag_, env_.secret_file, env_.token}, &warning);
+  StatusOr<std::string> s =
+      ResolveSecret({secret_file_flag_, token_flag_, env_.secret_file, env_.token}, &warning);
   if (!warning.empty()) err_ << "parallax: warning: " << warning << "\n";
   if (!s.ok()) {
     err_ << "parallax: " << s.status().message() << "\n";
@@ -201,30 +215,38 @@ std::unique_ptr<CoordinatorClient> Cli::ConnectOrReport(int* code) {
 int Cli::Report(const Status& status) {
   err_ << "parallax: " << status.message() << "\n";
   switch (status.code()) {
-    case StatusCode::kUnavailable: return kExitUnreachable;
-    case StatusCode::kInvalidArgument: return kExitUsage;
-    default: return kExitFailed;
+    case StatusCode::kUnavailable:
+      return kExitUnreachable;
+    case StatusCode::kInvalidArgument:
+      return kExitUsage;
+    default:
+      return kExitFailed;
   }
 }
 
 int Cli::Submit() {
   // Validate here first: nothing is submitted from an invalid file, and the
   // user sees every problem with its file:line:column.
-  StatusOr<JobConfig> config = LoadJobConfig(job_file_);
+  StatusOr<std::string> text = ReadJobFile(job_file_);
+  if (!text.ok()) {
+    err_ << "parallax: " << text.status().message() << "\n";
+    return kExitUsage;
+  }
+  StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
   if (!config.ok()) {
     err_ << config.status().message() << "\n";
     err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
     return kExitUsage;
   }
-  std::ifstream in(job_file_, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
+  for (const std::string& line : EnvWarnings(*config, job_file_)) {
+    err_ << "parallax: warning: " << line << "\n";
+  }
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
   std::error_code ec;
   std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
-  StatusOr<rpc::JobInfo> job = client->SubmitJob(text.str(), ec ? job_file_ : abs);
+  StatusOr<rpc::JobInfo> job = client->SubmitJob(*text, ec ? job_file_ : abs);
   if (!job.ok()) return Report(job.status());
   err_ << "submitted job " << job->id << " (" << job->name << ", " << job->workers
        << " workers) to " << client->options().address << "\n";
@@ -255,10 +277,12 @@ int Cli::Status_() {
       auto m = LatestMetricsJson(client.get(), job_id_, jobs[0].attempt, jobs[0].step);
       if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
       std::string plan;
-      if (jobs[0].attempt > 0 &&
-          client->Call([&](rpc::CoordinatorClient& c) {
-                  c.GetPlan(plan, client->Header(), job_id_, jobs[0].attempt, 0);
-                }).ok()) {
+      if (jobs[0].attempt > 0 && client
+                                     ->Call([&](rpc::CoordinatorClient& c) {
+                                       c.GetPlan(plan, client->Header(), job_id_, jobs[0].attempt,
+                                                 0);
+                                     })
+                                     .ok()) {
         arr[0]["plan"] = nlohmann::json::parse(plan, nullptr, /*allow_exceptions=*/false);
       }
     }
@@ -268,14 +292,10 @@ int Cli::Status_() {
   if (job_id_ > 0) {
     const rpc::JobInfo& j = jobs.front();
     std::vector<std::vector<std::string>> rows = {
-        {"id:", std::to_string(j.id)},
-        {"name:", j.name},
-        {"state:", StateName(j.state)},
-        {"workers:", std::to_string(j.workers)},
-        {"step:", std::to_string(j.step)},
-        {"attempt:", std::to_string(j.attempt)},
-        {"created:", FormatRfc3339(j.created)},
-        {"updated:", FormatRfc3339(j.updated)},
+        {"id:", std::to_string(j.id)},          {"name:", j.name},
+        {"state:", StateName(j.state)},         {"workers:", std::to_string(j.workers)},
+        {"step:", std::to_string(j.step)},      {"attempt:", std::to_string(j.attempt)},
+        {"created:", FormatRfc3339(j.created)}, {"updated:", FormatRfc3339(j.updated)},
     };
     if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
     if (j.__isset.reason) rows.push_back({"reason:", j.reason});
@@ -283,19 +303,26 @@ int Cli::Status_() {
     if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
     PrintTable(out_, rows);
     std::vector<rpc::TaskInfo> tasks;
-    Status st = client->Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), j.id); });
+    Status st = client->Call(
+        [&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), j.id); });
     if (st.ok() && !tasks.empty()) {
       std::vector<std::vector<std::string>> trows = {{"TASK", "ATTEMPT", "AGENT", "STATE", "EXIT"}};
       for (const auto& t : tasks) {
         if (t.attempt != j.attempt) continue;
         auto state = rpc::_TaskState_VALUES_TO_NAMES.find(t.state);
+        std::string state_name =
+            state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second;
         std::string exit = t.__isset.exit_code ? std::to_string(t.exit_code)
                            : t.__isset.signal  ? "signal " + std::to_string(t.signal)
                                                : "";
+        if (t.__isset.not_launched && t.not_launched) {
+          // Never started: the plan put nothing on the PS.
+          state_name = "NOT LAUNCHED";
+          exit = "";
+        }
         trows.push_back({std::string(t.role == rpc::TaskRole::TRAINER ? "trainer/" : "ps/") +
                              std::to_string(t.index),
-                         std::to_string(t.attempt), t.agent_name,
-                         state == rpc::_TaskState_VALUES_TO_NAMES.end() ? "?" : state->second, exit});
+                         std::to_string(t.attempt), t.agent_name, state_name, exit});
       }
       out_ << "\n";
       PrintTable(out_, trows);
@@ -436,7 +463,8 @@ int Cli::Drain() {
   Status s = client->Call(
       [&](rpc::CoordinatorClient& c) { c.DrainAgent(client->Header(), agent_, !undo_); });
   if (!s.ok()) return Report(s);
-  out_ << "agent " << agent_ << (undo_ ? " takes new tasks again" : " is draining: running tasks stay, no new ones")
+  out_ << "agent " << agent_
+       << (undo_ ? " takes new tasks again" : " is draining: running tasks stay, no new ones")
        << "\n";
   return kExitOk;
 }
@@ -446,7 +474,8 @@ int Cli::Resume() {
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
   rpc::JobInfo job;
-  Status s = client->Call([&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_); });
+  Status s =
+      client->Call([&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_); });
   if (!s.ok()) return Report(s);
   out_ << "job " << job.id << " " << StateName(job.state) << " (attempt " << job.attempt << ")\n";
   return kExitOk;
@@ -468,7 +497,8 @@ int Cli::Logs() {
   StatusOr<rpc::JobInfo> job = client->GetJob(job_id_);
   if (!job.ok()) return Report(job.status());
   std::vector<rpc::TaskInfo> tasks;
-  Status s = client->Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), job_id_); });
+  Status s = client->Call(
+      [&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), job_id_); });
   if (!s.ok()) return Report(s);
   int attempt = attempt_ > 0 ? attempt_ : job->attempt;
   const rpc::TaskInfo* task = nullptr;
@@ -480,7 +510,9 @@ int Cli::Logs() {
   }
   if (task == nullptr) {
     err_ << "parallax: job " << job_id_ << " has no task " << task_ << " in attempt " << attempt
-         << (job->attempt == 0 ? " (it has not started: see `parallax status " + std::to_string(job_id_) + "`)" : "")
+         << (job->attempt == 0
+                 ? " (it has not started: see `parallax status " + std::to_string(job_id_) + "`)"
+                 : "")
          << "\n";
     return kExitFailed;
   }
@@ -491,7 +523,8 @@ int Cli::Logs() {
     if (a.name == task->agent_name) address = a.address;
   }
   if (address.empty()) {
-    err_ << "parallax: agent \"" << task->agent_name << "\" that ran " << task_ << " is not registered\n";
+    err_ << "parallax: agent \"" << task->agent_name << "\" that ran " << task_
+         << " is not registered\n";
     return kExitFailed;
   }
   std::string secret, tls_ca;
@@ -526,6 +559,8 @@ int Cli::RunCommand() {
   options.db = db_;
   options.state_dir = state_dir_;
   options.timeline_dir = timeline_dir_;
+  options.http = http_;
+  options.http_token_file = http_token_file_;
   if (!LoadSecret(&options.token) || !LoadTlsCa(&options.tls_ca_file)) return kExitUsage;
   options.secret_file = secret_file_flag_;
   if (!tls_cert_.empty() && options.tls_ca_file.empty()) {
@@ -549,21 +584,8 @@ int Cli::RunCommand() {
   return RunJob(options, out_, err_);
 }
 
-int Cli::Run(const std::vector<std::string>& args) {
-  CLI::App app{"parallax: submit and watch sparsity-aware distributed training jobs", "parallax"};
-  app.set_version_flag("--version", "parallax 0.1.0 (protocol " +
-                                        std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
-                                        ")");
-  app.require_subcommand(1);
-  app.fallthrough();
-  app.add_option("--coordinator", coordinator_flag_,
-                 "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR, else " +
-                     std::string(kDefaultCoordinator) + ")");
-  app.add_option("--secret-file", secret_file_flag_, kSecretFileHelp);
-  app.add_option("--token", token_flag_, kTokenHelp);
-  app.add_option("--tls-ca", tls_ca_flag_, kTlsCaHelp);
-
-  CLI::Validator job_id_check(
+CLI::Option* Cli::AddJobId(CLI::App* sub) {
+  static const CLI::Validator job_id_check(
       [](std::string& text) -> std::string {
         bool digits = !text.empty() && text.size() <= 18 &&
                       text.find_first_not_of("0123456789") == std::string::npos;
@@ -572,59 +594,69 @@ int Cli::Run(const std::vector<std::string>& args) {
                text + "')";
       },
       "ID");
-  auto job_id_option = [&](CLI::App* sub) {
-    return sub->add_option("JOB", job_id_, "job id (as printed by `parallax submit`)")
-        ->check(job_id_check);
-  };
 
-  int result = kExitOk;
-  CLI::App* submit = app.add_subcommand("submit", "validate JOB.toml and submit it; prints the "
-                                                  "job id as the last line of stdout");
+  return sub->add_option("JOB", job_id_, "job id (as printed by `parallax submit`)")
+      ->check(job_id_check);
+}
+
+void Cli::AddClusterCommands(CLI::App* app) {
+  CLI::App* submit = app->add_subcommand("submit",
+                                         "validate JOB.toml and submit it; prints the "
+                                         "job id as the last line of stdout");
   submit->add_option("JOB.toml", job_file_, "job file")->required();
-  submit->callback([&] { result = Submit(); });
+  submit->callback([this] { result_ = Submit(); });
 
-  CLI::App* status = app.add_subcommand("status", "show all jobs, or one job in detail");
-  job_id_option(status);
+  CLI::App* status = app->add_subcommand("status", "show all jobs, or one job in detail");
+  AddJobId(status);
   status->add_flag("--json", json_,
                    "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC; with a JOB, its "
                    "newest metrics and the plan of its attempt too)");
-  status->add_option("--limit", limit_, "show only the newest N jobs")->check(CLI::NonNegativeNumber);
-  status->callback([&] { result = Status_(); });
+  status->add_option("--limit", limit_, "show only the newest N jobs")
+      ->check(CLI::NonNegativeNumber);
+  status->callback([this] { result_ = Status_(); });
 
-  CLI::App* cancel = app.add_subcommand("cancel", "cancel a live job");
-  job_id_option(cancel)->required();
+  CLI::App* cancel = app->add_subcommand("cancel", "cancel a live job");
+  AddJobId(cancel)->required();
   cancel->add_option("--reason", reason_, "why (recorded in the job's events)");
-  cancel->callback([&] { result = Cancel(); });
+  cancel->callback([this] { result_ = Cancel(); });
 
-  CLI::App* agents = app.add_subcommand("agents", "list the agents registered with the coordinator");
+  CLI::App* agents =
+      app->add_subcommand("agents", "list the agents registered with the coordinator");
   agents->add_flag("--json", json_, "print {\"agents\": [...]} for scripts");
-  agents->callback([&] { result = Agents(); });
+  agents->callback([this] { result_ = Agents(); });
 
-  CLI::App* events = app.add_subcommand("events", "show a job's events, oldest first");
-  job_id_option(events)->required();
+  CLI::App* events = app->add_subcommand("events", "show a job's events, oldest first");
+  AddJobId(events)->required();
   events->add_flag("--json", json_, "print {\"events\": [...]} for scripts");
   events->add_option("--limit", limit_, "show at most N events")->check(CLI::NonNegativeNumber);
-  events->callback([&] { result = Events(); });
+  events->callback([this] { result_ = Events(); });
 
-  CLI::App* drain = app.add_subcommand("drain", "stop placing new tasks on an agent (running ones stay)");
+  CLI::App* drain =
+      app->add_subcommand("drain", "stop placing new tasks on an agent (running ones stay)");
   drain->add_option("AGENT", agent_, "agent name (see `parallax agents`)")->required();
   drain->add_flag("--undo", undo_, "let the agent take new tasks again");
-  drain->callback([&] { result = Drain(); });
+  drain->callback([this] { result_ = Drain(); });
 
-  CLI::App* resume = app.add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
-  job_id_option(resume)->required();
-  resume->callback([&] { result = Resume(); });
+  CLI::App* resume =
+      app->add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
+  AddJobId(resume)->required();
+  resume->callback([this] { result_ = Resume(); });
 
-  CLI::App* logs = app.add_subcommand("logs", "print a task's output (stdout and stderr), read from its agent");
-  job_id_option(logs)->required();
+  CLI::App* logs =
+      app->add_subcommand("logs", "print a task's output (stdout and stderr), read from its agent");
+  AddJobId(logs)->required();
   logs->add_option("--task", task_, "trainer/N or ps/N")->capture_default_str();
-  logs->add_option("--attempt", attempt_, "attempt (default: the newest)")->check(CLI::PositiveNumber);
+  logs->add_option("--attempt", attempt_, "attempt (default: the newest)")
+      ->check(CLI::PositiveNumber);
   logs->add_flag("-f,--follow", follow_, "keep printing until the task ends");
-  logs->callback([&] { result = Logs(); });
+  logs->callback([this] { result_ = Logs(); });
+}
 
-  CLI::App* run = app.add_subcommand(
-      "run", "run a job on this machine: embedded coordinator and agent, progress until it ends; "
-             "exits 0 only if the job SUCCEEDED, 130 on Ctrl-C");
+void Cli::AddLocalCommands(CLI::App* app) {
+  CLI::App* run = app->add_subcommand(
+      "run",
+      "run a job on this machine: embedded coordinator and agent, progress until it ends; "
+      "exits 0 only if the job SUCCEEDED, 130 on Ctrl-C");
   run->add_option("JOB.toml", job_file_, "job file")->required();
   run->add_option("--state-dir", state_dir_, "database, daemon logs and task directories")
       ->capture_default_str();
@@ -636,24 +668,30 @@ int Cli::Run(const std::vector<std::string>& args) {
                   "the embedded coordinator and agent serve TLS with this PEM certificate, which "
                   "must name 127.0.0.1 (subjectAltName IP); needs --tls-key and --tls-ca");
   run->add_option("--tls-key", tls_key_, "PEM private key of --tls-cert");
-  run->callback([&] { result = RunCommand(); });
+  run->add_option("--http", http_,
+                  "the embedded coordinator serves its web pages and /metrics on HOST:PORT (:PORT "
+                  "or PORT: loopback; port 0 picks one, printed at start)");
+  run->add_option("--http-token-file", http_token_file_,
+                  "a read-only token the web pages require (see parallax-coordinator --help)");
+  run->callback([this] { result_ = RunCommand(); });
 
-  CLI::App* exp = app.add_subcommand(
-      "export", "write a committed checkpoint as one .npy per variable and manifest.json "
-                "(docs/EXPORT.md)");
-  job_id_option(exp)->required();
+  CLI::App* exp =
+      app->add_subcommand("export",
+                          "write a committed checkpoint as one .npy per variable and manifest.json "
+                          "(docs/EXPORT.md)");
+  AddJobId(exp)->required();
   exp->add_option("--checkpoint", export_step_, "step of the checkpoint (default: the newest)")
       ->check(CLI::NonNegativeNumber);
   exp->add_option("--out", export_out_, "output directory (created)")->required();
-  exp->add_option("--chunk-rows", export_chunk_rows_,
-                  "rows of a PS table held in memory at a time")
+  exp->add_option("--chunk-rows", export_chunk_rows_, "rows of a PS table held in memory at a time")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  exp->callback([&] { result = Export(); });
+  exp->callback([this] { result_ = Export(); });
 
-  CLI::App* plan = app.add_subcommand(
-      "plan", "print the plan a job with a built-in model gets, without running it: per "
-              "variable its measured alpha, path, reason and bytes per step on each path");
+  CLI::App* plan = app->add_subcommand(
+      "plan",
+      "print the plan a job with a built-in model gets, without running it: per "
+      "variable its measured alpha, path, reason and bytes per step on each path");
   plan->add_option("JOB.toml", plan_.job_file, "job file")->required();
   plan->add_option("--workers", plan_.workers, "workers (default: the job's [job] workers)")
       ->check(CLI::PositiveNumber);
@@ -666,7 +704,25 @@ int Cli::Run(const std::vector<std::string>& args) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_flag("--json", plan_.json, "print JSON instead of a table");
-  plan->callback([&] { result = Plan(); });
+  plan->callback([this] { result_ = Plan(); });
+}
+
+int Cli::Run(const std::vector<std::string>& args) {
+  CLI::App app{"parallax: submit and watch sparsity-aware distributed training jobs", "parallax"};
+  app.set_version_flag("--version",
+                       "parallax 0.1.0 (protocol " +
+                           std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) + ")");
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_option("--coordinator", coordinator_flag_,
+                 "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR, else " +
+                     std::string(kDefaultCoordinator) + ")");
+  app.add_option("--secret-file", secret_file_flag_, kSecretFileHelp);
+  app.add_option("--token", token_flag_, kTokenHelp);
+  app.add_option("--tls-ca", tls_ca_flag_, kTlsCaHelp);
+
+  AddClusterCommands(&app);
+  AddLocalCommands(&app);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {
@@ -675,7 +731,7 @@ int Cli::Run(const std::vector<std::string>& args) {
     int code = app.exit(e, out_, err_);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  return result;
+  return result_;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax {
 class CoordinatorClient;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cli/job_file.h"
 #include "core/config/job_config.h"
 #include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
@@ -42,6 +43,15 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
       << (table ? "the job's [plan] table; defaults for keys it leaves out"
                 : "defaults: measure this machine with bench/e2e/calibrate.sh and put them in [plan]")
       << ")\n";
+  if (plan::SharedMemoryAllReduce(plan.cluster, plan.cost)) {
+    out << "all-reduce: through shared memory among a host's " << plan.cluster.workers_per_host()
+        << " ranks";
+    if (plan.cluster.hosts > 1) {
+      out << ", hierarchical across the " << plan.cluster.hosts
+          << " hosts (a ring of their first ranks: a host's link carries one rank's bytes)";
+    }
+    out << "\n";
+  }
   if (plan.local_aggregation) {
     out << "local aggregation: the ranks of a host sum their PS gradients and push once\n";
   }
@@ -50,7 +60,8 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
 }  // namespace
 
 Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
-  PX_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(options.job_file));
+  PX_ASSIGN_OR_RETURN(std::string text, ReadJobFile(options.job_file));
+  PX_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(text, options.job_file));
   if (job.trainer.model.empty()) {
     return InvalidArgument(
         "job '" + job.job.name +

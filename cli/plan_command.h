@@ -9,7 +9,7 @@
 #include <ostream>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::cli {
 

@@ -12,10 +12,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "cli/cli.h"
+#include "cli/job_file.h"
 #include "core/config/job_config.h"
 #include "core/config/job_edit.h"
 #include "core/rpc/coordinator_client.h"
@@ -121,7 +124,8 @@ bool Terminal(rpc::JobState::type s) {
 // Tasks of the job that an agent still runs (or was told to start).
 int LiveTasks(CoordinatorClient& client, int64_t job_id) {
   std::vector<rpc::TaskInfo> tasks;
-  Status s = client.Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client.Header(), job_id); });
+  Status s =
+      client.Call([&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client.Header(), job_id); });
   if (!s.ok()) return -1;
   int live = 0;
   for (const auto& t : tasks) {
@@ -130,25 +134,67 @@ int LiveTasks(CoordinatorClient& client, int64_t job_id) {
   return live;
 }
 
-}  // namespace
-
-int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  StatusOr<JobConfig> config = LoadJobConfig(options.job_file);
-  if (!config.ok()) {
-    err << config.status().message() << "\n";
-    err << "parallax: " << options.job_file << " is not a valid job file; nothing was run\n";
-    return kExitUsage;
+// The embedded coordinator's web flags for `options` (none without --http).
+std::vector<std::string> HttpArgs(const RunOptions& options, const std::string& port_file) {
+  if (options.http.empty()) return {};
+  std::vector<std::string> args = {"--http", options.http, "--http-port-file", port_file};
+  if (!options.http_token_file.empty()) {
+    args.insert(args.end(),
+                {"--http-token-file", std::filesystem::absolute(options.http_token_file).string()});
   }
+  // Task logs come from the agent, which serves TLS when the coordinator does.
+  if (!options.tls_ca_file.empty()) {
+    args.insert(args.end(),
+                {"--agent-tls-ca", std::filesystem::absolute(options.tls_ca_file).string()});
+  }
+  return args;
+}
+
+// "http://HOST:PORT/" once the coordinator wrote the port it serves its web
+// pages on; "" if it did not within a few seconds.
+std::string WebAddress(const RunOptions& options, const std::string& port_file) {
+  std::string host = "127.0.0.1";
+  const size_t colon = options.http.rfind(':');
+  if (colon != std::string::npos && colon > 0) host = options.http.substr(0, colon);
+  for (int i = 0; i < 400; ++i) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      return (options.tls_cert_file.empty() ? "http://" : "https://") + host + ":" +
+             std::to_string(port) + "/";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return "";
+}
+
+// The embedded cluster: its files, the flags its daemons share, the daemons.
+struct Embedded {
+  std::string dir, db, port_file, http_port_file;
+  std::vector<std::string> secret_args, server_tls_args, ca_args;
+  std::unique_ptr<Daemon> coordinator, agent;
+  std::string address;  // the coordinator's, once it listens
+  // A fixed name: the agent comes back at the address it saved in its
+  // workdir, so a later `run` on the same state directory re-registers it at
+  // once.
+  const std::string agent_name = "local";
+};
+
+// The state directory, the daemons' shared flags and the signal handlers;
+// nullopt, or the exit code after saying why not.
+std::optional<int> Prepare(const RunOptions& options, Embedded* e, std::ostream& err) {
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir, ec);
   if (ec) {
     err << "parallax: cannot create '" << options.state_dir << "': " << ec.message() << "\n";
     return kExitFailed;
   }
-  const std::string dir = std::filesystem::absolute(options.state_dir).string();
-  const std::string db = options.db.empty() ? dir + "/state.db" : options.db;
-  const std::string port_file = dir + "/coordinator.port";
-  std::filesystem::remove(port_file, ec);
+  e->dir = std::filesystem::absolute(options.state_dir).string();
+  e->db = options.db.empty() ? e->dir + "/state.db" : options.db;
+  e->port_file = e->dir + "/coordinator.port";
+  std::filesystem::remove(e->port_file, ec);
+  e->http_port_file = e->dir + "/coordinator.http-port";
+  std::filesystem::remove(e->http_port_file, ec);
 
   // Signals: Ctrl-C and SIGTERM cancel the job instead of killing us.
   struct sigaction sa {};
@@ -157,63 +203,266 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  std::vector<std::string> secret_args;
   if (!options.secret_file.empty()) {
-    secret_args = {"--secret-file", std::filesystem::absolute(options.secret_file).string()};
+    e->secret_args = {"--secret-file", std::filesystem::absolute(options.secret_file).string()};
   }
   // The daemons take TLS settings from these flags only, not from a
   // $PARALLAX_TLS_CA meant for a cluster.
   unsetenv("PARALLAX_TLS_CA");
-  std::vector<std::string> server_tls_args, ca_args;
   if (!options.tls_cert_file.empty()) {
-    server_tls_args = {"--tls-cert", std::filesystem::absolute(options.tls_cert_file).string(),
-                       "--tls-key", std::filesystem::absolute(options.tls_key_file).string()};
+    e->server_tls_args = {"--tls-cert", std::filesystem::absolute(options.tls_cert_file).string(),
+                          "--tls-key", std::filesystem::absolute(options.tls_key_file).string()};
   }
   if (!options.tls_ca_file.empty()) {
-    ca_args = {"--tls-ca", std::filesystem::absolute(options.tls_ca_file).string()};
+    e->ca_args = {"--tls-ca", std::filesystem::absolute(options.tls_ca_file).string()};
   }
-  std::vector<std::string> coordinator_argv = {options.bin_dir + "/parallax-coordinator",
-                                               "--listen", "127.0.0.1:0", "--db", db,
-                                               "--port-file", port_file};
-  coordinator_argv.insert(coordinator_argv.end(), secret_args.begin(), secret_args.end());
-  coordinator_argv.insert(coordinator_argv.end(), server_tls_args.begin(), server_tls_args.end());
-  Daemon coordinator(coordinator_argv, dir + "/coordinator.log");
-  std::string address;
-  for (int i = 0; i < 400 && address.empty(); ++i) {
-    std::ifstream in(port_file);
+  return std::nullopt;
+}
+
+void Append(std::vector<std::string>* argv, const std::vector<std::string>& more) {
+  argv->insert(argv->end(), more.begin(), more.end());
+}
+
+// Starts the coordinator and waits for its port; nullopt, or the exit code
+// after saying why not.
+std::optional<int> StartCoordinator(const RunOptions& options, Embedded* e, std::ostream& err) {
+  std::vector<std::string> argv = {options.bin_dir + "/parallax-coordinator",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--db",
+                                   e->db,
+                                   "--port-file",
+                                   e->port_file};
+  Append(&argv, e->secret_args);
+  Append(&argv, e->server_tls_args);
+  Append(&argv, HttpArgs(options, e->http_port_file));
+  e->coordinator = std::make_unique<Daemon>(argv, e->dir + "/coordinator.log");
+  for (int i = 0; i < 400 && e->address.empty(); ++i) {
+    std::ifstream in(e->port_file);
     int port = 0;
     if (in >> port && port > 0) {
-      address = "127.0.0.1:" + std::to_string(port);
-    } else if (coordinator.Exited()) {
+      e->address = "127.0.0.1:" + std::to_string(port);
+    } else if (e->coordinator->Exited()) {
       break;
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
   }
-  if (address.empty()) {
-    err << "parallax: the embedded coordinator did not start; its log (" << dir
+  if (e->address.empty()) {
+    err << "parallax: the embedded coordinator did not start; its log (" << e->dir
         << "/coordinator.log) ends with:\n"
-        << Tail(dir + "/coordinator.log") << "\n";
+        << Tail(e->dir + "/coordinator.log") << "\n";
     return kExitFailed;
   }
-  // A fixed name: the agent comes back at the address it saved in its workdir,
-  // so a later `run` on the same state directory re-registers it at once.
-  const std::string agent_name = "local";
+  return std::nullopt;
+}
+
+void StartAgent(const RunOptions& options, const JobConfig& config, Embedded* e) {
   // A custom trainer lives next to its job file (schemas/job.md).
   std::string job_dir =
       std::filesystem::absolute(options.job_file).lexically_normal().parent_path().string();
-  std::vector<std::string> agent_argv = {
-      options.bin_dir + "/parallax-agent", "--coordinator", address, "--name", agent_name,
-      "--workdir", dir + "/agent", "--slots", std::to_string(config->job.workers),
-      "--grace-ms", "2000", "--stop-tasks-on-exit", "--allow-exec", options.bin_dir,
-      "--allow-exec", job_dir};
-  agent_argv.insert(agent_argv.end(), secret_args.begin(), secret_args.end());
-  agent_argv.insert(agent_argv.end(), server_tls_args.begin(), server_tls_args.end());
-  agent_argv.insert(agent_argv.end(), ca_args.begin(), ca_args.end());
-  Daemon agent(agent_argv, dir + "/agent.log");
+  std::vector<std::string> argv = {options.bin_dir + "/parallax-agent",
+                                   "--coordinator",
+                                   e->address,
+                                   "--name",
+                                   e->agent_name,
+                                   "--workdir",
+                                   e->dir + "/agent",
+                                   "--slots",
+                                   std::to_string(config.job.workers),
+                                   "--grace-ms",
+                                   "2000",
+                                   "--stop-tasks-on-exit",
+                                   "--allow-exec",
+                                   options.bin_dir,
+                                   "--allow-exec",
+                                   job_dir};
+  // The private agent runs the user's own job on the user's own machine:
+  // the names its [trainer.env] sets are the user's to choose.
+  for (const auto& [name, value] : config.trainer.env) {
+    argv.insert(argv.end(), {"--allow-env", name});
+  }
+  Append(&argv, e->secret_args);
+  Append(&argv, e->server_tls_args);
+  Append(&argv, e->ca_args);
+  e->agent = std::make_unique<Daemon>(argv, e->dir + "/agent.log");
+}
+
+// Waits for the agent to register; nullopt, or the exit code after saying
+// why not.
+std::optional<int> WaitForAgent(CoordinatorClient& client, Embedded& e, std::ostream& err) {
+  bool registered = false;
+  for (int i = 0; i < 400 && !registered && !e.agent->Exited(); ++i) {
+    StatusOr<std::vector<rpc::AgentInfo>> agents = client.ListAgents();
+    if (agents.ok()) {
+      for (const auto& a : *agents) registered |= a.name == e.agent_name && a.alive;
+    }
+    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (registered) return std::nullopt;
+  err << "parallax: the local agent did not register; its log (" << e.dir
+      << "/agent.log) ends with:\n"
+      << Tail(e.dir + "/agent.log") << "\n";
+  return kExitFailed;
+}
+
+// The job file's text as submitted: with [trainer] timeline set by
+// --timeline.
+StatusOr<std::string> JobText(const RunOptions& options, std::string text, std::ostream& err) {
+  if (options.timeline_dir.empty()) return text;
+  // Absolute: the job's paths resolve against the job file's directory, the
+  // flag's against ours.
+  const std::string dir =
+      std::filesystem::absolute(options.timeline_dir).lexically_normal().string();
+  PX_ASSIGN_OR_RETURN(text, SetTrainerString(text, options.job_file, "timeline", dir));
+  err << "parallax: each rank writes its timeline to " << dir << "/rank-<r>.trace.json\n";
+  return text;
+}
+
+// What the watch of a job saw.
+struct Watched {
+  rpc::JobInfo last;
+  int64_t last_step = -1;
+  double loss = 0;
+  double steps_per_s = 0;
+  bool cancelled = false;
+};
+
+// One line of progress: a bar while the job runs, its state otherwise.
+std::string ProgressLine(const Watched& w, int64_t total_steps, double elapsed) {
+  std::ostringstream line;
+  const rpc::JobInfo& last = w.last;
+  if (last.state == rpc::JobState::RUNNING && total_steps > 0) {
+    double frac = std::min(1.0, static_cast<double>(last.step) / static_cast<double>(total_steps));
+    int filled = static_cast<int>(frac * 30);
+    line << "[" << std::string(filled, '#') << std::string(30 - filled, '-') << "] " << last.step
+         << "/" << total_steps << " steps";
+    if (w.last_step > 0) line << "  loss " << w.loss;
+    if (w.steps_per_s > 0) {
+      line << "  " << static_cast<int64_t>(w.steps_per_s * 10) / 10.0 << " steps/s  ETA "
+           << Duration((total_steps - last.step) / w.steps_per_s);
+    }
+  } else {
+    line << StateName(last.state);
+    if (last.__isset.waiting_for) line << ": " << last.waiting_for;
+    if (last.attempt > 1) line << " (attempt " << last.attempt << ")";
+  }
+  line << "  " << Duration(elapsed);
+  return line.str();
+}
+
+// Reads the newest loss when the job's step moved, and the step rate.
+void Sample(CoordinatorClient& client, int64_t id, Watched* w, int64_t* rate_step,
+            SteadyClock::time_point* rate_time) {
+  if (w->last.step == w->last_step) return;
+  std::vector<rpc::MetricPoint> points;
+  rpc::GetMetricsRequest req;
+  req.job_id = id;
+  req.__set_after_step(std::max<int64_t>(w->last_step, 0) - 1);
+  if (client.Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, client.Header(), req); })
+          .ok() &&
+      !points.empty()) {
+    w->loss = points.back().loss;
+  }
+  double dt = std::chrono::duration<double>(SteadyClock::now() - *rate_time).count();
+  if (dt > 0.5) {
+    w->steps_per_s = (w->last.step - *rate_step) / dt;
+    *rate_step = w->last.step;
+    *rate_time = SteadyClock::now();
+  }
+  w->last_step = w->last.step;
+}
+
+// Shows the job's progress until it ends, cancelling it on a signal; nullopt
+// once it ended, or the exit code when a daemon died under it.
+std::optional<int> WatchJob(const RunOptions& options, Embedded& e, CoordinatorClient& client,
+                            int64_t id, int64_t total_steps, SteadyClock::time_point start,
+                            Watched* w, std::ostream& out, std::ostream& err) {
+  std::string last_line;
+  auto last_print = SteadyClock::now() - std::chrono::hours(1);
+  int64_t rate_step = 0;
+  auto rate_time = start;
+  while (true) {
+    // A daemon that dies under us (killed, crashed) ends the run: without it
+    // the job can neither finish nor be cancelled.
+    for (auto [daemon, name] : {std::pair<Daemon*, const char*>{e.coordinator.get(), "coordinator"},
+                                std::pair<Daemon*, const char*>{e.agent.get(), "agent"}}) {
+      if (daemon->Exited()) {
+        err << (options.progress_bar ? "\n" : "") << "parallax: the embedded " << name
+            << " exited while job " << id << " was " << StateName(w->last.state) << "; its log ("
+            << e.dir << "/" << name << ".log) ends with:\n"
+            << Tail(e.dir + "/" + name + ".log") << "\n";
+        return g_signal.load() != 0 ? 130 : kExitFailed;
+      }
+    }
+    if (g_signal.load() != 0 && !w->cancelled) {
+      w->cancelled = true;
+      err << (options.progress_bar ? "\n" : "") << "parallax: cancelling job " << id << "\n";
+      (void)client.CancelJob(id, "interrupted (parallax run received a signal)");
+    }
+    StatusOr<rpc::JobInfo> now = client.GetJob(id);
+    if (now.ok()) w->last = *now;
+    Sample(client, id, w, &rate_step, &rate_time);
+    double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    const std::string s = ProgressLine(*w, total_steps, elapsed);
+    if (options.progress_bar) {
+      out << "\r" << s
+          << std::string(last_line.size() > s.size() ? last_line.size() - s.size() : 0, ' ')
+          << std::flush;
+      last_line = s;
+    } else if (s != last_line && (SteadyClock::now() - last_print > std::chrono::seconds(5) ||
+                                  w->last.state != rpc::JobState::RUNNING)) {
+      // Not a terminal: a plain line when something changed, at most every 5 s.
+      if (s.substr(0, s.rfind("  ")) != last_line.substr(0, last_line.rfind("  "))) {
+        out << s << "\n" << std::flush;
+        last_print = SteadyClock::now();
+      }
+      last_line = s;
+    }
+    if (Terminal(w->last.state)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (options.progress_bar) out << "\n";
+  return std::nullopt;
+}
+
+// The job's end in one line, and the reason when it did not succeed.
+void PrintSummary(int64_t id, const Watched& w, double elapsed, std::ostream& out) {
+  const rpc::JobInfo& last = w.last;
+  out << "job " << id << " " << StateName(last.state) << " after " << Duration(elapsed);
+  std::vector<std::string> facts;
+  if (last.step > 0) {
+    facts.push_back(std::to_string(last.step) + " steps, last loss " + std::to_string(w.loss));
+  }
+  if (last.attempt > 1) facts.push_back(std::to_string(last.attempt) + " attempts");
+  for (size_t i = 0; i < facts.size(); ++i) out << (i == 0 ? " (" : ", ") << facts[i];
+  out << (facts.empty() ? "" : ")") << "\n";
+  if (last.__isset.reason && last.state != rpc::JobState::SUCCEEDED) {
+    out << "reason: " << last.reason << "\n";
+  }
+}
+
+}  // namespace
+
+int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  StatusOr<std::string> job_file_text = ReadJobFile(options.job_file);
+  if (!job_file_text.ok()) {
+    err << "parallax: " << job_file_text.status().message() << "\n";
+    return kExitUsage;
+  }
+  StatusOr<JobConfig> config = ParseJobConfig(*job_file_text, options.job_file);
+  if (!config.ok()) {
+    err << config.status().message() << "\n";
+    err << "parallax: " << options.job_file << " is not a valid job file; nothing was run\n";
+    return kExitUsage;
+  }
+  Embedded e;
+  if (std::optional<int> code = Prepare(options, &e, err)) return *code;
+  if (std::optional<int> code = StartCoordinator(options, &e, err)) return *code;
+  StartAgent(options, *config, &e);
 
   CoordinatorClientOptions copts;
-  copts.address = address;
+  copts.address = e.address;
   copts.auth_token = options.token;
   copts.tls_ca_file = options.tls_ca_file;
   copts.client_name = "run";
@@ -223,155 +472,50 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
     return kExitFailed;
   }
   CoordinatorClient& client = **connected;
-  bool registered = false;
-  for (int i = 0; i < 400 && !registered && !agent.Exited(); ++i) {
-    StatusOr<std::vector<rpc::AgentInfo>> agents = client.ListAgents();
-    if (agents.ok()) {
-      for (const auto& a : *agents) registered |= a.name == agent_name && a.alive;
-    }
-    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  if (!registered) {
-    err << "parallax: the local agent did not register; its log (" << dir
-        << "/agent.log) ends with:\n"
-        << Tail(dir + "/agent.log") << "\n";
-    return kExitFailed;
-  }
+  if (std::optional<int> code = WaitForAgent(client, e, err)) return *code;
 
-  std::ifstream in(options.job_file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string job_text = text.str();
-  if (!options.timeline_dir.empty()) {
-    // Absolute: the job's paths resolve against the job file's directory,
-    // the flag's against ours.
-    const std::string dir =
-        std::filesystem::absolute(options.timeline_dir).lexically_normal().string();
-    StatusOr<std::string> edited =
-        SetTrainerString(job_text, options.job_file, "timeline", dir);
-    if (!edited.ok()) {
-      err << "parallax: " << edited.status().message() << "\n";
-      return kExitUsage;
-    }
-    job_text = std::move(edited).value();
-    err << "parallax: each rank writes its timeline to " << dir << "/rank-<r>.trace.json\n";
+  StatusOr<std::string> job_text = JobText(options, *job_file_text, err);
+  if (!job_text.ok()) {
+    err << "parallax: " << job_text.status().message() << "\n";
+    return kExitUsage;
   }
   StatusOr<rpc::JobInfo> job = client.SubmitJob(
-      job_text, std::filesystem::absolute(options.job_file).lexically_normal().string());
+      *job_text, std::filesystem::absolute(options.job_file).lexically_normal().string());
   if (!job.ok()) {
     err << "parallax: " << job.status().message() << "\n";
     return job.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
   }
   const int64_t id = job->id;
-  const int64_t total_steps = config->trainer.steps;
   err << "parallax: job " << id << " (" << job->name << ", " << job->workers
-      << " workers) on an embedded coordinator at " << address << "; logs: parallax --coordinator "
-      << address << " logs " << id << "\n";
+      << " workers) on an embedded coordinator at " << e.address
+      << "; logs: parallax --coordinator " << e.address << " logs " << id << "\n";
+  if (!options.http.empty()) {
+    std::string url = WebAddress(options, e.http_port_file);
+    if (url.empty()) {
+      err << "parallax: the embedded coordinator's web pages did not start; see " << e.dir
+          << "/coordinator.log\n";
+    } else {
+      err << "parallax: web pages at " << url << "jobs/" << id << " (metrics at " << url
+          << "metrics)\n";
+    }
+  }
 
   const auto start = SteadyClock::now();
-  bool cancelled = false;
-  rpc::JobInfo last = *job;
-  std::string last_line;
-  int64_t last_step = -1;
-  double loss = 0, steps_per_s = 0;
-  auto last_print = SteadyClock::now() - std::chrono::hours(1);
-  int64_t rate_step = 0;
-  auto rate_time = start;
-  while (true) {
-    // A daemon that dies under us (killed, crashed) ends the run: without it
-    // the job can neither finish nor be cancelled.
-    for (auto [daemon, name] : {std::pair<Daemon*, const char*>{&coordinator, "coordinator"},
-                                std::pair<Daemon*, const char*>{&agent, "agent"}}) {
-      if (daemon->Exited()) {
-        err << (options.progress_bar ? "\n" : "") << "parallax: the embedded " << name
-            << " exited while job " << id << " was " << StateName(last.state) << "; its log ("
-            << dir << "/" << name << ".log) ends with:\n"
-            << Tail(dir + "/" + name + ".log") << "\n";
-        return g_signal.load() != 0 ? 130 : kExitFailed;
-      }
-    }
-    if (g_signal.load() != 0 && !cancelled) {
-      cancelled = true;
-      err << (options.progress_bar ? "\n" : "") << "parallax: cancelling job " << id << "\n";
-      (void)client.CancelJob(id, "interrupted (parallax run received a signal)");
-    }
-    StatusOr<rpc::JobInfo> now = client.GetJob(id);
-    if (now.ok()) last = *now;
-    if (last.step != last_step) {
-      std::vector<rpc::MetricPoint> points;
-      rpc::GetMetricsRequest req;
-      req.job_id = id;
-      req.__set_after_step(std::max<int64_t>(last_step, 0) - 1);
-      if (client.Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, client.Header(), req); })
-              .ok() &&
-          !points.empty()) {
-        loss = points.back().loss;
-      }
-      double dt = std::chrono::duration<double>(SteadyClock::now() - rate_time).count();
-      if (dt > 0.5) {
-        steps_per_s = (last.step - rate_step) / dt;
-        rate_step = last.step;
-        rate_time = SteadyClock::now();
-      }
-      last_step = last.step;
-    }
-    double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-    std::ostringstream line;
-    if (last.state == rpc::JobState::RUNNING && total_steps > 0) {
-      double frac = std::min(1.0, static_cast<double>(last.step) / static_cast<double>(total_steps));
-      int filled = static_cast<int>(frac * 30);
-      line << "[" << std::string(filled, '#') << std::string(30 - filled, '-') << "] " << last.step
-           << "/" << total_steps << " steps";
-      if (last_step > 0) line << "  loss " << loss;
-      if (steps_per_s > 0) {
-        line << "  " << static_cast<int64_t>(steps_per_s * 10) / 10.0 << " steps/s  ETA "
-             << Duration((total_steps - last.step) / steps_per_s);
-      }
-    } else {
-      line << StateName(last.state);
-      if (last.__isset.waiting_for) line << ": " << last.waiting_for;
-      if (last.attempt > 1) line << " (attempt " << last.attempt << ")";
-    }
-    line << "  " << Duration(elapsed);
-    if (options.progress_bar) {
-      std::string s = line.str();
-      out << "\r" << s << std::string(last_line.size() > s.size() ? last_line.size() - s.size() : 0, ' ')
-          << std::flush;
-      last_line = s;
-    } else if (line.str() != last_line &&
-               (SteadyClock::now() - last_print > std::chrono::seconds(5) ||
-                last.state != rpc::JobState::RUNNING)) {
-      // Not a terminal: a plain line when something changed, at most every 5 s.
-      std::string s = line.str();
-      if (s.substr(0, s.rfind("  ")) != last_line.substr(0, last_line.rfind("  "))) {
-        out << s << "\n" << std::flush;
-        last_print = SteadyClock::now();
-      }
-      last_line = s;
-    }
-    if (Terminal(last.state)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Watched w;
+  w.last = *job;
+  if (std::optional<int> code =
+          WatchJob(options, e, client, id, config->trainer.steps, start, &w, out, err)) {
+    return *code;
   }
-  if (options.progress_bar) out << "\n";
-
   // Wait for every task to be gone before the daemons go.
   for (int i = 0; i < 300 && LiveTasks(client, id) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  out << "job " << id << " " << StateName(last.state) << " after " << Duration(elapsed);
-  std::vector<std::string> facts;
-  if (last.step > 0) facts.push_back(std::to_string(last.step) + " steps, last loss " + std::to_string(loss));
-  if (last.attempt > 1) facts.push_back(std::to_string(last.attempt) + " attempts");
-  for (size_t i = 0; i < facts.size(); ++i) out << (i == 0 ? " (" : ", ") << facts[i];
-  out << (facts.empty() ? "" : ")") << "\n";
-  if (last.__isset.reason && last.state != rpc::JobState::SUCCEEDED) {
-    out << "reason: " << last.reason << "\n";
-  }
-  agent.Stop();
-  coordinator.Stop();
-  if (cancelled) return 130;
-  return last.state == rpc::JobState::SUCCEEDED ? kExitOk : kExitFailed;
+  PrintSummary(id, w, std::chrono::duration<double>(SteadyClock::now() - start).count(), out);
+  e.agent->Stop();
+  e.coordinator->Stop();
+  if (w.cancelled) return 130;
+  return w.last.state == rpc::JobState::SUCCEEDED ? kExitOk : kExitFailed;
 }
 
 }  // namespace parallax::cli

@@ -27,6 +27,10 @@ struct RunOptions {
   std::string tls_key_file;
   std::string tls_ca_file;
   std::string timeline_dir;             // --timeline: sets [trainer] timeline for the job
+  // --http and --http-token-file of the embedded coordinator (its web pages
+  // and /metrics); "": none. The address is printed once it listens.
+  std::string http;
+  std::string http_token_file;
   bool progress_bar = false;            // a terminal: redraw one line
 };
 

@@ -6,114 +6,32 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 
+#include "coordinator/http_endpoint.h"
+#include "coordinator/rpc_stats.h"
 #include "coordinator/server.h"
 #include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/state_file.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
-#include "core/base/secret.h"
-#include "core/rpc/tls.h"
+#include "core/daemon/daemon_flags.h"
 #include "schemas/coordinator_constants.h"
 
-int main(int argc, char** argv) {
-  using namespace parallax;
-  using namespace parallax::coordinator;
+namespace {
 
-  std::string listen = "127.0.0.1:7070";
-  std::string db = "parallax.db";
-  SecretSources secret_sources;
-  std::string port_file;
-  int64_t agent_timeout_ms = 10'000;
-  uint32_t max_request_bytes = 24 << 20;
-  ServiceOptions service_options;
-  ServerOptions server_options;
-  bool verbose = false;
-  if (const char* t = std::getenv("PARALLAX_TOKEN")) secret_sources.token_env = t;
-  if (const char* f = std::getenv("PARALLAX_SECRET_FILE")) secret_sources.secret_file_env = f;
-
-  CLI::App app{"Parallax coordinator: accepts jobs, tracks agents, serves rendezvous; "
-               "state is kept in a SQLite database"};
-  app.set_version_flag("--version", std::string("parallax-coordinator 0.1.0 (protocol ") +
-                                        std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) +
-                                        ")");
-  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)")
-      ->capture_default_str();
-  app.add_option("--db", db, "SQLite state database; created if missing")->capture_default_str();
-  app.add_option("--secret-file", secret_sources.secret_file_flag,
-                 std::string(kSecretFileHelp) +
-                     "; every request must carry this secret (none set: no authentication)");
-  app.add_option("--token", secret_sources.token_flag, kTokenHelp);
-  app.add_option("--tls-cert", server_options.tls_cert_file, kTlsCertHelp);
-  app.add_option("--tls-key", server_options.tls_key_file, kTlsKeyHelp);
-  app.add_option("--max-request-bytes", max_request_bytes,
-                 "largest request frame accepted; a bigger one closes its connection")
-      ->capture_default_str()
-      ->check(CLI::Range(uint32_t{1} << 16, uint32_t{1} << 30));
-  app.add_option("--max-active-jobs", service_options.max_active_jobs,
-                 "pending and running jobs at most; a submit past it is refused (0: no limit)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-kv-entries-per-job", service_options.max_kv_entries_per_job,
-                 "rendezvous keys per job (under job/<id>/) at most (0: no limit)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-kv-global-entries", service_options.max_kv_global_entries,
-                 "rendezvous keys outside any job's job/<id>/ prefix at most (0: no limit)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-kv-value-bytes", service_options.max_kv_value_bytes,
-                 "largest rendezvous value accepted")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--agent-timeout-ms", agent_timeout_ms,
-                 "an agent silent for longer than this is shown as not alive")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--port-file", port_file, "write the bound port to this file once listening");
-  app.add_flag("-v,--verbose", verbose, "log debug messages");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  if (verbose) SetMinLogLevel(LogLevel::kDebug);
-  std::string secret_warning;
-  StatusOr<std::string> token = ResolveSecret(secret_sources, &secret_warning);
-  if (!token.ok()) {
-    std::cerr << "parallax-coordinator: " << token.status().message() << "\n";
-    return 2;
-  }
-  if (!secret_warning.empty()) PX_LOG(WARNING) << secret_warning;
-
-  if (Status s = CheckTlsServerFiles(server_options.tls_cert_file, server_options.tls_key_file);
-      !s.ok()) {
-    std::cerr << "parallax-coordinator: " << s.message() << "\n";
-    return 2;
-  }
-  StatusOr<std::pair<std::string, int>> address = ParseHostPort(listen);
-  if (!address.ok()) {
-    std::cerr << "parallax-coordinator: --listen: " << address.status().message() << "\n";
-    return 2;
-  }
-
-  // Signals are taken by one thread with sigwait, so every other thread
-  // (Thrift's included) runs with them blocked.
-  sigset_t signals = BlockTerminationSignals();
-
-  // One coordinator per database: two would each believe they own every job.
-  // The lock is released by the kernel however this process ends.
+// One coordinator per database: two would each believe they own every job.
+// The lock is released by the kernel however this process ends. Returns
+// false after saying why.
+bool LockDatabase(const std::string& db) {
   std::string lock_path = db + ".lock";
   int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd < 0) {
     std::cerr << "parallax-coordinator: cannot create lock file '" << lock_path
-              << "': " << std::strerror(errno) << "; check that the directory exists and is writable\n";
-    return 1;
+              << "': " << std::strerror(errno)
+              << "; check that the directory exists and is writable\n";
+    return false;
   }
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     char owner[32] = {0};
@@ -123,23 +41,89 @@ int main(int argc, char** argv) {
     std::cerr << "parallax-coordinator: database '" << db
               << "' is in use by another parallax-coordinator (pid " << pid
               << "); stop it first or use another --db\n";
-    return 1;
+    return false;
   }
   std::string pid_text = std::to_string(getpid()) + "\n";
-  if (ftruncate(lock_fd, 0) != 0 ||
-      pwrite(lock_fd, pid_text.data(), pid_text.size(), 0) < 0) {
+  if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid_text.data(), pid_text.size(), 0) < 0) {
     PX_LOG(WARNING) << "cannot write pid to '" << lock_path << "'";
   }
+  return true;  // lock_fd stays open for the life of the process
+}
+
+// Everything the command line sets besides the daemon flags.
+struct Flags {
+  std::string db = "parallax.db";
+  std::string port_file;
+  int64_t agent_timeout_ms = 10'000;
+  uint32_t max_request_bytes = 24 << 20;
+  parallax::coordinator::ServiceOptions service;
+  parallax::coordinator::StateFileOptions state;
+  parallax::coordinator::HttpEndpointFlags http;  // --http, --http-token-file, ...
+};
+
+void AddFlags(CLI::App* app, Flags* f) {
+  using namespace parallax::coordinator;
+  app->add_option("--db", f->db, "SQLite state database; created if missing")
+      ->capture_default_str();
+  app->add_flag("--new-state", f->state.new_state,
+                "when --db is an empty (0-byte) file, not a Parallax database, or fails its check: "
+                "rename it to <db>.set-aside-<time> and start a new, empty state");
+  app->add_flag(
+      "--skip-db-check", [f](int64_t) { f->state.check = false; },
+      "serve --db without running PRAGMA quick_check on it first");
+  app->add_option("--db-check-timeout-ms", f->state.check_timeout_ms,
+                  "longest PRAGMA quick_check at start; a longer one is stopped and the database "
+                  "served unchecked")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--max-request-bytes", f->max_request_bytes,
+                  "largest request frame accepted; a bigger one closes its connection")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{1} << 16, uint32_t{1} << 30));
+  app->add_option("--max-active-jobs", f->service.max_active_jobs,
+                  "pending and running jobs at most; a submit past it is refused (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--max-kv-entries-per-job", f->service.max_kv_entries_per_job,
+                  "rendezvous keys per job (under job/<id>/) at most (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--max-kv-global-entries", f->service.max_kv_global_entries,
+                  "rendezvous keys outside any job's job/<id>/ prefix at most (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--max-kv-value-bytes", f->service.max_kv_value_bytes,
+                  "largest rendezvous value accepted")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--agent-timeout-ms", f->agent_timeout_ms,
+                  "an agent silent for longer than this is lost: its tasks are LOST and their jobs "
+                  "restart or fail (docs/RELIABILITY.md, \"Lost agents\")")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--port-file", f->port_file, "write the bound port to this file once listening");
+  AddHttpEndpointFlags(app, &f->http);
+}
+
+// Runs the service on `settings` until a termination signal; the exit code.
+int Serve(const Flags& f, const parallax::DaemonSettings& settings) {
+  using namespace parallax;
+  using namespace parallax::coordinator;
+  // Signals are taken by one thread with sigwait, so every other thread
+  // (the server's included) runs with them blocked.
+  sigset_t signals = BlockTerminationSignals();
+  if (!LockDatabase(f.db)) return 1;
 
   SqliteStateStoreOptions store_options;
-  store_options.path = db;
-  StatusOr<std::unique_ptr<StateStore>> store = OpenSqliteStateStore(store_options);
+  store_options.path = f.db;
+  StatusOr<std::unique_ptr<StateStore>> store = OpenCoordinatorState(store_options, f.state);
   if (!store.ok()) {
     std::cerr << "parallax-coordinator: " << store.status().message() << "\n";
     return 1;
   }
-  service_options.auth_token = *token;
-  service_options.agent_timeout_ms = agent_timeout_ms;
+  ServiceOptions service_options = f.service;
+  service_options.auth_token = settings.secret;
+  service_options.agent_timeout_ms = f.agent_timeout_ms;
   auto service = std::make_shared<CoordinatorService>(store->get(), RealClock(), service_options);
   if (Status s = service->Init(); !s.ok()) {
     std::cerr << "parallax-coordinator: " << s.message() << "\n";
@@ -147,32 +131,70 @@ int main(int argc, char** argv) {
   }
   service->StartBackground();
 
-  server_options.what = "coordinator";
-  server_options.host = address->first;
-  server_options.port = address->second;
-  server_options.max_frame_bytes = max_request_bytes;
-  server_options.max_string_bytes = max_request_bytes;
-  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service);
+  ServerOptions server_options = settings.ServerOptions("coordinator");
+  server_options.max_frame_bytes = f.max_request_bytes;
+  server_options.max_string_bytes = f.max_request_bytes;
+  RpcStats rpc_stats;  // every call counted and timed, for /metrics
+  StatusOr<std::unique_ptr<Server>> server = StartServer(server_options, service, &rpc_stats);
   if (!server.ok()) {
     std::cerr << "parallax-coordinator: " << server.status().message() << "\n";
     return 1;
   }
   int port = (*server)->port();
-  if (!port_file.empty()) {
-    if (Status s = WriteFileAtomically(port_file, std::to_string(port) + "\n"); !s.ok()) {
+  if (!f.port_file.empty()) {
+    if (Status s = WriteFileAtomically(f.port_file, std::to_string(port) + "\n"); !s.ok()) {
       std::cerr << "parallax-coordinator: --port-file: " << s.message() << "\n";
       return 1;
     }
   }
-  std::cout << "parallax-coordinator listening on " << address->first << ":" << port
-            << " (db " << db << ", "
-            << (token->empty() ? "no authentication" : "requests authenticated by the shared secret")
-            << (server_options.tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
+  std::cout << "parallax-coordinator listening on " << settings.listen_host << ":" << port
+            << " (db " << f.db << ", "
+            << (settings.secret.empty() ? "no authentication"
+                                        : "requests authenticated by the shared secret")
+            << (settings.tls_cert_file.empty() ? ", plaintext" : ", TLS") << ")" << std::endl;
+
+  // The web pages and /metrics (--http), read-only, with their own token.
+  StatusOr<std::unique_ptr<HttpEndpoint>> http =
+      StartHttpEndpoint(f.http, {store->get(), service.get(), &rpc_stats, settings.secret,
+                                 server_options.tls_cert_file, server_options.tls_key_file});
+  if (!http.ok()) {
+    std::cerr << "parallax-coordinator: " << http.status().message() << "\n";
+    return http.status().code() == StatusCode::kInvalidArgument ||
+                   http.status().code() == StatusCode::kFailedPrecondition
+               ? 2
+               : 1;
+  }
 
   int sig = 0;
   sigwait(&signals, &sig);
   PX_LOG(INFO) << "signal " << sig << ": shutting down";
+  if (*http) (*http)->Stop();
   service->Stop();
   (*server)->Stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace parallax;
+  CLI::App app{
+      "Parallax coordinator: accepts jobs, tracks agents, serves rendezvous; "
+      "state is kept in a SQLite database"};
+  app.set_version_flag("--version",
+                       std::string("parallax-coordinator 0.1.0 (protocol ") +
+                           std::to_string(rpc::g_coordinator_constants.PROTOCOL_VERSION) + ")");
+  DaemonFlagsSpec spec;
+  spec.program = "parallax-coordinator";
+  spec.default_listen = "127.0.0.1:7070";
+  spec.secret_help_suffix = "; every request must carry this secret (none set: no authentication)";
+  DaemonFlags daemon_flags(spec);
+  daemon_flags.AddTo(&app);
+  Flags flags;
+  AddFlags(&app, &flags);
+  DaemonSettings settings;
+  if (std::optional<int> code = daemon_flags.ParseCommandLine(&app, argc, argv, &settings)) {
+    return *code;
+  }
+  return Serve(flags, settings);
 }

@@ -22,7 +22,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr char kEventKind[] = "search";
-// The most partitions a PS variable may have (trainer/job_plan.cc clamps to it).
+// The most partitions a PS variable may have (core/plan/plan_builder.cc clamps to it).
 constexpr uint32_t kMaxPartitions = 65536;
 
 struct TrialRecord {

@@ -27,8 +27,8 @@
 #include <string>
 
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
 #include "core/config/job_config.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 

@@ -1,7 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
-#include <map>
+#include <unordered_set>
 
 namespace parallax::coordinator {
 namespace {
@@ -11,35 +11,90 @@ std::string Slots(int n) { return std::to_string(n) + (n == 1 ? " slot" : " slot
 // The agents used, in rank order, each once.
 std::vector<std::string> Hosts(const std::vector<std::string>& by_rank) {
   std::vector<std::string> hosts;
+  std::unordered_set<std::string> seen;
   for (const std::string& a : by_rank) {
-    if (std::find(hosts.begin(), hosts.end(), a) == hosts.end()) hosts.push_back(a);
+    if (seen.insert(a).second) hosts.push_back(a);
   }
   return hosts;
 }
 
 }  // namespace
 
-Placement PlaceJob(const PlacementRequest& request, const std::vector<AgentCapacity>& agents) {
-  Placement p;
-  int total = 0, free = 0;
-  for (const AgentCapacity& a : agents) {
-    total += a.slots;
-    free += std::max(0, a.free);
-  }
-  if (request.workers > total) {
-    p.fit = Placement::Fit::kTooLarge;
-    p.reason = "needs " + Slots(request.workers) + "; the cluster has " + Slots(total) + " on " +
-               std::to_string(agents.size()) + " available agent(s)";
-    return p;
-  }
-  if (request.workers > free) {
-    p.fit = Placement::Fit::kWait;
-    p.reason = "needs " + Slots(request.workers) + "; " + Slots(free) + " free now";
-    return p;
-  }
+Capacity::Capacity(const std::vector<AgentCapacity>& agents) {
+  for (const AgentCapacity& a : agents) Set(a);
+}
 
-  std::map<std::string, int> free_of;
-  for (const AgentCapacity& a : agents) free_of[a.name] = std::max(0, a.free);
+void Capacity::Remove(const std::string& name) {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return;
+  total_ -= it->second.slots;
+  free_ -= it->second.free;
+  by_free_.erase({it->second.free, name});
+  by_name_.erase(it);
+}
+
+void Capacity::Set(const AgentCapacity& agent) {
+  Remove(agent.name);
+  Entry e{agent.slots, std::max(0, agent.free)};
+  total_ += e.slots;
+  free_ += e.free;
+  if (e.free > 0) by_free_.insert({e.free, agent.name});
+  by_name_[agent.name] = e;
+}
+
+void Capacity::Take(const std::string& name, int n) {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end() || n <= 0) return;
+  Entry& e = it->second;
+  by_free_.erase({e.free, name});
+  const int taken = std::min(n, e.free);
+  e.free -= taken;
+  free_ -= taken;
+  if (e.free > 0) by_free_.insert({e.free, name});
+}
+
+int Capacity::FreeOf(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? 0 : it->second.free;
+}
+
+const std::string* Capacity::BestFit(int n) const {
+  auto it = by_free_.lower_bound({n, std::string()});
+  return it == by_free_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::pair<std::string, int>> Capacity::MostFreeFirst(int enough) const {
+  std::vector<std::pair<std::string, int>> out;
+  int sum = 0;
+  // Groups of equal free counts, largest first; each group in name order.
+  auto end = by_free_.end();
+  while (end != by_free_.begin() && sum < enough) {
+    const int free = std::prev(end)->first;
+    auto begin = by_free_.lower_bound({free, std::string()});
+    for (auto it = begin; it != end && sum < enough; ++it) {
+      out.emplace_back(it->second, it->first);
+      sum += it->first;
+    }
+    end = begin;
+  }
+  return out;
+}
+
+Placement PlaceJobIn(const PlacementRequest& request, const Capacity& capacity) {
+  Placement p;
+  if (request.workers > capacity.total_slots()) {
+    p.fit = Placement::Fit::kTooLarge;
+    p.reason = "needs " + Slots(request.workers) + "; the cluster has " +
+               Slots(capacity.total_slots()) + " on " + std::to_string(capacity.agents()) +
+               " available agent(s)";
+    return p;
+  }
+  if (request.workers > capacity.free_slots()) {
+    p.fit = Placement::Fit::kWait;
+    p.reason = "needs " + Slots(request.workers) + "; " + Slots(capacity.free_slots()) +
+               " free now";
+    return p;
+  }
 
   // Same placement as the previous attempt, if it still fits.
   bool reuse = static_cast<int>(request.previous.size()) == request.workers;
@@ -47,35 +102,21 @@ Placement PlaceJob(const PlacementRequest& request, const std::vector<AgentCapac
     std::map<std::string, int> need;
     for (const std::string& a : request.previous) ++need[a];
     for (const auto& [name, n] : need) {
-      auto it = free_of.find(name);
-      if (it == free_of.end() || it->second < n) reuse = false;
+      if (capacity.FreeOf(name) < n) reuse = false;
     }
   }
   if (reuse) {
     p.trainer_agents = request.previous;
-  } else {
+  } else if (const std::string* best = capacity.BestFit(request.workers)) {
     // Best fit on one agent: the smallest free count that holds every rank.
-    const AgentCapacity* best = nullptr;
-    for (const AgentCapacity& a : agents) {
-      if (a.free >= request.workers && (best == nullptr || a.free < best->free)) best = &a;
-    }
-    if (best != nullptr) {
-      p.trainer_agents.assign(request.workers, best->name);
-    } else {
-      // Fewest agents: take the ones with the most free slots first.
-      std::vector<const AgentCapacity*> order;
-      for (const AgentCapacity& a : agents) {
-        if (a.free > 0) order.push_back(&a);
-      }
-      std::stable_sort(order.begin(), order.end(),
-                       [](const AgentCapacity* x, const AgentCapacity* y) { return x->free > y->free; });
-      int left = request.workers;
-      for (const AgentCapacity* a : order) {
-        int take = std::min(left, a->free);
-        p.trainer_agents.insert(p.trainer_agents.end(), take, a->name);
-        left -= take;
-        if (left == 0) break;
-      }
+    p.trainer_agents.assign(request.workers, *best);
+  } else {
+    // Fewest agents: take the ones with the most free slots first.
+    int left = request.workers;
+    for (const auto& [name, free] : capacity.MostFreeFirst(request.workers)) {
+      const int take = std::min(left, free);
+      p.trainer_agents.insert(p.trainer_agents.end(), take, name);
+      left -= take;
     }
   }
   std::vector<std::string> hosts = Hosts(p.trainer_agents);
@@ -83,6 +124,10 @@ Placement PlaceJob(const PlacementRequest& request, const std::vector<AgentCapac
   for (int s = 0; s < shards; ++s) p.ps_agents.push_back(hosts[s % hosts.size()]);
   p.fit = Placement::Fit::kPlaced;
   return p;
+}
+
+Placement PlaceJob(const PlacementRequest& request, const std::vector<AgentCapacity>& agents) {
+  return PlaceJobIn(request, Capacity(agents));
 }
 
 }  // namespace parallax::coordinator

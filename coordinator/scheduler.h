@@ -1,14 +1,23 @@
-// Placement of one job's tasks on agents' slots: a pure function, so that it
-// is tested without a cluster.
+// Placement of one job's tasks on agents' slots: a pure function of the
+// request and the cluster's free slots, so that it is tested without a
+// cluster.
 //
 // Trainer ranks take one slot each and are packed on as few agents as
 // possible, with the ranks of one agent contiguous. PS shards take no slot:
 // by default one per agent the job uses, otherwise spread round-robin over
 // those agents.
+//
+// The free slots are kept in a Capacity, indexed by name and by free count,
+// so that placing a job costs O(log A + agents it uses), not O(A), and a
+// pass over thousands of queued jobs on a cluster of thousands of agents
+// stays cheap.
 #ifndef PARALLAX_COORDINATOR_SCHEDULER_H_
 #define PARALLAX_COORDINATOR_SCHEDULER_H_
 
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace parallax::coordinator {
@@ -16,7 +25,44 @@ namespace parallax::coordinator {
 struct AgentCapacity {
   std::string name;
   int slots = 0;  // all of the agent's slots
-  int free = 0;   // slots not held by a live task
+  int free = 0;   // slots not held by a live task (may be negative after a re-registration
+                  // with fewer slots; counts as 0)
+};
+
+// The agents that may take tasks (alive, not draining) and their free slots.
+// Not thread-safe.
+class Capacity {
+ public:
+  Capacity() = default;
+  explicit Capacity(const std::vector<AgentCapacity>& agents);
+
+  // Adds an agent, or replaces the one of that name.
+  void Set(const AgentCapacity& agent);
+  // Takes `n` free slots of `name` (known, with at least `n` free).
+  void Take(const std::string& name, int n);
+
+  int total_slots() const { return total_; }
+  int free_slots() const { return free_; }
+  size_t agents() const { return by_name_.size(); }
+  // Free slots of `name`; 0 when unknown.
+  int FreeOf(const std::string& name) const;
+  // The agent with the fewest free slots that still holds `n` (ties: the
+  // first name), or nullptr.
+  const std::string* BestFit(int n) const;
+  // Agents with free slots, most free first (ties: by name).
+  std::vector<std::pair<std::string, int>> MostFreeFirst(int enough) const;
+
+ private:
+  struct Entry {
+    int slots = 0;
+    int free = 0;  // >= 0
+  };
+  void Remove(const std::string& name);
+
+  std::map<std::string, Entry> by_name_;
+  std::set<std::pair<int, std::string>> by_free_;  // (free, name) of agents with free > 0
+  int total_ = 0;
+  int free_ = 0;
 };
 
 struct PlacementRequest {
@@ -39,7 +85,11 @@ struct Placement {
   std::string reason;                       // for kWait / kTooLarge, shown by `status`
 };
 
-// `agents` are the agents that may take tasks (alive, not draining).
+// Places the request on `capacity` (which is not changed: the caller takes
+// the slots of a placement it keeps).
+Placement PlaceJobIn(const PlacementRequest& request, const Capacity& capacity);
+
+// The same on a list of agents (alive, not draining), in name order.
 Placement PlaceJob(const PlacementRequest& request, const std::vector<AgentCapacity>& agents);
 
 }  // namespace parallax::coordinator

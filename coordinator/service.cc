@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
+#include "coordinator/task_outcome.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/rpc/request_header.h"
@@ -13,6 +15,10 @@ namespace parallax::coordinator {
 namespace {
 
 constexpr char kServerVersion[] = "0.1.0";
+
+// How long ReportTasks waits for the pass that records its reports; an
+// agent's call times out after 10 s and it reports again.
+constexpr int64_t kReportWaitMs = 30'000;
 
 [[noreturn]] void Throw(rpc::ErrorCode::type code, std::string message) {
   rpc::CoordinatorError error;
@@ -73,18 +79,32 @@ rpc::JobInfo CoordinatorService::JobInfoOf(const JobRecord& job, bool with_text)
   return ToJobInfo(job, with_text, orchestrator_.WaitingFor(job.id));
 }
 
-void CoordinatorService::Reconcile() {
+void CoordinatorService::Reconcile() { RunPass(/*whole=*/true); }
+
+void CoordinatorService::RunPass(bool whole) {
   std::map<std::string, int64_t> seen;
-  {
+  if (whole) {
     std::lock_guard<std::mutex> lock(agents_mu_);
     seen = last_seen_;
   }
-  StatusOr<bool> changed = orchestrator_.Reconcile(seen);
+  StatusOr<bool> changed = orchestrator_.Reconcile(whole ? &seen : nullptr);
   if (!changed.ok()) {
     PX_LOG(WARNING) << "reconcile: " << changed.status().ToString();
   } else if (*changed) {
-    NotifyWaiters();
+    NotifyWaiters();  // a pass may publish keys (the partition search's)
   }
+}
+
+void CoordinatorService::Wake() {
+  if (!background_) {
+    RunPass(/*whole=*/true);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(loop_mu_);
+    wake_ = true;
+  }
+  loop_cv_.notify_one();
 }
 
 void CoordinatorService::CheckAttempt(int64_t job_id, int attempt) {
@@ -124,6 +144,17 @@ void RefuseSearchKey(const std::string& key) {
   }
 }
 
+// The <id> of a key "job/<id>/...".
+std::optional<int64_t> JobIdOfKey(const std::string& key) {
+  if (key.rfind("job/", 0) != 0) return std::nullopt;
+  const size_t slash = key.find('/', 4);
+  const std::string id = key.substr(4, slash == std::string::npos ? std::string::npos : slash - 4);
+  if (id.empty() || id.size() > 17 || id.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoll(id);
+}
+
 // "job/<id>/" for a key under a job's prefix, else "".
 std::string JobPrefix(const std::string& key) {
   if (key.rfind("job/", 0) != 0) return "";
@@ -160,10 +191,8 @@ bool CoordinatorService::CheckKvRoom(const std::string& key) {
 
 void CoordinatorService::CheckJobRoom() {
   if (options_.max_active_jobs <= 0) return;
-  JobFilter live;
-  live.states = {JobState::kPending, JobState::kPlacing, JobState::kRunning};
-  size_t n = ValueOrThrow(store_->ListJobs(live)).size();
-  if (static_cast<int64_t>(n) >= options_.max_active_jobs) {
+  const int64_t n = orchestrator_.ActiveJobs();
+  if (n >= options_.max_active_jobs) {
     Throw(rpc::ErrorCode::FAILED_PRECONDITION,
           "job limit reached: " + std::to_string(n) +
               " jobs are pending or running (the coordinator's --max-active-jobs is " +
@@ -180,7 +209,7 @@ Status CoordinatorService::Init() {
   // they register again and report what they run (reconciliation). Until
   // then no task is placed on them, and after agent_timeout_ms of silence
   // their tasks are lost.
-  PX_RETURN_IF_ERROR(store_->ListAgents().status());
+  PX_RETURN_IF_ERROR(orchestrator_.Init());
   PX_ASSIGN_OR_RETURN(int64_t all_keys, store_->KvCount(""));
   PX_ASSIGN_OR_RETURN(int64_t job_keys, store_->KvCount("job/"));
   global_kv_keys_ = all_keys - job_keys;
@@ -188,8 +217,9 @@ Status CoordinatorService::Init() {
 }
 
 void CoordinatorService::StartBackground() {
-  PX_CHECK(!flusher_.joinable()) << "StartBackground called twice";
-  flusher_ = std::thread([this] { FlusherLoop(); });
+  PX_CHECK(!loop_.joinable()) << "StartBackground called twice";
+  background_ = true;
+  loop_ = std::thread([this] { Loop(); });
 }
 
 void CoordinatorService::Stop() {
@@ -198,20 +228,35 @@ void CoordinatorService::Stop() {
     stopping_ = true;
   }
   wait_cv_.notify_all();
-  if (flusher_.joinable()) flusher_.join();
+  orchestrator_.Stop();
+  {
+    std::lock_guard<std::mutex> lock(loop_mu_);
+    loop_stop_ = true;
+  }
+  loop_cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
   Status s = FlushHeartbeats();
   if (!s.ok()) PX_LOG(WARNING) << "could not write heartbeat times on stop: " << s.ToString();
 }
 
-void CoordinatorService::FlusherLoop() {
-  std::unique_lock<std::mutex> lock(wait_mu_);
-  while (!stopping_) {
-    wait_cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_flush_ms));
-    if (stopping_) break;
+void CoordinatorService::Loop() {
+  const auto period = std::chrono::milliseconds(options_.heartbeat_flush_ms);
+  auto next_tick = std::chrono::steady_clock::now() + period;
+  std::unique_lock<std::mutex> lock(loop_mu_);
+  while (!loop_stop_) {
+    loop_cv_.wait_until(lock, next_tick, [&] { return loop_stop_ || wake_; });
+    if (loop_stop_) break;
+    wake_ = false;
+    const bool tick = std::chrono::steady_clock::now() >= next_tick;
     lock.unlock();
-    Status s = FlushHeartbeats();
-    if (!s.ok()) PX_LOG(WARNING) << "could not write heartbeat times: " << s.ToString();
-    Reconcile();
+    if (tick) {
+      Status s = FlushHeartbeats();
+      if (!s.ok()) PX_LOG(WARNING) << "could not write heartbeat times: " << s.ToString();
+      next_tick = std::chrono::steady_clock::now() + period;
+    }
+    // Events that arrive during this pass set wake_ again: one more pass
+    // handles all of them.
+    RunPass(/*whole=*/tick);
     lock.lock();
   }
 }
@@ -299,12 +344,13 @@ void CoordinatorService::SubmitJob(rpc::JobInfo& out, const rpc::RequestHeader& 
   job.job_text = request.job_text;
   job.job_path = request.__isset.job_path ? request.job_path : "";
   job.submitted_by = ClientName(header);
+  // Committed when this returns (with the submits that came meanwhile).
   JobRecord record = ValueOrThrow(store_->CreateJob(job, clock_->NowMillis()));
   PX_LOG(INFO) << "job \"" << record.id << "\" (" << record.name << ") submitted by "
                << job.submitted_by;
+  orchestrator_.Enqueue(record, *config);
   out = JobInfoOf(record, /*with_text=*/false);
-  Reconcile();
-  out = JobInfoOf(ValueOrThrow(store_->GetJob(record.id)), /*with_text=*/false);
+  Wake();
 }
 
 void CoordinatorService::GetJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
@@ -342,8 +388,7 @@ void CoordinatorService::CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& 
   CheckHeader(header);
   RequireJobId(job_id);
   std::string why = reason.empty() ? "cancelled by " + ClientName(header) : reason;
-  StatusOr<JobRecord> job =
-      store_->TransitionJob(job_id, JobState::kCancelled, why, clock_->NowMillis());
+  StatusOr<JobRecord> job = orchestrator_.Cancel(job_id, why);
   if (job.status().code() == StatusCode::kFailedPrecondition) {
     // Say it in the user's terms: the job already finished.
     StatusOr<JobRecord> current = store_->GetJob(job_id);
@@ -354,8 +399,7 @@ void CoordinatorService::CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& 
     }
   }
   out = JobInfoOf(ValueOrThrow(std::move(job)), /*with_text=*/false);
-  Reconcile();
-  NotifyWaiters();  // agents' long polls learn now that the job's tasks must stop
+  Wake();  // the orchestrator told the agents' long polls that the tasks must stop
 }
 
 void CoordinatorService::GetEvents(std::vector<rpc::Event>& out, const rpc::RequestHeader& header,
@@ -390,21 +434,17 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
           "agent \"" + agent.name + "\": slots and gpus must be >= 0");
   }
   int64_t now = clock_->NowMillis();
-  {
-    // A live agent of this name elsewhere: two daemons would fight over tasks.
-    StatusOr<std::vector<AgentRecord>> known = store_->ListAgents();
-    if (known.ok()) {
-      std::lock_guard<std::mutex> lock(agents_mu_);
-      for (const AgentRecord& a : *known) {
-        if (a.name != agent.name || a.address == agent.address) continue;
-        int64_t seen = std::max(a.last_seen, last_seen_.count(a.name) ? last_seen_[a.name] : 0);
-        if (now - seen <= options_.agent_timeout_ms) {
-          Throw(rpc::ErrorCode::ALREADY_EXISTS,
-                "agent \"" + agent.name + "\" is already registered from " + a.address +
-                    " and heartbeating; give this agent another --name (or stop the other one "
-                    "and retry after " + std::to_string(options_.agent_timeout_ms / 1000) + " s)");
-        }
-      }
+  // A live agent of this name elsewhere: two daemons would fight over tasks.
+  if (std::optional<AgentRecord> known = orchestrator_.Agent(agent.name);
+      known && known->address != agent.address) {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    auto it = last_seen_.find(agent.name);
+    int64_t seen = std::max(known->last_seen, it != last_seen_.end() ? it->second : 0);
+    if (now - seen <= options_.agent_timeout_ms) {
+      Throw(rpc::ErrorCode::ALREADY_EXISTS,
+            "agent \"" + agent.name + "\" is already registered from " + known->address +
+                " and heartbeating; give this agent another --name (or stop the other one "
+                "and retry after " + std::to_string(options_.agent_timeout_ms / 1000) + " s)");
     }
   }
   AgentRecord record;
@@ -414,21 +454,15 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
   record.gpus = agent.gpus;
   record.hostname = agent.__isset.hostname ? agent.hostname : "";
   record.version = agent.__isset.version ? agent.version : "";
-  // Keep a drain across re-registrations.
-  StatusOr<std::vector<AgentRecord>> before = store_->ListAgents();
-  if (before.ok()) {
-    for (const AgentRecord& a : *before) {
-      if (a.name == agent.name) record.draining = a.draining;
-    }
-  }
-  ThrowIfError(store_->UpsertAgent(record, now));
+  // The orchestrator keeps a drain across re-registrations.
+  ThrowIfError(orchestrator_.RegisterAgent(record, now));
   {
     std::lock_guard<std::mutex> lock(agents_mu_);
     last_seen_[agent.name] = now;
     unflushed_.erase(agent.name);
     fresh_.insert(agent.name);
   }
-  Reconcile();
+  Wake();
 }
 
 void CoordinatorService::PollAssignments(rpc::PollResponse& out, const rpc::RequestHeader& header,
@@ -449,13 +483,11 @@ void CoordinatorService::PollAssignments(rpc::PollResponse& out, const rpc::Requ
     // Reconcile what the agent runs with what the store expects, then let the
     // job lifecycle react (a task that vanished restarts its job).
     ValueOrThrow(orchestrator_.WorkFor(request.agent_name, request.running, true));
-    Reconcile();
+    Wake();
   }
-  AgentWork work;
-  WaitFor(request.timeout_ms, [&] {
-    work = ValueOrThrow(orchestrator_.WorkFor(request.agent_name, request.running, false));
-    return !work.start.empty() || !work.stop.empty();
-  });
+  const int64_t timeout_ms = std::clamp<int64_t>(request.timeout_ms, 0, options_.max_wait_ms);
+  AgentWork work =
+      ValueOrThrow(orchestrator_.WaitForWork(request.agent_name, request.running, timeout_ms));
   out.start = std::move(work.start);
   out.stop = std::move(work.stop);
 }
@@ -473,15 +505,18 @@ void CoordinatorService::ReportTasks(const rpc::RequestHeader& header,
       Throw(rpc::ErrorCode::INVALID_ARGUMENT, "task report with an unknown state or role");
     }
   }
-  ThrowIfError(orchestrator_.ApplyReports(agent_name, reports));
-  Reconcile();
+  // Recorded by the next pass (with every report that came meanwhile, in
+  // one commit); the agent learns it is recorded when this returns.
+  const uint64_t ticket = orchestrator_.QueueReports(agent_name, reports);
+  Wake();
+  ThrowIfError(orchestrator_.WaitReports(ticket, kReportWaitMs));
 }
 
 void CoordinatorService::DrainAgent(const rpc::RequestHeader& header, const std::string& agent_name,
                                     bool drain) {
   CheckHeader(header);
-  ThrowIfError(store_->SetAgentDraining(agent_name, drain, clock_->NowMillis()));
-  Reconcile();
+  ThrowIfError(orchestrator_.SetDraining(agent_name, drain, clock_->NowMillis()));
+  Wake();
 }
 
 void CoordinatorService::ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
@@ -495,9 +530,8 @@ void CoordinatorService::ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& 
               "; only a FAILED or CANCELLED job can be resumed");
   }
   CheckJobRoom();
-  ValueOrThrow(store_->TransitionJob(job_id, JobState::kPending,
-                                     "resumed by " + ClientName(header), clock_->NowMillis()));
-  Reconcile();
+  ValueOrThrow(orchestrator_.Resume(job_id, "resumed by " + ClientName(header)));
+  Wake();
   out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/false);
 }
 
@@ -515,14 +549,23 @@ void CoordinatorService::Heartbeat(rpc::HeartbeatResponse& out, const rpc::Reque
   }
 }
 
-void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
-                                    const rpc::RequestHeader& header) {
-  CheckHeader(header);
-  std::vector<AgentRecord> agents = ValueOrThrow(store_->ListAgents());
+StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
+  PX_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, store_->ListAgents());
   int64_t now = clock_->NowMillis();
-  std::lock_guard<std::mutex> lock(agents_mu_);
-  out.clear();
-  for (const AgentRecord& a : agents) {
+  // Only the lookups hold agents_mu_ (heartbeats take it): a page or a scrape
+  // listing many agents delays no heartbeat by building their records.
+  std::vector<int64_t> heard(agents.size(), 0);
+  {
+    std::lock_guard<std::mutex> lock(agents_mu_);
+    for (size_t i = 0; i < agents.size(); ++i) {
+      auto it = last_seen_.find(agents[i].name);
+      if (it != last_seen_.end()) heard[i] = it->second;
+    }
+  }
+  std::vector<rpc::AgentInfo> out;
+  out.reserve(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i) {
+    const AgentRecord& a = agents[i];
     rpc::AgentInfo info;
     info.name = a.name;
     info.address = a.address;
@@ -531,13 +574,19 @@ void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
     info.__set_hostname(a.hostname);
     info.__set_version(a.version);
     info.__set_registered(a.registered);
-    auto it = last_seen_.find(a.name);
-    int64_t seen = it != last_seen_.end() ? std::max(it->second, a.last_seen) : a.last_seen;
+    int64_t seen = std::max(heard[i], a.last_seen);
     info.__set_last_seen(seen);
     info.__set_alive(now - seen <= options_.agent_timeout_ms);
     info.__set_draining(a.draining);
     out.push_back(std::move(info));
   }
+  return out;
+}
+
+void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
+                                    const rpc::RequestHeader& header) {
+  CheckHeader(header);
+  out = ValueOrThrow(Agents());
 }
 
 void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
@@ -556,6 +605,7 @@ void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
     info.state = static_cast<rpc::TaskState::type>(t.state);
     if (t.exit_code) info.__set_exit_code(*t.exit_code);
     if (t.signal) info.__set_signal(*t.signal);
+    if (IsNotLaunched(t)) info.__set_not_launched(true);
     info.updated = t.updated;
     out.push_back(std::move(info));
   }
@@ -574,7 +624,8 @@ void CoordinatorService::PutPlan(const rpc::RequestHeader& header,
   ThrowIfError(
       store_->PutPlan(request.job_id, request.attempt, request.plan_json, clock_->NowMillis()));
   // The plan decides whether the attempt's PS shards start (Orchestrator).
-  Reconcile();
+  orchestrator_.PlanStored(request.job_id, request.attempt);
+  Wake();
   NotifyWaiters();
 }
 
@@ -615,7 +666,12 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
   if (new_global) ++global_kv_keys_;
   NotifyWaiters();
   // A partition-search trial ends as soon as its time is published.
-  if (request.key.ends_with("/trial/step_seconds")) Reconcile();
+  if (request.key.ends_with("/trial/step_seconds")) {
+    if (std::optional<int64_t> job_id = JobIdOfKey(request.key)) {
+      orchestrator_.JobChanged(*job_id);
+      Wake();
+    }
+  }
 }
 
 void CoordinatorService::KvGet(std::vector<std::string>& out, const rpc::RequestHeader& header,
@@ -719,6 +775,14 @@ void CoordinatorService::GetMetrics(std::vector<rpc::MetricPoint>& out,
     if (!r.values.empty()) p.__set_values(r.values);
     out.push_back(std::move(p));
   }
+}
+
+void CoordinatorService::ReportShardStats(const rpc::RequestHeader& header,
+                                          const rpc::ShardStatsReport& report) {
+  CheckHeader(header);
+  ThrowIfError(ShardStatsBoard::Validate(report));
+  CheckAttempt(report.job_id, report.attempt);
+  shard_stats_.Record(report);
 }
 
 void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,

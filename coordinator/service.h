@@ -1,18 +1,27 @@
 // CoordinatorService: the handler behind the Thrift `Coordinator` service
 // (schemas/coordinator.thrift). It checks every request's header (protocol
 // version, auth token), validates the request, and turns it into StateStore
-// calls. A Status becomes a rpc::CoordinatorError only here.
+// and Orchestrator calls. A Status becomes a rpc::CoordinatorError only here.
 //
 // Thread-safety: every method may be called concurrently from many
-// connection threads. Blocking calls (KvGet, GetPlan) wait on a condition
-// variable with a deadline and never hold the store while waiting, so they
-// cannot starve heartbeats.
+// connection threads. Blocking calls (KvGet, GetPlan, PollAssignments) wait
+// on a condition variable with a deadline and never hold the store while
+// waiting, so they cannot starve heartbeats.
+//
+// Submits and reads do not run the orchestrator: a submit is committed
+// (group-committed with concurrent ones) and queued, a report is queued and
+// answered once the pass that records it has committed, and the background
+// loop (StartBackground) runs the orchestrator's passes,
+// woken by those events and coalesced (events that arrive during a pass are
+// handled by the next one), and once per heartbeat_flush_ms to find lost
+// agents. Without the background loop (tests, tools) each event runs a
+// pass on the caller's thread.
 //
 // Heartbeats never touch the database on the caller's path: the newest
 // last-seen time of each agent is kept in memory and written in one batch
-// per flush interval (FlushHeartbeats, or the flusher thread started by
-// StartBackground). A coordinator crash loses at most that interval of
-// last-seen times, never a registration, job or event.
+// per flush interval (FlushHeartbeats, or the background loop). A
+// coordinator crash loses at most that interval of last-seen times, never a
+// registration, job or event.
 #ifndef PARALLAX_COORDINATOR_SERVICE_H_
 #define PARALLAX_COORDINATOR_SERVICE_H_
 
@@ -26,10 +35,12 @@
 #include <thread>
 
 #include "coordinator/orchestrator.h"
+#include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/Coordinator.h"
+#include "schemas/coordinator_constants.h"
 
 namespace parallax::coordinator {
 
@@ -40,11 +51,11 @@ struct ServiceOptions {
   int64_t agent_timeout_ms = 10'000;
   // Longest wait a blocking call may ask for; longer requests are capped.
   int64_t max_wait_ms = 300'000;
-  // How often the background thread writes heartbeat times to the store and
-  // reconciles jobs (lost agents, placement).
+  // How often the background loop writes heartbeat times to the store and
+  // looks for lost agents (events wake it in between).
   int64_t heartbeat_flush_ms = 1'000;
   // Request size limits (bytes): bigger requests are INVALID_ARGUMENT.
-  size_t max_job_text_bytes = 1 << 20;
+  size_t max_job_text_bytes = static_cast<size_t>(rpc::g_coordinator_constants.MAX_JOB_TEXT_BYTES);
   size_t max_kv_value_bytes = 1 << 20;  // --max-kv-value-bytes
   size_t max_plan_bytes = 16 << 20;
   // Count limits, so a client cannot fill the database or the scheduler:
@@ -54,8 +65,11 @@ struct ServiceOptions {
   // FAILED_PRECONDITION naming the flag that raises it. Checked before the
   // write, so concurrent requests may overshoot by the number of
   // connections. 0: no limit. (Keys of finished jobs are kept: the per-job
-  // limit bounds each job, not the database.)
-  int64_t max_active_jobs = 1'000;            // --max-active-jobs
+  // limit bounds each job, not the database.) A queued job costs the
+  // coordinator a row and a few hundred bytes of memory, and a submit costs
+  // the same however many are queued, so the job limit is a guard against a
+  // runaway client, not a capacity limit.
+  int64_t max_active_jobs = 100'000;          // --max-active-jobs
   int64_t max_kv_entries_per_job = 100'000;    // --max-kv-entries-per-job
   int64_t max_kv_global_entries = 100'000;     // --max-kv-global-entries
 };
@@ -69,18 +83,28 @@ class CoordinatorService : public rpc::CoordinatorIf {
   CoordinatorService(const CoordinatorService&) = delete;
   CoordinatorService& operator=(const CoordinatorService&) = delete;
 
-  // Loads the agent registry from the store. Call once before serving.
+  // Loads the orchestrator's state (agents, the queue, live jobs and their
+  // tasks) from the store. Call once before serving.
   Status Init();
-  // Starts the heartbeat flusher thread. Stop() (or the destructor) joins it.
+  // Starts the background loop. Stop() (or the destructor) joins it.
   void StartBackground();
   // Wakes every blocked call (they fail with UNAVAILABLE "shutting down"),
-  // stops the flusher and writes pending heartbeats.
+  // stops the loop and writes pending heartbeats.
   void Stop();
   // Writes pending heartbeat times to the store now.
   Status FlushHeartbeats();
-  // Runs one orchestration pass now (what the background thread does every
-  // heartbeat_flush_ms) and wakes long polls if anything changed.
+  // Runs one whole orchestration pass now, lost agents included (what the
+  // background loop does every heartbeat_flush_ms).
   void Reconcile();
+  // The shared secret requests must carry ("" : none).
+  const std::string& auth_token() const { return options_.auth_token; }
+
+  // Every registered agent with its newest heartbeat time and whether it is
+  // alive now (what ListAgents answers), for in-process readers such as the
+  // web pages.
+  StatusOr<std::vector<rpc::AgentInfo>> Agents();
+  // The PS shards' newest counters (ReportShardStats).
+  ShardStatsBoard& shard_stats() { return shard_stats_; }
 
   // rpc::CoordinatorIf
   void Hello(rpc::HelloResponse& out, const rpc::RequestHeader& header) override;
@@ -117,6 +141,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
                      const std::vector<rpc::MetricPoint>& points) override;
   void GetMetrics(std::vector<rpc::MetricPoint>& out, const rpc::RequestHeader& header,
                   const rpc::GetMetricsRequest& request) override;
+  void ReportShardStats(const rpc::RequestHeader& header,
+                        const rpc::ShardStatsReport& report) override;
   void CommitCheckpoint(const rpc::RequestHeader& header,
                         const rpc::CheckpointInfo& checkpoint) override;
   void ListCheckpoints(std::vector<rpc::CheckpointInfo>& out, const rpc::RequestHeader& header,
@@ -131,7 +157,12 @@ class CoordinatorService : public rpc::CoordinatorIf {
   bool WaitFor(int64_t timeout_ms, Ready ready);
   // Wakes blocked KvGet/GetPlan calls after a change.
   void NotifyWaiters();
-  void FlusherLoop();
+  // An event the orchestrator must act on: wakes the background loop, or
+  // without one runs a pass now.
+  void Wake();
+  // One pass; `whole` adds lost agents and every live job.
+  void RunPass(bool whole);
+  void Loop();
   rpc::JobInfo JobInfoOf(const JobRecord& job, bool with_text);
   // Throws FENCED when `attempt` is older than the job's current attempt.
   void CheckAttempt(int64_t job_id, int attempt);
@@ -158,6 +189,7 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::set<std::string> fresh_;  // GUARDED_BY(agents_mu_)
 
   Orchestrator orchestrator_;
+  ShardStatsBoard shard_stats_;
 
   // Blocking calls wait on wait_cv_; every change to kv or plans bumps
   // change_seq_ and notifies.
@@ -169,7 +201,13 @@ class CoordinatorService : public rpc::CoordinatorIf {
   // Keys outside "job/<id>/" in the store: counted once in Init, then kept.
   std::atomic<int64_t> global_kv_keys_{0};
 
-  std::thread flusher_;
+  // The background loop: woken by Wake(), or every heartbeat_flush_ms.
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool wake_ = false;        // GUARDED_BY(loop_mu_)
+  bool loop_stop_ = false;   // GUARDED_BY(loop_mu_)
+  std::atomic<bool> background_{false};
+  std::thread loop_;
 };
 
 }  // namespace parallax::coordinator

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -120,8 +121,71 @@ std::optional<int64_t> ParseInt64(std::string_view text) {
 
 // ---- Opening and migrating ----
 
-Status SqliteStateStore::Init(int max_schema_version) {
-  std::lock_guard<std::mutex> lock(mu_);
+Status SqliteStateStore::Init(const SqliteStateStoreOptions& options) {
+  PX_RETURN_IF_ERROR(Migrate(options.max_schema_version));
+  if (db_->path() == ":memory:") return Status::Ok();
+  for (int i = 0; i < options.readers; ++i) {
+    PX_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> reader,
+                        SqliteConnection::Open(db_->path(), options.busy_timeout_ms));
+    PX_RETURN_IF_ERROR(reader->Exec("PRAGMA query_only = ON"));
+    free_readers_.push_back(reader.get());
+    readers_.push_back(std::move(reader));
+  }
+  if (options.checkpoint_interval_ms > 0) {
+    // Commits only append to the log; this thread copies it into the
+    // database, so no commit waits for a checkpoint's writes and fsyncs.
+    PX_ASSIGN_OR_RETURN(checkpoint_db_,
+                        SqliteConnection::Open(db_->path(), options.busy_timeout_ms));
+    PX_RETURN_IF_ERROR(checkpoint_db_->Exec("PRAGMA synchronous = FULL"));
+    {
+      std::lock_guard<std::mutex> lock(writes_.connection_mu());
+      PX_RETURN_IF_ERROR(db_->Exec("PRAGMA wal_autocheckpoint = 0"));
+    }
+    const auto interval = std::chrono::milliseconds(options.checkpoint_interval_ms);
+    checkpointer_ = std::thread([this, interval] { CheckpointLoop(interval); });
+  }
+  return Status::Ok();
+}
+
+SqliteStateStore::~SqliteStateStore() {
+  {
+    std::lock_guard<std::mutex> lock(checkpoint_mu_);
+    stop_checkpoints_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+void SqliteStateStore::CheckpointLoop(std::chrono::milliseconds interval) {
+  std::unique_lock<std::mutex> lock(checkpoint_mu_);
+  while (!checkpoint_cv_.wait_for(lock, interval, [&] { return stop_checkpoints_; })) {
+    lock.unlock();
+    // PASSIVE: copies what no reader still needs, waits for no one.
+    Status s = checkpoint_db_->Exec("PRAGMA wal_checkpoint(PASSIVE)");
+    if (!s.ok()) PX_LOG(WARNING) << "checkpoint of the write-ahead log: " << s.ToString();
+    lock.lock();
+  }
+}
+
+SqliteConnection* SqliteStateStore::AcquireReader() {
+  std::unique_lock<std::mutex> lock(readers_mu_);
+  // No deadline: a reader is held for one read transaction.
+  reader_free_.wait(lock, [&] { return !free_readers_.empty(); });
+  SqliteConnection* reader = free_readers_.back();
+  free_readers_.pop_back();
+  return reader;
+}
+
+void SqliteStateStore::ReleaseReader(SqliteConnection* reader) {
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    free_readers_.push_back(reader);
+  }
+  reader_free_.notify_one();
+}
+
+Status SqliteStateStore::Migrate(int max_schema_version) {
+  std::lock_guard<std::mutex> lock(writes_.connection_mu());
   // The first statement reads the file header: a file that is not a
   // database fails here (NOTADB), before anything is written to it.
   PX_ASSIGN_OR_RETURN(int64_t version, db_->PragmaInt("user_version"));
@@ -184,8 +248,8 @@ StatusOr<JobRecord> SqliteStateStore::ReadJob(const SqliteStatement& row) const 
   return job;
 }
 
-StatusOr<JobRecord> SqliteStateStore::LoadJob(int64_t job_id) {
-  PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(std::string("SELECT ") + kJobColumns +
+StatusOr<JobRecord> SqliteStateStore::LoadJob(SqliteConnection* db, int64_t job_id) {
+  PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db->Prepare(std::string("SELECT ") + kJobColumns +
                                                          " FROM jobs WHERE id = ?1"));
   stmt.BindInt64(1, job_id);
   PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -193,19 +257,19 @@ StatusOr<JobRecord> SqliteStateStore::LoadJob(int64_t job_id) {
   return ReadJob(stmt);
 }
 
-Status SqliteStateStore::CheckJob(int64_t job_id) {
-  PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare("SELECT 1 FROM jobs WHERE id = ?1"));
+Status SqliteStateStore::CheckJob(SqliteConnection* db, int64_t job_id) {
+  PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db->Prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   stmt.BindInt64(1, job_id);
   PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return NotFound(JobRef(job_id) + " does not exist");
   return Status::Ok();
 }
 
-StatusOr<int64_t> SqliteStateStore::InsertEvent(int64_t job_id, std::string_view kind,
+StatusOr<int64_t> SqliteStateStore::InsertEvent(SqliteConnection* db, int64_t job_id, std::string_view kind,
                                                 std::string_view message, int64_t now) {
   PX_ASSIGN_OR_RETURN(
       SqliteStatement stmt,
-      db_->Prepare("INSERT INTO events (job_id, time, kind, message) VALUES (?1, ?2, ?3, ?4)"));
+      db->Prepare("INSERT INTO events (job_id, time, kind, message) VALUES (?1, ?2, ?3, ?4)"));
   if (job_id == 0) {
     stmt.BindNull(1);  // "no job": NULL keeps the foreign key satisfied
   } else {
@@ -213,7 +277,7 @@ StatusOr<int64_t> SqliteStateStore::InsertEvent(int64_t job_id, std::string_view
   }
   stmt.BindInt64(2, now).BindText(3, kind).BindText(4, message);
   PX_RETURN_IF_ERROR(stmt.Run());
-  return db_->LastInsertRowId();
+  return db->LastInsertRowId();
 }
 
 // ---- Jobs ----
@@ -223,10 +287,10 @@ StatusOr<JobRecord> SqliteStateStore::CreateJob(const NewJob& job, int64_t now) 
     return InvalidArgument("job " + Quote(job.name) + ": workers must be at least 1, got " +
                            std::to_string(job.workers));
   }
-  return Write([&]() -> StatusOr<JobRecord> {
+  return Write([&](SqliteConnection* db) -> StatusOr<JobRecord> {
     PX_ASSIGN_OR_RETURN(
         SqliteStatement insert,
-        db_->Prepare("INSERT INTO jobs (name, state, workers, step, created, updated, attempt, "
+        db->Prepare("INSERT INTO jobs (name, state, workers, step, created, updated, attempt, "
                      "reason, job_text, job_path, submitted_by) "
                      "VALUES (?1, ?2, ?3, 0, ?4, ?4, 0, '', ?5, ?6, ?7)"));
     insert.BindText(1, job.name)
@@ -238,7 +302,7 @@ StatusOr<JobRecord> SqliteStateStore::CreateJob(const NewJob& job, int64_t now) 
         .BindText(7, job.submitted_by);
     PX_RETURN_IF_ERROR(insert.Run());
     JobRecord record;
-    record.id = db_->LastInsertRowId();
+    record.id = db->LastInsertRowId();
     record.name = job.name;
     record.state = JobState::kPending;
     record.workers = job.workers;
@@ -250,13 +314,13 @@ StatusOr<JobRecord> SqliteStateStore::CreateJob(const NewJob& job, int64_t now) 
     std::string message = JobRef(record.id) + " (" + Quote(job.name) + ") submitted";
     if (!job.submitted_by.empty()) message += " by " + Quote(job.submitted_by);
     message += " with " + std::to_string(job.workers) + (job.workers == 1 ? " worker" : " workers");
-    PX_RETURN_IF_ERROR(InsertEvent(record.id, "submitted", message, now).status());
+    PX_RETURN_IF_ERROR(InsertEvent(db, record.id, "submitted", message, now).status());
     return record;
   });
 }
 
 StatusOr<JobRecord> SqliteStateStore::GetJob(int64_t job_id) {
-  return Read([&] { return LoadJob(job_id); });
+  return Read([&](SqliteConnection* db) { return LoadJob(db, job_id); });
 }
 
 StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& filter) {
@@ -269,8 +333,8 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& fil
     sql += ")";
   }
   sql += " ORDER BY id DESC LIMIT ?";
-  return Read([&]() -> StatusOr<std::vector<JobRecord>> {
-    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql));
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<JobRecord>> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db->Prepare(sql));
     int index = 1;
     for (JobState state : filter.states) stmt.BindText(index++, JobStateName(state));
     stmt.BindInt64(index, SqlLimit(filter.limit));
@@ -282,6 +346,22 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ListJobs(const JobFilter& fil
       jobs.push_back(std::move(job));
     }
     return jobs;
+  });
+}
+
+StatusOr<std::map<JobState, int64_t>> SqliteStateStore::CountJobs() {
+  return Read([&](SqliteConnection* db) -> StatusOr<std::map<JobState, int64_t>> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
+                        db->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+    std::map<JobState, int64_t> counts;
+    while (true) {
+      PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      std::optional<JobState> state = ParseJobState(stmt.ColumnText(0));
+      if (!state) return Internal("jobs table holds an unknown state \"" + stmt.ColumnText(0) + "\"");
+      counts[*state] = stmt.ColumnInt64(1);
+    }
+    return counts;
   });
 }
 
@@ -298,43 +378,49 @@ StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
 StatusOr<JobRecord> SqliteStateStore::TransitionJob(int64_t job_id, JobState to,
                                                     const std::string& reason, int64_t now,
                                                     bool count_restart) {
-  return Write([&]() -> StatusOr<JobRecord> {
-    PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id));
-    const JobState from = job.state;
-    if (!count_restart && (to != JobState::kPending || IsTerminal(from))) {
-      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
-                                "; only a PLACING or RUNNING job can be requeued");
-    }
-    if (!IsValidTransition(from, to)) {
-      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
-                                "; it cannot become " + std::string(JobStateName(to)));
-    }
-    job.state = to;
-    job.updated = now;
-    job.reason = (to == JobState::kFailed || to == JobState::kCancelled) ? reason : "";
-    // Every placement starts a new attempt: 1 for the first, +1 per restart.
-    if (to == JobState::kPlacing) ++job.attempt;
-    if (to == JobState::kPending) {
-      job.restarts = IsTerminal(from) ? 0 : job.restarts + (count_restart ? 1 : 0);
-    }
-    PX_ASSIGN_OR_RETURN(
-        SqliteStatement update,
-        db_->Prepare("UPDATE jobs SET state = ?1, reason = ?2, updated = ?3, attempt = ?4, "
-                     "restarts = ?6 WHERE id = ?5"));
-    update.BindText(1, JobStateName(to))
-        .BindText(2, job.reason)
-        .BindInt64(3, now)
-        .BindInt64(4, job.attempt)
-        .BindInt64(5, job_id)
-        .BindInt64(6, job.restarts);
-    PX_RETURN_IF_ERROR(update.Run());
-    if (to == JobState::kPlacing) PX_RETURN_IF_ERROR(DropJobKeys(job_id, job.attempt));
-    if (IsTerminal(to)) PX_RETURN_IF_ERROR(DropJobKeys(job_id, 0));
-    std::string message = std::string(JobStateName(from)) + " -> " + std::string(JobStateName(to));
-    if (!reason.empty()) message += ": " + reason;
-    PX_RETURN_IF_ERROR(InsertEvent(job_id, "state", message, now).status());
-    return job;
+  return Write([&](SqliteConnection* db) {
+    return TransitionIn(db, job_id, to, reason, now, count_restart);
   });
+}
+
+StatusOr<JobRecord> SqliteStateStore::TransitionIn(SqliteConnection* db, int64_t job_id,
+                                                   JobState to, const std::string& reason,
+                                                   int64_t now, bool count_restart) {
+  PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(db, job_id));
+  const JobState from = job.state;
+  if (!count_restart && (to != JobState::kPending || IsTerminal(from))) {
+    return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
+                              "; only a PLACING or RUNNING job can be requeued");
+  }
+  if (!IsValidTransition(from, to)) {
+    return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(from)) +
+                              "; it cannot become " + std::string(JobStateName(to)));
+  }
+  job.state = to;
+  job.updated = now;
+  job.reason = (to == JobState::kFailed || to == JobState::kCancelled) ? reason : "";
+  // Every placement starts a new attempt: 1 for the first, +1 per restart.
+  if (to == JobState::kPlacing) ++job.attempt;
+  if (to == JobState::kPending) {
+    job.restarts = IsTerminal(from) ? 0 : job.restarts + (count_restart ? 1 : 0);
+  }
+  PX_ASSIGN_OR_RETURN(
+      SqliteStatement update,
+      db->Prepare("UPDATE jobs SET state = ?1, reason = ?2, updated = ?3, attempt = ?4, "
+                   "restarts = ?6 WHERE id = ?5"));
+  update.BindText(1, JobStateName(to))
+      .BindText(2, job.reason)
+      .BindInt64(3, now)
+      .BindInt64(4, job.attempt)
+      .BindInt64(5, job_id)
+      .BindInt64(6, job.restarts);
+  PX_RETURN_IF_ERROR(update.Run());
+  if (to == JobState::kPlacing) PX_RETURN_IF_ERROR(DropJobKeys(db, job_id, job.attempt));
+  if (IsTerminal(to)) PX_RETURN_IF_ERROR(DropJobKeys(db, job_id, 0));
+  std::string message = std::string(JobStateName(from)) + " -> " + std::string(JobStateName(to));
+  if (!reason.empty()) message += ": " + reason;
+  PX_RETURN_IF_ERROR(InsertEvent(db, job_id, "state", message, now).status());
+  return job;
 }
 
 // ---- Events ----
@@ -343,9 +429,9 @@ StatusOr<int64_t> SqliteStateStore::AppendEvent(int64_t job_id, const std::strin
                                                 const std::string& message, int64_t now) {
   if (job_id < 0) return InvalidArgument("event for " + JobRef(job_id) + ": ids are positive");
   if (kind.empty()) return InvalidArgument("event kind is empty");
-  return Write([&]() -> StatusOr<int64_t> {
-    if (job_id != 0) PX_RETURN_IF_ERROR(CheckJob(job_id));
-    return InsertEvent(job_id, kind, message, now);
+  return Write([&](SqliteConnection* db) -> StatusOr<int64_t> {
+    if (job_id != 0) PX_RETURN_IF_ERROR(CheckJob(db, job_id));
+    return InsertEvent(db, job_id, kind, message, now);
   });
 }
 
@@ -353,14 +439,14 @@ StatusOr<std::vector<EventRecord>> SqliteStateStore::ListEvents(int64_t job_id, 
                                                                 int limit) {
   PX_RETURN_IF_ERROR(CheckLimit(limit));
   if (job_id < 0) return NotFound(JobRef(job_id) + " does not exist");
-  return Read([&]() -> StatusOr<std::vector<EventRecord>> {
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<EventRecord>> {
     std::string sql = "SELECT seq, job_id, time, kind, message FROM events WHERE seq > ?1";
     if (job_id != 0) {
-      PX_RETURN_IF_ERROR(CheckJob(job_id));
+      PX_RETURN_IF_ERROR(CheckJob(db, job_id));
       sql += " AND job_id = ?3";
     }
     sql += " ORDER BY seq LIMIT ?2";
-    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(sql));
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db->Prepare(sql));
     stmt.BindInt64(1, after_seq).BindInt64(2, SqlLimit(limit));
     if (job_id != 0) stmt.BindInt64(3, job_id);
     std::vector<EventRecord> events;
@@ -383,13 +469,13 @@ StatusOr<std::vector<EventRecord>> SqliteStateStore::ListEvents(int64_t job_id, 
 
 Status SqliteStateStore::UpsertAgent(const AgentRecord& agent, int64_t now) {
   if (agent.name.empty()) return InvalidArgument("agent name is empty");
-  return Write([&]() -> Status {
-    PX_ASSIGN_OR_RETURN(SqliteStatement find, db_->Prepare("SELECT 1 FROM agents WHERE name = ?1"));
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_ASSIGN_OR_RETURN(SqliteStatement find, db->Prepare("SELECT 1 FROM agents WHERE name = ?1"));
     find.BindText(1, agent.name);
     PX_ASSIGN_OR_RETURN(bool known, find.Step());
     PX_ASSIGN_OR_RETURN(
         SqliteStatement upsert,
-        db_->Prepare("INSERT INTO agents (name, address, slots, gpus, hostname, version, "
+        db->Prepare("INSERT INTO agents (name, address, slots, gpus, hostname, version, "
                      "registered, last_seen, draining) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) "
                      "ON CONFLICT (name) DO UPDATE SET address = excluded.address, "
@@ -410,21 +496,21 @@ Status SqliteStateStore::UpsertAgent(const AgentRecord& agent, int64_t now) {
                           " with " + std::to_string(agent.slots) + " slots, " +
                           std::to_string(agent.gpus) + " GPUs";
     if (agent.draining) message += " (draining)";
-    return InsertEvent(0, "agent", message, now).status();
+    return InsertEvent(db, 0, "agent", message, now).status();
   });
 }
 
 StatusOr<int> SqliteStateStore::TouchAgents(
     const std::vector<std::pair<std::string, int64_t>>& seen) {
   if (seen.empty()) return 0;
-  return Write([&]() -> StatusOr<int> {
+  return Write([&](SqliteConnection* db) -> StatusOr<int> {
     PX_ASSIGN_OR_RETURN(SqliteStatement update,
-                        db_->Prepare("UPDATE agents SET last_seen = ?1 WHERE name = ?2"));
+                        db->Prepare("UPDATE agents SET last_seen = ?1 WHERE name = ?2"));
     int updated = 0;
     for (const auto& [name, time] : seen) {
       update.BindInt64(1, time).BindText(2, name);
       PX_RETURN_IF_ERROR(update.Run());
-      updated += db_->Changes();
+      updated += db->Changes();
       update.Reset();
     }
     return updated;
@@ -432,13 +518,13 @@ StatusOr<int> SqliteStateStore::TouchAgents(
 }
 
 Status SqliteStateStore::SetAgentDraining(const std::string& name, bool draining, int64_t now) {
-  return Write([&]() -> Status {
+  return Write([&](SqliteConnection* db) -> Status {
     PX_ASSIGN_OR_RETURN(SqliteStatement update,
-                        db_->Prepare("UPDATE agents SET draining = ?1 WHERE name = ?2"));
+                        db->Prepare("UPDATE agents SET draining = ?1 WHERE name = ?2"));
     update.BindInt64(1, draining ? 1 : 0).BindText(2, name);
     PX_RETURN_IF_ERROR(update.Run());
-    if (db_->Changes() == 0) return NotFound("agent " + Quote(name) + " is not registered");
-    return InsertEvent(0, "agent",
+    if (db->Changes() == 0) return NotFound("agent " + Quote(name) + " is not registered");
+    return InsertEvent(db, 0, "agent",
                        "agent " + Quote(name) + (draining ? " is draining: no new tasks"
                                                           : " takes new tasks again"),
                        now)
@@ -447,8 +533,8 @@ Status SqliteStateStore::SetAgentDraining(const std::string& name, bool draining
 }
 
 StatusOr<std::vector<AgentRecord>> SqliteStateStore::ListAgents() {
-  return Read([&]() -> StatusOr<std::vector<AgentRecord>> {
-    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare(std::string("SELECT ") + kAgentColumns +
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<AgentRecord>> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db->Prepare(std::string("SELECT ") + kAgentColumns +
                                                            " FROM agents ORDER BY name"));
     std::vector<AgentRecord> agents;
     while (true) {
@@ -472,45 +558,56 @@ StatusOr<std::vector<AgentRecord>> SqliteStateStore::ListAgents() {
 
 // ---- Tasks ----
 
-Status SqliteStateStore::WriteTask(const TaskRecord& task) {
-  const std::string_view role = TaskRoleName(task.role);
-  const std::string_view state = TaskStateName(task.state);
-  if (role.empty()) {
-    return InvalidArgument("task of " + JobRef(task.job_id) + ": unknown role " +
-                           std::to_string(static_cast<int>(task.role)));
-  }
-  if (state.empty()) {
-    return InvalidArgument("task of " + JobRef(task.job_id) + ": unknown state " +
-                           std::to_string(static_cast<int>(task.state)));
-  }
-  PX_RETURN_IF_ERROR(CheckJob(task.job_id));
+Status SqliteStateStore::WriteTasks(SqliteConnection* db, const std::vector<TaskRecord>& tasks) {
+  if (tasks.empty()) return Status::Ok();
+  // One statement for every row, and one existence check per job: an
+  // attempt of hundreds of ranks is written in one pass over the rows.
   PX_ASSIGN_OR_RETURN(
       SqliteStatement upsert,
-      db_->Prepare(std::string("INSERT INTO tasks (") + kTaskColumns +
-                   ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
-                   "ON CONFLICT (job_id, attempt, role, task_index) DO UPDATE SET "
-                   "agent_name = excluded.agent_name, state = excluded.state, "
-                   "exit_code = excluded.exit_code, signal = excluded.signal, "
-                   "updated = excluded.updated, message = excluded.message"));
-  upsert.BindInt64(1, task.job_id)
-      .BindInt64(2, task.attempt)
-      .BindText(3, role)
-      .BindInt64(4, task.index)
-      .BindText(5, task.agent_name)
-      .BindText(6, state)
-      .BindInt64(9, task.updated)
-      .BindText(10, task.message);
-  if (task.exit_code) {
-    upsert.BindInt64(7, *task.exit_code);
-  } else {
-    upsert.BindNull(7);
+      db->Prepare(std::string("INSERT INTO tasks (") + kTaskColumns +
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                  "ON CONFLICT (job_id, attempt, role, task_index) DO UPDATE SET "
+                  "agent_name = excluded.agent_name, state = excluded.state, "
+                  "exit_code = excluded.exit_code, signal = excluded.signal, "
+                  "updated = excluded.updated, message = excluded.message"));
+  int64_t checked_job = 0;
+  for (const TaskRecord& task : tasks) {
+    const std::string_view role = TaskRoleName(task.role);
+    const std::string_view state = TaskStateName(task.state);
+    if (role.empty()) {
+      return InvalidArgument("task of " + JobRef(task.job_id) + ": unknown role " +
+                             std::to_string(static_cast<int>(task.role)));
+    }
+    if (state.empty()) {
+      return InvalidArgument("task of " + JobRef(task.job_id) + ": unknown state " +
+                             std::to_string(static_cast<int>(task.state)));
+    }
+    if (task.job_id != checked_job) {
+      PX_RETURN_IF_ERROR(CheckJob(db, task.job_id));
+      checked_job = task.job_id;
+    }
+    upsert.Reset();
+    upsert.BindInt64(1, task.job_id)
+        .BindInt64(2, task.attempt)
+        .BindText(3, role)
+        .BindInt64(4, task.index)
+        .BindText(5, task.agent_name)
+        .BindText(6, state)
+        .BindInt64(9, task.updated)
+        .BindText(10, task.message);
+    if (task.exit_code) {
+      upsert.BindInt64(7, *task.exit_code);
+    } else {
+      upsert.BindNull(7);
+    }
+    if (task.signal) {
+      upsert.BindInt64(8, *task.signal);
+    } else {
+      upsert.BindNull(8);
+    }
+    PX_RETURN_IF_ERROR(upsert.Run());
   }
-  if (task.signal) {
-    upsert.BindInt64(8, *task.signal);
-  } else {
-    upsert.BindNull(8);
-  }
-  return upsert.Run();
+  return Status::Ok();
 }
 
 StatusOr<TaskRecord> SqliteStateStore::ReadTask(const SqliteStatement& row) const {
@@ -546,21 +643,30 @@ StatusOr<std::vector<TaskRecord>> SqliteStateStore::ReadTasks(SqliteStatement& s
 }
 
 Status SqliteStateStore::UpsertTask(const TaskRecord& task) {
-  return Write([&]() -> Status { return WriteTask(task); });
+  return Write([&](SqliteConnection* db) -> Status { return WriteTasks(db, {task}); });
 }
 
-Status SqliteStateStore::UpsertTasks(const std::vector<TaskRecord>& tasks) {
-  return Write([&]() -> Status {
-    for (const TaskRecord& task : tasks) PX_RETURN_IF_ERROR(WriteTask(task));
+Status SqliteStateStore::UpsertTasks(const std::vector<TaskRecord>& tasks,
+                                     const std::vector<NewEvent>& events) {
+  for (const NewEvent& e : events) {
+    if (e.job_id < 0) return InvalidArgument("event for " + JobRef(e.job_id) + ": ids are positive");
+    if (e.kind.empty()) return InvalidArgument("event kind is empty");
+  }
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_RETURN_IF_ERROR(WriteTasks(db, tasks));
+    for (const NewEvent& e : events) {
+      if (e.job_id != 0) PX_RETURN_IF_ERROR(CheckJob(db, e.job_id));
+      PX_RETURN_IF_ERROR(InsertEvent(db, e.job_id, e.kind, e.message, e.time).status());
+    }
     return Status::Ok();
   });
 }
 
 StatusOr<std::vector<TaskRecord>> SqliteStateStore::ListTasks(int64_t job_id) {
-  return Read([&]() -> StatusOr<std::vector<TaskRecord>> {
-    PX_RETURN_IF_ERROR(CheckJob(job_id));
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<TaskRecord>> {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
-                        db_->Prepare(std::string("SELECT ") + kTaskColumns +
+                        db->Prepare(std::string("SELECT ") + kTaskColumns +
                                      " FROM tasks WHERE job_id = ?1 ORDER BY attempt DESC, "
                                      "CASE role WHEN 'TRAINER' THEN 1 ELSE 2 END, task_index"));
     stmt.BindInt64(1, job_id);
@@ -569,9 +675,9 @@ StatusOr<std::vector<TaskRecord>> SqliteStateStore::ListTasks(int64_t job_id) {
 }
 
 StatusOr<std::vector<TaskRecord>> SqliteStateStore::ListLiveTasks() {
-  return Read([&]() -> StatusOr<std::vector<TaskRecord>> {
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<TaskRecord>> {
     PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
-                        db_->Prepare(std::string("SELECT ") + kTaskColumns +
+                        db->Prepare(std::string("SELECT ") + kTaskColumns +
                                      " FROM tasks WHERE state IN ('ASSIGNED', 'RUNNING') "
                                      "ORDER BY job_id, attempt, role, task_index"));
     return ReadTasks(stmt);
@@ -581,34 +687,67 @@ StatusOr<std::vector<TaskRecord>> SqliteStateStore::ListLiveTasks() {
 StatusOr<JobRecord> SqliteStateStore::StartAttempt(int64_t job_id,
                                                    const std::vector<TaskRecord>& tasks,
                                                    const std::string& message, int64_t now) {
-  return Write([&]() -> StatusOr<JobRecord> {
-    PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id));
-    if (job.state != JobState::kPending) {
-      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(job.state)) +
-                                "; only a PENDING job can start an attempt");
+  return Write([&](SqliteConnection* db) {
+    return StartAttemptIn(db, job_id, tasks, message, now);
+  });
+}
+
+StatusOr<JobRecord> SqliteStateStore::StartAttemptIn(SqliteConnection* db, int64_t job_id,
+                                                     const std::vector<TaskRecord>& tasks,
+                                                     const std::string& message, int64_t now) {
+  PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(db, job_id));
+  if (job.state != JobState::kPending) {
+    return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(job.state)) +
+                              "; only a PENDING job can start an attempt");
+  }
+  job.state = JobState::kPlacing;
+  job.attempt += 1;
+  job.updated = now;
+  job.reason.clear();
+  PX_ASSIGN_OR_RETURN(SqliteStatement update,
+                      db->Prepare("UPDATE jobs SET state = 'PLACING', reason = '', "
+                                   "updated = ?1, attempt = ?2 WHERE id = ?3"));
+  update.BindInt64(1, now).BindInt64(2, job.attempt).BindInt64(3, job_id);
+  PX_RETURN_IF_ERROR(update.Run());
+  PX_RETURN_IF_ERROR(DropJobKeys(db, job_id, job.attempt));
+  std::vector<TaskRecord> rows = tasks;
+  for (TaskRecord& task : rows) {
+    task.job_id = job_id;
+    task.attempt = job.attempt;
+    task.updated = now;
+  }
+  PX_RETURN_IF_ERROR(WriteTasks(db, rows));
+  PX_RETURN_IF_ERROR(InsertEvent(db, job_id, "state",
+                                 "PENDING -> PLACING: attempt " + std::to_string(job.attempt) +
+                                     (message.empty() ? "" : ": " + message),
+                                 now)
+                         .status());
+  return job;
+}
+
+StatusOr<std::vector<JobRecord>> SqliteStateStore::ApplyChanges(const StateChanges& changes,
+                                                                int64_t now) {
+  for (const NewEvent& e : changes.events) {
+    if (e.job_id < 0) return InvalidArgument("event for " + JobRef(e.job_id) + ": ids are positive");
+    if (e.kind.empty()) return InvalidArgument("event kind is empty");
+  }
+  return Write([&](SqliteConnection* db) -> StatusOr<std::vector<JobRecord>> {
+    PX_RETURN_IF_ERROR(WriteTasks(db, changes.tasks));
+    for (const NewEvent& e : changes.events) {
+      if (e.job_id != 0) PX_RETURN_IF_ERROR(CheckJob(db, e.job_id));
+      PX_RETURN_IF_ERROR(InsertEvent(db, e.job_id, e.kind, e.message, e.time).status());
     }
-    job.state = JobState::kPlacing;
-    job.attempt += 1;
-    job.updated = now;
-    job.reason.clear();
-    PX_ASSIGN_OR_RETURN(SqliteStatement update,
-                        db_->Prepare("UPDATE jobs SET state = 'PLACING', reason = '', "
-                                     "updated = ?1, attempt = ?2 WHERE id = ?3"));
-    update.BindInt64(1, now).BindInt64(2, job.attempt).BindInt64(3, job_id);
-    PX_RETURN_IF_ERROR(update.Run());
-    PX_RETURN_IF_ERROR(DropJobKeys(job_id, job.attempt));
-    for (TaskRecord task : tasks) {
-      task.job_id = job_id;
-      task.attempt = job.attempt;
-      task.updated = now;
-      PX_RETURN_IF_ERROR(WriteTask(task));
+    std::vector<JobRecord> jobs;
+    for (const JobTransition& t : changes.transitions) {
+      PX_ASSIGN_OR_RETURN(JobRecord job,
+                          TransitionIn(db, t.job_id, t.to, t.reason, now, /*count_restart=*/true));
+      jobs.push_back(std::move(job));
     }
-    PX_RETURN_IF_ERROR(InsertEvent(job_id, "state",
-                                   "PENDING -> PLACING: attempt " + std::to_string(job.attempt) +
-                                       (message.empty() ? "" : ": " + message),
-                                   now)
-                           .status());
-    return job;
+    for (const NewAttempt& a : changes.attempts) {
+      PX_ASSIGN_OR_RETURN(JobRecord job, StartAttemptIn(db, a.job_id, a.tasks, a.message, now));
+      jobs.push_back(std::move(job));
+    }
+    return jobs;
   });
 }
 
@@ -617,18 +756,18 @@ StatusOr<JobRecord> SqliteStateStore::StartAttempt(int64_t job_id,
 // is exactly the keys under the job's prefix; the attempt is the number
 // between the prefix and the next '/' (keys such as "job/<id>/search" have
 // none, CAST gives 0, and they stay until the job ends).
-Status SqliteStateStore::DropJobKeys(int64_t job_id, int attempt) {
+Status SqliteStateStore::DropJobKeys(SqliteConnection* db, int64_t job_id, int attempt) {
   const std::string prefix = "job/" + std::to_string(job_id) + "/";
   const std::string end = "job/" + std::to_string(job_id) + "0";
   if (attempt <= 0) {
     PX_ASSIGN_OR_RETURN(SqliteStatement drop,
-                        db_->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2"));
+                        db->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2"));
     drop.BindText(1, prefix).BindText(2, end);
     return drop.Run();
   }
   PX_ASSIGN_OR_RETURN(
       SqliteStatement drop,
-      db_->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2 AND "
+      db->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2 AND "
                    "CAST(substr(key, ?3, instr(substr(key, ?3), '/') - 1) AS INTEGER) "
                    "BETWEEN 1 AND ?4 - 1"));
   drop.BindText(1, prefix)
@@ -650,6 +789,13 @@ StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const SqliteStateStor
     return InvalidArgument("busy_timeout_ms must not be negative, got " +
                            std::to_string(options.busy_timeout_ms));
   }
+  if (options.checkpoint_interval_ms < 0) {
+    return InvalidArgument("checkpoint_interval_ms must not be negative, got " +
+                           std::to_string(options.checkpoint_interval_ms));
+  }
+  if (options.readers < 0) {
+    return InvalidArgument("readers must not be negative, got " + std::to_string(options.readers));
+  }
   if (options.max_schema_version < 0) {
     return InvalidArgument("max_schema_version must not be negative, got " +
                            std::to_string(options.max_schema_version));
@@ -657,7 +803,7 @@ StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const SqliteStateStor
   PX_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> db,
                       SqliteConnection::Open(options.path, options.busy_timeout_ms));
   auto store = std::make_unique<sqlite_internal::SqliteStateStore>(std::move(db));
-  PX_RETURN_IF_ERROR(store->Init(options.max_schema_version));
+  PX_RETURN_IF_ERROR(store->Init(options));
   return std::unique_ptr<StateStore>(std::move(store));
 }
 

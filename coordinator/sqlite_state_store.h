@@ -1,7 +1,9 @@
 // The SQLite implementation of StateStore. Schema and forward migrations:
 // schemas/state.sql (compiled in). The database runs in WAL mode with
 // foreign keys on, synchronous=FULL (a committed transaction survives a
-// crash of the process or the machine) and a busy timeout.
+// crash of the process or the machine) and a busy timeout. Concurrent
+// writes are group-committed (one fsync for many callers' transactions);
+// reads use their own connections and never wait behind a commit.
 #ifndef PARALLAX_COORDINATOR_SQLITE_STATE_STORE_H_
 #define PARALLAX_COORDINATOR_SQLITE_STATE_STORE_H_
 
@@ -9,7 +11,7 @@
 #include <string>
 
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 
@@ -22,6 +24,15 @@ struct SqliteStateStoreOptions {
   // Stop after applying migrations up to this schema version (0: latest).
   // Only for tests that build a database of an older version.
   int max_schema_version = 0;
+  // Connections kept open for reads besides the one that writes, so that
+  // reads run concurrently with each other and with a commit. (An
+  // in-memory database has only the writer.)
+  int readers = 4;
+  // How often a background thread copies the write-ahead log into the
+  // database (a passive checkpoint: it waits for no reader or writer), so
+  // that no commit pays for one. 0: SQLite's automatic checkpoint, run by
+  // the commit that fills the log to 1,000 pages.
+  int checkpoint_interval_ms = 1'000;
 };
 
 // Opens (creating or migrating) the database. Fails with a message naming

@@ -7,18 +7,25 @@
 #ifndef PARALLAX_COORDINATOR_SQLITE_STATE_STORE_IMPL_H_
 #define PARALLAX_COORDINATOR_SQLITE_STATE_STORE_IMPL_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "coordinator/sqlite_state_store.h"
 #include "coordinator/sqlite_util.h"
+#include "coordinator/sqlite_write_queue.h"
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator::sqlite_internal {
 
@@ -36,15 +43,23 @@ std::optional<int64_t> ParseInt64(std::string_view text);
 
 class SqliteStateStore final : public StateStore {
  public:
-  explicit SqliteStateStore(std::unique_ptr<SqliteConnection> db) : db_(std::move(db)) {}
+  explicit SqliteStateStore(std::unique_ptr<SqliteConnection> db)
+      : db_(std::move(db)), writes_(db_.get()) {}
+  ~SqliteStateStore() override;  // stops the checkpoint thread
 
-  // Sets the pragmas and applies the migrations up to `max_schema_version`
-  // (0: latest). Called once, before the store is shared.
-  Status Init(int max_schema_version);
+  // Sets the pragmas and applies the migrations up to
+  // options.max_schema_version (0: latest), then opens options.readers more
+  // connections to the same file for read transactions, so that reads never
+  // wait behind a commit (in WAL mode a reader sees the newest committed
+  // state without the write lock), and starts the checkpoint thread. An
+  // in-memory database gets neither: its reads use the writer connection.
+  // Called once, before the store is shared.
+  Status Init(const SqliteStateStoreOptions& options);
 
   StatusOr<JobRecord> CreateJob(const NewJob& job, int64_t now) override;
   StatusOr<JobRecord> GetJob(int64_t job_id) override;
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  StatusOr<std::map<JobState, int64_t>> CountJobs() override;
   StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                     int64_t now) override;
   StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason, int64_t now) override;
@@ -58,8 +73,12 @@ class SqliteStateStore final : public StateStore {
   Status SetAgentDraining(const std::string& name, bool draining, int64_t now) override;
   StatusOr<JobRecord> StartAttempt(int64_t job_id, const std::vector<TaskRecord>& tasks,
                                    const std::string& message, int64_t now) override;
+  StatusOr<std::vector<JobRecord>> ApplyChanges(const StateChanges& changes,
+                                                int64_t now) override;
   Status UpsertTask(const TaskRecord& task) override;
-  Status UpsertTasks(const std::vector<TaskRecord>& tasks) override;
+  using StateStore::UpsertTasks;
+  Status UpsertTasks(const std::vector<TaskRecord>& tasks,
+                     const std::vector<NewEvent>& events) override;
   StatusOr<std::vector<TaskRecord>> ListTasks(int64_t job_id) override;
   StatusOr<std::vector<TaskRecord>> ListLiveTasks() override;
   Status PutPlan(int64_t job_id, int attempt, const std::string& plan_json, int64_t now) override;
@@ -77,46 +96,95 @@ class SqliteStateStore final : public StateStore {
  private:
   StatusOr<JobRecord> TransitionJob(int64_t job_id, JobState to, const std::string& reason,
                                     int64_t now, bool count_restart);
-  // Runs `fn` (returning Status or StatusOr<T>) in one transaction under mu_
-  // and commits if it succeeded; otherwise the transaction rolls back.
+  // The bodies of TransitionJob and StartAttempt, inside a Write.
+  StatusOr<JobRecord> TransitionIn(SqliteConnection* db, int64_t job_id, JobState to,
+                                   const std::string& reason, int64_t now, bool count_restart);
+  StatusOr<JobRecord> StartAttemptIn(SqliteConnection* db, int64_t job_id,
+                                     const std::vector<TaskRecord>& tasks,
+                                     const std::string& message, int64_t now);
+  // The pragmas and migrations of Init, on the writer connection.
+  Status Migrate(int max_schema_version);
+
+  // Runs `fn(db)` (returning Status or StatusOr<T>) in a write transaction
+  // on the writer connection, group-committed with concurrent writers
+  // (coordinator/sqlite_write_queue.h): it happens completely or not at all,
+  // and is committed when this returns OK.
   template <typename Fn>
-  auto InTransaction(SqliteTransaction::Mode mode, Fn fn) -> decltype(fn()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    SqliteTransaction txn(db_.get());
-    PX_RETURN_IF_ERROR(txn.Begin(mode));
-    auto result = fn();
+  auto Write(Fn fn) -> decltype(fn(std::declval<SqliteConnection*>())) {
+    using Result = decltype(fn(std::declval<SqliteConnection*>()));
+    std::optional<Result> result;
+    const std::function<Status(SqliteConnection*)> work = [&](SqliteConnection* db) -> Status {
+      result.emplace(fn(db));
+      return StatusOf(*result);
+    };
+    Status status = writes_.Run(work);
+    if (!result.has_value() || !status.ok()) return status;
+    return std::move(*result);
+  }
+  // Runs `fn(db)` in a read transaction on a reader connection (or on the
+  // writer, for an in-memory database).
+  template <typename Fn>
+  auto Read(Fn fn) -> decltype(fn(std::declval<SqliteConnection*>())) {
+    if (readers_.empty()) {
+      std::lock_guard<std::mutex> lock(writes_.connection_mu());
+      return ReadOn(db_.get(), fn);
+    }
+    SqliteConnection* reader = AcquireReader();
+    auto result = ReadOn(reader, fn);
+    ReleaseReader(reader);
+    return result;
+  }
+  template <typename Fn>
+  static auto ReadOn(SqliteConnection* db, Fn& fn) -> decltype(fn(db)) {
+    SqliteTransaction txn(db);
+    PX_RETURN_IF_ERROR(txn.Begin(SqliteTransaction::Mode::kRead));
+    auto result = fn(db);
     if (!result.ok()) return result;
     PX_RETURN_IF_ERROR(txn.Commit());
     return result;
   }
-  template <typename Fn>
-  auto Write(Fn fn) {
-    return InTransaction(SqliteTransaction::Mode::kWrite, std::move(fn));
+  static Status StatusOf(const Status& s) { return s; }
+  template <typename T>
+  static Status StatusOf(const StatusOr<T>& s) {
+    return s.status();
   }
-  template <typename Fn>
-  auto Read(Fn fn) {
-    return InTransaction(SqliteTransaction::Mode::kRead, std::move(fn));
-  }
+  void CheckpointLoop(std::chrono::milliseconds interval);
+  SqliteConnection* AcquireReader();
+  void ReleaseReader(SqliteConnection* reader);
 
-  // The helpers below REQUIRE mu_ held and an open transaction.
-  StatusOr<JobRecord> LoadJob(int64_t job_id);  // NOT_FOUND if unknown
-  Status CheckJob(int64_t job_id);              // NOT_FOUND if unknown
-  StatusOr<int64_t> InsertEvent(int64_t job_id, std::string_view kind, std::string_view message,
-                                int64_t now);
+  // The helpers below REQUIRE an open transaction on `db`.
+  StatusOr<JobRecord> LoadJob(SqliteConnection* db, int64_t job_id);  // NOT_FOUND if unknown
+  Status CheckJob(SqliteConnection* db, int64_t job_id);              // NOT_FOUND if unknown
+  StatusOr<int64_t> InsertEvent(SqliteConnection* db, int64_t job_id, std::string_view kind,
+                                std::string_view message, int64_t now);
   StatusOr<JobRecord> ReadJob(const SqliteStatement& row) const;
-  Status WriteTask(const TaskRecord& task);
+  // Inserts or updates the tasks (their jobs must exist: NOT_FOUND).
+  Status WriteTasks(SqliteConnection* db, const std::vector<TaskRecord>& tasks);
   // Deletes the job's rendezvous keys "job/<id>/<attempt>/..." of attempts
   // before `attempt` (a new attempt starts with none of theirs; what the
   // coordinator published for `attempt` itself stays), or with attempt 0
   // every key under "job/<id>/" (the job ended). Inside a Write.
-  Status DropJobKeys(int64_t job_id, int attempt);
+  Status DropJobKeys(SqliteConnection* db, int64_t job_id, int attempt);
   StatusOr<TaskRecord> ReadTask(const SqliteStatement& row) const;
   StatusOr<std::vector<TaskRecord>> ReadTasks(SqliteStatement& stmt) const;
 
-  std::mutex mu_;
-  // The one connection; its pointer is constant after construction, every
-  // use of it is GUARDED_BY(mu_).
+  // The writer connection; its pointer is constant after construction, and
+  // it is used only inside writes_ (or under writes_.connection_mu()).
   const std::unique_ptr<SqliteConnection> db_;
+  SqliteWriteQueue writes_;
+  // Reader connections, constant after Init; each is used by one read at a
+  // time, handed out from free_readers_.
+  std::vector<std::unique_ptr<SqliteConnection>> readers_;
+  std::mutex readers_mu_;
+  std::condition_variable reader_free_;
+  std::vector<SqliteConnection*> free_readers_;  // GUARDED_BY(readers_mu_)
+  // Checkpoints of the write-ahead log, on their own connection and thread
+  // (null: SQLite checkpoints in the commit that fills the log).
+  std::unique_ptr<SqliteConnection> checkpoint_db_;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool stop_checkpoints_ = false;  // GUARDED_BY(checkpoint_mu_)
+  std::thread checkpointer_;
 };
 
 }  // namespace parallax::coordinator::sqlite_internal

@@ -20,11 +20,11 @@ namespace parallax::coordinator::sqlite_internal {
 
 Status SqliteStateStore::PutPlan(int64_t job_id, int attempt, const std::string& plan_json,
                                  int64_t now) {
-  return Write([&]() -> Status {
-    PX_RETURN_IF_ERROR(CheckJob(job_id));
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement upsert,
-        db_->Prepare("INSERT INTO plans (job_id, attempt, plan_json, updated) "
+        db->Prepare("INSERT INTO plans (job_id, attempt, plan_json, updated) "
                      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (job_id, attempt) DO UPDATE SET "
                      "plan_json = excluded.plan_json, updated = excluded.updated"));
     upsert.BindInt64(1, job_id).BindInt64(2, attempt).BindText(3, plan_json).BindInt64(4, now);
@@ -33,11 +33,11 @@ Status SqliteStateStore::PutPlan(int64_t job_id, int attempt, const std::string&
 }
 
 StatusOr<std::optional<std::string>> SqliteStateStore::GetPlan(int64_t job_id, int attempt) {
-  return Read([&]() -> StatusOr<std::optional<std::string>> {
-    PX_RETURN_IF_ERROR(CheckJob(job_id));
+  return Read([&](SqliteConnection* db) -> StatusOr<std::optional<std::string>> {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement stmt,
-        db_->Prepare("SELECT plan_json FROM plans WHERE job_id = ?1 AND attempt = ?2"));
+        db->Prepare("SELECT plan_json FROM plans WHERE job_id = ?1 AND attempt = ?2"));
     stmt.BindInt64(1, job_id).BindInt64(2, attempt);
     PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
     if (!row) return std::optional<std::string>();
@@ -49,9 +49,9 @@ StatusOr<std::optional<std::string>> SqliteStateStore::GetPlan(int64_t job_id, i
 
 Status SqliteStateStore::KvSet(const std::string& key, const std::string& value, int64_t now) {
   if (key.empty()) return InvalidArgument("key-value key is empty");
-  return Write([&]() -> Status {
+  return Write([&](SqliteConnection* db) -> Status {
     PX_ASSIGN_OR_RETURN(SqliteStatement upsert,
-                        db_->Prepare("INSERT INTO kv (key, value, updated) VALUES (?1, ?2, ?3) "
+                        db->Prepare("INSERT INTO kv (key, value, updated) VALUES (?1, ?2, ?3) "
                                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
                                      "updated = excluded.updated"));
     upsert.BindText(1, key).BindBlob(2, value).BindInt64(3, now);
@@ -60,8 +60,8 @@ Status SqliteStateStore::KvSet(const std::string& key, const std::string& value,
 }
 
 StatusOr<std::optional<std::string>> SqliteStateStore::KvGet(const std::string& key) {
-  return Read([&]() -> StatusOr<std::optional<std::string>> {
-    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db_->Prepare("SELECT value FROM kv WHERE key = ?1"));
+  return Read([&](SqliteConnection* db) -> StatusOr<std::optional<std::string>> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement stmt, db->Prepare("SELECT value FROM kv WHERE key = ?1"));
     stmt.BindText(1, key);
     PX_ASSIGN_OR_RETURN(bool row, stmt.Step());
     if (!row) return std::optional<std::string>();
@@ -70,13 +70,13 @@ StatusOr<std::optional<std::string>> SqliteStateStore::KvGet(const std::string& 
 }
 
 StatusOr<int64_t> SqliteStateStore::KvCount(const std::string& prefix) {
-  return Read([&]() -> StatusOr<int64_t> {
+  return Read([&](SqliteConnection* db) -> StatusOr<int64_t> {
     // A range on the primary key: [prefix, prefix with its last byte + 1).
     std::string end = prefix;
     while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
     if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
     PX_ASSIGN_OR_RETURN(SqliteStatement stmt,
-                        db_->Prepare(end.empty() ? "SELECT COUNT(*) FROM kv WHERE key >= ?1"
+                        db->Prepare(end.empty() ? "SELECT COUNT(*) FROM kv WHERE key >= ?1"
                                                  : "SELECT COUNT(*) FROM kv WHERE key >= ?1 AND "
                                                    "key < ?2"));
     stmt.BindText(1, prefix);
@@ -88,8 +88,8 @@ StatusOr<int64_t> SqliteStateStore::KvCount(const std::string& prefix) {
 
 StatusOr<int64_t> SqliteStateStore::KvAdd(const std::string& key, int64_t delta, int64_t now) {
   if (key.empty()) return InvalidArgument("key-value key is empty");
-  return Write([&]() -> StatusOr<int64_t> {
-    PX_ASSIGN_OR_RETURN(SqliteStatement find, db_->Prepare("SELECT value FROM kv WHERE key = ?1"));
+  return Write([&](SqliteConnection* db) -> StatusOr<int64_t> {
+    PX_ASSIGN_OR_RETURN(SqliteStatement find, db->Prepare("SELECT value FROM kv WHERE key = ?1"));
     find.BindText(1, key);
     PX_ASSIGN_OR_RETURN(bool row, find.Step());
     int64_t current = 0;
@@ -107,7 +107,7 @@ StatusOr<int64_t> SqliteStateStore::KvAdd(const std::string& key, int64_t delta,
                              std::to_string(delta) + " overflows a 64-bit integer");
     }
     PX_ASSIGN_OR_RETURN(SqliteStatement upsert,
-                        db_->Prepare("INSERT INTO kv (key, value, updated) VALUES (?1, ?2, ?3) "
+                        db->Prepare("INSERT INTO kv (key, value, updated) VALUES (?1, ?2, ?3) "
                                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
                                      "updated = excluded.updated"));
     upsert.BindText(1, key).BindBlob(2, std::to_string(sum)).BindInt64(3, now);
@@ -125,11 +125,11 @@ Status SqliteStateStore::RecordMetrics(const std::vector<MetricRecord>& points, 
     auto [it, inserted] = newest_step.emplace(point.job_id, point.step);
     if (!inserted) it->second = std::max(it->second, point.step);
   }
-  return Write([&]() -> Status {
-    for (const auto& [job_id, step] : newest_step) PX_RETURN_IF_ERROR(CheckJob(job_id));
+  return Write([&](SqliteConnection* db) -> Status {
+    for (const auto& [job_id, step] : newest_step) PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement insert,
-        db_->Prepare("INSERT INTO metrics (job_id, attempt, rank, step, loss, throughput, time, "
+        db->Prepare("INSERT INTO metrics (job_id, attempt, rank, step, loss, throughput, time, "
                      "metric_values) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
     for (const MetricRecord& point : points) {
       insert.BindInt64(1, point.job_id)
@@ -144,7 +144,7 @@ Status SqliteStateStore::RecordMetrics(const std::vector<MetricRecord>& points, 
       insert.Reset();
     }
     PX_ASSIGN_OR_RETURN(SqliteStatement raise,
-                        db_->Prepare("UPDATE jobs SET step = ?1 WHERE id = ?2 AND step < ?1"));
+                        db->Prepare("UPDATE jobs SET step = ?1 WHERE id = ?2 AND step < ?1"));
     for (const auto& [job_id, step] : newest_step) {
       raise.BindInt64(1, step).BindInt64(2, job_id);
       PX_RETURN_IF_ERROR(raise.Run());
@@ -157,11 +157,11 @@ Status SqliteStateStore::RecordMetrics(const std::vector<MetricRecord>& points, 
 StatusOr<std::vector<MetricRecord>> SqliteStateStore::ListMetrics(int64_t job_id,
                                                                   int64_t after_step, int limit) {
   PX_RETURN_IF_ERROR(CheckLimit(limit));
-  return Read([&]() -> StatusOr<std::vector<MetricRecord>> {
-    PX_RETURN_IF_ERROR(CheckJob(job_id));
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<MetricRecord>> {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement stmt,
-        db_->Prepare("SELECT attempt, rank, step, loss, throughput, time, metric_values FROM metrics "
+        db->Prepare("SELECT attempt, rank, step, loss, throughput, time, metric_values FROM metrics "
                      "WHERE job_id = ?1 AND step > ?2 ORDER BY step, rank, attempt, id "
                      "LIMIT ?3"));
     stmt.BindInt64(1, job_id).BindInt64(2, after_step).BindInt64(3, SqlLimit(limit));
@@ -196,15 +196,15 @@ Status SqliteStateStore::CommitCheckpoint(const CheckpointRecord& checkpoint, in
   if (checkpoint.path.empty()) {
     return InvalidArgument("checkpoint of " + JobRef(checkpoint.job_id) + " has an empty path");
   }
-  return Write([&]() -> Status {
-    PX_RETURN_IF_ERROR(CheckJob(checkpoint.job_id));
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_RETURN_IF_ERROR(CheckJob(db, checkpoint.job_id));
     // The same checkpoint committed again (CoordinatorClient retries
     // CommitCheckpoint when a reply is lost, so the first call may have been
     // applied) changes nothing: no second event, `created` kept.
     {
       PX_ASSIGN_OR_RETURN(
           SqliteStatement existing,
-          db_->Prepare("SELECT path, manifest_sha256 FROM checkpoints "
+          db->Prepare("SELECT path, manifest_sha256 FROM checkpoints "
                        "WHERE job_id = ?1 AND attempt = ?2 AND step = ?3"));
       existing.BindInt64(1, checkpoint.job_id)
           .BindInt64(2, checkpoint.attempt)
@@ -218,7 +218,7 @@ Status SqliteStateStore::CommitCheckpoint(const CheckpointRecord& checkpoint, in
     // Another checkpoint of the same (attempt, step) replaces it.
     PX_ASSIGN_OR_RETURN(
         SqliteStatement upsert,
-        db_->Prepare("INSERT INTO checkpoints (job_id, attempt, step, path, manifest_sha256, "
+        db->Prepare("INSERT INTO checkpoints (job_id, attempt, step, path, manifest_sha256, "
                      "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
                      "ON CONFLICT (job_id, attempt, step) DO UPDATE SET path = excluded.path, "
                      "manifest_sha256 = excluded.manifest_sha256, created = excluded.created"));
@@ -232,16 +232,16 @@ Status SqliteStateStore::CommitCheckpoint(const CheckpointRecord& checkpoint, in
     const std::string message = "step " + std::to_string(checkpoint.step) + " of attempt " +
                                 std::to_string(checkpoint.attempt) + " checkpointed to '" +
                                 checkpoint.path + "'";
-    return InsertEvent(checkpoint.job_id, "checkpoint", message, now).status();
+    return InsertEvent(db, checkpoint.job_id, "checkpoint", message, now).status();
   });
 }
 
 StatusOr<std::vector<CheckpointRecord>> SqliteStateStore::ListCheckpoints(int64_t job_id) {
-  return Read([&]() -> StatusOr<std::vector<CheckpointRecord>> {
-    PX_RETURN_IF_ERROR(CheckJob(job_id));
+  return Read([&](SqliteConnection* db) -> StatusOr<std::vector<CheckpointRecord>> {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     PX_ASSIGN_OR_RETURN(
         SqliteStatement stmt,
-        db_->Prepare("SELECT attempt, step, path, manifest_sha256, created FROM checkpoints "
+        db->Prepare("SELECT attempt, step, path, manifest_sha256, created FROM checkpoints "
                      "WHERE job_id = ?1 ORDER BY step DESC, attempt DESC"));
     stmt.BindInt64(1, job_id);
     std::vector<CheckpointRecord> checkpoints;

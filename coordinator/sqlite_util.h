@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "coordinator/job_state.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 
@@ -65,6 +65,21 @@ struct EventRecord {
   std::string message;
 };
 
+// An event to append together with other changes (UpsertTasks).
+struct NewEvent {
+  int64_t job_id = 0;  // 0: not about a job
+  std::string kind;
+  std::string message;
+  int64_t time = 0;
+};
+
+// A job state change made together with others (ApplyChanges).
+struct JobTransition {
+  int64_t job_id = 0;
+  JobState to = JobState::kPending;
+  std::string reason;
+};
+
 struct AgentRecord {
   std::string name;
   std::string address;
@@ -95,6 +110,24 @@ struct TaskRecord {
 
 inline bool IsLive(TaskState s) { return s == TaskState::kAssigned || s == TaskState::kRunning; }
 
+// A new attempt started together with other changes (ApplyChanges).
+struct NewAttempt {
+  int64_t job_id = 0;
+  std::vector<TaskRecord> tasks;
+  std::string message;
+};
+
+// What the orchestrator changes in one pass, written in one transaction.
+struct StateChanges {
+  std::vector<TaskRecord> tasks;           // upserted first
+  std::vector<NewEvent> events;            // then appended
+  std::vector<JobTransition> transitions;  // then made, in order, as TransitionJob does
+  std::vector<NewAttempt> attempts;        // then started, in order, as StartAttempt does
+  bool empty() const {
+    return tasks.empty() && events.empty() && transitions.empty() && attempts.empty();
+  }
+};
+
 struct MetricRecord {
   int64_t job_id = 0;
   int attempt = 0;
@@ -124,6 +157,14 @@ class StateStore {
   virtual StatusOr<JobRecord> CreateJob(const NewJob& job, int64_t now) = 0;
   virtual StatusOr<JobRecord> GetJob(int64_t job_id) = 0;
   virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // How many jobs are in each state (a state without a job is absent). This
+  // default reads every job; implementations count without reading them.
+  virtual StatusOr<std::map<JobState, int64_t>> CountJobs() {
+    PX_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, ListJobs(JobFilter{}));
+    std::map<JobState, int64_t> counts;
+    for (const JobRecord& job : jobs) ++counts[job.state];
+    return counts;
+  }
   // Moves the job to `to` if IsValidTransition(current, to), records `reason`
   // (kept for FAILED/CANCELLED) and appends a "state" event saying
   // "FROM -> TO[: reason]". FAILED_PRECONDITION names the current state when
@@ -165,11 +206,20 @@ class StateStore {
   virtual StatusOr<JobRecord> StartAttempt(int64_t job_id, const std::vector<TaskRecord>& tasks,
                                            const std::string& message, int64_t now) = 0;
 
+  // Makes every change of `changes` in one transaction (one commit): each
+  // as its own method would make it, all of them or none. Returns the jobs
+  // as the transitions and then the attempts left them, in order.
+  virtual StatusOr<std::vector<JobRecord>> ApplyChanges(const StateChanges& changes,
+                                                        int64_t now) = 0;
+
   // ---- Tasks ----
   // Inserts or updates the task keyed by (job_id, attempt, role, index).
   virtual Status UpsertTask(const TaskRecord& task) = 0;
-  // UpsertTask for many tasks in one transaction.
-  virtual Status UpsertTasks(const std::vector<TaskRecord>& tasks) = 0;
+  // UpsertTask for many tasks, and AppendEvent for `events`, in one
+  // transaction.
+  virtual Status UpsertTasks(const std::vector<TaskRecord>& tasks,
+                             const std::vector<NewEvent>& events) = 0;
+  Status UpsertTasks(const std::vector<TaskRecord>& tasks) { return UpsertTasks(tasks, {}); }
   // Every ASSIGNED or RUNNING task of every job.
   virtual StatusOr<std::vector<TaskRecord>> ListLiveTasks() = 0;
   // Every task of the job, newest attempt first, then role, then index.

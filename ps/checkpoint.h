@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/ps/partition_file.h"
 #include "core/ps/plan.h"
+#include "parallax/status.h"
 #include "ps/variable_table.h"
 
 namespace parallax::ps {

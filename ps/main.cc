@@ -15,105 +15,97 @@
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
+#include "core/daemon/daemon_flags.h"
 #include "core/ps/discovery.h"
-#include "core/rpc/tls.h"
 #include "ps/shard_server.h"
+#include "ps/stats_reporter.h"
 
 namespace {
+
+using namespace parallax;
+using namespace parallax::ps;
+
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  using namespace parallax;
-  using namespace parallax::ps;
-
-  std::string plan_file, listen, port_file, coordinator = Env("PARALLAX_COORDINATOR");
-  std::string token = Env("PARALLAX_TOKEN"), bind_addr = Env("PARALLAX_BIND_ADDR");
-  std::string tls_ca = Env("PARALLAX_TLS_CA");
-  int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000;
+// Everything the command line sets besides the daemon flags; the defaults
+// come from the environment an agent gives a shard.
+struct Flags {
+  std::string plan_file, listen, port_file;
+  std::string coordinator = Env("PARALLAX_COORDINATOR");
+  std::string bind_addr = Env("PARALLAX_BIND_ADDR");
+  int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000, prefault_mb = 256;
   int32_t attempt = 0;
   uint32_t shard = 0;
-  bool verbose = false;
-  if (!Env("PARALLAX_JOB_ID").empty()) job_id = std::atoll(Env("PARALLAX_JOB_ID").c_str());
-  if (!Env("PARALLAX_ATTEMPT").empty()) attempt = std::atoi(Env("PARALLAX_ATTEMPT").c_str());
-  if (!Env("PARALLAX_SHARD").empty()) shard = static_cast<uint32_t>(std::atoi(Env("PARALLAX_SHARD").c_str()));
 
-  CLI::App app{"Parallax PS shard: holds partitions of sparse variables and applies their optimizer"};
-  app.add_option("--plan", plan_file, "plan JSON file (instead of fetching it from the coordinator)");
-  app.add_option("--shard", shard, "this shard's index (default: $PARALLAX_SHARD)");
-  app.add_option("--listen", listen,
-                 "ZeroMQ endpoint to bind (default: tcp://$PARALLAX_BIND_ADDR:0, port 0 = any)");
-  app.add_option("--port-file", port_file, "write the bound endpoint to this file once listening");
-  app.add_option("--coordinator", coordinator, "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR)");
-  app.add_option("--job", job_id, "job id (default: $PARALLAX_JOB_ID)");
-  app.add_option("--attempt", attempt, "job attempt (default: $PARALLAX_ATTEMPT)");
-  app.add_option("--token", token, "coordinator token (default: $PARALLAX_TOKEN)");
-  app.add_option("--tls-ca", tls_ca, kTlsCaHelp);
-  app.add_option("--max-message-mb", max_message_mb, "largest accepted request")->capture_default_str();
-  int64_t prefault_mb = 256;
-  app.add_option("--prefault-mb", prefault_mb,
-                 "commit each table array (weights, an optimizer slot) of this shard's share up to "
-                 "this size at start, on huge pages (faster row access; 0: commit on first touch)")
+  Flags() {
+    if (!Env("PARALLAX_JOB_ID").empty()) job_id = std::atoll(Env("PARALLAX_JOB_ID").c_str());
+    if (!Env("PARALLAX_ATTEMPT").empty()) attempt = std::atoi(Env("PARALLAX_ATTEMPT").c_str());
+    if (!Env("PARALLAX_SHARD").empty()) {
+      shard = static_cast<uint32_t>(std::atoi(Env("PARALLAX_SHARD").c_str()));
+    }
+  }
+};
+
+void AddFlags(CLI::App* app, Flags* f) {
+  app->add_option("--plan", f->plan_file,
+                  "plan JSON file (instead of fetching it from the coordinator)");
+  app->add_option("--shard", f->shard, "this shard's index (default: $PARALLAX_SHARD)");
+  app->add_option("--listen", f->listen,
+                  "ZeroMQ endpoint to bind (default: tcp://$PARALLAX_BIND_ADDR:0, port 0 = any)");
+  app->add_option("--port-file", f->port_file,
+                  "write the bound endpoint to this file once listening");
+  app->add_option("--coordinator", f->coordinator,
+                  "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR)");
+  app->add_option("--job", f->job_id, "job id (default: $PARALLAX_JOB_ID)");
+  app->add_option("--attempt", f->attempt, "job attempt (default: $PARALLAX_ATTEMPT)");
+  app->add_option("--max-message-mb", f->max_message_mb, "largest accepted request")
+      ->capture_default_str();
+  app->add_option(
+         "--prefault-mb", f->prefault_mb,
+         "commit each table array (weights, an optimizer slot) of this shard's share up to "
+         "this size at start, on huge pages (faster row access; 0: commit on first touch)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option("--plan-timeout-ms", plan_timeout_ms, "how long to wait for the plan")->capture_default_str();
-  app.add_flag("-v,--verbose", verbose, "log debug messages");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  if (verbose) SetMinLogLevel(LogLevel::kDebug);
+  app->add_option("--plan-timeout-ms", f->plan_timeout_ms, "how long to wait for the plan")
+      ->capture_default_str();
+}
 
-  sigset_t signals = BlockTerminationSignals();
-
-  std::unique_ptr<CoordinatorClient> coord;
-  if (!coordinator.empty()) {
-    CoordinatorClientOptions copts;
-    copts.address = coordinator;
-    copts.auth_token = token;
-    copts.tls_ca_file = tls_ca;
-    copts.client_name = "ps-" + std::to_string(shard);
-    auto c = CoordinatorClient::Connect(copts);
-    if (!c.ok()) {
-      std::cerr << "parallax-ps: " << c.status().ToString() << "\n";
-      return 1;
-    }
-    coord = std::move(c).value();
-  }
-  ShardServerOptions options;
-  if (!plan_file.empty()) {
-    auto plan = LoadPsPlanFile(plan_file);
+// The shard's plan, from --plan or the coordinator, into `options`; 0, or
+// the exit code after saying why not.
+int LoadPlan(const Flags& f, CoordinatorClient* coord, ShardServerOptions* options) {
+  if (!f.plan_file.empty()) {
+    auto plan = LoadPsPlanFile(f.plan_file);
     if (!plan.ok()) {
       std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
       return 2;
     }
-    options.shard.plan = std::move(plan).value();
-  } else if (coord) {
-    auto plan = FetchPsPlan(coord.get(), job_id, attempt, plan_timeout_ms);
-    if (!plan.ok()) {
-      std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
-      return 1;
-    }
-    options.shard.plan = std::move(plan).value();
-  } else {
-    std::cerr << "parallax-ps: give --plan FILE or a coordinator (--coordinator / $PARALLAX_COORDINATOR)\n";
+    options->shard.plan = std::move(plan).value();
+    return 0;
+  }
+  if (coord == nullptr) {
+    std::cerr << "parallax-ps: give --plan FILE or a coordinator (--coordinator / "
+                 "$PARALLAX_COORDINATOR)\n";
     return 2;
   }
-  options.shard.shard = shard;
-  options.shard.attempt = static_cast<uint32_t>(attempt);
-  options.shard.limits.max_message_bytes = static_cast<size_t>(max_message_mb) << 20;
-  options.shard.prefault_bytes = static_cast<size_t>(prefault_mb) << 20;
-  options.listen = !listen.empty() ? listen
-                   : "tcp://" + (bind_addr.empty() ? std::string("127.0.0.1") : bind_addr) + ":0";
-  // With a control-plane secret the data plane uses CURVE: only clients whose
-  // keys holders of the secret published for this job and attempt get in
-  // (core/ps/curve.h). The ZAP thread asks the coordinator on its own client.
-  // The job file may turn it off ([ps] curve = false), for trusted networks.
+  auto plan = FetchPsPlan(coord, f.job_id, f.attempt, f.plan_timeout_ms);
+  if (!plan.ok()) {
+    std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
+    return 1;
+  }
+  options->shard.plan = std::move(plan).value();
+  return 0;
+}
+
+// With a control-plane secret the data plane uses CURVE: only clients whose
+// keys holders of the secret published for this job and attempt get in
+// (core/ps/curve.h). The ZAP thread asks the coordinator on its own client
+// (`zap_coord`). The job file may turn it off ([ps] curve = false), for
+// trusted networks. 0, or the exit code after saying why not.
+int SetUpCurve(const Flags& f, const std::string& token, CoordinatorClient* coord,
+               std::unique_ptr<CoordinatorClient>* zap_coord, ShardServerOptions* options) {
   bool curve = !token.empty();
   if (curve && !Env("PARALLAX_JOB_FILE").empty()) {
     JobLoadOptions load;
@@ -125,55 +117,137 @@ int main(int argc, char** argv) {
     }
     curve = job->ps.curve;
   }
-  std::unique_ptr<CoordinatorClient> zap_coord;
-  if (coord && curve) {
-    CoordinatorClientOptions zopts = coord->options();
-    zopts.client_name += "-zap";
-    auto c = CoordinatorClient::Connect(zopts);
-    if (!c.ok()) {
-      std::cerr << "parallax-ps: " << c.status().ToString() << "\n";
-      return 1;
-    }
-    zap_coord = std::move(c).value();
-    options.curve.enabled = true;
-    CoordinatorClient* z = zap_coord.get();
-    options.curve.authorize = [z, job_id, attempt](const std::string& key) {
-      return IsClientCurveKeyPublished(z, job_id, attempt, key, /*timeout_ms=*/0);
-    };
+  if (token.empty() && options->listen.rfind("tcp://", 0) == 0) {
+    // Without a secret the shard has no CURVE: anyone who reaches it may push.
+    std::string host = options->listen.substr(6, options->listen.rfind(':') - 6);
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    std::string exposed = ExposureWarning("parallax-ps", host, options->listen, false);
+    if (!exposed.empty()) PX_LOG(WARNING) << exposed;
   }
-
-  auto server = ShardServer::Start(std::move(options));
-  if (!server.ok()) {
-    std::cerr << "parallax-ps: " << server.status().ToString() << "\n";
+  if (coord == nullptr || !curve) return 0;
+  CoordinatorClientOptions zopts = coord->options();
+  zopts.client_name += "-zap";
+  auto c = CoordinatorClient::Connect(zopts);
+  if (!c.ok()) {
+    std::cerr << "parallax-ps: " << c.status().ToString() << "\n";
     return 1;
   }
-  const std::string endpoint = (*server)->endpoint();
-  if (coord && !(*server)->curve_public_key().empty()) {
-    Status st = PublishShardCurveKey(coord.get(), job_id, attempt, shard,
-                                     (*server)->curve_public_key());
+  *zap_coord = std::move(c).value();
+  options->curve.enabled = true;
+  CoordinatorClient* z = zap_coord->get();
+  const int64_t job_id = f.job_id;
+  const int32_t attempt = f.attempt;
+  options->curve.authorize = [z, job_id, attempt](const std::string& key) {
+    return IsClientCurveKeyPublished(z, job_id, attempt, key, /*timeout_ms=*/0);
+  };
+  return 0;
+}
+
+// Publishes the shard's CURVE key and endpoint to the coordinator and to
+// --port-file; 0, or the exit code after saying why not.
+int Publish(const Flags& f, CoordinatorClient* coord, ShardServer& server) {
+  const std::string endpoint = server.endpoint();
+  if (coord && !server.curve_public_key().empty()) {
+    Status st =
+        PublishShardCurveKey(coord, f.job_id, f.attempt, f.shard, server.curve_public_key());
     if (!st.ok()) {
       std::cerr << "parallax-ps: publishing the CURVE key: " << st.ToString() << "\n";
       return 1;
     }
   }
   if (coord) {
-    Status st = PublishShardEndpoint(coord.get(), job_id, attempt, shard, endpoint);
+    Status st = PublishShardEndpoint(coord, f.job_id, f.attempt, f.shard, endpoint);
     if (!st.ok()) {
       std::cerr << "parallax-ps: publishing the endpoint: " << st.ToString() << "\n";
       return 1;
     }
   }
-  if (!port_file.empty()) {
-    if (Status s = WriteFileAtomically(port_file, endpoint + "\n"); !s.ok()) {
+  if (!f.port_file.empty()) {
+    if (Status s = WriteFileAtomically(f.port_file, endpoint + "\n"); !s.ok()) {
       std::cerr << "parallax-ps: --port-file: " << s.message() << "\n";
       return 1;
     }
   }
-  PX_LOG(INFO) << "PS shard \"" << shard << "\" serving on \"" << endpoint << "\""
+  return 0;
+}
+
+// Serves until a termination signal; the exit code.
+int Serve(const Flags& f, const DaemonSettings& settings) {
+  const std::string& token = settings.secret;
+  sigset_t signals = BlockTerminationSignals();
+
+  std::unique_ptr<CoordinatorClient> coord;
+  if (!f.coordinator.empty()) {
+    CoordinatorClientOptions copts;
+    copts.address = f.coordinator;
+    copts.auth_token = token;
+    copts.tls_ca_file = settings.tls_ca_file;
+    copts.client_name = "ps-" + std::to_string(f.shard);
+    auto c = CoordinatorClient::Connect(copts);
+    if (!c.ok()) {
+      std::cerr << "parallax-ps: " << c.status().ToString() << "\n";
+      return 1;
+    }
+    coord = std::move(c).value();
+  }
+  ShardServerOptions options;
+  if (int code = LoadPlan(f, coord.get(), &options); code != 0) return code;
+  options.shard.shard = f.shard;
+  options.shard.attempt = static_cast<uint32_t>(f.attempt);
+  options.shard.limits.max_message_bytes = static_cast<size_t>(f.max_message_mb) << 20;
+  options.shard.prefault_bytes = static_cast<size_t>(f.prefault_mb) << 20;
+  options.listen =
+      !f.listen.empty()
+          ? f.listen
+          : "tcp://" + (f.bind_addr.empty() ? std::string("127.0.0.1") : f.bind_addr) + ":0";
+  std::unique_ptr<CoordinatorClient> zap_coord;
+  if (int code = SetUpCurve(f, token, coord.get(), &zap_coord, &options); code != 0) return code;
+
+  auto server = ShardServer::Start(std::move(options));
+  if (!server.ok()) {
+    std::cerr << "parallax-ps: " << server.status().ToString() << "\n";
+    return 1;
+  }
+  if (int code = Publish(f, coord.get(), **server); code != 0) return code;
+  PX_LOG(INFO) << "PS shard \"" << f.shard << "\" serving on \"" << (*server)->endpoint() << "\""
                << ((*server)->curve_public_key().empty() ? "" : " with CURVE");
+  // The shard's counters go to the coordinator (its /metrics); `coord` is
+  // the reporter's from here on.
+  std::unique_ptr<StatsReporter> reporter;
+  if (coord) {
+    ShardServer* s = server->get();
+    reporter = std::make_unique<StatsReporter>(
+        StatsReporterOptions{f.job_id, f.attempt, static_cast<int32_t>(f.shard)},
+        [s] { return s->Snapshot(); }, coord.get());
+    reporter->Start();
+  }
   int sig = 0;
   sigwait(&signals, &sig);
-  PX_LOG(INFO) << "PS shard \"" << shard << "\" stopping on signal " << sig;
+  PX_LOG(INFO) << "PS shard \"" << f.shard << "\" stopping on signal " << sig;
+  if (reporter) reporter->Stop();
   (*server)->Stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Parallax PS shard: holds partitions of sparse variables and applies their optimizer"};
+  DaemonFlagsSpec spec;
+  spec.program = "parallax-ps";
+  spec.serves = false;
+  spec.calls_coordinator = true;
+  spec.secret_help_suffix =
+      " (default: $PARALLAX_TOKEN, set by the agent); with it, the shard's socket takes CURVE "
+      "clients only";
+  DaemonFlags daemon_flags(spec);
+  daemon_flags.AddTo(&app);
+  Flags flags;
+  AddFlags(&app, &flags);
+  DaemonSettings settings;
+  if (std::optional<int> code = daemon_flags.ParseCommandLine(&app, argc, argv, &settings)) {
+    return *code;
+  }
+  return Serve(flags, settings);
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +75,11 @@ int64_t ShardCore::applied_steps(uint32_t var, uint32_t partition) const {
   auto it = vars_.find(var);
   if (it == vars_.end() || partition >= it->second.parts.size()) return -1;
   return it->second.parts[partition].applied;
+}
+
+size_t ShardCore::settings_kept(uint32_t var) const {
+  auto it = vars_.find(var);
+  return it == vars_.end() ? 0 : it->second.lr_from_step.size();
 }
 
 OutMessage ShardCore::Reply(const std::string& identity, const Header& request, Op op) {
@@ -432,7 +439,9 @@ void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
                            const std::vector<int64_t>& ids, const float* grads, char* rows_out) {
   const int64_t tau = std::max<int64_t>(0, ps.version - h.version_seen);
   ++stats_.staleness[StalenessBucket(tau)];
-  const float scale = options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f;
+  stats_.staleness_sum += tau;
+  const float scale = (options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f) *
+                      LrScale(vs, ps_wire::kMaxClock);
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
@@ -490,7 +499,8 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
       const float n = static_cast<float>(plan.num_workers);
       for (float& a : acc) a /= n;
     }
-    for (size_t s = 0; s < slot_ids.size(); ++s) table.Apply(table.Touch(slot_ids[s]), &acc[s * dim], 1.0f);
+    const float lr_scale = LrScale(vs, ps.applied);
+    for (size_t s = 0; s < slot_ids.size(); ++s) table.Apply(table.Touch(slot_ids[s]), &acc[s * dim], lr_scale);
     ps.pending.erase(it);
     ++ps.applied;
     ++ps.version;
@@ -624,6 +634,9 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
     case Op::kAttach:
       Attach(identity, m, out);
       return;
+    case Op::kSet:
+      Set(identity, m, out);
+      return;
     default:
       Error(identity, h, ErrorCode::kUnknownOp, std::string("op ") + OpName(h.op) + " is not a request", out);
       return;
@@ -647,6 +660,49 @@ void ShardCore::Attach(const std::string& identity, const MessageView& m, std::v
   out->push_back(Reply(identity, h, Op::kAttach));
 }
 
+float ShardCore::LrScale(const VarState& vs, int64_t step) {
+  auto it = vs.lr_from_step.upper_bound(step);
+  if (it == vs.lr_from_step.begin()) return 1.0f;
+  return std::prev(it)->second / vs.table->spec().optimizer.lr;
+}
+
+void ShardCore::Set(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out) {
+  const Header& h = m.header;
+  Setting setting;
+  WireError e = ParseSetting(m.text, &setting);
+  if (!e.ok()) return Error(identity, h, e.code, e.text, out);
+  if (setting.name != "lr") {
+    return Error(identity, h, ErrorCode::kBadSetting,
+                 "unknown setting \"" + std::string(setting.name) + "\"; the shard knows: lr", out);
+  }
+  const std::string value(setting.value);
+  char* end = nullptr;
+  const float lr = std::strtof(value.c_str(), &end);
+  if (end != value.c_str() + value.size() || !std::isfinite(lr) || lr <= 0) {
+    return Error(identity, h, ErrorCode::kBadSetting,
+                 "lr \"" + value + "\" is not a finite number > 0; nothing was changed", out);
+  }
+  if (h.variable != ps_wire::kAllVariables && options_.plan.FindVariable(h.variable) == nullptr) {
+    return Error(identity, h, ErrorCode::kUnknownVariable,
+                 "variable " + std::to_string(h.variable) + " is not in the plan", out);
+  }
+  for (auto& [id, vs] : vars_) {
+    if (h.variable != ps_wire::kAllVariables && id != h.variable) continue;
+    vs.lr_from_step[h.clock] = lr;
+    // Entries no partition can use any more go: every owned partition has
+    // applied the steps before the newest entry at or below the oldest one.
+    int64_t oldest = ps_wire::kMaxClock;
+    if (options_.plan.consistency == Consistency::kSync) {
+      for (const PartitionState& p : vs.parts) {
+        if (p.owned) oldest = std::min(oldest, p.applied);
+      }
+    }
+    auto keep = vs.lr_from_step.upper_bound(oldest);
+    if (keep != vs.lr_from_step.begin()) vs.lr_from_step.erase(vs.lr_from_step.begin(), std::prev(keep));
+  }
+  out->push_back(Reply(identity, h, Op::kSet));
+}
+
 char* ShardCore::ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,
                          const char* what, std::vector<OutMessage>* out) {
   auto it = regions_.find(identity);
@@ -666,6 +722,14 @@ char* ShardCore::ShmSpan(const std::string& identity, const Header& h, uint64_t 
     return nullptr;
   }
   return it->second->data() + offset;
+}
+
+int64_t ShardCore::rows_held() const {
+  int64_t rows = 0;
+  for (const auto& [id, vs] : vars_) {
+    if (vs.table) rows += static_cast<int64_t>(vs.table->size());
+  }
+  return rows;
 }
 
 std::string ShardCore::StatsJson() const {

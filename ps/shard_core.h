@@ -85,6 +85,7 @@ struct ShardStats {
   // Staleness τ of async/ssp pushes: bucket 0 = τ 0, bucket b = τ in
   // [2^(b-1), 2^b), the last bucket everything above.
   std::array<int64_t, 16> staleness{};
+  int64_t staleness_sum = 0;  // of τ over every push counted above
 };
 
 class ShardCore {
@@ -99,6 +100,8 @@ class ShardCore {
               size_t num_frames, std::vector<OutMessage>* out);
 
   const ShardStats& stats() const { return stats_; }
+  // Rows stored now, every variable together.
+  int64_t rows_held() const;
   std::string StatsJson() const;
   const ShardOptions& options() const { return options_; }
 
@@ -106,6 +109,9 @@ class ShardCore {
   const VariableTable* table(uint32_t var) const;
   // Sync: steps applied to partition p of var.
   int64_t applied_steps(uint32_t var, uint32_t partition) const;
+  // For tests: learning rates from SET that `var` keeps (by the step they
+  // start at).
+  size_t settings_kept(uint32_t var) const;
 
  private:
   explicit ShardCore(ShardOptions options);
@@ -125,6 +131,8 @@ class ShardCore {
   struct VarState {
     std::unique_ptr<VariableTable> table;
     std::vector<PartitionState> parts;
+    // SET lr: step → the learning rate from that step on (empty: the plan's).
+    std::map<int64_t, float> lr_from_step;
   };
   // A request waiting for its step to become ready.
   struct Held {
@@ -170,6 +178,11 @@ class ShardCore {
   char* ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,
                 const char* what, std::vector<OutMessage>* out);
   void Attach(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  // A runtime setting (SET): "lr" of one or every variable held here.
+  void Set(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  // The factor on the plan's lr for the update of step `step` of `vs`
+  // (sync), or for an update now (async/ssp: pass ps_wire::kMaxClock).
+  static float LrScale(const VarState& vs, int64_t step);
   // The reply to pull `h`: `n` rows whose values are `values`, as of the
   // partition's current version.
   OutMessage PullReply(const std::string& identity, const Header& h, size_t n, ValueFrame values);

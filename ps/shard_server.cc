@@ -1,6 +1,7 @@
 #include "ps/shard_server.h"
 
 #include <array>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -8,6 +9,7 @@
 #include <zmq_addon.hpp>
 
 #include "core/base/logging.h"
+#include "ps/shard_connections.h"
 
 namespace parallax::ps {
 namespace {
@@ -30,8 +32,14 @@ zmq::message_t ToMessage(ValueFrame&& v) {
 
 class ZmqShardServer final : public ShardServer {
  public:
-  ZmqShardServer(std::unique_ptr<ShardCore> core, std::string listen, ShardCurveOptions curve)
-      : core_(std::move(core)), listen_(std::move(listen)), curve_(std::move(curve)), ctx_(1) {}
+  ZmqShardServer(std::unique_ptr<ShardCore> core, std::string listen, ShardCurveOptions curve,
+                 int max_connections, int handshake_timeout_ms)
+      : core_(std::move(core)),
+        listen_(std::move(listen)),
+        curve_(std::move(curve)),
+        max_connections_(max_connections),
+        handshake_timeout_ms_(handshake_timeout_ms),
+        ctx_(1) {}
   ~ZmqShardServer() override { Stop(); }
 
   Status Bind() {
@@ -58,6 +66,10 @@ class ZmqShardServer final : public ShardServer {
       // core answers TOO_LARGE for messages under it whose frames add up over.
       router_.set(zmq::sockopt::maxmsgsize,
                   static_cast<int64_t>(core_->options().limits.max_message_bytes) + 1);
+      // Connections that never finish the handshake go; the rest are capped.
+      router_.set(zmq::sockopt::handshake_ivl, handshake_timeout_ms_);
+      router_.set(zmq::sockopt::backlog, 4096);
+      connections_ = std::make_unique<ShardConnections>(ctx_, router_, max_connections_);
       router_.bind(address);
       endpoint_ = router_.get(zmq::sockopt::last_endpoint);
       const std::string inproc = "inproc://px-shard-stop";
@@ -74,6 +86,11 @@ class ZmqShardServer final : public ShardServer {
 
   const std::string& endpoint() const override { return endpoint_; }
   const std::string& curve_public_key() const override { return curve_.keys.public_key; }
+
+  ShardSnapshot Snapshot() const override {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    return snapshot_;
+  }
 
   void Stop() override {
     if (zap_thread_.joinable()) {
@@ -142,15 +159,17 @@ class ZmqShardServer final : public ShardServer {
   }
 
   void Loop() {
-    zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
-                                {stop_recv_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[3] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                {stop_recv_.handle(), 0, ZMQ_POLLIN, 0},
+                                {connections_->monitor().handle(), 0, ZMQ_POLLIN, 0}};
     std::vector<zmq::message_t> msgs;
     std::vector<OutMessage> out;
     std::vector<const void*> data;
     std::vector<size_t> sizes;
     while (true) {
-      zmq::poll(items, 2, std::chrono::milliseconds(-1));
+      zmq::poll(items, 3, std::chrono::milliseconds(-1));
       if (items[1].revents & ZMQ_POLLIN) return;
+      if (items[2].revents & ZMQ_POLLIN) connections_->OnMonitorEvents();
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       while (true) {
         msgs.clear();
@@ -163,6 +182,7 @@ class ZmqShardServer final : public ShardServer {
         }
         if (!got) break;
         if (msgs.empty()) continue;
+        connections_->Spoke(msgs.back().get(ZMQ_SRCFD));
         const std::string identity = msgs[0].to_string();
         data.clear();
         sizes.clear();
@@ -174,6 +194,9 @@ class ZmqShardServer final : public ShardServer {
         core_->Handle(identity, data.data(), sizes.data(), data.size(), &out);
         for (auto& m : out) Send(m);
       }
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshot_.stats = core_->stats();
+      snapshot_.rows_held = core_->rows_held();
     }
   }
 
@@ -192,6 +215,8 @@ class ZmqShardServer final : public ShardServer {
   std::unique_ptr<ShardCore> core_;
   const std::string listen_;
   ShardCurveOptions curve_;  // constant after construction
+  const int max_connections_;
+  const int handshake_timeout_ms_;
   zmq::context_t ctx_;
   // ZAP thread only once started (zap_stop_send_: Stop() only).
   zmq::socket_t zap_;
@@ -199,10 +224,13 @@ class ZmqShardServer final : public ShardServer {
   zmq::socket_t zap_stop_send_;
   std::thread zap_thread_;
   zmq::socket_t router_;
+  std::unique_ptr<ShardConnections> connections_;  // loop thread only once started
   zmq::socket_t stop_recv_;
   std::string endpoint_;  // constant after Bind
   zmq::socket_t stop_send_;  // Stop() only
   std::thread thread_;
+  mutable std::mutex snapshot_mu_;
+  ShardSnapshot snapshot_;  // GUARDED_BY(snapshot_mu_); written by the loop
 };
 
 }  // namespace
@@ -213,7 +241,9 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions opt
     PX_ASSIGN_OR_RETURN(options.curve.keys, NewCurveKeyPair());
   }
   auto server = std::make_unique<ZmqShardServer>(std::move(core), options.listen,
-                                                 std::move(options.curve));
+                                                 std::move(options.curve),
+                                                 options.max_connections,
+                                                 options.handshake_timeout_ms);
   PX_RETURN_IF_ERROR(server->Bind());
   return std::unique_ptr<ShardServer>(std::move(server));
 }

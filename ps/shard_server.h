@@ -5,12 +5,13 @@
 #ifndef PARALLAX_PS_SHARD_SERVER_H_
 #define PARALLAX_PS_SHARD_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "core/base/status.h"
 #include "core/ps/curve.h"
+#include "parallax/status.h"
 #include "ps/shard_core.h"
 
 namespace parallax::ps {
@@ -36,6 +37,18 @@ struct ShardServerOptions {
   // Where to bind. A port of 0 ("tcp://127.0.0.1:0") picks a free port;
   // endpoint() tells which. ipc:// paths work for same-host workers.
   std::string listen = "tcp://127.0.0.1:0";
+  // Connections kept open at most (ps/shard_connections.h); 0: the
+  // open-file limit less an eighth, at most 16384.
+  int max_connections = 0;
+  // A connection that has not finished ZeroMQ's handshake (with CURVE, its
+  // authentication) this long after connecting is closed.
+  int handshake_timeout_ms = 10'000;
+};
+
+// What a shard served so far and the rows it holds.
+struct ShardSnapshot {
+  ShardStats stats;
+  int64_t rows_held = 0;
 };
 
 class ShardServer {
@@ -51,6 +64,10 @@ class ShardServer {
 
   // The shard's CURVE public key (Z85); "" without CURVE.
   virtual const std::string& curve_public_key() const = 0;
+
+  // The counters as of the last batch of messages the loop handled.
+  // Thread-safe.
+  virtual ShardSnapshot Snapshot() const = 0;
 
   // Stops the loop and joins it; pending held requests are dropped.
   // Idempotent; the destructor calls it.

@@ -14,6 +14,10 @@ namespace cpp parallax.rpc
 
 const i32 PROTOCOL_VERSION = 1
 
+// Largest job file (SubmitJobRequest.job_text) the coordinator accepts, in
+// bytes. `parallax submit` reads at most this much plus one byte of a file.
+const i32 MAX_JOB_TEXT_BYTES = 1048576
+
 struct RequestHeader {
   1: required i32 protocol_version
   // Shared secret for the control plane. Empty when the coordinator runs
@@ -62,8 +66,8 @@ enum JobState {
 }
 
 struct SubmitJobRequest {
-  // The whole job.toml text. The coordinator re-validates it; it never trusts
-  // the client's validation.
+  // The whole job.toml text, at most MAX_JOB_TEXT_BYTES. The coordinator
+  // re-validates it; it never trusts the client's validation.
   1: required string job_text
   // Where the client read it from (for messages, and to resolve relative paths
   // on hosts that share the client's filesystem).
@@ -152,6 +156,9 @@ struct TaskInfo {
   7: optional i32 exit_code
   8: optional i32 signal
   9: required i64 updated
+  // True for a PS shard the job's plan never needed: it was never started
+  // (its state reads EXITED with code 0 so that the job can finish).
+  10: optional bool not_launched
 }
 
 // Identifies one task of one attempt of a job.
@@ -264,6 +271,29 @@ struct GetMetricsRequest {
   3: optional i32 limit
 }
 
+// ---- PS shards ----
+
+// What one PS shard served since it started (every counter only grows),
+// sent by the shard every few seconds for the coordinator's /metrics.
+struct ShardStatsReport {
+  1: required i64 job_id
+  2: required i32 attempt
+  3: required i32 shard
+  4: required i64 pulls
+  5: required i64 pushes
+  6: required i64 push_pulls
+  7: required i64 clocks
+  8: required i64 rows_pulled
+  9: required i64 rows_pushed
+  10: required i64 errors
+  11: required i64 rows_held        // rows stored now, every variable together
+  // Staleness τ (in steps) of the async/ssp pushes applied: bucket 0 counts
+  // τ = 0, bucket b counts τ in [2^(b-1), 2^b); the last bucket everything
+  // above. At most 64 buckets.
+  12: required list<i64> staleness_buckets
+  13: required i64 staleness_sum    // of τ over every push counted
+}
+
 // ---- Checkpoints ----
 
 struct CheckpointInfo {
@@ -333,6 +363,11 @@ service Coordinator {
   void ReportMetrics(1: RequestHeader header, 2: list<MetricPoint> points)
       throws (1: CoordinatorError error)
   list<MetricPoint> GetMetrics(1: RequestHeader header, 2: GetMetricsRequest request)
+      throws (1: CoordinatorError error)
+
+  // A PS shard's counters; the newest report per shard of a live job is kept
+  // in memory (not in the database). A report of an older attempt is FENCED.
+  void ReportShardStats(1: RequestHeader header, 2: ShardStatsReport report)
       throws (1: CoordinatorError error)
 
   // Checkpoints: a checkpoint is committed once it is completely written.

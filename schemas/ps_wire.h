@@ -49,8 +49,13 @@ enum class Op : uint8_t {
   kError = 8,     // reply only: header.error_code + frame 1 text
   kAttach = 9,    // frame 1 = name of a POSIX shared memory object the shard
                   // maps for this connection's kFlagShm requests
+  kSet = 10,      // frame 1 = "name=value": a runtime setting of header.variable
+                  // (or of every variable, kAllVariables) from step header.clock on
 };
-constexpr uint8_t kMaxOp = 9;
+constexpr uint8_t kMaxOp = 10;
+
+// header.variable of a kSet request that applies to every variable.
+constexpr uint32_t kAllVariables = 0xFFFFFFFFu;
 
 // header.flags bits.
 constexpr uint16_t kFlagReply = 1u << 0;  // set on every shard → worker message
@@ -79,8 +84,9 @@ enum class ErrorCode : uint16_t {
   kInternal = 16,
   kBadWorker = 17,       // worker rank not below the plan's contributor count
   kSharedMemory = 18,    // ATTACH failed, or a kFlagShm request without a region or outside it
+  kBadSetting = 19,      // SET of an unknown setting, or a value it does not accept
 };
-constexpr uint16_t kMaxErrorCode = 18;
+constexpr uint16_t kMaxErrorCode = 19;
 
 // Frame 2 of a kFlagShm data request: byte offsets into the region the
 // connection attached. `values` holds count × dim values (PUSH, PUSH_PULL;

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/optim/optimizer.h"
+#include "parallax/status.h"
 #include "trainer/checkpoint_files.h"
 
 namespace parallax {

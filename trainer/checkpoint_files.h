@@ -29,8 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/optim/optimizer.h"
+#include "parallax/status.h"
 
 namespace parallax {
 class CoordinatorClient;

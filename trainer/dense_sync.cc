@@ -46,6 +46,12 @@ Status DenseSync::Gradient(uint32_t id, std::span<const float> grad) {
   return fusion_->Register(s.grad.data(), s.grad.size()).WithContext("all-reduce");
 }
 
+void DenseSync::ReducedGradient(uint32_t id, std::span<const float> mean) {
+  Slot& s = At(id);
+  s.grad_given = true;  // Finish() neither registers nor zeroes it
+  std::copy(mean.begin(), mean.end(), s.grad.begin());
+}
+
 bool DenseSync::HasGradient(uint32_t id) const { return At(id).grad_given; }
 
 void DenseSync::AddRows(uint32_t id, std::span<const int64_t> ids, std::span<const float> rows) {

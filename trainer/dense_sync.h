@@ -55,6 +55,9 @@ class DenseSync {
   // A dense variable's gradient of this step (REQUIRES: Holds(id), size
   // checked): copied, and reduced with the bucket it completes.
   Status Gradient(uint32_t id, std::span<const float> grad);
+  // A dense variable's gradient already averaged over the ranks (on the
+  // device, Session::GradientDevice): copied, and only applied by Finish().
+  void ReducedGradient(uint32_t id, std::span<const float> mean);
   bool HasGradient(uint32_t id) const;
   // Rows of a sparse table's gradient, summed into its whole-table gradient.
   void AddRows(uint32_t id, std::span<const int64_t> ids, std::span<const float> rows);
@@ -66,6 +69,9 @@ class DenseSync {
   Status Finish();
 
   std::span<const float> Values(uint32_t id) const;
+  // The learning rate of `id`'s optimizer from the next Finish() on.
+  // REQUIRES: lr finite and > 0.
+  void SetLearningRate(uint32_t id, float lr) { At(id).optimizer->set_lr(lr); }
   // The variables with their optimizers, for checkpoints.
   void AppendHeld(std::vector<HeldVariable>* held);
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/base/status.h"
 #include "parallax/session.h"
+#include "parallax/status.h"
 
 namespace parallax {
 class CoordinatorClient;

@@ -3,6 +3,7 @@
 //   VariableRegistry  what the rank registers and samples before Start()
 //   plan              core/plan's BuildPlan on rank 0, agreed on by all ranks
 //   DenseSync         the all-reduce path (fused, overlapped with backward)
+//   DeviceSync        dense gradients in CUDA memory, averaged there by NCCL
 //   SparseSync        the PS and all-gather paths
 //   Checkpointer      checkpoints and resume (trainer/checkpoint.h)
 //   StepMetrics, MetricsReporter, Timeline   what a step cost, sent and traced
@@ -10,6 +11,7 @@
 // the part its path belongs to, and orders the parts within a step.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -21,6 +23,7 @@
 #include "parallax/session.h"
 #include "trainer/checkpoint.h"
 #include "trainer/dense_sync.h"
+#include "trainer/device_sync.h"
 #include "trainer/search_trial.h"
 #include "trainer/sparse_sync.h"
 #include "trainer/step_metrics.h"
@@ -81,10 +84,12 @@ class SessionImpl final : public Session {
   Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) override;
   Status Gradient(int var, std::span<const float> grad) override;
   Status Gradient(int var, std::span<const int64_t> ids, std::span<const float> row_grads) override;
+  Status GradientDevice(int var, const void* device_grad, size_t count) override;
   Status Step() override;
   int64_t step() const override { return step_; }
   StatusOr<std::span<const float>> Dense(int var) const override;
   Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) override;
+  Status SetLearningRate(int var, double lr) override;
   Status ReportMetrics(int64_t step, double loss, int64_t samples) override;
   const SessionOptions& options() const override { return options_; }
 
@@ -95,12 +100,16 @@ class SessionImpl final : public Session {
   std::string StepName() const { return "step " + std::to_string(step_); }
   std::string RankName() const { return "rank " + std::to_string(options_.rank); }
   CoordinatorClientOptions CoordinatorOptions() const;
+  // The job's collectives: this rank among all of them.
+  comm::CommunicatorOptions WorldOptions() const;
   MetricsReporter::Options ReporterOptions() const;
 
   // Argument checks of the per-step calls (the parts trust their input).
   Status Usable(const char* what) const;
   Status CheckIds(const plan::PlannedVariable& v, std::span<const int64_t> ids) const;
   Status CheckFinite(const plan::PlannedVariable& v, std::span<const float> grad) const;
+  // A dense gradient's size, and that it is the step's first.
+  Status CheckDenseGradient(const plan::PlannedVariable& v, size_t size) const;
   Status Fail(Status st) {
     broken_ = st;
     return st;
@@ -143,6 +152,7 @@ class SessionImpl final : public Session {
   Timeline timeline_;
   std::unique_ptr<DenseSync> dense_;
   std::unique_ptr<SparseSync> sparse_;
+  std::unique_ptr<DeviceSync> device_;
 };
 
 CoordinatorClientOptions SessionImpl::CoordinatorOptions() const {
@@ -214,6 +224,7 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
                       .hosts = std::max(1, options_.num_hosts),
                       .shards = options_.num_shards};
     inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
+    inputs.shm_allreduce = WorldOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();
     PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
     json = plan::JobPlanToJson(plan);
@@ -265,17 +276,22 @@ Status SessionImpl::AgreeOnRegistrations(const Status& mine) {
   return Status::Ok();
 }
 
-// The job's communicator (several ranks), and the host's for local
-// aggregation (several ranks on this host).
-Status SessionImpl::JoinCollectives() {
-  if (options_.world_size <= 1) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+comm::CommunicatorOptions SessionImpl::WorldOptions() const {
   comm::CommunicatorOptions co;
   co.rank = options_.rank;
   co.world_size = options_.world_size;
   co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
   co.bind_address = options_.bind_address;
   co.rendezvous_timeout = options_.rendezvous_timeout;
+  return co;
+}
+
+// The job's communicator (several ranks), and the host's for local
+// aggregation (several ranks on this host).
+Status SessionImpl::JoinCollectives() {
+  if (options_.world_size <= 1) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(store_, comm::ConnectCoordinatorRendezvousStore(CoordinatorOptions()));
+  comm::CommunicatorOptions co = WorldOptions();
   auto world = comm::Communicator::Create(co, store_.get());
   if (!world.ok()) return world.status().WithContext(RankName() + " joining the collectives");
   comm_ = std::move(world).value();
@@ -307,6 +323,9 @@ Status SessionImpl::CreateParts() {
   sparse_options.step_timeout = options_.step_timeout;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
                                          std::move(ps), &timeline_, &metrics_);
+  device_ = std::make_unique<DeviceSync>(
+      DeviceSync::Options{.world = WorldOptions(), .step_timeout = options_.step_timeout},
+      store_.get());
   for (const plan::PlannedVariable& p : plan_.variables) {
     if (p.path == VariablePath::kPs) {
       sparse_->AddPs(p);
@@ -425,22 +444,51 @@ Status SessionImpl::Gradient(int var, std::span<const float> grad) {
   PX_RETURN_IF_ERROR(Usable("Gradient"));
   PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/false, "Gradient"));
   const plan::PlannedVariable& v = Planned(var);
-  if (grad.size() != v.size) {
-    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
-                           std::to_string(grad.size()) + " values, expected " +
-                           std::to_string(v.size));
-  }
-  const bool on_ps = v.path == VariablePath::kPs;
-  if (on_ps ? sparse_->HasGradient(v.id) : dense_->HasGradient(v.id)) {
-    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" given twice");
-  }
+  PX_RETURN_IF_ERROR(CheckDenseGradient(v, grad.size()));
   PX_RETURN_IF_ERROR(CheckFinite(v, grad));
-  if (on_ps) {
+  if (v.path == VariablePath::kPs) {
     sparse_->DenseGradient(v.id, grad);
     return Status::Ok();
   }
   Status st = dense_->Gradient(v.id, grad);
   return st.ok() ? st : Fail(st.WithContext(StepName()));
+}
+
+Status SessionImpl::CheckDenseGradient(const plan::PlannedVariable& v, size_t size) const {
+  if (size != v.size) {
+    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" has " +
+                           std::to_string(size) + " values, expected " + std::to_string(v.size));
+  }
+  const bool on_ps = v.path == VariablePath::kPs;
+  if (on_ps ? sparse_->HasGradient(v.id) : dense_->HasGradient(v.id)) {
+    return InvalidArgument(StepName() + ": gradient of \"" + v.name + "\" given twice");
+  }
+  return Status::Ok();
+}
+
+// The mean over the ranks (or, on the PS path, this rank's gradient for the
+// shards to average) goes where a host gradient would.
+Status SessionImpl::GradientDevice(int var, const void* device_grad, size_t count) {
+  PX_RETURN_IF_ERROR(Usable("GradientDevice"));
+  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/false, "GradientDevice"));
+  const plan::PlannedVariable& v = Planned(var);
+  PX_RETURN_IF_ERROR(CheckDenseGradient(v, count));
+  const std::string what = StepName() + ": gradient of \"" + v.name + "\"";
+  // Memory that is not the device's is refused and changes nothing; a
+  // failed collective breaks the session.
+  StatusOr<int> device = DeviceSync::DeviceOf(device_grad);
+  if (!device.ok()) return device.status().WithContext(what);
+  const bool on_ps = v.path == VariablePath::kPs;
+  std::vector<float> host;
+  Status st = device_->ToHost(*device, device_grad, count, /*reduce=*/!on_ps, &host);
+  if (!st.ok()) return Fail(st.WithContext(what));
+  PX_RETURN_IF_ERROR(CheckFinite(v, host));
+  if (on_ps) {
+    sparse_->DenseGradient(v.id, host);
+  } else {
+    dense_->ReducedGradient(v.id, host);
+  }
+  return Status::Ok();
 }
 
 Status SessionImpl::Gradient(int var, std::span<const int64_t> ids,
@@ -474,6 +522,7 @@ Status SessionImpl::Step() {
   if (st.ok()) st = dense_->Finish();
   if (st.ok()) st = sparse_->ExchangeAllGather();
   if (st.ok()) st = sparse_->FinishPushes(step_);
+  if (st.ok()) st = sparse_->AdvancePrefetches();
   if (!st.ok()) return Fail(st.WithContext(where));
   ++step_;
   timeline_.SetStep(step_);
@@ -532,6 +581,23 @@ Status SessionImpl::ReadSparse(int var, int64_t first_row, int64_t count,
     return Status::Ok();
   }
   return sparse_->ReadSparse(v.id, first_row, count, step_, out);
+}
+
+Status SessionImpl::SetLearningRate(int var, double lr) {
+  PX_RETURN_IF_ERROR(Usable("SetLearningRate"));
+  if (var < 0 || static_cast<size_t>(var) >= plan_.variables.size())
+    return NotFound("SetLearningRate: no variable " + std::to_string(var));
+  const plan::PlannedVariable& v = Planned(var);
+  if (!std::isfinite(lr) || lr <= 0 || lr > std::numeric_limits<float>::max()) {
+    return InvalidArgument(StepName() + ": learning rate " + std::to_string(lr) + " of \"" +
+                           v.name + "\" must be a finite number > 0");
+  }
+  if (v.path == VariablePath::kAllReduce) {
+    dense_->SetLearningRate(v.id, static_cast<float>(lr));
+    return Status::Ok();
+  }
+  Status st = sparse_->SetLearningRate(v.id, lr, step_);
+  return st.ok() ? st : Fail(st.WithContext(StepName()));
 }
 
 Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {

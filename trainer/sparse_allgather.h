@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/comm/communicator.h"
 #include "core/ps/aggregate.h"
+#include "parallax/status.h"
 
 namespace parallax::trainer {
 

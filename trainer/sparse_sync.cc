@@ -1,6 +1,7 @@
 #include "trainer/sparse_sync.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -185,21 +186,57 @@ Status SparseSync::Lookup(uint32_t id, std::span<const int64_t> ids, int64_t ste
     GatherRows(s.values, s.var.dim, ids, rows);
     return Status::Ok();
   }
+  bool served = false;
+  PX_RETURN_IF_ERROR(LookupPrefetched(s, ids, step, rows, &served));
+  if (served) return Status::Ok();
   const std::string what = "pulling \"" + s.var.name + "\"" + ShardsOf(s);
-  if (s.prefetch) {
-    std::unique_ptr<Prefetched> pf = std::move(s.prefetch);
-    const bool usable =
-        pf->clock == step && std::equal(ids.begin(), ids.end(), pf->ids.begin(), pf->ids.end());
-    std::vector<float> pulled;
-    PX_RETURN_IF_ERROR(AwaitPull(pf->ticket, std::move(pf->rows), &pulled).WithContext(what));
-    if (usable) {
-      *rows = std::move(pulled);
-      return Status::Ok();
-    }
-  }
   auto buf = std::make_unique<std::vector<float>>();
   PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
   return AwaitPull(t, std::move(buf), rows).WithContext(what);
+}
+
+Status SparseSync::LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64_t step,
+                                    std::vector<float>* rows, bool* served) {
+  *served = false;
+  Prefetched* pf = s.prefetched.get();
+  if (pf == nullptr || pf->clock != step) return Status::Ok();
+  if (!pf->arrived) {
+    auto buf = std::make_unique<std::vector<float>>();
+    std::swap(buf, pf->rows);
+    Status st = AwaitPull(pf->ticket, std::move(buf), pf->rows.get());
+    if (!st.ok()) {
+      s.prefetched.reset();
+      return st.WithContext("pulling \"" + s.var.name + "\"" + ShardsOf(s));
+    }
+    pf->arrived = true;
+    pf->row_of.reserve(pf->ids.size());
+    for (size_t i = 0; i < pf->ids.size(); ++i)
+      pf->row_of.try_emplace(pf->ids[i], static_cast<uint32_t>(i));
+  }
+  const size_t dim = s.var.dim;
+  std::vector<float> out(ids.size() * dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = pf->row_of.find(ids[i]);
+    if (it == pf->row_of.end()) return Status::Ok();  // not all there: pull instead
+    std::memcpy(out.data() + i * dim, pf->rows->data() + size_t{it->second} * dim,
+                dim * sizeof(float));
+  }
+  *rows = std::move(out);
+  *served = true;
+  return Status::Ok();
+}
+
+Status SparseSync::AdvancePrefetches() {
+  for (Slot& s : slots_) {
+    if (s.prefetched && !s.prefetched->arrived) {
+      std::vector<float> unused;
+      PX_RETURN_IF_ERROR(
+          AwaitPull(s.prefetched->ticket, std::move(s.prefetched->rows), &unused)
+              .WithContext("unused prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
+    }
+    s.prefetched = std::move(s.prefetch);
+  }
+  return Status::Ok();
 }
 
 void SparseSync::AddRows(uint32_t id, std::span<const int64_t> ids, std::span<const float> rows) {
@@ -344,6 +381,20 @@ Status SparseSync::ReadSparse(uint32_t id, int64_t first_row, int64_t count, int
   auto buf = std::make_unique<std::vector<float>>();
   PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
   return AwaitPull(t, std::move(buf), out).WithContext("reading \"" + s.var.name + "\"" + ShardsOf(s));
+}
+
+Status SparseSync::SetLearningRate(uint32_t id, double lr, int64_t step) {
+  Slot& s = At(id);
+  if (s.var.path != VariablePath::kPs) {
+    s.optimizer->set_lr(static_cast<float>(lr));
+    return Status::Ok();
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", lr);
+  const std::string what = "setting the learning rate of \"" + s.var.name + "\"" + ShardsOf(s);
+  StatusOr<ps::Ticket> t = ps_->Set(s.var.id, "lr", text, step);
+  if (!t.ok()) return t.status().WithContext(what);
+  return ps_->Wait(*t, Deadline()).WithContext(what);
 }
 
 std::span<const float> SparseSync::DenseValues(uint32_t id) const {

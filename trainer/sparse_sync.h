@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -85,11 +86,16 @@ class SparseSync {
   Status PullDenseValues();
 
   // Starts pulling `next_ids` of PS variable `id` for step `step` (the next
-  // one). A replica needs no prefetch.
+  // one); a second prefetch of the variable in one step replaces the first.
+  // A replica needs no prefetch.
   Status Prefetch(uint32_t id, std::span<const int64_t> next_ids, int64_t step);
-  // Rows of `ids` as of the start of step `step`: from the replica, a
-  // matching prefetch, or a pull.
+  // Rows of `ids` as of the start of step `step`: from the replica, from the
+  // step's prefetch when it holds every id of `ids` (as often as the model
+  // looks the table up), or a pull.
   Status Lookup(uint32_t id, std::span<const int64_t> ids, int64_t step, std::vector<float>* rows);
+  // After the step: its prefetches are spent (the reply of one no lookup
+  // waited for is collected); those made during the step serve the next.
+  Status AdvancePrefetches();
   // Gradient rows of this step (repeated ids are summed when pushed).
   void AddRows(uint32_t id, std::span<const int64_t> ids, std::span<const float> rows);
   // A dense PS variable's gradient of this step (REQUIRES: size checked).
@@ -104,6 +110,11 @@ class SparseSync {
   Status StartPushes(int64_t step);
   Status ExchangeAllGather();
   Status FinishPushes(int64_t step);
+
+  // The learning rate of `id`'s optimizer from step `step` on: a replica's
+  // own, or the shards' for a PS variable (a SET message; waits for every
+  // shard's ack). REQUIRES: lr finite and > 0.
+  Status SetLearningRate(uint32_t id, double lr, int64_t step);
 
   // Rows [first_row, first_row + count) as of now.
   Status ReadSparse(uint32_t id, int64_t first_row, int64_t count, int64_t step,
@@ -122,11 +133,16 @@ class SparseSync {
   // pull whose wait timed out keeps its buffer alive until the client is
   // gone.
   using PullBuffer = std::unique_ptr<std::vector<float>>;
+  // A pull started by Prefetch(). The step it is for looks rows up in it
+  // once it arrived, as often as it likes (a model may call a table several
+  // times).
   struct Prefetched {
     int64_t clock = 0;
     std::vector<int64_t> ids;
     PullBuffer rows = std::make_unique<std::vector<float>>();
     ps::Ticket ticket = 0;
+    bool arrived = false;                          // rows holds ids.size() × dim values
+    std::unordered_map<int64_t, uint32_t> row_of;  // id → its first position in ids, once arrived
   };
   struct Slot {
     plan::PlannedVariable var;
@@ -137,7 +153,8 @@ class SparseSync {
     std::vector<int64_t> pending_ids;  // this step's gradient rows
     std::vector<float> pending_grads;
     std::unique_ptr<optim::SparseOptimizer> optimizer;  // replicas
-    std::unique_ptr<Prefetched> prefetch;
+    std::unique_ptr<Prefetched> prefetch;    // Prefetch() of this step, for the next one
+    std::unique_ptr<Prefetched> prefetched;  // the one for this step (moved by AdvancePrefetches)
   };
 
   Slot& At(uint32_t id) { return slots_[index_.at(id)]; }
@@ -145,6 +162,10 @@ class SparseSync {
   ps::Deadline Deadline() const { return std::chrono::steady_clock::now() + options_.step_timeout; }
   // Waits for a pull into `buf`; on success moves the rows to *out.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out);
+  // Serves a lookup of step `step` from its prefetch when that holds every
+  // id of `ids`; *served says whether it did.
+  Status LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64_t step,
+                          std::vector<float>* rows, bool* served);
   Status PushHostAggregated(int64_t step);
   // " (on PS shard 0 at tcp://...)", for errors.
   std::string ShardsOf(const Slot& s) const;

@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::comm {
 struct FusionEvent;

@@ -11,13 +11,26 @@ Parallax variant is examples/w3.toml with [job] arch changed (and, for the ones 
 `[trainer] metrics_every = 1`, and run with `parallax run`. Its figures come from the job's
 own metric points (the `metrics` table of the embedded coordinator's SQLite database, which
 `parallax status JOB --json` reads): per step, the rank's samples/s and loss, and bytes sent and
-received per path counted by the trainer (allreduce/allgather: the bytes handed to the
-collective; ps_push/ps_pull: bytes at the ZeroMQ transport). PyTorch variants run
-bench/peers/w3_torch.py --runs 1 (bytes from `ss` socket counters).
+received per path counted by the trainer (allreduce/allgather: the bytes on the collectives'
+sockets, none for an all-reduce through shared memory; ps_push/ps_pull: bytes at the ZeroMQ
+transport). PyTorch variants run
+bench/peers/w3_torch.py --runs 1 (bytes from `ss` socket counters). "parallax-torch-hybrid" is
+the PyTorch side's model, data and loop on Parallax (bench/e2e/w3_parallax_torch.py, the same
+batches file, parallax.torch in place of DDP), run with `parallax run` like the other Parallax
+variants: with the same torch model on both sides, its ratio to torch-ddp-sparse is the
+communication system's alone.
 
 Same measure on both sides: warm-up = steps 0..warmup-1, timed = the next `steps - warmup`
 steps; tokens/s = workers x batch x timed steps / (the slower rank's time over the timed steps);
 loss = mean over the last 20 steps of the mean of the ranks' batch losses.
+
+--baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build,
+say of the commit before a change), as "<variant>@baseline", right after the variant in every
+round, and ends with the ratio of their tokens/s. --timeline records every Parallax run's step
+timeline and adds "dense_wait_after_last_arrival_ms" (the mean over timed steps) and its median:
+per step, for each fusion bucket, the time from the last rank handing it to its all-reduce until
+the last rank has the result, summed over the step's buckets (what the collective itself costs,
+without the wait for a slower rank).
 
 Output: one JSON line per run ("stat": "run") and, at the end, per variant and metric the
 median/min/max lines:
@@ -29,6 +42,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -62,8 +76,40 @@ PARALLAX = {
 for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
     PARALLAX[_name + "-shm"] = PARALLAX[_name]
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
+# Parallax running the PyTorch model (bench/e2e/w3_parallax_torch.py) -> arch.
+PARALLAX_TORCH = {"parallax-torch-hybrid": "hybrid"}
+TORCH_JOB = """[job]
+name = "w3-torch"
+workers = 2
+arch = "{arch}"
+consistency = "sync"
+
+[trainer]
+command = ["./w3_parallax_torch.py"]
+steps = {steps}
+batch_size = 256
+metrics_every = 1
+
+[optimizer.dense]
+type = "sgd"
+lr = 0.5
+
+[optimizer.sparse]
+type = "sgd"
+lr = 0.5
+
+[ps]
+shards = 1
+partitions = 1
+
+[user]
+repo = "{root}"
+batches = "{batches}"
+vocab = "{vocab}"
+"""
 DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
-                    "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse"]
+                    "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse",
+                    "parallax-torch-hybrid"]
 
 
 def load1():
@@ -88,25 +134,95 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=
     return text
 
 
+def w3_text(workers, arch, steps, batch, data, more=()):
+    """examples/w3.toml with `workers`, `arch`, `steps` (and metrics_every = 1), `batch_size`,
+    the data under the directory `data` (absolute), eval_tokens = 1, and the (pattern,
+    replacement) pairs of `more`; exits naming a pattern that matches no line of the file."""
+    with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
+        text = f.read()
+    subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
+            (r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"'),
+            (r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = 1"),
+            (r"(?m)^batch_size = \d+", f"batch_size = {batch}"),
+            (r'(?m)^data = ".*"', f'data = "{data}/brown/train.tok"'),
+            (r"(?m)^eval_tokens = \d+.*$", "eval_tokens = 1")] + list(more)
+    for pattern, value in subs:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            sys.exit(f"e2e: examples/w3.toml has no line matching {pattern}")
+    return text
+
+
 def parallax_run(args, impl, workdir, run):
-    arch, consistency, staleness, overrides = PARALLAX[impl]
+    name, _, baseline = impl.partition("@")
+    arch, consistency, staleness, overrides = PARALLAX[name]
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         base = f.read()
-    if args.plan:
-        # The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner.
-        with open(args.plan, encoding="utf-8") as f:
-            base += "\n" + f.read() + "\n"
+    return run_job(args, impl, workdir, run,
+                   job_text(base + plan_table(args), arch, consistency, staleness, overrides,
+                            args.steps, 2, shm=name.endswith("-shm")),
+                   baseline=bool(baseline))
+
+
+def parallax_torch_run(args, impl, workdir, run):
+    """W3's PyTorch model on Parallax: w3_parallax_torch.py next to the job file in `workdir`
+    (the agent runs programs under the job file's directory)."""
+    shutil.copy(os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py"), workdir)
+    text = TORCH_JOB.format(arch=PARALLAX_TORCH[impl], steps=args.steps, root=ROOT,
+                            batches=os.path.abspath(args.batches),
+                            vocab=os.path.join(ROOT, "data", "brown", "vocab.tsv"))
+    return run_job(args, impl, workdir, run, text + plan_table(args))
+
+
+def plan_table(args):
+    """The machine's [plan] figures (bench/e2e/calibrate.sh) for the planner, or nothing."""
+    if not args.plan:
+        return ""
+    with open(args.plan, encoding="utf-8") as f:
+        return "\n" + f.read() + "\n"
+
+
+def run_job(args, impl, workdir, run, text, baseline=False):
+    """`parallax run` of job `text` in `workdir` (with --baseline-bin's binaries when
+    `baseline`); its figures (job_metrics)."""
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(base, arch, consistency, staleness, overrides, args.steps, 2,
-                         shm=impl.endswith("-shm")))
+        f.write(text)
     state = os.path.join(workdir, f"{impl}-{run}.state")
-    proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
-                          capture_output=True, text=True, timeout=args.timeout)
+    binary = os.path.join(args.baseline_bin if baseline else args.bin, "parallax")
+    cmd = [binary, "run", "--state-dir", state]
+    timeline = os.path.join(workdir, f"{impl}-{run}.timeline")
+    if args.timeline:
+        cmd += ["--timeline", timeline]
+    proc = subprocess.run(cmd + [job], capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
         sys.exit(f"e2e: {impl} run {run} failed (exit {proc.returncode}); its state is in "
                  f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    return job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
+    out = job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
+    if args.timeline:
+        per_step = dense_wait_after_last_arrival(timeline, args.steps, args.warmup)
+        out["dense_wait_after_last_arrival_ms"] = statistics.mean(per_step)
+        out["dense_wait_after_last_arrival_median_ms"] = statistics.median(per_step)
+    return out
+
+
+def dense_wait_after_last_arrival(timeline, steps, warmup):
+    """Per timed step: sum over buckets of (last rank's end - last rank's start), ms."""
+    starts, ends = {}, {}  # (step, bucket) -> per-rank microseconds
+    for name in sorted(os.listdir(timeline)):
+        with open(os.path.join(timeline, name), encoding="utf-8") as f:
+            events = json.load(f)["traceEvents"]
+        for e in events:
+            if e.get("cat") != "allreduce" or e.get("ph") != "X":
+                continue
+            key = (e["args"]["step"], e["args"]["bucket"])
+            starts.setdefault(key, []).append(e["ts"])
+            ends.setdefault(key, []).append(e["ts"] + e["dur"])
+    per_step = {}
+    for key, s in starts.items():
+        if warmup <= key[0] < steps and len(s) > 1:
+            per_step[key[0]] = per_step.get(key[0], 0.0) + (max(ends[key]) - max(s)) / 1000.0
+    return list(per_step.values()) or [0.0]
 
 
 def job_metrics(db, steps, warmup, batch, job_id=1):
@@ -160,7 +276,9 @@ def torch_run(args, impl):
 
 
 UNITS = {"tokens_per_s": "tokens/s", "step_ms": "ms", "loss_last20": "nats",
-         "compute_ms": "ms", "dense_wait_ms": "ms", "sparse_wait_ms": "ms"}
+         "compute_ms": "ms", "dense_wait_ms": "ms", "sparse_wait_ms": "ms",
+         "dense_wait_after_last_arrival_ms": "ms", "dense_wait_after_last_arrival_median_ms": "ms",
+         "tokens_per_s_vs_baseline": "x"}
 
 
 def unit(metric):
@@ -174,35 +292,50 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help="comma-separated; also: " + ", ".join(
-                        v for v in list(PARALLAX) + list(TORCH) if v not in DEFAULT_VARIANTS))
+                        v for v in list(PARALLAX) + list(TORCH) + list(PARALLAX_TORCH)
+                        if v not in DEFAULT_VARIANTS))
     ap.add_argument("--bin", required=True, help="directory of the parallax binaries")
     ap.add_argument("--batches", required=True, help="parallax-data batches file (PyTorch side)")
     ap.add_argument("--workdir", help="keep job files and state here (default: a temp dir)")
     ap.add_argument("--plan", help="a file with a [plan] table (bench/e2e/calibrate.sh's output) "
                     "added to every Parallax job")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    ap.add_argument("--baseline-bin", help="also run every Parallax variant with these binaries "
+                    "(as <variant>@baseline, alternating)")
+    ap.add_argument("--timeline", action="store_true", help="record Parallax runs' timelines "
+                    "and report dense_wait_after_last_arrival_ms")
     args = ap.parse_args()
     variants = args.variants.split(",")
+    known = list(PARALLAX) + list(TORCH) + list(PARALLAX_TORCH)
     for v in variants:
-        if v not in PARALLAX and v not in TORCH:
-            sys.exit(f"e2e: unknown variant '{v}'; known: {', '.join(list(PARALLAX) + list(TORCH))}")
+        if v not in known:
+            sys.exit(f"e2e: unknown variant '{v}'; known: {', '.join(known)}")
     if args.steps - args.warmup < 20:
         sys.exit("e2e: --steps must exceed --warmup by at least 20 (the loss is over the last 20)")
+    if args.baseline_bin:
+        variants = [w for v in variants for w in ([v, v + "@baseline"] if v in PARALLAX else [v])]
     workdir = args.workdir or tempfile.mkdtemp(prefix="px-e2e-")
     os.makedirs(workdir, exist_ok=True)
     results = {v: [] for v in variants}
     for run in range(args.runs):
         for impl in variants:
             before, started = load1(), time.time()
-            r = (torch_run(args, impl) if impl in TORCH
-                 else parallax_run(args, impl, workdir, run))
+            if impl in TORCH:
+                r = torch_run(args, impl)
+            elif impl in PARALLAX_TORCH:
+                r = parallax_torch_run(args, impl, workdir, run)
+            else:
+                r = parallax_run(args, impl, workdir, run)
+            if impl.endswith("@baseline"):
+                ours = results[impl.partition("@")[0]][-1]
+                ours["tokens_per_s_vs_baseline"] = ours["tokens_per_s"] / r["tokens_per_s"]
             results[impl].append(r)
             print(json.dumps(dict(bench="e2e", impl=impl, stat="run", run=run, workers=2,
                                   load1_before=round(before, 2), load1_after=round(load1(), 2),
                                   wall_s=round(time.time() - started, 1),
                                   **{k: round(v, 4) for k, v in r.items()})), flush=True)
     for impl in variants:
-        for metric in results[impl][0]:
+        for metric in results[impl][-1]:
             values = [r[metric] for r in results[impl]]
             print(json.dumps(dict(bench="e2e", impl=impl, metric=metric, unit=unit(metric),
                                   stat="median", runs=len(values),

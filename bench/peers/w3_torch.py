@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """W3 in PyTorch DDP: the reference Parallax's `lm` model is compared with.
 
-Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps --bench`):
+Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps`):
 
   /usr/bin/python3 bench/peers/w3_torch.py --batches data/brown/w3-batches.bin \
       --vocab data/brown/vocab.tsv [--sparse | --alternate] [--runs 5]
@@ -25,9 +25,15 @@ sent per worker per step are the counters' growth over the timed steps, averaged
 
 Output: one JSON object per line and statistic (median/min/max over runs), plus one line per run
 ("stat": "run") for the record.
+
+With --rank R --init tcp://HOST:PORT --sync-dir DIR this process is rank R alone, for a driver
+that starts the ranks itself (bench/cluster runs one per host namespace, with GLOO_SOCKET_IFNAME
+set to the host's interface) and reads the bytes where they cross; it synchronises with the
+driver through files in DIR (FileSync) and writes its time and losses to DIR/done-R.json.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -38,7 +44,7 @@ import sys
 import time
 
 # One compute thread per worker: torch.set_num_threads covers PyTorch's own pool, not the BLAS
-# library python3-torch links (libblas.so.3, OpenBLAS with install-deps --bench), which reads this
+# library python3-torch links (libblas.so.3, OpenBLAS with install-deps), which reads this
 # when it loads. Spawned workers inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -100,11 +106,60 @@ class W3(nn.Module):
         return -(F.logsigmoid(pos) + F.logsigmoid(-neg).sum(dim=1)).mean()
 
 
-def worker(rank, args, header, port, to_driver, go, finish):
+class QueueSync:
+    """The driver of one_run: queues and events between spawned workers and this process."""
+
+    def __init__(self, to_driver, go, finish):
+        self.to_driver, self.go, self.finish = to_driver, go, finish
+
+    def ready(self, rank):
+        self.to_driver.put(("ready", rank, os.getpid()))
+        self.go.wait()
+
+    def done(self, rank, elapsed, losses):
+        self.to_driver.put(("done", rank, elapsed, losses))
+        self.finish.wait()
+
+
+class FileSync:
+    """A driver in another process (bench/cluster): files in a directory both can see.
+
+    A rank writes ready-R (its pid) after the warm-up and waits for `go`; after the timed steps
+    it writes done-R.json (elapsed seconds, losses) and waits for `finish`. The driver reads the
+    links' byte counters between.
+    """
+
+    def __init__(self, directory, timeout):
+        self.dir, self.timeout = directory, timeout
+
+    def _wait(self, name):
+        deadline = time.monotonic() + self.timeout
+        path = os.path.join(self.dir, name)
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                sys.exit(f"w3_torch: no {path} from the driver in {self.timeout:.0f} s")
+            time.sleep(0.005)
+
+    def _write(self, name, text):
+        tmp = os.path.join(self.dir, f".{name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.rename(tmp, os.path.join(self.dir, name))
+
+    def ready(self, rank):
+        self._write(f"ready-{rank}", str(os.getpid()))
+        self._wait("go")
+
+    def done(self, rank, elapsed, losses):
+        self._write(f"done-{rank}.json", json.dumps(dict(elapsed=elapsed, losses=losses)))
+        self._wait("finish")
+
+
+def worker(rank, args, header, init_method, sync):
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=args.workers)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank,
+                            world_size=args.workers)
     _, ids = read_batches(args.batches)
     counts = read_counts(args.vocab)
     probs = torch.from_numpy(counts ** 0.75)
@@ -121,8 +176,7 @@ def worker(rank, args, header, port, to_driver, go, finish):
     for step in range(total):
         if step == args.warmup:
             dist.barrier()
-            to_driver.put(("ready", rank, os.getpid()))
-            go.wait()
+            sync.ready(rank)
             dist.barrier()
             t0 = time.perf_counter()
         row = torch.from_numpy(ids[step, rank].astype(np.int64))
@@ -130,14 +184,18 @@ def worker(rank, args, header, port, to_driver, go, finish):
         targets = row[b * k:]
         negatives = torch.multinomial(probs, b * args.negatives, replacement=True,
                                       generator=gen).view(b, args.negatives)
-        loss = ddp(context, targets, negatives)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        # --no-sync: DDP's gradient all-reduce is skipped (each rank trains alone): the
+        # compute-only step time of the same processes on the same cores.
+        with ddp.no_sync() if args.no_sync else contextlib.nullcontext():
+            loss = ddp(context, targets, negatives)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
         opt.step()
         losses.append(loss.item())
+    if args.no_sync:
+        dist.barrier()  # the slowest rank's compute, as with communication
     elapsed = time.perf_counter() - t0
-    to_driver.put(("done", rank, elapsed, losses))
-    finish.wait()
+    sync.done(rank, elapsed, losses)
     dist.destroy_process_group()
 
 
@@ -184,7 +242,9 @@ def one_run(args, header):
     ctx = mp.get_context("spawn")
     to_driver, go, finish = ctx.Queue(), ctx.Event(), ctx.Event()
     port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, args, header, port, to_driver, go, finish))
+    sync = QueueSync(to_driver, go, finish)
+    procs = [ctx.Process(target=worker,
+                         args=(r, args, header, f"tcp://127.0.0.1:{port}", sync))
              for r in range(args.workers)]
     for p in procs:
         p.start()
@@ -238,6 +298,13 @@ def main():
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1, help="initial values and negatives")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per phase of a run")
+    ap.add_argument("--no-sync", action="store_true",
+                    help="skip DDP's gradient all-reduce (compute-only step time)")
+    one = ap.add_argument_group(
+        "one rank of a run whose driver is another process (bench/cluster: a rank per host)")
+    one.add_argument("--rank", type=int, help="run only this rank, in this process")
+    one.add_argument("--init", help="torch.distributed init method, e.g. tcp://10.77.1.10:29500")
+    one.add_argument("--sync-dir", help="directory of the ready/go/done/finish files")
     args = ap.parse_args()
 
     header, _ = read_batches(args.batches)
@@ -246,6 +313,12 @@ def main():
         sys.exit(f"w3_torch: the batches file holds {header['steps']} steps, fewer than "
                  f"--warmup + --steps = {args.warmup + args.steps}; rewrite it with "
                  "parallax-data batches --steps N")
+    if args.rank is not None:
+        if not args.init or not args.sync_dir or not 0 <= args.rank < args.workers:
+            sys.exit(f"w3_torch: --rank needs --init and --sync-dir, and 0 <= rank < "
+                     f"{args.workers} (the batches file's workers)")
+        worker(args.rank, args, header, args.init, FileSync(args.sync_dir, args.timeout))
+        return
     variants = [False, True] if args.alternate else [args.sparse]
     results = {v: [] for v in variants}
     common = dict(bench="e2e", workers=args.workers, batch=header["batch"],

@@ -40,6 +40,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from bytes_check import job_pids  # noqa: E402  (the same /proc scan)
+from e2e import w3_text  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COUNTER = re.compile(r"\b(bytes_sent|bytes_received):(\d+)")
@@ -48,21 +49,10 @@ PATHS = (("allreduce", ("allreduce",)), ("allgather", ("allgather",)),
 
 
 def job_text(args, workers, arch, data):
-    with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
-        text = f.read()
-    subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
-            (r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"'),
-            (r"(?m)^steps = \d+.*$", f"steps = {args.warmup + args.steps}\nmetrics_every = 1"),
-            (r"(?m)^batch_size = \d+", f"batch_size = {args.batch}"),
-            (r'(?m)^data = ".*"', f'data = "{data}/brown/train.tok"'),
-            (r"(?m)^dim = \d+", f"dim = {args.dim}"),
-            (r"(?m)^hidden = \d+", f"hidden = {args.hidden}"),
-            (r"(?m)^eval_tokens = \d+.*$", "eval_tokens = 1")]
-    for pattern, value in subs:
-        text, n = re.subn(pattern, value, text)
-        if n != 1:
-            sys.exit(f"scaling: examples/w3.toml has no line matching {pattern}")
-    return text + "\n[ps]\nshards = 1\npartitions = 1\n"
+    return w3_text(workers, arch, args.warmup + args.steps, args.batch, data,
+                   more=[(r"(?m)^dim = \d+", f"dim = {args.dim}"),
+                         (r"(?m)^hidden = \d+", f"hidden = {args.hidden}")]) + \
+        "\n[ps]\nshards = 1\npartitions = 1\n"
 
 
 def predicted(bin_dir, job, workers):

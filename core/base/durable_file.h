@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax {
 

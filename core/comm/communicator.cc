@@ -1,5 +1,8 @@
 #include "core/comm/communicator.h"
 
+#include <cstring>
+#include <vector>
+
 #include "core/comm/backends.h"
 #include "core/comm/rendezvous_store.h"
 
@@ -41,11 +44,38 @@ std::string_view BackendName(Backend backend) {
   return backend == Backend::kGloo ? "gloo" : "nccl";
 }
 
+Status Communicator::AllReducePieces(std::span<const Piece> pieces, DataType type, ReduceOp op,
+                                     Deadline deadline) {
+  if (pieces.size() == 1) return AllReduce(pieces[0].data, pieces[0].count, type, op, deadline);
+  const size_t esize = DataTypeSize(type);
+  size_t total = 0;
+  for (const Piece& p : pieces) total += p.count;
+  std::vector<char> packed(total * esize);
+  internal::PackPieces(pieces, esize, packed.data());
+  PX_RETURN_IF_ERROR(AllReduce(packed.data(), total, type, op, deadline));
+  internal::UnpackPieces(packed.data(), esize, pieces);
+  return Status::Ok();
+}
+
 std::string CommKeyPrefix(int64_t job_id, int attempt) {
   return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/comm";
 }
 
 namespace internal {
+void PackPieces(std::span<const Piece> pieces, size_t esize, char* packed) {
+  for (const Piece& p : pieces) {
+    if (p.count > 0) std::memcpy(packed, p.data, p.count * esize);
+    packed += p.count * esize;
+  }
+}
+
+void UnpackPieces(const char* packed, size_t esize, std::span<const Piece> pieces) {
+  for (const Piece& p : pieces) {
+    if (p.count > 0) std::memcpy(p.data, packed, p.count * esize);
+    packed += p.count * esize;
+  }
+}
+
 std::string RankName(const CommunicatorOptions& options) {
   return "rank " + std::to_string(options.rank) + " of " + std::to_string(options.world_size) +
          " (" + std::string(BackendName(options.backend)) + ")";
@@ -63,6 +93,9 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const CommunicatorO
   if (options.key_prefix.empty()) return InvalidArgument("communicator: key_prefix is empty");
   switch (options.backend) {
     case Backend::kGloo:
+      if (options.shared_memory && options.world_size > 1) {
+        return internal::CreateHostAwareCommunicator(options, store);
+      }
       return internal::CreateGlooCommunicator(options, store);
     case Backend::kNccl:
       return internal::CreateNcclCommunicator(options, store);

@@ -11,9 +11,9 @@
 
 #include <memory>
 
-#include "core/base/status.h"
 #include "core/comm/rendezvous_store.h"
 #include "core/rpc/coordinator_client.h"
+#include "parallax/status.h"
 
 namespace parallax::comm {
 

@@ -15,6 +15,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -23,10 +24,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "core/base/logging.h"
 #include "core/comm/backends.h"
-#include "core/comm/half.h"
+#include "core/comm/reduce.h"
 #include "core/comm/rendezvous_store.h"
 #include "core/comm/wire_bytes.h"
 
@@ -108,16 +111,14 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
 };
 
 void SumBFloat16(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<uint16_t*>(c);
-  auto* x = static_cast<const uint16_t*>(a);
-  auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i)
-    out[i] = FloatToBFloat16(BFloat16ToFloat(x[i]) + BFloat16ToFloat(y[i]));
+  const void* in[2] = {a, b};
+  SumOf(DataType::kBFloat16, c, in, 2, n);
 }
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-// What every rank states before a collective when verify_arguments is on.
+// What every rank states before a collective it checks (verify_arguments),
+// and after one that failed unchecked (Diagnose).
 struct CallHeader {
   int32_t op;
   int32_t type;
@@ -149,8 +150,9 @@ const char* OpName(Op op) {
 
 class GlooCommunicator : public Communicator {
  public:
-  GlooCommunicator(CommunicatorOptions options, std::shared_ptr<gloo::rendezvous::Context> context)
-      : options_(std::move(options)), context_(std::move(context)) {}
+  GlooCommunicator(CommunicatorOptions options, std::shared_ptr<gloo::rendezvous::Context> context,
+                   RendezvousStore* store)
+      : options_(std::move(options)), store_(store), context_(std::move(context)) {}
 
   ~GlooCommunicator() override {
     // Pairs close their sockets; peers blocked on us see the connection drop.
@@ -182,7 +184,7 @@ class GlooCommunicator : public Communicator {
         [&](milliseconds timeout) {
           if (count == 0 || options_.world_size == 1) return;
           gloo::AllreduceOptions opts(context_);
-          opts.setTag(next_tag_++);
+          opts.setTag(tag_);
           opts.setTimeout(timeout);
           switch (type) {
             case DataType::kFloat32:
@@ -207,7 +209,7 @@ class GlooCommunicator : public Communicator {
           gloo::allreduce(opts);
         },
         [&] {
-          if (op == ReduceOp::kMean) Divide(data, count, type);
+          if (op == ReduceOp::kMean) DivideBy(type, data, count, options_.world_size);
         });
   }
 
@@ -224,7 +226,7 @@ class GlooCommunicator : public Communicator {
                [&](milliseconds timeout) {
                  if (count == 0 || options_.world_size == 1) return;
                  gloo::BroadcastOptions opts(context_);
-                 opts.setTag(next_tag_++);
+                 opts.setTag(tag_);
                  opts.setTimeout(timeout);
                  opts.setRoot(root);
                  opts.setOutput(static_cast<uint8_t*>(data), count * DataTypeSize(type));
@@ -247,7 +249,7 @@ class GlooCommunicator : public Communicator {
                    return;
                  }
                  gloo::AllgatherOptions opts(context_);
-                 opts.setTag(next_tag_++);
+                 opts.setTag(tag_);
                  opts.setTimeout(timeout);
                  opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
                  opts.setOutput(static_cast<uint8_t*>(out), bytes * options_.world_size);
@@ -287,7 +289,7 @@ class GlooCommunicator : public Communicator {
                  std::vector<size_t> bytes;
                  for (size_t c : counts) bytes.push_back(c * esize);
                  gloo::AllgathervOptions opts(context_);
-                 opts.setTag(next_tag_++);
+                 opts.setTag(tag_);
                  opts.setTimeout(timeout);
                  opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), mine * esize);
                  opts.setOutput(static_cast<uint8_t*>(out), bytes);
@@ -300,7 +302,7 @@ class GlooCommunicator : public Communicator {
                DataType::kUInt8, 0, 0, "Barrier", nullptr, deadline, [&](milliseconds timeout) {
                  if (options_.world_size == 1) return;
                  gloo::BarrierOptions opts(context_);
-                 opts.setTag(next_tag_++);
+                 opts.setTag(tag_);
                  opts.setTimeout(timeout);
                  gloo::barrier(opts);
                });
@@ -309,8 +311,9 @@ class GlooCommunicator : public Communicator {
  private:
   std::string Prefix() const { return RankName(options_) + ": "; }
 
-  // Runs `body` (the Gloo call) after the argument check; `wire` is what
-  // the body moves on this rank, counted under `kind` once it succeeded.
+  // Runs `body` (the Gloo call, with tag_ set for it) after the argument
+  // check, if this call needs one; `wire` is what the body moves on this
+  // rank, counted under `kind` once it succeeded.
   template <typename Body, typename After = void (*)()>
   Status Run(
       Op op, Kind kind, WireBytes wire, DataType type, size_t count, int64_t root,
@@ -322,36 +325,102 @@ class GlooCommunicator : public Communicator {
       return FailedPrecondition(Prefix() + what + ": communicator is broken by an earlier error (" +
                                 broken_.message() + "); start a new attempt");
     }
+    const CallHeader header{static_cast<int32_t>(op), static_cast<int32_t>(type),
+                            static_cast<int64_t>(count), root};
+    const bool check = options_.verify_arguments && options_.world_size > 1 &&
+                       (options_.verify_every_call || verified_.count(Shape(header)) == 0);
     try {
-      if (options_.verify_arguments && options_.world_size > 1) {
+      if (check) {
         milliseconds left = Left(deadline);
         if (left.count() <= 0)
           return Fail(DeadlineExceeded(Prefix() + what + ": deadline already passed"));
-        Status verified = Verify(op, type, count, root, what, left);
+        tag_ = NextTag(kCheckShape);
+        Status verified = Verify(header, what, left);
         Count(kind, GlooAllGatherWire(options_.world_size, options_.rank, sizeof(CallHeader)));
         PX_RETURN_IF_ERROR(verified);
+        verified_.insert(Shape(header));
       }
       milliseconds left = Left(deadline);
       if (left.count() <= 0)
         return Fail(DeadlineExceeded(Prefix() + what + ": deadline already passed"));
+      tag_ = NextTag(ShapeTag(header));
       body(left);
       Count(kind, wire);
       after();
       return Status::Ok();
     } catch (const gloo::IoException& e) {
       std::string m = e.what();
+      const std::string others = check ? "" : Diagnose(header);
       if (m.find("Timed out") != std::string::npos || m.find("timed out") != std::string::npos) {
         return Fail(
             DeadlineExceeded(Prefix() + what + " did not finish before its deadline: a peer " +
                              "did not take part (is every rank alive and issuing the same " +
-                             "collectives?): " + m));
+                             "collectives?): " + m + others));
       }
       return Fail(Unavailable(Prefix() + what + " failed: a peer closed its connection (did it " +
-                              "exit?): " + m));
+                              "exit?): " + m + others));
     } catch (const std::exception& e) {
       return Fail(Internal(Prefix() + what + " failed in Gloo: " + e.what()));
     }
   }
+
+  // A call's shape, as far as checks go. AllGatherv's counts change from
+  // call to call by design (the sparse rows of a step): it is checked once
+  // per type, its tag still carrying the counts' digest.
+  using ShapeKey = std::tuple<int32_t, int32_t, int64_t, int64_t>;
+  static ShapeKey Shape(const CallHeader& h) {
+    if (static_cast<Op>(h.op) == Op::kAllGatherv) return {h.op, h.type, 0, 0};
+    return {h.op, h.type, h.count, h.root};
+  }
+
+  // 16 bits of a call's shape: ranks that disagree use different Gloo slots,
+  // so their messages never meet (a size mismatch inside Gloo's TCP pair
+  // throws on its loop thread and terminates the process).
+  static uint32_t ShapeTag(const CallHeader& h) {
+    uint64_t digest = 1469598103934665603ull;
+    const auto* p = reinterpret_cast<const unsigned char*>(&h);
+    for (size_t i = 0; i < sizeof(h); ++i) digest = (digest ^ p[i]) * 1099511628211ull;
+    const auto tag = static_cast<uint32_t>((digest >> 32) ^ digest) & 0xffff;
+    return tag == kCheckShape ? 0 : tag;
+  }
+  static constexpr uint32_t kCheckShape = 0xffff;  // the argument check's own tags
+
+  // The tag of the next call: its shape tag, then a sequence number.
+  uint32_t NextTag(uint32_t shape) { return (shape << 16) | (sequence_++ & 0xffff); }
+
+  // After a call that was not checked up front failed: states this rank's
+  // call in the rendezvous store and reads the other ranks' (waiting up to
+  // kDiagnosisWait for them to fail too), so the error names ranks that
+  // called something else, and ranks that never said. Called with mu_ held.
+  std::string Diagnose(const CallHeader& mine) {
+    if (store_ == nullptr) return "";
+    const std::string key = options_.key_prefix + "/failed/";
+    const std::string value(reinterpret_cast<const char*>(&mine), sizeof(mine));
+    if (!store_->Set(key + std::to_string(options_.rank), value).ok()) return "";
+    const Deadline until = std::chrono::steady_clock::now() + kDiagnosisWait;
+    std::string diffs, silent;
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r == options_.rank) continue;
+      auto theirs = store_->Get({key + std::to_string(r)}, until);
+      if (!theirs.ok() || theirs.value()[0].size() != sizeof(CallHeader)) {
+        silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+        continue;
+      }
+      CallHeader h;
+      std::memcpy(&h, theirs.value()[0].data(), sizeof(h));
+      if (std::memcmp(&h, &mine, sizeof(h)) == 0) continue;
+      diffs += "; rank " + std::to_string(r) + " called " + Describe(h) + " but rank " +
+               std::to_string(options_.rank) + " called " + Describe(mine);
+    }
+    std::string out;
+    if (!diffs.empty()) out += "; ranks disagree on the collective" + diffs;
+    if (!silent.empty()) {
+      out += "; rank(s) " + silent + " did not state their call within " +
+             std::to_string(kDiagnosisWait.count()) + " ms (exited or stuck elsewhere?)";
+    }
+    return out;
+  }
+  static constexpr milliseconds kDiagnosisWait{2000};
 
   void Count(Kind kind, const WireBytes& w) {
     Counter& c = counters_[static_cast<int>(kind)];
@@ -365,16 +434,14 @@ class GlooCommunicator : public Communicator {
   }
 
   // Exchanges the call's header with every rank; INVALID_ARGUMENT names the
-  // ranks that disagree. Called with mu_ held; may throw Gloo exceptions.
-  Status Verify(Op op, DataType type, size_t count, int64_t root, const std::string& what,
-                milliseconds timeout) {
-    CallHeader mine{static_cast<int32_t>(op), static_cast<int32_t>(type),
-                    static_cast<int64_t>(count), root};
+  // ranks that disagree. Called with mu_ held and tag_ set; may throw Gloo
+  // exceptions.
+  Status Verify(const CallHeader& mine, const std::string& what, milliseconds timeout) {
     std::vector<CallHeader> all(options_.world_size);
     gloo::AllgatherOptions opts(context_);
-    opts.setTag(next_tag_++);
+    opts.setTag(tag_);
     opts.setTimeout(timeout);
-    opts.setInput(reinterpret_cast<uint8_t*>(&mine), sizeof(mine));
+    opts.setInput(reinterpret_cast<uint8_t*>(const_cast<CallHeader*>(&mine)), sizeof(mine));
     opts.setOutput(reinterpret_cast<uint8_t*>(all.data()), sizeof(CallHeader) * all.size());
     gloo::allgather(opts);
     std::string diffs;
@@ -401,34 +468,6 @@ class GlooCommunicator : public Communicator {
     return s;
   }
 
-  void Divide(void* data, size_t count, DataType type) const {
-    const float n = static_cast<float>(options_.world_size);
-    switch (type) {
-      case DataType::kFloat32: {
-        auto* p = static_cast<float*>(data);
-        for (size_t i = 0; i < count; ++i) p[i] /= n;
-        break;
-      }
-      case DataType::kFloat16: {
-        auto* p = static_cast<uint16_t*>(data);
-        for (size_t i = 0; i < count; ++i) p[i] = FloatToHalf(HalfToFloat(p[i]) / n);
-        break;
-      }
-      case DataType::kBFloat16: {
-        auto* p = static_cast<uint16_t*>(data);
-        for (size_t i = 0; i < count; ++i) p[i] = FloatToBFloat16(BFloat16ToFloat(p[i]) / n);
-        break;
-      }
-      case DataType::kInt32: {
-        auto* p = static_cast<int32_t*>(data);
-        for (size_t i = 0; i < count; ++i) p[i] /= options_.world_size;
-        break;
-      }
-      case DataType::kUInt8:
-        break;
-    }
-  }
-
   struct Counter {
     std::atomic<int64_t> sent{0};
     std::atomic<int64_t> received{0};
@@ -439,13 +478,16 @@ class GlooCommunicator : public Communicator {
 
   // Constant after construction.
   const CommunicatorOptions options_;
+  RendezvousStore* const store_;  // for Diagnose(); outlives this object
 
   // Written under mu_, read from any thread; indexed by Kind.
   Counter counters_[3];
 
   std::mutex mu_;                                       // serializes collectives
   std::shared_ptr<gloo::rendezvous::Context> context_;  // guarded by mu_
-  uint32_t next_tag_ = 0;                               // guarded by mu_
+  uint32_t tag_ = 0;                                    // guarded by mu_: the call's
+  uint32_t sequence_ = 0;                               // guarded by mu_
+  std::set<ShapeKey> verified_;                         // guarded by mu_: checked shapes
   Status broken_;                                       // guarded by mu_
 };
 
@@ -472,10 +514,25 @@ StatusOr<std::string> ResolveBindAddress(const std::string& host) {
   return std::string(numeric);
 }
 
+// Gloo writes to its sockets with writev(), without MSG_NOSIGNAL: a write to
+// a peer that died raises SIGPIPE, which by default kills this process
+// before the call can fail with UNAVAILABLE. Unless the program chose a
+// disposition of its own, ignore it (as gRPC does).
+void IgnoreSigpipeUnlessHandled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const CommunicatorOptions& options,
                                                                RendezvousStore* store) {
+  IgnoreSigpipeUnlessHandled();
   const std::string who = RankName(options);
   StatusOr<std::string> address = ResolveBindAddress(options.bind_address);
   if (!address.ok()) return address.status().WithContext(who);
@@ -507,7 +564,7 @@ StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const Communicato
     return Unavailable(who + ": rendezvous" + where + " failed connecting to peers: " + m);
   }
   return std::unique_ptr<Communicator>(
-      std::make_unique<GlooCommunicator>(options, std::move(context)));
+      std::make_unique<GlooCommunicator>(options, std::move(context), store));
 }
 
 }  // namespace parallax::comm::internal

@@ -19,6 +19,7 @@ struct GradientFusion::Bucket {
   std::vector<Slice> slices;
   float* in_place = nullptr;   // a large gradient reduced where it lies
   std::vector<uint16_t> wire;  // fp16 copy when compressing
+  std::vector<Piece> pieces;   // unpacked: the gradients, reduced where they lie
 
   float* data() { return in_place != nullptr ? in_place : packed.data(); }
   void Reset(int i) {
@@ -26,12 +27,14 @@ struct GradientFusion::Bucket {
     count = 0;
     slices.clear();
     in_place = nullptr;
+    pieces.clear();
   }
 };
 
 GradientFusion::GradientFusion(Communicator* comm, FusionOptions options)
     : comm_(comm),
       options_(std::move(options)),
+      unpacked_(!options_.fp16_compression && comm_->ReducesPiecesInPlace()),
       rule_(options_.bucket_bytes),
       thread_([this] { Loop(); }) {}
 
@@ -63,7 +66,10 @@ Status GradientFusion::Register(float* data, size_t count) {
     buckets_[open_]->Reset(open_);
   }
   Bucket& b = *buckets_[open_];
-  if (place.in_place) {
+  if (unpacked_) {
+    b.pieces.push_back({data, count});
+    b.count += count;
+  } else if (place.in_place) {
     b.in_place = data;  // too large to be worth a copy
     b.count = count;
   } else {
@@ -125,7 +131,9 @@ void GradientFusion::Loop() {
     if (options_.observer) options_.observer({FusionEvent::kBucketStarted, b->index});
     Deadline deadline = DeadlineAfter(options_.bucket_timeout);
     Status s;
-    if (options_.fp16_compression) {
+    if (unpacked_) {
+      s = comm_->AllReducePieces(b->pieces, DataType::kFloat32, options_.op, deadline);
+    } else if (options_.fp16_compression) {
       b->wire.resize(b->count);
       FloatsToHalves(b->data(), b->wire.data(), b->count);
       s = comm_->AllReduce(b->wire.data(), b->count, DataType::kFloat16, options_.op, deadline);

@@ -3,7 +3,10 @@
 // (last layer first); small ones are packed into fusion buckets of up to
 // `bucket_bytes` (Horovod's tensor fusion), and a background thread
 // all-reduces each bucket as soon as it is full, so communication overlaps
-// the computation of the remaining gradients. How gradients are packed is
+// the computation of the remaining gradients. A bucket is one call either
+// way; where the communicator reduces pieces in place (shared memory) it is
+// a list of the gradients and nothing is copied, otherwise the gradients are
+// packed into it and copied back. How gradients are packed is
 // core/comm/fusion_buckets.h, which the planner counts calls with. Synchronize() flushes the last,
 // partly filled bucket and waits until every result is back in place.
 //
@@ -66,7 +69,7 @@ class GradientFusion {
   GradientFusion(const GradientFusion&) = delete;
   GradientFusion& operator=(const GradientFusion&) = delete;
 
-  // Adds a gradient to the current bucket (copying it in) and hands the
+  // Adds a gradient to the current bucket (copying it in, unless unpacked) and hands the
   // bucket to the background thread once it is full. Returns the error of an
   // earlier bucket, if any.
   Status Register(float* data, size_t count);
@@ -87,6 +90,9 @@ class GradientFusion {
   // Constant after construction.
   Communicator* const comm_;
   const FusionOptions options_;
+  // The communicator reduces a bucket's gradients where they lie
+  // (ReducesPiecesInPlace): buckets are lists, nothing is copied.
+  const bool unpacked_;
 
   // Registering thread only.
   FusionBucketRule rule_;                         // places each gradient

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/comm/communicator.h"
+#include "parallax/status.h"
 
 namespace parallax::comm {
 

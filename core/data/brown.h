@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/data/vocabulary.h"
+#include "parallax/status.h"
 
 namespace parallax::data {
 

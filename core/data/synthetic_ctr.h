@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/data/criteo.h"
+#include "parallax/status.h"
 
 namespace parallax::data {
 

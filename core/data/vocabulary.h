@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::data {
 

@@ -65,6 +65,8 @@ class DenseOptimizer {
   size_t size() const { return size_; }
   int64_t steps() const { return step_; }
   const OptimizerSettings& spec() const { return spec_; }
+  // The learning rate of later updates. REQUIRES: lr > 0 and finite.
+  void set_lr(float lr) { spec_.lr = lr; }
 
   OptimizerState State() const { return {s1_, s2_, {step_}}; }
   // INVALID_ARGUMENT (nothing changed) when the sizes do not fit.
@@ -91,6 +93,8 @@ class SparseOptimizer {
 
   int64_t rows() const { return rows_; }
   uint32_t dim() const { return dim_; }
+  // The learning rate of later updates. REQUIRES: lr > 0 and finite.
+  void set_lr(float lr) { spec_.lr = lr; }
 
   OptimizerState State() const { return {s1_, s2_, steps_}; }
   // INVALID_ARGUMENT (nothing changed) when the sizes do not fit.

@@ -25,9 +25,9 @@ constexpr double kShmRefBytes = 16;  // schemas/ps_wire.h kShmRefSize
 // 3 · 48 = 144 bytes of preambles per transfer (and receives as many).
 constexpr double kGlooPreambleBytes = 48;
 constexpr double kGlooTransferFraming = 3 * kGlooPreambleBytes;
-// core/comm's argument check before every call (verify_arguments): a
-// gloo::allgather of a 24-byte CallHeader.
-constexpr double kCallHeaderBytes = 24;
+// The passes over a sparse table that all-reducing it whole adds
+// (AllReduceCost).
+constexpr double kWholeTablePasses = 2;
 
 double RowsTouched(const VariableStats& var, double alpha) {
   return std::clamp(alpha, 0.0, 1.0) * static_cast<double>(var.rows);
@@ -39,10 +39,14 @@ double PsMessages(const VariableStats& var, double rows_touched) {
   return std::max(1.0, std::min<double>(std::max(1, var.partitions), std::ceil(rows_touched)));
 }
 
-// One all-reduce call at N ranks: 3(N−1) ring rounds, 1.5 times an
-// all-gather call's.
-double AllReduceCallSeconds(int workers, const CostOptions& options) {
-  return 1.5 * std::max(0, workers - 1) * options.collective_latency_s;
+// One all-reduce call: at N ranks in a ring 3(N−1) rounds, 1.5 times an
+// all-gather call's; through shared memory the fixed cost there plus the
+// ring among the H hosts' first ranks.
+double AllReduceCallSeconds(const ClusterShape& cluster, const CostOptions& options) {
+  if (!SharedMemoryAllReduce(cluster, options)) {
+    return 1.5 * std::max(0, cluster.workers - 1) * options.collective_latency_s;
+  }
+  return options.shm_call_s + 1.5 * std::max(0, cluster.hosts - 1) * options.collective_latency_s;
 }
 
 // Fusion buckets (all-reduce calls) of gradients of `elements` each.
@@ -63,22 +67,27 @@ std::string Predicted(const PathCost& c) {
 
 }  // namespace
 
+bool SharedMemoryAllReduce(const ClusterShape& cluster, const CostOptions& options) {
+  return options.shm_allreduce && cluster.workers_per_host() > 1;
+}
+
 double AllGatherFramingBytes(int workers) {
   const double rounds = std::max(0, workers - 1);
   // Per direction per worker, for a step's all-gather exchange
   // (trainer/sparse_allgather.h: every all-gathered table of the step
-  // together): 2 calls, the row counts and the packed rows, each after the
-  // argument check, i.e. 3 gloo::allgather and 1 gloo::allgatherv.
+  // together): 2 calls, the row counts (gloo::allgather) and the packed
+  // rows (gloo::allgatherv). core/comm checks a call's arguments only the
+  // first time its shape is used, so a step makes no check of its own.
   // gloo::allgather sends each rank's block in 2 chunks per ring round:
   // 2·(N−1) transfers; gloo::allgatherv 1 per round: N−1 transfers.
   const double allgather = 2 * rounds * kGlooTransferFraming;
   const double allgatherv = rounds * kGlooTransferFraming;
-  // Payload that the row count k·(8 + 4d) leaves out: the 2 call headers
-  // and the int32 row count, each forwarded N−1 times.
-  const double small_payload = rounds * (2 * kCallHeaderBytes + 4);
+  // Payload that the row count k·(8 + 4d) leaves out: the int32 row count,
+  // forwarded N−1 times.
+  const double small_payload = rounds * 4;
   // Charged in full to each all-gathered variable: exact for one, an upper
   // bound when several share the step's two calls.
-  return 3 * allgather + allgatherv + small_payload;  // 1060 B at N = 2
+  return allgather + allgatherv + small_payload;  // 436 B at N = 2
 }
 
 PathCost AllGatherSharedCallsOvercount(int tables, const ClusterShape& cluster,
@@ -122,18 +131,41 @@ PathCost AllReduceCost(const VariableStats& var, const ClusterShape& cluster,
   PathCost cost;
   const double n = std::max(1, cluster.workers);
   if (n <= 1) return cost;
-  // Ring: reduce-scatter then all-gather, each (N−1)/N·m sent and received;
-  // per direction 2·(N−1)/N·m·4 bytes, 2·(N−1) rounds.
-  const double per_direction = 2 * (n - 1) / n * static_cast<double>(var.elements()) * 4;
-  cost.bytes = 2 * per_direction;
-  cost.link_bytes = cluster.workers_per_host() * per_direction;
+  const double buffer = static_cast<double>(var.elements()) * 4;
   // The calls of its fusion buckets, were it alone (one: a gradient larger
   // than a bucket is reduced in place); a plan's variables share buckets
   // (AllReduceFusionOvercount).
   const int64_t elements = var.elements();
   cost.operations = FusionBuckets(std::span<const int64_t>(&elements, 1), options);
+  if (SharedMemoryAllReduce(cluster, options)) {
+    // Within a host through shared memory, no socket; among H > 1 hosts a
+    // ring of their first ranks, one per host on the link.
+    const double h = std::max(1, cluster.hosts);
+    const double leader = 2 * (h - 1) / h * buffer;  // per direction
+    cost.bytes = 2 * leader / cluster.workers_per_host();
+    cost.link_bytes = leader;
+    double passes = h > 1 ? 2 : 1;  // summed into the leader, copied back
+    // A sparse table all-reduced whole also has its gradient made whole
+    // (zeroed, its rows scattered in) and every row updated: 2 passes over
+    // it that its rows on the PS or all-gathered do not make. Beside the
+    // ring's link bytes they are small and were never counted; beside the
+    // shared-memory reduction they are as large as it. W3's output embedding
+    // (2 ranks, one host; docs/PERFORMANCE.md, "Dense all-reduce through
+    // shared memory"): all-reducing it whole cost 3.2 times the reduction's
+    // own time a step.
+    if (var.sparse) passes += kWholeTablePasses;
+    cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
+                   cost.operations * AllReduceCallSeconds(cluster, options) +
+                   passes * buffer / options.shm_bytes_per_s;
+    return cost;
+  }
+  // Ring: reduce-scatter then all-gather, each (N−1)/N·m sent and received;
+  // per direction 2·(N−1)/N·m·4 bytes, 2·(N−1) rounds.
+  const double per_direction = 2 * (n - 1) / n * buffer;
+  cost.bytes = 2 * per_direction;
+  cost.link_bytes = cluster.workers_per_host() * per_direction;
   cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
-                 cost.operations * AllReduceCallSeconds(cluster.workers, options);
+                 cost.operations * AllReduceCallSeconds(cluster, options);
   return cost;
 }
 
@@ -144,7 +176,7 @@ PathCost AllReduceFusionOvercount(std::span<const int64_t> elements, const Clust
   double alone = 0;
   for (const int64_t& e : elements) alone += FusionBuckets(std::span<const int64_t>(&e, 1), options);
   over.operations = alone - FusionBuckets(elements, options);
-  over.seconds = over.operations * AllReduceCallSeconds(cluster.workers, options);
+  over.seconds = over.operations * AllReduceCallSeconds(cluster, options);
   return over;
 }
 

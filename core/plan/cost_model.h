@@ -10,6 +10,11 @@
 // a header per message, int64 ids, float32 or fp16 values; Gloo: a 48-byte
 // preamble per transport message, see kGlooFramingBytes in the .cc):
 //   all-reduce (ring):  2·(N−1)/N · m · 4                      sent + received each half
+//   all-reduce with a host's L > 1 ranks in shared memory (shm_allreduce,
+//   core/comm's default): nothing on one host; across H hosts only a host's
+//   first rank is on the network, in a ring among the hosts:
+//                       2·(H−1)/H · m · 4 on the leader,       the mean over a host's L
+//                       ranks is that / L
 //   all-gather:         2·(N−1) · (k · (8 + 4·d) + F)          k = α·rows ids a worker touches,
 //                                                              F = Gloo framing of the step's 2 calls
 //   PS pull:            k · 8 + k · v·d + 2·H·M                ids out, rows back
@@ -25,13 +30,20 @@
 // `bench/e2e/calibrate.py` measures them):
 //   all-reduce:  link_bytes / B + c · 1.5 · (N−1) per fusion-bucket call
 //                (core/comm/fusion_buckets.h: a variable alone is one call,
-//                however large; a plan's variables share buckets)
+//                however large; a plan's variables share buckets); through
+//                shared memory: link_bytes / B + (s + c · 1.5 · (H−1)) per
+//                call + m · 4 / S per pass over the buffer (1 on one host; 2
+//                across hosts: summed into the leader, copied back; 2 more
+//                for a sparse table all-reduced whole: its gradient made
+//                whole, every row updated)
 //   all-gather:  link_bytes / B + 2 calls · c · (N−1) (row counts, packed rows)
 //   PS:          link_bytes / B + 2 requests (pull, push) · r
-// c = collective_latency_s (one all-gather call between 2 ranks, argument
-// check included: 2 ring rounds; a call at N ranks takes (N−1) times that, an
-// all-reduce's 3(N−1) rounds 1.5 times), r = ps_rtt_s (one PS request round
-// trip; the partitions of one request travel in parallel).
+// c = collective_latency_s (one all-gather call between 2 ranks: 2 ring
+// rounds; a call at N ranks takes (N−1) times that, an all-reduce's 3(N−1)
+// rounds 1.5 times), r = ps_rtt_s (one PS request round trip; the
+// partitions of one request travel in parallel), s = shm_call_s and
+// S = shm_bytes_per_s (the shared-memory all-reduce's fixed cost per call
+// and the rate at which a host's ranks sum and copy through it).
 #ifndef PARALLAX_CORE_PLAN_COST_MODEL_H_
 #define PARALLAX_CORE_PLAN_COST_MODEL_H_
 
@@ -51,6 +63,13 @@ namespace parallax::plan {
 inline constexpr double kDefaultLinkBytesPerS = 3.5e8;
 inline constexpr double kDefaultCollectiveLatencyS = 9.0e-3;
 inline constexpr double kDefaultPsRttS = 1.44e-3;
+// The shared-memory all-reduce, 2 ranks, bench/allreduce_compare.sh on the
+// development machine under load (load average 14-20, as the figures above):
+// 18 us a 64 KiB call; 100 MiB in 75 ms, the rate of buffers that do not
+// stay in cache. On a quieter machine both are about 3x better
+// (docs/PERFORMANCE.md, "Dense all-reduce through shared memory").
+inline constexpr double kDefaultShmCallS = 2.0e-5;
+inline constexpr double kDefaultShmBytesPerS = 1.4e9;
 
 struct ClusterShape {
   int workers = 1;  // N
@@ -73,6 +92,13 @@ struct CostOptions {
   // [ps] shared_memory: values to and from a shard on the worker's own
   // machine go through shared memory, not the sockets (schemas/ps_wire.md).
   bool ps_shared_memory = false;
+  // core/comm's all-reduce goes through shared memory among a host's ranks
+  // and is hierarchical across hosts (CommunicatorOptions::shared_memory, as
+  // the trainer's communicator runs: PlanInputs::shm_allreduce); false:
+  // Gloo's ring over all ranks.
+  bool shm_allreduce = true;
+  double shm_call_s = kDefaultShmCallS;           // one call, fixed part
+  double shm_bytes_per_s = kDefaultShmBytesPerS;  // one pass over the buffer
   // A worker keeps a full replica of an all-gather variable (plus optimizer
   // state); above this it is not a candidate. 0: no limit.
   double worker_memory_bytes = 8.0e9;
@@ -128,8 +154,13 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
 Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
                   const CostOptions& options);
 
+// True when the all-reduce goes through shared memory among a host's ranks
+// (hierarchical across hosts): options.shm_allreduce, and hosts run more
+// than one rank.
+bool SharedMemoryAllReduce(const ClusterShape& cluster, const CostOptions& options);
+
 // Gloo's framing of a step's 2 all-gather calls, per direction per worker
-// (the F above; 1060 B at 2 workers, (N−1)·1060 at N).
+// (the F above; 436 B at 2 workers, (N−1)·436 at N).
 double AllGatherFramingBytes(int workers);
 
 // A plan with `tables` variables on all-gather sends them in the same 2

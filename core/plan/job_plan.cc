@@ -1,5 +1,6 @@
 #include "core/plan/job_plan.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -27,6 +28,9 @@ json CostToJson(const CostOptions& c) {
               {"value_bytes", c.value_bytes},
               {"local_aggregation", c.local_aggregation},
               {"ps_shared_memory", c.ps_shared_memory},
+              {"shm_allreduce", c.shm_allreduce},
+              {"shm_call_s", c.shm_call_s},
+              {"shm_bytes_per_s", c.shm_bytes_per_s},
               {"worker_memory_bytes", c.worker_memory_bytes},
               {"optimizer_state_copies", c.optimizer_state_copies}};
 }
@@ -61,6 +65,9 @@ CostOptions CostFromJson(const json& c) {
   o.value_bytes = c.value("value_bytes", o.value_bytes);
   o.local_aggregation = c.value("local_aggregation", o.local_aggregation);
   o.ps_shared_memory = c.value("ps_shared_memory", o.ps_shared_memory);
+  o.shm_allreduce = c.value("shm_allreduce", o.shm_allreduce);
+  o.shm_call_s = c.value("shm_call_s", o.shm_call_s);
+  o.shm_bytes_per_s = c.value("shm_bytes_per_s", o.shm_bytes_per_s);
   o.worker_memory_bytes = c.value("worker_memory_bytes", o.worker_memory_bytes);
   o.optimizer_state_copies = c.value("optimizer_state_copies", o.optimizer_state_copies);
   return o;
@@ -92,6 +99,18 @@ PlannedVariable VariableFromJson(const json& jv) {
 uint32_t JobPlan::PartitionsOf(uint32_t var) const {
   const ps::VariableSpec* spec = ps.FindVariable(var);
   return spec == nullptr ? 0 : spec->partitions;
+}
+
+VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions) {
+  VariableStats stats;
+  stats.name = v.name;
+  stats.sparse = v.sparse;
+  stats.rows = v.sparse ? v.rows : 1;
+  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
+  stats.alpha = v.density >= 0 ? v.density : 1.0;
+  stats.alpha_host = v.density_host;
+  stats.partitions = static_cast<int>(std::max<uint32_t>(1, partitions));
+  return stats;
 }
 
 std::string JobPlanToJson(const JobPlan& plan) {
@@ -190,7 +209,9 @@ Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<PlannedVar
     if (p.name != r.name || p.sparse != r.sparse || p.size != r.size || p.rows != r.rows ||
         p.dim != r.dim) {
       return FailedPrecondition("variable " + std::to_string(i) + " differs between ranks: " + who +
-                                " registered " + shape(r) + ", rank 0 " + shape(p));
+                                " registered " + shape(r) + ", rank 0 " + shape(p) +
+                                "; every rank must register the same variables in the same "
+                                "order (build the same model on every rank)");
     }
   }
   return Status::Ok();

@@ -72,6 +72,11 @@ struct JobPlan {
   uint32_t PartitionsOf(uint32_t var) const;
 };
 
+// What the cost model sees of a planned variable split into `partitions`
+// (its own, once the plan is made).
+VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions);
+inline VariableStats CostInputs(const PlannedVariable& v) { return CostInputs(v, v.partitions); }
+
 std::string JobPlanToJson(const JobPlan& plan);
 // INVALID_ARGUMENT naming the key that is missing or malformed.
 StatusOr<JobPlan> ParseJobPlan(std::string_view json);

@@ -35,18 +35,6 @@ uint32_t PartitionsOf(const JobConfig& job, const VariableOverride* over,
   return static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
 }
 
-VariableStats StatsOf(const PlannedVariable& v, uint32_t partitions) {
-  VariableStats stats;
-  stats.name = v.name;
-  stats.sparse = v.sparse;
-  stats.rows = v.sparse ? v.rows : 1;
-  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
-  stats.alpha = v.density >= 0 ? v.density : 1.0;
-  stats.alpha_host = v.density_host;
-  stats.partitions = static_cast<int>(std::max<uint32_t>(1, partitions));
-  return stats;
-}
-
 // The path of `v` and why, before [[variable]] overrides.
 void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOptions& cost,
                uint32_t partitions, PlannedVariable* v) {
@@ -61,7 +49,7 @@ void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOpti
     v->path = v->sparse ? VariablePath::kAllGather : VariablePath::kAllReduce;
     v->reason = "arch = \"allgather\"";
   } else if (!v->sparse || v->density >= 0) {
-    const Choice choice = ChoosePath(StatsOf(*v, partitions), cluster, cost);
+    const Choice choice = ChoosePath(CostInputs(*v, partitions), cluster, cost);
     v->path = choice.path;
     v->reason = choice.reason;
     if (!v->sparse && v->path == VariablePath::kPs && job.job.consistency != Consistency::kSync) {
@@ -170,7 +158,7 @@ void ChooseCheapestPlan(const JobConfig& job, const PlanInputs& inputs,
   std::vector<CostedVariable> costed;
   std::vector<VariablePath> own;
   for (const PlannedVariable& v : *vars) {
-    const VariableStats stats = StatsOf(v, v.partitions);
+    const VariableStats stats = CostInputs(v);
     costed.push_back({stats, ChoosePath(stats, cluster, cost)});
     own.push_back(v.path);
   }
@@ -240,7 +228,7 @@ int PsShards(const JobConfig& job, int hosts) {
   return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
 }
 
-CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes) {
+CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs) {
   CostOptions cost;
   if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
   if (job.plan.collective_latency_us) {
@@ -249,7 +237,8 @@ CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes) {
   if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
   cost.ps_shared_memory = job.ps.shared_memory;
-  cost.fusion_bucket_bytes = fusion_bucket_bytes;
+  cost.fusion_bucket_bytes = inputs.fusion_bucket_bytes;
+  cost.shm_allreduce = inputs.shm_allreduce;
   return cost;
 }
 
@@ -264,7 +253,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
   plan.arch = job.job.arch;
   plan.consistency = job.job.consistency;
   plan.cluster = cluster;
-  plan.cost = CostOptionsFor(job, inputs.fusion_bucket_bytes);
+  plan.cost = CostOptionsFor(job, inputs);
   plan.cost.local_aggregation = LocalAggregationApplies(job, cluster);
   plan.ps = PsPlanOf(job, cluster);
   std::vector<Sparsity> sparsity(inputs.variables.size());

@@ -45,6 +45,10 @@ struct VariableInput {
 struct PlanInputs {
   ClusterShape cluster;                    // workers, hosts, PS shards (0: none)
   size_t fusion_bucket_bytes = 64u << 20;  // the trainer's dense fusion buckets
+  // The trainer's communicator all-reduces a host's ranks through shared
+  // memory, hierarchically across hosts (its CommunicatorOptions::
+  // shared_memory, on by default); false: Gloo's ring over every rank.
+  bool shm_allreduce = true;
   std::vector<VariableInput> variables;    // in registration order, ids 0..n-1
 };
 
@@ -57,10 +61,11 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs);
 // [ps] shards, else one per host; none under arch = allreduce | allgather.
 int PsShards(const JobConfig& job, int hosts);
 
-// The cost model's figures for `job`: its [plan] table over the defaults,
-// and what the job's settings change (value encoding, shared memory); local
-// aggregation is BuildPlan's decision.
-CostOptions CostOptionsFor(const JobConfig& job, size_t fusion_bucket_bytes);
+// The cost model's figures for `job` run as `inputs` says: its [plan] table
+// over the defaults, what the job's settings change (value encoding, PS
+// shared memory) and how the trainer's collectives run (fusion buckets, the
+// shared-memory all-reduce); local aggregation is BuildPlan's decision.
+CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs);
 
 }  // namespace parallax::plan
 

@@ -14,30 +14,18 @@ std::string Shape(const VariableStats& v) {
   return v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.dim);
 }
 
-// What the cost model sees of a planned variable.
-VariableStats StatsOf(const PlannedVariable& v) {
-  VariableStats stats;
-  stats.name = v.name;
-  stats.sparse = v.sparse;
-  stats.rows = v.sparse ? v.rows : 1;
-  stats.dim = v.sparse ? v.dim : static_cast<int64_t>(v.size);
-  stats.alpha = v.density >= 0 ? v.density : 1.0;
-  stats.alpha_host = v.density_host;
-  stats.partitions = static_cast<int>(std::max<uint32_t>(1, v.partitions));
-  return stats;
-}
-
 }  // namespace
 
 PlanReport BuildPlanReport(const JobPlan& plan) {
   PlanReport report;
   report.cluster = plan.cluster;
   report.arch = plan.arch;
+  report.shm_allreduce = SharedMemoryAllReduce(plan.cluster, plan.cost);
   std::vector<CostedVariable> vars;
   std::vector<VariablePath> paths;
   for (const PlannedVariable& v : plan.variables) {
     PlannedRow row;
-    row.var = StatsOf(v);
+    row.var = CostInputs(v);
     row.choice = ChoosePath(row.var, plan.cluster, plan.cost);
     row.path = v.path;
     row.reason = v.reason;
@@ -150,6 +138,7 @@ std::string PlanReportJson(const PlanReport& report) {
       {"hosts", report.cluster.hosts},
       {"shards", report.cluster.shards},
       {"arch", ArchName(report.arch)},
+      {"allreduce_shared_memory", report.shm_allreduce},
       {"variables", vars},
       {"total_bytes_per_worker",
        {{"plan", t.hybrid.worker},

@@ -35,6 +35,10 @@ struct PlanTotals {
 struct PlanReport {
   ClusterShape cluster;
   Arch arch = Arch::kHybrid;
+  // The all-reduce goes through shared memory among a host's ranks and is
+  // hierarchical across hosts (the plan's cost.shm_allreduce, and a host
+  // runs several ranks); false: Gloo's ring over every rank.
+  bool shm_allreduce = false;
   std::vector<PlannedRow> rows;
   PlanTotals totals;
 };

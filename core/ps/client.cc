@@ -70,7 +70,7 @@ StatusCode CodeFor(ErrorCode code) {
     case ErrorCode::kCheckpoint: return StatusCode::kFailedPrecondition;
     case ErrorCode::kStaleAttempt: return StatusCode::kPermissionDenied;
     case ErrorCode::kInternal: return StatusCode::kInternal;
-    default: return StatusCode::kInvalidArgument;
+    default: return StatusCode::kInvalidArgument;  // BAD_SETTING among them
   }
 }
 
@@ -244,6 +244,14 @@ class ZmqPsClient final : public PsClient {
     out->assign(options_.plan.num_shards, "");
     return SubmitControl(Op::kStats, "", 0, out);
   }
+  StatusOr<Ticket> Set(uint32_t var, const std::string& name, const std::string& value,
+                       int64_t clock) override {
+    if (var != ps_wire::kAllVariables && options_.plan.FindVariable(var) == nullptr)
+      return InvalidArgument("SET " + name + ": variable " + std::to_string(var) + " is not on the PS");
+    if (clock < 0 || clock > ps_wire::kMaxClock)
+      return InvalidArgument("SET " + name + ": step " + std::to_string(clock) + " is out of range");
+    return SubmitControl(Op::kSet, FormatSetting(name, value), clock, nullptr, var);
+  }
 
   Status Wait(Ticket ticket, Deadline deadline) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -409,7 +417,7 @@ class ZmqPsClient final : public PsClient {
   }
 
   StatusOr<Ticket> SubmitControl(Op op, const std::string& text, int64_t clock,
-                                 std::vector<std::string>* texts) {
+                                 std::vector<std::string>* texts, uint32_t variable = 0) {
     const uint32_t num_shards = options_.plan.num_shards;
     auto req = std::make_unique<Request>();
     Request& r = *req;
@@ -431,6 +439,7 @@ class ZmqPsClient final : public PsClient {
     for (uint32_t s = 0; s < num_shards; ++s) {
       Header h;
       h.op = static_cast<uint8_t>(op);
+      h.variable = variable;
       h.partition = s;
       h.worker = options_.worker;
       h.request_id = ticket;

@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/ps/curve.h"
 #include "core/ps/plan.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 
@@ -132,6 +132,15 @@ class PsClient {
   // 0..s-1, and holds step s until then: a consistent cut. step 0: now.
   virtual StatusOr<Ticket> Save(const std::string& dir, int64_t step) = 0;
   virtual StatusOr<Ticket> Load(const std::string& dir) = 0;
+
+  // A runtime setting of variable `var` (ps_wire::kAllVariables: every
+  // variable), in effect from step `clock` on (schemas/ps_wire.md,
+  // "Settings"): "lr" = the learning rate of the variable's optimizer, a
+  // decimal number > 0. Sent to every shard; each applies it to the
+  // partitions it holds. INVALID_ARGUMENT (BAD_SETTING, UNKNOWN_VARIABLE)
+  // from Wait() when a shard refuses it; nothing changes on that shard.
+  virtual StatusOr<Ticket> Set(uint32_t var, const std::string& name, const std::string& value,
+                               int64_t clock) = 0;
 
   // Each shard's counters as a JSON object; out->size() == num_shards.
   virtual StatusOr<Ticket> Stats(std::vector<std::string>* out) = 0;

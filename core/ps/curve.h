@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 

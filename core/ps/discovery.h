@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
-#include "core/rpc/coordinator_client.h"
 #include "core/ps/plan.h"
+#include "core/rpc/coordinator_client.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 

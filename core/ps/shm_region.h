@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::ps {
 

@@ -104,6 +104,20 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
   return {};
 }
 
+WireError ParseSetting(std::string_view text, Setting* out) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
+    return Err(ErrorCode::kBadSetting, "a SET needs \"name=value\", got \"" +
+                                           std::string(text.substr(0, 64)) + "\"");
+  out->name = text.substr(0, eq);
+  out->value = text.substr(eq + 1);
+  return {};
+}
+
+std::string FormatSetting(std::string_view name, std::string_view value) {
+  return std::string(name) + "=" + std::string(value);
+}
+
 uint16_t FloatToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -192,6 +206,7 @@ const char* OpName(uint8_t op) {
     case 7: return "STATS";
     case 8: return "ERROR";
     case 9: return "ATTACH";
+    case 10: return "SET";
   }
   return "UNKNOWN";
 }
@@ -217,6 +232,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kInternal: return "INTERNAL";
     case ErrorCode::kBadWorker: return "BAD_WORKER";
     case ErrorCode::kSharedMemory: return "SHARED_MEMORY";
+    case ErrorCode::kBadSetting: return "BAD_SETTING";
   }
   return "UNKNOWN";
 }

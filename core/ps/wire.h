@@ -52,6 +52,16 @@ struct WireError {
 WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t num_frames,
                        const WireLimits& limits, bool expect_reply, MessageView* out);
 
+// Frame 1 of a SET request: "name=value" (schemas/ps_wire.md, "Settings").
+// Views into the text.
+struct Setting {
+  std::string_view name;
+  std::string_view value;
+};
+// BAD_SETTING when `text` is not "name=value" with both parts non-empty.
+WireError ParseSetting(std::string_view text, Setting* out);
+std::string FormatSetting(std::string_view name, std::string_view value);
+
 // Bytes of one value in the encoding the flags select.
 inline size_t ValueBytes(uint16_t flags) { return (flags & ps_wire::kFlagFp16) ? 2 : 4; }
 

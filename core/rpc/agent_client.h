@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/agent_types.h"
 
 namespace parallax {

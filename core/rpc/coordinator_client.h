@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/Coordinator.h"
 
 namespace parallax {

@@ -3,7 +3,7 @@
 #ifndef PARALLAX_CORE_RPC_ERROR_MAPPING_H_
 #define PARALLAX_CORE_RPC_ERROR_MAPPING_H_
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax {

@@ -1,5 +1,8 @@
 #include "core/rpc/request_header.h"
 
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+
 #include "schemas/coordinator_constants.h"
 
 namespace parallax {
@@ -25,6 +28,40 @@ rpc::CoordinatorError Error(rpc::ErrorCode::type code, std::string message) {
 }
 
 }  // namespace
+
+bool RequestPrefixAuthenticates(const uint8_t* frame, uint32_t size, const std::string& token) {
+  using apache::thrift::protocol::TBinaryProtocol;
+  using apache::thrift::protocol::TMessageType;
+  using apache::thrift::protocol::TType;
+  using apache::thrift::transport::TMemoryBuffer;
+  try {
+    auto buffer = std::make_shared<TMemoryBuffer>(const_cast<uint8_t*>(frame), size,
+                                                  TMemoryBuffer::OBSERVE);
+    // A method name and a secret are short (secrets are at most 4 KiB,
+    // core/base/secret.h): nothing read here may be large.
+    TBinaryProtocol protocol(buffer, /*string_limit=*/8192, /*container_limit=*/16,
+                             /*strict_read=*/false, /*strict_write=*/true);
+    std::string name;
+    TMessageType type;
+    int32_t seqid = 0;
+    protocol.readMessageBegin(name, type, seqid);
+    if (type != apache::thrift::protocol::T_CALL && type != apache::thrift::protocol::T_ONEWAY) {
+      return false;
+    }
+    std::string struct_name;
+    protocol.readStructBegin(struct_name);
+    std::string field_name;
+    TType field_type;
+    int16_t field_id = 0;
+    protocol.readFieldBegin(field_name, field_type, field_id);
+    if (field_id != 1 || field_type != apache::thrift::protocol::T_STRUCT) return false;
+    rpc::RequestHeader header;
+    header.read(&protocol);
+    return token.empty() || TokensEqual(header.auth_token, token);
+  } catch (const apache::thrift::TException&) {
+    return false;  // cut short, or not a call with a header
+  }
+}
 
 std::optional<rpc::CoordinatorError> CheckRequestHeader(const rpc::RequestHeader& header,
                                                         const std::string& token,

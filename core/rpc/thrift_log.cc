@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/base/log_limiter.h"
 #include "core/base/logging.h"
 
 namespace parallax {
@@ -36,6 +37,28 @@ void ThriftOutputToLog(const char* message) {
   } else {
     PX_LOG(WARNING) << "thrift: " << message;
   }
+}
+
+void LogDroppedConnection(const std::string& server, const std::string& peer,
+                          const std::string& error) {
+  static LogLimiter tls_log(RealClock(), 10'000);
+  static LogLimiter oversized_log(RealClock(), 10'000);
+  static LogLimiter other_log(RealClock(), 10'000);
+  std::string hint;
+  LogLimiter* limiter = &other_log;
+  if (error.find("SSL_accept") != std::string::npos) {
+    limiter = &tls_log;
+    hint = " (a client that does not speak TLS, or does not trust this server's certificate, "
+           "was refused; it needs --tls-ca or $PARALLAX_TLS_CA with the CA that signed "
+           "--tls-cert)";
+  } else if (error.find("oversized frame") != std::string::npos) {
+    limiter = &oversized_log;
+    hint = " (a request over the frame limit, or a TLS client of this plaintext server)";
+  }
+  int64_t held = 0;
+  if (!limiter->Allow(&held)) return;
+  PX_LOG(WARNING) << server << ": dropped the connection from " << peer << ": " << error << hint
+                  << (held > 0 ? " (and " + std::to_string(held) + " more in the last 10 s)" : "");
 }
 
 void RouteThriftOutputToLog() {

@@ -6,10 +6,19 @@
 #ifndef PARALLAX_CORE_RPC_THRIFT_LOG_H_
 #define PARALLAX_CORE_RPC_THRIFT_LOG_H_
 
+#include <string>
+
 namespace parallax {
 
 // Idempotent and thread-safe; every Thrift client and server calls it.
 void RouteThriftOutputToLog();
+
+// Logs why `server` ("coordinator") dropped the connection from `peer`:
+// a client that does not speak TLS and a request over the frame limit get a
+// hint saying so. At most one line per 10 s per kind, with the count of
+// those held back (a flood of garbage must not flood the log).
+void LogDroppedConnection(const std::string& server, const std::string& peer,
+                          const std::string& error);
 
 // What RouteThriftOutputToLog() installs (for tests).
 void ThriftOutputToLog(const char* message);

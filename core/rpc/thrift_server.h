@@ -2,6 +2,29 @@
 // transport, binary protocol with size limits, a thread per connection (so a
 // blocking call never delays another connection), started in the background
 // and returned once the socket listens.
+//
+// The server cannot be starved by connections (docs/RELIABILITY.md,
+// "Connection floods"): a ConnectionGuard (core/rpc/connection_guard.h) caps
+// the open connections, closes the oldest that has not authenticated to make
+// room for a new one, and closes connections that do not authenticate, send
+// a request or (optionally) say anything in time; a request of a connection
+// that has not authenticated is read only as far as its header
+// (core/rpc/guarded_transport.h); and the accept loop survives running out of
+// descriptors (EMFILE, ENFILE): it sheds the pending connection, logs once
+// per 10 s, backs off briefly and keeps serving.
+//
+// Why not Thrift's own servers: TThreadedServer's serve() ends for good on
+// the first accept() error (EMFILE), has no per-connection deadlines and
+// allocates a whole frame before anything checks the secret; its concurrent
+// client limit stops accepting instead of making room. TThreadPoolServer
+// holds a pool thread per connection for the connection's life, so a pool
+// sized for a flood is a thread per connection anyway, and a smaller one lets
+// idle connections or long polls starve heartbeats. TNonblockingServer reads
+// every frame whole into memory before processing it (no authentication
+// before allocation), runs handlers on a fixed pool that long polls and
+// key-value waits would block, and needs libevent. So Parallax keeps
+// Thrift's transports, protocol and processors, and owns the accept loop and
+// the per-connection threads.
 #ifndef PARALLAX_CORE_RPC_THRIFT_SERVER_H_
 #define PARALLAX_CORE_RPC_THRIFT_SERVER_H_
 
@@ -10,7 +33,8 @@
 #include <string>
 #include <utility>
 
-#include "core/base/status.h"
+#include "core/rpc/connection_guard.h"
+#include "parallax/status.h"
 
 namespace apache::thrift {
 class TProcessor;
@@ -28,8 +52,12 @@ struct ThriftServerOptions {
   // the connection before anything is allocated for the body. The
   // coordinator's --max-request-bytes.
   uint32_t max_frame_bytes = 24 << 20;
-  // A connection that sends nothing for this long is closed (0: never).
-  int idle_timeout_ms = 0;
+  // The service's shared secret ("": none). The server itself only uses it
+  // to tell connections that authenticated (a request header carried it)
+  // from those that did not; the service still checks every request.
+  std::string auth_token;
+  // Connection cap and deadlines (core/rpc/connection_guard.h).
+  ConnectionLimits limits;
   // What is served, for log and error messages ("coordinator").
   std::string what = "service";
   // PEM certificate and private key: both set, the server speaks TLS only
@@ -43,12 +71,15 @@ class ThriftServer {
   virtual ~ThriftServer() = default;
   // The port actually bound.
   virtual int port() const = 0;
-  // Stops accepting, closes connections and joins the serving thread.
-  // Idempotent. Blocked handlers must be released first.
+  // The connection cap in force (options.limits.max_connections, or the
+  // default derived from the open-file limit).
+  virtual int max_connections() const = 0;
+  // Stops accepting, closes connections and joins every thread. Idempotent.
+  // Blocked handlers must be released first.
   virtual void Stop() = 0;
 };
 
-// Binds and starts serving `processor` in a background thread. UNAVAILABLE
+// Binds and starts serving `processor` in background threads. UNAVAILABLE
 // names the address when it cannot listen; INVALID_ARGUMENT or
 // FAILED_PRECONDITION (naming the flag and file) when the TLS certificate or
 // key cannot be used.

@@ -185,10 +185,13 @@ Status CheckTlsCaFile(const std::string& ca_file, const std::string& flag) {
   return Status::Ok();
 }
 
-StatusOr<std::shared_ptr<TServerSocket>> NewThriftServerSocket(const std::string& host, int port,
-                                                               const std::string& cert_file,
-                                                               const std::string& key_file) {
-  if (cert_file.empty() && key_file.empty()) return std::make_shared<TServerSocket>(host, port);
+StatusOr<ThriftServerSocket> NewThriftServerSocket(const std::string& host, int port,
+                                                   const std::string& cert_file,
+                                                   const std::string& key_file) {
+  if (cert_file.empty() && key_file.empty()) {
+    return ThriftServerSocket{std::make_shared<TServerSocket>(host, port),
+                              [](int fd) { return std::make_shared<TSocket>(fd); }};
+  }
   if (cert_file.empty() || key_file.empty()) {
     return InvalidArgument(std::string(cert_file.empty() ? "--tls-key" : "--tls-cert") +
                            " was given without " +
@@ -215,7 +218,9 @@ StatusOr<std::shared_ptr<TServerSocket>> NewThriftServerSocket(const std::string
         "--tls-key '" + key_file + "' is not a usable private key for --tls-cert '" + cert_file +
         "' (" + e.what() + "); give the unencrypted PEM key the certificate was made for");
   }
-  return std::shared_ptr<TServerSocket>(std::make_shared<TSSLServerSocket>(host, port, factory));
+  return ThriftServerSocket{
+      std::make_shared<TSSLServerSocket>(host, port, factory),
+      [factory](int fd) -> std::shared_ptr<TSocket> { return factory->createSocket(fd); }};
 }
 
 Status CheckTlsServerFiles(const std::string& cert_file, const std::string& key_file) {

@@ -15,10 +15,11 @@
 #define PARALLAX_CORE_RPC_TLS_H_
 
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace apache::thrift::transport {
 class TServerSocket;
@@ -27,14 +28,25 @@ class TSocket;
 
 namespace parallax {
 
+// A Thrift server's listening socket and how its accepted connections are
+// wrapped.
+struct ThriftServerSocket {
+  // Binds on listen(); the server accepts on its descriptor itself.
+  std::shared_ptr<apache::thrift::transport::TServerSocket> listener;
+  // The Thrift socket of an accepted descriptor, which it then owns: a TLS
+  // socket that shakes hands on its first read, or a plain one.
+  std::function<std::shared_ptr<apache::thrift::transport::TSocket>(int fd)> wrap;
+};
+
 // A listening socket for a Thrift server on host:port: TLS when cert_file and
 // key_file (PEM) are given, plain TCP when both are empty. Fails, naming the
 // flag and the file, with INVALID_ARGUMENT when only one is given and
 // FAILED_PRECONDITION when a file cannot be read, holds no PEM certificate or
 // key, or the key does not belong to the certificate. Nothing is bound yet
 // (the server binds on listen()).
-StatusOr<std::shared_ptr<apache::thrift::transport::TServerSocket>> NewThriftServerSocket(
-    const std::string& host, int port, const std::string& cert_file, const std::string& key_file);
+StatusOr<ThriftServerSocket> NewThriftServerSocket(const std::string& host, int port,
+                                                   const std::string& cert_file,
+                                                   const std::string& key_file);
 
 // A client socket to host:port, not yet open. `peer` names the server in
 // messages ("coordinator", "agent"). With ca_file, a TLS socket whose open()

@@ -33,9 +33,10 @@
 // `cmake --install` ships: Session is an interface, its implementation and
 // everything it uses stay in libparallax.
 //
-// Dense values and gradients are host memory (std::span<float>) today;
-// device-pointer variants of Gradient and Dense (CUDA memory, all-reduced by
-// NCCL in place) belong beside them, named with a Device suffix.
+// Dense values and gradients are host memory (std::span<float>), except
+// GradientDevice: a dense gradient in CUDA memory, all-reduced by NCCL in
+// place. Further device-pointer variants belong beside it, named with a
+// Device suffix.
 #ifndef PARALLAX_INCLUDE_PARALLAX_SESSION_H_
 #define PARALLAX_INCLUDE_PARALLAX_SESSION_H_
 
@@ -190,10 +191,13 @@ class Session {
   virtual StatusOr<VariablePath> PathOf(int var) const = 0;
 
   // Starts pulling the rows of the next step (step() + 1) while this one
-  // computes. The next step's Lookup() with the same ids waits on it. Under
-  // sync the shard answers once this step is applied everywhere (no
-  // staleness); under async it answers at once, so the rows miss this
-  // step's own update (the decoupled eager pull); ssp within its bound.
+  // computes. Every Lookup() of the next step whose ids are all among
+  // `next_ids` is served from it (waiting for it to arrive), as often as the
+  // model looks the table up; other ids are pulled. A second Prefetch() of a
+  // variable in one step replaces the first. Under sync the shard answers
+  // once this step is applied everywhere (no staleness); under async it
+  // answers at once, so the rows miss this step's own update (the decoupled
+  // eager pull); ssp within its bound.
   virtual Status Prefetch(int var, std::span<const int64_t> next_ids) = 0;
   // Rows of `ids` (ids.size() × dim into *rows) as of the start of this
   // step. INVALID_ARGUMENT for an id outside [0, rows).
@@ -202,6 +206,18 @@ class Session {
   // Dense gradient of this step (size() elements), at most once per variable
   // per step, in backward order: it starts reducing at once.
   virtual Status Gradient(int var, std::span<const float> grad) = 0;
+  // The dense gradient of this step in device memory: `count` (== size())
+  // float32 values at `device_grad`, a CUDA address on this rank's GPU (a
+  // torch tensor's data_ptr(); its writes must be finished). All ranks'
+  // gradients are averaged in device memory through an NCCL communicator
+  // (joined by every rank at its first call, under job/<id>/<attempt>/nccl),
+  // the buffer holding the mean afterwards; the mean is then copied to the
+  // host and applied as Gradient(var, grad) applies a host gradient. At most
+  // once per variable per step, in the same order on every rank; waits for
+  // the all-reduce. FAILED_PRECONDITION when the build has no CUDA/NCCL or the
+  // address is not device memory. Untested: the development machine has no
+  // GPU.
+  virtual Status GradientDevice(int var, const void* device_grad, size_t count) = 0;
   // Sparse gradient rows (ids.size() × dim); may be called several times a
   // step, repeated ids are summed.
   virtual Status Gradient(int var, std::span<const int64_t> ids,
@@ -225,10 +241,17 @@ class Session {
   // For tests and export; read a large table in chunks.
   virtual Status ReadSparse(int var, int64_t first_row, int64_t count, std::vector<float>* out) = 0;
 
+  // The learning rate of `var`'s optimizer from this step (step()) on,
+  // wherever the variable lives: the rank's optimizer for all-reduce and
+  // all-gather variables, the PS shards' for PS variables (a SET message,
+  // schemas/ps_wire.md, "Settings"; waits for every shard's ack). Every rank
+  // must set the same rate at the same step. INVALID_ARGUMENT for an lr that
+  // is not finite and > 0.
+  virtual Status SetLearningRate(int var, double lr) = 0;
+
   // Records this step's loss and samples; every config.trainer.metrics_every
-  // steps sends
-  // loss and samples/s to the coordinator. INVALID_ARGUMENT naming the step
-  // for a NaN or infinite loss (stop training).
+  // steps sends loss and samples/s to the coordinator. INVALID_ARGUMENT
+  // naming the step for a NaN or infinite loss (stop training).
   virtual Status ReportMetrics(int64_t step, double loss, int64_t samples) = 0;
 
   virtual const SessionOptions& options() const = 0;

@@ -94,6 +94,38 @@ TEST_F(AgentTest, StartsAnAssignmentAndReportsRunning) {
   EXPECT_EQ(agent->MakePollRequest().running, std::vector<rpc::TaskKey>{key});
 }
 
+TEST_F(AgentTest, AJobEnvironmentOutsideTheAllowListEndsTheTaskUnrun) {
+  auto agent = NewAgent(Options());
+  rpc::TaskKey key = Key(7, 1, 0);
+  agent->HandlePoll(Start({Assignment(
+      key, {}, {{"OMP_NUM_THREADS", "2"}, {"LD_PRELOAD", "/tmp/evil.so"}, {"BASH_ENV", "/x"}})}));
+  EXPECT_TRUE(launcher_.launches().empty());  // nothing executed
+  std::vector<rpc::TaskReport> reports = ReportsFor(key);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].state, rpc::TaskState::EXITED);
+  EXPECT_EQ(reports[0].exit_code, 126);
+  EXPECT_NE(reports[0].message.find("sets BASH_ENV, LD_PRELOAD"), std::string::npos)
+      << reports[0].message;
+  EXPECT_NE(reports[0].message.find("--allow-env BASH_ENV --allow-env LD_PRELOAD"),
+            std::string::npos);
+  EXPECT_NE(ReadAll(agent->TaskDir(key) + "/task.log").find("refused to start"),
+            std::string::npos);
+  EXPECT_TRUE(agent->RunningTasks().empty());
+}
+
+TEST_F(AgentTest, NamesAllowedByTheOperatorReachTheTask) {
+  AgentOptions o = Options();
+  o.allow_env = {"PX_TEST_*", "LD_PRELOAD"};
+  auto agent = NewAgent(o);
+  agent->HandlePoll(Start({Assignment(
+      Key(7, 1, 0), {}, {{"PX_TEST_MODE", "x"}, {"LD_PRELOAD", "/opt/ok.so"}, {"LANG", "C"}})}));
+  ASSERT_EQ(launcher_.launches().size(), 1u);
+  const std::vector<std::string> env = launcher_.launches()[0].env;
+  for (const char* entry : {"PX_TEST_MODE=x", "LD_PRELOAD=/opt/ok.so", "LANG=C"}) {
+    EXPECT_NE(std::find(env.begin(), env.end(), entry), env.end()) << entry;
+  }
+}
+
 TEST_F(AgentTest, StartIsIdempotent) {
   auto agent = NewAgent(Options());
   rpc::TaskKey key = Key(7, 1, 0);

@@ -77,5 +77,11 @@ TEST_F(ExecPolicyTest, AMissingProgramSaysSo) {
   EXPECT_NE(p.status().message().find("No such file"), std::string::npos) << p.status().message();
 }
 
+TEST(AllowedExecDirectoriesTest, TheBinDirStaysAllowedWhateverTheFlagsAdd) {
+  EXPECT_EQ(AllowedExecDirectories("/opt/px/bin", {}), std::vector<std::string>{"/opt/px/bin"});
+  EXPECT_EQ(AllowedExecDirectories("/opt/px/bin", {"/opt/trainers", "/opt/px/bin", "/opt/trainers"}),
+            (std::vector<std::string>{"/opt/px/bin", "/opt/trainers"}));
+}
+
 }  // namespace
 }  // namespace parallax::agent

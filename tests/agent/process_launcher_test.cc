@@ -112,6 +112,7 @@ class AgentProcessTest : public ::testing::Test {
     o.bind_addr = "127.0.0.1";
     o.grace_ms = grace_ms;
     o.inherited_env = {"PATH=/usr/bin:/bin"};
+    o.allow_env = {"PX_TEST_*"};  // the test task's own variables
     auto agent = std::make_unique<Agent>(o, &link_, launcher_.get(), RealClock());
     Status s = agent->Init();
     EXPECT_TRUE(s.ok()) << s.ToString();

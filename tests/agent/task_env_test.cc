@@ -96,6 +96,31 @@ TEST(TaskEnvTest, JobEnvCannotOverrideParallaxVariables) {
   EXPECT_EQ(ignored, (std::vector<std::string>{"PARALLAX_NEW", "PARALLAX_RANK"}));
 }
 
+TEST(TaskEnvTest, PythonTrainersGetThePackageAndThreadsPerRank) {
+  TaskEnvContext c = Context();
+  c.python_path = "/opt/px/python";
+  c.cpu_cores = 16;
+  rpc::TaskAssignment a = Assignment(Key(1, 1, 0));
+  a.local_world_size = 3;
+  auto env = AsMap(BuildTaskEnv(a, c, {"PYTHONPATH=/site"}));
+  EXPECT_EQ(env["PYTHONPATH"], "/opt/px/python:/site");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "5");  // 16 cores shared by 3 ranks
+  EXPECT_EQ(env["OPENBLAS_NUM_THREADS"], "5");
+  // The agent's environment and then the job's choose otherwise.
+  env = AsMap(BuildTaskEnv(a, c, {"OMP_NUM_THREADS=2"}));
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "2");
+  EXPECT_EQ(env["PYTHONPATH"], "/opt/px/python");
+  a = Assignment(Key(1, 1, 0), {}, {{"OPENBLAS_NUM_THREADS", "1"}, {"PYTHONPATH", "/mine"}});
+  a.local_world_size = 32;
+  env = AsMap(BuildTaskEnv(a, c, {}));
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");  // never 0
+  EXPECT_EQ(env["OPENBLAS_NUM_THREADS"], "1");
+  EXPECT_EQ(env["PYTHONPATH"], "/opt/px/python:/mine");
+  // PS shards get neither.
+  env = AsMap(BuildTaskEnv(Assignment(Key(1, 1, 0, rpc::TaskRole::PS)), c, {}));
+  EXPECT_EQ(env.count("PYTHONPATH") + env.count("OMP_NUM_THREADS"), 0u);
+}
+
 TEST(TaskEnvTest, InheritedParallaxVariablesAreDropped) {
   auto env = AsMap(BuildTaskEnv(Assignment(Key(1, 1, 0, rpc::TaskRole::PS)), Context(),
                                 {"PARALLAX_RANK=5", "PARALLAX_TOKEN=agent-env", "X=1"}));

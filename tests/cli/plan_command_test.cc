@@ -48,10 +48,12 @@ class PlanCommandTest : public ::testing::Test {
     return path;
   }
 
-  StatusOr<nlohmann::json> PlanJson(const std::string& job, int workers = 0) {
+  // The plan of `job` on `workers` (0: the job's) on `hosts` hosts.
+  StatusOr<nlohmann::json> PlanJson(const std::string& job, int workers = 0, int hosts = 1) {
     PlanCommandOptions o;
     o.job_file = job;
     o.workers = workers;
+    o.hosts = hosts;
     o.json = true;
     std::ostringstream out;
     PX_RETURN_IF_ERROR(RunPlanCommand(o, out));
@@ -70,10 +72,12 @@ class PlanCommandTest : public ::testing::Test {
 };
 
 TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
-  // Figures without a per-operation cost: the choice is by link bytes.
+  // Figures without a per-operation cost: the choice is by link bytes. One
+  // worker per host, so that the all-reduce is Gloo's ring over the link
+  // (SharedMemoryAllReduceOnOneHost has ranks sharing a host).
   const std::string bytes_only =
       "[plan]\nlink_bytes_per_s = 1e9\ncollective_latency_us = 0\nps_rtt_us = 0\n";
-  auto two = PlanJson(Job(2, bytes_only));
+  auto two = PlanJson(Job(2, bytes_only), 2, /*hosts=*/2);
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   const auto& emb = Var(*two, "lm/input_embedding");
   ASSERT_FALSE(emb.is_null()) << two->dump(2);
@@ -84,7 +88,7 @@ TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
   EXPECT_EQ(emb["path"], "allgather");  // 2 workers: about half of PS's bytes
   EXPECT_EQ(Var(*two, "lm/hidden/weights")["path"], "allreduce");
   // Eight workers: all-gather's (N−1)-fold rows cost more than PS.
-  auto eight = PlanJson(Job(2, bytes_only), 8);
+  auto eight = PlanJson(Job(2, bytes_only), 8, /*hosts=*/8);
   ASSERT_TRUE(eight.ok()) << eight.status().ToString();
   EXPECT_EQ(Var(*eight, "lm/input_embedding")["path"], "ps");
   const auto& totals = (*eight)["total_bytes_per_host_link"];
@@ -94,7 +98,8 @@ TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
   // A collective call that costs 5 ms (3 a step for all-gather) against a
   // 1 ms PS round trip (2 a step): PS already at 2 workers, and the reason
   // shows the predicted times.
-  auto slow = PlanJson(Job(2, "[plan]\ncollective_latency_us = 5000\nps_rtt_us = 1000\n"));
+  auto slow =
+      PlanJson(Job(2, "[plan]\ncollective_latency_us = 5000\nps_rtt_us = 1000\n"), 2, /*hosts=*/2);
   ASSERT_TRUE(slow.ok()) << slow.status().ToString();
   const auto& slow_emb = Var(*slow, "lm/input_embedding");
   EXPECT_EQ(slow_emb["path"], "ps");
@@ -115,6 +120,32 @@ TEST_F(PlanCommandTest, MeasuresAlphaAndChoosesPerVariable) {
   EXPECT_NEAR(slow_emb["predicted_seconds_per_step"]["allgather"].get<double>() -
                   slow_emb["predicted_seconds_per_step"]["ps"].get<double>(),
               2 * 5e-3 - 2 * 1e-3, 1e-3);  // the bytes differ by well under 1 ms at 1 GB/s
+}
+
+// Ranks that share a host all-reduce through shared memory (the trainer's
+// communicator does): nothing on the link, one call of about 20 us, so with
+// this machine's default figures (a collective call over the network 9 ms, a
+// PS round trip 1.44 ms) the small tables are all-reduced whole; the header
+// says how the all-reduce runs.
+TEST_F(PlanCommandTest, SharedMemoryAllReduceOnOneHost) {
+  auto one = PlanJson(Job(2), 2, /*hosts=*/1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(Var(*one, "lm/input_embedding")["path"], "allreduce") << one->dump(2);
+  EXPECT_DOUBLE_EQ((*one)["total_bytes_per_host_link"]["allreduce"].get<double>(), 0);
+  EXPECT_EQ((*one)["allreduce_shared_memory"], true);
+  auto spread = PlanJson(Job(2), 2, /*hosts=*/2);  // one rank per host: the ring
+  ASSERT_TRUE(spread.ok()) << spread.status().ToString();
+  EXPECT_EQ(Var(*spread, "lm/input_embedding")["path"], "ps") << spread->dump(2);
+  EXPECT_EQ((*spread)["allreduce_shared_memory"], false);
+  PlanCommandOptions o;
+  o.job_file = Job(4);
+  o.hosts = 2;
+  std::ostringstream out;
+  ASSERT_TRUE(RunPlanCommand(o, out).ok());
+  EXPECT_NE(out.str().find("all-reduce: through shared memory among a host's 2 ranks, "
+                           "hierarchical across the 2 hosts"),
+            std::string::npos)
+      << out.str();
 }
 
 TEST_F(PlanCommandTest, TableAndOverrides) {

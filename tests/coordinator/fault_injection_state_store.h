@@ -4,7 +4,8 @@
 // StateStore seam).
 //
 // Writes are CreateJob, TransitionJob, RequeueJob, AppendEvent, UpsertAgent, TouchAgents,
-// SetAgentDraining, StartAttempt, UpsertTask, UpsertTasks, PutPlan, KvSet, KvAdd, RecordMetrics and CommitCheckpoint.
+// SetAgentDraining, StartAttempt, ApplyChanges, UpsertTask, UpsertTasks, PutPlan, KvSet, KvAdd,
+// RecordMetrics and CommitCheckpoint.
 // Every write is counted (failed ones too), starting at 1. A failed write
 // returns UNAVAILABLE "injected fault" and is NOT forwarded, so the wrapped
 // store is unchanged, as the StateStore contract promises for a failed call.
@@ -24,7 +25,7 @@
 #include <vector>
 
 #include "coordinator/state_store.h"
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::coordinator {
 
@@ -80,9 +81,16 @@ class FaultInjectionStateStore : public StateStore {
     PX_RETURN_IF_ERROR(MaybeFail());
     return base_->StartAttempt(job_id, tasks, message, now);
   }
-  Status UpsertTasks(const std::vector<TaskRecord>& tasks) override {
+  StatusOr<std::vector<JobRecord>> ApplyChanges(const StateChanges& changes,
+                                                int64_t now) override {
     PX_RETURN_IF_ERROR(MaybeFail());
-    return base_->UpsertTasks(tasks);
+    return base_->ApplyChanges(changes, now);
+  }
+  using StateStore::UpsertTasks;
+  Status UpsertTasks(const std::vector<TaskRecord>& tasks,
+                     const std::vector<NewEvent>& events) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->UpsertTasks(tasks, events);
   }
   Status UpsertTask(const TaskRecord& task) override {
     PX_RETURN_IF_ERROR(MaybeFail());
@@ -114,6 +122,7 @@ class FaultInjectionStateStore : public StateStore {
   StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override {
     return base_->ListJobs(filter);
   }
+  StatusOr<std::map<JobState, int64_t>> CountJobs() override { return base_->CountJobs(); }
   StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,
                                                 int limit) override {
     return base_->ListEvents(job_id, after_seq, limit);

@@ -25,15 +25,24 @@ std::string Job(int workers, int max_restarts = 0, const std::string& extra = ""
 class OrchestratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    Start();
+    header_.protocol_version = rpc::g_coordinator_constants.PROTOCOL_VERSION;
+    header_.__set_client("test");
+  }
+
+  // Opens the database and starts a service on it: what a coordinator
+  // process does when it starts (again).
+  void Start(int64_t max_active_jobs = 0) {
+    service_.reset();
+    store_.reset();
     SqliteStateStoreOptions options;
     options.path = dir_.File("state.db");
     store_ = std::move(OpenSqliteStateStore(options)).value();
     ServiceOptions service_options;
     service_options.agent_timeout_ms = 5'000;
+    if (max_active_jobs > 0) service_options.max_active_jobs = max_active_jobs;
     service_ = std::make_unique<CoordinatorService>(store_.get(), &clock_, service_options);
     ASSERT_TRUE(service_->Init().ok());
-    header_.protocol_version = rpc::g_coordinator_constants.PROTOCOL_VERSION;
-    header_.__set_client("test");
   }
 
   void Register(const std::string& name, int slots, const std::string& address = "") {
@@ -425,6 +434,34 @@ TEST_F(OrchestratorTest, LongPollReturnsAsSoonAsWorkArrives) {
   Submit(Job(1));
   rpc::PollResponse work = poll.get();  // would take 30 s if the poll were not woken
   EXPECT_EQ(work.start.size(), 1u);
+}
+
+TEST_F(OrchestratorTest, ARestartedCoordinatorPlacesItsQueueInSubmissionOrder) {
+  // Submitted while no agent is there: all three wait.
+  int64_t first = Submit(Job(2));
+  int64_t second = Submit(Job(1));
+  int64_t third = Submit(Job(2));
+  EXPECT_EQ(Get(first).state, rpc::JobState::PENDING);
+  // A new coordinator process on the same database builds its queue from it.
+  Start();
+  Register("a", 3);
+  EXPECT_EQ(Get(first).state, rpc::JobState::PLACING);
+  EXPECT_EQ(Get(second).state, rpc::JobState::PLACING);
+  EXPECT_EQ(Get(third).state, rpc::JobState::PENDING);
+  EXPECT_EQ(Get(third).waiting_for, "needs 2 slots; 0 slots free now");
+}
+
+TEST_F(OrchestratorTest, TheJobLimitCountsTheQueueAfterARestart) {
+  Submit(Job(1));
+  Submit(Job(1));
+  Start(/*max_active_jobs=*/2);
+  try {
+    Submit(Job(1));
+    FAIL() << "a third job was accepted past --max-active-jobs 2";
+  } catch (const rpc::CoordinatorError& e) {
+    EXPECT_EQ(e.code, rpc::ErrorCode::FAILED_PRECONDITION);
+    EXPECT_NE(e.message.find("2 jobs are pending or running"), std::string::npos) << e.message;
+  }
 }
 
 TEST_F(OrchestratorTest, UnknownAgentIsToldToRegister) {

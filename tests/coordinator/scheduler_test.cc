@@ -56,5 +56,53 @@ TEST(SchedulerTest, ReusesThePreviousPlacementWhenItFits) {
   EXPECT_EQ(p.trainer_agents, (Names{"b", "b"}));
 }
 
+TEST(SchedulerTest, BestFitTakesTheFewestFreeSlotsThenTheFirstName) {
+  Capacity c({{"d", 8, 3}, {"c", 8, 2}, {"b", 8, 2}, {"a", 8, 1}});
+  ASSERT_NE(c.BestFit(2), nullptr);
+  EXPECT_EQ(*c.BestFit(2), "b");
+  EXPECT_EQ(*c.BestFit(3), "d");
+  EXPECT_EQ(c.BestFit(4), nullptr);
+  EXPECT_EQ(c.total_slots(), 32);
+  EXPECT_EQ(c.free_slots(), 8);
+}
+
+TEST(SchedulerTest, TakingSlotsMovesAnAgentInTheIndex) {
+  Capacity c({{"a", 4, 4}, {"b", 4, 3}});
+  c.Take("a", 2);
+  EXPECT_EQ(c.FreeOf("a"), 2);
+  EXPECT_EQ(c.free_slots(), 5);
+  EXPECT_EQ(*c.BestFit(2), "a");
+  c.Take("b", 3);
+  EXPECT_EQ(c.BestFit(3), nullptr);
+  using Free = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(c.MostFreeFirst(100), (Free{{"a", 2}}));
+  // A re-registration with fewer slots than its tasks hold counts as none free.
+  c.Set({"b", 1, -2});
+  EXPECT_EQ(c.FreeOf("b"), 0);
+  EXPECT_EQ(c.total_slots(), 5);
+}
+
+TEST(SchedulerTest, MostFreeFirstStopsOnceEnoughIsFound) {
+  Capacity c({{"a", 4, 1}, {"b", 4, 4}, {"c", 4, 4}, {"d", 4, 2}});
+  using Free = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(c.MostFreeFirst(5), (Free{{"b", 4}, {"c", 4}}));
+  EXPECT_EQ(c.MostFreeFirst(100), (Free{{"b", 4}, {"c", 4}, {"d", 2}, {"a", 1}}));
+}
+
+TEST(SchedulerTest, A512RankJobFillsEvery128AgentWithContiguousRanks) {
+  std::vector<AgentCapacity> agents;
+  for (int a = 0; a < 128; ++a) {
+    std::string name = "agent-" + std::string(a < 100 ? (a < 10 ? "00" : "0") : "") + std::to_string(a);
+    agents.push_back({name, 4, 4});
+  }
+  Placement p = PlaceJob({512, 0, {}}, agents);
+  ASSERT_EQ(p.fit, Fit::kPlaced);
+  ASSERT_EQ(p.trainer_agents.size(), 512u);
+  for (int r = 0; r < 512; ++r) EXPECT_EQ(p.trainer_agents[r], agents[r / 4].name) << r;
+  ASSERT_EQ(p.ps_agents.size(), 128u);  // one shard per host
+  EXPECT_EQ(p.ps_agents.front(), "agent-000");
+  EXPECT_EQ(p.ps_agents.back(), "agent-127");
+}
+
 }  // namespace
 }  // namespace parallax::coordinator

@@ -76,7 +76,8 @@ void FaultCluster::StartAgent(const std::string& name, const std::string& netns,
         name, std::string("--workdir"), dir_.File("agent-" + name), std::string("--slots"),
         std::to_string(slots), std::string("--grace-ms"), std::string("500"),
         std::string("--heartbeat-ms"), std::string("200"), std::string("--listen"), host + ":0",
-        std::string("--advertise"), host, std::string("--bind-addr"), host}) {
+        std::string("--advertise"), host, std::string("--bind-addr"), host,
+        std::string("--allow-env"), std::string("TINY_*")}) {
     argv.push_back(a);
   }
   agents_[name] = std::make_unique<ChildProcess>(argv, dir_.File("agent-" + name + ".log"),

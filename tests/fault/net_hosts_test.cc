@@ -158,8 +158,8 @@ TEST_F(NetHostsTest, ShapedLinkHoldsItsRateInBothDirections) {
   EXPECT_EQ(net.rate_bits_per_s(1), kRate);
   constexpr size_t kBytes = 3 << 20;
   // The receiver cannot get the bytes faster than the rate allows, less
-  // one burst (64 KiB) that passes at once; load only makes it slower.
-  const double floor_s = (kBytes - 64 * 1024) / (kRate / 8.0);
+  // one burst that passes at once; load only makes it slower.
+  const double floor_s = (kBytes - kMinBurstBytes) / (kRate / 8.0);
   for (auto [from, to] : {std::pair{1, 0}, std::pair{0, 1}}) {
     double receive_s = 0;
     ASSERT_EQ(Transfer(net, from, to, kBytes, &receive_s), "");

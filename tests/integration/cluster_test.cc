@@ -77,7 +77,7 @@ class ClusterTest : public ::testing::Test {
     agents_[name] = std::make_unique<ChildProcess>(
         std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name", name,
                                  "--workdir", dir_.File(name), "--slots", "2", "--grace-ms", "1000",
-                                 "--heartbeat-ms", "200"},
+                                 "--heartbeat-ms", "200", "--allow-env", "PX_TEST_*"},
         dir_.File(name + ".log"));
   }
 

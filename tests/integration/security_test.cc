@@ -68,12 +68,13 @@ class SecurityTest : public ::testing::Test {
   }
 
   // An agent with the right secret (in its environment, as a systemd unit
-  // would give it) and the default --allow-exec (its bin dir).
+  // would give it), the default --allow-exec (its bin dir), and the test
+  // task's own variables allowed.
   void StartAgent() {
     agent_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name",
                                  "a", "--workdir", dir_.File("agent"), "--slots", "2",
-                                 "--heartbeat-ms", "200"},
+                                 "--heartbeat-ms", "200", "--allow-env", "PX_TEST_*"},
         dir_.File("agent.log"), std::vector<std::string>{"PARALLAX_SECRET_FILE=" + secret_file_});
     auto deadline = Clock::now() + std::chrono::seconds(20);
     while (Clock::now() < deadline) {

@@ -31,7 +31,8 @@ SOURCES = (".h", ".hpp", ".cc", ".cpp", ".cu")
 
 
 def violations(root):
-    out = []
+    """The violations under `root`, and how many source files were read."""
+    out, checked = [], 0
     for path in sorted(root.rglob("*")):
         if path.suffix not in SOURCES or not path.is_file():
             continue
@@ -39,6 +40,7 @@ def violations(root):
         top = rel.parts[0]
         if top.startswith("build") or top.startswith("."):
             continue
+        checked += 1
         text = path.read_text(errors="replace")
         for kind, target in INCLUDE.findall(text):
             first = target.split("/")[0]
@@ -49,7 +51,7 @@ def violations(root):
                 continue
             if kind == '"' and first in FORBIDDEN.get(top, ()):
                 out.append(f"{rel}: includes \"{target}\"; {top}/ may not depend on {first}/")
-    return out
+    return out, checked
 
 
 def self_test():
@@ -67,7 +69,7 @@ def self_test():
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
-        found = violations(root)
+        found, _ = violations(root)
         expected = ["core/a/x.h: includes \"trainer/z.h\"", "ps/s.cc: includes \"coordinator/c.h\"",
                     "include/parallax/p.h: public header includes \"core/a/x.h\""]
         missing = [e for e in expected if not any(f.startswith(e) for f in found)]
@@ -83,10 +85,9 @@ def main():
         return self_test()
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
                         pathlib.Path(__file__).resolve().parents[2])
-    found = violations(root)
+    found, checked = violations(root)
     for line in found:
         print(line)
-    checked = sum(1 for p in root.rglob("*") if p.suffix in SOURCES)
     print(f"layering: {len(found)} violation(s) in {checked} files under {root}")
     return 1 if found else 0
 

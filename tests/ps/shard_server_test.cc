@@ -103,6 +103,36 @@ TEST_F(ShardServerTest, AsyncSlowWorkerPushesStaleGradients) {
   EXPECT_EQ(hist[4], 2) << stats[0];  // [8, 16)
 }
 
+// What the coordinator is sent (ps/stats_reporter.h) is the server's
+// snapshot: the same counters STATS answers.
+TEST_F(ShardServerTest, SnapshotHasTheCountersStatsReports) {
+  StartShards(MakePlan(Consistency::kAsync, 2, 1, 2));
+  auto fast = Client(0);
+  auto slow = Client(1);
+  std::vector<int64_t> ids = {1, 2, 3, 4};
+  std::vector<float> rows, grads(ids.size() * kDim, 0.01f);
+  Ok(slow.get(), slow->Pull(0, ids, 0, &rows));
+  for (int step = 0; step < 10; ++step) {
+    Ok(fast.get(), fast->Pull(0, ids, step, &rows));
+    Ok(fast.get(), fast->Push(0, ids, grads, step));  // τ = 0
+  }
+  Ok(slow.get(), slow->Push(0, ids, grads, 0));  // τ = 10 on each partition
+  std::vector<std::string> stats;
+  Ok(slow.get(), slow->Stats(&stats));
+  // The loop publishes its snapshot after each batch: once this later pull
+  // is answered, the batches before it are in the snapshot.
+  Ok(slow.get(), slow->Pull(0, ids, 0, &rows));
+  const ShardSnapshot snap = servers_[0]->Snapshot();
+  auto j = nlohmann::json::parse(stats[0]);
+  EXPECT_EQ(snap.stats.pushes, j["pushes"].get<int64_t>());
+  EXPECT_EQ(snap.stats.pushes, 22);  // 11 pushes × 2 partitions
+  EXPECT_EQ(snap.stats.rows_pushed, j["rows_pushed"].get<int64_t>());
+  const auto hist = j["staleness_histogram"].get<std::vector<int64_t>>();
+  EXPECT_EQ(std::vector<int64_t>(snap.stats.staleness.begin(), snap.stats.staleness.end()), hist);
+  EXPECT_EQ(snap.stats.staleness_sum, 20);  // τ = 10 twice, the fast pushes 0
+  EXPECT_EQ(snap.rows_held, 4);
+}
+
 TEST_F(ShardServerTest, AsyncAppliesEveryPushExactlyOnce) {
   PsPlan plan = MakePlan(Consistency::kAsync, 3, 2, 4);
   plan.variables[0].init.type = Initializer::Type::kZeros;

@@ -290,7 +290,8 @@ TEST_F(TlsTest, AJobRunsEndToEndOverTlsAndItsLogsAreReadOverTls) {
       std::vector<std::string>{kBin + "/parallax-agent", "--coordinator", address_, "--name", "a",
                                "--workdir", dir_.File("agent"), "--slots", "2", "--heartbeat-ms",
                                "200", "--secret-file", secret_file_, "--tls-ca", Cert("ca.pem"),
-                               "--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key")},
+                               "--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key"),
+                               "--allow-env", "PX_TEST_*"},
       dir_.File("agent.log"), std::vector<std::string>{mark_});
   RunResult submit = Cli({"submit", WriteJob("job.toml", 2, 20, "ps")}, Cert("ca.pem"));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;

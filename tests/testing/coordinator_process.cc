@@ -30,12 +30,13 @@ void CoordinatorProcess::Start(int port) {
                                    "--port-file",
                                    port_file};
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
+  if (options_.open_file_limit > 0) argv = WithOpenFileLimit(options_.open_file_limit, argv);
   child_.reset();  // a previous process, if any, is gone first
   child_ = std::make_unique<ChildProcess>(argv, log_path(), options_.env);
   const std::string got = WaitForFileWord(port_file, options_.start_timeout_ms, child_.get());
   if (got.empty()) {
-    error_ = "parallax-coordinator did not start (" + argv[0] + " --listen " + argv[2] +
-             "); its log:\n" + Log();
+    error_ = "parallax-coordinator did not start (--listen " + options_.listen_host + ":" +
+             std::to_string(port) + "); its log:\n" + Log();
     return;
   }
   error_.clear();

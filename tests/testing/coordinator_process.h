@@ -24,6 +24,9 @@ struct CoordinatorProcessOptions {
   std::string db;                       // --db; default <dir>/state.db
   std::vector<std::string> extra_args;  // e.g. {"--secret-file", f, "--agent-timeout-ms", "3000"}
   std::vector<std::string> env;         // added to the child's environment
+  // > 0: the coordinator runs under this open-file limit (soft and hard, so
+  // it cannot raise it), through /bin/sh's ulimit.
+  int open_file_limit = 0;
   int start_timeout_ms = 20'000;
 };
 

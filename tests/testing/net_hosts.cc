@@ -68,12 +68,32 @@ std::string RunOne(const std::vector<std::string>& argv) {
   return Join(argv) + (err.empty() ? "" : ": " + err);
 }
 
-// The tbf qdisc for `rate`: a burst of 1 ms at the rate (at least 64 KiB,
-// so one segmentation-offload packet passes whole) and a queue of 20 ms.
-std::vector<std::string> TbfArgs(uint64_t rate) {
-  const uint64_t burst = std::max<uint64_t>(64 * 1024, rate / 8 / 1000);
-  return {"tbf",     "rate", std::to_string(rate) + "bit", "burst", std::to_string(burst),
-          "latency", "20ms"};
+// The tbf qdisc for `rate`: a queue of `limit` bytes and a burst of 2 ms at
+// the rate, at least 512 KiB: several segmentation-offload packets (64 KiB
+// each) pass whole. With a burst of one such packet, tbf cuts them up and
+// PyTorch DDP ran 4x slower at 500 Mbit/s than with 512 KiB (Parallax and
+// DDP at 1 Gbit/s, burst 125 KB: no difference).
+std::vector<std::string> TbfArgs(uint64_t rate, uint64_t limit) {
+  const uint64_t burst = std::max<uint64_t>(kMinBurstBytes, rate / 8 / 500);
+  return {"tbf",
+          "rate",
+          std::to_string(rate) + "bit",
+          "burst",
+          std::to_string(burst),
+          "limit",
+          std::to_string(limit)};
+}
+
+// What leaves a host waits in its own queue, as behind a real NIC, where
+// TCP's small-queue limit and the qdisc hold a sender back instead of
+// dropping its packets: a queue no sender fills (a tbf queue of 20 ms at
+// 250 Mbit/s dropped 16% of a PS job's packets). What enters a host queues
+// at the switch port in front of it: 4 MiB, or 20 ms at the rate when more;
+// several senders at full rate into one host (incast) overflow it there,
+// as they would.
+constexpr uint64_t kHostQueueBytes = 64ull << 20;
+uint64_t SwitchPortQueueBytes(uint64_t rate) {
+  return std::max<uint64_t>(4ull << 20, rate / 8 / 50);
 }
 
 // Third octets of the 10.77.x.0/24 subnets that hold an address in this
@@ -248,10 +268,13 @@ std::string NetHosts::Shape(size_t i, uint64_t rate_bits_per_s) {
     commands = {{kTc, "qdisc", "del", "dev", veth_[i], "root"},
                 {kTc, "-n", ns_[i], "qdisc", "del", "dev", peer_[i], "root"}};
   } else {
-    const std::vector<std::string> tbf = TbfArgs(rate_bits_per_s);
+    const std::vector<std::string> in =
+        TbfArgs(rate_bits_per_s, SwitchPortQueueBytes(rate_bits_per_s));
+    const std::vector<std::string> out = TbfArgs(rate_bits_per_s, kHostQueueBytes);
     commands = {{kTc, "qdisc", "replace", "dev", veth_[i], "root"},
                 {kTc, "-n", ns_[i], "qdisc", "replace", "dev", peer_[i], "root"}};
-    for (auto& c : commands) c.insert(c.end(), tbf.begin(), tbf.end());
+    commands[0].insert(commands[0].end(), in.begin(), in.end());
+    commands[1].insert(commands[1].end(), out.begin(), out.end());
   }
   for (const auto& c : commands) {
     if (std::string e = RunOne(c); !e.empty()) return e;

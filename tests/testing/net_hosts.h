@@ -3,8 +3,10 @@
 // a bridge in the root namespace; the bridge holds the address of the root
 // namespace (where a coordinator can listen), each host one address on the
 // same /24. A host's link can be shaped to a rate in both directions (tbf on
-// both ends of its veth), set down and up, and its bytes are read from the
-// kernel's counters of the veth.
+// both ends of its veth: what leaves the host waits in a queue it never
+// overflows, as behind a NIC; what enters it queues 4 MiB at the "switch
+// port", where several senders into one host can overflow it), set down and
+// up, and its bytes are read from the kernel's counters of the veth.
 //
 // Names and the subnet are unique per process and per object: two NetHosts
 // alive at once, in one process or in two, never collide, and addresses go
@@ -26,6 +28,10 @@
 #include <vector>
 
 namespace parallax::testing {
+
+// A shaped link lets this many bytes through at once (tbf's burst; more at
+// rates above 2 Gbit/s: 2 ms at the rate); its average is the rate.
+inline constexpr uint64_t kMinBurstBytes = 512 * 1024;
 
 struct NetHostsOptions {
   // Number of hosts, 1 to 200.

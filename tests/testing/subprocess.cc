@@ -179,6 +179,14 @@ std::string LastLine(const std::string& text) {
   return last;
 }
 
+std::vector<std::string> WithOpenFileLimit(int limit, const std::vector<std::string>& argv) {
+  std::vector<std::string> wrapped = {"/bin/sh", "-c",
+                                      "ulimit -n " + std::to_string(limit) + " && exec \"$@\"",
+                                      "sh"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  return wrapped;
+}
+
 std::string BinDirOr(const char* fallback) {
   const char* env = std::getenv("PARALLAX_BIN_DIR");
   return env && *env ? env : fallback;

@@ -53,6 +53,10 @@ std::string ReadWholeFile(const std::string& path);
 // id); "" when there is none.
 std::string LastLine(const std::string& text);
 
+// `argv` run under an open-file limit of `limit` (soft and hard) through
+// /bin/sh's ulimit; the program keeps the shell's pid (exec).
+std::vector<std::string> WithOpenFileLimit(int limit, const std::vector<std::string>& argv);
+
 // Where the project's binaries are: $PARALLAX_BIN_DIR when set, else
 // `fallback` (the test target's PARALLAX_BIN_DIR_DEFAULT).
 std::string BinDirOr(const char* fallback);

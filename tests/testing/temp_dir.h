@@ -1,5 +1,5 @@
-// TempDir: a fresh directory under $TMPDIR (or /tmp), removed with
-// everything in it when the object goes away.
+// TempDir: a fresh directory under $TMPDIR (or /tmp, or the directory
+// given), removed with everything in it when the object goes away.
 #ifndef PARALLAX_TESTS_TESTING_TEMP_DIR_H_
 #define PARALLAX_TESTS_TESTING_TEMP_DIR_H_
 
@@ -12,9 +12,10 @@ namespace parallax::testing {
 
 class TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/parallax-test-XXXXXX";
+  TempDir() : TempDir(DefaultBase()) {}
+  // Under `base` (say /dev/shm, for a directory on tmpfs).
+  explicit TempDir(const std::string& base) {
+    std::string tmpl = base + "/parallax-test-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
     path_ = tmpl;
   }
@@ -29,6 +30,11 @@ class TempDir {
   std::string File(const std::string& name) const { return path_ + "/" + name; }
 
  private:
+  static std::string DefaultBase() {
+    const char* base = std::getenv("TMPDIR");
+    return base && *base ? base : "/tmp";
+  }
+
   std::string path_;
 };
 

@@ -216,8 +216,8 @@ TEST_F(SparseSyncTest, AllGatherAppliesEveryRanksRowsToEveryReplica) {
   EXPECT_EQ(got[1], got[0]);
 }
 
-// The PS path against a real shard server: a prefetch is what the next
-// step's Lookup returns, a push is applied once the step finishes, and the
+// The PS path against a real shard server: a prefetch serves the next
+// step's lookups of the ids it holds, a push is applied once the step finishes, and the
 // pulled rows are the shard's.
 TEST_F(SparseSyncTest, PsPathPullsPrefetchesAndPushes) {
   plan::JobPlan plan;
@@ -258,10 +258,22 @@ TEST_F(SparseSyncTest, PsPathPullsPrefetchesAndPushes) {
   ASSERT_TRUE(sparse.StartPushes(0).ok());
   ASSERT_TRUE(sparse.ExchangeAllGather().ok());
   ASSERT_TRUE(sparse.FinishPushes(0).ok());
+  ASSERT_TRUE(sparse.AdvancePrefetches().ok());
   ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7, 9}, 1, &rows).ok());
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_FLOAT_EQ(rows[0], initial[0] - 0.5f * 2);
   EXPECT_FLOAT_EQ(rows[1], initial[1] - 0.5f * 4);
+  // Every lookup of the step whose ids the prefetch holds is served from it
+  // (no pull leaves); one with another id is pulled.
+  const int64_t pulled = sparse.ps()->transport_bytes().pull_sent;
+  std::vector<float> again;
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{9, 7, 9}, 1, &again).ok());
+  EXPECT_EQ(again, (std::vector<float>{rows[2], rows[3], rows[0], rows[1], rows[2], rows[3]}));
+  EXPECT_EQ(sparse.ps()->transport_bytes().pull_sent, pulled);
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7, 8}, 1, &again).ok());
+  EXPECT_GT(sparse.ps()->transport_bytes().pull_sent, pulled);
+  EXPECT_EQ(std::vector<float>(again.begin(), again.begin() + 2),
+            std::vector<float>(rows.begin(), rows.begin() + 2));
   std::vector<float> read;
   ASSERT_TRUE(sparse.ReadSparse(0, 7, 1, 1, &read).ok());
   EXPECT_EQ(read, std::vector<float>(rows.begin(), rows.begin() + 2));

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
@@ -169,6 +170,55 @@ TEST_F(SessionTest, NanLossNamesTheStep) {
   Status st = (*s)->ReportMetrics(7, std::nan(""), 32);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("NaN at step 7"), std::string::npos) << st.message();
+}
+
+TEST_F(SessionTest, LearningRateChangesFromThisStepOn) {
+  auto s = Session::Create(Options("allgather"));
+  ASSERT_TRUE(s.ok());
+  VariableOptions zeros;
+  zeros.init.type = Initializer::Type::kZeros;
+  auto w = (*s)->RegisterDense("w", 1, zeros);
+  auto emb = (*s)->RegisterSparse("emb", 4, 1, zeros);
+  ASSERT_TRUE(w.ok() && emb.ok());
+  EXPECT_EQ((*s)->SetLearningRate(*w, 0.5).code(), StatusCode::kFailedPrecondition);  // not started
+  ASSERT_TRUE((*s)->Start().ok());
+  const std::vector<float> one = {1.0f};
+  const std::vector<int64_t> id = {2};
+  auto step = [&] {
+    ASSERT_TRUE((*s)->Gradient(*w, one).ok());
+    ASSERT_TRUE((*s)->Gradient(*emb, id, one).ok());
+    ASSERT_TRUE((*s)->Step().ok());
+  };
+  step();  // sgd 0.1; adagrad 0.1 with accumulator 0.1 + 1
+  ASSERT_TRUE((*s)->SetLearningRate(*w, 0.5).ok());
+  ASSERT_TRUE((*s)->SetLearningRate(*emb, 1.0).ok());
+  step();
+  EXPECT_FLOAT_EQ((*(*s)->Dense(*w))[0], -0.1f - 0.5f);
+  std::vector<float> row;
+  ASSERT_TRUE((*s)->ReadSparse(*emb, 2, 1, &row).ok());
+  const float first = 0.1f / (std::sqrt(1.1f) + 1e-8f), second = 1.0f / (std::sqrt(2.1f) + 1e-8f);
+  EXPECT_NEAR(row[0], -first - second, 1e-6);
+  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    Status st = (*s)->SetLearningRate(*w, bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("\"w\""), std::string::npos) << st.message();
+  }
+  EXPECT_EQ((*s)->SetLearningRate(7, 0.1).code(), StatusCode::kNotFound);
+}
+
+TEST_F(SessionTest, DeviceGradientRefusesHostMemory) {
+  auto s = Session::Create(Options("allreduce"));
+  ASSERT_TRUE(s.ok());
+  auto w = (*s)->RegisterDense("w", 4);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*s)->Start().ok());
+  std::vector<float> host(4, 1.0f);
+  Status st = (*s)->GradientDevice(*w, host.data(), host.size());
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("\"w\""), std::string::npos) << st.message();
+  // Nothing was taken: the host gradient still goes in.
+  EXPECT_TRUE((*s)->Gradient(*w, host).ok());
+  EXPECT_EQ((*s)->GradientDevice(*w, host.data(), 3).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(SessionTest, RejectsOptionsItCannotServe) {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::models {
 

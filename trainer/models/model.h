@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "parallax/session.h"
+#include "parallax/status.h"
 #include "trainer/models/data_source.h"
 
 namespace parallax::models {

@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 namespace parallax::models {
 

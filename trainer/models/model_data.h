@@ -5,7 +5,7 @@
 #ifndef PARALLAX_TRAINER_MODELS_MODEL_DATA_H_
 #define PARALLAX_TRAINER_MODELS_MODEL_DATA_H_
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "trainer/models/data_source.h"
 #include "trainer/models/model.h"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <iosfwd>
 
-#include "core/base/status.h"
+#include "parallax/status.h"
 #include "trainer/models/model.h"
 
 namespace parallax::models {

@@ -1,4 +1,4 @@
-#include "core/base/status.h"
+#include "parallax/status.h"
 
 #include <gtest/gtest.h>
 

@@ -3,6 +3,7 @@
 // port.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 
 #include "coordinator/server.h"
@@ -72,9 +73,14 @@ class CommProcessTest : public ::testing::Test {
 };
 
 TEST_F(CommProcessTest, ThreeProcessesAllReduceAndFuseThroughTheCoordinator) {
-  auto results = RunRanks(3, {0, 1, 2}, CommKeyPrefix(1, 1));
-  for (size_t r = 0; r < results.size(); ++r) {
-    EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << " stderr: " << results[r].err;
+  for (bool shm : {true, false}) {
+    auto results =
+        RunRanks(3, {0, 1, 2}, CommKeyPrefix(1, shm ? 1 : 2), {},
+                 shm ? std::vector<std::string>{} : std::vector<std::string>{"--no-shm"});
+    for (size_t r = 0; r < results.size(); ++r) {
+      EXPECT_EQ(results[r].exit_code, 0)
+          << "shm=" << shm << " rank " << r << " stderr: " << results[r].err;
+    }
   }
 }
 
@@ -93,15 +99,34 @@ TEST_F(CommProcessTest, MissingProcessTimesOutWithTheDocumentedError) {
   }
 }
 
-TEST_F(CommProcessTest, ProcessThatDiesMidJobFailsItsPeerPromptly) {
+TEST_F(CommProcessTest, ProcessThatDiesMidJobFailsItsPeerPromptlyOverTcp) {
   auto start = std::chrono::steady_clock::now();
-  auto results = RunRanks(2, {0, 1}, CommKeyPrefix(4, 1), {"--die-after-barrier"});
+  auto results = RunRanks(2, {0, 1}, CommKeyPrefix(4, 1), {"--die-after-barrier"}, {"--no-shm"});
   EXPECT_EQ(results[1].exit_code, 9);
   EXPECT_EQ(results[0].exit_code, 3);
   EXPECT_NE(results[0].err.find("UNAVAILABLE: rank 0 of 2 (gloo): AllReduce"), std::string::npos)
       << results[0].err;
   // Well before the 20 s collective deadline.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+}
+
+// The same through shared memory: the survivor sees the dead rank's process
+// end (not a socket), names it, and the segment is gone from the directory.
+TEST_F(CommProcessTest, ProcessThatDiesInASharedMemoryAllReduceIsNamedAndLeavesNothing) {
+  parallax::testing::TempDir shm("/dev/shm");
+  auto start = std::chrono::steady_clock::now();
+  auto results =
+      RunRanks(2, {0, 1}, CommKeyPrefix(6, 1), {"--die-after-barrier"}, {"--shm-dir", shm.path()});
+  EXPECT_EQ(results[1].exit_code, 9);
+  EXPECT_EQ(results[0].exit_code, 3);
+  EXPECT_NE(results[0].err.find("UNAVAILABLE: rank 0 of 2 (gloo): AllReduce of 1 float32 through "
+                                "shared memory: rank 1 (pid "),
+            std::string::npos)
+      << results[0].err;
+  EXPECT_NE(results[0].err.find(") exited in the middle of it"), std::string::npos)
+      << results[0].err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  EXPECT_TRUE(std::filesystem::is_empty(shm.path()));
 }
 
 TEST_F(CommProcessTest, ThreadRanksRendezvousThroughTheCoordinatorStore) {

@@ -4,6 +4,8 @@
 // against serial sums, and exits 0. On failure prints the Status to stderr
 // and exits 3. With --die-after-barrier it exits abruptly (like a crash)
 // after the rendezvous and one barrier, while its peers go on to AllReduce.
+// AllReduce goes through shared memory (segments in --shm-dir) unless
+// --no-shm.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -23,17 +25,30 @@ Status Check(bool ok, const std::string& what) {
   return ok ? Status::Ok() : Internal("wrong result: " + what);
 }
 
-Status Run(const std::string& coordinator, int rank, int world, const std::string& prefix,
-           int timeout_ms, bool die) {
+struct RankArgs {
+  std::string coordinator;
+  int rank = 0;
+  int world = 1;
+  std::string prefix = "comm";
+  int timeout_ms = 20'000;
+  bool die = false;
+  bool shm = true;
+  std::string shm_dir = "/dev/shm";
+};
+
+Status Run(const RankArgs& args) {
+  const int rank = args.rank, world = args.world, timeout_ms = args.timeout_ms;
   CoordinatorClientOptions client;
-  client.address = coordinator;
+  client.address = args.coordinator;
   client.client_name = "comm-rank-" + std::to_string(rank);
   PX_ASSIGN_OR_RETURN(auto store, ConnectCoordinatorRendezvousStore(client));
-  CommunicatorOptions options = testing::GlooOptions(rank, world, prefix);
+  CommunicatorOptions options = testing::GlooOptions(rank, world, args.prefix);
   options.rendezvous_timeout = milliseconds(timeout_ms);
+  options.shared_memory = args.shm;
+  options.shm_directory = args.shm_dir;
   PX_ASSIGN_OR_RETURN(auto comm, Communicator::Create(options, store.get()));
   PX_RETURN_IF_ERROR(comm->Barrier(DeadlineAfter(milliseconds(timeout_ms))));
-  if (die) _exit(9);
+  if (args.die) _exit(9);
   const int world_sum = world * (world + 1) / 2;
   for (size_t n : {size_t{0}, size_t{1}, size_t{13}, size_t{100'003}}) {
     std::vector<float> data(n);
@@ -70,21 +85,23 @@ Status Run(const std::string& coordinator, int rank, int world, const std::strin
 
 int main(int argc, char** argv) {
   CLI::App app{"one rank of a Parallax collective test"};
-  std::string coordinator, prefix = "comm";
-  int rank = 0, world = 1, timeout_ms = 20'000;
-  bool die = false;
-  app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
-  app.add_option("--rank", rank)->required();
-  app.add_option("--world", world)->required();
-  app.add_option("--prefix", prefix);
-  app.add_option("--timeout-ms", timeout_ms);
-  app.add_flag("--die-after-barrier", die);
+  parallax::comm::RankArgs args;
+  bool no_shm = false;
+  app.add_option("--coordinator", args.coordinator, "HOST:PORT")->required();
+  app.add_option("--rank", args.rank)->required();
+  app.add_option("--world", args.world)->required();
+  app.add_option("--prefix", args.prefix);
+  app.add_option("--timeout-ms", args.timeout_ms);
+  app.add_flag("--die-after-barrier", args.die);
+  app.add_flag("--no-shm", no_shm, "all-reduce over TCP, not shared memory");
+  app.add_option("--shm-dir", args.shm_dir, "where the shared-memory segment is made");
   CLI11_PARSE(app, argc, argv);
-  parallax::Status s = parallax::comm::Run(coordinator, rank, world, prefix, timeout_ms, die);
+  args.shm = !no_shm;
+  parallax::Status s = parallax::comm::Run(args);
   if (!s.ok()) {
-    std::cerr << "rank " << rank << ": " << s.ToString() << std::endl;
+    std::cerr << "rank " << args.rank << ": " << s.ToString() << std::endl;
     return 3;
   }
-  std::cout << "rank " << rank << ": ok" << std::endl;
+  std::cout << "rank " << args.rank << ": ok" << std::endl;
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "core/comm/communicator.h"
 #include "core/comm/half.h"
 #include "core/comm/rendezvous_store.h"
+#include "core/comm/wire_bytes.h"
 #include "tests/core/comm/rank_threads.h"
 
 namespace parallax::comm {
@@ -171,6 +172,110 @@ TEST_F(GlooCommunicatorTest, MismatchedCountsAreNamedAndTheCommunicatorStaysUsab
         comms[r]->AllReduce(data, ReduceOp::kSum, DeadlineAfter(milliseconds(20'000))).ok());
     EXPECT_EQ(data[9], 2.0f);
   });
+}
+
+// The argument check is one extra round the first time a call shape is
+// used; later calls of that shape go straight to the collective.
+TEST_F(GlooCommunicatorTest, ChecksEachCallShapeOnceUnlessAskedForEveryCall) {
+  for (bool every_call : {false, true}) {
+    const int world = 2;
+    auto comms = testing::CreateWorld(world, store_.get(), [&](int r) {
+      CommunicatorOptions o = testing::GlooOptions(r, world, every_call ? "every" : "once");
+      o.verify_every_call = every_call;
+      return o;
+    });
+    ASSERT_EQ(comms.size(), 2u);
+    const size_t n = 1000;
+    const WireBytes call = GlooAllReduceWire(world, 0, n * 4, 4);
+    const WireBytes check = GlooAllGatherWire(world, 0, 24);
+    std::vector<WireBytes> after;
+    for (size_t count : {n, n, size_t{7}, n}) {
+      RunRanks(world, [&](int r) {
+        std::vector<float> data(count, 1.0f);
+        EXPECT_TRUE(
+            comms[r]->AllReduce(data, ReduceOp::kSum, DeadlineAfter(milliseconds(20'000))).ok());
+      });
+      after.push_back(comms[0]->wire_bytes().allreduce);
+    }
+    WireBytes first = call;
+    first += check;
+    EXPECT_EQ(after[0], first);
+    WireBytes second = call;
+    if (every_call) second += check;
+    EXPECT_EQ(after[1].sent - after[0].sent, second.sent) << "every_call=" << every_call;
+    EXPECT_EQ(after[3].sent - after[2].sent, second.sent) << "every_call=" << every_call;
+  }
+}
+
+// Ranks that pass different counts to a call that skips the check (a shape
+// each has used before, or checks off) must not bring Gloo down: the call
+// fails on every rank, naming what each rank called.
+TEST_F(GlooCommunicatorTest, UncheckedMismatchFailsCleanlyNamingTheRanks) {
+  for (bool verify : {true, false}) {
+    const int world = 2;
+    auto comms = CreateGlooWorld(world, store_.get(), verify ? "seen" : "unchecked", verify);
+    ASSERT_EQ(comms.size(), 2u);
+    if (verify) {  // both shapes checked and used once by every rank
+      RunRanks(world, [&](int r) {
+        for (size_t count : {10, 12}) {
+          std::vector<float> data(count, 1.0f);
+          EXPECT_TRUE(
+              comms[r]->AllReduce(data, ReduceOp::kSum, DeadlineAfter(milliseconds(20'000))).ok());
+        }
+      });
+    }
+    std::vector<Status> statuses(world);
+    const auto start = std::chrono::steady_clock::now();
+    RunRanks(world, [&](int r) {
+      std::vector<float> data(r == 0 ? 10 : 12, 1.0f);
+      statuses[r] = comms[r]->AllReduce(data, ReduceOp::kSum, DeadlineAfter(milliseconds(1'000)));
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    for (int r = 0; r < world; ++r) {
+      EXPECT_TRUE(statuses[r].code() == StatusCode::kDeadlineExceeded ||
+                  statuses[r].code() == StatusCode::kUnavailable)
+          << statuses[r].ToString();
+      const std::string other = r == 0 ? "rank 1 called AllReduce of 12 float32 but rank 0 called "
+                                         "AllReduce of 10 float32"
+                                       : "rank 0 called AllReduce of 10 float32 but rank 1 called "
+                                         "AllReduce of 12 float32";
+      EXPECT_NE(statuses[r].message().find("ranks disagree on the collective; " + other),
+                std::string::npos)
+          << "verify=" << verify << ": " << statuses[r].ToString();
+    }
+  }
+}
+
+// AllGatherv is checked once per type (its counts change every step): a
+// later call whose count vectors differ between ranks fails cleanly, naming
+// what each rank called, instead of bringing Gloo down.
+TEST_F(GlooCommunicatorTest, AllGathervCountsThatDifferLaterFailCleanly) {
+  const int world = 2;
+  auto comms = CreateGlooWorld(world, store_.get(), "gatherv");
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<Status> first(world), second(world);
+  RunRanks(world, [&](int r) {
+    const Deadline d = DeadlineAfter(milliseconds(20'000));
+    std::vector<float> mine(3, float(r)), all(6);
+    first[r] = comms[r]->AllGatherv(mine.data(), {3, 3}, DataType::kFloat32, all.data(), d);
+    // Rank 1 thinks it sends 5 rows, rank 0 that rank 1 sends 4.
+    const std::vector<size_t> counts = {3, r == 0 ? size_t{4} : size_t{5}};
+    mine.resize(counts[r]);
+    all.resize(counts[0] + counts[1]);
+    second[r] = comms[r]->AllGatherv(mine.data(), counts, DataType::kFloat32, all.data(),
+                                     DeadlineAfter(milliseconds(1'000)));
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(first[r].ok()) << first[r].ToString();
+    EXPECT_TRUE(second[r].code() == StatusCode::kDeadlineExceeded ||
+                second[r].code() == StatusCode::kUnavailable)
+        << second[r].ToString();
+    EXPECT_NE(second[r].message().find("ranks disagree on the collective; rank " +
+                                       std::to_string(1 - r) + " called AllGatherv of " +
+                                       (r == 0 ? "8" : "7") + " float32 in total"),
+              std::string::npos)
+        << second[r].ToString();
+  }
 }
 
 TEST_F(GlooCommunicatorTest, PeerThatNeverCallsTimesOutAtTheDeadline) {

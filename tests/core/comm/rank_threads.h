@@ -20,6 +20,8 @@ inline void RunRanks(int world, const std::function<void(int)>& fn) {
   for (auto& t : threads) t.join();
 }
 
+// Gloo over TCP for every collective (shared memory off: these ranks share
+// a host, and the tests that use this are about Gloo).
 inline CommunicatorOptions GlooOptions(int rank, int world, const std::string& prefix = "test") {
   CommunicatorOptions o;
   o.backend = Backend::kGloo;
@@ -28,19 +30,18 @@ inline CommunicatorOptions GlooOptions(int rank, int world, const std::string& p
   o.key_prefix = prefix;
   o.bind_address = "127.0.0.1";
   o.rendezvous_timeout = std::chrono::milliseconds(20'000);
+  o.shared_memory = false;
   return o;
 }
 
-// Creates `world` connected Gloo communicators (one per thread, in parallel).
-inline std::vector<std::unique_ptr<Communicator>> CreateGlooWorld(
-    int world, RendezvousStore* store, const std::string& prefix = "test",
-    bool verify_arguments = true) {
+// Creates `world` connected communicators with options(rank), one per
+// thread, in parallel. Empty when any rank failed.
+inline std::vector<std::unique_ptr<Communicator>> CreateWorld(
+    int world, RendezvousStore* store, const std::function<CommunicatorOptions(int)>& options) {
   std::vector<std::unique_ptr<Communicator>> comms(world);
   std::vector<Status> statuses(world);
   RunRanks(world, [&](int r) {
-    CommunicatorOptions o = GlooOptions(r, world, prefix);
-    o.verify_arguments = verify_arguments;
-    auto c = Communicator::Create(o, store);
+    auto c = Communicator::Create(options(r), store);
     statuses[r] = c.status();
     if (c.ok()) comms[r] = std::move(c).value();
   });
@@ -48,6 +49,17 @@ inline std::vector<std::unique_ptr<Communicator>> CreateGlooWorld(
     if (!statuses[r].ok()) return {};
   }
   return comms;
+}
+
+// Creates `world` connected Gloo communicators (one per thread, in parallel).
+inline std::vector<std::unique_ptr<Communicator>> CreateGlooWorld(
+    int world, RendezvousStore* store, const std::string& prefix = "test",
+    bool verify_arguments = true) {
+  return CreateWorld(world, store, [&](int r) {
+    CommunicatorOptions o = GlooOptions(r, world, prefix);
+    o.verify_arguments = verify_arguments;
+    return o;
+  });
 }
 
 // Integer-valued test data, so sums are exact in any order.

@@ -5,6 +5,7 @@ list(APPEND PX_CORE_TEST_SOURCES
   comm/gradient_fusion_test.cc
   comm/nccl_communicator_test.cc
   comm/rendezvous_store_test.cc
+  comm/shm_communicator_test.cc
   comm/wire_bytes_test.cc)
 list(APPEND PX_CORE_TEST_LIBS px_comm)
 
@@ -28,3 +29,14 @@ if(PARALLAX_HAVE_CUDA)
     LIBS px_comm px_nccl
     LABELS gpu)
 endif()
+
+# 2 hosts x 2 ranks in network namespaces (tests/testing/net_hosts.h): the
+# hierarchical all-reduce against the flat one, bytes read at the veths.
+# Needs root; skips with the reason elsewhere.
+px_add_test(NAME comm_multi_host_tests
+  SOURCES
+    comm/multi_host_test.cc
+    ../testing/net_hosts.cc
+    ../testing/subprocess.cc
+  LIBS px_comm
+  LABELS integration)

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/config/suggest.h"
+#include "parallax/status.h"
 
 namespace parallax {
 namespace {

@@ -16,10 +16,19 @@ VariableStats Sparse(int64_t rows, int64_t dim, double alpha, int partitions = 1
   return v;
 }
 
-// Figures that make the predicted time the link bytes alone (1 GB/s, no
-// per-operation cost): the choice is by bytes, as before time counted.
-CostOptions BytesOnly() {
+// The default figures with the all-reduce as Gloo's ring over every rank
+// (no shared memory): what most tests here are about.
+CostOptions Ring() {
   CostOptions o;
+  o.shm_allreduce = false;
+  return o;
+}
+
+// Figures that make the predicted time the link bytes alone (1 GB/s, no
+// per-operation cost, the ring all-reduce): the choice is by bytes, as before
+// time counted.
+CostOptions BytesOnly() {
+  CostOptions o = Ring();
   o.bandwidth_bytes_per_s = 1e9;
   o.collective_latency_s = 0;
   o.ps_rtt_s = 0;
@@ -39,20 +48,60 @@ TEST(CostModelTest, AllReduceIsTheRingVolume) {
   dense.rows = 1;
   dense.dim = 1000;
   // 4 workers: 2·3/4·1000·4 = 6000 bytes each way.
-  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 4}, {}).bytes, 12000);
-  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 1}, {}).bytes, 0);
+  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 4}, Ring()).bytes, 12000);
+  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 1}, Ring()).bytes, 0);
   Choice c = ChoosePath(dense, {.workers = 4, .shards = 2}, {});
   EXPECT_EQ(c.path, VariablePath::kAllReduce);
   EXPECT_NE(c.reason.find("dense"), std::string::npos) << c.reason;
 }
 
+// 4 ranks, a 1000-float buffer: through shared memory on one host nothing
+// crosses a socket; on 2 hosts only each host's first rank is on the
+// network, in a ring of 2; one rank per host is Gloo's ring again.
+TEST(CostModelTest, SharedMemoryAndHierarchicalAllReduce) {
+  VariableStats dense;
+  dense.name = "w";
+  dense.rows = 1;
+  dense.dim = 1000;
+  CostOptions o;  // shm_allreduce: the default
+  o.bandwidth_bytes_per_s = 1e9;
+  o.collective_latency_s = 100e-6;
+  o.shm_call_s = 10e-6;
+  o.shm_bytes_per_s = 2e9;
+  const PathCost one = AllReduceCost(dense, {.workers = 4, .hosts = 1}, o);
+  EXPECT_DOUBLE_EQ(one.bytes, 0);
+  EXPECT_DOUBLE_EQ(one.link_bytes, 0);
+  EXPECT_NEAR(one.seconds, 10e-6 + 4000 / 2e9, 1e-12);
+  // 2 hosts: the leaders' ring of 2 moves 2·1/2·4000 each way; the mean over
+  // a host's 2 ranks is half of the leader's 2 · 4000.
+  const PathCost two = AllReduceCost(dense, {.workers = 4, .hosts = 2}, o);
+  EXPECT_DOUBLE_EQ(two.link_bytes, 4000);
+  EXPECT_DOUBLE_EQ(two.bytes, 4000);
+  EXPECT_NEAR(two.seconds, 4000e-9 + 10e-6 + 1.5 * 100e-6 + 2 * 4000 / 2e9, 1e-12);
+  // The ring over all 4 ranks would put 2 ranks' 2·3/4·4000 on each link.
+  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 4, .hosts = 2}, Ring()).link_bytes, 12000);
+  // 8 ranks on 2 hosts: 4000 on a link instead of 4 · 2·7/8 · 4000 = 28000.
+  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 8, .hosts = 2}, o).link_bytes, 4000);
+  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 8, .hosts = 2}, Ring()).link_bytes, 28000);
+  // One rank per host: nothing to share, Gloo's ring.
+  EXPECT_DOUBLE_EQ(AllReduceCost(dense, {.workers = 4, .hosts = 4}, o).bytes, 12000);
+  // A sparse table of as many elements all-reduced whole: the same bytes and
+  // 2 more passes (its gradient made whole, every row updated).
+  VariableStats table = Sparse(250, 4, 0.1);
+  EXPECT_DOUBLE_EQ(AllReduceCost(table, {.workers = 4, .hosts = 2}, o).link_bytes, 4000);
+  EXPECT_NEAR(AllReduceCost(table, {.workers = 4, .hosts = 1}, o).seconds,
+              10e-6 + 3 * 4000 / 2e9, 1e-12);
+  EXPECT_NEAR(AllReduceCost(table, {.workers = 4, .hosts = 2}, o).seconds,
+              4000e-9 + 10e-6 + 1.5 * 100e-6 + 4 * 4000 / 2e9, 1e-12);
+}
+
 TEST(CostModelTest, GlooFramingOfAnAllGatheredVariable) {
-  // Per direction, 2 workers: 3 gloo::allgather (2 argument checks, the row
-  // counts) of 2 transfers and 1 gloo::allgatherv (the packed rows) of 1, 3
-  // preambles of 48 bytes per transfer: 7 · 144 = 1008, plus 2 call headers
-  // of 24 bytes and the 4-byte count: 1060.
-  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(2), 1060);
-  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(4), 3 * 1060);
+  // Per direction, 2 workers: 1 gloo::allgather (the row counts) of 2
+  // transfers and 1 gloo::allgatherv (the packed rows) of 1, 3 preambles of
+  // 48 bytes per transfer: 3 · 144 = 432, plus the 4-byte count: 436 (the
+  // arguments are checked only the first time a call shape is used).
+  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(2), 436);
+  EXPECT_DOUBLE_EQ(AllGatherFramingBytes(4), 3 * 436);
   EXPECT_DOUBLE_EQ(AllGatherFramingBytes(1), 0);
 }
 
@@ -62,28 +111,28 @@ TEST(CostModelTest, HandComputedSparseCosts) {
   ClusterShape two{.workers = 2, .hosts = 1, .shards = 2};
   // PS: pull 100·72 + 2 messages · 2 headers · 64, push the same.
   EXPECT_DOUBLE_EQ(PsCost(v, two, {}, false).bytes, 2 * (7200 + 256));
-  // All-gather: (N−1)·(100·72 + Gloo's 1060 bytes of framing) each way.
-  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).bytes, 2 * (7200 + 1060));
-  // All-reduce of the whole table: 2·1/2·160,000·4 each way.
-  EXPECT_DOUBLE_EQ(AllReduceCost(v, two, {}).bytes, 2 * 640'000);
+  // All-gather: (N−1)·(100·72 + Gloo's 436 bytes of framing) each way.
+  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).bytes, 2 * (7200 + 436));
+  // All-reduce of the whole table (Gloo's ring): 2·1/2·160,000·4 each way.
+  EXPECT_DOUBLE_EQ(AllReduceCost(v, two, Ring()).bytes, 2 * 640'000);
   // A host's link: its 2 workers' traffic, and for PS its shards' too.
-  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).link_bytes, 2 * (7200 + 1060));
+  EXPECT_DOUBLE_EQ(AllGatherCost(v, two, {}).link_bytes, 2 * (7200 + 436));
   EXPECT_DOUBLE_EQ(PsCost(v, two, {}, false).link_bytes, 2 * 2 * (7200 + 256));
   // Predicted times: link bytes at 1 GB/s plus the operations.
   const CostOptions figures = WithLatency(/*collective_s=*/100e-6, /*ps_rtt_s=*/200e-6);
-  EXPECT_NEAR(AllGatherCost(v, two, figures).seconds, 16'520e-9 + 2 * 100e-6, 1e-12);
+  EXPECT_NEAR(AllGatherCost(v, two, figures).seconds, 15'272e-9 + 2 * 100e-6, 1e-12);
   EXPECT_NEAR(PsCost(v, two, figures, false).seconds, 29'824e-9 + 2 * 200e-6, 1e-12);
   // All-reduce: one fusion-bucket call of 3(N−1) rounds = 1.5 · (N−1) calls.
   EXPECT_NEAR(AllReduceCost(v, two, figures).seconds, 1'280'000e-9 + 1.5 * 100e-6, 1e-12);
   // By bytes, two workers: all-gather is cheapest; four: it grows with N and PS wins.
   EXPECT_EQ(ChoosePath(v, two, BytesOnly()).path, VariablePath::kAllGather);
   ClusterShape four{.workers = 4, .hosts = 1, .shards = 2};
-  EXPECT_DOUBLE_EQ(AllGatherCost(v, four, {}).bytes, 2 * 3 * (7200 + 1060));
+  EXPECT_DOUBLE_EQ(AllGatherCost(v, four, {}).bytes, 2 * 3 * (7200 + 436));
   Choice c = ChoosePath(v, four, BytesOnly());
   EXPECT_EQ(c.path, VariablePath::kPs);
   // The reason shows the predicted times.
   EXPECT_NE(c.reason.find("ps 0.0596 ms/step"), std::string::npos) << c.reason;
-  EXPECT_NE(c.reason.find("allgather 0.0991 ms/step"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("allgather 0.0916 ms/step"), std::string::npos) << c.reason;
   // Four workers on four hosts: the same choice, a quarter of the link bytes.
   ClusterShape spread{.workers = 4, .hosts = 4, .shards = 4};
   EXPECT_DOUBLE_EQ(PsCost(v, spread, {}, false).link_bytes, PsCost(v, spread, {}, false).bytes);
@@ -91,18 +140,18 @@ TEST(CostModelTest, HandComputedSparseCosts) {
 }
 
 TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {
-  // Two workers: all-gather puts 16,520 bytes on the host's link, PS 29,824
-  // (its shard's side too): 13.304 us apart at 1 GB/s. Both take 2
+  // Two workers: all-gather puts 15,272 bytes on the host's link, PS 29,824
+  // (its shard's side too): 14.552 us apart at 1 GB/s. Both take 2
   // operations a step, so the flip comes as a collective call gets dearer
-  // than a PS round trip: at c − r = 6.652 us.
+  // than a PS round trip: at c − r = 7.276 us.
   VariableStats v = Sparse(10'000, 16, 0.01, /*partitions=*/2);
   ClusterShape two{.workers = 2, .hosts = 1, .shards = 2};
   EXPECT_EQ(ChoosePath(v, two, WithLatency(0, 0)).path, VariablePath::kAllGather);
   EXPECT_EQ(ChoosePath(v, two, WithLatency(1e-3, 1e-3)).path, VariablePath::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(6e-6, 0)).path, VariablePath::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(7e-6, 0)).path, VariablePath::kPs);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(106e-6, 100e-6)).path, VariablePath::kAllGather);
-  EXPECT_EQ(ChoosePath(v, two, WithLatency(107e-6, 100e-6)).path, VariablePath::kPs);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(7e-6, 0)).path, VariablePath::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(8e-6, 0)).path, VariablePath::kPs);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(107e-6, 100e-6)).path, VariablePath::kAllGather);
+  EXPECT_EQ(ChoosePath(v, two, WithLatency(108e-6, 100e-6)).path, VariablePath::kPs);
   // Collective calls dear and PS round trips dearer: all-reduce of the whole
   // table (1.28 ms of bytes + 1.5 calls = 5.78 ms) beats all-gather's 2
   // calls (6.02 ms) and the PS (6.03 ms).
@@ -110,11 +159,26 @@ TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {
   EXPECT_EQ(slow_ps.path, VariablePath::kAllReduce) << slow_ps.reason;
   EXPECT_NE(slow_ps.reason.find("allreduce 5.78 ms/step"), std::string::npos) << slow_ps.reason;
   // W3's output embedding at 2 workers with the figures measured here (50,000
-  // × 128, ≈ 2,900 rows a step): all-gather by bytes, PS by time.
+  // × 128, ≈ 2,900 rows a step): all-gather by bytes, PS by time when the
+  // all-reduce is Gloo's ring over the sockets.
   VariableStats out = Sparse(50'000, 128, 0.058);
   EXPECT_EQ(ChoosePath(out, two, BytesOnly()).path, VariablePath::kAllGather);
-  Choice w3 = ChoosePath(out, two, {});  // the defaults: this machine's figures
+  Choice w3 = ChoosePath(out, two, Ring());  // this machine's figures
   EXPECT_EQ(w3.path, VariablePath::kPs) << w3.reason;
+  EXPECT_NE(w3.reason.find("ps 20.1 ms/step"), std::string::npos) << w3.reason;
+  // Through shared memory (the default) the 2 workers of one host reduce the
+  // whole 25.6 MB table with nothing on the link, 20 us + 25.6 MB / 1.4 GB/s
+  // = 18.3 ms, but making its gradient whole and updating every row are 2
+  // more passes: 54.9 ms, and the PS stays. On 2 hosts of one worker each
+  // there is no host to share: the ring, and the PS.
+  Choice w3_shm = ChoosePath(out, two, {});
+  EXPECT_EQ(w3_shm.path, VariablePath::kPs) << w3_shm.reason;
+  EXPECT_NE(w3_shm.reason.find("allreduce 54.9 ms/step (0 B"), std::string::npos) << w3_shm.reason;
+  // Its bias (50,000 × 1, 200 KB) is all-reduced whole: 20 us + 3 passes.
+  Choice bias = ChoosePath(Sparse(50'000, 1, 0.058), two, {});
+  EXPECT_EQ(bias.path, VariablePath::kAllReduce) << bias.reason;
+  EXPECT_NE(bias.reason.find("allreduce 0.449 ms/step (0 B"), std::string::npos) << bias.reason;
+  EXPECT_EQ(ChoosePath(out, {.workers = 2, .hosts = 2, .shards = 2}, {}).path, VariablePath::kPs);
 }
 
 TEST(CostModelTest, ChoiceFlipsFromAllReduceToPsAsAlphaFalls) {
@@ -137,7 +201,7 @@ TEST(CostModelTest, ChoiceFlipsFromAllReduceToPsAsAlphaFalls) {
   CostOptions costly = slow;
   costly.collective_latency_s = 10e-3;
   EXPECT_EQ(ChoosePath(Sparse(1000, 16, 1.0), cluster, costly).path, VariablePath::kPs);
-  for (const CostOptions& o : {BytesOnly(), slow, CostOptions{}}) {
+  for (const CostOptions& o : {BytesOnly(), slow, Ring()}) {
     VariablePath previous = VariablePath::kAllReduce;
     for (double alpha = 1.0; alpha > 0.01; alpha *= 0.8) {
       VariablePath p = ChoosePath(Sparse(1000, 16, alpha), cluster, o).path;
@@ -148,7 +212,7 @@ TEST(CostModelTest, ChoiceFlipsFromAllReduceToPsAsAlphaFalls) {
     }
     EXPECT_EQ(previous, VariablePath::kPs);
   }
-  // A handful of rows: Gloo's framing of all-gather's 2 calls (3 · 1060
+  // A handful of rows: Gloo's framing of all-gather's 2 calls (3 · 436
   // bytes each way at 4 workers) outweighs PS's 4 headers of 64.
   EXPECT_EQ(ChoosePath(Sparse(1000, 16, 0.001), cluster, BytesOnly()).path, VariablePath::kPs);
 }

@@ -51,11 +51,16 @@ class JobPlanTest : public ::testing::Test {
     job.plan.ps_rtt_us = ps_rtt_us;
     return job;
   }
+  // The plan of `regs` on `workers` ranks of `hosts` hosts. The all-reduce
+  // is Gloo's ring over every rank unless `shm_allreduce` (the trainer's
+  // default, see SharedMemoryAllReduceOnAHost): the figures worked out in
+  // these tests are the ring's.
   static StatusOr<JobPlan> Build(const JobConfig& job, int shards,
                                  std::vector<VariableInput> regs = Regs(), int workers = 2,
-                                 int hosts = 1) {
+                                 int hosts = 1, bool shm_allreduce = false) {
     PlanInputs inputs;
     inputs.cluster = {.workers = workers, .hosts = hosts, .shards = shards};
+    inputs.shm_allreduce = shm_allreduce;
     inputs.variables = std::move(regs);
     return BuildPlan(job, inputs);
   }
@@ -99,29 +104,36 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   // 100 × 4 on 4 workers of one host, 2 shards, α = 0.25 (25 rows of 24
   // bytes). By bytes ([plan] figures with no per-operation cost): PS puts
   // 4 · 2 · (600 + 256) = 6,848 bytes a step on the host's link, all-gather
-  // 4 · 3 · (600 + 1516) = 25,392, all-reduce 4 · 1.5 · 1,600 = 9,600.
+  // 4 · 3 · (600 + 436) = 12,432 (436: Gloo's framing of its 2 calls at 2
+  // ranks), all-reduce 4 · 1.5 · 1,600 = 9,600.
   const JobConfig by_bytes_job = WithFigures(Job(Arch::kHybrid), 0, 0);
   auto sparse = Build(by_bytes_job, 2, Regs(), /*workers=*/4);
   ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
   EXPECT_EQ(sparse->variables[0].path, VariablePath::kPs);
   EXPECT_NE(sparse->variables[0].reason.find("ps 0.00685 ms/step (6.85 KB"), std::string::npos)
       << sparse->variables[0].reason;
-  // Two workers, by bytes: this small table (1,600 bytes) is cheapest
-  // all-reduced whole, 2 · 1,600 = 3,200 bytes on the link, against PS
-  // (2 · 2 · 856 = 3,424) and all-gather (2 · (600 + 1,516) = 4,232: its rows
-  // weigh less than Gloo's framing of its 3 calls).
+  // Two workers, by bytes: all-gather, 2 · (600 + 436) = 2,072 bytes on the
+  // link, against all-reduce's 2 · 1,600 = 3,200 and PS's 2 · 2 · 856 =
+  // 3,424. With half the rows touched this small table (1,600 bytes) is
+  // cheapest all-reduced whole: 3,200 against all-gather's 2 · (1,200 +
+  // 436) = 3,272 and PS's 2 · 2 · (1,200 + 256) = 5,824.
   auto two = Build(by_bytes_job, 2);
   ASSERT_TRUE(two.ok());
-  EXPECT_EQ(two->variables[0].path, VariablePath::kAllReduce);
-  // 10,000 rows, 2,500 touched (60,000 bytes): all-gather, 2 · 61,516 =
-  // 123,032 bytes, against PS's 2 · 2 · 60,256 = 241,024 and all-reduce's
+  EXPECT_EQ(two->variables[0].path, VariablePath::kAllGather) << two->variables[0].reason;
+  auto half_regs = Regs();
+  half_regs[0].sampled_batches = Touching(50);
+  auto half = Build(by_bytes_job, 2, half_regs);
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->variables[0].path, VariablePath::kAllReduce) << half->variables[0].reason;
+  // 10,000 rows, 2,500 touched (60,000 bytes): all-gather, 2 · 60,436 =
+  // 120,872 bytes, against PS's 2 · 2 · 60,256 = 241,024 and all-reduce's
   // 2 · 160,000 = 320,000.
   auto by_bytes = Build(by_bytes_job, 2, Regs(10'000));
   ASSERT_TRUE(by_bytes.ok());
   EXPECT_EQ(by_bytes->variables[0].path, VariablePath::kAllGather);
   // The same with the job's [plan] saying a collective call takes 3 ms and a
   // PS round trip 1 ms (as measured here, a call costs several round trips):
-  // all-gather 0.12 + 3 · 3 ms, all-reduce 0.32 + 1.5 · 3 ms, PS
+  // all-gather 0.12 + 2 · 3 ms, all-reduce 0.32 + 1.5 · 3 ms, PS
   // 0.24 + 2 · 1 ms: PS.
   auto by_time = Build(WithFigures(Job(Arch::kHybrid), 3000, 1000), 2, Regs(10'000));
   ASSERT_TRUE(by_time.ok());
@@ -147,6 +159,35 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   auto back = ParseJobPlan(JobPlanToJson(*sparse));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->variables[0].reason, sparse->variables[0].reason);
+}
+
+// The trainer's all-reduce through shared memory (PlanInputs::shm_allreduce)
+// reaches the cost model. With the default figures (a collective call over
+// the network 9 ms, a PS round trip 1.44 ms) the 100 × 4 table on 2 workers
+// goes to the PS when the all-reduce is Gloo's ring (1.5 calls: 13.5 ms),
+// and is all-reduced whole when the 2 workers share a host and reduce
+// through shared memory (one call of about 20 us and 3 passes over its 1,600
+// bytes, nothing on the link); on
+// 2 hosts of one worker each there is nothing to share: the ring, the PS.
+TEST_F(JobPlanTest, SharedMemoryAllReduceOnAHost) {
+  const JobConfig job = Job(Arch::kHybrid);
+  auto ring = Build(job, 2, Regs(), 2, /*hosts=*/1, /*shm_allreduce=*/false);
+  auto shm = Build(job, 2, Regs(), 2, /*hosts=*/1, /*shm_allreduce=*/true);
+  auto spread = Build(job, 2, Regs(), 2, /*hosts=*/2, /*shm_allreduce=*/true);
+  ASSERT_TRUE(ring.ok() && shm.ok() && spread.ok());
+  EXPECT_EQ(ring->variables[0].path, VariablePath::kPs) << ring->variables[0].reason;
+  EXPECT_EQ(shm->variables[0].path, VariablePath::kAllReduce) << shm->variables[0].reason;
+  EXPECT_NE(shm->variables[0].reason.find("allreduce 0.0234 ms/step (0 B"), std::string::npos)
+      << shm->variables[0].reason;
+  EXPECT_EQ(spread->variables[0].path, VariablePath::kPs) << spread->variables[0].reason;
+  // The plan records how it counted, for the report and `parallax plan`.
+  EXPECT_FALSE(ring->cost.shm_allreduce);
+  EXPECT_TRUE(shm->cost.shm_allreduce);
+  auto back = ParseJobPlan(JobPlanToJson(*shm));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->cost.shm_allreduce);
+  EXPECT_DOUBLE_EQ(back->cost.shm_call_s, shm->cost.shm_call_s);
+  EXPECT_DOUBLE_EQ(back->cost.shm_bytes_per_s, shm->cost.shm_bytes_per_s);
 }
 
 // [ps] shared_memory reaches the cost model: on one host the 10,000-row

@@ -26,6 +26,7 @@ JobPlan Plan(const std::vector<VariableStats>& vars, const ClusterShape& cluster
   PlanInputs in;
   in.cluster = cluster;
   in.fusion_bucket_bytes = cost.fusion_bucket_bytes;
+  in.shm_allreduce = cost.shm_allreduce;
   for (size_t i = 0; i < vars.size(); ++i) {
     const VariableStats& v = vars[i];
     VariableInput r;
@@ -63,9 +64,17 @@ std::vector<VariableStats> Model() {
   return {w, emb};
 }
 
+// The default figures with the all-reduce as Gloo's ring over every rank,
+// whose bytes cross the host's link even on one host.
+CostOptions Ring() {
+  CostOptions o;
+  o.shm_allreduce = false;
+  return o;
+}
+
 TEST(PlanReportTest, HybridBeatsEverySinglePath) {
   const ClusterShape cluster{.workers = 4, .hosts = 1, .shards = 2};
-  PlanReport r = BuildPlanReport(Plan(Model(), cluster, {}, Arch::kHybrid));
+  PlanReport r = BuildPlanReport(Plan(Model(), cluster, Ring(), Arch::kHybrid));
   ASSERT_EQ(r.rows.size(), 2u);
   EXPECT_EQ(r.rows[0].path, VariablePath::kAllReduce);
   EXPECT_EQ(r.rows[1].path, VariablePath::kPs);
@@ -117,8 +126,8 @@ TEST(PlanReportTest, ForcedArchAndOverrides) {
 TEST(PlanReportTest, AllGatheredTablesShareTheStepsCalls) {
   const ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
   EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(1, two, {}).bytes, 0);
-  // 3 tables: 2 too many, each 1060 − 4 bytes of framing each way.
-  EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(3, two, {}).bytes, 2 * 2 * 1056);
+  // 3 tables: 2 too many, each 436 − 4 bytes of framing each way.
+  EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(3, two, {}).bytes, 2 * 2 * 432);
   EXPECT_DOUBLE_EQ(AllGatherSharedCallsOvercount(3, two, {}).operations, 4);
   VariableStats a{.name = "a", .sparse = true, .rows = 1000, .dim = 8, .alpha = 0.1};
   VariableStats b = a, c = a;
@@ -127,7 +136,7 @@ TEST(PlanReportTest, AllGatheredTablesShareTheStepsCalls) {
   PlanReport r = BuildPlanReport(Plan({a, b, c}, two, {}, Arch::kAllGather));
   double rows = 0;
   for (const PlannedRow& row : r.rows) rows += row.choice.allgather.bytes;
-  EXPECT_DOUBLE_EQ(r.totals.hybrid.worker, rows - 2 * 2 * 1056);
+  EXPECT_DOUBLE_EQ(r.totals.hybrid.worker, rows - 2 * 2 * 432);
   EXPECT_DOUBLE_EQ(r.totals.allgather.worker, r.totals.hybrid.worker);
   EXPECT_DOUBLE_EQ(r.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllGather)].worker,
                    r.totals.hybrid.worker);
@@ -142,7 +151,7 @@ TEST(PlanReportTest, AllGatheredTablesShareTheStepsCalls) {
 // step, not 10 (core/comm/fusion_buckets.h).
 TEST(PlanReportTest, DenseVariablesShareFusionBucketCalls) {
   const ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
-  CostOptions o;
+  CostOptions o = Ring();
   o.bandwidth_bytes_per_s = 1e9;
   o.collective_latency_s = 1e-3;
   o.ps_rtt_s = 0;
@@ -178,6 +187,13 @@ TEST(PlanReportTest, DenseVariablesShareFusionBucketCalls) {
   o.fusion_bucket_bytes = 0;
   PlanReport unfused = BuildPlanReport(Plan(vars, two, o, Arch::kHybrid));
   EXPECT_NEAR(unfused.totals.hybrid.seconds, link / 1e9 + 10 * call, kTol);
+  // Through shared memory on the one host: one call of its own fixed cost
+  // and one pass over the 40,000 bytes, nothing on the link.
+  o.fusion_bucket_bytes = 64u << 20;
+  o.shm_allreduce = true;
+  PlanReport shm = BuildPlanReport(Plan(vars, two, o, Arch::kHybrid));
+  EXPECT_DOUBLE_EQ(shm.totals.hybrid.link, 0);
+  EXPECT_NEAR(shm.totals.hybrid.seconds, o.shm_call_s + 40'000 / o.shm_bytes_per_s, kTol);
   auto doc = nlohmann::json::parse(PlanReportJson(five));
   EXPECT_DOUBLE_EQ(doc["predicted_seconds_per_step"]["plan"].get<double>(),
                    five.totals.hybrid.seconds);
@@ -187,7 +203,7 @@ TEST(PlanReportTest, DenseVariablesShareFusionBucketCalls) {
 // dense ones; a table larger than a bucket is one call, reduced in place.
 TEST(PlanReportTest, WholeTableGradientsFollowTheDenseOnesInTheBuckets) {
   const ClusterShape two{.workers = 2, .hosts = 1, .shards = 1};
-  CostOptions o;
+  CostOptions o = Ring();
   o.collective_latency_s = 1e-3;
   o.fusion_bucket_bytes = 4000;  // 1000 floats
   VariableStats table{.name = "emb", .sparse = true, .rows = 100, .dim = 30, .alpha = 0.1};

@@ -112,6 +112,12 @@ class FakeSession final : public Session {
     out->assign(v.values.begin() + first * v.dim, v.values.begin() + (first + count) * v.dim);
     return Status::Ok();
   }
+  Status GradientDevice(int, const void*, size_t) override {
+    return FailedPrecondition("the built-in models compute on the CPU");
+  }
+  Status SetLearningRate(int, double) override {
+    return FailedPrecondition("the built-in models set no learning rate");
+  }
   Status ReportMetrics(int64_t, double loss, int64_t) override {
     last_loss = loss;
     return Status::Ok();

@@ -1,0 +1,359 @@
+#!/usr/bin/python3
+"""An emulated cluster on one machine: hosts in network namespaces with shaped links, a
+coordinator on the bridge and one parallax-agent per host.
+
+For scripts (bench/cluster/matrix.py, the cluster tests, anything that wants hosts):
+
+    from cluster import Cluster
+    with Cluster(bin_dir, hosts=4, rate="1gbit", slots=1) as c:
+        job = c.submit("job.toml")          # parallax submit against the cluster's coordinator
+        c.wait_step(job, 10)                # every rank reported a metric point of step 10
+        before = c.link_bytes()             # each host's veth counters, from the host's side
+        end = c.wait(job)                   # the final `parallax status JOB --json` object
+        c.reshape("10gbit")                 # every link, both directions
+        p = c.popen_in_host(0, ["/usr/bin/python3", ...])   # any process inside a host
+
+The hosts come from `px-net-hosts` (bench/cluster/net_hosts_main.cc over
+tests/testing/net_hosts.h, the same code the multi-host tests use): H namespaces, each with one
+veth to a bridge in the root namespace, tbf on both ends of every veth (this kernel has no netem:
+links get a rate, never latency). Names and the subnet are unique per run; everything goes away
+when the `with` block ends, on SIGTERM/SIGINT, and (px-net-hosts and the agents die with this
+process) when the driver is killed.
+
+Run it alone to try it: `cluster.py --bin build/bin --hosts 2 --rate 1gbit` starts a cluster,
+prints its coordinator's address and each host, and waits for Ctrl-C.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    """preexec_fn: SIGTERM when the driver dies (survives `ip netns exec`, which execs)."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _rate_bits(rate):
+    units = {"gbit": 10**9, "mbit": 10**6, "kbit": 10**3, "bit": 1}
+    for suffix, scale in units.items():
+        if rate.endswith(suffix):
+            return int(float(rate[: -len(suffix)]) * scale)
+    return int(rate)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+class Cluster:
+    """H hosts with shaped links, a coordinator and an agent per host (see the module doc).
+
+    Not thread-safe. Every blocking call takes a timeout (seconds) and raises ClusterError with
+    the coordinator's and agents' log tails when it passes.
+    """
+
+    def __init__(self, bin_dir, hosts, rate="1gbit", slots=1, workdir=None,
+                 agent_timeout_ms=10000, start_timeout=60):
+        self.bin = os.path.abspath(bin_dir)
+        self.hosts = hosts
+        self.rate = rate
+        self.slots = slots
+        self.agent_timeout_ms = agent_timeout_ms
+        self.start_timeout = start_timeout
+        self._own_workdir = workdir is None
+        self.workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="px-cluster-"))
+        os.makedirs(self.workdir, exist_ok=True)
+        self.net = None           # px-net-hosts' first line: bridge, coordinator_host, hosts
+        self.address = None       # coordinator HOST:PORT
+        self._net_proc = None
+        self._coordinator = None
+        self._agents = []
+        self._logs = []           # log files of the daemons, closed in stop()
+        self._old_handlers = {}
+
+    # ---- lifetime
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self):
+        if os.path.exists(self.db):
+            # Its agents and jobs would come back with the new ones' names.
+            raise ClusterError(f"{self.workdir} holds the state of an earlier cluster "
+                               "(state.db); give each cluster a directory of its own")
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            # SIGTERM unwinds like Ctrl-C, so `with` blocks tear down.
+            self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
+        self._start_hosts()
+        self._start_coordinator()
+        for i in range(self.hosts):
+            self._start_agent(i)
+        self._wait_agents()
+
+    def stop(self):
+        """Stops agents (and their tasks), the coordinator, and removes the hosts. Idempotent."""
+        for proc in self._agents:
+            _terminate(proc, 15)
+        self._agents = []
+        if self._coordinator is not None:
+            _terminate(self._coordinator, 10)
+            self._coordinator = None
+        if self._net_proc is not None:
+            try:
+                self._net_proc.stdin.write("quit\n")
+                self._net_proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+            _terminate(self._net_proc, 20, first=None)
+            self._net_proc.stdin.close()
+            self._net_proc.stdout.close()
+            self._net_proc = None
+        for log in self._logs:
+            log.close()
+        self._logs = []
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        self._old_handlers = {}
+
+    # ---- hosts
+
+    def _start_hosts(self):
+        tool = os.path.join(self.bin, "px-net-hosts")
+        if not os.access(tool, os.X_OK):
+            raise ClusterError(f"{tool} not found; build it (cmake --build build --target "
+                               "px-net-hosts) or point --bin at the build's bin/")
+        self._net_proc = subprocess.Popen(
+            [tool, "--hosts", str(self.hosts), "--rate", self.rate, "--sweep"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+            preexec_fn=_die_with_parent)
+        line = self._net_proc.stdout.readline()
+        if not line:
+            raise ClusterError("px-net-hosts exited without a word (root and iproute2 needed)")
+        net = json.loads(line)
+        if "error" in net:
+            raise ClusterError(f"px-net-hosts: {net['error']}")
+        self.net = net
+
+    def _ask(self, command):
+        self._net_proc.stdin.write(command + "\n")
+        self._net_proc.stdin.flush()
+        answer = json.loads(self._net_proc.stdout.readline() or '{"error": "px-net-hosts died"}')
+        if "error" in answer:
+            raise ClusterError(f"px-net-hosts {command}: {answer['error']}")
+        return answer
+
+    def link_bytes(self):
+        """[(sent, received)] per host: its veth's kernel counters (frames, headers included)."""
+        return [(b["sent"], b["received"]) for b in self._ask("bytes")["bytes"]]
+
+    def reshape(self, rate):
+        """Every host's link to `rate` ("1gbit", "10gbit", "0" for none), both directions."""
+        for i in range(self.hosts):
+            self._ask(f"shape {i} {rate}")
+        self.rate = rate
+
+    def set_link(self, host, up):
+        self._ask(f"link {host} {'up' if up else 'down'}")
+
+    @property
+    def rate_bits_per_s(self):
+        return _rate_bits(self.rate)
+
+    def host_address(self, i):
+        return self.net["hosts"][i]["address"]
+
+    def host_ifname(self, i):
+        """The host's interface inside its namespace (GLOO_SOCKET_IFNAME for its processes)."""
+        return self.net["hosts"][i]["ifname"]
+
+    def in_host(self, i, argv):
+        return ["/usr/sbin/ip", "netns", "exec", self.net["hosts"][i]["ns"]] + list(argv)
+
+    def popen_in_host(self, i, argv, **kwargs):
+        """A process inside host i; it dies with this process (PR_SET_PDEATHSIG)."""
+        return subprocess.Popen(self.in_host(i, argv), preexec_fn=_die_with_parent, **kwargs)
+
+    # ---- coordinator and agents
+
+    def _start_coordinator(self):
+        port_file = os.path.join(self.workdir, "coordinator.port")
+        log = open(os.path.join(self.workdir, "coordinator.log"), "ab")
+        self._logs.append(log)
+        self._coordinator = subprocess.Popen(
+            [os.path.join(self.bin, "parallax-coordinator"), "--listen",
+             f"{self.net['coordinator_host']}:0", "--db", self.db, "--port-file", port_file,
+             "--agent-timeout-ms", str(self.agent_timeout_ms)],
+            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        port = _wait_word(port_file, self.start_timeout, self._coordinator)
+        if port is None:
+            raise ClusterError("the coordinator did not start:\n" + self.logs())
+        self.address = f"{self.net['coordinator_host']}:{port}"
+
+    def _start_agent(self, i):
+        name = f"h{i}"
+        host = self.host_address(i)
+        log = open(os.path.join(self.workdir, f"agent-{name}.log"), "ab")
+        self._logs.append(log)
+        argv = [os.path.join(self.bin, "parallax-agent"), "--coordinator", self.address,
+                "--name", name, "--workdir", os.path.join(self.workdir, f"agent-{name}"),
+                "--slots", str(self.slots), "--listen", f"{host}:0", "--advertise", host,
+                "--bind-addr", host, "--heartbeat-ms", "1000", "--grace-ms", "2000",
+                "--stop-tasks-on-exit"]
+        # GLOO_SOCKET_IFNAME for the tasks: Gloo binds the host's own interface.
+        env = dict(os.environ, GLOO_SOCKET_IFNAME=self.host_ifname(i))
+        self._agents.append(self.popen_in_host(i, argv, stdout=log, stderr=subprocess.STDOUT,
+                                               env=env))
+
+    def _wait_agents(self):
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            r = self.cli(["agents", "--json"], check=False)
+            if r.returncode == 0:
+                alive = [a for a in json.loads(r.stdout).get("agents", []) if a.get("alive")]
+                if len(alive) >= self.hosts:
+                    return
+            time.sleep(0.2)
+        raise ClusterError(f"{self.hosts} agents did not register in {self.start_timeout} s:\n"
+                           + self.logs())
+
+    @property
+    def db(self):
+        return os.path.join(self.workdir, "state.db")
+
+    def cli(self, args, check=True, timeout=60):
+        """`parallax --coordinator ADDR args...`; CompletedProcess (text)."""
+        r = subprocess.run([os.path.join(self.bin, "parallax"), "--coordinator", self.address]
+                           + list(args), capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise ClusterError(f"parallax {' '.join(args)} failed ({r.returncode}):\n"
+                               f"{r.stdout}{r.stderr}")
+        return r
+
+    def submit(self, job_file):
+        """Submits a job file; returns its id."""
+        out = self.cli(["submit", job_file]).stdout.strip().splitlines()
+        return out[-1].strip()
+
+    def status(self, job_id):
+        return json.loads(self.cli(["status", job_id, "--json"]).stdout)["jobs"][0]
+
+    def wait(self, job_id, timeout=1800):
+        """The job's status object once it is SUCCEEDED, FAILED or CANCELLED."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.status(job_id)
+            if s["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                return s
+            time.sleep(0.25)
+        raise ClusterError(f"job {job_id} did not end in {timeout} s:\n" + self.logs())
+
+    def min_step(self, job_id, ranks):
+        """The newest step every one of `ranks` ranks has a metric point of (-1 before)."""
+        try:
+            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+            rows = con.execute("SELECT rank, MAX(step) FROM metrics WHERE job_id = ? "
+                               "GROUP BY rank", (int(job_id),)).fetchall()
+            con.close()
+        except sqlite3.Error:
+            return -1
+        return min(r[1] for r in rows) if len(rows) == ranks else -1
+
+    def wait_step(self, job_id, ranks, step, timeout=900):
+        """Waits until every rank reported `step`; returns the step seen. Raises when the job
+        ends first or the timeout passes."""
+        deadline = time.monotonic() + timeout
+        last_state_check = 0.0
+        while time.monotonic() < deadline:
+            seen = self.min_step(job_id, ranks)
+            if seen >= step:
+                return seen
+            # Close to the step: poll often; far from it: leave the cores to the job.
+            poll = 0.005 if seen >= step - 2 else 0.1
+            if time.monotonic() - last_state_check > 2:
+                last_state_check = time.monotonic()
+                state = self.status(job_id)["state"]
+                if state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                    raise ClusterError(f"job {job_id} ended ({state}) before step {step}:\n"
+                                       + self.logs())
+            time.sleep(poll)
+        raise ClusterError(f"job {job_id}: step {step} not reached in {timeout} s")
+
+    def logs(self, tail=3000):
+        out = []
+        for name in ["coordinator"] + [f"agent-h{i}" for i in range(self.hosts)]:
+            path = os.path.join(self.workdir, f"{name}.log")
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    out.append(f"---- {name}.log\n{f.read()[-tail:]}")
+            except OSError:
+                pass
+        return "\n".join(out)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _terminate(proc, timeout, first=signal.SIGTERM):
+    """Ends `proc` (SIGTERM, then SIGKILL after `timeout` s); `first`=None just waits."""
+    if proc.poll() is None and first is not None:
+        proc.send_signal(first)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait_word(path, timeout, proc):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                word = f.read().split()
+            if word:
+                return word[0]
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True, help="directory of the parallax binaries")
+    ap.add_argument("--hosts", type=int, default=2)
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--slots", type=int, default=1)
+    args = ap.parse_args()
+    with Cluster(args.bin, args.hosts, args.rate, args.slots) as c:
+        print(json.dumps(dict(coordinator=c.address, workdir=c.workdir, rate=c.rate,
+                              hosts=c.net["hosts"])), flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

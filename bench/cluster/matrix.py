@@ -1,0 +1,450 @@
+#!/usr/bin/python3
+"""W3 on the emulated cluster: Parallax variants side by side with PyTorch DDP, at N workers on
+H hosts with links shaped to a rate, time and bytes where they cross.
+
+Run through bench/cluster/run.sh (it checks the binaries, data and torch, and takes
+/work/bench.lock when it exists). Each shape N:H gets its own cluster (bench/cluster/cluster.py:
+H network namespaces, N/H agent slots each); each rate reshapes its links; each round runs every
+variant once, in order, so the variants alternate; --runs rounds.
+
+Workload: examples/w3.toml with its model dimensions unchanged; only [trainer] batch_size and
+steps change, the same on both sides (--batch, --warmup + --steps), plus `metrics_every = 1`,
+`eval_tokens = 1`, and `[plan] link_bytes_per_s` = the shaped rate / 8 (the planner's link figure;
+--plan FILE adds a measured [plan] table, bench/e2e/calibrate.sh).
+
+- parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce): the job is submitted
+  to the cluster's coordinator; PS shards: one per host (`shards = "auto"`). Its figures come from
+  the ranks' metric points (tokens/s from the slower rank's step times, loss, compute time,
+  dense and sparse wait per step; bench/e2e/e2e.py's job_metrics) and from the links.
+- torch-ddp-sparse, torch-ddp-dense: bench/peers/w3_torch.py, one rank per process, rank r in
+  host r // (N/H), Gloo over the host's interface, data from `parallax-data batches` (what
+  Parallax rank r reads). torch-ddp-nosync: the same ranks with DDP's all-reduce skipped (the
+  compute-only step time of N processes on these cores; its loss means nothing).
+- parallax-torch-*: the same model through the PyTorch front-end, a hook (FRONTEND_TRAINER
+  below) until `parallax.torch` exists; asked for before then, it prints a "skipped" line.
+
+Links: each host's veth counters, read when every rank has finished the warm-up and again near
+the end (Parallax: from the metric points in the coordinator's database; DDP: the ranks wait on
+the driver there), divided by the steps in between. Link utilisation = a direction's bytes per
+second over the rate / 8; the busiest host and direction is `link_util_max`. A run whose
+utilisation is far below 1 was limited by something else (the 2 shared cores, usually).
+
+Predicted: `parallax plan JOB --json --workers N --hosts H` for every Parallax job: the plan's
+predicted communication seconds per step and bytes per host link (busier direction), against the
+measured dense + sparse wait and the veth counters (`link_vs_plan_link`: measured bytes per
+direction over the plan's link figure). `expected_link_bytes` carries the plan's bytes per worker
+by path over this cluster's topology (link_bytes_from_plan) and `link_vs_plan_paths` compares
+with it: where the first ratio is off and the second is not, the cost model's link figure, not
+the bytes the plan predicts, is what misses.
+
+Output (JSON lines): one per run ("stat": "run"); then per shape, rate, variant and metric the
+median over rounds with min and max; and per shape and rate the ratio of each variant's tokens/s
+to torch-ddp-sparse's, the median of the per-round ratios (side by side in one round).
+"""
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
+from cluster import Cluster, ClusterError  # noqa: E402
+from e2e import job_metrics, w3_text  # noqa: E402  (the same figures as the one-host benchmark)
+
+PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
+            "parallax-allreduce": "allreduce"}
+TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
+         "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
+# The PyTorch front-end (`parallax.torch`): the W3 model in PyTorch, trained through Parallax.
+# When it exists, set FRONTEND_TRAINER to the script that trains W3 with it (a [trainer] command
+# reading the same data; schemas/job.md) and the variants below run like the parallax-* ones:
+# the same job file with that command, the same metric points and link counters.
+FRONTEND_TRAINER = None
+FRONTEND = {"parallax-torch-hybrid": "hybrid"}
+
+# Runs at the first rate only: it sends nothing.
+RATE_INDEPENDENT = {"torch-ddp-nosync"}
+
+FULL_VARIANTS = list(PARALLAX) + ["torch-ddp-sparse", "torch-ddp-nosync"]
+SHORT_VARIANTS = ["parallax-hybrid", "torch-ddp-sparse"]
+FULL_SHAPES = "2:2,4:4,8:8,8:2"
+SHORT_SHAPES = "8:8"
+METRICS = ("tokens_per_s", "step_ms", "loss_last20", "compute_ms", "comm_wait_ms",
+           "predicted_comm_ms", "link_bytes_per_step", "predicted_link_bytes",
+           "expected_link_bytes", "link_sent_bytes_per_step", "link_received_bytes_per_step",
+           "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean")
+
+
+def load1():
+    return round(os.getloadavg()[0], 2)
+
+
+def rate_bits(rate):
+    for suffix, scale in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if rate.endswith(suffix):
+            return int(float(rate[: -len(suffix)]) * scale)
+    return int(rate)
+
+
+# ---- Parallax
+
+
+def job_text(args, workers, arch, rate, command=None):
+    """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change;
+    [plan] link_bytes_per_s is the shaped rate."""
+    more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
+    text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more)
+    plan = [f"link_bytes_per_s = {rate_bits(rate) / 8:.6g}"]
+    if args.plan:
+        with open(args.plan, encoding="utf-8") as f:
+            plan += [l for l in f.read().splitlines()
+                     if l.strip() and not l.startswith(("[", "#", "link_bytes_per_s"))]
+    return text + "\n[plan]\n" + "\n".join(plan) + "\n"
+
+
+def prediction(args, job, workers, hosts):
+    """The cost model's figures for the job's plan (`parallax plan --json`)."""
+    r = subprocess.run([os.path.join(args.bin, "parallax"), "plan", job, "--json", "--workers",
+                        str(workers), "--hosts", str(hosts)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"matrix: parallax plan {job} failed:\n{r.stderr[-2000:]}")
+    plan = json.loads(r.stdout)
+    try:
+        by_path = plan["plan_bytes_per_worker_by_path"]
+        return dict(predicted_comm_ms=1000.0 * plan["predicted_seconds_per_step"]["plan"],
+                    predicted_link_bytes=plan["total_bytes_per_host_link"]["plan"],
+                    predicted_worker_bytes=plan["total_bytes_per_worker"]["plan"],
+                    expected_link_bytes=link_bytes_from_plan(
+                        by_path, workers, hosts, plan.get("allreduce_shared_memory", False)),
+                    predicted_paths={v["name"]: v["path"] for v in plan["variables"]})
+    except KeyError as e:
+        sys.exit(f"matrix: `parallax plan --json` has no {e} (its format changed?)")
+
+
+def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False):
+    """What the plan's bytes per worker (by path, sent + received) put on one direction of a
+    host's link, given where they go on this cluster: ranks fill hosts in order (the
+    coordinator's placement), so a ring collective (Gloo's all-reduce and all-gather) crosses
+    each host's link once each way with one rank's half of its bytes; PS shards are one per
+    host, so (H-1)/H of the L = N/H workers' PS bytes leave the host, and as much comes back
+    from its shard's remote clients. With `allreduce_shared_memory` (`parallax plan --json`
+    says so where a host runs several ranks) only a host's first rank all-reduces over the
+    network, so the plan's all-reduce bytes per worker are that rank's divided by the L ranks
+    of its host: the link carries L times half of them. Headers of TCP/IP and Ethernet not
+    included."""
+    if hosts < 2:
+        return 0.0
+    per_host = workers // hosts
+    allreduce_ranks = per_host if allreduce_shared_memory else 1
+    return (allreduce_ranks * by_path.get("allreduce", 0.0) / 2
+            + by_path.get("allgather", 0.0) / 2
+            + per_host * (hosts - 1) / hosts * by_path.get("ps", 0.0))
+
+
+def stored_paths(db, job_id):
+    """The paths of the plan the job ran with (rank 0's planner), from the coordinator."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    row = con.execute("SELECT plan_json FROM plans WHERE job_id = ? ORDER BY attempt DESC",
+                      (int(job_id),)).fetchone()
+    con.close()
+    if row is None:
+        return None
+    return {v["name"]: v.get("path") for v in json.loads(row[0]).get("variables", [])}
+
+
+def sample(cluster, job_id, ranks, step):
+    """(step, link bytes, time) once every rank reported `step`."""
+    cluster.wait_step(job_id, ranks, step)
+    before = cluster.min_step(job_id, ranks)
+    counters = cluster.link_bytes()
+    now = time.monotonic()
+    return (before + cluster.min_step(job_id, ranks)) / 2, counters, now
+
+
+def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, command=None):
+    name = f"{impl}-{workers}x{hosts}-{rate}-{rnd}"
+    job = os.path.join(workdir, f"{name}.toml")
+    with open(job, "w", encoding="utf-8") as f:
+        f.write(job_text(args, workers, arch, rate, command))
+    pred = prediction(args, job, workers, hosts) if command is None else {}
+    job_id = cluster.submit(job)
+    total = args.warmup + args.steps
+    # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
+    s0, b0, t0 = sample(cluster, job_id, workers, args.warmup - 1)
+    s1, b1, t1 = sample(cluster, job_id, workers, total - 3)
+    end = cluster.wait(job_id, timeout=args.timeout)
+    if end["state"] != "SUCCEEDED":
+        raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
+                           + cluster.logs())
+    m = job_metrics(cluster.db, total, args.warmup, args.batch, job_id=int(job_id))
+    out = dict(tokens_per_s=m["tokens_per_s"], step_ms=m["step_ms"],
+               loss_last20=m["loss_last20"], compute_ms=m["compute_ms"],
+               dense_wait_ms=m["dense_wait_ms"], sparse_wait_ms=m["sparse_wait_ms"],
+               comm_wait_ms=m["dense_wait_ms"] + m["sparse_wait_ms"],
+               worker_bytes_per_step=m["bytes_sent_per_worker_per_step"]
+               + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
+                     for p in ("allreduce", "allgather", "ps_push", "ps_pull")))
+    out.update(link_figures(b0, b1, s1 - s0, t1 - t0, cluster.rate_bits_per_s))
+    out.update({k: v for k, v in pred.items() if k != "predicted_paths"})
+    if pred:
+        # Measured per direction (mean over hosts and directions) over the plan's figures.
+        measured = out["link_bytes_per_step"] / 2
+        out["link_vs_plan_link"] = measured / pred["predicted_link_bytes"]
+        if pred["expected_link_bytes"] > 0:
+            out["link_vs_plan_paths"] = measured / pred["expected_link_bytes"]
+    paths = stored_paths(cluster.db, job_id)
+    out["paths"] = paths
+    if pred and paths and pred["predicted_paths"] != paths:
+        out["plan_differs"] = pred["predicted_paths"]  # `parallax plan` chose otherwise
+    return out
+
+
+# ---- PyTorch DDP
+
+
+_torch_runs = 0
+
+
+def batches_file(args, workers, workdir):
+    path = os.path.join(workdir, f"batches-{workers}-{args.batch}-{args.warmup + args.steps}.bin")
+    if not os.path.exists(path):
+        subprocess.run([os.path.join(args.bin, "parallax-data"), "batches",
+                        f"{args.data}/brown/train.tok", "--context", "4", "--batch",
+                        str(args.batch), "--workers", str(workers), "--steps",
+                        str(args.warmup + args.steps), "--seed", "1", "--out", path],
+                       check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def wait_files(paths, procs, timeout):
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(p) for p in paths):
+        dead = [p for p in procs if p.poll() not in (None, 0)]
+        if dead:
+            raise ClusterError(f"a DDP rank exited with {dead[0].returncode}")
+        if time.monotonic() > deadline:
+            raise ClusterError(f"DDP ranks: {len(paths)} files not there in {timeout} s")
+        time.sleep(0.005)
+
+
+def write_flag(directory, name):
+    with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+        f.write("1")
+
+
+def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync=False):
+    name = f"{impl}-{workers}x{hosts}-{cluster.rate}-{rnd}"
+    sync = os.path.join(workdir, name)
+    os.makedirs(sync)
+    batches = batches_file(args, workers, workdir)
+    # A fresh port for every run: the last run's store may still hold its port in TIME_WAIT.
+    global _torch_runs
+    _torch_runs += 1
+    port = 20000 + (os.getpid() * 7 + _torch_runs * 131) % 30000
+    init = f"tcp://{cluster.host_address(0)}:{port}"
+    per_host = workers // hosts
+    procs = []
+    logs = []
+    try:
+        for r in range(workers):
+            h = r // per_host
+            argv = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "w3_torch.py"),
+                    "--batches", batches, "--vocab", f"{args.data}/brown/vocab.tsv",
+                    "--rank", str(r), "--init", init, "--sync-dir", sync,
+                    "--warmup", str(args.warmup), "--steps", str(args.steps),
+                    "--timeout", str(args.timeout)]
+            argv += ["--sparse"] if sparse else []
+            argv += ["--no-sync"] if no_sync else []
+            log = open(os.path.join(sync, f"rank-{r}.log"), "w", encoding="utf-8")
+            logs.append(log)
+            env = dict(os.environ, GLOO_SOCKET_IFNAME=cluster.host_ifname(h),
+                       OPENBLAS_NUM_THREADS="1")
+            procs.append(cluster.popen_in_host(h, argv, stdout=log, stderr=subprocess.STDOUT,
+                                               env=env))
+        wait_files([os.path.join(sync, f"ready-{r}") for r in range(workers)], procs,
+                   args.timeout)
+        b0, t0 = cluster.link_bytes(), time.monotonic()
+        write_flag(sync, "go")
+        done = [os.path.join(sync, f"done-{r}.json") for r in range(workers)]
+        wait_files(done, procs, args.timeout)
+        b1, t1 = cluster.link_bytes(), time.monotonic()
+        write_flag(sync, "finish")
+        for p in procs:
+            if p.wait(timeout=120) != 0:
+                raise ClusterError(f"{name}: a rank exited with {p.returncode}")
+    except ClusterError as e:
+        tails = "".join(open(os.path.join(sync, f"rank-{r}.log"), encoding="utf-8").read()[-1500:]
+                        for r in range(min(2, workers)))
+        raise ClusterError(f"{name}: {e}\n{tails}") from None
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+    results = []
+    for path in done:
+        with open(path, encoding="utf-8") as f:
+            results.append(json.load(f))
+    elapsed = max(r["elapsed"] for r in results)
+    losses = [statistics.mean(step) for step in zip(*(r["losses"] for r in results))]
+    out = dict(tokens_per_s=workers * args.batch * args.steps / elapsed,
+               step_ms=1000.0 * elapsed / args.steps,
+               loss_last20=statistics.mean(losses[-20:]) if not no_sync else None)
+    out.update(link_figures(b0, b1, args.steps, t1 - t0, cluster.rate_bits_per_s))
+    return out
+
+
+# ---- links
+
+
+def link_figures(before, after, steps, seconds, rate_bits_per_s):
+    """Per host per step (mean over hosts) and utilisation of the window [before, after]."""
+    sent = [(a[0] - b[0]) for a, b in zip(after, before)]
+    received = [(a[1] - b[1]) for a, b in zip(after, before)]
+    capacity = rate_bits_per_s / 8.0 * seconds
+    utils = [x / capacity for x in sent + received] if capacity > 0 else [0.0]
+    return dict(link_sent_bytes_by_host=[round(x / steps) for x in sent],
+                link_received_bytes_by_host=[round(x / steps) for x in received],
+                link_sent_bytes_per_step=statistics.mean(sent) / steps,
+                link_received_bytes_per_step=statistics.mean(received) / steps,
+                link_bytes_per_step=statistics.mean(s + r for s, r in zip(sent, received)) / steps,
+                link_bytes_max_host_per_step=max(s + r for s, r in zip(sent, received)) / steps,
+                link_util_max=max(utils), link_util_mean=statistics.mean(utils),
+                window_s=seconds, window_steps=steps)
+
+
+# ---- the matrix
+
+
+def run_one(args, cluster, workers, hosts, impl, rate, workdir, rnd):
+    if impl in PARALLAX:
+        return run_parallax(args, cluster, workers, hosts, impl, PARALLAX[impl], rate, workdir,
+                            rnd)
+    if impl in TORCH:
+        return run_torch(args, cluster, workers, hosts, impl, workdir, rnd, **TORCH[impl])
+    if FRONTEND_TRAINER is None:
+        return None
+    return run_parallax(args, cluster, workers, hosts, impl, FRONTEND[impl], rate, workdir, rnd,
+                        command=["/usr/bin/python3", FRONTEND_TRAINER])
+
+
+def summarize(rows, emit):
+    keys = sorted({(r["workers"], r["hosts"], r["rate"], r["impl"]) for r in rows},
+                  key=lambda k: (k[0], -k[1], k[2], k[3]))
+    for workers, hosts, rate, impl in keys:
+        mine = [r for r in rows if (r["workers"], r["hosts"], r["rate"], r["impl"])
+                == (workers, hosts, rate, impl)]
+        for metric in METRICS:
+            values = [r[metric] for r in mine if r.get(metric) is not None]
+            if values:
+                emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate, metric=metric,
+                          stat="median", runs=len(values), value=round(statistics.median(values), 4),
+                          min=round(min(values), 4), max=round(max(values), 4)))
+        ratios = []
+        for r in mine:
+            peer = [p for p in rows if p["impl"] == "torch-ddp-sparse" and p["round"] == r["round"]
+                    and (p["workers"], p["hosts"], p["rate"]) == (workers, hosts, rate)]
+            if peer and impl != "torch-ddp-sparse":
+                ratios.append(r["tokens_per_s"] / peer[0]["tokens_per_s"])
+        if ratios:
+            emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
+                      metric="tokens_per_s_vs_torch_ddp_sparse", unit="ratio", stat="median",
+                      runs=len(ratios), value=round(statistics.median(ratios), 4),
+                      min=round(min(ratios), 4), max=round(max(ratios), 4)))
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True, help="directory of the parallax binaries")
+    ap.add_argument("--data", default=os.path.join(ROOT, "data"))
+    ap.add_argument("--full", action="store_true",
+                    help=f"the whole matrix: --shapes {FULL_SHAPES} --rates 1gbit,10gbit "
+                    f"--variants {','.join(FULL_VARIANTS)} --runs 3 (each overridable)")
+    ap.add_argument("--shapes", help=f"workers:hosts,... (default {SHORT_SHAPES})")
+    ap.add_argument("--rates", help="link rates, tc units (default 1gbit)")
+    ap.add_argument("--variants", help="comma-separated (default " + ",".join(SHORT_VARIANTS)
+                    + "); known: " + ",".join(list(PARALLAX) + list(TORCH) + list(FRONTEND)))
+    ap.add_argument("--runs", type=int, help="rounds (default 1; 3 with --full)")
+    ap.add_argument("--batch", type=int, default=256, help="per worker, both sides")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=40, help="timed steps, after the warm-up")
+    ap.add_argument("--plan", help="a file with a [plan] table for every Parallax job "
+                    "(its link_bytes_per_s is replaced by the shaped rate)")
+    ap.add_argument("--workdir", help="keep job files, logs and databases here")
+    ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
+    args = ap.parse_args()
+    args.shapes = args.shapes or (FULL_SHAPES if args.full else SHORT_SHAPES)
+    args.rates = args.rates or ("1gbit,10gbit" if args.full else "1gbit")
+    args.variants = args.variants or ",".join(FULL_VARIANTS if args.full else SHORT_VARIANTS)
+    args.runs = args.runs or (3 if args.full else 1)
+    args.data = os.path.abspath(args.data)
+    if args.steps < 20:
+        ap.error("--steps must be at least 20 (the loss is the mean of the last 20)")
+    if args.warmup < 2:
+        ap.error("--warmup must be at least 2")
+    shapes = []
+    for s in args.shapes.split(","):
+        n, _, h = s.partition(":")
+        if not (n.isdigit() and h.isdigit()) or int(h) < 1 or int(n) % int(h):
+            ap.error(f"--shapes: '{s}' is not workers:hosts with hosts dividing workers")
+        shapes.append((int(n), int(h)))
+    args.shapes = shapes
+    for v in args.variants.split(","):
+        if v not in PARALLAX and v not in TORCH and v not in FRONTEND:
+            ap.error(f"unknown variant '{v}'")
+    args.variants = args.variants.split(",")
+    args.rates = args.rates.split(",")
+    return args
+
+
+def main():
+    args = parse_args()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="px-cluster-matrix-")
+    os.makedirs(workdir, exist_ok=True)
+
+    def emit(obj):
+        print(json.dumps(dict(bench="cluster", **obj)), flush=True)
+
+    common = dict(batch=args.batch, warmup=args.warmup, steps=args.steps)
+    rows = []
+    started = time.monotonic()
+    for workers, hosts in args.shapes:
+        cdir = tempfile.mkdtemp(prefix=f"cluster-{workers}x{hosts}-", dir=workdir)
+        with Cluster(args.bin, hosts, args.rates[0], slots=workers // hosts, workdir=cdir) as c:
+            for rate in args.rates:
+                c.reshape(rate)
+                for rnd in range(args.runs):
+                    for impl in args.variants:
+                        if impl in RATE_INDEPENDENT and rate != args.rates[0]:
+                            continue
+                        before, t = load1(), time.monotonic()
+                        r = run_one(args, c, workers, hosts, impl, rate, workdir, rnd)
+                        if r is None:
+                            emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
+                                      stat="skipped", why="parallax.torch does not exist yet "
+                                      "(bench/cluster/matrix.py, FRONTEND_TRAINER)"))
+                            continue
+                        row = dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
+                                   rate_bits_per_s=rate_bits(rate), round=rnd, **common,
+                                   load1_before=before, load1_after=load1(),
+                                   wall_s=round(time.monotonic() - t, 1), **r)
+                        rows.append(row)
+                        emit(dict(stat="run", **{k: round(v, 4) if isinstance(v, float) else v
+                                                 for k, v in row.items()}))
+    summarize(rows, emit)
+    emit(dict(event="matrix", wall_s=round(time.monotonic() - started, 1), workdir=workdir))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+// SET (schemas/ps_wire.md, "Settings"): runtime settings of a shard's
+// variables, here the learning rate, in effect from a step on.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/ps/initializer.h"
+#include "ps/shard_core.h"
+#include "tests/ps/ps_test_util.h"
+
+namespace parallax::ps {
+namespace {
+
+using testing::ExpectOneErrorReply;
+using testing::MakeHeader;
+using testing::ReplyHeader;
+using testing::ReplyValues;
+using testing::Request;
+using testing::Send;
+
+constexpr uint32_t kDim2 = 2;
+
+// Two SGD variables (lr 0.1), one partition each on shard 0.
+std::unique_ptr<ShardCore> TwoVariableShard(Consistency mode, uint32_t workers) {
+  PsPlan plan;
+  plan.consistency = mode;
+  plan.num_workers = workers;
+  for (uint32_t id : {0u, 1u}) {
+    VariableSpec v;
+    v.id = id;
+    v.name = id == 0 ? "a" : "b";
+    v.rows = 10;
+    v.dim = kDim2;
+    v.partition_shards = {0};
+    v.optimizer.type = OptimizerType::kSgd;
+    v.optimizer.lr = 0.1f;
+    v.init.type = Initializer::Type::kZeros;
+    plan.variables.push_back(v);
+  }
+  ShardOptions o;
+  o.plan = plan;
+  auto core = ShardCore::Create(o);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  return std::move(core).value();
+}
+
+std::vector<OutMessage> SendSet(ShardCore* core, uint32_t var, int64_t clock,
+                                const std::string& text) {
+  Header h = MakeHeader(Op::kSet, var, 0, 0, 0, 0, clock);
+  testing::Frames f = Request(h, {}, {});
+  f.f[1] = text;
+  return Send(core, f);
+}
+
+void ExpectAck(const std::vector<OutMessage>& out) {
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kSet)) << out[0].frames[1];
+}
+
+// Row 0 of `var` after every push so far, pulled as of step `clock`.
+float Row0(ShardCore* core, uint32_t var, int64_t clock) {
+  auto out = Send(core, Request(MakeHeader(Op::kPull, var, 0, 0, 1, kDim2, clock), {0}, {}));
+  EXPECT_EQ(out.size(), 1u);
+  if (out.size() != 1) return 0;
+  return ReplyValues(out[0])[0];
+}
+
+// A gradient of 1 on row 0 of `var` for step `clock` from `worker`.
+std::vector<OutMessage> PushOne(ShardCore* core, uint32_t var, uint32_t worker, int64_t clock) {
+  return Send(core,
+              Request(MakeHeader(Op::kPush, var, 0, worker, 1, kDim2, clock), {0}, {1.0f, 1.0f}));
+}
+
+class ShardSettingsTest : public ::testing::Test {};
+
+TEST_F(ShardSettingsTest, SyncLearningRateAppliesFromItsStep) {
+  auto core = TwoVariableShard(Consistency::kSync, 1);
+  // Sent before step 0 applied, in effect from step 1: step 0 keeps 0.1.
+  ExpectAck(SendSet(core.get(), 0, 1, "lr=0.5"));
+  PushOne(core.get(), 0, 0, 0);
+  EXPECT_NEAR(Row0(core.get(), 0, 1), -0.1f, 1e-6);
+  PushOne(core.get(), 0, 0, 1);
+  EXPECT_NEAR(Row0(core.get(), 0, 2), -0.6f, 1e-6);
+  PushOne(core.get(), 0, 0, 2);
+  EXPECT_NEAR(Row0(core.get(), 0, 3), -1.1f, 1e-6);
+  // The other variable kept the plan's rate.
+  PushOne(core.get(), 1, 0, 0);
+  EXPECT_NEAR(Row0(core.get(), 1, 1), -0.1f, 1e-6);
+}
+
+TEST_F(ShardSettingsTest, SyncStepBufferedBeforeTheSetUsesTheRateOfItsStep) {
+  auto core = TwoVariableShard(Consistency::kSync, 2);
+  // Worker 0's contributions to steps 0 and 1 wait for worker 1's.
+  PushOne(core.get(), 0, 0, 0);
+  PushOne(core.get(), 0, 0, 1);
+  ExpectAck(SendSet(core.get(), 0, 1, "lr=0.3"));
+  PushOne(core.get(), 0, 1, 0);
+  PushOne(core.get(), 0, 1, 1);
+  // Mean of two gradients of 1: step 0 at 0.1, step 1 at 0.3.
+  EXPECT_NEAR(Row0(core.get(), 0, 2), -0.4f, 1e-6);
+}
+
+TEST_F(ShardSettingsTest, AsyncLearningRateAppliesToLaterPushesOfEveryVariable) {
+  auto core = TwoVariableShard(Consistency::kAsync, 1);
+  PushOne(core.get(), 0, 0, 0);
+  ExpectAck(SendSet(core.get(), ps_wire::kAllVariables, 1, "lr=0.25"));
+  PushOne(core.get(), 0, 0, 1);
+  PushOne(core.get(), 1, 0, 1);
+  EXPECT_NEAR(Row0(core.get(), 0, 2), -0.35f, 1e-6);
+  EXPECT_NEAR(Row0(core.get(), 1, 2), -0.25f, 1e-6);
+}
+
+TEST_F(ShardSettingsTest, BadSettingsAreRefusedAndChangeNothing) {
+  auto core = TwoVariableShard(Consistency::kAsync, 1);
+  for (const char* text : {"lr", "lr=", "=0.1", "lr=abc", "lr=-1", "lr=0", "lr=inf", "lr=nan",
+                           "lr=0.1x", "momentum=0.5"}) {
+    SCOPED_TRACE(text);
+    ExpectOneErrorReply(SendSet(core.get(), 0, 0, text), ErrorCode::kBadSetting);
+  }
+  ExpectOneErrorReply(SendSet(core.get(), 7, 0, "lr=0.5"), ErrorCode::kUnknownVariable);
+  PushOne(core.get(), 0, 0, 0);
+  EXPECT_NEAR(Row0(core.get(), 0, 1), -0.1f, 1e-6);
+}
+
+TEST_F(ShardSettingsTest, ManyChangesKeepOnlyWhatAStepCanStillUse) {
+  auto core = TwoVariableShard(Consistency::kSync, 1);
+  for (int64_t step = 0; step < 200; ++step) {
+    ExpectAck(SendSet(core.get(), 0, step, step % 2 ? "lr=0.2" : "lr=0.1"));
+    PushOne(core.get(), 0, 0, step);
+  }
+  // 100 steps at 0.1 and 100 at 0.2.
+  EXPECT_NEAR(Row0(core.get(), 0, 200), -30.0f, 1e-3);
+  EXPECT_LE(core->settings_kept(0), 2u);
+}
+
+}  // namespace
+}  // namespace parallax::ps
