@@ -61,6 +61,24 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
   const PathCost shared = AllGatherSharedCallsOvercount(gathered, cluster, options);
   add(&total, shared, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kAllGather)], shared, -1);
+  // The PS variables share the step's round trips: the session issues every
+  // PS variable's pull (and then push) before it waits on any
+  // (trainer/sparse_sync.h), so a step waits one pull and one push round
+  // trip (a dense variable's push-pull is one, beside the pushes), where
+  // each variable's own cost charged it its requests in full.
+  double ps_ops = 0;
+  bool ps_sparse = false, ps_any = false;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (paths[i] != VariablePath::kPs) continue;
+    ps_ops += vars[i].stats.sparse ? 2 : 1;
+    ps_sparse |= vars[i].stats.sparse;
+    ps_any = true;
+  }
+  PathCost ps_shared;
+  ps_shared.operations = ps_any ? ps_ops - (ps_sparse ? 2 : 1) : 0;
+  ps_shared.seconds = ps_shared.operations * options.ps_rtt_s;
+  add(&total, ps_shared, -1);
+  if (by_path) add(&by_path[static_cast<int>(VariablePath::kPs)], ps_shared, -1);
   // The all-reduced gradients share the fusion buckets: dense gradients
   // first, then the whole-table ones of sparse variables, in registration
   // order, as the session registers them.

@@ -1,7 +1,8 @@
 // The predicted cost of a whole plan, not variable by variable: what the
 // planner minimises and what `parallax plan` prints. Variables of a plan
 // share costs that no single variable's cost shows: the all-gathered tables
-// share the step's 2 collective calls, the all-reduced gradients share the
+// share the step's 2 collective calls, the PS variables the step's pull and
+// push round trips (their requests are in flight together), the all-reduced gradients share the
 // trainer's fusion buckets (one call per bucket), and local aggregation of
 // PS gradients applies to every PS variable or to none (a dense variable on
 // the PS turns it off).
