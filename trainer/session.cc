@@ -178,7 +178,8 @@ MetricsReporter::Options SessionImpl::ReporterOptions() const {
   return {.job_id = options_.job_id,
           .attempt = options_.attempt,
           .rank = options_.rank,
-          .every = options_.config.trainer.metrics_every};
+          .every = options_.config.trainer.metrics_every,
+          .last_step = options_.config.trainer.steps - 1};
 }
 
 Status SessionImpl::Usable(const char* what) const {

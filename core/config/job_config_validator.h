@@ -137,8 +137,10 @@ class Validator {
   void ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
   void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
-  // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.
-  void ResolveModelPaths(const toml::table& in, std::string_view prefix, toml::table* out);
+  // Resolves `data` and `*_path` strings of `in` (recursively) into `out`;
+  // a missing `data` file names `fetch`, the command that creates it.
+  void ResolveModelPaths(const toml::table& in, std::string_view prefix, std::string_view fetch,
+                         toml::table* out);
 
   const std::string source_;
   const fs::path base_dir_;

@@ -27,7 +27,7 @@
 // `seconds` is the predicted communication time per step: the bytes on a
 // host's link over the link's bandwidth, plus a fixed cost per operation,
 // measured on the machine (the [plan] table of the job file, schemas/job.md;
-// `bench/e2e/calibrate.py` measures them):
+// `bench/e2e/calibrate.sh` measures them):
 //   all-reduce:  link_bytes / B + c · 1.5 · (N−1) per fusion-bucket call
 //                (core/comm/fusion_buckets.h: a variable alone is one call,
 //                however large; a plan's variables share buckets); through
@@ -87,7 +87,7 @@ struct ClusterShape {
 };
 
 // Link, latency and memory figures. The defaults are what
-// bench/e2e/calibrate.py measured on the development machine (2 shared
+// bench/e2e/calibrate.sh measured on the development machine (2 shared
 // cores, loopback; docs/PERFORMANCE.md, "Choosing by predicted time"); a job
 // names its own machine's figures in its [plan] table.
 struct CostOptions {

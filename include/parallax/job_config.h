@@ -79,7 +79,7 @@ struct JobConfig {
   std::vector<VariableOverride> variables;
 
   // [plan]: the machine's figures for the cost model (core/plan/cost_model.h
-  // CostOptions; unset: its defaults; bench/e2e/calibrate.py measures them),
+  // CostOptions; unset: its defaults; bench/e2e/calibrate.sh measures them),
   // and the partition search run when [ps] partitions =
   // "auto" (docs/ARCHITECTURE.md, "The plan"). Each trial attempt runs
   // search_warmup_steps + search_steps steps at one P and is timed by the

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -180,6 +182,20 @@ TEST_F(PlanCommandTest, ClearErrors) {
   st = RunPlanCommand(o, out);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("--hosts 3"), std::string::npos) << st.message();
+}
+
+// Without a [plan] table the header says the figures are defaults and names
+// the script that measures them; that script exists.
+TEST_F(PlanCommandTest, TheDefaultsHintNamesAScriptThatExists) {
+  PlanCommandOptions o;
+  o.job_file = Job(2);
+  std::ostringstream out;
+  ASSERT_TRUE(RunPlanCommand(o, out).ok());
+  std::smatch m;
+  const std::string text = out.str();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(bench/[A-Za-z0-9_/.-]+)"))) << text;
+  EXPECT_TRUE(std::filesystem::exists(std::string(PARALLAX_SOURCE_DIR) + "/" + m.str()))
+      << m.str() << " named in: " << text;
 }
 
 }  // namespace
