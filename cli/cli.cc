@@ -703,6 +703,9 @@ void Cli::AddLocalCommands(CLI::App* app) {
                    "another number may predict another plan than the job records)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  plan->add_flag("--measure", plan_.measure,
+                 "measure this machine's loopback and shared-memory rates first (well under a "
+                 "second) and plan with them where the job's [plan] sets none");
   plan->add_flag("--json", plan_.json, "print JSON instead of a table");
   plan->callback([this] { result_ = Plan(); });
 }

@@ -286,7 +286,9 @@ void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
     std::optional<double>* out;
   } keys[] = {{"link_bytes_per_s", Range::kPositive, &plan->link_bytes_per_s},
               {"collective_latency_us", Range::kNonNegative, &plan->collective_latency_us},
-              {"ps_rtt_us", Range::kNonNegative, &plan->ps_rtt_us}};
+              {"ps_rtt_us", Range::kNonNegative, &plan->ps_rtt_us},
+              {"loopback_bytes_per_s", Range::kPositive, &plan->loopback_bytes_per_s},
+              {"shm_bytes_per_s", Range::kPositive, &plan->shm_bytes_per_s}};
   for (const auto& k : keys) {
     double v = 0;
     if (ReadNumber(t, "plan", k.key, k.range, &v)) *k.out = v;

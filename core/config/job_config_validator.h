@@ -42,6 +42,7 @@ inline constexpr std::string_view kPsKeys[] = {
     "curve",  "staleness_lr", "shared_memory",     "shared_memory_mb"};
 inline constexpr std::string_view kPlanKeys[] = {
     "link_bytes_per_s",      "collective_latency_us", "ps_rtt_us",
+    "loopback_bytes_per_s",  "shm_bytes_per_s",
     "search_steps",          "search_warmup_steps",   "search_min_partitions",
     "search_max_partitions", "search_max_trials"};
 inline constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};

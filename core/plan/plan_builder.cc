@@ -228,13 +228,11 @@ int PsShards(const JobConfig& job, int hosts) {
   return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
 }
 
-CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs) {
+CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
+                           FigureSources* sources) {
   CostOptions cost;
-  if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
-  if (job.plan.collective_latency_us) {
-    cost.collective_latency_s = *job.plan.collective_latency_us * 1e-6;
-  }
-  if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
+  const FigureSources s = ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts, &cost);
+  if (sources) *sources = s;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
   cost.ps_shared_memory = job.ps.shared_memory;
   cost.fusion_bucket_bytes = inputs.fusion_bucket_bytes;
@@ -253,7 +251,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
   plan.arch = job.job.arch;
   plan.consistency = job.job.consistency;
   plan.cluster = cluster;
-  plan.cost = CostOptionsFor(job, inputs);
+  plan.cost = CostOptionsFor(job, inputs, &plan.figures);
   plan.cost.local_aggregation = LocalAggregationApplies(job, cluster);
   plan.ps = PsPlanOf(job, cluster);
   std::vector<Sparsity> sparsity(inputs.variables.size());

@@ -21,6 +21,8 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
   report.cluster = plan.cluster;
   report.arch = plan.arch;
   report.shm_allreduce = SharedMemoryAllReduce(plan.cluster, plan.cost);
+  report.cost = plan.cost;
+  report.figures = plan.figures;
   std::vector<CostedVariable> vars;
   std::vector<VariablePath> paths;
   for (const PlannedVariable& v : plan.variables) {
@@ -139,6 +141,16 @@ std::string PlanReportJson(const PlanReport& report) {
       {"shards", report.cluster.shards},
       {"arch", ArchName(report.arch)},
       {"allreduce_shared_memory", report.shm_allreduce},
+      {"figures",
+       {{"link_bytes_per_s", {{"value", report.cost.bandwidth_bytes_per_s},
+                              {"source", report.figures.link}}},
+        {"loopback_bytes_per_s", {{"value", LoopbackBytesPerS(report.cost)},
+                                  {"source", report.figures.loopback}}},
+        {"shm_bytes_per_s", {{"value", report.cost.shm_bytes_per_s},
+                             {"source", report.figures.shm}}},
+        {"collective_latency_s", {{"value", report.cost.collective_latency_s},
+                                  {"source", report.figures.collective}}},
+        {"ps_rtt_s", {{"value", report.cost.ps_rtt_s}, {"source", report.figures.ps_rtt}}}}},
       {"variables", vars},
       {"total_bytes_per_worker",
        {{"plan", t.hybrid.worker},

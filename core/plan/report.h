@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/plan/cost_model.h"
+#include "core/plan/host_figures.h"
 #include "core/plan/job_plan.h"
 #include "core/plan/plan_cost.h"
 
@@ -39,6 +40,8 @@ struct PlanReport {
   // hierarchical across hosts (the plan's cost.shm_allreduce, and a host
   // runs several ranks); false: Gloo's ring over every rank.
   bool shm_allreduce = false;
+  CostOptions cost;       // the figures the plan was made with
+  FigureSources figures;  // and where they came from
   std::vector<PlannedRow> rows;
   PlanTotals totals;
 };

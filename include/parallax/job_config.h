@@ -88,6 +88,8 @@ struct JobConfig {
     std::optional<double> link_bytes_per_s;       // > 0
     std::optional<double> collective_latency_us;  // >= 0
     std::optional<double> ps_rtt_us;              // >= 0
+    std::optional<double> loopback_bytes_per_s;   // > 0
+    std::optional<double> shm_bytes_per_s;        // > 0
     int search_steps = 20;                        // >= 1
     int search_warmup_steps = 5;                  // >= 0
     int search_min_partitions = 0;                // 0 = auto (the number of PS shards)
