@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "cli/job_file.h"
+#include "cli/plan_view.h"
 #include "core/comm/host_probe.h"
 #include "core/config/job_config.h"
 #include "core/plan/plan_builder.h"
@@ -36,35 +37,18 @@ StatusOr<std::vector<plan::VariableInput>> RankZeroInputs(const JobConfig& job, 
   return registry.inputs();
 }
 
-// One figure and where it came from.
-void PrintFigure(const char* name, const std::string& value, const std::string& source,
-                 std::ostream& out) {
-  out << "  " << name << " " << value << " (" << source << ")\n";
-}
-
-std::string Fixed(double v, const char* unit) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.4g %s", v, unit);
-  return buf;
-}
-
 void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_batches,
                  std::ostream& out) {
   out << "job '" << job.job.name << "', model '" << job.trainer.model << "': α measured over "
       << sample_batches << " batches of " << job.trainer.batch_size << " of rank 0\n";
-  const plan::CostOptions& c = plan.cost;
   const plan::FigureSources& f = plan.figures;
   out << "machine figures:\n";
-  PrintFigure("link", Fixed(c.bandwidth_bytes_per_s / 1e9, "GB/s"), f.link, out);
-  PrintFigure("loopback", Fixed(plan::LoopbackBytesPerS(c) / 1e9, "GB/s"),
-              c.loopback_bytes_per_s > 0 ? f.loopback : "the link's figure", out);
-  PrintFigure("shared memory", Fixed(c.shm_bytes_per_s / 1e9, "GB/s"), f.shm, out);
-  PrintFigure("collective call", Fixed(c.collective_latency_s * 1e6, "us"), f.collective, out);
-  PrintFigure("PS round trip", Fixed(c.ps_rtt_s * 1e6, "us"), f.ps_rtt, out);
+  for (const std::string& line : FigureLines(plan.cost, f)) out << "  " << line << "\n";
   for (const std::string* s : {&f.link, &f.collective, &f.ps_rtt}) {
     if (*s == "default") {
-      out << "(defaults are a development machine's: --measure probes this one; "
-             "bench/e2e/calibrate.sh measures all of them for the job's [plan] table)\n";
+      out << "(defaults are a development machine's: --measure probes this machine, "
+             "--from-coordinator takes what the agents measured, and bench/e2e/calibrate.sh "
+             "measures all of them for the job's [plan] table)\n";
       break;
     }
   }

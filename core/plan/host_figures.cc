@@ -1,6 +1,7 @@
 #include "core/plan/host_figures.h"
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 namespace parallax::plan {
 namespace {
@@ -23,6 +24,32 @@ std::string MeasuredOn(const HostFigures& h) {
   char when[32];
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm);
   return "measured on " + h.host + " at " + when;
+}
+
+std::string HostFiguresKey(const std::string& hostname) { return "host/" + hostname + "/figures"; }
+
+std::string HostFiguresToJson(const HostFigures& h) {
+  return nlohmann::json{{"host", h.host},
+                        {"measured_unix_s", h.measured_unix_s},
+                        {"link_bytes_per_s", h.link_bytes_per_s},
+                        {"loopback_bytes_per_s", h.loopback_bytes_per_s},
+                        {"shm_bytes_per_s", h.shm_bytes_per_s}}
+      .dump();
+}
+
+StatusOr<HostFigures> ParseHostFigures(std::string_view json) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("host") || !j["host"].is_string()) {
+    return InvalidArgument("host figures: expected a JSON object with \"host\", got '" +
+                           std::string(json.substr(0, 80)) + "'");
+  }
+  HostFigures h;
+  h.host = j["host"].get<std::string>();
+  h.measured_unix_s = j.value("measured_unix_s", int64_t{0});
+  h.link_bytes_per_s = j.value("link_bytes_per_s", 0.0);
+  h.loopback_bytes_per_s = j.value("loopback_bytes_per_s", 0.0);
+  h.shm_bytes_per_s = j.value("shm_bytes_per_s", 0.0);
+  return h;
 }
 
 FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigures> hosts,

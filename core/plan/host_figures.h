@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "core/plan/cost_model.h"
 #include "parallax/job_config.h"
+#include "parallax/status.h"
 
 namespace parallax::plan {
 
@@ -43,6 +45,14 @@ FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigu
 
 // "measured on HOST at YYYY-MM-DD HH:MM UTC".
 std::string MeasuredOn(const HostFigures& h);
+
+// Where an agent leaves its host's figures in the coordinator's key-value
+// store (SQLite, kept across coordinator restarts): "host/<hostname>/figures",
+// the value HostFiguresToJson's (core/calibration/host_calibration.h).
+std::string HostFiguresKey(const std::string& hostname);
+std::string HostFiguresToJson(const HostFigures& h);
+// INVALID_ARGUMENT for text that is not such a JSON object.
+StatusOr<HostFigures> ParseHostFigures(std::string_view json);
 
 }  // namespace parallax::plan
 

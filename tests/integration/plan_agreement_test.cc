@@ -4,8 +4,9 @@
 // vocabulary, runs on a real coordinator and agents at 2 workers on one
 // host, 2 workers on 2 hosts and 4 workers on 2 hosts (local aggregation on);
 // for each, every variable's path, partitions, placement and reason in the
-// plan rank 0 recorded equal what `parallax plan --workers N --hosts H`
-// prints for the same file.
+// plan rank 0 recorded equal what `parallax plan --workers N --hosts H
+// --from-coordinator` prints for the same file: both plan with the figures
+// the agents measured on their host when they started.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -118,10 +119,20 @@ class PlanAgreementTest : public ::testing::Test {
     ASSERT_TRUE(recorded.is_object());
     EXPECT_EQ(recorded["cluster"]["hosts"], hosts);
     EXPECT_EQ(recorded.value("local_aggregation", false), local_aggregation);
+    // The agents measured their host when they started and left the figures
+    // with the coordinator; rank 0 planned with them, and `parallax plan
+    // --from-coordinator` reads the same (the reasons below show the
+    // predicted times, so they agree only if the figures do).
+    const std::string loopback = recorded["figure_sources"]["loopback"];
+    EXPECT_EQ(loopback.rfind("measured on ", 0), 0u) << recorded["figure_sources"].dump();
+    if (hosts == 1) {
+      EXPECT_EQ(recorded["figure_sources"]["link"].get<std::string>().rfind("measured on ", 0), 0u)
+          << recorded["figure_sources"].dump();
+    }
 
     testing::RunResult predicted_run =
         cluster.Cli({"plan", job, "--workers", std::to_string(workers), "--hosts",
-                     std::to_string(hosts), "--json"},
+                     std::to_string(hosts), "--from-coordinator", "--json"},
                     120'000);
     ASSERT_EQ(predicted_run.exit_code, 0) << predicted_run.err;
     const nlohmann::json predicted = nlohmann::json::parse(predicted_run.out);
