@@ -20,6 +20,7 @@
 #include "agent/python_package.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
+#include "core/calibration/host_calibration.h"
 #include "core/daemon/daemon_flags.h"
 #include "schemas/coordinator_constants.h"
 
@@ -32,6 +33,7 @@ struct Flags {
   parallax::agent::AgentOptions options;
   std::string advertise;
   std::string port_file;
+  bool calibrate = true;
   int slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 };
 
@@ -80,6 +82,11 @@ void AddFlags(CLI::App* app, Flags* f) {
                 "stop every task when the agent exits, and let tasks die with it (for `parallax "
                 "run`; a cluster agent leaves tasks running across restarts)");
   app->add_option("--port-file", f->port_file, "write the log service's port here once listening");
+  app->add_option("--calibrate", f->calibrate,
+                  "measure this host's loopback and shared-memory rates at start (well under a "
+                  "second) and leave them with the coordinator for the planner; false: keep the "
+                  "defaults (tests)")
+      ->capture_default_str();
 }
 
 // Completes the agent's options from the daemon settings and this host;
@@ -118,6 +125,32 @@ bool Complete(const parallax::DaemonSettings& settings, Flags* f) {
   return true;
 }
 
+// Probes this host and leaves its figures with the coordinator
+// (core/calibration/host_calibration.h). A coordinator that cannot take them
+// now costs the planner this host's figures, not the agent its start.
+void Calibrate(const parallax::agent::AgentOptions& options) {
+  using namespace parallax;
+  CoordinatorClientOptions copts;
+  copts.address = options.coordinator;
+  copts.auth_token = options.token;
+  copts.tls_ca_file = options.tls_ca_file;
+  copts.client_name = "agent " + options.name;
+  copts.connect_timeout_ms = 2'000;
+  copts.rpc_timeout_ms = 5'000;
+  copts.retry_deadline_ms = 0;
+  StatusOr<std::unique_ptr<CoordinatorClient>> coord = CoordinatorClient::Connect(copts);
+  StatusOr<plan::HostFigures> h =
+      coord.ok() ? calibration::CalibrateHost(coord->get(), options.hostname, {})
+                 : StatusOr<plan::HostFigures>(coord.status());
+  if (!h.ok()) {
+    PX_LOG(WARNING) << "host figures not measured or not stored: " << h.status().ToString()
+                    << "; the planner keeps its defaults for this host";
+    return;
+  }
+  PX_LOG(INFO) << "host figures of " << h->host << ": loopback " << h->loopback_bytes_per_s / 1e9
+               << " GB/s, shared memory " << h->shm_bytes_per_s / 1e9 << " GB/s";
+}
+
 // Serves until a termination signal or until the agent stops by itself; the
 // exit code.
 int Serve(Flags& f, const parallax::DaemonSettings& settings) {
@@ -143,6 +176,7 @@ int Serve(Flags& f, const parallax::DaemonSettings& settings) {
     std::cerr << "parallax-agent: " << s.message() << "\n";
     return 1;
   }
+  if (f.calibrate) Calibrate(options);
 
   AgentServiceOptions service_options;
   service_options.auth_token = options.token;

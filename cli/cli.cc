@@ -18,6 +18,7 @@
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
 #include "cli/run.h"
+#include "core/calibration/host_calibration.h"
 #include "core/base/secret.h"
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
@@ -152,6 +153,7 @@ class Cli {
   int64_t export_step_ = -1;
   std::string export_out_;
   PlanCommandOptions plan_;
+  bool plan_from_coordinator_ = false;  // parallax plan --from-coordinator
   int64_t export_chunk_rows_ = 65536;
 };
 
@@ -363,9 +365,19 @@ void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
     return;
   }
   PrintTable(out_, *rows);
+  out_ << "machine figures:\n";
+  for (const std::string& line : PlanFigureLines(plan)) out_ << "  " << line << "\n";
 }
 
 int Cli::Plan() {
+  if (plan_from_coordinator_) {
+    int code = kExitOk;
+    std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+    if (!client) return code;
+    StatusOr<std::vector<plan::HostFigures>> figures = calibration::FetchHostFigures(client.get());
+    if (!figures.ok()) return Report(figures.status());
+    plan_.host_figures = std::move(figures).value();
+  }
   Status st = RunPlanCommand(plan_, out_);
   return st.ok() ? kExitOk : Report(st);
 }
@@ -703,6 +715,12 @@ void Cli::AddLocalCommands(CLI::App* app) {
                    "another number may predict another plan than the job records)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  plan->add_flag("--measure", plan_.measure,
+                 "measure this machine's loopback and shared-memory rates first (well under a "
+                 "second) and plan with them where the job's [plan] sets none");
+  plan->add_flag("--from-coordinator", plan_from_coordinator_,
+                 "plan with the figures the agents measured on their hosts, as the job's rank 0 "
+                 "does (read from the coordinator)");
   plan->add_flag("--json", plan_.json, "print JSON instead of a table");
   plan->callback([this] { result_ = Plan(); });
 }

@@ -1,8 +1,14 @@
 #include "cli/plan_command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 
 #include "cli/job_file.h"
+#include "cli/plan_view.h"
+#include "core/comm/host_probe.h"
 #include "core/config/job_config.h"
 #include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
@@ -35,14 +41,17 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
                  std::ostream& out) {
   out << "job '" << job.job.name << "', model '" << job.trainer.model << "': α measured over "
       << sample_batches << " batches of " << job.trainer.batch_size << " of rank 0\n";
-  const bool table = job.plan.link_bytes_per_s || job.plan.collective_latency_us ||
-                     job.plan.ps_rtt_us;
-  out << "link " << plan.cost.bandwidth_bytes_per_s / 1e9 << " GB/s, collective call "
-      << plan.cost.collective_latency_s * 1e6 << " us, PS round trip " << plan.cost.ps_rtt_s * 1e6
-      << " us ("
-      << (table ? "the job's [plan] table; defaults for keys it leaves out"
-                : "defaults: measure this machine with bench/e2e/calibrate.sh and put them in [plan]")
-      << ")\n";
+  const plan::FigureSources& f = plan.figures;
+  out << "machine figures:\n";
+  for (const std::string& line : FigureLines(plan.cost, f)) out << "  " << line << "\n";
+  for (const std::string* s : {&f.link, &f.collective, &f.ps_rtt}) {
+    if (*s == "default") {
+      out << "(defaults are a development machine's: --measure probes this machine, "
+             "--from-coordinator takes what the agents measured, and bench/e2e/calibrate.sh "
+             "measures all of them for the job's [plan] table)\n";
+      break;
+    }
+  }
   if (plan::SharedMemoryAllReduce(plan.cluster, plan.cost)) {
     out << "all-reduce: through shared memory among a host's " << plan.cluster.workers_per_host()
         << " ranks";
@@ -55,6 +64,19 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
   if (plan.local_aggregation) {
     out << "local aggregation: the ranks of a host sum their PS gradients and push once\n";
   }
+}
+
+// This machine's loopback and shared-memory rates (core/comm/host_probe.h).
+StatusOr<plan::HostFigures> MeasureThisHost() {
+  PX_ASSIGN_OR_RETURN(comm::HostProbe probe, comm::ProbeHost({}));
+  plan::HostFigures h;
+  char name[256] = "this machine";
+  ::gethostname(name, sizeof(name) - 1);
+  h.host = name;
+  h.measured_unix_s = std::time(nullptr);
+  h.loopback_bytes_per_s = probe.loopback_bytes_per_s;
+  h.shm_bytes_per_s = probe.shm_bytes_per_s;
+  return h;
 }
 
 }  // namespace
@@ -78,6 +100,11 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
   plan::PlanInputs inputs;
   inputs.cluster = {.workers = workers, .hosts = hosts, .shards = plan::PsShards(job, hosts)};
   PX_ASSIGN_OR_RETURN(inputs.variables, RankZeroInputs(job, workers, sample_batches));
+  inputs.host_figures = options.host_figures;
+  if (options.measure) {
+    PX_ASSIGN_OR_RETURN(plan::HostFigures here, MeasureThisHost());
+    inputs.host_figures.push_back(here);
+  }
   StatusOr<plan::JobPlan> plan = plan::BuildPlan(job, inputs);
   if (!plan.ok()) return plan.status().WithContext(options.job_file);
   const plan::PlanReport report = plan::BuildPlanReport(*plan);

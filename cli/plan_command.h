@@ -8,7 +8,9 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
+#include "core/plan/host_figures.h"
 #include "parallax/status.h"
 
 namespace parallax::cli {
@@ -19,6 +21,10 @@ struct PlanCommandOptions {
   int hosts = 1;           // hosts the workers are spread over
   int sample_batches = 4;  // rank 0's batches sampled for α (what the job samples)
   bool json = false;
+  // Probe this machine (core/comm/host_probe.h) and plan with its figures.
+  bool measure = false;
+  // Figures measured elsewhere (tests; an agent's), used as --measure's are.
+  std::vector<plan::HostFigures> host_figures;
 };
 
 // Prints the table (or JSON) to `out`. INVALID_ARGUMENT for a custom trainer

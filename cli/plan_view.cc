@@ -29,4 +29,24 @@ StatusOr<std::vector<std::vector<std::string>>> PlanTableRows(const std::string&
   return rows;
 }
 
+std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::FigureSources& f) {
+  auto line = [](const char* name, double v, const char* unit, const std::string& source) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s %.4g %s", name, v, unit);
+    return std::string(buf) + " (" + source + ")";
+  };
+  return {line("link", c.bandwidth_bytes_per_s / 1e9, "GB/s", f.link),
+          line("loopback", plan::LoopbackBytesPerS(c) / 1e9, "GB/s",
+               c.loopback_bytes_per_s > 0 ? f.loopback : "the link's figure"),
+          line("shared memory", c.shm_bytes_per_s / 1e9, "GB/s", f.shm),
+          line("collective call", c.collective_latency_s * 1e6, "us", f.collective),
+          line("PS round trip", c.ps_rtt_s * 1e6, "us", f.ps_rtt)};
+}
+
+std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
+  if (!plan.ok()) return {};
+  return FigureLines(plan->cost, plan->figures);
+}
+
 }  // namespace parallax::cli

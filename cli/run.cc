@@ -427,22 +427,39 @@ std::optional<int> WatchJob(const RunOptions& options, Embedded& e, CoordinatorC
 }
 
 // The job's end in one line, and the reason when it did not succeed.
-void PrintSummary(int64_t id, const Watched& w, double elapsed, std::ostream& out) {
+void PrintSummary(int64_t id, const Watched& w, int64_t job_steps, double elapsed,
+                  std::ostream& out) {
   const rpc::JobInfo& last = w.last;
-  out << "job " << id << " " << StateName(last.state) << " after " << Duration(elapsed);
-  std::vector<std::string> facts;
-  if (last.step > 0) {
-    facts.push_back(std::to_string(last.step) + " steps, last loss " + std::to_string(w.loss));
-  }
-  if (last.attempt > 1) facts.push_back(std::to_string(last.attempt) + " attempts");
-  for (size_t i = 0; i < facts.size(); ++i) out << (i == 0 ? " (" : ", ") << facts[i];
-  out << (facts.empty() ? "" : ")") << "\n";
+  out << RunSummary({.id = id,
+                     .state = StateName(last.state),
+                     .succeeded = last.state == rpc::JobState::SUCCEEDED,
+                     .job_steps = job_steps,
+                     .last_reported_step = last.step,
+                     .last_loss = w.loss,
+                     .attempts = static_cast<int>(last.attempt),
+                     .elapsed_s = elapsed});
   if (last.__isset.reason && last.state != rpc::JobState::SUCCEEDED) {
     out << "reason: " << last.reason << "\n";
   }
 }
 
 }  // namespace
+
+std::string RunSummary(const RunOutcome& o) {
+  std::ostringstream out;
+  out << "job " << o.id << " " << o.state << " after " << Duration(o.elapsed_s);
+  std::vector<std::string> facts;
+  if (o.succeeded && o.job_steps > 0) {
+    facts.push_back(std::to_string(o.job_steps) + " steps, last loss " + std::to_string(o.last_loss));
+  } else if (o.last_reported_step > 0) {
+    facts.push_back("last reported step " + std::to_string(o.last_reported_step) + ", loss " +
+                    std::to_string(o.last_loss));
+  }
+  if (o.attempts > 1) facts.push_back(std::to_string(o.attempts) + " attempts");
+  for (size_t i = 0; i < facts.size(); ++i) out << (i == 0 ? " (" : ", ") << facts[i];
+  out << (facts.empty() ? "" : ")") << "\n";
+  return out.str();
+}
 
 int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   StatusOr<std::string> job_file_text = ReadJobFile(options.job_file);
@@ -511,7 +528,8 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   for (int i = 0; i < 300 && LiveTasks(client, id) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  PrintSummary(id, w, std::chrono::duration<double>(SteadyClock::now() - start).count(), out);
+  PrintSummary(id, w, config->trainer.steps,
+               std::chrono::duration<double>(SteadyClock::now() - start).count(), out);
   e.agent->Stop();
   e.coordinator->Stop();
   if (w.cancelled) return 130;

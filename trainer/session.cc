@@ -18,6 +18,7 @@
 
 #include "core/base/finite.h"
 #include "core/base/logging.h"
+#include "core/calibration/host_calibration.h"
 #include "core/comm/coordinator_store.h"
 #include "core/plan/job_plan.h"
 #include "core/plan/plan_builder.h"
@@ -181,7 +182,8 @@ MetricsReporter::Options SessionImpl::ReporterOptions() const {
   return {.job_id = options_.job_id,
           .attempt = options_.attempt,
           .rank = options_.rank,
-          .every = options_.config.trainer.metrics_every};
+          .every = options_.config.trainer.metrics_every,
+          .last_step = options_.config.trainer.steps - 1};
 }
 
 Status SessionImpl::Usable(const char* what) const {
@@ -216,6 +218,16 @@ Status SessionImpl::CheckFinite(const plan::PlannedVariable& v,
 
 // ---- Start() ----
 
+// What the agents measured on their hosts (core/calibration/host_calibration.h);
+// none when the coordinator cannot say (the planner keeps its defaults).
+std::vector<plan::HostFigures> MeasuredHostFigures(CoordinatorClient* coord) {
+  StatusOr<std::vector<plan::HostFigures>> figures = calibration::FetchHostFigures(coord);
+  if (figures.ok()) return *std::move(figures);
+  PX_LOG(WARNING) << "the hosts' measured figures are not available: "
+                  << figures.status().ToString() << "; planning with the defaults";
+  return {};
+}
+
 StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
   std::string json;
   if (options_.rank == 0) {
@@ -226,6 +238,7 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
     inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
     inputs.shm_allreduce = WorldOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();
+    if (coord_) inputs.host_figures = MeasuredHostFigures(coord_.get());
     PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
     json = plan::JobPlanToJson(plan);
     if (coord_) {

@@ -72,7 +72,7 @@ Status MetricsReporter::Report(int64_t step, double loss, int64_t samples,
                            "; stopping (lower the learning rate?)");
   }
   samples_ += samples;
-  if (!coord_ || step % options_.every != 0) return Status::Ok();
+  if (!coord_ || !Due(step)) return Status::Ok();
   const auto now = StepMetrics::Clock::now();
   const double seconds = std::chrono::duration<double>(now - since_).count();
   rpc::MetricPoint p;

@@ -99,6 +99,9 @@ class MetricsReporter {
     int attempt = 1;
     int rank = 0;
     int64_t every = 10;
+    // The job's last step (steps − 1), which always gets a point so that
+    // the job's reported step and loss are its last; < 0: unknown.
+    int64_t last_step = -1;
   };
   // `coord` may be null (no coordinator: points are dropped); it must
   // outlive this.
@@ -107,8 +110,12 @@ class MetricsReporter {
 
   // The interval of the first point starts now.
   void Start() { since_ = StepMetrics::Clock::now(); }
-  // Records step `step`'s loss and samples; sends a point when
-  // step % every == 0. INVALID_ARGUMENT naming the step for a NaN or
+  // Whether step `step` gets a point: step % every == 0, or the last step.
+  bool Due(int64_t step) const {
+    return step % options_.every == 0 || (options_.last_step >= 0 && step == options_.last_step);
+  }
+  // Records step `step`'s loss and samples; sends a point when Due(step).
+  // INVALID_ARGUMENT naming the step for a NaN or
   // infinite loss (stop training).
   Status Report(int64_t step, double loss, int64_t samples,
                 const std::function<std::map<std::string, double>()>& values);

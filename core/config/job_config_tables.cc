@@ -58,7 +58,12 @@ void Validator::Run(const toml::table& root, JobConfig* config) {
 
   if (const toml::table* model = GetTable(root, "", "model")) {
     toml::table resolved = *model;
-    ResolveModelPaths(*model, "model", &resolved);
+    // The built-in CTR model reads synthetic data that fetch-data writes
+    // only when asked; every other model's data is the downloaded corpus.
+    const std::string fetch = config->trainer.model == "ctr"
+                                  ? "scripts/fetch-data --synthetic-ctr to write the synthetic CTR data"
+                                  : "scripts/fetch-data to download the data sets";
+    ResolveModelPaths(*model, "model", fetch, &resolved);
     std::ostringstream os;
     os << resolved;
     config->model_toml = os.str();
@@ -281,7 +286,9 @@ void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
     std::optional<double>* out;
   } keys[] = {{"link_bytes_per_s", Range::kPositive, &plan->link_bytes_per_s},
               {"collective_latency_us", Range::kNonNegative, &plan->collective_latency_us},
-              {"ps_rtt_us", Range::kNonNegative, &plan->ps_rtt_us}};
+              {"ps_rtt_us", Range::kNonNegative, &plan->ps_rtt_us},
+              {"loopback_bytes_per_s", Range::kPositive, &plan->loopback_bytes_per_s},
+              {"shm_bytes_per_s", Range::kPositive, &plan->shm_bytes_per_s}};
   for (const auto& k : keys) {
     double v = 0;
     if (ReadNumber(t, "plan", k.key, k.range, &v)) *k.out = v;
@@ -344,13 +351,13 @@ void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverri
 }
 
 void Validator::ResolveModelPaths(const toml::table& in, std::string_view prefix,
-                                  toml::table* out) {
+                                  std::string_view fetch, toml::table* out) {
   for (auto&& [key, node] : in) {
     const std::string k(key.str());
     const std::string path = KeyPath(prefix, k);
     if (node.is_table()) {
       if (toml::table* sub = out->get_as<toml::table>(k)) {
-        ResolveModelPaths(*node.as_table(), path, sub);
+        ResolveModelPaths(*node.as_table(), path, fetch, sub);
       }
       continue;
     }
@@ -361,7 +368,7 @@ void Validator::ResolveModelPaths(const toml::table& in, std::string_view prefix
     if (options_.check_paths && !fs::exists(resolved, ec)) {
       std::string message = "path " + Quote(resolved.string()) + " does not exist";
       message += RelativeHint(node);
-      if (k == "data") message += "; run scripts/fetch-data to download the data sets";
+      if (k == "data") message += "; run " + std::string(fetch);
       KeyError(node, path, message);
       continue;
     }

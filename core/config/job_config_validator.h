@@ -42,6 +42,7 @@ inline constexpr std::string_view kPsKeys[] = {
     "curve",  "staleness_lr", "shared_memory",     "shared_memory_mb"};
 inline constexpr std::string_view kPlanKeys[] = {
     "link_bytes_per_s",      "collective_latency_us", "ps_rtt_us",
+    "loopback_bytes_per_s",  "shm_bytes_per_s",
     "search_steps",          "search_warmup_steps",   "search_min_partitions",
     "search_max_partitions", "search_max_trials"};
 inline constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
@@ -137,8 +138,10 @@ class Validator {
   void ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
   void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
-  // Resolves `data` and `*_path` strings of `in` (recursively) into `out`.
-  void ResolveModelPaths(const toml::table& in, std::string_view prefix, toml::table* out);
+  // Resolves `data` and `*_path` strings of `in` (recursively) into `out`;
+  // a missing `data` file names `fetch`, the command that creates it.
+  void ResolveModelPaths(const toml::table& in, std::string_view prefix, std::string_view fetch,
+                         toml::table* out);
 
   const std::string source_;
   const fs::path base_dir_;

@@ -67,6 +67,17 @@ std::string Predicted(const PathCost& c) {
 
 }  // namespace
 
+double LoopbackBytesPerS(const CostOptions& options) {
+  return options.loopback_bytes_per_s > 0 ? options.loopback_bytes_per_s
+                                          : options.bandwidth_bytes_per_s;
+}
+
+double HostLocalShardFraction(const ClusterShape& cluster) {
+  const int h = std::max(1, cluster.hosts);
+  const int s = std::max(1, cluster.shards);
+  return static_cast<double>((s + h - 1) / h) / s;
+}
+
 bool SharedMemoryAllReduce(const ClusterShape& cluster, const CostOptions& options) {
   return options.shm_allreduce && cluster.workers_per_host() > 1;
 }
@@ -232,24 +243,45 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
   const double pull = PsPullBytes(k, var.dim, options.value_bytes, PsMessages(var, k));
   const double push =
       PsPushBytes(k_push, var.dim, options.value_bytes, PsMessages(var, std::max(1.0, k_push)));
+  // What a worker sends (ids, pushed rows, headers) and receives (pulled
+  // rows, headers); each message's header goes out and its reply's comes back.
+  const double values = static_cast<double>(options.value_bytes) * var.dim;
+  const double received = k * values + (pull + push - k * (kIdBytes + values) -
+                                        k_push * (kIdBytes + values)) / 2;
+  const double sent = pull + push - received;
   cost.bytes = pull + push;
+  // The fraction of a worker's rows whose shard runs on its own host, on the
+  // host with the most shards (round-robin over the hosts): those bytes go
+  // through loopback (or shared memory), never the host's link.
+  const double local = HostLocalShardFraction(cluster);
+  double shm_saved = 0;
   if (options.ps_shared_memory) {
-    // Shards are spread over the hosts: 1/H of a worker's rows have their
-    // shard on its machine, and their values go through shared memory. What
-    // stays on the socket for them: ids, headers, and a 16-byte reference
-    // (ps_wire::kShmRefSize) in each request.
-    const double local = 1.0 / std::max(1, cluster.hosts);
-    const double row_values = static_cast<double>(options.value_bytes) * var.dim;
-    cost.bytes -= local * (k * row_values - kShmRefBytes * PsMessages(var, k));
-    cost.bytes -= local * (k_push * row_values - kShmRefBytes * PsMessages(var, std::max(1.0, k_push)));
+    // Values to and from a shard on the worker's machine go through shared
+    // memory; what stays on the socket for them: ids, headers, and a 16-byte
+    // reference (ps_wire::kShmRefSize) in each request.
+    shm_saved = local * (k * values - kShmRefBytes * PsMessages(var, k)) +
+                local * (k_push * values - kShmRefBytes * PsMessages(var, std::max(1.0, k_push)));
+    cost.bytes -= shm_saved;
   }
-  // A host's workers send what its shards receive from others and the
-  // reverse, so each direction of its link carries L times a worker's total.
-  cost.link_bytes = cluster.workers_per_host() * cost.bytes;
+  const double l = cluster.workers_per_host();
+  const double h = std::max(1, cluster.hosts);
+  if (h <= 1) {
+    // One host: loopback is its link, and carries every worker's traffic.
+    cost.link_bytes = l * cost.bytes;
+  } else {
+    // Out of a host: its workers' requests to remote shards, and its shards'
+    // replies to the remote workers; into it the reverse. The busier side.
+    const double out = l * sent * (1 - local) + l * (h - 1) * received * local;
+    const double in = l * received * (1 - local) + l * (h - 1) * sent * local;
+    cost.link_bytes = std::max(out, in);
+    cost.loopback_bytes = l * (local * (sent + received) - shm_saved);
+  }
   // A pull and a push (a dense variable: one push-pull); a request's
   // partitions travel in parallel.
   cost.operations = var.sparse ? 2 : 1;
-  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s + cost.operations * options.ps_rtt_s;
+  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
+                 cost.loopback_bytes / LoopbackBytesPerS(options) +
+                 cost.operations * options.ps_rtt_s;
   return cost;
 }
 
@@ -259,18 +291,26 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   choice.allreduce = AllReduceCost(var, cluster, options);
   choice.allgather = AllGatherCost(var, cluster, options);
   choice.ps = PsCost(var, cluster, options, /*local_aggregation=*/false);
-  if (options.local_aggregation) {
+  if (options.local_aggregation && var.sparse) {
     choice.ps_aggregated = PsCost(var, cluster, options, /*local_aggregation=*/true);
   } else {
     choice.ps_aggregated.feasible = false;
-    choice.ps_aggregated.why_not = "local aggregation is off";
+    choice.ps_aggregated.why_not = var.sparse ? "local aggregation is off"
+                                              : "a dense variable on the PS is not aggregated";
   }
   char alpha[64];
   std::snprintf(alpha, sizeof(alpha), "α = %.3g", var.alpha);
   if (!var.sparse) {
-    choice.path = VariablePath::kAllReduce;
-    choice.reason = "dense: every element changes every step; all-reduce: " +
-                    Predicted(choice.allreduce);
+    // Every element changes every step: all-reduced, or pushed and pulled
+    // whole through the PS when that is cheaper (fewer, cheaper operations
+    // where collective calls cost much; BytePS's observation).
+    const bool ps = choice.ps.feasible && choice.ps.seconds < choice.allreduce.seconds;
+    choice.path = ps ? VariablePath::kPs : VariablePath::kAllReduce;
+    const PathCost& other = ps ? choice.allreduce : choice.ps;
+    choice.reason = std::string("dense: ") + VariablePathName(choice.path) + " " +
+                    Predicted(ps ? choice.ps : choice.allreduce) + " vs " +
+                    VariablePathName(ps ? VariablePath::kAllReduce : VariablePath::kPs) + " " +
+                    (other.feasible ? Predicted(other) : "n/a (" + other.why_not + ")");
     return choice;
   }
   // Tie-break order: a sparse path touches only the batch's rows, which the

@@ -27,7 +27,7 @@
 // `seconds` is the predicted communication time per step: the bytes on a
 // host's link over the link's bandwidth, plus a fixed cost per operation,
 // measured on the machine (the [plan] table of the job file, schemas/job.md;
-// `bench/e2e/calibrate.py` measures them):
+// `bench/e2e/calibrate.sh` measures them):
 //   all-reduce:  link_bytes / B + c · 1.5 · (N−1) per fusion-bucket call
 //                (core/comm/fusion_buckets.h: a variable alone is one call,
 //                however large; a plan's variables share buckets); through
@@ -37,7 +37,15 @@
 //                for a sparse table all-reduced whole: its gradient made
 //                whole, every row updated)
 //   all-gather:  link_bytes / B + 2 calls · c · (N−1) (row counts, packed rows)
-//   PS:          link_bytes / B + 2 requests (pull, push) · r
+//   PS:          link_bytes / B + loopback_bytes / B_lo + 2 requests (pull,
+//                push) · r; on H > 1 hosts a fraction f = ceil(S/H)/S of a
+//                worker's rows has its shard on its own host (S shards
+//                round-robin over the hosts) and never crosses the link: a
+//                host sends L · sent · (1−f) for its workers and
+//                L · (H−1) · received · f for its shards, receives the
+//                reverse, and moves L · f · (sent + received) over loopback
+//                (B_lo, loopback_bytes_per_s). On one host loopback is the
+//                link and carries everything.
 // c = collective_latency_s (one all-gather call between 2 ranks: 2 ring
 // rounds; a call at N ranks takes (N−1) times that, an all-reduce's 3(N−1)
 // rounds 1.5 times), r = ps_rtt_s (one PS request round trip; the
@@ -79,11 +87,14 @@ struct ClusterShape {
 };
 
 // Link, latency and memory figures. The defaults are what
-// bench/e2e/calibrate.py measured on the development machine (2 shared
+// bench/e2e/calibrate.sh measured on the development machine (2 shared
 // cores, loopback; docs/PERFORMANCE.md, "Choosing by predicted time"); a job
 // names its own machine's figures in its [plan] table.
 struct CostOptions {
   double bandwidth_bytes_per_s = kDefaultLinkBytesPerS;  // a host's link, one direction
+  // Loopback sockets within a host (a worker and the PS shard on its own
+  // host, when there is more than one host); 0: bandwidth_bytes_per_s.
+  double loopback_bytes_per_s = 0;
   double collective_latency_s = kDefaultCollectiveLatencyS;  // one all-gather call, 2 ranks
   double ps_rtt_s = kDefaultPsRttS;                          // one PS request round trip
   size_t fusion_bucket_bytes = 64u << 20;  // SessionOptions::fusion_bucket_bytes
@@ -120,6 +131,9 @@ struct PathCost {
   bool feasible = true;
   double bytes = 0;       // per worker per step, sent + received (what its transport counts)
   double link_bytes = 0;  // per host link per step, the busier direction
+  // Per host per step through loopback sockets on hosts > 1 (a PS shard on
+  // the worker's own host); on one host loopback is the link (link_bytes).
+  double loopback_bytes = 0;
   double operations = 0;  // collective calls or PS requests per step
   double seconds = 0;     // predicted communication time per step: what decides
   std::string why_not;    // when !feasible
@@ -139,19 +153,28 @@ PathCost AllGatherCost(const VariableStats& var, const ClusterShape& cluster,
 PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const CostOptions& options,
                 bool local_aggregation);
 
-// Dense variables go to all-reduce (PS only when forced); a sparse variable
+// A dense variable goes to all-reduce, or to the PS (pushed and pulled whole)
+// when that is predicted faster; a sparse variable
 // to the feasible path with the lowest predicted time (ties: all-gather, then
 // PS: a sparse path touches only the batch's rows). A host's link carries
 // its L = N/H workers' traffic and, on the PS path, that of the shards it
 // runs too: shards are spread over the hosts and serve, in all, what the
-// workers send and receive, so PS costs a host L · (worker bytes) per
-// direction, where all-reduce costs L · 2(N−1)/N · m · 4 and all-gather
+// workers send and receive, so PS costs a host about L · (worker bytes) ·
+// (H−1)/H per direction (its own shard's share stays on the host), where all-reduce costs L · 2(N−1)/N · m · 4 and all-gather
 // L · (N−1) · (k · (8 + 4d) + F). By bytes alone PS wins when α < about
 // (N−1)/N of all-reduce's volume and beats all-gather from N = 3 on; the
 // per-operation costs move these points (all-gather's 2 collective calls a
 // step against PS's 2 round trips).
 Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
                   const CostOptions& options);
+
+// options.loopback_bytes_per_s, or the link's rate when unset.
+double LoopbackBytesPerS(const CostOptions& options);
+
+// The fraction of a worker's PS rows whose shard runs on its own host, on
+// the host with the most shards (shards go round-robin over the hosts:
+// ceil(S/H) of S). 1 on one host.
+double HostLocalShardFraction(const ClusterShape& cluster);
 
 // True when the all-reduce goes through shared memory among a host's ranks
 // (hierarchical across hosts): options.shm_allreduce, and hosts run more

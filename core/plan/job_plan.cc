@@ -24,6 +24,7 @@ json CostToJson(const CostOptions& c) {
   return json{{"link_bytes_per_s", c.bandwidth_bytes_per_s},
               {"collective_latency_s", c.collective_latency_s},
               {"ps_rtt_s", c.ps_rtt_s},
+              {"loopback_bytes_per_s", c.loopback_bytes_per_s},
               {"fusion_bucket_bytes", c.fusion_bucket_bytes},
               {"value_bytes", c.value_bytes},
               {"local_aggregation", c.local_aggregation},
@@ -61,6 +62,7 @@ CostOptions CostFromJson(const json& c) {
   o.bandwidth_bytes_per_s = c.value("link_bytes_per_s", o.bandwidth_bytes_per_s);
   o.collective_latency_s = c.value("collective_latency_s", o.collective_latency_s);
   o.ps_rtt_s = c.value("ps_rtt_s", o.ps_rtt_s);
+  o.loopback_bytes_per_s = c.value("loopback_bytes_per_s", o.loopback_bytes_per_s);
   o.fusion_bucket_bytes = c.value("fusion_bucket_bytes", o.fusion_bucket_bytes);
   o.value_bytes = c.value("value_bytes", o.value_bytes);
   o.local_aggregation = c.value("local_aggregation", o.local_aggregation);
@@ -123,6 +125,11 @@ std::string JobPlanToJson(const JobPlan& plan) {
                     {"hosts", plan.cluster.hosts},
                     {"shards", plan.cluster.shards}};
   doc["cost"] = CostToJson(plan.cost);
+  doc["figure_sources"] = {{"link", plan.figures.link},
+                           {"loopback", plan.figures.loopback},
+                           {"shm", plan.figures.shm},
+                           {"collective", plan.figures.collective},
+                           {"ps_rtt", plan.figures.ps_rtt}};
   doc["local_aggregation"] = plan.local_aggregation;
   doc["variables"] = json::array();
   for (const PlannedVariable& v : plan.variables) {
@@ -164,6 +171,14 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
       plan.cluster.shards = c.value("shards", 0);
     }
     if (doc.contains("cost")) plan.cost = CostFromJson(doc["cost"]);
+    if (doc.contains("figure_sources")) {
+      const json& f = doc["figure_sources"];
+      plan.figures.link = f.value("link", plan.figures.link);
+      plan.figures.loopback = f.value("loopback", plan.figures.loopback);
+      plan.figures.shm = f.value("shm", plan.figures.shm);
+      plan.figures.collective = f.value("collective", plan.figures.collective);
+      plan.figures.ps_rtt = f.value("ps_rtt", plan.figures.ps_rtt);
+    }
     plan.local_aggregation = doc.value("local_aggregation", false);
     const json& vars = doc.at("variables");
     for (size_t i = 0; i < vars.size(); ++i) {

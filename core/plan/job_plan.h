@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/plan/cost_model.h"
+#include "core/plan/host_figures.h"
 #include "core/ps/plan.h"
 #include "parallax/settings.h"
 #include "parallax/status.h"
@@ -60,6 +61,7 @@ struct JobPlan {
   Consistency consistency = Consistency::kSync;
   ClusterShape cluster;  // workers, hosts and PS shards of the attempt
   CostOptions cost;      // the figures the cost model decided with
+  FigureSources figures;  // where cost's machine figures came from
   // The ranks of a host sum their sparse PS gradients and the host's first
   // rank pushes them: ps.num_contributors is the number of hosts.
   bool local_aggregation = false;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/plan/placement.h"
+#include "core/plan/plan_cost.h"
 #include "core/plan/sparsity.h"
 
 namespace parallax::plan {
@@ -51,6 +52,11 @@ void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOpti
     const Choice choice = ChoosePath(CostInputs(*v, partitions), cluster, cost);
     v->path = choice.path;
     v->reason = choice.reason;
+    if (!v->sparse && v->path == VariablePath::kPs && job.job.consistency != Consistency::kSync) {
+      v->path = VariablePath::kAllReduce;
+      v->reason += "; kept on all-reduce: under async and ssp dense variables stay synchronous "
+                   "(arch = \"ps\" moves them)";
+    }
   } else {
     const bool shards = cluster.shards > 0;
     v->path = shards ? VariablePath::kPs : VariablePath::kAllGather;
@@ -137,6 +143,84 @@ ps::PsPlan PsPlanOf(const JobConfig& job, const ClusterShape& cluster) {
   return ps;
 }
 
+// Under arch = "hybrid", the plan with the lowest predicted time among: each
+// variable on its own cheapest path, the same with every dense variable on
+// all-reduce, and every single-path plan — variables of a plan share
+// collective calls and local aggregation, so the per-variable choice alone
+// is not always the cheapest whole (core/plan/plan_cost.h). Variables whose
+// path is fixed ([[variable]], or not measured) keep it in every candidate;
+// a dense variable goes to the PS only where it may (sync, no explicit
+// values). Sets each variable's path, noting a change in its reason.
+void ChooseCheapestPlan(const JobConfig& job, const PlanInputs& inputs,
+                        const std::vector<bool>& fixed, const CostOptions& cost,
+                        std::vector<PlannedVariable>* vars) {
+  const ClusterShape& cluster = inputs.cluster;
+  std::vector<CostedVariable> costed;
+  std::vector<VariablePath> own;
+  for (const PlannedVariable& v : *vars) {
+    const VariableStats stats = CostInputs(v);
+    costed.push_back({stats, ChoosePath(stats, cluster, cost)});
+    own.push_back(v.path);
+  }
+  auto allowed = [&](size_t i, VariablePath p) {
+    const PlannedVariable& v = (*vars)[i];
+    if (p == VariablePath::kPs && cluster.shards <= 0) return false;
+    if (p == VariablePath::kPs && !v.sparse &&
+        job.job.consistency != Consistency::kSync) {
+      return false;
+    }
+    return p != VariablePath::kAllGather || v.sparse;
+  };
+  struct Candidate {
+    const char* name;
+    std::vector<VariablePath> paths;
+  };
+  std::vector<Candidate> candidates = {{"each variable on its cheapest path", own},
+                                       {"dense variables all-reduced", own}};
+  for (size_t i = 0; i < vars->size(); ++i) {
+    if (!fixed[i] && !(*vars)[i].sparse) candidates[1].paths[i] = VariablePath::kAllReduce;
+  }
+  for (auto [name, path] : {std::pair{"all-reduce only", VariablePath::kAllReduce},
+                            std::pair{"all-gather only", VariablePath::kAllGather},
+                            std::pair{"PS only", VariablePath::kPs}}) {
+    Candidate c{name, own};
+    bool possible = true;
+    for (size_t i = 0; i < vars->size(); ++i) {
+      if (fixed[i]) continue;
+      const VariablePath p = !(*vars)[i].sparse && path == VariablePath::kAllGather
+                                 ? VariablePath::kAllReduce
+                                 : path;
+      possible = possible && allowed(i, p);
+      c.paths[i] = p;
+    }
+    if (possible) candidates.push_back(std::move(c));
+  }
+  const Candidate* best = nullptr;
+  double best_seconds = 0, own_seconds = 0;
+  for (const Candidate& c : candidates) {
+    const PlanBytes total = PlanCost(costed, c.paths, cluster, cost);
+    if (&c == &candidates[0]) own_seconds = total.seconds;
+    if (!total.feasible) continue;
+    if (best == nullptr || total.seconds < best_seconds) {
+      best = &c;
+      best_seconds = total.seconds;
+    }
+  }
+  if (best == nullptr) return;
+  for (size_t i = 0; i < vars->size(); ++i) {
+    PlannedVariable& v = (*vars)[i];
+    if (best->paths[i] == v.path) continue;
+    char note[200];
+    std::snprintf(note, sizeof(note),
+                  "; the plan puts it on %s (%s: %.3g ms/step for the whole plan, %.3g with each "
+                  "variable on its cheapest path)",
+                  VariablePathName(best->paths[i]), best->name, best_seconds * 1e3,
+                  own_seconds * 1e3);
+    v.path = best->paths[i];
+    v.reason += note;
+  }
+}
+
 }  // namespace
 
 int PsShards(const JobConfig& job, int hosts) {
@@ -144,13 +228,11 @@ int PsShards(const JobConfig& job, int hosts) {
   return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
 }
 
-CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs) {
+CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
+                           FigureSources* sources) {
   CostOptions cost;
-  if (job.plan.link_bytes_per_s) cost.bandwidth_bytes_per_s = *job.plan.link_bytes_per_s;
-  if (job.plan.collective_latency_us) {
-    cost.collective_latency_s = *job.plan.collective_latency_us * 1e-6;
-  }
-  if (job.plan.ps_rtt_us) cost.ps_rtt_s = *job.plan.ps_rtt_us * 1e-6;
+  const FigureSources s = ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts, &cost);
+  if (sources) *sources = s;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
   cost.ps_shared_memory = job.ps.shared_memory;
   cost.fusion_bucket_bytes = inputs.fusion_bucket_bytes;
@@ -169,28 +251,36 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
   plan.arch = job.job.arch;
   plan.consistency = job.job.consistency;
   plan.cluster = cluster;
-  plan.cost = CostOptionsFor(job, inputs);
+  plan.cost = CostOptionsFor(job, inputs, &plan.figures);
   plan.cost.local_aggregation = LocalAggregationApplies(job, cluster);
   plan.ps = PsPlanOf(job, cluster);
-  for (const VariableInput& in : inputs.variables) {
+  std::vector<Sparsity> sparsity(inputs.variables.size());
+  std::vector<bool> fixed;
+  for (size_t i = 0; i < inputs.variables.size(); ++i) {
+    const VariableInput& in = inputs.variables[i];
     PlannedVariable v = in.var;
     v.path = VariablePath::kAllReduce;
-    Sparsity sparsity;
     if (v.sparse && !in.sampled_batches.empty()) {
-      sparsity = MeasureSparsity(in.sampled_batches, v.rows, cluster.workers_per_host());
-      v.density = sparsity.alpha;
-      v.density_host = sparsity.alpha_host;
+      sparsity[i] = MeasureSparsity(in.sampled_batches, v.rows, cluster.workers_per_host());
+      v.density = sparsity[i].alpha;
+      v.density_host = sparsity[i].alpha_host;
     }
     const VariableOverride* over = OverrideOf(job, v.name);
-    const uint32_t partitions = PartitionsOf(job, over, v, cluster.shards);
-    v.partitions = partitions;
-    ChooseFor(job, cluster, plan.cost, partitions, &v);
+    v.partitions = PartitionsOf(job, over, v, cluster.shards);
+    ChooseFor(job, cluster, plan.cost, v.partitions, &v);
     if (over) PX_RETURN_IF_ERROR(ApplyOverride(*over, cluster, &v));
-    if (v.path == VariablePath::kPs) {
-      plan.ps.variables.push_back(
-          PsSpecOf(v, partitions, plan.ps.num_shards, sparsity, &v.reason));
-    }
+    fixed.push_back(job.job.arch != Arch::kHybrid || (over && over->path) ||
+                    (v.sparse && v.density < 0));
     plan.variables.push_back(std::move(v));
+  }
+  if (job.job.arch == Arch::kHybrid) {
+    ChooseCheapestPlan(job, inputs, fixed, plan.cost, &plan.variables);
+  }
+  for (size_t i = 0; i < plan.variables.size(); ++i) {
+    PlannedVariable& v = plan.variables[i];
+    if (v.path != VariablePath::kPs) continue;
+    plan.ps.variables.push_back(
+        PsSpecOf(v, v.partitions, plan.ps.num_shards, sparsity[i], &v.reason));
   }
   // Local aggregation covers every PS variable or none (a shard expects one
   // kind of contributor), so a dense variable on the PS path, which needs its

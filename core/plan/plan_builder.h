@@ -49,6 +49,9 @@ struct PlanInputs {
   // shared_memory, on by default); false: Gloo's ring over every rank.
   bool shm_allreduce = true;
   std::vector<VariableInput> variables;    // in registration order, ids 0..n-1
+  // What the hosts measured (agents when they start, `parallax plan
+  // --measure`); the job's [plan] overrides them (core/plan/host_figures.h).
+  std::vector<HostFigures> host_figures;
 };
 
 // INVALID_ARGUMENT for a [[variable]] naming no registered variable;
@@ -61,10 +64,12 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs);
 int PsShards(const JobConfig& job, int hosts);
 
 // The cost model's figures for `job` run as `inputs` says: its [plan] table
-// over the defaults, what the job's settings change (value encoding, PS
+// over the hosts' measured figures over the defaults (their sources into
+// *sources when given), what the job's settings change (value encoding, PS
 // shared memory) and how the trainer's collectives run (fusion buckets, the
 // shared-memory all-reduce); local aggregation is BuildPlan's decision.
-CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs);
+CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
+                           FigureSources* sources = nullptr);
 
 }  // namespace parallax::plan
 

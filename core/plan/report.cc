@@ -1,5 +1,6 @@
 #include "core/plan/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,82 +16,35 @@ std::string Shape(const VariableStats& v) {
 
 }  // namespace
 
-PathCost CostOn(const Choice& choice, const VariableStats& var, VariablePath path,
-                const ClusterShape& cluster, const CostOptions& options) {
-  switch (path) {
-    case VariablePath::kAllReduce: return choice.allreduce;
-    case VariablePath::kAllGather: return var.sparse ? choice.allgather : choice.allreduce;
-    case VariablePath::kPs: {
-      if (choice.ps.feasible) return choice.cost(VariablePath::kPs);
-      ClusterShape one = cluster;
-      one.shards = 1;
-      return PsCost(var, one, options, options.local_aggregation);
-    }
-  }
-  return {};
-}
-
 PlanReport BuildPlanReport(const JobPlan& plan) {
   PlanReport report;
-  const ClusterShape& cluster = plan.cluster;
-  const CostOptions& options = plan.cost;
-  report.cluster = cluster;
+  report.cluster = plan.cluster;
   report.arch = plan.arch;
-  report.shm_allreduce = SharedMemoryAllReduce(cluster, options);
+  report.shm_allreduce = SharedMemoryAllReduce(plan.cluster, plan.cost);
+  report.cost = plan.cost;
+  report.figures = plan.figures;
+  std::vector<CostedVariable> vars;
+  std::vector<VariablePath> paths;
   for (const PlannedVariable& v : plan.variables) {
     PlannedRow row;
     row.var = CostInputs(v);
-    row.choice = ChoosePath(row.var, cluster, options);
+    row.choice = ChoosePath(row.var, plan.cluster, plan.cost);
     row.path = v.path;
     row.reason = v.reason;
     if (const ps::VariableSpec* spec = plan.ps.FindVariable(v.id)) {
       row.partition_shards = spec->partition_shards;
     }
-    auto add = [&](PlanBytes* sum, VariablePath p) {
-      const PathCost c = CostOn(row.choice, row.var, p, cluster, options);
-      sum->worker += c.bytes;
-      sum->link += c.link_bytes;
-      sum->seconds += c.seconds;
-    };
-    PlanTotals& t = report.totals;
-    add(&t.hybrid, row.path);
-    add(&t.hybrid_by_path[static_cast<int>(row.path)], row.path);
-    add(&t.allreduce, VariablePath::kAllReduce);
-    add(&t.allgather, VariablePath::kAllGather);
-    add(&t.ps, VariablePath::kPs);
+    vars.push_back({row.var, row.choice});
+    paths.push_back(v.path);
     report.rows.push_back(std::move(row));
   }
-  int in_plan = 0, sparse = 0;
-  for (const PlannedRow& r : report.rows) {
-    in_plan += r.path == VariablePath::kAllGather;
-    sparse += r.var.sparse;
+  PlanTotals& t = report.totals;
+  t.hybrid = PlanCost(vars, paths, plan.cluster, plan.cost, t.hybrid_by_path);
+  for (auto [sum, path] : {std::pair{&t.allreduce, VariablePath::kAllReduce},
+                           std::pair{&t.allgather, VariablePath::kAllGather},
+                           std::pair{&t.ps, VariablePath::kPs}}) {
+    *sum = PlanCost(vars, AllOn(vars, path), plan.cluster, plan.cost);
   }
-  auto share = [&](PlanBytes* sum, int tables) {
-    const PathCost over = AllGatherSharedCallsOvercount(tables, cluster, options);
-    sum->worker -= over.bytes;
-    sum->link -= over.link_bytes;
-    sum->seconds -= over.seconds;
-  };
-  share(&report.totals.hybrid, in_plan);
-  share(&report.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllGather)], in_plan);
-  share(&report.totals.allgather, sparse);
-  // The variables on all-reduce share the step's fusion buckets: dense
-  // gradients first, then the whole-table ones of sparse variables, in
-  // registration order, as the session registers them.
-  auto fuse = [&](PlanBytes* sum, auto on_allreduce) {
-    std::vector<int64_t> elements;
-    for (bool sparse_pass : {false, true}) {
-      for (const PlannedRow& r : report.rows) {
-        if (r.var.sparse == sparse_pass && on_allreduce(r)) elements.push_back(r.var.elements());
-      }
-    }
-    sum->seconds -= AllReduceFusionOvercount(elements, cluster, options).seconds;
-  };
-  auto in_this_plan = [](const PlannedRow& r) { return r.path == VariablePath::kAllReduce; };
-  fuse(&report.totals.hybrid, in_this_plan);
-  fuse(&report.totals.hybrid_by_path[static_cast<int>(VariablePath::kAllReduce)], in_this_plan);
-  fuse(&report.totals.allreduce, [](const PlannedRow&) { return true; });
-  fuse(&report.totals.allgather, [](const PlannedRow& r) { return !r.var.sparse; });
   return report;
 }
 
@@ -126,22 +80,32 @@ std::string FormatPlanReport(const PlanReport& report) {
         << "\n";
   }
   const PlanTotals& t = report.totals;
+  const PlanBytes* columns[] = {&t.hybrid, &t.allreduce, &t.allgather, &t.ps};
+  auto row = [&](const char* label, auto cell) {
+    out << label;
+    const int widths[] = {12, 16, 16, 11};
+    for (int i = 0; i < 4; ++i) {
+      const std::string text = columns[i]->feasible ? cell(*columns[i]) : "n/a";
+      out << std::string(1 + std::max<int>(0, widths[i] - static_cast<int>(text.size())), ' ')
+          << text;
+    }
+    out << "\n";
+  };
   out << "\nbytes per step          this plan  all-reduce only  all-gather only     PS only\n";
-  std::snprintf(line, sizeof(line), "  per worker       %12s %16s %16s %11s\n",
-                FormatBytes(t.hybrid.worker).c_str(), FormatBytes(t.allreduce.worker).c_str(),
-                FormatBytes(t.allgather.worker).c_str(), FormatBytes(t.ps.worker).c_str());
-  out << line;
-  std::snprintf(line, sizeof(line), "  per host link    %12s %16s %16s %11s\n",
-                FormatBytes(t.hybrid.link).c_str(), FormatBytes(t.allreduce.link).c_str(),
-                FormatBytes(t.allgather.link).c_str(), FormatBytes(t.ps.link).c_str());
-  out << line;
-  std::snprintf(line, sizeof(line), "  predicted ms     %12.3g %16.3g %16.3g %11.3g\n",
-                t.hybrid.seconds * 1e3, t.allreduce.seconds * 1e3, t.allgather.seconds * 1e3,
-                t.ps.seconds * 1e3);
-  out << line;
+  row("  per worker      ", [](const PlanBytes& b) { return FormatBytes(b.worker); });
+  row("  per host link   ", [](const PlanBytes& b) { return FormatBytes(b.link); });
+  row("  predicted ms    ", [](const PlanBytes& b) {
+    char ms[32];
+    std::snprintf(ms, sizeof(ms), "%.3g", b.seconds * 1e3);
+    return std::string(ms);
+  });
+  for (const PlanBytes* c : columns) {
+    if (!c->feasible) out << "(n/a: " << c->why_not << ")\n";
+  }
   out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
          " direction of one host's link, its PS shards included; predicted: communication time\n"
-         " per step, link bytes / bandwidth + operations x latency, which the plan minimises)\n";
+         " per step, link bytes / bandwidth + operations x latency; under arch = \"hybrid\" the\n"
+         " plan is the cheapest predicted of the per-variable choice and the single-path plans)\n";
   return out.str();
 }
 
@@ -177,6 +141,16 @@ std::string PlanReportJson(const PlanReport& report) {
       {"shards", report.cluster.shards},
       {"arch", ArchName(report.arch)},
       {"allreduce_shared_memory", report.shm_allreduce},
+      {"figures",
+       {{"link_bytes_per_s", {{"value", report.cost.bandwidth_bytes_per_s},
+                              {"source", report.figures.link}}},
+        {"loopback_bytes_per_s", {{"value", LoopbackBytesPerS(report.cost)},
+                                  {"source", report.figures.loopback}}},
+        {"shm_bytes_per_s", {{"value", report.cost.shm_bytes_per_s},
+                             {"source", report.figures.shm}}},
+        {"collective_latency_s", {{"value", report.cost.collective_latency_s},
+                                  {"source", report.figures.collective}}},
+        {"ps_rtt_s", {{"value", report.cost.ps_rtt_s}, {"source", report.figures.ps_rtt}}}}},
       {"variables", vars},
       {"total_bytes_per_worker",
        {{"plan", t.hybrid.worker},
@@ -196,7 +170,12 @@ std::string PlanReportJson(const PlanReport& report) {
        {{"plan", t.hybrid.seconds},
         {"allreduce", t.allreduce.seconds},
         {"allgather", t.allgather.seconds},
-        {"ps", t.ps.seconds}}}};
+        {"ps", t.ps.seconds}}},
+      {"feasible",
+       {{"plan", t.hybrid.feasible},
+        {"allreduce", t.allreduce.feasible},
+        {"allgather", t.allgather.feasible},
+        {"ps", t.ps.feasible}}}};
   return doc.dump(2);
 }
 

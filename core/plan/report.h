@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/plan/cost_model.h"
+#include "core/plan/host_figures.h"
 #include "core/plan/job_plan.h"
+#include "core/plan/plan_cost.h"
 
 namespace parallax::plan {
 
@@ -22,18 +24,8 @@ struct PlannedRow {
   std::vector<uint32_t> partition_shards;  // on the PS: partition -> shard
 };
 
-// Bytes per step of a whole plan: through one worker's transport (sent +
-// received), and on a host's link (the busier direction, shards included).
-// The all-gathered variables of a plan share the step's 2 calls
-// (AllGatherSharedCallsOvercount), which totals count once; its variables on
-// all-reduce share the step's fusion buckets (AllReduceFusionOvercount),
-// which totals count as the trainer forms them.
-// PS-only can look cheap per worker — the shards' side of its traffic shows
-// on the link. `seconds`: the predicted communication time per step (the sum
-// over variables; what the cost model minimises, variable by variable).
-struct PlanBytes {
-  double worker = 0, link = 0, seconds = 0;
-};
+// The plan's predicted cost (core/plan/plan_cost.h) and that of forcing one
+// path for every variable.
 struct PlanTotals {
   PlanBytes hybrid, allreduce, allgather, ps;  // `hybrid`: this plan, whatever its arch
   // This plan's bytes by the path they take (index: VariablePath), what the
@@ -48,6 +40,8 @@ struct PlanReport {
   // hierarchical across hosts (the plan's cost.shm_allreduce, and a host
   // runs several ranks); false: Gloo's ring over every rank.
   bool shm_allreduce = false;
+  CostOptions cost;       // the figures the plan was made with
+  FigureSources figures;  // and where they came from
   std::vector<PlannedRow> rows;
   PlanTotals totals;
 };
@@ -58,11 +52,6 @@ PlanReport BuildPlanReport(const JobPlan& plan);
 std::string FormatPlanReport(const PlanReport& report);
 // The same as JSON text.
 std::string PlanReportJson(const PlanReport& report);
-
-// What `var` costs on `path` (a dense variable on PS moves every element
-// both ways; without shards, what it would move with one).
-PathCost CostOn(const Choice& choice, const VariableStats& var, VariablePath path,
-                const ClusterShape& cluster, const CostOptions& options);
 
 }  // namespace parallax::plan
 

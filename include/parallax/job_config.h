@@ -79,7 +79,7 @@ struct JobConfig {
   std::vector<VariableOverride> variables;
 
   // [plan]: the machine's figures for the cost model (core/plan/cost_model.h
-  // CostOptions; unset: its defaults; bench/e2e/calibrate.py measures them),
+  // CostOptions; unset: its defaults; bench/e2e/calibrate.sh measures them),
   // and the partition search run when [ps] partitions =
   // "auto" (docs/ARCHITECTURE.md, "The plan"). Each trial attempt runs
   // search_warmup_steps + search_steps steps at one P and is timed by the
@@ -88,6 +88,8 @@ struct JobConfig {
     std::optional<double> link_bytes_per_s;       // > 0
     std::optional<double> collective_latency_us;  // >= 0
     std::optional<double> ps_rtt_us;              // >= 0
+    std::optional<double> loopback_bytes_per_s;   // > 0
+    std::optional<double> shm_bytes_per_s;        // > 0
     int search_steps = 20;                        // >= 1
     int search_warmup_steps = 5;                  // >= 0
     int search_min_partitions = 0;                // 0 = auto (the number of PS shards)

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -180,6 +182,86 @@ TEST_F(PlanCommandTest, ClearErrors) {
   st = RunPlanCommand(o, out);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("--hosts 3"), std::string::npos) << st.message();
+}
+
+// Without a [plan] table the header says the figures are defaults and names
+// the script that measures them; that script exists.
+TEST_F(PlanCommandTest, TheDefaultsHintNamesAScriptThatExists) {
+  PlanCommandOptions o;
+  o.job_file = Job(2);
+  std::ostringstream out;
+  ASSERT_TRUE(RunPlanCommand(o, out).ok());
+  std::smatch m;
+  const std::string text = out.str();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(bench/[A-Za-z0-9_/.-]+)"))) << text;
+  EXPECT_TRUE(std::filesystem::exists(std::string(PARALLAX_SOURCE_DIR) + "/" + m.str()))
+      << m.str() << " named in: " << text;
+}
+
+// Measured figures (as an agent or --measure reports them) replace the
+// defaults where the job's [plan] sets none, and the plan says where each
+// figure came from; on one host the measured loopback is the link.
+TEST_F(PlanCommandTest, MeasuredFiguresAndTheirSources) {
+  plan::HostFigures slow{.host = "h1", .measured_unix_s = 1'795'000'000,
+                         .link_bytes_per_s = 1.25e8, .loopback_bytes_per_s = 2e9,
+                         .shm_bytes_per_s = 5e9};
+  plan::HostFigures fast = slow;
+  fast.host = "h2";
+  fast.link_bytes_per_s = 1.25e9;
+  fast.loopback_bytes_per_s = 3e9;
+  PlanCommandOptions o;
+  o.job_file = Job(2);
+  o.hosts = 2;
+  o.json = true;
+  o.host_figures = {fast, slow};
+  std::ostringstream out;
+  ASSERT_TRUE(RunPlanCommand(o, out).ok());
+  auto doc = nlohmann::json::parse(out.str());
+  const auto& f = doc["figures"];
+  EXPECT_DOUBLE_EQ(f["link_bytes_per_s"]["value"].get<double>(), 1.25e8);  // the slowest host
+  EXPECT_EQ(f["link_bytes_per_s"]["source"], "measured on h1 at 2026-11-18 11:06 UTC");
+  EXPECT_DOUBLE_EQ(f["loopback_bytes_per_s"]["value"].get<double>(), 2e9);
+  EXPECT_EQ(f["collective_latency_s"]["source"], "default");
+  // The job file wins.
+  o.job_file = Job(2, "[plan]\nlink_bytes_per_s = 1e9\nps_rtt_us = 200\nshm_bytes_per_s = 1e10\n");
+  out.str("");
+  ASSERT_TRUE(RunPlanCommand(o, out).ok());
+  doc = nlohmann::json::parse(out.str());
+  EXPECT_DOUBLE_EQ(doc["figures"]["link_bytes_per_s"]["value"].get<double>(), 1e9);
+  EXPECT_EQ(doc["figures"]["link_bytes_per_s"]["source"], "job file [plan]");
+  EXPECT_EQ(doc["figures"]["ps_rtt_s"]["source"], "job file [plan]");
+  EXPECT_EQ(doc["figures"]["shm_bytes_per_s"]["source"], "job file [plan]");
+  EXPECT_DOUBLE_EQ(doc["figures"]["shm_bytes_per_s"]["value"].get<double>(), 1e10);
+  EXPECT_EQ(doc["figures"]["loopback_bytes_per_s"]["source"],
+            "measured on h1 at 2026-11-18 11:06 UTC");
+  // One host: its loopback is the link; the table says so.
+  o.job_file = Job(2);
+  o.hosts = 1;
+  o.json = false;
+  out.str("");
+  ASSERT_TRUE(RunPlanCommand(o, out).ok());
+  EXPECT_NE(out.str().find("link 2 GB/s (measured on h1 at 2026-11-18 11:06 UTC (loopback: one "
+                           "host))"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("collective call 9000 us (default)"), std::string::npos) << out.str();
+}
+
+// --measure probes this machine: loopback and shared memory come out measured.
+TEST_F(PlanCommandTest, MeasureProbesThisMachine) {
+  PlanCommandOptions o;
+  o.job_file = Job(2);
+  o.json = true;
+  o.measure = true;
+  std::ostringstream out;
+  const Status st = RunPlanCommand(o, out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const auto doc = nlohmann::json::parse(out.str());
+  EXPECT_EQ(doc["figures"]["loopback_bytes_per_s"]["source"].get<std::string>().rfind(
+                "measured on ", 0),
+            0u)
+      << doc["figures"].dump();
+  EXPECT_GT(doc["figures"]["shm_bytes_per_s"]["value"].get<double>(), 0);
 }
 
 }  // namespace

@@ -41,6 +41,22 @@ TEST(PlanViewTest, OneRowPerVariableWithPartitionsAndReason) {
   EXPECT_EQ((*rows)[2], (std::vector<std::string>{"w", "4096", "dense", "allreduce", "-", "dense"}));
 }
 
+// `parallax status` shows the figures the plan was made with and their
+// sources; the plan JSON carries the sources through.
+TEST(PlanViewTest, FiguresWithTheirSources) {
+  plan::JobPlan p;
+  p.cost.bandwidth_bytes_per_s = 1.25e8;
+  p.cost.loopback_bytes_per_s = 2e9;
+  p.figures.link = "job file [plan]";
+  p.figures.loopback = "measured on h1 at 2026-11-25 04:50 UTC";
+  const std::vector<std::string> lines = PlanFigureLines(plan::JobPlanToJson(p));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "link 0.125 GB/s (job file [plan])");
+  EXPECT_EQ(lines[1], "loopback 2 GB/s (measured on h1 at 2026-11-25 04:50 UTC)");
+  EXPECT_EQ(lines[3], "collective call 9000 us (default)");
+  EXPECT_TRUE(PlanFigureLines("not json").empty());
+}
+
 TEST(PlanViewTest, NotAPlanIsAnError) {
   EXPECT_EQ(PlanTableRows("{").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanTableRows("{\"arch\": \"hybrid\"}").status().code(), StatusCode::kInvalidArgument);

@@ -57,7 +57,13 @@ TEST(PartitionSearchTest, AutoPartitionsRunTimedTrialsThenTheJobWithTheChosenP) 
                         "[ps]\nshards = 2\npartitions = \"auto\"\n"
                         "[plan]\nsearch_steps = 5\nsearch_warmup_steps = 2\nsearch_max_trials = 3\n"
                         "[[variable]]\nname = \"lm/input_embedding\"\npath = \"ps\"\n"
-                        "[[variable]]\nname = \"lm/output_embedding\"\npath = \"ps\"\n";
+                        "[[variable]]\nname = \"lm/output_embedding\"\npath = \"ps\"\n"
+                        // The dense variables all-reduced: the search is over
+                        // the tables (the cost model may put them on the PS).
+                        "[[variable]]\nname = \"lm/hidden/weights\"\npath = \"allreduce\"\n"
+                        "[[variable]]\nname = \"lm/hidden/bias\"\npath = \"allreduce\"\n"
+                        "[[variable]]\nname = \"lm/projection/weights\"\npath = \"allreduce\"\n"
+                        "[[variable]]\nname = \"lm/projection/bias\"\npath = \"allreduce\"\n";
   testing::RunResult submit = cluster.Cli({"submit", job});
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   std::string id = submit.out;

@@ -4,8 +4,9 @@
 // vocabulary, runs on a real coordinator and agents at 2 workers on one
 // host, 2 workers on 2 hosts and 4 workers on 2 hosts (local aggregation on);
 // for each, every variable's path, partitions, placement and reason in the
-// plan rank 0 recorded equal what `parallax plan --workers N --hosts H`
-// prints for the same file.
+// plan rank 0 recorded equal what `parallax plan --workers N --hosts H
+// --from-coordinator` prints for the same file: both plan with the figures
+// the agents measured on their host when they started.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -54,7 +55,7 @@ void WriteSyntheticCorpus(const testing::TempDir& dir) {
 
 // examples/brown-lm.toml as written, but for the data, `workers`, a short
 // run, and partitions = 4 instead of "auto".
-std::string BrownJob(const testing::TempDir& dir, int workers) {
+std::string BrownJob(const testing::TempDir& dir, int workers, const std::string& extra = "") {
   const char* env = std::getenv("PARALLAX_SOURCE_DIR");
   std::ifstream in(std::string(env ? env : PARALLAX_SOURCE_DIR_DEFAULT) +
                    "/examples/brown-lm.toml");
@@ -71,7 +72,7 @@ std::string BrownJob(const testing::TempDir& dir, int workers) {
   replace(R"(steps = \d+)", "steps = 1000");
   replace(R"(partitions = "auto")", "partitions = 4");
   const std::string path = dir.File("brown-" + std::to_string(workers) + ".toml");
-  std::ofstream(path) << job;
+  std::ofstream(path) << job << extra;
   return path;
 }
 
@@ -113,15 +114,30 @@ class PlanAgreementTest : public ::testing::Test {
       cluster.StartAgent(std::string(1, static_cast<char>('a' + h)), "", "127.0.0.1",
                          slots_per_agent);
     }
-    const std::string job = BrownJob(dir_, workers);
+    // Local aggregation needs every PS variable sparse: a fast network's
+    // collective call keeps the dense variables all-reduced (with the
+    // default 9 ms call the cheapest plan puts them on the PS too).
+    const std::string job =
+        BrownJob(dir_, workers, local_aggregation ? "\n[plan]\ncollective_latency_us = 100\n" : "");
     const nlohmann::json recorded = RecordedPlan(cluster, job);
     ASSERT_TRUE(recorded.is_object());
     EXPECT_EQ(recorded["cluster"]["hosts"], hosts);
     EXPECT_EQ(recorded.value("local_aggregation", false), local_aggregation);
+    // The agents measured their host when they started and left the figures
+    // with the coordinator; rank 0 planned with them, and `parallax plan
+    // --from-coordinator` reads the same (the reasons below show the
+    // predicted times, so they agree only if the figures do).
+    const std::string loopback = recorded["figure_sources"]["loopback"];
+    EXPECT_EQ(loopback.rfind("measured on ", 0), 0u) << recorded["figure_sources"].dump()
+                                                      << cluster.Logs();
+    if (hosts == 1) {
+      EXPECT_EQ(recorded["figure_sources"]["link"].get<std::string>().rfind("measured on ", 0), 0u)
+          << recorded["figure_sources"].dump();
+    }
 
     testing::RunResult predicted_run =
         cluster.Cli({"plan", job, "--workers", std::to_string(workers), "--hosts",
-                     std::to_string(hosts), "--json"},
+                     std::to_string(hosts), "--from-coordinator", "--json"},
                     120'000);
     ASSERT_EQ(predicted_run.exit_code, 0) << predicted_run.err;
     const nlohmann::json predicted = nlohmann::json::parse(predicted_run.out);

@@ -47,7 +47,9 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
       "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
       "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
       "[ps]\nshards = 2\nlocal_aggregation = true\n"
-      "[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+      "[[variable]]\nname = \"emb\"\npath = \"ps\"\n"
+      // The dense weights all-reduced (the cost model may put them on the PS).
+      "[[variable]]\nname = \"w\"\npath = \"allreduce\"\n";
   std::ofstream(job_file) << text;
   auto job = (*coord)->SubmitJob(text, job_file);
   ASSERT_TRUE(job.ok()) << job.status().ToString();

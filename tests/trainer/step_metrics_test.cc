@@ -82,4 +82,16 @@ TEST(StepMetricsTest, TakeAveragesPerStepAndStartsANewInterval) {
 }
 
 }  // namespace
+// A 3,000-step job reports every 10 steps (0 .. 2990) and its last step
+// (2999) too, so the job's step and loss are its last, not 2990's.
+TEST(MetricsReporterTest, TheLastStepAlwaysGetsAPoint) {
+  const MetricsReporter reporter({.every = 10, .last_step = 2999}, nullptr);
+  EXPECT_TRUE(reporter.Due(0));
+  EXPECT_TRUE(reporter.Due(2990));
+  EXPECT_FALSE(reporter.Due(2998));
+  EXPECT_TRUE(reporter.Due(2999));
+  const MetricsReporter unknown({.every = 10}, nullptr);
+  EXPECT_FALSE(unknown.Due(2999));
+}
+
 }  // namespace parallax::trainer

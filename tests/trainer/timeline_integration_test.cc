@@ -56,7 +56,9 @@ TEST_F(TimelineIntegrationTest, HybridRanksWriteTracesAndThePrefetchOverlapsComp
       timeline +
       "\"\n[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
       "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
-      "[ps]\nshards = 1\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+      "[ps]\nshards = 1\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n"
+      // The dense weights all-reduced (the cost model may put them on the PS).
+      "[[variable]]\nname = \"w\"\npath = \"allreduce\"\n";
   const std::string job_file = dir_.File("job.toml");
   std::ofstream(job_file) << text;
   auto job = coord_->SubmitJob(text, job_file);

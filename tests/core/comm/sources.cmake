@@ -3,6 +3,7 @@
 list(APPEND PX_CORE_TEST_SOURCES
   comm/gloo_communicator_test.cc
   comm/gradient_fusion_test.cc
+  comm/host_probe_test.cc
   comm/nccl_communicator_test.cc
   comm/rendezvous_store_test.cc
   comm/shm_communicator_test.cc

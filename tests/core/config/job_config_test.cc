@@ -546,6 +546,19 @@ TEST_F(JobConfigTest, MissingDataPathSaysHowToFetchIt) {
               HasSubstr("path '/no/such/file' does not exist; run scripts/fetch-data"));
 }
 
+// The CTR model's data is synthetic: fetch-data writes it only with
+// --synthetic-ctr, and the hint says so (a plain fetch-data would download
+// the Brown corpus and leave the job failing the same way).
+TEST_F(JobConfigTest, MissingCtrDataNamesTheSyntheticFlag) {
+  const std::string path = Write("ctr.toml",
+                                 "[job]\nname = \"t\"\n[trainer]\nmodel = \"ctr\"\n"
+                                 "[model]\ndata = \"data/ctr/train.tsv\"\n");
+  StatusOr<JobConfig> c = LoadJobConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("; run scripts/fetch-data --synthetic-ctr to write the synthetic CTR data"));
+}
+
 TEST_F(JobConfigTest, CheckPathsFalseSkipsExistenceChecks) {
   const std::string text = std::string(kMinimal) +
                            "checkpoint_dir = \"no/such/dir/ckpt\"\n"

@@ -74,8 +74,10 @@ TEST_F(JobPlanTest, RulesPerArch) {
   } cases[] = {// Two workers, the default figures (a collective call costs
                // 9 ms, a PS round trip 1.44 ms; the table moves a few
                // hundred bytes): PS's 2 round trips beat all-gather's 3
-               // calls (see HybridAsksTheCostModel). Dense: all-reduce.
-               {Arch::kHybrid, 2, VariablePath::kPs, VariablePath::kAllReduce},
+               // calls (see HybridAsksTheCostModel). Dense: the PS too, its
+               // one push-pull (1.44 ms) against an all-reduce call
+               // (1.5 · 9 ms): the plan is the cheapest, not a rule per kind.
+               {Arch::kHybrid, 2, VariablePath::kPs, VariablePath::kPs},
                // No shards: all-reduce's one call (1.5 · 9 ms) beats
                // all-gather's three.
                {Arch::kHybrid, 0, VariablePath::kAllReduce, VariablePath::kAllReduce},
@@ -136,8 +138,16 @@ TEST_F(JobPlanTest, HybridAsksTheCostModel) {
   EXPECT_EQ(by_time->variables[0].path, VariablePath::kPs);
   EXPECT_NE(by_time->variables[0].reason.find("ps 2.24 ms/step"), std::string::npos)
       << by_time->variables[0].reason;
-  EXPECT_EQ(by_time->variables[1].path, VariablePath::kAllReduce);  // dense
-  EXPECT_EQ(by_time->ps.variables.size(), 1u);
+  // The dense variable too: one push-pull (1 ms) against an all-reduce
+  // call (1.5 · 3 ms).
+  EXPECT_EQ(by_time->variables[1].path, VariablePath::kPs) << by_time->variables[1].reason;
+  EXPECT_EQ(by_time->ps.variables.size(), 2u);
+  // With a cheap collective call (0.1 ms against a 1 ms round trip) the
+  // dense variable is all-reduced.
+  auto cheap_calls = Build(WithFigures(Job(Arch::kHybrid), 100, 1000), 2, Regs(10'000));
+  ASSERT_TRUE(cheap_calls.ok());
+  EXPECT_EQ(cheap_calls->variables[1].path, VariablePath::kAllReduce)
+      << cheap_calls->variables[1].reason;
   // α = 0.9: PS and all-gather move more than all-reduce.
   auto regs = Regs();
   regs[0].sampled_batches = Touching(90);
@@ -299,7 +309,12 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
     VariableOverride emb;
     emb.name = "emb";
     emb.path = VariablePath::kPs;
-    j.variables = {emb};
+    // The dense variable pinned to all-reduce: on the PS (cheaper at the
+    // default figures) it would turn local aggregation off (below).
+    VariableOverride w;
+    w.name = "w";
+    w.path = VariablePath::kAllReduce;
+    j.variables = {emb, w};
     return j;
   };
   auto on = Build(job(Consistency::kSync, true), 2, Regs(), 4, 2);
@@ -311,6 +326,16 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
   ASSERT_TRUE(round_trip.ok()) << round_trip.status().ToString();
   EXPECT_TRUE(round_trip->local_aggregation);
   EXPECT_EQ(round_trip->ps.contributors(), 2u);
+  // Left to the cost model, the dense variable goes to the PS (one 1.44 ms
+  // round trip against 1.5 · 3 · 9 ms of ring calls); a dense variable is
+  // pushed whole by every rank, so local aggregation is off for the plan.
+  JobConfig free = job(Consistency::kSync, true);
+  free.variables.pop_back();
+  auto dense_on_ps = Build(free, 2, Regs(), 4, 2);
+  ASSERT_TRUE(dense_on_ps.ok()) << dense_on_ps.status().ToString();
+  EXPECT_EQ(dense_on_ps->variables[1].path, VariablePath::kPs) << dense_on_ps->variables[1].reason;
+  EXPECT_FALSE(dense_on_ps->local_aggregation);
+  EXPECT_EQ(dense_on_ps->ps.contributors(), 4u);
 
   for (auto [workers, hosts, consistency, enabled] :
        {std::tuple{4, 1, Consistency::kSync, true},     // one host: every byte is local anyway
@@ -327,6 +352,7 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
   // A dense variable on the PS path needs its values back on every rank.
   JobConfig all_ps = job(Consistency::kSync, true);
   all_ps.job.arch = Arch::kPs;
+  all_ps.variables.pop_back();  // "w" follows the arch
   auto dense = Build(all_ps, 2, Regs(), 4, 2);
   ASSERT_TRUE(dense.ok()) << dense.status().ToString();
   EXPECT_FALSE(dense->local_aggregation);

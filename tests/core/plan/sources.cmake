@@ -2,6 +2,7 @@
 # synthetic curves, placement balance on a Zipf profile, sparsity measurement.
 list(APPEND PX_CORE_TEST_SOURCES
   plan/cost_model_test.cc
+  plan/host_figures_test.cc
   plan/partition_search_test.cc
   plan/plan_builder_test.cc
   plan/placement_test.cc

@@ -1,0 +1,31 @@
+// Self-calibration through the coordinator: an agent probes its host when it
+// starts (core/comm/host_probe.h) and leaves the figures in the
+// coordinator's key-value store under its hostname (core/plan/host_figures.h
+// HostFiguresKey; SQLite, so they outlive a coordinator restart); the
+// planner (the trainer's rank 0, `parallax plan --coordinator`) reads those
+// of the registered agents' hosts. No schema change: the key-value store is
+// the coordinator's generic one.
+#ifndef PARALLAX_CORE_CALIBRATION_HOST_CALIBRATION_H_
+#define PARALLAX_CORE_CALIBRATION_HOST_CALIBRATION_H_
+
+#include <string>
+#include <vector>
+
+#include "core/comm/host_probe.h"
+#include "core/plan/host_figures.h"
+#include "core/rpc/coordinator_client.h"
+
+namespace parallax::calibration {
+
+// Probes this host and stores its figures under HostFiguresKey(hostname).
+// Returns what it stored; the probe's or the coordinator's error otherwise.
+StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::string& hostname,
+                                          const comm::HostProbeOptions& probe);
+
+// The stored figures of every registered agent's host (one per hostname;
+// hosts that stored none are left out).
+StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coord);
+
+}  // namespace parallax::calibration
+
+#endif  // PARALLAX_CORE_CALIBRATION_HOST_CALIBRATION_H_
