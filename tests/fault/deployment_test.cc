@@ -15,7 +15,9 @@
 // killed (SIGKILL) and restarted by the same command while the ranks wait,
 // and registers again at once; `parallax logs -f` of a rank on that host
 // follows its log across the restart; the job ends in its first attempt
-// and exports the checkpoint of its last step.
+// and exports the checkpoint of its last step. A job whose checkpoint
+// directory the hosts lack is submitted with a warning and refused by the
+// agents, naming what is missing.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -330,7 +332,13 @@ TEST_F(DeploymentTest, TheDocumentedClusterRunsAHybridJobAcrossAnAgentRestart) {
                                "--secret-file", dir_.File("secret"), "--tls-ca",
                                dir_.File("ca.pem"), "logs", id, "--task", followed, "-f"},
       dir_.File("follow.log"));
-  ASSERT_TRUE(WaitForFile(dir_.File("follow.log"), 10'000));
+  // Killed once the follower has read the log so far (it holds a
+  // connection to the agent).
+  for (auto deadline = Clock::now() + std::chrono::seconds(20);
+       ReadWholeFile(dir_.File("follow.log")).find("started with plan") == std::string::npos;) {
+    ASSERT_LT(Clock::now(), deadline) << ReadWholeFile(dir_.File("follow.log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   agents_[2]->Signal(SIGKILL);
   agents_[2]->Wait(10'000);
   const auto restarted = Clock::now();
@@ -378,6 +386,30 @@ TEST_F(DeploymentTest, TheDocumentedClusterRunsAHybridJobAcrossAnAgentRestart) {
   RunResult exported = Cli({"export", id, "--out", dir_.File("export")}, 60'000);
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_EQ(nlohmann::json::parse(ReadWholeFile(dir_.File("export/manifest.json")))["step"], 25);
+
+  // Data or a checkpoint directory missing on the hosts: submitting only
+  // warns (the submitting host need not have them), and the agents refuse
+  // the ranks unrun, saying which paths their host lacks.
+  const std::string bad = dir_.File("bad.toml");
+  std::string text = ReadWholeFile(dir_.File("job.toml"));
+  text.replace(text.find(dir_.File("shared/ckpt")), dir_.File("shared/ckpt").size(),
+               "/nonexistent-px-share/ckpt");
+  std::ofstream(bad) << text;
+  RunResult submitted = Cli({"submit", bad});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  EXPECT_NE(submitted.err.find("warning: " + bad + ":"), std::string::npos) << submitted.err;
+  EXPECT_NE(submitted.err.find("submitting anyway"), std::string::npos) << submitted.err;
+  const std::string bad_id = LastLine(submitted.out);
+  nlohmann::json failed;
+  for (auto deadline = Clock::now() + std::chrono::seconds(30); Clock::now() < deadline;) {
+    failed = JobStatus(bad_id);
+    if (failed.contains("state") && failed["state"] == "FAILED") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(failed["state"], "FAILED") << failed.dump();
+  RunResult why = Cli({"status", bad_id});
+  EXPECT_NE(why.out.find("paths the job names are missing here"), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("/nonexistent-px-share"), std::string::npos) << why.out;
 
   // Nothing of this was a warning in the coordinator's log.
   std::istringstream log(ReadWholeFile(dir_.File("coordinator.log")));
