@@ -42,6 +42,9 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     const comm::WireCounters w = host->wire_bytes();
     now.v[8] = w.allgather.sent + w.allreduce.sent;
     now.v[9] = w.allgather.received + w.allreduce.received;
+  } else {
+    now.v[8] = last_.v[8];  // nothing exchanged in this interval
+    now.v[9] = last_.v[9];
   }
   if (ps) {
     const ps::TransportBytes t = ps->transport_bytes();
