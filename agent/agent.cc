@@ -9,11 +9,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <random>
+#include <sstream>
 
 #include "agent/exec_policy.h"
 #include "agent/task_env.h"
 #include "agent/task_log.h"
+#include "core/base/daemon.h"
 #include "core/base/env_allow_list.h"
+#include "core/config/job_config.h"
 #include "core/base/logging.h"
 
 namespace parallax::agent {
@@ -160,7 +165,23 @@ Status Agent::Init() {
   if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, pid_text.data(), pid_text.size(), 0) < 0) {
     return unwritable("cannot write '" + lock_path + "': " + strerror(errno));
   }
+  PX_RETURN_IF_ERROR(LoadWorkdirId());
   Adopt();
+  return Status::Ok();
+}
+
+Status Agent::LoadWorkdirId() {
+  const std::string path = workdir_ + "/agent.id";
+  std::ifstream(path) >> workdir_id_;
+  if (workdir_id_.size() == 32) return Status::Ok();
+  std::random_device random;
+  std::ostringstream id;
+  for (int i = 0; i < 4; ++i) id << std::hex << std::setw(8) << std::setfill('0') << random();
+  workdir_id_ = id.str();
+  if (Status s = WriteFileAtomically(path, workdir_id_ + "\n"); !s.ok()) {
+    return FailedPrecondition("workdir '" + options_.workdir + "' is not writable: " +
+                              s.message());
+  }
   return Status::Ok();
 }
 
@@ -218,6 +239,8 @@ Status Agent::Register() {
   info.gpus = options_.gpus;
   info.__set_hostname(options_.hostname);
   info.__set_version(options_.version);
+  info.__set_workdir_id(workdir_id_);
+  info.__set_bind_addr(options_.bind_addr);
   Status s = link_->Register(info);
   if (s.ok()) {
     registered_ = true;
@@ -295,6 +318,9 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
       !refused.empty()) {
     return RefuseTask(a.key, dir, RefusedEnvMessage(refused));
   }
+  if (std::string missing = MissingPaths(a); !missing.empty()) {
+    return RefuseTask(a.key, dir, missing);
+  }
   std::string job_file = dir + "/job.toml";
   if (Status s = WriteFile(job_file, a.job_text); !s.ok()) return lost(s.message());
 
@@ -357,6 +383,21 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   report.key = a.key;
   report.state = rpc::TaskState::RUNNING;
   QueueReport(std::move(report));
+}
+
+std::string Agent::MissingPaths(const rpc::TaskAssignment& a) const {
+  // A trainer reads the data and writes checkpoint_dir; the coordinator
+  // cannot check them (they need not exist on its host), so each host does.
+  if (a.key.role != rpc::TaskRole::TRAINER) return "";
+  std::vector<std::string> missing;
+  StatusOr<JobConfig> job = ParseJobConfig(a.job_text, a.job_path, {.missing_paths = &missing});
+  if (!job.ok() || missing.empty()) return "";  // the trainer reports anything else itself
+  std::string message = "refused to start on agent '" + options_.name + "' (host " +
+                        options_.hostname + "): paths the job names are missing here:";
+  for (const std::string& line : missing) message += "\n  " + line;
+  return message +
+         "\nthe data and checkpoint_dir must be at the same absolute path on every host "
+         "(docs/OPERATIONS.md, \"Data and checkpoints\")";
 }
 
 void Agent::RefuseTask(const rpc::TaskKey& key, const std::string& dir,
@@ -621,6 +662,15 @@ Status Agent::Run() {
   if (options_.stop_tasks_on_exit) StopAllTasks();
   Tick();  // a last chance for reports already queued
   std::lock_guard<std::mutex> lock(stop_mu_);
+  if (fatal_.ok() && registered_) {
+    // A clean stop gives up the name, so a restart (or a replacement
+    // elsewhere) registers at once.
+    if (Status s = link_->Deregister(options_.name, workdir_id_); !s.ok()) {
+      PX_LOG(WARNING) << "could not deregister from the coordinator: " << s.message();
+    } else {
+      PX_LOG(INFO) << "deregistered agent '" << options_.name << "'";
+    }
+  }
   return fatal_;
 }
 

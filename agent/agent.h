@@ -98,8 +98,8 @@ class Agent : public LogSource {
   Agent& operator=(const Agent&) = delete;
 
   // Makes the workdir (FAILED_PRECONDITION "workdir 'X' is not writable: …"
-  // when it cannot be created or written, or is used by another agent) and
-  // adopts live tasks left by a previous agent process. Call once, first.
+  // when it cannot be created or written, or is used by another agent),
+  // reads or makes its id, and adopts live tasks left by a previous agent process. Call once, first.
   Status Init();
 
   // The HOST:PORT registered as this agent's log service (overrides
@@ -112,7 +112,13 @@ class Agent : public LogSource {
   // options.stop_tasks_on_exit. Tasks are launched on the calling thread.
   Status Run();
   // Makes Run() return soon. Thread-safe; callable from a signal thread.
+  // Run() then deregisters the agent (a clean stop), unless the
+  // coordinator refused it.
   void Stop();
+  // The random id kept in <workdir>/agent.id (made by the first Init() of
+  // the workdir), sent with every registration: a restarted agent of the
+  // same workdir takes its name over at once.
+  const std::string& workdir_id() const { return workdir_id_; }
 
   // ---- Steps of Run(), public for tests ----
 
@@ -168,6 +174,12 @@ class Agent : public LogSource {
   void Adopt();
   // Stops every task and waits (ticking) until all ended or grace_ms + 1 s.
   void StopAllTasks();
+  // Why trainer assignment `a` cannot run on this host: the paths its job
+  // names (data, checkpoint_dir's parent) that do not exist here, one per
+  // line; "" when every one does.
+  std::string MissingPaths(const rpc::TaskAssignment& a) const;
+  // Reads <workdir>/agent.id into workdir_id_, making it when missing.
+  Status LoadWorkdirId();
   void HeartbeatLoop();
   void SupervisorLoop();
   // Registers if needed (thread-safe). Returns a fatal error, else OK.
@@ -181,6 +193,7 @@ class Agent : public LogSource {
   ProcessLauncher* const launcher_;
   Clock* const clock_;
   std::string workdir_;
+  std::string workdir_id_;  // <workdir>/agent.id: who registered the name (AgentInfo.workdir_id)
   std::string address_;
   int lock_fd_ = -1;
 

@@ -56,6 +56,13 @@ class ThriftCoordinatorLink : public CoordinatorLink {
     });
   }
 
+  Status Deregister(const std::string& agent_name, const std::string& workdir_id) override {
+    std::lock_guard<std::mutex> lock(other_.mu());
+    return other_.Run([&](rpc::CoordinatorClient& c, const rpc::RequestHeader& h) {
+      c.DeregisterAgent(h, agent_name, workdir_id);
+    });
+  }
+
   StatusOr<bool> Heartbeat(const std::string& agent_name) override {
     std::lock_guard<std::mutex> lock(heartbeat_.mu());
     rpc::HeartbeatRequest request;

@@ -28,6 +28,8 @@ class CoordinatorLink {
   virtual StatusOr<rpc::PollResponse> Poll(const rpc::PollRequest& request) = 0;
   virtual Status Report(const std::string& agent_name,
                         const std::vector<rpc::TaskReport>& reports) = 0;
+  // Gives up the agent's name on a clean stop (DeregisterAgent).
+  virtual Status Deregister(const std::string& agent_name, const std::string& workdir_id) = 0;
   // Makes a Poll in progress return soon (with an error); used on shutdown.
   virtual void CancelPoll() = 0;
 };

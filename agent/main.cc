@@ -22,6 +22,7 @@
 #include "core/base/logging.h"
 #include "core/calibration/host_calibration.h"
 #include "core/daemon/daemon_flags.h"
+#include "core/daemon/local_address.h"
 #include "schemas/coordinator_constants.h"
 
 extern char** environ;
@@ -47,9 +48,11 @@ void AddFlags(CLI::App* app, Flags* f) {
       ->check(CLI::PositiveNumber);
   app->add_option("--advertise", f->advertise,
                   "host the coordinator and CLI reach the log service at (default: the listen "
-                  "host, or the hostname when listening on all interfaces)");
+                  "host, or, listening on all interfaces, this host's address toward the "
+                  "coordinator)");
   app->add_option("--bind-addr", f->options.bind_addr,
-                  "PARALLAX_BIND_ADDR given to tasks (default: the advertised host)");
+                  "PARALLAX_BIND_ADDR given to tasks: where PS shards and ranks bind (default: this "
+                  "host's address toward the coordinator, as its routing table picks it)");
   app->add_option(
       "--bin-dir", f->options.bin_dir,
       "where parallax-trainer and parallax-ps are (default: this executable's directory)");
@@ -112,11 +115,25 @@ bool Complete(const parallax::DaemonSettings& settings, Flags* f) {
   char host[HOST_NAME_MAX + 1] = {0};
   gethostname(host, sizeof(host) - 1);
   options.hostname = host;
-  if (advertise.empty()) {
-    const std::string& h = settings.listen_host;
-    advertise = (h.empty() || h == "0.0.0.0" || h == "::") ? options.hostname : h;
+  // Tasks bind and advertise an address, never a name (ZeroMQ cannot bind
+  // one, and peers may resolve it differently): the one this host reaches
+  // the coordinator from, which the other hosts of the cluster reach too.
+  const std::string& h = settings.listen_host;
+  const bool wildcard = h.empty() || h == "0.0.0.0" || h == "::";
+  if (options.bind_addr.empty() || (advertise.empty() && wildcard)) {
+    StatusOr<std::string> local = LocalAddressToward(options.coordinator);
+    if (!local.ok()) {
+      std::cerr << "parallax-agent: cannot find this host's address toward the coordinator "
+                << options.coordinator << " (" << local.status().message()
+                << "); give --bind-addr (and --advertise) an address of this host\n";
+      return false;
+    }
+    if (options.bind_addr.empty()) options.bind_addr = *local;
+    if (advertise.empty()) advertise = *local;
   }
-  if (options.bind_addr.empty()) options.bind_addr = advertise;
+  if (advertise.empty()) advertise = h;
+  PX_LOG(INFO) << "tasks bind " << options.bind_addr << "; log service advertised at "
+               << advertise;
   std::string why;
   options.gpus = CountCudaDevices(&why);
   options.slots = options.gpus > 0 ? options.gpus : f->slots;

@@ -8,10 +8,11 @@
 namespace parallax::agent {
 
 // The directory holding parallax/__init__.py next to the agent's binaries:
-// <bin_dir>/../python (a build tree) or <bin_dir>/../<install_dir> (an
-// installed tree; install_dir is PARALLAX_PYTHON_INSTALL_DIR, e.g.
-// lib/python3.11/dist-packages). "" when neither has it (no Python package
-// was built).
+// <bin_dir>/../python (a build tree), or <prefix>/<install_dir> of an
+// installed tree whose programs are in <prefix>/lib/parallax/bin
+// (cmake/Package.cmake), or in <prefix>/bin; install_dir is
+// PARALLAX_PYTHON_INSTALL_DIR, e.g. lib/python3.11/dist-packages. "" when
+// none has it (no Python package was built).
 std::string FindPythonPackage(const std::string& bin_dir, const std::string& install_dir);
 
 }  // namespace parallax::agent

@@ -18,11 +18,12 @@
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
 #include "cli/run.h"
+#include "cli/task_log.h"
 #include "core/calibration/host_calibration.h"
 #include "core/base/secret.h"
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
-#include "core/rpc/agent_client.h"
+#include "core/plan/job_plan.h"
 #include "core/rpc/coordinator_client.h"
 #include "core/rpc/tls.h"
 #include "schemas/coordinator_constants.h"
@@ -234,11 +235,19 @@ int Cli::Submit() {
     err_ << "parallax: " << text.status().message() << "\n";
     return kExitUsage;
   }
-  StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
+  // The data and checkpoint directory are read on the agents' hosts, which
+  // check them when a task is placed: one missing here is only a warning.
+  std::vector<std::string> missing;
+  StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_, {.missing_paths = &missing});
   if (!config.ok()) {
     err_ << config.status().message() << "\n";
     err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
     return kExitUsage;
+  }
+  for (const std::string& line : missing) {
+    err_ << "parallax: warning: " << line
+         << " on this host; submitting anyway: the agents' hosts check it when they start the "
+            "job's tasks (it must be at this absolute path on every host)\n";
   }
   for (const std::string& line : EnvWarnings(*config, job_file_)) {
     err_ << "parallax: warning: " << line << "\n";
@@ -360,6 +369,14 @@ void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
   if (!st.ok()) return;  // rank 0 has not put it yet
   StatusOr<std::vector<std::vector<std::string>>> rows = PlanTableRows(plan);
   out_ << "\nplan of attempt " << job.attempt << ":\n";
+  if (StatusOr<plan::JobPlan> parsed = plan::ParseJobPlan(plan); parsed.ok() && parsed->has_ps()) {
+    out_ << "local aggregation: "
+         << (parsed->local_aggregation
+                 ? "on (each host's ranks sum their sparse gradients, exchanged within the host "
+                   "as LOCAL AGG bytes, and one rank per host pushes them)"
+                 : "off (every rank pushes its own sparse gradients)")
+         << "\n";
+  }
   if (!rows.ok()) {
     out_ << "  " << rows.status().message() << "\n";
     return;
@@ -423,7 +440,9 @@ int Cli::Agents() {
                      {"registered", FormatRfc3339(a.registered)},
                      {"last_seen", FormatRfc3339(a.last_seen)},
                      {"alive", a.alive},
-                     {"draining", a.draining}});
+                     {"draining", a.draining},
+                     {"stopped", a.stopped},
+                     {"warning", a.warning}});
     }
     out_ << nlohmann::json{{"agents", arr}}.dump() << "\n";
     return kExitOk;
@@ -437,10 +456,13 @@ int Cli::Agents() {
       {"NAME", "ADDRESS", "SLOTS", "GPUS", "ALIVE", "LAST SEEN"}};
   for (const auto& a : *agents) {
     rows.push_back({a.name, a.address, std::to_string(a.slots), std::to_string(a.gpus),
-                    a.alive ? (a.draining ? "draining" : "yes") : "no",
+                    a.alive ? (a.draining ? "draining" : "yes") : (a.stopped ? "stopped" : "no"),
                     FormatRfc3339(a.last_seen)});
   }
   PrintTable(out_, rows);
+  for (const auto& a : *agents) {
+    if (!a.warning.empty()) out_ << "warning: " << a.warning << "\n";
+  }
   return kExitOk;
 }
 
@@ -528,39 +550,18 @@ int Cli::Logs() {
          << "\n";
     return kExitFailed;
   }
-  StatusOr<std::vector<rpc::AgentInfo>> agents = client->ListAgents();
-  if (!agents.ok()) return Report(agents.status());
-  std::string address;
-  for (const auto& a : *agents) {
-    if (a.name == task->agent_name) address = a.address;
-  }
-  if (address.empty()) {
-    err_ << "parallax: agent \"" << task->agent_name << "\" that ran " << task_
-         << " is not registered\n";
+  TaskLogOptions log;
+  if (!LoadSecret(&log.secret) || !LoadTlsCa(&log.tls_ca)) return kExitUsage;
+  log.key.job_id = job_id_;
+  log.key.attempt = attempt;
+  log.key.role = role == "trainer" ? rpc::TaskRole::TRAINER : rpc::TaskRole::PS;
+  log.key.index = task->index;
+  log.agent_name = task->agent_name;
+  log.follow = follow_;
+  if (Status printed = PrintTaskLog(client.get(), log, out_, err_); !printed.ok()) {
+    if (printed.code() != StatusCode::kNotFound) return Report(printed);
+    err_ << "parallax: " << printed.message() << "\n";
     return kExitFailed;
-  }
-  std::string secret, tls_ca;
-  if (!LoadSecret(&secret) || !LoadTlsCa(&tls_ca)) return kExitUsage;
-  StatusOr<std::unique_ptr<AgentClient>> agent =
-      AgentClient::Connect(address, secret, 10'000, tls_ca);
-  if (!agent.ok()) return Report(agent.status());
-  rpc::TaskKey key;
-  key.job_id = job_id_;
-  key.attempt = attempt;
-  key.role = role == "trainer" ? rpc::TaskRole::TRAINER : rpc::TaskRole::PS;
-  key.index = task->index;
-  int64_t offset = 0;
-  while (true) {
-    StatusOr<rpc::LogChunk> chunk = (*agent)->ReadLog(key, offset, 1 << 20);
-    if (!chunk.ok()) return Report(chunk.status());
-    if (chunk->first_offset > offset) {
-      out_ << "[... " << chunk->first_offset - offset << " bytes rotated away ...]\n";
-    }
-    out_ << chunk->data << std::flush;
-    offset = chunk->next_offset;
-    if (!chunk->data.empty()) continue;
-    if (!follow_ || chunk->complete) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return kExitOk;
 }

@@ -143,16 +143,33 @@ Status WritePsTable(const std::string& ckpt_dir, const ps::VariableSpec& spec, s
   return Status::Ok();
 }
 
+// Why job `job_id` has nothing to export: no checkpoint was committed, or
+// none of the committed ones can be read here (the directory of the newest
+// is named: checkpoint_dir is shared storage that this host may not mount).
+Status NoUsableCheckpoint(CoordinatorClient* coord, int64_t job_id) {
+  PX_ASSIGN_OR_RETURN(std::vector<trainer::CommittedCheckpoint> committed,
+                      trainer::ListCommitted(coord, job_id));
+  const std::string job = "job " + std::to_string(job_id);
+  if (committed.empty()) {
+    return NotFound(job +
+                    " has no committed checkpoint (set trainer.checkpoint_every and "
+                    "trainer.checkpoint_dir in its job file)");
+  }
+  const trainer::CommittedCheckpoint& newest = committed.front();
+  Status why = trainer::VerifyCheckpoint(newest.path, newest.manifest_sha256).status();
+  return FailedPrecondition(
+      job + " has " + std::to_string(committed.size()) +
+      " committed checkpoints, but none can be read on this host: the newest, of step " +
+      std::to_string(newest.step) + ", is in directory \"" + newest.path + "\" (" +
+      why.message() + "); run export on a host that mounts the job's checkpoint_dir at that path");
+}
+
 }  // namespace
 
 Status ExportCheckpoint(CoordinatorClient* coord, const ExportOptions& options, std::ostream& out) {
   PX_ASSIGN_OR_RETURN(auto found,
                       trainer::FindUsableCheckpoint(coord, options.job_id, options.step));
-  if (!found) {
-    return NotFound("job " + std::to_string(options.job_id) +
-                    " has no committed checkpoint (set trainer.checkpoint_every and "
-                    "trainer.checkpoint_dir in its job file)");
-  }
+  if (!found) return NoUsableCheckpoint(coord, options.job_id);
   const trainer::CommittedCheckpoint& ckpt = found->first;
   const trainer::Manifest& manifest = found->second;
   PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(manifest.plan_json));

@@ -46,7 +46,8 @@ StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorCl
   std::vector<std::vector<std::string>> rows;
   if (latest.empty()) return rows;
   rows.push_back({"RANK", "STEP", "LOSS", "SAMPLES/S", "COMPUTE", "DENSE WAIT", "SPARSE WAIT",
-                  "ALLREDUCE S/R", "ALLGATHER S/R", "PS PUSH S/R", "PS PULL S/R"});
+                  "ALLREDUCE S/R", "ALLGATHER S/R", "PS PUSH S/R", "PS PULL S/R",
+                  "LOCAL AGG S/R"});
   for (const auto& [rank, p] : latest) {
     auto pair = [&](const std::string& path) {
       return FormatBytes(Value(p, path + "_sent_bytes"), "") + "/" +
@@ -56,7 +57,7 @@ StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorCl
                     Fixed(p.throughput, 1), Fixed(Value(p, "compute_ms"), 2) + "ms",
                     Fixed(Value(p, "dense_wait_ms"), 2) + "ms",
                     Fixed(Value(p, "sparse_wait_ms"), 2) + "ms", pair("allreduce"),
-                    pair("allgather"), pair("ps_push"), pair("ps_pull")});
+                    pair("allgather"), pair("ps_push"), pair("ps_pull"), pair("local_agg")});
   }
   return rows;
 }

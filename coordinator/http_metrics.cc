@@ -119,7 +119,7 @@ void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
              "Bytes per step and rank through each path, counted at the transport (mean over "
              "ranks).");
   for (const JobSeries& j : jobs) {
-    for (const char* path : {"allreduce", "allgather", "ps_push", "ps_pull"}) {
+    for (const char* path : {"allreduce", "allgather", "ps_push", "ps_pull", "local_agg"}) {
       for (auto [direction, suffix] :
            {std::pair{"sent", "_sent_bytes"}, std::pair{"received", "_recv_bytes"}}) {
         auto it = j.figures.values.find(std::string(path) + suffix);

@@ -112,6 +112,10 @@ int Serve(const Flags& f, const parallax::DaemonSettings& settings) {
   // Signals are taken by one thread with sigwait, so every other thread
   // (the server's included) runs with them blocked.
   sigset_t signals = BlockTerminationSignals();
+  if (Status s = MakeStateDirectory(f.db); !s.ok()) {
+    std::cerr << "parallax-coordinator: " << s.message() << "\n";
+    return 1;
+  }
   if (!LockDatabase(f.db)) return 1;
 
   SqliteStateStoreOptions store_options;
@@ -124,6 +128,7 @@ int Serve(const Flags& f, const parallax::DaemonSettings& settings) {
   ServiceOptions service_options = f.service;
   service_options.auth_token = settings.secret;
   service_options.agent_timeout_ms = f.agent_timeout_ms;
+  service_options.listens_on_loopback = parallax::IsLoopbackHost(settings.listen_host);
   auto service = std::make_shared<CoordinatorService>(store->get(), RealClock(), service_options);
   if (Status s = service->Init(); !s.ok()) {
     std::cerr << "parallax-coordinator: " << s.message() << "\n";

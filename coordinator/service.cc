@@ -73,6 +73,7 @@ CoordinatorService::CoordinatorService(StateStore* store, Clock* clock, ServiceO
     : store_(store),
       clock_(clock),
       options_(std::move(options)),
+      registry_(options_.listens_on_loopback),
       orchestrator_(store, clock, OrchestratorOptions{options_.agent_timeout_ms}) {}
 
 rpc::JobInfo CoordinatorService::JobInfoOf(const JobRecord& job, bool with_text) {
@@ -440,7 +441,7 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
     std::lock_guard<std::mutex> lock(agents_mu_);
     auto it = last_seen_.find(agent.name);
     int64_t seen = std::max(known->last_seen, it != last_seen_.end() ? it->second : 0);
-    if (now - seen <= options_.agent_timeout_ms) {
+    if (now - seen <= options_.agent_timeout_ms && !registry_.MayTakeOver(agent)) {
       Throw(rpc::ErrorCode::ALREADY_EXISTS,
             "agent \"" + agent.name + "\" is already registered from " + known->address +
                 " and heartbeating; give this agent another --name (or stop the other one "
@@ -456,6 +457,9 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
   record.version = agent.__isset.version ? agent.version : "";
   // The orchestrator keeps a drain across re-registrations.
   ThrowIfError(orchestrator_.RegisterAgent(record, now));
+  if (std::string warning = registry_.Registered(agent); !warning.empty()) {
+    PX_LOG(WARNING) << warning;
+  }
   {
     std::lock_guard<std::mutex> lock(agents_mu_);
     last_seen_[agent.name] = now;
@@ -578,6 +582,7 @@ StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
     info.__set_last_seen(seen);
     info.__set_alive(now - seen <= options_.agent_timeout_ms);
     info.__set_draining(a.draining);
+    registry_.Describe(&info);
     out.push_back(std::move(info));
   }
   return out;
@@ -587,6 +592,16 @@ void CoordinatorService::ListAgents(std::vector<rpc::AgentInfo>& out,
                                     const rpc::RequestHeader& header) {
   CheckHeader(header);
   out = ValueOrThrow(Agents());
+}
+
+void CoordinatorService::DeregisterAgent(const rpc::RequestHeader& header,
+                                         const std::string& agent_name,
+                                         const std::string& workdir_id) {
+  CheckHeader(header);
+  if (registry_.Deregistered(agent_name, workdir_id)) {
+    PX_LOG(INFO) << "agent \"" << agent_name << "\" stopped and deregistered (its tasks keep "
+                 << "their attempt while it is back within the agent timeout)";
+  }
 }
 
 void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,

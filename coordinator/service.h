@@ -34,6 +34,7 @@
 #include <string>
 #include <thread>
 
+#include "coordinator/agent_registry.h"
 #include "coordinator/orchestrator.h"
 #include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
@@ -49,6 +50,9 @@ struct ServiceOptions {
   std::string auth_token;
   // An agent whose last heartbeat is older than this is shown as not alive.
   int64_t agent_timeout_ms = 10'000;
+  // The coordinator listens on loopback only (every agent is on its host):
+  // when false, an agent registering loopback addresses gets a warning.
+  bool listens_on_loopback = true;
   // Longest wait a blocking call may ask for; longer requests are capped.
   int64_t max_wait_ms = 300'000;
   // How often the background loop writes heartbeat times to the store and
@@ -121,6 +125,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
   void Heartbeat(rpc::HeartbeatResponse& out, const rpc::RequestHeader& header,
                  const rpc::HeartbeatRequest& request) override;
   void ListAgents(std::vector<rpc::AgentInfo>& out, const rpc::RequestHeader& header) override;
+  void DeregisterAgent(const rpc::RequestHeader& header, const std::string& agent_name,
+                       const std::string& workdir_id) override;
   void PollAssignments(rpc::PollResponse& out, const rpc::RequestHeader& header,
                        const rpc::PollRequest& request) override;
   void ReportTasks(const rpc::RequestHeader& header, const std::string& agent_name,
@@ -187,6 +193,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
   std::map<std::string, int64_t> unflushed_;  // GUARDED_BY(agents_mu_)
   // Agents that registered and have not polled since.
   std::set<std::string> fresh_;  // GUARDED_BY(agents_mu_)
+  // Workdir ids, clean stops and warnings of agents (thread-safe itself).
+  AgentRegistry registry_;
 
   Orchestrator orchestrator_;
   ShardStatsBoard shard_stats_;

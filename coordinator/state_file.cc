@@ -147,6 +147,24 @@ StatusOr<std::string> QuickCheck(SqliteConnection* db, int64_t timeout_ms, Clock
   return findings.empty() ? std::string("ok") : findings;
 }
 
+Status MakeStateDirectory(const std::string& db_path) {
+  std::error_code ec;
+  const fs::path dir = fs::absolute(db_path, ec).parent_path();
+  if (fs::is_directory(dir, ec)) return Status::Ok();
+  if (fs::create_directories(dir, ec) && !ec) {
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
+                    ec);
+    PX_LOG(INFO) << "created directory '" << dir.string() << "' for the database (--db)";
+    return Status::Ok();
+  }
+  return FailedPrecondition(
+      "the directory of --db '" + db_path + "', '" + dir.string() +
+      "', does not exist and cannot be created (" +
+      (ec ? ec.message() : std::string("a file of that name is in the way")) +
+      "); create it, writable by the user the coordinator runs as (e.g. `install -d -o parallax "
+      "-m 750 " + dir.string() + "`), or give --db a path in an existing directory");
+}
+
 StatusOr<std::unique_ptr<StateStore>> OpenCoordinatorState(const SqliteStateStoreOptions& store,
                                                            const StateFileOptions& options) {
   if (store.path == ":memory:") return OpenSqliteStateStore(store);

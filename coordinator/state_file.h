@@ -50,6 +50,12 @@ enum class StateFileKind {
   kForeign,   // not an SQLite database, or one with tables but no schema version
 };
 
+// Makes the directory that will hold the database at `db_path` (and its
+// parents, mode 0750) when it is missing, so `--db /var/lib/parallax/state.db`
+// works on a fresh host. FAILED_PRECONDITION naming the directory, why, and
+// what to do when it cannot be made.
+Status MakeStateDirectory(const std::string& db_path);
+
 // What is at `path`. IO_ERROR naming the path when it cannot be read.
 StatusOr<StateFileKind> InspectStateFile(const std::string& path);
 

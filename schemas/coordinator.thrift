@@ -120,6 +120,20 @@ struct AgentInfo {
   8: optional i64 last_seen
   9: optional bool alive
   10: optional bool draining
+  // A random id the agent keeps in its workdir (agent.id). A registration
+  // carrying the id the name was registered with comes from the agent that
+  // holds that workdir's lock, so the process that registered it before is
+  // gone: it takes the name over at once, from any address.
+  11: optional string workdir_id
+  // Where the agent's tasks bind (PARALLAX_BIND_ADDR).
+  12: optional string bind_addr
+  // Filled in by the coordinator in ListAgents: the agent deregistered on a
+  // clean stop (and has not registered again).
+  13: optional bool stopped
+  // Filled in by the coordinator in ListAgents: what is wrong with the
+  // registration (e.g. loopback addresses on a coordinator reached from
+  // other hosts); empty when nothing is.
+  14: optional string warning
 }
 
 struct HeartbeatRequest {
@@ -325,6 +339,12 @@ service Coordinator {
   HeartbeatResponse Heartbeat(1: RequestHeader header, 2: HeartbeatRequest request)
       throws (1: CoordinatorError error)
   list<AgentInfo> ListAgents(1: RequestHeader header) throws (1: CoordinatorError error)
+  // A cleanly stopping agent gives up its name (its tasks keep running, and
+  // keep their attempt while it is back within the agent timeout): the name
+  // may be registered again at once, from any address. Ignored when
+  // workdir_id is not the one the name was registered with.
+  void DeregisterAgent(1: RequestHeader header, 2: string agent_name, 3: string workdir_id)
+      throws (1: CoordinatorError error)
   // Long poll: returns as soon as the agent has tasks to start or stop, or
   // after timeout_ms with empty lists. Also counts as a heartbeat.
   PollResponse PollAssignments(1: RequestHeader header, 2: PollRequest request)

@@ -576,8 +576,9 @@ Status SessionImpl::AfterStep() {
   }
   step_started_ = now;
   const JobConfig::Trainer& trainer = options_.config.trainer;
+  // The job's last step too, so what it ends with is what export finds.
   if (!trainer.checkpoint_dir.empty() && trainer.checkpoint_every > 0 &&
-      step_ % trainer.checkpoint_every == 0) {
+      (step_ % trainer.checkpoint_every == 0 || step_ == trainer.steps)) {
     Status st = WriteCheckpoint();
     timeline_.Record(Lane::kCheckpoint, now, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st);

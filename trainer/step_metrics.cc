@@ -36,9 +36,15 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     now.v[3] = w.allgather.received;
   }
   if (host) {
+    // Local aggregation: the host's ranks exchange their sparse rows among
+    // themselves (a collective on the host's communicator), not an
+    // all-gather of the job.
     const comm::WireCounters w = host->wire_bytes();
-    now.v[2] += w.allgather.sent;
-    now.v[3] += w.allgather.received;
+    now.v[8] = w.allgather.sent + w.allreduce.sent;
+    now.v[9] = w.allgather.received + w.allreduce.received;
+  } else {
+    now.v[8] = last_.v[8];  // nothing exchanged in this interval
+    now.v[9] = last_.v[9];
   }
   if (ps) {
     const ps::TransportBytes t = ps->transport_bytes();
@@ -47,13 +53,14 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     now.v[6] = t.pull_sent;
     now.v[7] = t.pull_received;
   }
-  static const char* kNames[8] = {"allreduce_sent_bytes", "allreduce_recv_bytes",
-                                  "allgather_sent_bytes", "allgather_recv_bytes",
-                                  "ps_push_sent_bytes",   "ps_push_recv_bytes",
-                                  "ps_pull_sent_bytes",   "ps_pull_recv_bytes"};
+  static const char* kNames[10] = {"allreduce_sent_bytes", "allreduce_recv_bytes",
+                                   "allgather_sent_bytes", "allgather_recv_bytes",
+                                   "ps_push_sent_bytes",   "ps_push_recv_bytes",
+                                   "ps_pull_sent_bytes",   "ps_pull_recv_bytes",
+                                   "local_agg_sent_bytes", "local_agg_recv_bytes"};
   std::map<std::string, double> out;
   const double steps = static_cast<double>(std::max<int64_t>(steps_, 1));
-  for (int i = 0; i < 8; ++i) out[kNames[i]] = static_cast<double>(now.v[i] - last_.v[i]) / steps;
+  for (int i = 0; i < 10; ++i) out[kNames[i]] = static_cast<double>(now.v[i] - last_.v[i]) / steps;
   out["compute_ms"] = Ms(compute_) / steps;
   out["dense_wait_ms"] = Ms(total_dense_) / steps;
   out["sparse_wait_ms"] = Ms(total_sparse_) / steps;

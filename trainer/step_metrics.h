@@ -44,16 +44,17 @@ class StepMetrics {
   // Averages per step since the last Take() as named values ("allreduce_sent_bytes",
   // "allreduce_recv_bytes", "allgather_sent_bytes", "allgather_recv_bytes",
   // "ps_push_sent_bytes", "ps_push_recv_bytes", "ps_pull_sent_bytes",
-  // "ps_pull_recv_bytes", "compute_ms", "dense_wait_ms", "sparse_wait_ms",
-  // "steps"), then starts a new interval. `comm` and `ps` may be null.
-  // `host`: the communicator of local aggregation, whose exchanges count as
-  // all-gather bytes.
+  // "ps_pull_recv_bytes", "local_agg_sent_bytes", "local_agg_recv_bytes",
+  // "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps"), then starts a
+  // new interval. `comm` and `ps` may be null. `host`: the communicator of
+  // local aggregation (the ranks of one host), whose exchanges are the
+  // local_agg bytes.
   std::map<std::string, double> Take(const comm::Communicator* comm, const ps::PsClient* ps,
                                      const comm::Communicator* host = nullptr);
 
  private:
   struct Snapshot {
-    int64_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   };
   Snapshot last_;
   Clock::duration dense_wait_{}, sparse_wait_{}, total_dense_{}, total_sparse_{}, compute_{};

@@ -103,6 +103,18 @@ void Validator::Error(const toml::source_region& where, std::string message) {
   errors_.push_back({line, column, std::move(message)});
 }
 
+bool Validator::PathMissing(const toml::node& where, std::string_view path, std::string what) {
+  if (options_.missing_paths == nullptr) {
+    KeyError(where, path, std::move(what));
+    return false;
+  }
+  const toml::source_region& at = where.source();
+  options_.missing_paths->push_back(source_ + ":" + std::to_string(std::max(at.begin.line, 1u)) +
+                                    ":" + std::to_string(std::max(at.begin.column, 1u)) +
+                                    ": key " + Quote(path) + ": " + what);
+  return true;
+}
+
 Status Validator::Finish() {
   if (errors_.empty()) return Status::Ok();
   std::stable_sort(errors_.begin(), errors_.end(), [](const ConfigError& a, const ConfigError& b) {

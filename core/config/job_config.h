@@ -24,6 +24,12 @@ struct JobLoadOptions {
   // The coordinator turns this off: paths are resolved on the hosts that use
   // them, which need not be the coordinator's.
   bool check_paths = true;
+  // With check_paths, where a missing path goes. Null: it is an error and
+  // the file is refused. Otherwise each one is appended here as a line
+  // "FILE:LINE:COLUMN: key 'a.b': path '...' does not exist ..." and the
+  // file loads: `parallax submit` warns (the data need not be on the
+  // submitting host) and an agent refuses a task whose paths its host lacks.
+  std::vector<std::string>* missing_paths = nullptr;
 };
 
 // Parses and validates `text`. `source` names it in error messages and its

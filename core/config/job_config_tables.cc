@@ -130,9 +130,11 @@ void Validator::ReadDirectory(const toml::table& t, const char* key, std::string
       if (options_.check_paths && fs::exists(resolved, ec) && !fs::is_directory(resolved, ec)) {
         KeyError(*dir, path, "path " + Quote(resolved.string()) + " exists and is not a directory");
       } else if (options_.check_paths && !fs::is_directory(parent, ec)) {
-        KeyError(*dir, path,
-                 "parent directory " + Quote(parent.string()) + " does not exist" +
-                     RelativeHint(*dir) + "; create it or fix the path");
+        if (PathMissing(*dir, path,
+                        "parent directory " + Quote(parent.string()) + " does not exist" +
+                            RelativeHint(*dir) + "; create it or fix the path")) {
+          *out = resolved.string();
+        }
       } else {
         *out = resolved.string();
       }
@@ -369,8 +371,7 @@ void Validator::ResolveModelPaths(const toml::table& in, std::string_view prefix
       std::string message = "path " + Quote(resolved.string()) + " does not exist";
       message += RelativeHint(node);
       if (k == "data") message += "; run " + std::string(fetch);
-      KeyError(node, path, message);
-      continue;
+      if (!PathMissing(node, path, message)) continue;
     }
     out->insert_or_assign(k, resolved.string());
   }

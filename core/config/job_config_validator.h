@@ -78,6 +78,9 @@ class Validator {
   void KeyError(const toml::node& where, std::string_view path, std::string what) {
     Error(where.source(), "key " + Quote(path) + ": " + what);
   }
+  // A path named at `where` is missing on this host: an error, or a line
+  // of options_.missing_paths. Returns whether loading goes on with it.
+  bool PathMissing(const toml::node& where, std::string_view path, std::string what);
   // A required key is absent: reported at its table's header, or at 1:1.
   void Missing(const toml::table* table, std::string_view path, std::string what) {
     Error(table != nullptr ? table->source() : toml::source_region{},

@@ -17,8 +17,20 @@ namespace parallax {
 // A failed TLS accept is most often a client without TLS: say so once, and
 // keep the closing noise that follows it (and Thrift's SSL_shutdown
 // complaint about a connection that never finished its handshake) at debug.
+// A client that went away without a TLS close_notify (a CLI that exits, a
+// killed agent), or reset its connection: routine, not worth a warning.
+bool IsClientDisconnect(const char* error) {
+  for (const char* sign : {"unexpected eof", "Connection reset by peer", "Broken pipe",
+                           "ECONNRESET", "EPIPE"}) {
+    if (std::strstr(error, sign) != nullptr) return true;
+  }
+  return false;
+}
+
 void ThriftOutputToLog(const char* message) {
-  if (std::strstr(message, "died: SSL_accept") != nullptr) {
+  if (IsClientDisconnect(message)) {
+    PX_LOG(DEBUG) << "thrift: " << message;
+  } else if (std::strstr(message, "died: SSL_accept") != nullptr) {
     PX_LOG(WARNING) << "thrift: " << message
                     << " (a client that does not speak TLS, or does not trust this server's "
                        "certificate, was refused; it needs --tls-ca or $PARALLAX_TLS_CA with the "
@@ -54,6 +66,10 @@ void LogDroppedConnection(const std::string& server, const std::string& peer,
   } else if (error.find("oversized frame") != std::string::npos) {
     limiter = &oversized_log;
     hint = " (a request over the frame limit, or a TLS client of this plaintext server)";
+  }
+  if (IsClientDisconnect(error.c_str())) {
+    PX_LOG(DEBUG) << server << ": the client at " << peer << " went away: " << error;
+    return;
   }
   int64_t held = 0;
   if (!limiter->Allow(&held)) return;

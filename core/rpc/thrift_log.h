@@ -16,7 +16,9 @@ void RouteThriftOutputToLog();
 // Logs why `server` ("coordinator") dropped the connection from `peer`:
 // a client that does not speak TLS and a request over the frame limit get a
 // hint saying so. At most one line per 10 s per kind, with the count of
-// those held back (a flood of garbage must not flood the log).
+// those held back (a flood of garbage must not flood the log). A client
+// that went away (a TLS connection closed without close_notify, a reset)
+// is routine: logged at debug level only.
 void LogDroppedConnection(const std::string& server, const std::string& peer,
                           const std::string& error);
 

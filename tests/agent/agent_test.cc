@@ -113,6 +113,40 @@ TEST_F(AgentTest, AJobEnvironmentOutsideTheAllowListEndsTheTaskUnrun) {
   EXPECT_TRUE(agent->RunningTasks().empty());
 }
 
+TEST_F(AgentTest, ATrainerWhoseCheckpointDirIsMissingOnThisHostEndsUnrun) {
+  auto job = [](const std::string& checkpoint_dir) {
+    return "[job]\nname = \"t\"\nworkers = 1\narch = \"allreduce\"\n[trainer]\nmodel = "
+           "\"mlp\"\nsteps = 5\nbatch_size = 8\ncheckpoint_every = 2\ncheckpoint_dir = \"" +
+           checkpoint_dir +
+           "\"\n[model]\nfeatures = 8\nclasses = 4\nhidden = [16]\n"
+           "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n";
+  };
+  AgentOptions o = Options();
+  o.hostname = "host-b";
+  auto agent = NewAgent(o);
+  rpc::TaskKey missing = Key(7, 1, 0);
+  rpc::TaskAssignment a = Assignment(missing);
+  a.job_text = job("/nonexistent-px-share/ckpt");
+  agent->HandlePoll(Start({a}));
+  EXPECT_TRUE(launcher_.launches().empty());
+  std::vector<rpc::TaskReport> reports = ReportsFor(missing);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].state, rpc::TaskState::EXITED);
+  EXPECT_EQ(reports[0].exit_code, 126);
+  EXPECT_NE(reports[0].message.find("agent 'a1' (host host-b): paths the job names are missing"),
+            std::string::npos)
+      << reports[0].message;
+  EXPECT_NE(reports[0].message.find("/jobs/test/job.toml:"), std::string::npos);
+  EXPECT_NE(reports[0].message.find("'/nonexistent-px-share' does not exist"), std::string::npos)
+      << reports[0].message;
+  // The same job with the directory present here runs.
+  rpc::TaskKey present = Key(8, 1, 0);
+  a = Assignment(present);
+  a.job_text = job(dir_.File("ckpt"));
+  agent->HandlePoll(Start({a}));
+  EXPECT_EQ(launcher_.launches().size(), 1u);
+}
+
 TEST_F(AgentTest, NamesAllowedByTheOperatorReachTheTask) {
   AgentOptions o = Options();
   o.allow_env = {"PX_TEST_*", "LD_PRELOAD"};
@@ -459,6 +493,42 @@ TEST_F(AgentTest, RunPollsStartsAndReportsUntilStopped) {
   agent->Stop();
   run.join();
   EXPECT_EQ(link_.registrations().size(), 1u);
+}
+
+TEST_F(AgentTest, AStoppedAgentDeregistersWithItsWorkdirId) {
+  AgentOptions o = Options();
+  o.tick_ms = 5;
+  o.heartbeat_ms = 5;
+  auto agent = NewAgent(o);
+  std::thread run([&] { EXPECT_TRUE(agent->Run().ok()); });
+  ASSERT_TRUE(testing::WaitUntil([&] { return !link_.polls().empty(); }));
+  EXPECT_TRUE(link_.deregistrations().empty());
+  agent->Stop();
+  run.join();
+  ASSERT_EQ(link_.registrations().size(), 1u);
+  EXPECT_EQ(link_.registrations()[0].workdir_id, agent->workdir_id());
+  EXPECT_EQ(link_.registrations()[0].bind_addr, "127.0.0.1");
+  EXPECT_EQ(link_.deregistrations(), std::vector<std::string>{"a1 " + agent->workdir_id()});
+}
+
+TEST_F(AgentTest, ARefusedAgentDoesNotDeregister) {
+  auto agent = NewAgent(Options());
+  link_.SetRegisterStatus(AlreadyExists("agent 'a1' is already registered from 10.0.0.1:1234"));
+  EXPECT_FALSE(agent->Run().ok());
+  EXPECT_TRUE(link_.deregistrations().empty());
+}
+
+TEST_F(AgentTest, TheWorkdirIdSurvivesARestartAndDiffersBetweenWorkdirs) {
+  std::string first;
+  {
+    auto agent = NewAgent(Options());
+    first = agent->workdir_id();
+  }
+  EXPECT_EQ(first.size(), 32u);
+  EXPECT_EQ(NewAgent(Options())->workdir_id(), first);
+  AgentOptions other = Options();
+  other.workdir = dir_.File("other");
+  EXPECT_NE(NewAgent(other)->workdir_id(), first);
 }
 
 TEST_F(AgentTest, RegistersAgainWhenTheCoordinatorForgotIt) {

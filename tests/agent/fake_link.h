@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "agent/coordinator_link.h"
@@ -58,6 +59,12 @@ class FakeCoordinatorLink : public CoordinatorLink {
     return Status::Ok();
   }
 
+  Status Deregister(const std::string& agent_name, const std::string& workdir_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    deregistrations_.push_back(agent_name + " " + workdir_id);
+    return Status::Ok();
+  }
+
   void CancelPoll() override {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_ = true;
@@ -91,6 +98,11 @@ class FakeCoordinatorLink : public CoordinatorLink {
     std::lock_guard<std::mutex> lock(mu_);
     return registrations_;
   }
+  // "name workdir_id" of each deregistration.
+  std::vector<std::string> deregistrations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return deregistrations_;
+  }
   std::vector<rpc::PollRequest> polls() {
     std::lock_guard<std::mutex> lock(mu_);
     return polls_;
@@ -109,6 +121,7 @@ class FakeCoordinatorLink : public CoordinatorLink {
   std::vector<rpc::AgentInfo> registrations_;
   std::vector<rpc::PollRequest> polls_;
   std::vector<rpc::TaskReport> reports_;
+  std::vector<std::string> deregistrations_;
   Status register_status_;
   bool known_ = true;
   bool reachable_ = true;

@@ -30,5 +30,15 @@ TEST(PythonPackageTest, FoundInTheBuildTreeThenTheInstalledTree) {
             (root / "python").string());
 }
 
+TEST(PythonPackageTest, FoundFromThePackagesProgramDirectory) {
+  testing::TempDir dir;
+  const fs::path root = fs::canonical(dir.path());
+  fs::create_directories(root / "usr/lib/parallax/bin");
+  Touch(root / "usr/lib/python3.11/dist-packages/parallax/__init__.py");
+  EXPECT_EQ(FindPythonPackage((root / "usr/lib/parallax/bin").string(),
+                              "lib/python3.11/dist-packages"),
+            (root / "usr/lib/python3.11/dist-packages").string());
+}
+
 }  // namespace
 }  // namespace parallax::agent

@@ -30,6 +30,7 @@ class ServiceDriver {
   }
 
   CoordinatorService& service() { return *service_; }
+  const rpc::RequestHeader& header() const { return header_; }
   FakeClock& clock() { return clock_; }
 
   void Register(const std::string& agent, int slots) {

@@ -65,6 +65,24 @@ TEST_F(StateFileTest, AMissingFileBecomesANewState) {
   EXPECT_EQ(*InspectStateFile(path_), StateFileKind::kParallax);
 }
 
+TEST_F(StateFileTest, TheDatabasesMissingDirectoryIsMade) {
+  const std::string db = dir_.File("var/lib/parallax/state.db");
+  ASSERT_TRUE(MakeStateDirectory(db).ok());
+  EXPECT_TRUE(std::filesystem::is_directory(dir_.File("var/lib/parallax")));
+  EXPECT_TRUE(MakeStateDirectory(db).ok());  // already there
+  SqliteStateStoreOptions store;
+  store.path = db;
+  EXPECT_TRUE(OpenCoordinatorState(store, {}).ok());
+}
+
+TEST_F(StateFileTest, ADirectoryThatCannotBeMadeIsNamedWithWhatToDo) {
+  std::ofstream(dir_.File("blocker")) << "a file, not a directory\n";
+  Status s = MakeStateDirectory(dir_.File("blocker/parallax/state.db"));
+  ASSERT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("'" + dir_.File("blocker/parallax") + "'"));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("install -d"));
+}
+
 TEST_F(StateFileTest, AnEmptyFileIsRefusedUnlessANewStateIsAskedFor) {
   std::ofstream(path_).flush();
   auto store = Open();

@@ -138,7 +138,7 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
   for (const auto& p : points) {
     push_bytes[p.rank] += p.values.count("ps_push_sent_bytes") ? p.values.at("ps_push_sent_bytes") : 0;
     gather_bytes[p.rank] +=
-        p.values.count("allgather_sent_bytes") ? p.values.at("allgather_sent_bytes") : 0;
+        p.values.count("local_agg_sent_bytes") ? p.values.at("local_agg_sent_bytes") : 0;
   }
   ASSERT_EQ(push_bytes.size(), static_cast<size_t>(kRanks));
   for (int r = 0; r < kRanks; ++r) {

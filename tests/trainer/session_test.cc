@@ -103,6 +103,29 @@ TEST_F(SessionTest, OneRankWritesCheckpointFilesAndRegistersStateOnce) {
   EXPECT_FALSE(std::ifstream(dir.path() + "/job-5/step-3/MANIFEST.json").good());
 }
 
+// The job's last step is checkpointed even off the checkpoint_every grid:
+// a 7-step job with checkpoint_every = 3 ends with step 7, which export finds.
+TEST_F(SessionTest, TheLastStepOfTheJobIsCheckpointed) {
+  parallax::testing::TempDir dir;
+  SessionOptions o = Options("allgather");
+  o.job_id = 6;
+  o.config.trainer.checkpoint_dir = dir.path();
+  o.config.trainer.checkpoint_every = 3;
+  o.config.trainer.steps = 7;
+  auto session = Session::Create(o);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  int emb = -1, w = -1;
+  ASSERT_TRUE(testing::RegisterTiny(session->get(), &emb, &w).ok());
+  ASSERT_TRUE((*session)->Start().ok());
+  ASSERT_TRUE(testing::TrainTiny(session->get(), emb, w, 7, 8, false).ok());
+  for (int step : {3, 6, 7}) {
+    EXPECT_TRUE(std::ifstream(dir.path() + "/job-6/step-" + std::to_string(step) + "/MANIFEST.json")
+                    .good())
+        << step;
+  }
+  EXPECT_FALSE(std::ifstream(dir.path() + "/job-6/step-5/MANIFEST.json").good());
+}
+
 TEST_F(SessionTest, OneRankAllGatherEqualsReference) {
   TrainAndCompare(Options("allgather"), VariablePath::kAllGather);
 }

@@ -57,6 +57,22 @@ TEST(StepMetricsTest, BytesByPathAreTheCommunicatorsWireCounters) {
   EXPECT_EQ(alone.Take(nullptr, nullptr)["allreduce_sent_bytes"], 0);
 }
 
+TEST(StepMetricsTest, TheHostsExchangeIsLocalAggregationNotAllGather) {
+  FakeCommunicator comm, host;
+  StepMetrics m;
+  const auto t0 = StepMetrics::Clock::now();
+  comm.counters.allgather = {70, 50};
+  host.counters.allgather = {600, 400};
+  m.EndStep(t0, t0);
+  m.EndStep(t0, t0);
+  auto v = m.Take(&comm, nullptr, &host);
+  EXPECT_EQ(v["allgather_sent_bytes"], 35);
+  EXPECT_EQ(v["allgather_recv_bytes"], 25);
+  EXPECT_EQ(v["local_agg_sent_bytes"], 300);
+  EXPECT_EQ(v["local_agg_recv_bytes"], 200);
+  EXPECT_EQ(m.Take(&comm, nullptr)["local_agg_sent_bytes"], 0);
+}
+
 TEST(StepMetricsTest, TakeAveragesPerStepAndStartsANewInterval) {
   FakeCommunicator comm;
   StepMetrics m;

@@ -148,5 +148,6 @@ int main(int argc, char** argv) {
     std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
   std::fclose(f);
   std::rename((out + ".tmp").c_str(), out.c_str());
+  std::cout << "trainer_test_rank: rank " << rank << " done" << std::endl;
   return 0;
 }

@@ -559,6 +559,26 @@ TEST_F(JobConfigTest, MissingCtrDataNamesTheSyntheticFlag) {
               HasSubstr("; run scripts/fetch-data --synthetic-ctr to write the synthetic CTR data"));
 }
 
+TEST_F(JobConfigTest, MissingPathsCanBeCollectedInsteadOfRefused) {
+  const std::string text = std::string(kMinimal) +
+                           "checkpoint_dir = \"/no/such/share/ckpt\"\n"
+                           "[model]\ndata = \"/no/such/data.tok\"\n";
+  std::vector<std::string> missing;
+  StatusOr<JobConfig> c = ParseJobConfig(text, "/jobs/a/job.toml", {.missing_paths = &missing});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(missing.size(), 2u);
+  EXPECT_THAT(missing[0], HasSubstr("/jobs/a/job.toml:"));
+  EXPECT_THAT(missing[0] + missing[1], HasSubstr("key 'trainer.checkpoint_dir': parent directory "
+                                                 "'/no/such/share' does not exist"));
+  EXPECT_THAT(missing[0] + missing[1], HasSubstr("key 'model.data': path '/no/such/data.tok'"));
+  EXPECT_EQ(c->trainer.checkpoint_dir, "/no/such/share/ckpt");
+  EXPECT_THAT(c->model_toml, HasSubstr("data = '/no/such/data.tok'"));
+  // Every other mistake is still an error.
+  missing.clear();
+  EXPECT_FALSE(ParseJobConfig("bogus = 1\n" + text, "/jobs/a/job.toml", {.missing_paths = &missing})
+                   .ok());
+}
+
 TEST_F(JobConfigTest, CheckPathsFalseSkipsExistenceChecks) {
   const std::string text = std::string(kMinimal) +
                            "checkpoint_dir = \"no/such/dir/ckpt\"\n"
