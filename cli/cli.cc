@@ -153,6 +153,8 @@ class Cli {
   std::string export_out_;
   PlanCommandOptions plan_;
   int64_t export_chunk_rows_ = 65536;
+  int resume_workers_ = 0;   // resume --workers (0: the job's own)
+  int resume_shards_ = -1;   // resume --shards (-1: the job's own)
 };
 
 // The shared secret from --secret-file, --token, $PARALLAX_SECRET_FILE or
@@ -470,14 +472,36 @@ int Cli::Drain() {
 }
 
 int Cli::Resume() {
+  rpc::ResumeOptions options;
+  if (resume_workers_ > 0) options.__set_workers(resume_workers_);
+  if (resume_shards_ >= 0) options.__set_shards(resume_shards_);
+  if (!job_file_.empty()) {
+    // An edited job file: checked here first, as a submit is.
+    StatusOr<std::string> text = ReadJobFile(job_file_);
+    if (!text.ok()) {
+      err_ << "parallax: " << text.status().message() << "\n";
+      return kExitUsage;
+    }
+    StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
+    if (!config.ok()) {
+      err_ << config.status().message() << "\n";
+      err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was resumed\n";
+      return kExitUsage;
+    }
+    std::error_code ec;
+    std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
+    options.__set_job_text(*text);
+    options.__set_job_path(ec ? job_file_ : abs);
+  }
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
   rpc::JobInfo job;
-  Status s =
-      client->Call([&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_); });
+  Status s = client->Call(
+      [&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_, options); });
   if (!s.ok()) return Report(s);
-  out_ << "job " << job.id << " " << StateName(job.state) << " (attempt " << job.attempt << ")\n";
+  out_ << "job " << job.id << " " << StateName(job.state) << " (attempt " << job.attempt << ", "
+       << job.workers << " workers)\n";
   return kExitOk;
 }
 
@@ -640,6 +664,15 @@ void Cli::AddClusterCommands(CLI::App* app) {
   CLI::App* resume =
       app->add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
   AddJobId(resume)->required();
+  resume->add_option("--workers", resume_workers_,
+                     "resume on M workers (sets [job] workers; data positions and PS "
+                     "partitions are re-split from the checkpoint)")
+      ->check(CLI::PositiveNumber);
+  resume->add_option("--shards", resume_shards_,
+                     "resume with S PS shards (sets [ps] shards; 0: one per host)")
+      ->check(CLI::NonNegativeNumber);
+  resume->add_option("--job", job_file_,
+                     "resume with this edited job file instead of the stored one");
   resume->callback([this] { result_ = Resume(); });
 
   CLI::App* logs =

@@ -112,6 +112,16 @@ void Validator::ReadJob(const toml::table* t, JobConfig::Job* job) {
                  "; remove staleness or set consistency = 'ssp'");
   }
   ReadInt(*t, "job", "max_restarts", 0, &job->max_restarts);
+  // Elastic workers (docs/RELIABILITY.md): min_workers defaults to workers.
+  job->min_workers = job->workers;
+  if (ReadInt(*t, "job", "min_workers", 1, &job->min_workers) &&
+      job->min_workers > job->workers) {
+    KeyError(*t->get("min_workers"), "job.min_workers",
+             "min_workers " + std::to_string(job->min_workers) + " is more than workers " +
+                 std::to_string(job->workers) + "; it must be between 1 and workers");
+    job->min_workers = job->workers;
+  }
+  ReadInt(*t, "job", "replace_timeout_s", 0, &job->replace_timeout_s);
 }
 
 void Validator::ReadDirectory(const toml::table& t, const char* key, std::string* out) {

@@ -37,6 +37,11 @@ struct JobConfig {
     Consistency consistency = Consistency::kSync;
     int staleness = 0;                // >= 0; used by ssp
     int max_restarts = 0;             // >= 0
+    // Elastic workers: after a lost host the job goes on with fewer workers,
+    // not fewer than min_workers (1..workers; default workers: not elastic),
+    // once no replacement slot came within replace_timeout_s (>= 0).
+    int min_workers = 1;
+    int replace_timeout_s = 60;
   } job;
 
   struct Trainer {
