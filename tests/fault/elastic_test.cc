@@ -13,6 +13,7 @@
 // last attempt having resumed from step 20. Without root or `ip netns` the test
 // skips with the reason.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,9 +35,10 @@ std::string Joined(const std::vector<std::string>& v) {
   return out;
 }
 
-int Count(const std::vector<std::string>& events, const std::string& part) {
+// Events that start with `prefix`.
+int Count(const std::vector<std::string>& events, const std::string& prefix) {
   int n = 0;
-  for (const std::string& e : events) n += e.find(part) != std::string::npos;
+  for (const std::string& e : events) n += e.rfind(prefix, 0) == 0;
   return n;
 }
 
@@ -76,16 +78,28 @@ class ElasticTest : public ::testing::Test {
     std::ofstream(PauseDir() + "/go-a" + std::to_string(attempt) + "-step:15") << "go\n";
   }
 
-  // Polls `parallax agents --json` until agent `name` is alive again.
-  bool WaitAgentAlive(const std::string& name, int timeout_ms) {
+  // Waits until the coordinator's own view has agent `name` back: its
+  // "is back" event (not about a job, so read from the database; `parallax
+  // agents` shows the heartbeat itself, which the view follows at its next
+  // sweep).
+  bool WaitAgentBack(const std::string& name, int timeout_ms) {
+    const std::string like = "agent \"" + name + "\" is back%";
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (Clock::now() < deadline) {
-      RunResult r = cluster_.Cli({"agents", "--json"}, 10'000);
-      if (r.exit_code == 0) {
-        for (const auto& a : nlohmann::json::parse(r.out)["agents"]) {
-          if (a["name"] == name && a["alive"] == true) return true;
+      sqlite3* db = nullptr;
+      bool back = false;
+      if (sqlite3_open_v2(cluster_.Db().c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 1000);
+        sqlite3_stmt* st = nullptr;
+        if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE message LIKE ?1", -1, &st,
+                               nullptr) == SQLITE_OK) {
+          sqlite3_bind_text(st, 1, like.c_str(), -1, SQLITE_TRANSIENT);
+          back = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
         }
+        sqlite3_finalize(st);
       }
+      sqlite3_close(db);
+      if (back) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
@@ -127,13 +141,14 @@ TEST_F(ElasticTest, LostHostShrinksToMinWorkersAndAReturningHostGrowsIt) {
 
   // Host c comes back; at the next checkpoint (step 20) the job grows.
   ASSERT_TRUE(net_.SetLink(2, true));
-  ASSERT_TRUE(WaitAgentAlive("c", 30'000)) << cluster_.Logs();
+  ASSERT_TRUE(WaitAgentBack("c", 30'000)) << cluster_.Logs();
   Release(2);
   nlohmann::json end = cluster_.WaitForEnd(id, 90'000);
   events = cluster_.EventMessages(id);
   ASSERT_EQ(end["state"], "SUCCEEDED") << end.dump() << "\n" << Joined(events) << cluster_.Logs();
   EXPECT_EQ(end["attempt"], 3) << end.dump();
   EXPECT_EQ(Count(events, "elastic: grows from 2 to 3 of 3 workers"), 1) << Joined(events);
+  EXPECT_EQ(Count(events, "RUNNING -> PENDING: elastic: grows from 2 to 3"), 1) << Joined(events);
   EXPECT_EQ(cluster_.Restarts(id), 1) << "only the lost host counts as a restart\n"
                                       << Joined(events);
   for (int r = 0; r < 3; ++r) {
