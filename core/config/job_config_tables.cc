@@ -71,10 +71,12 @@ void Validator::Run(const toml::table& root, JobConfig* config) {
   if (const toml::table* optimizer = GetTable(root, "", "optimizer")) {
     CheckKeys(*optimizer, "optimizer", kOptimizerTables);
     if (const toml::table* dense = GetTable(*optimizer, "optimizer", "dense")) {
-      ReadOptimizer(*dense, "optimizer.dense", &config->dense_optimizer);
+      ReadOptimizer(*dense, "optimizer.dense", &config->dense_optimizer,
+                    &config->dense_scale_lr_with_workers);
     }
     if (const toml::table* sparse = GetTable(*optimizer, "optimizer", "sparse")) {
-      ReadOptimizer(*sparse, "optimizer.sparse", &config->sparse_optimizer);
+      ReadOptimizer(*sparse, "optimizer.sparse", &config->sparse_optimizer,
+                    &config->sparse_scale_lr_with_workers);
     }
   }
   if (const toml::table* ps = GetTable(root, "", "ps")) {
@@ -217,8 +219,13 @@ void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
 }
 
 void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix,
-                              OptimizerSettings* out) {
-  CheckKeys(t, prefix, kOptimizerKeys);
+                              OptimizerSettings* out, bool* scale_lr_with_workers) {
+  if (scale_lr_with_workers != nullptr) {
+    CheckKeys(t, prefix, kJobOptimizerKeys);
+    ReadBool(t, prefix, "scale_lr_with_workers", scale_lr_with_workers);
+  } else {
+    CheckKeys(t, prefix, kOptimizerKeys);
+  }
   const bool type_given = t.contains("type");
   const bool type_ok = !type_given || ReadSetting(t, prefix, "type", &out->type);
   const std::string type = OptimizerTypeName(out->type);

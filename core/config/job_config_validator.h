@@ -38,6 +38,9 @@ inline constexpr std::string_view kTrainerKeys[] = {
 inline constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 inline constexpr std::string_view kOptimizerKeys[] = {
     "type", "lr", "momentum", "beta1", "beta2", "epsilon", "initial_accumulator"};
+inline constexpr std::string_view kJobOptimizerKeys[] = {
+    "type",    "lr",          "momentum", "beta1", "beta2", "epsilon", "initial_accumulator",
+    "scale_lr_with_workers"};
 inline constexpr std::string_view kPsKeys[] = {
     "shards", "partitions",   "local_aggregation", "value_encoding",
     "curve",  "staleness_lr", "shared_memory",     "shared_memory_mb"};
@@ -134,7 +137,10 @@ class Validator {
 
   void ReadJob(const toml::table* t, JobConfig::Job* job);
   void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
-  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerSettings* out);
+  // `scale_lr_with_workers`: the job's [optimizer.*] tables, which also
+  // accept that key (a [[variable]]'s optimizer does not).
+  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerSettings* out,
+                     bool* scale_lr_with_workers = nullptr);
   void ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
   void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);

@@ -66,6 +66,11 @@ struct JobConfig {
 
   OptimizerSettings dense_optimizer;   // [optimizer.dense]
   OptimizerSettings sparse_optimizer;  // [optimizer.sparse]
+  // [optimizer.*] scale_lr_with_workers: the table's lr is the rate of one
+  // worker's batch; an attempt on N workers uses lr × N (the linear scaling
+  // rule), so the rate follows the global batch when the worker count changes.
+  bool dense_scale_lr_with_workers = false;
+  bool sparse_scale_lr_with_workers = false;
 
   struct Ps {
     int shards = 0;                  // 0 = auto (one per host)
