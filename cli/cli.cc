@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "cli/export.h"
 #include "cli/job_file.h"
@@ -101,6 +103,9 @@ class Cli {
   int Report(const Status& status);
 
   int Submit();
+  // The text and config of --job / JOB.toml, or nullopt after saying what is
+  // wrong and that `not_done`.
+  std::optional<std::pair<std::string, JobConfig>> ReadValidJobFile(const char* not_done);
   int Status_();
   // The plan of the job's current attempt, when rank 0 has put it.
   void PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job);
@@ -226,21 +231,28 @@ int Cli::Report(const Status& status) {
   }
 }
 
-int Cli::Submit() {
-  // Validate here first: nothing is submitted from an invalid file, and the
-  // user sees every problem with its file:line:column.
+std::optional<std::pair<std::string, JobConfig>> Cli::ReadValidJobFile(const char* not_done) {
+  // Validate here first: nothing is sent from an invalid file, and the user
+  // sees every problem with its file:line:column.
   StatusOr<std::string> text = ReadJobFile(job_file_);
   if (!text.ok()) {
     err_ << "parallax: " << text.status().message() << "\n";
-    return kExitUsage;
+    return std::nullopt;
   }
   StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
   if (!config.ok()) {
     err_ << config.status().message() << "\n";
-    err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
-    return kExitUsage;
+    err_ << "parallax: " << job_file_ << " is not a valid job file; " << not_done << "\n";
+    return std::nullopt;
   }
-  for (const std::string& line : EnvWarnings(*config, job_file_)) {
+  return std::make_pair(std::move(text).value(), std::move(config).value());
+}
+
+int Cli::Submit() {
+  auto valid = ReadValidJobFile("nothing was submitted");
+  if (!valid) return kExitUsage;
+  const std::string& text = valid->first;
+  for (const std::string& line : EnvWarnings(valid->second, job_file_)) {
     err_ << "parallax: warning: " << line << "\n";
   }
   int code = kExitOk;
@@ -248,7 +260,7 @@ int Cli::Submit() {
   if (!client) return code;
   std::error_code ec;
   std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
-  StatusOr<rpc::JobInfo> job = client->SubmitJob(*text, ec ? job_file_ : abs);
+  StatusOr<rpc::JobInfo> job = client->SubmitJob(text, ec ? job_file_ : abs);
   if (!job.ok()) return Report(job.status());
   err_ << "submitted job " << job->id << " (" << job->name << ", " << job->workers
        << " workers) to " << client->options().address << "\n";
@@ -477,20 +489,11 @@ int Cli::Resume() {
   if (resume_shards_ >= 0) options.__set_shards(resume_shards_);
   if (!job_file_.empty()) {
     // An edited job file: checked here first, as a submit is.
-    StatusOr<std::string> text = ReadJobFile(job_file_);
-    if (!text.ok()) {
-      err_ << "parallax: " << text.status().message() << "\n";
-      return kExitUsage;
-    }
-    StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_);
-    if (!config.ok()) {
-      err_ << config.status().message() << "\n";
-      err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was resumed\n";
-      return kExitUsage;
-    }
+    auto valid = ReadValidJobFile("nothing was resumed");
+    if (!valid) return kExitUsage;
     std::error_code ec;
     std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
-    options.__set_job_text(*text);
+    options.__set_job_text(valid->first);
     options.__set_job_path(ec ? job_file_ : abs);
   }
   int code = kExitOk;
