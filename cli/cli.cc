@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "cli/export.h"
 #include "cli/job_file.h"
@@ -103,6 +105,9 @@ class Cli {
   int Report(const Status& status);
 
   int Submit();
+  // The text and config of --job / JOB.toml, or nullopt after saying what is
+  // wrong and that `not_done`.
+  std::optional<std::pair<std::string, JobConfig>> ReadValidJobFile(const char* not_done);
   int Status_();
   // The plan of the job's current attempt, when rank 0 has put it.
   void PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job);
@@ -156,6 +161,8 @@ class Cli {
   PlanCommandOptions plan_;
   bool plan_from_coordinator_ = false;  // parallax plan --from-coordinator
   int64_t export_chunk_rows_ = 65536;
+  int resume_workers_ = 0;   // resume --workers (0: the job's own)
+  int resume_shards_ = -1;   // resume --shards (-1: the job's own)
 };
 
 // The shared secret from --secret-file, --token, $PARALLAX_SECRET_FILE or
@@ -227,13 +234,13 @@ int Cli::Report(const Status& status) {
   }
 }
 
-int Cli::Submit() {
-  // Validate here first: nothing is submitted from an invalid file, and the
-  // user sees every problem with its file:line:column.
+std::optional<std::pair<std::string, JobConfig>> Cli::ReadValidJobFile(const char* not_done) {
+  // Validate here first: nothing is sent from an invalid file, and the user
+  // sees every problem with its file:line:column.
   StatusOr<std::string> text = ReadJobFile(job_file_);
   if (!text.ok()) {
     err_ << "parallax: " << text.status().message() << "\n";
-    return kExitUsage;
+    return std::nullopt;
   }
   // The data and checkpoint directory are read on the agents' hosts, which
   // check them when a task is placed: one missing here is only a warning.
@@ -241,15 +248,22 @@ int Cli::Submit() {
   StatusOr<JobConfig> config = ParseJobConfig(*text, job_file_, {.missing_paths = &missing});
   if (!config.ok()) {
     err_ << config.status().message() << "\n";
-    err_ << "parallax: " << job_file_ << " is not a valid job file; nothing was submitted\n";
-    return kExitUsage;
+    err_ << "parallax: " << job_file_ << " is not a valid job file; " << not_done << "\n";
+    return std::nullopt;
   }
   for (const std::string& line : missing) {
     err_ << "parallax: warning: " << line
          << " on this host; submitting anyway: the agents' hosts check it when they start the "
             "job's tasks (it must be at this absolute path on every host)\n";
   }
-  for (const std::string& line : EnvWarnings(*config, job_file_)) {
+  return std::make_pair(std::move(text).value(), std::move(config).value());
+}
+
+int Cli::Submit() {
+  auto valid = ReadValidJobFile("nothing was submitted");
+  if (!valid) return kExitUsage;
+  const std::string& text = valid->first;
+  for (const std::string& line : EnvWarnings(valid->second, job_file_)) {
     err_ << "parallax: warning: " << line << "\n";
   }
   int code = kExitOk;
@@ -257,7 +271,7 @@ int Cli::Submit() {
   if (!client) return code;
   std::error_code ec;
   std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
-  StatusOr<rpc::JobInfo> job = client->SubmitJob(*text, ec ? job_file_ : abs);
+  StatusOr<rpc::JobInfo> job = client->SubmitJob(text, ec ? job_file_ : abs);
   if (!job.ok()) return Report(job.status());
   err_ << "submitted job " << job->id << " (" << job->name << ", " << job->workers
        << " workers) to " << client->options().address << "\n";
@@ -504,14 +518,27 @@ int Cli::Drain() {
 }
 
 int Cli::Resume() {
+  rpc::ResumeOptions options;
+  if (resume_workers_ > 0) options.__set_workers(resume_workers_);
+  if (resume_shards_ >= 0) options.__set_shards(resume_shards_);
+  if (!job_file_.empty()) {
+    // An edited job file: checked here first, as a submit is.
+    auto valid = ReadValidJobFile("nothing was resumed");
+    if (!valid) return kExitUsage;
+    std::error_code ec;
+    std::string abs = std::filesystem::absolute(job_file_, ec).lexically_normal().string();
+    options.__set_job_text(valid->first);
+    options.__set_job_path(ec ? job_file_ : abs);
+  }
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
   rpc::JobInfo job;
-  Status s =
-      client->Call([&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_); });
+  Status s = client->Call(
+      [&](rpc::CoordinatorClient& c) { c.ResumeJob(job, client->Header(), job_id_, options); });
   if (!s.ok()) return Report(s);
-  out_ << "job " << job.id << " " << StateName(job.state) << " (attempt " << job.attempt << ")\n";
+  out_ << "job " << job.id << " " << StateName(job.state) << " (attempt " << job.attempt << ", "
+       << job.workers << " workers)\n";
   return kExitOk;
 }
 
@@ -653,6 +680,15 @@ void Cli::AddClusterCommands(CLI::App* app) {
   CLI::App* resume =
       app->add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
   AddJobId(resume)->required();
+  resume->add_option("--workers", resume_workers_,
+                     "resume on M workers (sets [job] workers; data positions and PS "
+                     "partitions are re-split from the checkpoint)")
+      ->check(CLI::PositiveNumber);
+  resume->add_option("--shards", resume_shards_,
+                     "resume with S PS shards (sets [ps] shards; 0: one per host)")
+      ->check(CLI::NonNegativeNumber);
+  resume->add_option("--job", job_file_,
+                     "resume with this edited job file instead of the stored one");
   resume->callback([this] { result_ = Resume(); });
 
   CLI::App* logs =

@@ -68,6 +68,13 @@ struct PendingJob {
   // Why the stored job file cannot be used ("" when it can): the job fails
   // when its turn comes.
   std::string invalid;
+  // Elastic workers (coordinator/resize.h): a restarted attempt may take as
+  // few as min_workers (== workers: not elastic) once no slot for the
+  // others came within replace_timeout_ms of `since` (when the job became
+  // PENDING).
+  int min_workers = 0;
+  int64_t replace_timeout_ms = 0;
+  int64_t since = 0;
 };
 
 // Ranks and hosts of one attempt, as every assignment of it reports them.
@@ -88,6 +95,9 @@ struct LiveJob {
   enum class ShardNeed { kYes, kNo, kUnknown };
   std::optional<ShardNeed> shard_need;
   std::shared_ptr<const AttemptLayout> layout;  // of record.attempt; built on first use
+  // A checkpoint of record.attempt was committed since the job was last
+  // looked at: an elastic job on fewer workers than it asks for may grow.
+  int64_t checkpointed_step = -1;
 };
 
 class ClusterView {

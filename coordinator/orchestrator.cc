@@ -101,6 +101,9 @@ void Orchestrator::Enqueue(const JobRecord& job, const JobConfig& config) {
   p.attempt = job.attempt;
   p.workers = config.job.workers;
   p.shards = RequestedShards(config);
+  p.min_workers = config.job.min_workers;
+  p.replace_timeout_ms = int64_t{config.job.replace_timeout_s} * 1000;
+  p.since = job.updated;
   ++inbox_size_;
   std::lock_guard<std::mutex> lock(inbox_mu_);
   inbox_.push_back(std::move(p));
@@ -156,6 +159,14 @@ void Orchestrator::PlanStored(int64_t job_id, int attempt) {
   WakeAgentsOf(job_id);
 }
 
+void Orchestrator::CheckpointCommitted(int64_t job_id, int attempt, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LiveJob* job = view_.FindLive(job_id);
+  if (job == nullptr || job->record.attempt != attempt) return;
+  job->checkpointed_step = std::max(job->checkpointed_step, step);
+  dirty_.insert(job_id);
+}
+
 void Orchestrator::JobChanged(int64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (view_.FindLive(job_id) != nullptr) dirty_.insert(job_id);
@@ -200,7 +211,10 @@ void Orchestrator::ApplyJob(const JobRecord& job, std::shared_ptr<const JobConfi
       if (config) {
         p.workers = config->job.workers;
         p.shards = RequestedShards(*config);
+        p.min_workers = config->job.min_workers;
+        p.replace_timeout_ms = int64_t{config->job.replace_timeout_s} * 1000;
       }
+      p.since = job.updated;
       view_.EraseLive(id);
       dirty_.erase(id);
       view_.PutPending(std::move(p));

@@ -88,6 +88,10 @@ class Orchestrator {
   void PlanStored(int64_t job_id, int attempt);
   // Something the job's lifecycle reads changed (a trial's published time).
   void JobChanged(int64_t job_id);
+  // A checkpoint of (job, attempt) was committed: an elastic job running on
+  // fewer workers than it asks for grows when slots are free
+  // (coordinator/resize.h).
+  void CheckpointCommitted(int64_t job_id, int attempt, int64_t step);
   // Why a PENDING job has not started ("" when not known).
   std::string WaitingFor(int64_t job_id) const;
 
@@ -173,9 +177,16 @@ class Orchestrator {
   void TakeReports(Pass* pass);
   void MarkLostAgents(const std::map<std::string, int64_t>& last_seen, Pass* pass);
   Status AdvanceJob(int64_t job_id, Pass* pass);
+  // Free trainer slots of the agents that take tasks.
+  Capacity FreeCapacity();
+  // An elastic job below its workers, after a checkpoint, when slots are
+  // free: requeued (not a restart) to grow. Returns whether it was.
+  StatusOr<bool> MaybeGrow(LiveJob& job, int64_t now);
   Status PlacePending(Pass* pass);
   // Adds the first (or next) attempt of a PENDING job at `placement`.
-  Status StartJob(const PendingJob& pending, const Placement& placement, Pass* pass);
+  // `elastic`: the event of an elastic attempt on fewer workers ("" if not).
+  Status StartJob(const PendingJob& pending, const Placement& placement, const std::string& elastic,
+                  Pass* pass);
   void Transition(const LiveJob& job, JobState to, const std::string& reason, Pass* pass);
   // Writes the pass and applies what it wrote; on failure builds the memory
   // again from the store.
@@ -206,6 +217,9 @@ class Orchestrator {
   // Whether placement may find something new: set by what frees or adds
   // slots or queues a job that is not behind a blocked head.
   bool placement_dirty_ = true;             // GUARDED_BY(mu_)
+  // When an elastic job's replacement wait ends (0: none): placement runs
+  // again then.
+  int64_t placement_recheck_at_ = 0;        // GUARDED_BY(mu_)
   bool stopping_ = false;                   // GUARDED_BY(mu_)
 
   // What `status` shows for waiting jobs, published after each placement.

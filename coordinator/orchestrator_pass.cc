@@ -8,6 +8,7 @@
 #include "coordinator/orchestrator.h"
 #include "coordinator/orchestrator_internal.h"
 #include "coordinator/partition_trials.h"
+#include "coordinator/resize.h"
 #include "core/base/logging.h"
 
 namespace parallax::coordinator {
@@ -24,6 +25,10 @@ StatusOr<bool> Orchestrator::Reconcile(const std::map<std::string, int64_t>* las
     std::lock_guard<std::mutex> lock(mu_);
     Pass pass;
     DrainInbox();
+    if (placement_recheck_at_ > 0 && clock_->NowMillis() >= placement_recheck_at_) {
+      placement_recheck_at_ = 0;  // an elastic job's replacement wait is over
+      placement_dirty_ = true;
+    }
     TakeReports(&pass);
     if (last_seen != nullptr && round == 0) {
       MarkLostAgents(*last_seen, &pass);
@@ -217,20 +222,51 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
   if (job.state == JobState::kPlacing && all_started) {
     Transition(*live, JobState::kRunning, "all " + std::to_string(launched) + " tasks started",
                pass);
+    return Status::Ok();
+  }
+  if (live->checkpointed_step >= 0 && job.state == JobState::kRunning) {
+    PX_ASSIGN_OR_RETURN(bool grown, MaybeGrow(*live, now));
+    if (grown) return Status::Ok();
   }
   return Status::Ok();
 }
 
-Status Orchestrator::PlacePending(Pass* pass) {
-  if (!placement_dirty_) return Status::Ok();
-  placement_dirty_ = false;
-  pass->placed = true;
+Capacity Orchestrator::FreeCapacity() {
   Capacity capacity;
   for (const auto& [name, a] : view_.agents()) {
     if (a.here && !a.lost && !a.record.draining) {
       capacity.Set({name, a.record.slots, a.record.slots - a.trainers});
     }
   }
+  return capacity;
+}
+
+StatusOr<bool> Orchestrator::MaybeGrow(LiveJob& live, int64_t now) {
+  const int64_t step = live.checkpointed_step;
+  live.checkpointed_step = -1;
+  if (!live.config) return false;
+  const int current = Layout(live).world;
+  const int target = GrowTo(*live.config, current, FreeCapacity().free_slots());
+  if (target == 0) return false;
+  const int64_t id = live.record.id;
+  const std::string reason = "elastic: grows from " + std::to_string(current) + " to " +
+                             std::to_string(target) + " of " +
+                             std::to_string(live.config->job.workers) +
+                             " workers: slots are free again; the next attempt resumes from the "
+                             "checkpoint of step " + std::to_string(step);
+  // Written at once, like a trial's end: rare, and not counted as a restart.
+  PX_RETURN_IF_ERROR(store_->AppendEvent(id, "elastic", reason, now).status());
+  PX_ASSIGN_OR_RETURN(JobRecord requeued, store_->RequeueJob(id, reason, now));
+  ApplyJob(requeued, live.config);
+  return true;
+}
+
+Status Orchestrator::PlacePending(Pass* pass) {
+  if (!placement_dirty_) return Status::Ok();
+  placement_dirty_ = false;
+  pass->placed = true;
+  Capacity capacity = FreeCapacity();
+  const int64_t now = clock_->NowMillis();
   int started = 0;
   for (const auto& [id, job] : view_.pending()) {
     if (pass->moved.count(id)) continue;
@@ -265,6 +301,22 @@ Status Orchestrator::PlacePending(Pass* pass) {
       }
     }
     Placement p = PlaceJobIn(request, capacity);
+    std::string elastic;
+    if (p.fit != Placement::Fit::kPlaced) {
+      // An elastic job goes on with fewer workers (coordinator/resize.h).
+      const ElasticChoice choice = ChooseElasticWorkers(job, capacity.free_slots(), now);
+      if (choice.workers > 0) {
+        request.workers = choice.workers;
+        p = PlaceJobIn(request, capacity);
+        elastic = choice.reason;
+      } else if (!choice.reason.empty()) {
+        p.reason += "; " + choice.reason;
+      }
+      if (choice.recheck_at > 0 &&
+          (placement_recheck_at_ == 0 || choice.recheck_at < placement_recheck_at_)) {
+        placement_recheck_at_ = choice.recheck_at;
+      }
+    }
     if (p.fit != Placement::Fit::kPlaced) {
       pass->reasons[id] = p.reason;
       if (p.fit == Placement::Fit::kWait) {
@@ -273,7 +325,7 @@ Status Orchestrator::PlacePending(Pass* pass) {
       }
       continue;
     }
-    PX_RETURN_IF_ERROR(StartJob(job, p, pass));
+    PX_RETURN_IF_ERROR(StartJob(job, p, elastic, pass));
     std::map<std::string, int> per_agent;
     for (const std::string& a : p.trainer_agents) ++per_agent[a];
     for (const auto& [name, n] : per_agent) capacity.Take(name, n);
@@ -282,7 +334,8 @@ Status Orchestrator::PlacePending(Pass* pass) {
   return Status::Ok();
 }
 
-Status Orchestrator::StartJob(const PendingJob& pending, const Placement& p, Pass* pass) {
+Status Orchestrator::StartJob(const PendingJob& pending, const Placement& p,
+                              const std::string& elastic, Pass* pass) {
   const int64_t now = clock_->NowMillis();
   // The job's text: the queue keeps only what placement needs.
   PX_ASSIGN_OR_RETURN(JobRecord job, store_->GetJob(pending.id));
@@ -328,6 +381,7 @@ Status Orchestrator::StartJob(const PendingJob& pending, const Placement& p, Pas
   PX_ASSIGN_OR_RETURN(AttemptStart kind, BeginAttempt(store_, job, *config,
                                                       static_cast<int>(p.ps_agents.size()), now));
   if (!kind.message.empty()) attempt.message += "; " + kind.message;
+  if (!elastic.empty()) pass->changes.events.push_back({job.id, "elastic", elastic, now});
   pass->changes.attempts.push_back(std::move(attempt));
   pass->attempt_configs.push_back(std::move(config));
   pass->moved.insert(job.id);

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "coordinator/resize.h"
 #include "coordinator/task_outcome.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
@@ -524,7 +525,7 @@ void CoordinatorService::DrainAgent(const rpc::RequestHeader& header, const std:
 }
 
 void CoordinatorService::ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
-                                   int64_t job_id) {
+                                   int64_t job_id, const rpc::ResumeOptions& options) {
   CheckHeader(header);
   RequireJobId(job_id);
   JobRecord job = ValueOrThrow(store_->GetJob(job_id));
@@ -533,7 +534,26 @@ void CoordinatorService::ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& 
           "job " + std::to_string(job_id) + " is " + std::string(JobStateName(job.state)) +
               "; only a FAILED or CANCELLED job can be resumed");
   }
+  ResumeChange change;
+  if (options.__isset.workers) change.workers = options.workers;
+  if (options.__isset.shards) change.shards = options.shards;
+  if (options.__isset.job_text) {
+    if (options.job_text.size() > options_.max_job_text_bytes) {
+      Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+            "job file is " + std::to_string(options.job_text.size()) + " bytes; the limit is " +
+                std::to_string(options_.max_job_text_bytes));
+    }
+    change.job_text = options.job_text;
+    change.job_path = options.__isset.job_path ? options.job_path : "";
+  }
   CheckJobRoom();
+  if (!change.empty()) {
+    // The new attempt reads the edited file; a resume that then fails leaves
+    // the job FAILED or CANCELLED with it.
+    const ResumeEdit edit = ValueOrThrow(EditForResume(job, change));
+    ThrowIfError(store_->ReplaceJobText(job_id, edit.job_text, edit.job_path, edit.workers,
+                                        edit.what, clock_->NowMillis()));
+  }
   ValueOrThrow(orchestrator_.Resume(job_id, "resumed by " + ClientName(header)));
   Wake();
   out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/false);
@@ -815,6 +835,8 @@ void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,
   record.path = checkpoint.path;
   record.manifest_sha256 = checkpoint.manifest_sha256;
   ThrowIfError(store_->CommitCheckpoint(record, clock_->NowMillis()));
+  orchestrator_.CheckpointCommitted(record.job_id, record.attempt, record.step);
+  Wake();
 }
 
 void CoordinatorService::ListCheckpoints(std::vector<rpc::CheckpointInfo>& out,

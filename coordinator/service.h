@@ -133,7 +133,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
                    const std::vector<rpc::TaskReport>& reports) override;
   void DrainAgent(const rpc::RequestHeader& header, const std::string& agent_name,
                   bool drain) override;
-  void ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id) override;
+  void ResumeJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id,
+                 const rpc::ResumeOptions& options) override;
   void ListTasks(std::vector<rpc::TaskInfo>& out, const rpc::RequestHeader& header,
                  int64_t job_id) override;
   void PutPlan(const rpc::RequestHeader& header, const rpc::PutPlanRequest& request) override;

@@ -423,6 +423,28 @@ StatusOr<JobRecord> SqliteStateStore::TransitionIn(SqliteConnection* db, int64_t
   return job;
 }
 
+Status SqliteStateStore::ReplaceJobText(int64_t job_id, const std::string& job_text,
+                                        const std::string& job_path, int workers,
+                                        const std::string& what, int64_t now) {
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_ASSIGN_OR_RETURN(JobRecord job, LoadJob(db, job_id));
+    if (job.state != JobState::kFailed && job.state != JobState::kCancelled) {
+      return FailedPrecondition(JobRef(job_id) + " is " + std::string(JobStateName(job.state)) +
+                                "; only a FAILED or CANCELLED job's file can be replaced");
+    }
+    PX_ASSIGN_OR_RETURN(SqliteStatement update,
+                        db->Prepare("UPDATE jobs SET job_text = ?1, job_path = ?2, workers = ?3, "
+                                    "updated = ?4 WHERE id = ?5"));
+    update.BindText(1, job_text)
+        .BindText(2, job_path)
+        .BindInt64(3, workers)
+        .BindInt64(4, now)
+        .BindInt64(5, job_id);
+    PX_RETURN_IF_ERROR(update.Run());
+    return InsertEvent(db, job_id, "job", what, now).status();
+  });
+}
+
 // ---- Events ----
 
 StatusOr<int64_t> SqliteStateStore::AppendEvent(int64_t job_id, const std::string& kind,

@@ -178,6 +178,13 @@ class StateStore {
   virtual StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason,
                                          int64_t now) = 0;
 
+  // Replaces the job file of a FAILED or CANCELLED job (a resume with
+  // another job file or worker count), with a "job" event saying `what`
+  // changed. FAILED_PRECONDITION for a job in another state.
+  virtual Status ReplaceJobText(int64_t job_id, const std::string& job_text,
+                                const std::string& job_path, int workers, const std::string& what,
+                                int64_t now) = 0;
+
   // ---- Events ----
   // Appends an event; returns its seq. job_id 0 is "no job"; any other id
   // must exist (NOT_FOUND).

@@ -11,6 +11,7 @@
 
 #include "core/base/finite.h"
 #include "ps/checkpoint.h"
+#include "ps/reshard.h"
 
 namespace parallax::ps {
 namespace {
@@ -614,15 +615,17 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
       const std::string dir(m.text);
       std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
       for (auto& [id, vs] : vars_) {
+        std::vector<uint32_t> owned;
         for (uint32_t p = 0; p < vs.parts.size(); ++p) {
-          if (!vs.parts[p].owned) continue;
-          auto snap = LoadPartition(dir, vs.table->spec(), p);
-          if (!snap.ok()) {
-            Error(identity, h, ErrorCode::kCheckpoint, snap.status().message() + "; nothing was loaded", out);
-            return;
-          }
-          loaded[id].push_back(std::move(snap).value());
+          if (vs.parts[p].owned) owned.push_back(p);
         }
+        // Another partitioning than the checkpoint's is re-split (ps/reshard.h).
+        auto snaps = LoadOwnedPartitions(dir, vs.table->spec(), owned);
+        if (!snaps.ok()) {
+          Error(identity, h, ErrorCode::kCheckpoint, snaps.status().message() + "; nothing was loaded", out);
+          return;
+        }
+        loaded[id] = std::move(snaps).value();
       }
       for (auto& [id, snaps] : loaded) {
         VarState& vs = vars_.at(id);

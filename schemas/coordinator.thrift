@@ -74,6 +74,17 @@ struct SubmitJobRequest {
   2: optional string job_path
 }
 
+// What a resume changes in the stored job before its new attempt (each
+// unset field keeps the job's own): the whole job file, then [job] workers
+// and [ps] shards. The new attempt resumes from the newest committed
+// checkpoint with the new counts (docs/RELIABILITY.md).
+struct ResumeOptions {
+  1: optional i32 workers
+  2: optional i32 shards
+  3: optional string job_text
+  4: optional string job_path
+}
+
 struct JobInfo {
   1: required i64 id
   2: required string name
@@ -356,8 +367,10 @@ service Coordinator {
   // Stops (drain = true) or resumes placing new tasks on an agent.
   void DrainAgent(1: RequestHeader header, 2: string agent_name, 3: bool drain)
       throws (1: CoordinatorError error)
-  // A new attempt of a FAILED or CANCELLED job.
-  JobInfo ResumeJob(1: RequestHeader header, 2: i64 job_id) throws (1: CoordinatorError error)
+  // A new attempt of a FAILED or CANCELLED job, optionally with another job
+  // file or worker / shard count (ResumeOptions).
+  JobInfo ResumeJob(1: RequestHeader header, 2: i64 job_id, 3: ResumeOptions options)
+      throws (1: CoordinatorError error)
 
   // Tasks of a job (every attempt), newest attempt first.
   list<TaskInfo> ListTasks(1: RequestHeader header, 2: i64 job_id)

@@ -159,10 +159,12 @@ StatusOr<std::optional<Checkpointer::ResumePoint>> Checkpointer::FindResumePoint
       found = true;
       rp.step = usable->first.step;
       rp.dir = usable->first.path;
+      rp.from_world = usable->second.world_size;
     }
     if (options_.world_size > 1) {
-      PX_RETURN_IF_ERROR(
-          coord_->KvSet(key, found ? std::to_string(rp.step) + " " + rp.dir : std::string("none")));
+      PX_RETURN_IF_ERROR(coord_->KvSet(
+          key, found ? std::to_string(rp.step) + " " + std::to_string(rp.from_world) + " " + rp.dir
+                     : std::string("none")));
     }
   } else {
     auto got = coord_->KvGet({key}, options_.timeout_ms);
@@ -173,24 +175,36 @@ StatusOr<std::optional<Checkpointer::ResumePoint>> Checkpointer::FindResumePoint
     }
     const std::string& v = (*got)[0];
     if (v != "none") {
+      // "<step> <world size> <dir>"
       const size_t space = v.find(' ');
-      if (space == std::string::npos) return Internal("malformed resume key \"" + v + "\"");
+      const size_t second = space == std::string::npos ? space : v.find(' ', space + 1);
+      if (second == std::string::npos) return Internal("malformed resume key \"" + v + "\"");
       found = true;
       rp.step = std::stoll(v.substr(0, space));
-      rp.dir = v.substr(space + 1);
+      rp.from_world = std::stoi(v.substr(space + 1, second - space - 1));
+      rp.dir = v.substr(second + 1);
     }
   }
   if (!found) return std::optional<ResumePoint>();
   const std::string dense_path = rp.dir + "/" + kDenseFile;
   PX_ASSIGN_OR_RETURN(std::string dense, ReadWholeFile(dense_path));
   PX_ASSIGN_OR_RETURN(rp.dense, DecodeDenseFile(dense, dense_path));
-  const std::string state_path = rp.dir + "/" + RankStateFile(options_.rank);
+  // Written with another number of workers: rank r takes the state of the
+  // checkpoint's rank r mod (its world size); data readers convert their
+  // positions to the new shard count (docs/RELIABILITY.md, "Resuming with
+  // another number of workers").
+  const int from_rank = rp.from_world > 0 ? options_.rank % rp.from_world : options_.rank;
+  if (rp.from_world != options_.world_size && options_.rank == 0) {
+    PX_LOG(INFO) << "job " << options_.job_id << ": the checkpoint of step " << rp.step
+                 << " was written by " << rp.from_world << " worker(s); resuming on "
+                 << options_.world_size;
+  }
+  const std::string state_path = rp.dir + "/" + RankStateFile(from_rank);
   auto state = ReadWholeFile(state_path);
   if (!state.ok()) {
     return FailedPrecondition("rank " + std::to_string(options_.rank) +
                               " has no state in the checkpoint of step " + std::to_string(rp.step) +
-                              " (" + state.status().message() +
-                              "); was it written with another number of workers?");
+                              " (" + state.status().message() + ")");
   }
   PX_ASSIGN_OR_RETURN(rp.rank_state, DecodeRankState(*state, state_path));
   return std::make_optional(std::move(rp));

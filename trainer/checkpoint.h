@@ -87,13 +87,15 @@ class Checkpointer {
   struct ResumePoint {
     int64_t step = 0;
     std::string dir;
+    int from_world = 0;  // the world size that wrote the checkpoint
     std::vector<DenseEntry> dense;
     std::map<std::string, std::string> rank_state;  // this rank's blobs
   };
   // Rank 0 picks the newest committed checkpoint that verifies and
   // publishes its choice (job/<id>/<attempt>/resume) for the other ranks;
-  // each rank then reads dense.pxck and its own state file. nullopt: start
-  // from scratch.
+  // each rank then reads dense.pxck and its own state file (with another
+  // world size than the checkpoint's: rank r reads the state of rank
+  // r mod that size). nullopt: start from scratch.
   StatusOr<std::optional<ResumePoint>> FindResumePoint();
 
  private:

@@ -41,7 +41,7 @@ class SessionImpl final : public Session {
  public:
   explicit SessionImpl(SessionOptions options)
       : options_(std::move(options)),
-        registry_(options_.config),
+        registry_(options_.config, options_.world_size),
         timeline_(TimelineOptions::ForRank(options_.config.trainer.timeline, options_.rank,
                                            options_.timeline_max_events)) {}
   ~SessionImpl() override {

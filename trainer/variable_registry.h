@@ -31,9 +31,12 @@ class VariableRegistry {
   static constexpr size_t kMaxSampledIds = 4u << 20;
 
   // Variables without an optimizer of their own get the job's
-  // [optimizer.dense] or [optimizer.sparse].
-  explicit VariableRegistry(const JobConfig& config)
-      : dense_optimizer_(config.dense_optimizer), sparse_optimizer_(config.sparse_optimizer) {}
+  // [optimizer.dense] or [optimizer.sparse], its lr times `workers` where
+  // the table sets scale_lr_with_workers.
+  explicit VariableRegistry(const JobConfig& config, int workers = 1)
+      : dense_optimizer_(Scaled(config.dense_optimizer, config.dense_scale_lr_with_workers, workers)),
+        sparse_optimizer_(
+            Scaled(config.sparse_optimizer, config.sparse_scale_lr_with_workers, workers)) {}
 
   // Ids 0, 1, ... in registration order. ALREADY_EXISTS for a name used
   // twice; INVALID_ARGUMENT for a bad shape, optimizer or initial values;
@@ -62,6 +65,10 @@ class VariableRegistry {
   std::vector<plan::PlannedVariable> Registered() const;
 
  private:
+  static OptimizerSettings Scaled(OptimizerSettings o, bool scale, int workers) {
+    if (scale) o.lr *= static_cast<float>(workers);
+    return o;
+  }
   StatusOr<int> Add(const std::string& name, plan::VariableInput input,
                     const VariableOptions& options, const OptimizerSettings& default_optimizer);
 

@@ -36,7 +36,7 @@ constexpr KeyHome kKeyHomes[] = {
     {"[trainer]", kTrainerKeys},
     {"[ps]", kPsKeys},
     {"[plan]", kPlanKeys},
-    {"[optimizer.dense] or [optimizer.sparse]", kOptimizerKeys},
+    {"[optimizer.dense] or [optimizer.sparse]", kJobOptimizerKeys},
 };
 
 std::string FormatDouble(double v) {

@@ -76,10 +76,12 @@ void Validator::Run(const toml::table& root, JobConfig* config) {
   if (const toml::table* optimizer = GetTable(root, "", "optimizer")) {
     CheckKeys(*optimizer, "optimizer", kOptimizerTables);
     if (const toml::table* dense = GetTable(*optimizer, "optimizer", "dense")) {
-      ReadOptimizer(*dense, "optimizer.dense", &config->dense_optimizer);
+      ReadOptimizer(*dense, "optimizer.dense", &config->dense_optimizer,
+                    &config->dense_scale_lr_with_workers);
     }
     if (const toml::table* sparse = GetTable(*optimizer, "optimizer", "sparse")) {
-      ReadOptimizer(*sparse, "optimizer.sparse", &config->sparse_optimizer);
+      ReadOptimizer(*sparse, "optimizer.sparse", &config->sparse_optimizer,
+                    &config->sparse_scale_lr_with_workers);
     }
   }
   if (const toml::table* ps = GetTable(root, "", "ps")) {
@@ -117,6 +119,16 @@ void Validator::ReadJob(const toml::table* t, JobConfig::Job* job) {
                  "; remove staleness or set consistency = 'ssp'");
   }
   ReadInt(*t, "job", "max_restarts", 0, &job->max_restarts);
+  // Elastic workers (docs/RELIABILITY.md): min_workers defaults to workers.
+  job->min_workers = job->workers;
+  if (ReadInt(*t, "job", "min_workers", 1, &job->min_workers) &&
+      job->min_workers > job->workers) {
+    KeyError(*t->get("min_workers"), "job.min_workers",
+             "min_workers " + std::to_string(job->min_workers) + " is more than workers " +
+                 std::to_string(job->workers) + "; it must be between 1 and workers");
+    job->min_workers = job->workers;
+  }
+  ReadInt(*t, "job", "replace_timeout_s", 0, &job->replace_timeout_s);
 }
 
 void Validator::ReadDirectory(const toml::table& t, const char* key, std::string* out) {
@@ -214,8 +226,13 @@ void Validator::ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer) {
 }
 
 void Validator::ReadOptimizer(const toml::table& t, std::string_view prefix,
-                              OptimizerSettings* out) {
-  CheckKeys(t, prefix, kOptimizerKeys);
+                              OptimizerSettings* out, bool* scale_lr_with_workers) {
+  if (scale_lr_with_workers != nullptr) {
+    CheckKeys(t, prefix, kJobOptimizerKeys);
+    ReadBool(t, prefix, "scale_lr_with_workers", scale_lr_with_workers);
+  } else {
+    CheckKeys(t, prefix, kOptimizerKeys);
+  }
   const bool type_given = t.contains("type");
   const bool type_ok = !type_given || ReadSetting(t, prefix, "type", &out->type);
   const std::string type = OptimizerTypeName(out->type);

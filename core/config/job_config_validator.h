@@ -29,14 +29,18 @@ using Names = std::span<const std::string_view>;
 // The keys each known table accepts. [model] and [user] accept anything.
 inline constexpr std::string_view kTopLevel[] = {"job",       "trainer", "model",    "user",
                                                  "optimizer", "ps",      "variable", "plan"};
-inline constexpr std::string_view kJobKeys[] = {"name",        "workers",   "arch",
-                                                "consistency", "staleness", "max_restarts"};
+inline constexpr std::string_view kJobKeys[] = {
+    "name",      "workers",      "arch",        "consistency",
+    "staleness", "max_restarts", "min_workers", "replace_timeout_s"};
 inline constexpr std::string_view kTrainerKeys[] = {
     "model",          "command",          "steps",         "batch_size", "checkpoint_every",
     "checkpoint_dir", "keep_checkpoints", "metrics_every", "env",        "timeline"};
 inline constexpr std::string_view kOptimizerTables[] = {"dense", "sparse"};
 inline constexpr std::string_view kOptimizerKeys[] = {
     "type", "lr", "momentum", "beta1", "beta2", "epsilon", "initial_accumulator"};
+inline constexpr std::string_view kJobOptimizerKeys[] = {
+    "type",    "lr",          "momentum", "beta1", "beta2", "epsilon", "initial_accumulator",
+    "scale_lr_with_workers"};
 inline constexpr std::string_view kPsKeys[] = {
     "shards", "partitions",   "local_aggregation", "value_encoding",
     "curve",  "staleness_lr", "shared_memory",     "shared_memory_mb"};
@@ -137,7 +141,10 @@ class Validator {
 
   void ReadJob(const toml::table* t, JobConfig::Job* job);
   void ReadTrainer(const toml::table* t, JobConfig::Trainer* trainer);
-  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerSettings* out);
+  // `scale_lr_with_workers`: the job's [optimizer.*] tables, which also
+  // accept that key (a [[variable]]'s optimizer does not).
+  void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerSettings* out,
+                     bool* scale_lr_with_workers = nullptr);
   void ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
   void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);

@@ -22,10 +22,11 @@ std::string Trimmed(const std::string& s) {
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
-}  // namespace
-
-StatusOr<std::string> SetTrainerString(std::string_view text, std::string_view source,
-                                       std::string_view key, std::string_view value) {
+// Sets [table] key to `value` (a toml::value): the key's line is replaced,
+// or a line added after the table's header, or the document re-serialised.
+template <typename T>
+StatusOr<std::string> SetValue(std::string_view text, std::string_view source,
+                               const std::string& table, std::string_view key, T value) {
   toml::table root;
   try {
     root = toml::parse(text, source);
@@ -34,14 +35,14 @@ StatusOr<std::string> SetTrainerString(std::string_view text, std::string_view s
                            ": not a TOML job file: " + std::string(e.description()));
   }
   std::ostringstream quoted;
-  quoted << toml::value<std::string>(std::string(value));
+  quoted << toml::value<T>(value);
   const std::string line = std::string(key) + " = " + quoted.str();
-  toml::table* trainer = root["trainer"].as_table();
+  toml::table* found = root[table].as_table();
   std::vector<std::string> lines = Lines(text);
-  if (trainer != nullptr && !trainer->is_inline()) {
-    const toml::node* existing = trainer->get(key);
-    const auto at = trainer->source().begin.line;  // 1-based; the [trainer] header
-    const bool header = at >= 1 && at <= lines.size() && Trimmed(lines[at - 1]) == "[trainer]";
+  if (found != nullptr && !found->is_inline()) {
+    const toml::node* existing = found->get(key);
+    const auto at = found->source().begin.line;  // 1-based; the [table] header
+    const bool header = at >= 1 && at <= lines.size() && Trimmed(lines[at - 1]) == "[" + table + "]";
     if (existing != nullptr && existing->source().begin.line == existing->source().end.line &&
         existing->source().begin.line >= 1 && existing->source().begin.line <= lines.size() &&
         header) {
@@ -49,23 +50,36 @@ StatusOr<std::string> SetTrainerString(std::string_view text, std::string_view s
     } else if (existing == nullptr && header) {
       lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at), line);
     } else {
-      trainer = nullptr;  // re-serialise below
+      found = nullptr;  // re-serialise below
     }
-    if (trainer != nullptr) {
+    if (found != nullptr) {
       std::string out;
       for (const std::string& l : lines) out += l + "\n";
       return out;
     }
   }
-  if (toml::node* t = root.get("trainer"); t == nullptr) root.insert("trainer", toml::table{});
-  toml::table* t = root["trainer"].as_table();
+  if (toml::node* t = root.get(table); t == nullptr) root.insert(table, toml::table{});
+  toml::table* t = root[table].as_table();
   if (t == nullptr) {
-    return InvalidArgument(std::string(source) + ": trainer is not a table; write [trainer]");
+    return InvalidArgument(std::string(source) + ": " + table + " is not a table; write [" +
+                           table + "]");
   }
-  t->insert_or_assign(key, std::string(value));
+  t->insert_or_assign(key, value);
   std::ostringstream out;
   out << root << "\n";
   return out.str();
+}
+
+}  // namespace
+
+StatusOr<std::string> SetTrainerString(std::string_view text, std::string_view source,
+                                       std::string_view key, std::string_view value) {
+  return SetValue(text, source, "trainer", key, std::string(value));
+}
+
+StatusOr<std::string> SetInteger(std::string_view text, std::string_view source,
+                                 const std::string& table, std::string_view key, int64_t value) {
+  return SetValue(text, source, table, key, value);
 }
 
 }  // namespace parallax

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/data/bytes.h"
+#include "core/data/shard_position.h"
 
 namespace parallax::data {
 namespace {
@@ -191,10 +192,21 @@ Status CriteoReader::RestorePosition(std::string_view position) {
     return InvalidArgument("Criteo reader position is damaged (checksum mismatch)");
   }
   const uint32_t shard = internal::GetU32(p + 24), shards = internal::GetU32(p + 28);
-  if (shard != static_cast<uint32_t>(shard_) || shards != static_cast<uint32_t>(num_shards_)) {
+  // Another shard count (a job resumed with another number of workers): the
+  // position is converted (core/data/shard_position.h).
+  const bool reshard = shards != static_cast<uint32_t>(num_shards_) && shards > 0;
+  if (!reshard &&
+      (shard != static_cast<uint32_t>(shard_) || shards != static_cast<uint32_t>(num_shards_))) {
     return InvalidArgument("Criteo reader position belongs to shard " + std::to_string(shard) +
                            " of " + std::to_string(shards) + "; this reader is shard " +
                            std::to_string(shard_) + " of " + std::to_string(num_shards_));
+  }
+  if (reshard) {
+    // The fingerprint covers one shard's examples, so it cannot be checked
+    // across shard counts.
+    consumed_ = ConsumedAfterReshard(internal::GetU64(p + 32), shards,
+                                     static_cast<uint32_t>(num_shards_));
+    return Status::Ok();
   }
   if (internal::GetU64(p + 8) != fingerprint_ || internal::GetU64(p + 16) != labels_.size()) {
     return InvalidArgument(

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/data/bytes.h"
+#include "core/data/shard_position.h"
 #include "core/data/token_file.h"
 
 namespace parallax::data {
@@ -129,6 +130,14 @@ Status TokenReader::RestorePosition(std::string_view position) {
                            (shuffle ? "" : " (no shuffle)") + "; this reader has seed " +
                            std::to_string(options_.seed) +
                            (options_.shuffle ? "" : " (no shuffle)"));
+  }
+  // A position of another shard count (a job resumed with another number
+  // of workers) is converted (core/data/shard_position.h).
+  if (shards != static_cast<uint32_t>(options_.num_shards) && shards > 0 &&
+      context == options_.context) {
+    consumed_ = ConsumedAfterReshard(internal::GetU64(p + 48), shards,
+                                     static_cast<uint32_t>(options_.num_shards));
+    return Status::Ok();
   }
   if (shard != static_cast<uint32_t>(options_.shard) ||
       shards != static_cast<uint32_t>(options_.num_shards)) {

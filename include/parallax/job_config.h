@@ -37,6 +37,11 @@ struct JobConfig {
     Consistency consistency = Consistency::kSync;
     int staleness = 0;                // >= 0; used by ssp
     int max_restarts = 0;             // >= 0
+    // Elastic workers: after a lost host the job goes on with fewer workers,
+    // not fewer than min_workers (1..workers; default workers: not elastic),
+    // once no replacement slot came within replace_timeout_s (>= 0).
+    int min_workers = 1;
+    int replace_timeout_s = 60;
   } job;
 
   struct Trainer {
@@ -61,6 +66,11 @@ struct JobConfig {
 
   OptimizerSettings dense_optimizer;   // [optimizer.dense]
   OptimizerSettings sparse_optimizer;  // [optimizer.sparse]
+  // [optimizer.*] scale_lr_with_workers: the table's lr is the rate of one
+  // worker's batch; an attempt on N workers uses lr × N (the linear scaling
+  // rule), so the rate follows the global batch when the worker count changes.
+  bool dense_scale_lr_with_workers = false;
+  bool sparse_scale_lr_with_workers = false;
 
   struct Ps {
     int shards = 0;                  // 0 = auto (one per host)

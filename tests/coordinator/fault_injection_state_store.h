@@ -3,7 +3,7 @@
 // the database refuses a change (LevelDB's FaultInjectionTestEnv, for the
 // StateStore seam).
 //
-// Writes are CreateJob, TransitionJob, RequeueJob, AppendEvent, UpsertAgent, TouchAgents,
+// Writes are CreateJob, TransitionJob, RequeueJob, ReplaceJobText, AppendEvent, UpsertAgent, TouchAgents,
 // SetAgentDraining, StartAttempt, ApplyChanges, UpsertTask, UpsertTasks, PutPlan, KvSet, KvAdd,
 // RecordMetrics and CommitCheckpoint.
 // Every write is counted (failed ones too), starting at 1. A failed write
@@ -58,6 +58,11 @@ class FaultInjectionStateStore : public StateStore {
                                  int64_t now) override {
     PX_RETURN_IF_ERROR(MaybeFail());
     return base_->RequeueJob(job_id, reason, now);
+  }
+  Status ReplaceJobText(int64_t job_id, const std::string& job_text, const std::string& job_path,
+                        int workers, const std::string& what, int64_t now) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->ReplaceJobText(job_id, job_text, job_path, workers, what, now);
   }
   StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind, const std::string& message,
                                 int64_t now) override {

@@ -422,10 +422,10 @@ TEST_F(OrchestratorTest, ResumeStartsANewAttempt) {
   Report("a", Poll("a").start[0].key, rpc::TaskState::EXITED, 1);
   ASSERT_EQ(Get(id).state, rpc::JobState::FAILED);
   rpc::JobInfo out;
-  service_->ResumeJob(out, header_, id);
+  service_->ResumeJob(out, header_, id, {});
   EXPECT_EQ(out.state, rpc::JobState::PLACING);
   EXPECT_EQ(out.attempt, 2);
-  EXPECT_THROW(service_->ResumeJob(out, header_, id), rpc::CoordinatorError);  // not failed now
+  EXPECT_THROW(service_->ResumeJob(out, header_, id, {}), rpc::CoordinatorError);  // not failed now
 }
 
 TEST_F(OrchestratorTest, LongPollReturnsAsSoonAsWorkArrives) {

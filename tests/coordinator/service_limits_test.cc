@@ -123,7 +123,7 @@ TEST_F(ServiceLimitsTest, ActiveJobsAreCappedAndAFinishedJobMakesRoom) {
   // Resuming the cancelled job would make three.
   Status r = client_->Call([&](rpc::CoordinatorClient& rc) {
     rpc::JobInfo out;
-    rc.ResumeJob(out, client_->Header(), a->id);
+    rc.ResumeJob(out, client_->Header(), a->id, {});
   });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("--max-active-jobs"), std::string::npos) << r.message();

@@ -101,7 +101,8 @@ RunResult FaultCluster::Cli(std::vector<std::string> args, int timeout_ms) {
 std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
   const std::string path = dir_.File(job.tag + ".toml");
   std::ofstream f(path);
-  f << "[job]\nname = \"" << job.tag << "\"\nworkers = 2\nmax_restarts = " << job.max_restarts
+  f << "[job]\nname = \"" << job.tag << "\"\nworkers = " << job.workers
+    << "\nmax_restarts = " << job.max_restarts
     << "\n"
     << job.job_extra << "\n[trainer]\ncommand = [\"" << kBin << "/trainer_test_rank\", \""
     << dir_.File(job.tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
@@ -113,7 +114,7 @@ std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
   }
   f << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
     << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
-    << "[ps]\nshards = 2\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+    << "[ps]\nshards = " << job.shards << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
   f.close();
   RunResult r = Cli({"submit", path});
   if (expect_ok) {

@@ -27,6 +27,8 @@ struct TinyJob {
   int max_restarts = 2;
   std::map<std::string, std::string> env;  // [trainer.env]
   std::string job_extra;                   // more [job] keys
+  int workers = 2;
+  int shards = 2;
 };
 
 class FaultCluster {

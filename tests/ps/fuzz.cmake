@@ -13,6 +13,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/optim/optimizer.cc
     ${src}/ps/checkpoint.cc
     ${src}/core/base/finite.cc
+    ${src}/ps/reshard.cc
     ${src}/core/base/settings.cc
     ${src}/core/base/status.cc
     ${src}/core/base/logging.cc
@@ -20,5 +21,5 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/base/time_format.cc
   DEPENDS
     ${src}/schemas/ps_wire.h ${src}/core/ps/wire.h ${src}/core/ps/plan.h
-    ${src}/ps/shard_core.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h
+    ${src}/ps/shard_core.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h ${src}/ps/reshard.h
     ${src}/core/ps/partition_file.h ${src}/core/ps/shm_region.h ${src}/core/base/finite.h)

@@ -68,6 +68,25 @@ TEST(VariableRegistryTest, RegistersInOrderWithTheJobsOptimizers) {
   EXPECT_EQ(r.Registered()[1].name, "emb");
 }
 
+// scale_lr_with_workers: the table's lr per worker, times the attempt's
+// workers; a variable's own optimizer is not scaled.
+TEST(VariableRegistryTest, ScalesTheJobsLearningRateWithTheWorkers) {
+  JobConfig job;
+  job.dense_optimizer.lr = 0.5f;
+  job.sparse_optimizer.lr = 0.25f;
+  job.sparse_scale_lr_with_workers = true;
+  VariableRegistry r(job, 3);
+  ASSERT_TRUE(r.RegisterDense("w", 4, {}).ok());
+  ASSERT_TRUE(r.RegisterSparse("emb", 10, 2, {}).ok());
+  VariableOptions own;
+  own.optimizer = OptimizerSettings();
+  own.optimizer->lr = 0.1f;
+  ASSERT_TRUE(r.RegisterSparse("own", 10, 2, own).ok());
+  EXPECT_FLOAT_EQ(r.input(0).var.optimizer.lr, 0.5f);
+  EXPECT_FLOAT_EQ(r.input(1).var.optimizer.lr, 0.75f);
+  EXPECT_FLOAT_EQ(r.input(2).var.optimizer.lr, 0.1f);
+}
+
 TEST(VariableRegistryTest, RefusesBadRegistrationsNamingTheVariable) {
   VariableRegistry r{JobConfig()};
   ASSERT_TRUE(r.RegisterDense("w", 4, {}).ok());

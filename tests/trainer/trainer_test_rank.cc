@@ -15,6 +15,14 @@
 //            hook: rank 0 has not written the manifest or committed yet).
 // TINY_PAUSE_RANK limits it to one rank. The rank writes its pid to
 // TINY_PAUSE_DIR/paused-rank<R> and waits until TINY_PAUSE_DIR/go exists.
+// TINY_PAUSE_ATTEMPTS=1,2 pauses in each attempt listed instead of the
+// first only, at each point of a list (TINY_PAUSE_AT=step:15,step:20), with
+// files per attempt and point: paused-a<A>-<point>-rank<R> and
+// go-a<A>-<point>.
+//
+// TINY_DUMP_RESUMED=PATH (with {rank}): a rank that resumed from a
+// checkpoint writes the model as Start() restored it there, before training
+// (tests of resuming with another number of workers and shards).
 #include <unistd.h>
 
 #include <chrono>
@@ -37,24 +45,64 @@ int Fail(const parallax::Status& st) {
 
 // The TINY_PAUSE_* hook; see the top of this file.
 struct PausePoint {
-  std::string at;  // "" when off
+  std::string at;  // "" when off; with TINY_PAUSE_ATTEMPTS a list
   std::string dir;
+  std::string attempt_tag;  // "" or "-a<attempt>" (TINY_PAUSE_ATTEMPTS)
 
   void Maybe(const std::string& here, int rank) const {
-    if (at.empty() || here != at) return;
+    if (at.empty()) return;
+    const bool listed = ("," + at + ",").find("," + here + ",") != std::string::npos;
+    if (attempt_tag.empty() ? here != at : !listed) return;
+    const std::string tag = attempt_tag.empty() ? "" : attempt_tag + "-" + here;
+    const std::string paused = dir + "/paused" + tag + "-rank" + std::to_string(rank);
     {
-      std::ofstream m(dir + "/paused-rank" + std::to_string(rank) + ".tmp");
+      std::ofstream m(paused + ".tmp");
       m << getpid() << "\n";
     }
-    std::filesystem::rename(dir + "/paused-rank" + std::to_string(rank) + ".tmp",
-                            dir + "/paused-rank" + std::to_string(rank));
+    std::filesystem::rename(paused + ".tmp", paused);
     // Released by the test (or killed by it); polling a file is all a
     // test program needs here.
-    while (!std::filesystem::exists(dir + "/go")) {
+    while (!std::filesystem::exists(dir + "/go" + tag)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
 };
+
+// Writes "w <values>", "emb <values>" (and "resumed <step>") to `out`.
+parallax::Status WriteModel(parallax::Session* session, int emb, int w, const std::string& out) {
+  using namespace parallax;
+  auto wv = session->Dense(w);
+  if (!wv.ok()) return wv.status();
+  std::FILE* f = std::fopen((out + ".tmp").c_str(), "w");
+  if (!f) return IoError("cannot write " + out);
+  std::fprintf(f, "w");
+  for (float x : *wv) std::fprintf(f, " %.9g", x);
+  std::fprintf(f, "\nemb");
+  // In chunks, as one would stream a large table from the shards.
+  std::vector<float> rows;
+  for (int64_t first = 0; first < testing::TinyModel::kRows; first += 32) {
+    const int64_t count = std::min<int64_t>(32, testing::TinyModel::kRows - first);
+    Status st = session->ReadSparse(emb, first, count, &rows);
+    if (!st.ok()) {
+      std::fclose(f);
+      return st;
+    }
+    for (float x : rows) std::fprintf(f, " %.9g", x);
+  }
+  std::fprintf(f, "\n");
+  if (auto from = session->resumed_from())
+    std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
+  std::fclose(f);
+  std::rename((out + ".tmp").c_str(), out.c_str());
+  return Status::Ok();
+}
+
+std::string WithRank(std::string path, int rank) {
+  if (const size_t at = path.find("{rank}"); at != std::string::npos) {
+    path.replace(at, 6, std::to_string(rank));
+  }
+  return path;
+}
 
 }  // namespace
 
@@ -97,7 +145,14 @@ int main(int argc, char** argv) {
   const char* pause_at = std::getenv("TINY_PAUSE_AT");
   const char* pause_rank = std::getenv("TINY_PAUSE_RANK");
   const char* pause_dir = std::getenv("TINY_PAUSE_DIR");
-  if (pause_at && pause_dir && options->attempt == 1 &&
+  const char* pause_attempts = std::getenv("TINY_PAUSE_ATTEMPTS");
+  bool pause_here = options->attempt == 1;
+  if (pause_attempts) {
+    const std::string list = std::string(",") + pause_attempts + ",";
+    pause_here = list.find("," + std::to_string(options->attempt) + ",") != std::string::npos;
+    pause.attempt_tag = "-a" + std::to_string(options->attempt);
+  }
+  if (pause_at && pause_dir && pause_here &&
       (!pause_rank || std::atoi(pause_rank) == options->rank)) {
     pause.at = pause_at;
     pause.dir = pause_dir;
@@ -123,31 +178,17 @@ int main(int argc, char** argv) {
   pause.Maybe("start", rank);
   st = (*session)->Start();
   if (!st.ok()) return Fail(st);
+  if (const char* dump = std::getenv("TINY_DUMP_RESUMED"); dump && (*session)->resumed_from()) {
+    st = WriteModel(session->get(), emb, w, WithRank(dump, rank));
+    if (!st.ok()) return Fail(st);
+  }
   st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch, &reader, exit_at,
                           [&](int64_t step) { pause.Maybe("step:" + std::to_string(step), rank); },
                           prefetch_early);
   if (!st.ok()) return Fail(st);
 
-  auto wv = (*session)->Dense(w);
-  if (!wv.ok()) return Fail(wv.status());
-  std::FILE* f = std::fopen((out + ".tmp").c_str(), "w");
-  if (!f) return Fail(IoError("cannot write " + out));
-  std::fprintf(f, "w");
-  for (float x : *wv) std::fprintf(f, " %.9g", x);
-  std::fprintf(f, "\nemb");
-  // In chunks, as one would stream a large table from the shards.
-  std::vector<float> rows;
-  for (int64_t first = 0; first < testing::TinyModel::kRows; first += 32) {
-    const int64_t count = std::min<int64_t>(32, testing::TinyModel::kRows - first);
-    st = (*session)->ReadSparse(emb, first, count, &rows);
-    if (!st.ok()) return Fail(st);
-    for (float x : rows) std::fprintf(f, " %.9g", x);
-  }
-  std::fprintf(f, "\n");
-  if (auto from = (*session)->resumed_from())
-    std::fprintf(f, "resumed %lld\n", static_cast<long long>(*from));
-  std::fclose(f);
-  std::rename((out + ".tmp").c_str(), out.c_str());
+  st = WriteModel(session->get(), emb, w, out);
+  if (!st.ok()) return Fail(st);
   std::cout << "trainer_test_rank: rank " << rank << " done" << std::endl;
   return 0;
 }

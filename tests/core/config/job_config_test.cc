@@ -352,6 +352,35 @@ TEST_F(JobConfigTest, OptimizerKeysMustFitTheType) {
   EXPECT_FLOAT_EQ(c->dense_optimizer.epsilon, 1e-6);
 }
 
+// Elastic workers: min_workers defaults to workers (not elastic) and may
+// not exceed it; scale_lr_with_workers is a job optimizer table's key only.
+TEST_F(JobConfigTest, ElasticKeys) {
+  const std::string trainer = "[trainer]\nmodel = \"lm\"\n";
+  StatusOr<JobConfig> plain = ParseJobConfig("[job]\nname = \"t\"\nworkers = 4\n" + trainer, "job.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->job.min_workers, 4);
+  EXPECT_EQ(plain->job.replace_timeout_s, 60);
+  EXPECT_FALSE(plain->dense_scale_lr_with_workers);
+  StatusOr<JobConfig> c = ParseJobConfig(
+      "[job]\nname = \"t\"\nworkers = 4\nmin_workers = 2\nreplace_timeout_s = 5\n" + trainer +
+          "[optimizer.sparse]\nscale_lr_with_workers = true\n",
+      "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->job.min_workers, 2);
+  EXPECT_EQ(c->job.replace_timeout_s, 5);
+  EXPECT_TRUE(c->sparse_scale_lr_with_workers);
+  EXPECT_FALSE(c->dense_scale_lr_with_workers);
+  EXPECT_EQ(Error("[job]\nname = \"t\"\nworkers = 2\nmin_workers = 3\n" + trainer),
+            "job.toml:4:15: key 'job.min_workers': min_workers 3 is more than workers 2; it must "
+            "be between 1 and workers");
+  EXPECT_EQ(Error("[job]\nname = \"t\"\nmin_workers = 0\n" + trainer),
+            "job.toml:3:15: key 'job.min_workers': expected an integer >= 1, got 0");
+  EXPECT_NE(Error("[job]\nname = \"t\"\n" + trainer +
+                  "[[variable]]\nname = \"emb\"\n[variable.optimizer]\nscale_lr_with_workers = true\n")
+                .find("scale_lr_with_workers"),
+            std::string::npos);
+}
+
 TEST_F(JobConfigTest, PsCountsAndAuto) {
   StatusOr<JobConfig> c =
       ParseJobConfig(std::string(kMinimal) +

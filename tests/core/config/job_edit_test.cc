@@ -50,6 +50,24 @@ TEST_F(JobEditTest, ReserialisesATrainerWithoutHeader) {
   EXPECT_EQ(c->trainer.model, "lm");
 }
 
+// What `parallax resume --workers M --shards S` does: [job] workers replaced
+// in place, [ps] shards added under a [ps] written later, or a [ps] table
+// made when there is none.
+TEST_F(JobEditTest, SetsIntegersInOtherTables) {
+  const std::string text = "[job]\nname = \"t\"\nworkers = 4 # four\n[trainer]\nmodel = \"lm\"\n[ps]\n";
+  StatusOr<std::string> out = SetInteger(text, "job.toml", "job", "workers", 2);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  out = SetInteger(*out, "job.toml", "ps", "shards", 3);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "[job]\nname = \"t\"\nworkers = 2\n[trainer]\nmodel = \"lm\"\n[ps]\nshards = 3\n");
+  StatusOr<std::string> made = SetInteger("[job]\nname = \"t\"\n[trainer]\nmodel = \"lm\"\n",
+                                          "job.toml", "ps", "shards", 5);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  StatusOr<JobConfig> c = ParseJobConfig(*made, "/jobs/job.toml", {.check_paths = false});
+  ASSERT_TRUE(c.ok()) << c.status().ToString() << "\n" << *made;
+  EXPECT_EQ(c->ps.shards, 5);
+}
+
 TEST_F(JobEditTest, RejectsTextThatIsNotToml) {
   StatusOr<std::string> out = SetTrainerString("[job\n", "bad.toml", "timeline", "/y");
   ASSERT_FALSE(out.ok());

@@ -155,10 +155,40 @@ TEST_F(CriteoReaderTest, RestorePositionResumesAndRejectsForeignBytes) {
   o.table_sizes = Sizes(100);  // other ids: another dataset as far as a checkpoint goes
   auto other = std::move(CriteoReader::Open(path, o)).value();
   EXPECT_EQ(other->RestorePosition(position).code(), StatusCode::kInvalidArgument);
+  // Another shard of the same count is refused.
   o.table_sizes = Sizes(1000);
   o.num_shards = 2;
-  auto sharded = std::move(CriteoReader::Open(path, o)).value();
-  EXPECT_EQ(sharded->RestorePosition(position).code(), StatusCode::kInvalidArgument);
+  o.shard = 1;
+  const std::string of_shard1 = std::move(CriteoReader::Open(path, o)).value()->SavePosition();
+  o.shard = 0;
+  auto shard0 = std::move(CriteoReader::Open(path, o)).value();
+  EXPECT_EQ(shard0->RestorePosition(of_shard1).code(), StatusCode::kInvalidArgument);
+}
+
+// A position of 3 shards that each read 2 lines (lines 0..5 used) resumes
+// 2 shards at line 6 and 7: nothing skipped, nothing read twice.
+TEST_F(CriteoReaderTest, PositionOfAnotherShardCountResumesTheStream) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 12; ++i) lines.push_back(Line(i % 2, i));
+  const std::string path = WriteFile(lines);
+  CriteoReaderOptions o;
+  o.table_sizes = Sizes(1 << 20);
+  o.num_shards = 3;
+  o.shard = 2;
+  auto old = std::move(CriteoReader::Open(path, o)).value();
+  CtrBatch b;
+  old->Next(2, &b);
+  const std::string position = old->SavePosition();
+  std::vector<int64_t> next;
+  for (int s = 0; s < 2; ++s) {
+    o.num_shards = 2;
+    o.shard = s;
+    auto r = std::move(CriteoReader::Open(path, o)).value();
+    ASSERT_TRUE(r->RestorePosition(position).ok());
+    r->Next(1, &b);
+    next.push_back(b.categorical[0] - 0x10);
+  }
+  EXPECT_EQ(next, (std::vector<int64_t>{6, 7}));
 }
 
 }  // namespace

@@ -190,9 +190,15 @@ TEST_F(TokenReaderTest, ForeignOrCorruptPositionsAreRejected) {
   TokenReaderOptions other = o;
   other.seed = 4;
   expect_rejected(Make(300, other)->SavePosition(), "other seed");
-  other = o;
-  other.num_shards = 2;
-  expect_rejected(Make(300, other)->SavePosition(), "other shard layout");
+  // Another shard of the same count is refused (another count is converted:
+  // ReshardedPositionSkipsNothingTwice).
+  TokenReaderOptions half = o;
+  half.num_shards = 2;
+  half.shard = 1;
+  TokenReaderOptions other_half = half;
+  other_half.shard = 0;
+  EXPECT_EQ(Make(300, other_half)->RestorePosition(Make(300, half)->SavePosition()).code(),
+            StatusCode::kInvalidArgument);
   other = o;
   other.context = 5;
   expect_rejected(Make(300, other)->SavePosition(), "other context");
@@ -200,6 +206,38 @@ TEST_F(TokenReaderTest, ForeignOrCorruptPositionsAreRejected) {
   auto shifted = TokenReader::FromTokens(std::vector<uint32_t>(300, 7), o);
   ASSERT_TRUE(shifted.ok());
   expect_rejected((*shifted)->SavePosition(), "same length, other contents");
+}
+
+// 4 shards consumed 3 batches of 5 (60 stream items); 3 shards resume from
+// any one of their positions at ceil(60 / 3) = 20 each: together they go on
+// at stream item 60, none repeated; with 7 shards at ceil(60 / 7) = 9, the
+// 3 items 60..62 are skipped.
+TEST_F(TokenReaderTest, ReshardedPositionSkipsNothingTwice) {
+  TokenReaderOptions o;
+  o.seed = 5;
+  o.shuffle = false;  // stream item i is example i: target context + i
+  o.context = 2;
+  o.num_shards = 4;
+  o.shard = 3;
+  auto old = Make(400, o);
+  TokenBatch b;
+  for (int i = 0; i < 3; ++i) old->Next(5, &b);
+  const std::string position = old->SavePosition();
+  for (const auto& [shards, first] : {std::pair<int, uint32_t>{3, 60}, {7, 63}}) {
+    std::set<uint32_t> next;
+    for (int s = 0; s < shards; ++s) {
+      TokenReaderOptions n = o;
+      n.num_shards = shards;
+      n.shard = s;
+      auto r = Make(400, n);
+      ASSERT_TRUE(r->RestorePosition(position).ok()) << shards << " shards";
+      r->Next(1, &b);
+      next.insert(b.targets[0] - o.context);
+    }
+    std::set<uint32_t> expected;
+    for (int s = 0; s < shards; ++s) expected.insert(first + static_cast<uint32_t>(s));
+    EXPECT_EQ(next, expected) << shards << " shards";
+  }
 }
 
 TEST_F(TokenReaderTest, OpenReadsTokenFilesAndChecksOptions) {
