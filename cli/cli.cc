@@ -18,6 +18,7 @@
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
 #include "cli/run.h"
+#include "cli/set_command.h"
 #include "core/base/secret.h"
 #include "core/base/time_format.h"
 #include "core/config/job_config.h"
@@ -109,6 +110,7 @@ class Cli {
   int Events();
   int Drain();
   int Resume();
+  int Set();
   int Logs();
   int RunCommand();
   int Export();
@@ -152,6 +154,7 @@ class Cli {
   int64_t export_step_ = -1;
   std::string export_out_;
   PlanCommandOptions plan_;
+  std::vector<std::string> settings_;  // set: NAME=VALUE words
   int64_t export_chunk_rows_ = 65536;
 };
 
@@ -481,6 +484,19 @@ int Cli::Resume() {
   return kExitOk;
 }
 
+int Cli::Set() {
+  StatusOr<std::string> consistency = ParseSetArguments(settings_);
+  if (!consistency.ok()) {
+    err_ << "parallax: set: " << consistency.status().message() << "\n";
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  Status s = RunSetConsistency(*client, job_id_, *consistency, std::chrono::seconds(30), out_);
+  return s.ok() ? kExitOk : Report(s);
+}
+
 int Cli::Logs() {
   // --task ROLE/INDEX
   size_t slash = task_.find('/');
@@ -641,6 +657,15 @@ void Cli::AddClusterCommands(CLI::App* app) {
       app->add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
   AddJobId(resume)->required();
   resume->callback([this] { result_ = Resume(); });
+
+  CLI::App* set = app->add_subcommand(
+      "set",
+      "switch a running job's consistency at a step the coordinator picks: "
+      "consistency=async|ssp|sync [staleness=K]");
+  AddJobId(set)->required();
+  set->add_option("SETTING", settings_, "consistency=async|ssp|sync, and staleness=K with ssp")
+      ->required();
+  set->callback([this] { result_ = Set(); });
 
   CLI::App* logs =
       app->add_subcommand("logs", "print a task's output (stdout and stderr), read from its agent");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/logging.h"
 #include "ps/checkpoint.h"
 
 namespace parallax::ps {
@@ -47,7 +48,8 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
   return std::unique_ptr<ShardCore>(new ShardCore(std::move(options)));
 }
 
-ShardCore::ShardCore(ShardOptions options) : options_(std::move(options)) {
+ShardCore::ShardCore(ShardOptions options)
+    : options_(std::move(options)), schedule_(options_.plan) {
   for (const auto& var : options_.plan.variables) {
     VarState vs;
     vs.parts.resize(var.partitions);
@@ -146,6 +148,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   const Header& h = m.header;
   DataRequest r;
   if (!CheckData(identity, m, &r, out) || !ReadGradients(identity, m, &r, out)) return;
+  max_clock_seen_ = std::max(max_clock_seen_, h.clock);
   const Op op = static_cast<Op>(h.op);
   if (op != Op::kPush && held_.size() >= options_.max_held) {
     Error(identity, h, ErrorCode::kBadClock,
@@ -164,7 +167,9 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   }
   op == Op::kPush ? ++stats_.pushes : ++stats_.push_pulls;
   stats_.rows_pushed += static_cast<int64_t>(r.ids.size());
-  if (options_.plan.consistency == Consistency::kSync) {
+  const bool sync = schedule_.At(h.clock).consistency == Consistency::kSync;
+  CountPeriodPush(h, sync);
+  if (sync) {
     PushSync(identity, h, &r, out);
   } else {
     PushAsync(identity, h, &r, out);
@@ -204,7 +209,7 @@ bool ShardCore::CheckData(const std::string& identity, const MessageView& m, Dat
           out);
     return false;
   }
-  if (IsPushOp(h.op) && plan.consistency != Consistency::kAsync &&
+  if (IsPushOp(h.op) && schedule_.At(h.clock).consistency != Consistency::kAsync &&
       h.worker >= plan.contributors()) {
     Error(identity, h, ErrorCode::kBadWorker,
           "worker " + std::to_string(h.worker) + " but the plan expects " +
@@ -258,7 +263,7 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
   // common case); copied when fp16, misaligned, kept for a sync step, or
   // compacted because non-finite rows are dropped.
   const size_t n = size_t{h.count} * dim;
-  const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
+  const bool in_place = !m.fp16() && schedule_.At(h.clock).consistency != Consistency::kSync &&
                         reinterpret_cast<uintptr_t>(values) % alignof(float) == 0;
   if (in_place) {
     r->gp = reinterpret_cast<const float*>(values);
@@ -304,7 +309,9 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
 // they are ready, else waits with the held requests.
 void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequest* r,
                           std::vector<OutMessage>* out) {
-  if (options_.plan.consistency == Consistency::kSsp && h.worker < worker_clock_.size())
+  // Every push advances its worker's clock (ssp reads it, and so does the
+  // first step after a switch to sync or ssp).
+  if (h.worker < worker_clock_.size())
     worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
   Header pull = h;
   pull.clock = h.clock + 1;  // PUSH_PULL: rows for the next step
@@ -336,6 +343,10 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
                          std::vector<OutMessage>* out) {
   PartitionState& ps = *r->ps;
   const std::string& name = r->spec->name;
+  // The first sync step of a period after async or ssp ones: the steps
+  // before it were applied on arrival, so this partition's sync steps start
+  // there.
+  ps.applied = std::max(ps.applied, schedule_.PeriodStart(h.clock));
   if (h.clock < ps.applied) {
     Error(identity, h, ErrorCode::kBadClock,
           "push for step " + std::to_string(h.clock) + " but partition " +
@@ -379,18 +390,25 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
 }
 
 bool ShardCore::PullReady(const Header& h) const {
-  const PsPlan& plan = options_.plan;
-  switch (plan.consistency) {
+  const ConsistencyMode& mode = schedule_.At(h.clock);
+  const int64_t start = schedule_.PeriodStart(h.clock);
+  const int64_t applied = vars_.at(h.variable).parts[h.partition].applied;
+  const auto slowest = [&] { return *std::min_element(worker_clock_.begin(), worker_clock_.end()); };
+  // After a switch, the first period's steps see every step before it: the
+  // sync ones applied (a period after sync), the async or ssp ones finished
+  // by every worker (a sync period after them).
+  if (start > 0) {
+    const bool after_sync = schedule_.At(start - 1).consistency == Consistency::kSync;
+    if (after_sync && applied < start) return false;
+    if (!after_sync && mode.consistency == Consistency::kSync && slowest() < start) return false;
+  }
+  switch (mode.consistency) {
     case Consistency::kAsync:
       return true;
-    case Consistency::kSync: {
-      auto it = vars_.find(h.variable);
-      return it->second.parts[h.partition].applied >= h.clock;
-    }
-    case Consistency::kSsp: {
-      const int64_t slowest = *std::min_element(worker_clock_.begin(), worker_clock_.end());
-      return slowest >= h.clock - plan.staleness;
-    }
+    case Consistency::kSync:
+      return std::max(applied, start) >= h.clock;
+    case Consistency::kSsp:
+      return slowest() >= h.clock - mode.staleness;
   }
   return true;
 }
@@ -556,7 +574,6 @@ void ShardCore::TrySave(std::vector<OutMessage>* out) {
 void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
                               std::vector<OutMessage>* out) {
   const Header& h = m.header;
-  const PsPlan& plan = options_.plan;
   switch (static_cast<Op>(h.op)) {
     case Op::kClock:
       ++stats_.clocks;
@@ -582,7 +599,8 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
         Error(identity, h, ErrorCode::kCheckpoint, "SAVE needs a directory", out);
         return;
       }
-      if (plan.consistency == Consistency::kSync && h.clock > 0) {
+      const bool sync_save = schedule_.At(h.clock).consistency == Consistency::kSync;
+      if (sync_save && h.clock > 0) {
         for (auto& [id, vs] : vars_) {
           for (uint32_t p = 0; p < vs.parts.size(); ++p) {
             if (vs.parts[p].owned && vs.parts[p].applied > h.clock) {
@@ -597,7 +615,7 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
         }
       }
       Header at = h;
-      if (plan.consistency != Consistency::kSync || at.clock <= 0) at.clock = 0;
+      if (!sync_save || at.clock <= 0) at.clock = 0;
       pending_saves_.push_back(PendingSave{identity, at, std::string(m.text)});
       TrySave(out);
       ReleaseHeld(out);
@@ -671,9 +689,12 @@ void ShardCore::Set(const std::string& identity, const MessageView& m, std::vect
   Setting setting;
   WireError e = ParseSetting(m.text, &setting);
   if (!e.ok()) return Error(identity, h, e.code, e.text, out);
+  if (setting.name == "consistency") return SetConsistency(identity, h, setting.value, out);
   if (setting.name != "lr") {
     return Error(identity, h, ErrorCode::kBadSetting,
-                 "unknown setting \"" + std::string(setting.name) + "\"; the shard knows: lr", out);
+                 "unknown setting \"" + std::string(setting.name) +
+                     "\"; the shard knows: lr, consistency",
+                 out);
   }
   const std::string value(setting.value);
   char* end = nullptr;
@@ -692,7 +713,7 @@ void ShardCore::Set(const std::string& identity, const MessageView& m, std::vect
     // Entries no partition can use any more go: every owned partition has
     // applied the steps before the newest entry at or below the oldest one.
     int64_t oldest = ps_wire::kMaxClock;
-    if (options_.plan.consistency == Consistency::kSync) {
+    if (schedule_.At(h.clock).consistency == Consistency::kSync) {
       for (const PartitionState& p : vs.parts) {
         if (p.owned) oldest = std::min(oldest, p.applied);
       }
@@ -701,6 +722,47 @@ void ShardCore::Set(const std::string& identity, const MessageView& m, std::vect
     if (keep != vs.lr_from_step.begin()) vs.lr_from_step.erase(vs.lr_from_step.begin(), std::prev(keep));
   }
   out->push_back(Reply(identity, h, Op::kSet));
+}
+
+void ShardCore::SetConsistency(const std::string& identity, const Header& h, std::string_view value,
+                               std::vector<OutMessage>* out) {
+  StatusOr<ConsistencyMode> mode = ParseConsistencyMode(value);
+  if (!mode.ok()) {
+    return Error(identity, h, ErrorCode::kBadSetting, mode.status().message() + "; nothing was changed",
+                 out);
+  }
+  if (h.variable != ps_wire::kAllVariables) {
+    return Error(identity, h, ErrorCode::kBadSetting,
+                 "consistency is the whole job's: send it for every variable (0xFFFFFFFF)", out);
+  }
+  auto it = schedule_.switches().find(h.clock);
+  if (it != schedule_.switches().end() && it->second == *mode) {
+    out->push_back(Reply(identity, h, Op::kSet));  // another worker's copy of the same switch
+    return;
+  }
+  if (h.clock <= max_clock_seen_) {
+    return Error(identity, h, ErrorCode::kBadSetting,
+                 "consistency " + FormatConsistencyMode(*mode) + " from step " +
+                     std::to_string(h.clock) + " comes after this shard served step " +
+                     std::to_string(max_clock_seen_) +
+                     " in the old mode; a switch must reach every shard before its step",
+                 out);
+  }
+  schedule_.Set(h.clock, *mode);
+  PX_LOG(INFO) << "PS shard " << options_.shard << ": consistency " << FormatConsistencyMode(*mode)
+               << " from step " << h.clock << " (set by worker " << h.worker << ")";
+  out->push_back(Reply(identity, h, Op::kSet));
+}
+
+void ShardCore::CountPeriodPush(const Header& h, bool sync) {
+  const int64_t start = schedule_.PeriodStart(h.clock);
+  PeriodStats& p = periods_[start];
+  if (p.sync_pushes + p.async_pushes == 0 && start > 0) {
+    PX_LOG(INFO) << "PS shard " << options_.shard << ": consistency "
+                 << FormatConsistencyMode(schedule_.At(h.clock)) << " from step " << start
+                 << ": first push there is of step " << h.clock << " (worker " << h.worker << ")";
+  }
+  ++(sync ? p.sync_pushes : p.async_pushes);
 }
 
 char* ShardCore::ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,
@@ -747,6 +809,16 @@ std::string ShardCore::StatsJson() const {
   j["held_now"] = held_.size();
   j["sync_steps_applied"] = stats_.sync_steps_applied;
   j["staleness_histogram"] = stats_.staleness;
+  // Pushes by consistency period: how each was applied (sync: buffered for
+  // its step; async/ssp: on arrival), so a switch can be seen to hold.
+  nlohmann::json periods = nlohmann::json::array();
+  for (const auto& [start, p] : periods_) {
+    periods.push_back({{"from_step", start},
+                       {"mode", FormatConsistencyMode(schedule_.At(start))},
+                       {"sync_pushes", p.sync_pushes},
+                       {"async_pushes", p.async_pushes}});
+  }
+  j["consistency_periods"] = periods;
   nlohmann::json errors = nlohmann::json::object();
   for (size_t c = 1; c < errors_by_code_.size(); ++c) {
     if (errors_by_code_[c] > 0) errors[ErrorCodeName(static_cast<ErrorCode>(c))] = errors_by_code_[c];

@@ -253,6 +253,25 @@ class ZmqPsClient final : public PsClient {
     return SubmitControl(Op::kSet, FormatSetting(name, value), clock, nullptr, var);
   }
 
+  StatusOr<Ticket> SetConsistency(int64_t from, const ConsistencyMode& mode) override {
+    if (from < 0 || from > ps_wire::kMaxClock)
+      return InvalidArgument("SET consistency: step " + std::to_string(from) + " is out of range");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      schedule_.Set(from, mode);
+    }
+    return SubmitControl(Op::kSet, FormatSetting("consistency", FormatConsistencyMode(mode)), from,
+                         nullptr, ps_wire::kAllVariables);
+  }
+  ConsistencyMode ConsistencyAt(int64_t step) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return schedule_.At(step);
+  }
+  ConsistencySchedule consistency() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return schedule_;
+  }
+
   Status Wait(Ticket ticket, Deadline deadline) override {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = requests_.find(ticket);
@@ -367,7 +386,7 @@ class ZmqPsClient final : public PsClient {
     r.out = out;
     Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
     r.has_duplicates = d.unique.size() != ids.size();
-    SplitByPartition(d, pushes && plan.consistency == Consistency::kSync, &r);
+    SplitByPartition(d, pushes && ConsistencyAt(clock).consistency == Consistency::kSync, &r);
     // Gradient of each distinct id: the caller's row, or the sum of its repeats.
     std::vector<float> summed;
     if (pushes && r.has_duplicates) {
@@ -618,8 +637,9 @@ class ZmqPsClient final : public PsClient {
   zmq::context_t ctx_;
   std::atomic<int64_t> bytes_[3][2] = {};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  ConsistencySchedule schedule_{options_.plan};                     // guarded by mu_
   Ticket next_ticket_ = 0;                                          // guarded by mu_
   std::unordered_map<Ticket, std::unique_ptr<Request>> requests_;   // guarded by mu_
   std::vector<std::vector<int64_t>> last_version_;                  // guarded by mu_

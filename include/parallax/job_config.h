@@ -37,6 +37,8 @@ struct JobConfig {
     Consistency consistency = Consistency::kSync;
     int staleness = 0;                // >= 0; used by ssp
     int max_restarts = 0;             // >= 0
+    // Steps run in sync mode before `consistency` (async or ssp) applies.
+    int64_t sync_warmup_steps = 0;    // >= 0
   } job;
 
   struct Trainer {
