@@ -11,10 +11,11 @@ namespace parallax::coordinator {
 
 std::string ConsistencyKey(int64_t job_id) { return "job/" + std::to_string(job_id) + "/consistency"; }
 
-StatusOr<std::vector<ConsistencySwitchRecord>> ConsistencySwitches::Read(int64_t job_id) {
+StatusOr<const std::vector<ConsistencySwitchRecord>*> ConsistencySwitches::Read(int64_t job_id) {
+  if (auto it = switches_.find(job_id); it != switches_.end()) return &it->second;
   PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store_->KvGet(ConsistencyKey(job_id)));
   std::vector<ConsistencySwitchRecord> out;
-  if (!text) return out;
+  if (!text) return &(switches_[job_id] = std::move(out));
   nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_array()) {
     return Internal("the stored consistency switches of job " + std::to_string(job_id) +
@@ -28,7 +29,7 @@ StatusOr<std::vector<ConsistencySwitchRecord>> ConsistencySwitches::Read(int64_t
     }
     out.push_back({s["from_step"].get<int64_t>(), s["consistency"].get<std::string>()});
   }
-  return out;
+  return &(switches_[job_id] = std::move(out));
 }
 
 StatusOr<std::vector<ConsistencySwitchRecord>> ConsistencySwitches::Lease(int64_t job_id,
@@ -38,7 +39,8 @@ StatusOr<std::vector<ConsistencySwitchRecord>> ConsistencySwitches::Lease(int64_
   JobLeases& l = leases_[job_id];
   if (attempt > l.attempt) l = JobLeases{attempt, {}};
   if (attempt == l.attempt) l.until[rank] = std::max(l.until[rank], until);
-  return Read(job_id);
+  PX_ASSIGN_OR_RETURN(const std::vector<ConsistencySwitchRecord>* switches, Read(job_id));
+  return *switches;
 }
 
 StatusOr<ConsistencySwitchRecord> ConsistencySwitches::Add(const JobRecord& job,
@@ -52,7 +54,8 @@ StatusOr<ConsistencySwitchRecord> ConsistencySwitches::Add(const JobRecord& job,
                               "; consistency switches only a live job");
   }
   std::lock_guard<std::mutex> lock(mu_);
-  PX_ASSIGN_OR_RETURN(std::vector<ConsistencySwitchRecord> switches, Read(job.id));
+  PX_ASSIGN_OR_RETURN(const std::vector<ConsistencySwitchRecord>* stored, Read(job.id));
+  std::vector<ConsistencySwitchRecord> switches = *stored;
   int64_t from = switches.empty() ? 0 : switches.back().from_step + 1;
   auto it = leases_.find(job.id);
   const bool current = it != leases_.end() && it->second.attempt == job.attempt;
@@ -73,6 +76,7 @@ StatusOr<ConsistencySwitchRecord> ConsistencySwitches::Add(const JobRecord& job,
   nlohmann::json doc = nlohmann::json::array();
   for (const auto& s : switches) doc.push_back({{"from_step", s.from_step}, {"consistency", s.consistency}});
   PX_RETURN_IF_ERROR(store_->KvSet(ConsistencyKey(job.id), doc.dump(), now));
+  switches_[job.id] = std::move(switches);  // only once stored
   return record;
 }
 

@@ -63,11 +63,14 @@ class ConsistencySwitches {
     int attempt = 0;
     std::map<int, int64_t> until;  // by rank
   };
-  StatusOr<std::vector<ConsistencySwitchRecord>> Read(int64_t job_id);
+  // The job's switches: from memory, else from the store (once per job and
+  // coordinator run: a lease costs no database read).
+  StatusOr<const std::vector<ConsistencySwitchRecord>*> Read(int64_t job_id);
 
   StateStore* const store_;
   std::mutex mu_;
   std::map<int64_t, JobLeases> leases_;  // guarded by mu_, by job
+  std::map<int64_t, std::vector<ConsistencySwitchRecord>> switches_;  // guarded by mu_, by job
 };
 
 // The key the switches of `job_id` are stored under.

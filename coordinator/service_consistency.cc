@@ -1,6 +1,7 @@
 // CoordinatorService's consistency calls: `parallax set JOB consistency=...`
 // and the trainer ranks' leases (coordinator/consistency_switches.h).
 #include "coordinator/service.h"
+#include "core/plan/job_plan.h"
 #include "core/rpc/request_header.h"
 
 namespace parallax::coordinator {
@@ -30,6 +31,16 @@ void CoordinatorService::SetConsistency(rpc::ConsistencySwitch& out,
         InvalidArgument("job id must be a positive integer, got " + std::to_string(job_id)));
   }
   const JobRecord job = ValueOrThrow(store_->GetJob(job_id));
+  // Consistency is what PS variables do: refuse it for a plan without any.
+  if (std::optional<std::string> json = ValueOrThrow(store_->GetPlan(job_id, job.attempt))) {
+    StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*json);
+    if (plan.ok() && !plan->has_ps()) {
+      throw ToCoordinatorError(FailedPrecondition(
+          "the plan of job " + std::to_string(job_id) + " attempt " + std::to_string(job.attempt) +
+          " puts no variable on the PS; consistency applies to PS variables only (the dense "
+          "paths are synchronous in every mode)"));
+    }
+  }
   const int64_t now = clock_->NowMillis();
   const ConsistencySwitchRecord placed = ValueOrThrow(consistency_.Add(job, consistency, now));
   const std::string who = header.__isset.client && !header.client.empty() ? header.client

@@ -139,6 +139,43 @@ TEST_F(ConsistencySwitchTest, SyncToAsyncToSyncSwitchesEveryRankAndShardAtOneSte
   EXPECT_NE(late.err.find("SUCCEEDED"), std::string::npos) << late.err;
 }
 
+// The switches are the job's: an attempt that resumes from a checkpoint
+// replays them, so its steps run in the modes they had.
+TEST_F(ConsistencySwitchTest, AResumedAttemptKeepsTheSwitchedMode) {
+  TinyJob job;
+  job.tag = "resumed";
+  job.max_restarts = 1;
+  job.env = {{"TINY_HOLD_AT", "8"},
+             {"TINY_PAUSE_DIR", HoldDir()},
+             {"TINY_EXIT_AT_STEP", "25"},
+             {"TINY_EXIT_RANK", "1"}};
+  const std::string id = cluster_.Submit(job);
+  ASSERT_FALSE(id.empty());
+  WaitHeld(8);
+  const int64_t to_async = Set(id, "async");
+  Release(8);
+  nlohmann::json end = cluster_.WaitForEnd(id);
+  ASSERT_EQ(end["state"], "SUCCEEDED") << end.dump() << "\n" << cluster_.Logs();
+  ASSERT_EQ(end["attempt"], 2);  // rank 1 exited after step 25; resumed from step 20
+  ASSERT_LT(to_async, 20);
+  for (int r = 0; r < 2; ++r) {
+    RunResult log = cluster_.Cli({"logs", id, "--task", "trainer/" + std::to_string(r), "--attempt", "2"});
+    EXPECT_NE(log.out.find("learned consistency async from step " + std::to_string(to_async) +
+                           " before step 20"),
+              std::string::npos)
+        << log.out;
+  }
+  for (int s = 0; s < 2; ++s) {
+    RunResult log = cluster_.Cli({"logs", id, "--task", "ps/" + std::to_string(s), "--attempt", "2"});
+    std::smatch m;
+    const std::regex line("consistency async from step " + std::to_string(to_async) +
+                          ": first push there is of step ([0-9]+)");
+    ASSERT_TRUE(std::regex_search(log.out, m, line)) << log.out;
+    EXPECT_GE(std::stoll(m[1]), 20);
+    EXPECT_EQ(log.out.find("consistency sync from step"), std::string::npos) << log.out;
+  }
+}
+
 TEST_F(ConsistencySwitchTest, SyncWarmupStepsThenTheConfiguredMode) {
   TinyJob job;
   job.tag = "warmup";
