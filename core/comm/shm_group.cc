@@ -43,12 +43,15 @@ constexpr size_t kLineBytes = 128;
 // Chunks up to this size are summed by every rank itself (one step).
 constexpr size_t kDirectBytes = 64 << 10;
 // How a wait waits. A peer that is running arrives within microseconds:
-// spin. One that lost its CPU (on a loaded machine, for a time slice or a
-// few) comes back sooner than a sleeper would be woken and scheduled again:
-// yield the CPU, which costs nothing when other threads want it. Only a
-// peer gone for longer (computing, or dead) is slept on.
+// spin. One that lost its CPU briefly comes back sooner than a sleeper would
+// be woken and scheduled again: yield the CPU for a while. Not for long: a
+// peer still computing its step (ranks drift apart by milliseconds) is better
+// slept on, since on a host with more processes than cores (ranks, PS shards)
+// a yielding waiter still takes CPU time from the very peer it waits for. W3
+// on 2 cores ran 1.06x faster with 0.5 ms of yielding than with 20 ms
+// (docs/PERFORMANCE.md, "Dense all-reduce through shared memory").
 constexpr auto kSpin = std::chrono::microseconds(10);
-constexpr auto kYield = std::chrono::milliseconds(20);
+constexpr auto kYield = std::chrono::microseconds(500);
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
