@@ -172,6 +172,10 @@ class ShardCore {
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;
+  // Sync: the steps of `ps` applied, as seen from step `step`: at least the
+  // first step of step's period once every worker finished the step before
+  // it (the async or ssp steps before a sync period apply on arrival).
+  int64_t SyncApplied(const PartitionState& ps, int64_t step) const;
   // Answers with the rows of `ids` (into the peer's region at `shm_reply`
   // when h has kFlagShm).
   void AnswerPull(const std::string& identity, const Header& h, const std::vector<int64_t>& ids,

@@ -9,6 +9,7 @@
 #include "core/ps/consistency_schedule.h"
 #include "ps/shard_core.h"
 #include "tests/ps/ps_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace parallax::ps {
 namespace {
@@ -19,6 +20,7 @@ using testing::ReplyHeader;
 using testing::ReplyValues;
 using testing::Request;
 using testing::Send;
+using testing::SendSet;
 
 constexpr uint32_t kDim2 = 2;
 
@@ -47,13 +49,6 @@ std::unique_ptr<ShardCore> Shard(const PsPlan& plan) {
   auto core = ShardCore::Create(o);
   EXPECT_TRUE(core.ok()) << core.status().ToString();
   return std::move(core).value();
-}
-
-std::vector<OutMessage> SendSet(ShardCore* core, uint32_t var, int64_t clock,
-                                const std::string& text) {
-  testing::Frames f = Request(MakeHeader(Op::kSet, var, 0, 0, 0, 0, clock), {}, {});
-  f.f[1] = text;
-  return Send(core, f);
 }
 
 void ExpectAck(const std::vector<OutMessage>& out, Op op) {
@@ -152,6 +147,26 @@ TEST(ShardConsistencyTest, SyncToAsyncToSyncSwitchesAtTheSteps) {
   EXPECT_EQ(periods[1]["async_pushes"], 4);
   EXPECT_EQ(periods[2]["from_step"], 4);
   EXPECT_EQ(periods[2]["sync_pushes"], 2);
+}
+
+// A checkpoint at the first sync step after async ones is the state once
+// every worker finished the step before: written as soon as both clocked.
+TEST(ShardConsistencyTest, SyncSaveAtTheSwitchStepWaitsForEveryWorkersClock) {
+  auto core = Shard(Plan(Consistency::kAsync, 2));
+  ExpectAck(SendSet(core.get(), ps_wire::kAllVariables, 2, "consistency=sync"), Op::kSet);
+  ExpectAck(PushOne(core.get(), 0, 0), Op::kPush);
+  ExpectAck(PushOne(core.get(), 0, 1), Op::kPush);
+  ExpectAck(PushOne(core.get(), 1, 0), Op::kPush);  // worker 1 touches nothing here in step 1
+  ::parallax::testing::TempDir dir;
+  testing::Frames save = Request(MakeHeader(Op::kSave, 0, 0, 0, 0, 0, 2), {}, {});
+  save.f[1] = dir.path();
+  // Worker 0 finished step 1; worker 1's clock says when it did.
+  ExpectAck(Clock(core.get(), 0, 1), Op::kClock);
+  EXPECT_TRUE(Send(core.get(), save).empty()) << "written before every worker finished step 1";
+  std::vector<OutMessage> out = Clock(core.get(), 1, 1);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(ReplyHeader(out[1]).op, static_cast<uint8_t>(Op::kSave)) << out[1].frames[1];
+  EXPECT_EQ(core->applied_steps(0, 0), 2);
 }
 
 TEST(ShardConsistencyTest, SspAfterAsyncBoundsStalenessFromItsStep) {
