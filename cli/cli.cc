@@ -20,6 +20,7 @@
 #include "cli/plan_command.h"
 #include "cli/plan_view.h"
 #include "cli/run.h"
+#include "cli/set_command.h"
 #include "cli/task_log.h"
 #include "core/calibration/host_calibration.h"
 #include "core/base/secret.h"
@@ -116,6 +117,7 @@ class Cli {
   int Events();
   int Drain();
   int Resume();
+  int Set();
   int Logs();
   int RunCommand();
   int Export();
@@ -160,6 +162,7 @@ class Cli {
   std::string export_out_;
   PlanCommandOptions plan_;
   bool plan_from_coordinator_ = false;  // parallax plan --from-coordinator
+  std::vector<std::string> settings_;  // set: NAME=VALUE words
   int64_t export_chunk_rows_ = 65536;
   int resume_workers_ = 0;   // resume --workers (0: the job's own)
   int resume_shards_ = -1;   // resume --shards (-1: the job's own)
@@ -542,6 +545,19 @@ int Cli::Resume() {
   return kExitOk;
 }
 
+int Cli::Set() {
+  StatusOr<std::string> consistency = ParseSetArguments(settings_);
+  if (!consistency.ok()) {
+    err_ << "parallax: set: " << consistency.status().message() << "\n";
+    return kExitUsage;
+  }
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  Status s = RunSetConsistency(*client, job_id_, *consistency, std::chrono::seconds(30), out_);
+  return s.ok() ? kExitOk : Report(s);
+}
+
 int Cli::Logs() {
   // --task ROLE/INDEX
   size_t slash = task_.find('/');
@@ -690,6 +706,15 @@ void Cli::AddClusterCommands(CLI::App* app) {
   resume->add_option("--job", job_file_,
                      "resume with this edited job file instead of the stored one");
   resume->callback([this] { result_ = Resume(); });
+
+  CLI::App* set = app->add_subcommand(
+      "set",
+      "switch a running job's consistency at a step the coordinator picks: "
+      "consistency=async|ssp|sync [staleness=K]");
+  AddJobId(set)->required();
+  set->add_option("SETTING", settings_, "consistency=async|ssp|sync, and staleness=K with ssp")
+      ->required();
+  set->callback([this] { result_ = Set(); });
 
   CLI::App* logs =
       app->add_subcommand("logs", "print a task's output (stdout and stderr), read from its agent");

@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "coordinator/agent_registry.h"
+#include "coordinator/consistency_switches.h"
 #include "coordinator/orchestrator.h"
 #include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
@@ -154,6 +155,11 @@ class CoordinatorService : public rpc::CoordinatorIf {
                         const rpc::CheckpointInfo& checkpoint) override;
   void ListCheckpoints(std::vector<rpc::CheckpointInfo>& out, const rpc::RequestHeader& header,
                        int64_t job_id) override;
+  // In service_consistency.cc (coordinator/consistency_switches.h).
+  void SetConsistency(rpc::ConsistencySwitch& out, const rpc::RequestHeader& header,
+                      int64_t job_id, const std::string& consistency) override;
+  void LeaseConsistency(std::vector<rpc::ConsistencySwitch>& out, const rpc::RequestHeader& header,
+                        const rpc::ConsistencyLeaseRequest& request) override;
 
  private:
   // Throws rpc::CoordinatorError unless the header's version and token are right.
@@ -199,6 +205,7 @@ class CoordinatorService : public rpc::CoordinatorIf {
 
   Orchestrator orchestrator_;
   ShardStatsBoard shard_stats_;
+  ConsistencySwitches consistency_{store_};
 
   // Blocking calls wait on wait_cv_; every change to kv or plans bumps
   // change_seq_ and notifies.

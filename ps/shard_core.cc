@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/finite.h"
+#include "core/base/logging.h"
 #include "ps/checkpoint.h"
 #include "ps/reshard.h"
 
@@ -37,7 +38,8 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
   return std::unique_ptr<ShardCore>(new ShardCore(std::move(options)));
 }
 
-ShardCore::ShardCore(ShardOptions options) : options_(std::move(options)) {
+ShardCore::ShardCore(ShardOptions options)
+    : options_(std::move(options)), schedule_(options_.plan) {
   for (const auto& var : options_.plan.variables) {
     VarState vs;
     vs.parts.resize(var.partitions);
@@ -136,6 +138,7 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   const Header& h = m.header;
   DataRequest r;
   if (!CheckData(identity, m, &r, out) || !ReadGradients(identity, m, &r, out)) return;
+  max_clock_seen_ = std::max(max_clock_seen_, h.clock);
   const Op op = static_cast<Op>(h.op);
   if (op == Op::kWrite) {
     WriteRows(*r.vs, r.ids, r.gp);
@@ -159,7 +162,9 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   }
   op == Op::kPush ? ++stats_.pushes : ++stats_.push_pulls;
   stats_.rows_pushed += static_cast<int64_t>(r.ids.size());
-  if (options_.plan.consistency == Consistency::kSync) {
+  const bool sync = schedule_.At(h.clock).consistency == Consistency::kSync;
+  CountPeriodPush(h, sync);
+  if (sync) {
     PushSync(identity, h, &r, out);
   } else {
     PushAsync(identity, h, &r, out);
@@ -199,7 +204,7 @@ bool ShardCore::CheckData(const std::string& identity, const MessageView& m, Dat
           out);
     return false;
   }
-  if (IsPushOp(h.op) && plan.consistency != Consistency::kAsync &&
+  if (IsPushOp(h.op) && schedule_.At(h.clock).consistency != Consistency::kAsync &&
       h.worker >= plan.contributors()) {
     Error(identity, h, ErrorCode::kBadWorker,
           "worker " + std::to_string(h.worker) + " but the plan expects " +
@@ -254,7 +259,7 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
   // common case); copied when fp16, misaligned, kept for a sync step, or
   // compacted because non-finite rows are dropped.
   const size_t n = size_t{h.count} * dim;
-  const bool in_place = !m.fp16() && plan.consistency != Consistency::kSync &&
+  const bool in_place = !m.fp16() && schedule_.At(h.clock).consistency != Consistency::kSync &&
                         reinterpret_cast<uintptr_t>(values) % alignof(float) == 0;
   if (in_place) {
     r->gp = reinterpret_cast<const float*>(values);
@@ -312,7 +317,9 @@ void ShardCore::WriteRows(VarState& vs, const std::vector<int64_t>& ids, const f
 // they are ready, else waits with the held requests.
 void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequest* r,
                           std::vector<OutMessage>* out) {
-  if (options_.plan.consistency == Consistency::kSsp && h.worker < worker_clock_.size())
+  // Every push advances its worker's clock (ssp reads it, and so does the
+  // first step after a switch to sync or ssp).
+  if (h.worker < worker_clock_.size())
     worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
   Header pull = h;
   pull.clock = h.clock + 1;  // PUSH_PULL: rows for the next step
@@ -344,6 +351,10 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
                          std::vector<OutMessage>* out) {
   PartitionState& ps = *r->ps;
   const std::string& name = r->spec->name;
+  // The first sync step of a period after async or ssp ones: the steps
+  // before it were applied on arrival, so this partition's sync steps start
+  // there.
+  ps.applied = std::max(ps.applied, schedule_.PeriodStart(h.clock));
   if (h.clock < ps.applied) {
     Error(identity, h, ErrorCode::kBadClock,
           "push for step " + std::to_string(h.clock) + " but partition " +
@@ -384,23 +395,6 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
   }
   if (TryApplySync(*r->vs, ps)) TrySave(out);
   ReleaseHeld(out);
-}
-
-bool ShardCore::PullReady(const Header& h) const {
-  const PsPlan& plan = options_.plan;
-  switch (plan.consistency) {
-    case Consistency::kAsync:
-      return true;
-    case Consistency::kSync: {
-      auto it = vars_.find(h.variable);
-      return it->second.parts[h.partition].applied >= h.clock;
-    }
-    case Consistency::kSsp: {
-      const int64_t slowest = *std::min_element(worker_clock_.begin(), worker_clock_.end());
-      return slowest >= h.clock - plan.staleness;
-    }
-  }
-  return true;
 }
 
 OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, size_t n,
@@ -534,10 +528,13 @@ void ShardCore::TrySave(std::vector<OutMessage>* out) {
     const PendingSave& save = pending_saves_.front();
     bool ready = true;
     for (auto& [id, vs] : vars_) {
-      for (auto& ps : vs.parts) ready &= !ps.owned || ps.applied >= save.header.clock;
+      for (auto& ps : vs.parts) ready &= !ps.owned || SyncApplied(ps, save.header.clock) >= save.header.clock;
     }
     if (!ready) return;
     Status st;
+    for (auto& [id, vs] : vars_) {
+      for (auto& ps : vs.parts) ps.applied = SyncApplied(ps, save.header.clock);
+    }
     for (auto& [id, vs] : vars_) {
       for (uint32_t p = 0; p < vs.parts.size() && st.ok(); ++p) {
         if (vs.parts[p].owned)
@@ -564,7 +561,6 @@ void ShardCore::TrySave(std::vector<OutMessage>* out) {
 void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
                               std::vector<OutMessage>* out) {
   const Header& h = m.header;
-  const PsPlan& plan = options_.plan;
   switch (static_cast<Op>(h.op)) {
     case Op::kClock:
       ++stats_.clocks;
@@ -577,6 +573,7 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
       }
       worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
       out->push_back(Reply(identity, h, Op::kClock));
+      TrySave(out);  // a sync SAVE at the first step after async ones waits for every clock
       ReleaseHeld(out);
       return;
     case Op::kStats: {
@@ -590,7 +587,8 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
         Error(identity, h, ErrorCode::kCheckpoint, "SAVE needs a directory", out);
         return;
       }
-      if (plan.consistency == Consistency::kSync && h.clock > 0) {
+      const bool sync_save = schedule_.At(h.clock).consistency == Consistency::kSync;
+      if (sync_save && h.clock > 0) {
         for (auto& [id, vs] : vars_) {
           for (uint32_t p = 0; p < vs.parts.size(); ++p) {
             if (vs.parts[p].owned && vs.parts[p].applied > h.clock) {
@@ -605,7 +603,7 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
         }
       }
       Header at = h;
-      if (plan.consistency != Consistency::kSync || at.clock <= 0) at.clock = 0;
+      if (!sync_save || at.clock <= 0) at.clock = 0;
       pending_saves_.push_back(PendingSave{identity, at, std::string(m.text)});
       TrySave(out);
       ReleaseHeld(out);
@@ -681,9 +679,12 @@ void ShardCore::Set(const std::string& identity, const MessageView& m, std::vect
   Setting setting;
   WireError e = ParseSetting(m.text, &setting);
   if (!e.ok()) return Error(identity, h, e.code, e.text, out);
+  if (setting.name == "consistency") return SetConsistency(identity, h, setting.value, out);
   if (setting.name != "lr") {
     return Error(identity, h, ErrorCode::kBadSetting,
-                 "unknown setting \"" + std::string(setting.name) + "\"; the shard knows: lr", out);
+                 "unknown setting \"" + std::string(setting.name) +
+                     "\"; the shard knows: lr, consistency",
+                 out);
   }
   const std::string value(setting.value);
   char* end = nullptr;
@@ -702,7 +703,7 @@ void ShardCore::Set(const std::string& identity, const MessageView& m, std::vect
     // Entries no partition can use any more go: every owned partition has
     // applied the steps before the newest entry at or below the oldest one.
     int64_t oldest = ps_wire::kMaxClock;
-    if (options_.plan.consistency == Consistency::kSync) {
+    if (schedule_.At(h.clock).consistency == Consistency::kSync) {
       for (const PartitionState& p : vs.parts) {
         if (p.owned) oldest = std::min(oldest, p.applied);
       }
@@ -757,6 +758,16 @@ std::string ShardCore::StatsJson() const {
   j["held_now"] = held_.size();
   j["sync_steps_applied"] = stats_.sync_steps_applied;
   j["staleness_histogram"] = stats_.staleness;
+  // Pushes by consistency period: how each was applied (sync: buffered for
+  // its step; async/ssp: on arrival), so a switch can be seen to hold.
+  nlohmann::json periods = nlohmann::json::array();
+  for (const auto& [start, p] : periods_) {
+    periods.push_back({{"from_step", start},
+                       {"mode", FormatConsistencyMode(schedule_.At(start))},
+                       {"sync_pushes", p.sync_pushes},
+                       {"async_pushes", p.async_pushes}});
+  }
+  j["consistency_periods"] = periods;
   nlohmann::json errors = nlohmann::json::object();
   for (size_t c = 1; c < errors_by_code_.size(); ++c) {
     if (errors_by_code_[c] > 0) errors[ErrorCodeName(static_cast<ErrorCode>(c))] = errors_by_code_[c];

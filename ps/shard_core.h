@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ps/consistency_schedule.h"
 #include "core/ps/plan.h"
 #include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
@@ -112,6 +113,8 @@ class ShardCore {
   // For tests: learning rates from SET that `var` keeps (by the step they
   // start at).
   size_t settings_kept(uint32_t var) const;
+  // The consistency mode of each step as this shard knows it.
+  const ConsistencySchedule& consistency() const { return schedule_; }
 
  private:
   explicit ShardCore(ShardOptions options);
@@ -170,6 +173,10 @@ class ShardCore {
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;
+  // Sync: the steps of `ps` applied, as seen from step `step`: at least the
+  // first step of step's period once every worker finished the step before
+  // it (the async or ssp steps before a sync period apply on arrival).
+  int64_t SyncApplied(const PartitionState& ps, int64_t step) const;
   // Answers with the rows of `ids` (into the peer's region at `shm_reply`
   // when h has kFlagShm).
   void AnswerPull(const std::string& identity, const Header& h, const std::vector<int64_t>& ids,
@@ -179,8 +186,14 @@ class ShardCore {
   char* ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,
                 const char* what, std::vector<OutMessage>* out);
   void Attach(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
-  // A runtime setting (SET): "lr" of one or every variable held here.
+  // A runtime setting (SET): "lr" of one or every variable held here, or the
+  // job's "consistency" from step h.clock on.
   void Set(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  void SetConsistency(const std::string& identity, const Header& h, std::string_view value,
+                      std::vector<OutMessage>* out);
+  // Counts a push in its consistency period (logs the first of each period
+  // after the first).
+  void CountPeriodPush(const Header& h, bool sync);
   // The factor on the plan's lr for the update of step `step` of `vs`
   // (sync), or for an update now (async/ssp: pass ps_wire::kMaxClock).
   static float LrScale(const VarState& vs, int64_t step);
@@ -200,6 +213,14 @@ class ShardCore {
   static OutMessage Reply(const std::string& identity, const Header& request, Op op);
 
   const ShardOptions options_;
+  // The mode of each step: the plan's, then every SET "consistency".
+  ConsistencySchedule schedule_;
+  // The largest step of a data message served: a switch must come before it.
+  int64_t max_clock_seen_ = -1;
+  struct PeriodStats {
+    int64_t sync_pushes = 0, async_pushes = 0;
+  };
+  std::map<int64_t, PeriodStats> periods_;  // by the period's first step
   std::map<uint32_t, VarState> vars_;
   std::vector<int64_t> worker_clock_;  // ssp: steps finished per contributor
   std::deque<Held> held_;

@@ -330,6 +330,22 @@ struct CheckpointInfo {
   6: optional i64 created
 }
 
+// ---- Consistency at run time ----
+
+// A job's consistency mode (its PS variables) from step from_step on.
+struct ConsistencySwitch {
+  1: required i64 from_step
+  2: required string consistency  // "sync", "async" or "ssp:K" (K = staleness)
+}
+
+// A trainer rank's promise: it runs no step >= lease_until before it asks again.
+struct ConsistencyLeaseRequest {
+  1: required i64 job_id
+  2: required i32 attempt
+  3: required i32 rank
+  4: required i64 lease_until
+}
+
 service Coordinator {
   HelloResponse Hello(1: RequestHeader header) throws (1: CoordinatorError error)
 
@@ -407,5 +423,16 @@ service Coordinator {
   void CommitCheckpoint(1: RequestHeader header, 2: CheckpointInfo checkpoint)
       throws (1: CoordinatorError error)
   list<CheckpointInfo> ListCheckpoints(1: RequestHeader header, 2: i64 job_id)
+      throws (1: CoordinatorError error)
+
+  // Switches a running job's consistency from a step the coordinator picks:
+  // past every rank's lease, so every rank learns it before it runs the step
+  // before (`parallax set JOB consistency=...`). UNAVAILABLE while some rank
+  // of the attempt has not taken a lease yet (try again).
+  ConsistencySwitch SetConsistency(1: RequestHeader header, 2: i64 job_id, 3: string consistency)
+      throws (1: CoordinatorError error)
+  // Records a rank's lease and returns every switch of the job, oldest first.
+  list<ConsistencySwitch> LeaseConsistency(1: RequestHeader header,
+                                           2: ConsistencyLeaseRequest request)
       throws (1: CoordinatorError error)
 }

@@ -25,6 +25,7 @@
 #include "core/rpc/coordinator_client.h"
 #include "parallax/session.h"
 #include "trainer/checkpoint.h"
+#include "trainer/consistency_lease.h"
 #include "trainer/dense_sync.h"
 #include "trainer/device_sync.h"
 #include "trainer/search_trial.h"
@@ -129,6 +130,9 @@ class SessionImpl final : public Session {
   std::vector<HeldVariable> Held();
   Status WriteCheckpoint();
   Status AfterStep();
+  // Before running step_: renews the consistency lease and passes the
+  // switches it brings to the PS shards (nothing without a PS).
+  Status FollowConsistency();
 
   // Constant after Connect() (the partition search may set the number of
   // partitions and a trial's step budget).
@@ -152,6 +156,7 @@ class SessionImpl final : public Session {
   std::chrono::steady_clock::time_point step_started_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::optional<int64_t> resumed_from_;
+  std::optional<ConsistencyLease> lease_;  // with a coordinator and a PS
   // Thread-safe; outlives the parts, whose threads record into it.
   Timeline timeline_;
   std::unique_ptr<DenseSync> dense_;
@@ -332,6 +337,7 @@ Status SessionImpl::CreateParts() {
     PX_ASSIGN_OR_RETURN(ps, ConnectPs(coord_.get(), options_, plan_, &timeline_));
   }
   SparseSync::Options sparse_options;
+  sparse_options.rank = options_.rank;
   sparse_options.local_rank = options_.local_rank;
   sparse_options.step_timeout = options_.step_timeout;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
@@ -437,6 +443,13 @@ Status SessionImpl::Start() {
     PX_RETURN_IF_ERROR(WriteInitialPsValues());
   }
   if (plan_.has_ps()) PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
+  if (plan_.has_ps() && coord_) {
+    lease_.emplace(ConsistencyLease::Options{.job_id = options_.job_id,
+                                             .attempt = options_.attempt,
+                                             .rank = options_.rank},
+                   coord_.get());
+    PX_RETURN_IF_ERROR(FollowConsistency());
+  }
   reporter_.emplace(ReporterOptions(), coord_.get());
   reporter_->Start();
   started_ = true;
@@ -583,6 +596,19 @@ Status SessionImpl::AfterStep() {
     timeline_.Record(Lane::kCheckpoint, now, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st);
     step_started_ = std::chrono::steady_clock::now();  // the checkpoint is no step's compute
+  }
+  Status st = FollowConsistency();
+  return st.ok() ? st : Fail(st);
+}
+
+// The coordinator places a switch past every rank's lease, so this rank
+// learns it before it runs the step before the switch: in time for its
+// shards' SET and for the clock the new mode needs at the end of that step.
+Status SessionImpl::FollowConsistency() {
+  if (!lease_) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(std::vector<ConsistencyLease::Switch> fresh, lease_->Renew(step_));
+  for (const auto& [from, mode] : fresh) {
+    PX_RETURN_IF_ERROR(sparse_->SetConsistency(from, mode, step_));
   }
   return Status::Ok();
 }

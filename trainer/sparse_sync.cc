@@ -118,8 +118,9 @@ Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool ran
     PX_RETURN_IF_ERROR(
         world_->Barrier(Deadline()).WithContext("waiting for the PS shards to load the checkpoint"));
   }
-  if (plan_->ps.consistency == Consistency::kSsp && step > 0) {
-    // The shards' ssp clocks start at 0 after a LOAD: tell them where this rank is.
+  if (step > 0) {
+    // The shards' clocks start at 0 after a LOAD: tell them where this rank
+    // is (ssp, and the first step after a switch, read them).
     PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Clock(step - 1));
     PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline()).WithContext("PS clock after resuming"));
   }
@@ -292,6 +293,14 @@ bool SparseSync::HasGradient(uint32_t id) const { return At(id).grad_given; }
 
 Status SparseSync::StartPushes(int64_t step) {
   pushes_.clear();
+  if (ps_) {
+    const ps::ConsistencyMode mode = ps_->ConsistencyAt(step);
+    if (pushed_mode_ && *pushed_mode_ != mode) {
+      PX_LOG(INFO) << "rank " << options_.rank << ": consistency "
+                   << ps::FormatConsistencyMode(mode) << " from step " << step;
+    }
+    pushed_mode_ = mode;
+  }
   if (plan_->local_aggregation) {
     PX_RETURN_IF_ERROR(PushHostAggregated(step).WithContext("local aggregation of PS gradients"));
   }
@@ -376,8 +385,10 @@ Status SparseSync::ExchangeAllGather() {
 
 Status SparseSync::FinishPushes(int64_t step) {
   // Under ssp every shard also learns that this rank finished the step,
-  // whether or not it pushed there.
-  if (ps_ && plan_->ps.consistency == Consistency::kSsp) {
+  // whether or not it pushed there; so it does before a switch (the first
+  // step of a sync or ssp period waits for every rank's clock).
+  if (ps_ && (ps_->ConsistencyAt(step).consistency == Consistency::kSsp ||
+              ps_->ConsistencyAt(step + 1) != ps_->ConsistencyAt(step))) {
     PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Clock(step));
     pushes_.emplace_back(t, nullptr);
   }
@@ -417,6 +428,17 @@ Status SparseSync::ReadSparse(uint32_t id, int64_t first_row, int64_t count, int
   auto buf = std::make_unique<std::vector<float>>();
   PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
   return AwaitPull(t, std::move(buf), out).WithContext("reading \"" + s.var.name + "\"" + ShardsOf(s));
+}
+
+Status SparseSync::SetConsistency(int64_t from, const ps::ConsistencyMode& mode, int64_t now) {
+  const std::string what = "switching the PS shards to consistency " +
+                           ps::FormatConsistencyMode(mode) + " from step " + std::to_string(from);
+  StatusOr<ps::Ticket> t = ps_->SetConsistency(from, mode);
+  if (!t.ok()) return t.status().WithContext(what);
+  PX_RETURN_IF_ERROR(ps_->Wait(*t, Deadline()).WithContext(what));
+  PX_LOG(INFO) << "rank " << options_.rank << ": learned consistency "
+               << ps::FormatConsistencyMode(mode) << " from step " << from << " before step " << now;
+  return Status::Ok();
 }
 
 Status SparseSync::SetLearningRate(uint32_t id, double lr, int64_t step) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -56,6 +57,7 @@ void GatherRows(std::span<const float> table, uint32_t dim, std::span<const int6
 class SparseSync {
  public:
   struct Options {
+    int rank = 0;  // for log lines
     int local_rank = 0;
     std::chrono::milliseconds step_timeout{300'000};
   };
@@ -116,6 +118,11 @@ class SparseSync {
   Status StartPushes(int64_t step);
   Status ExchangeAllGather();
   Status FinishPushes(int64_t step);
+
+  // The job's consistency mode (its PS variables) from step `from` on:
+  // every shard is told (a SET; waits for every ack) and this rank's pushes
+  // and clocks follow it. `now` is the step this rank is about to run.
+  Status SetConsistency(int64_t from, const ps::ConsistencyMode& mode, int64_t now);
 
   // The learning rate of `id`'s optimizer from step `step` on: a replica's
   // own, or the shards' for a PS variable (a SET message; waits for every
@@ -191,6 +198,7 @@ class SparseSync {
   std::map<uint32_t, size_t> index_;  // variable id -> slot
   std::vector<std::pair<ps::Ticket, const Slot*>> pushes_;  // this step's, and ssp's clock (null)
   std::vector<PullBuffer> abandoned_;                       // pulls whose wait timed out
+  std::optional<ps::ConsistencyMode> pushed_mode_;          // of the last step pushed
 };
 
 }  // namespace parallax::trainer

@@ -129,6 +129,13 @@ void Validator::ReadJob(const toml::table* t, JobConfig::Job* job) {
     job->min_workers = job->workers;
   }
   ReadInt(*t, "job", "replace_timeout_s", 0, &job->replace_timeout_s);
+  if (ReadInt(*t, "job", "sync_warmup_steps", 0, &job->sync_warmup_steps) &&
+      job->sync_warmup_steps > 0 && consistency_ok && job->consistency == Consistency::kSync) {
+    KeyError(*t->get("sync_warmup_steps"), "job.sync_warmup_steps",
+             "sync_warmup_steps starts a job in sync mode before its consistency applies, but "
+             "consistency is 'sync'; remove sync_warmup_steps or set consistency = 'async' or "
+             "'ssp'");
+  }
 }
 
 void Validator::ReadDirectory(const toml::table& t, const char* key, std::string* out) {

@@ -30,8 +30,8 @@ using Names = std::span<const std::string_view>;
 inline constexpr std::string_view kTopLevel[] = {"job",       "trainer", "model",    "user",
                                                  "optimizer", "ps",      "variable", "plan"};
 inline constexpr std::string_view kJobKeys[] = {
-    "name",      "workers",      "arch",        "consistency",
-    "staleness", "max_restarts", "min_workers", "replace_timeout_s"};
+    "name",         "workers",     "arch",           "consistency",      "staleness",
+    "max_restarts", "min_workers", "replace_timeout_s", "sync_warmup_steps"};
 inline constexpr std::string_view kTrainerKeys[] = {
     "model",          "command",          "steps",         "batch_size", "checkpoint_every",
     "checkpoint_dir", "keep_checkpoints", "metrics_every", "env",        "timeline"};

@@ -136,6 +136,7 @@ ps::PsPlan PsPlanOf(const JobConfig& job, const ClusterShape& cluster) {
   ps::PsPlan ps;
   ps.consistency = job.job.consistency;
   ps.staleness = job.job.staleness;
+  ps.sync_warmup_steps = job.job.sync_warmup_steps;
   ps.staleness_lr = job.ps.staleness_lr && job.job.consistency != Consistency::kSync;
   ps.num_workers = static_cast<uint32_t>(cluster.workers);
   ps.num_shards = static_cast<uint32_t>(std::max(1, cluster.shards));

@@ -257,6 +257,25 @@ class ZmqPsClient final : public PsClient {
     return SubmitControl(Op::kSet, FormatSetting(name, value), clock, nullptr, var);
   }
 
+  StatusOr<Ticket> SetConsistency(int64_t from, const ConsistencyMode& mode) override {
+    if (from < 0 || from > ps_wire::kMaxClock)
+      return InvalidArgument("SET consistency: step " + std::to_string(from) + " is out of range");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      schedule_.Set(from, mode);
+    }
+    return SubmitControl(Op::kSet, FormatSetting("consistency", FormatConsistencyMode(mode)), from,
+                         nullptr, ps_wire::kAllVariables);
+  }
+  ConsistencyMode ConsistencyAt(int64_t step) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return schedule_.At(step);
+  }
+  ConsistencySchedule consistency() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return schedule_;
+  }
+
   Status Wait(Ticket ticket, Deadline deadline) override {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = requests_.find(ticket);
@@ -373,7 +392,8 @@ class ZmqPsClient final : public PsClient {
     r.has_duplicates = d.unique.size() != ids.size();
     if (op == Op::kWrite && r.has_duplicates)
       return InvalidArgument("PS write to \"" + var->name + "\": repeated ids (each row once)");
-    const bool one_per_partition = op != Op::kWrite && pushes && plan.consistency == Consistency::kSync;
+    const bool one_per_partition = op != Op::kWrite && pushes &&
+                                   ConsistencyAt(clock).consistency == Consistency::kSync;
     SplitByPartition(d, one_per_partition, &r);
     // Gradient of each distinct id: the caller's row, or the sum of its repeats.
     std::vector<float> summed;
@@ -625,8 +645,9 @@ class ZmqPsClient final : public PsClient {
   zmq::context_t ctx_;
   std::atomic<int64_t> bytes_[3][2] = {};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  ConsistencySchedule schedule_{options_.plan};                     // guarded by mu_
   Ticket next_ticket_ = 0;                                          // guarded by mu_
   std::unordered_map<Ticket, std::unique_ptr<Request>> requests_;   // guarded by mu_
   std::vector<std::vector<int64_t>> last_version_;                  // guarded by mu_

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ps/consistency_schedule.h"
 #include "core/ps/curve.h"
 #include "core/ps/plan.h"
 #include "parallax/status.h"
@@ -148,6 +149,18 @@ class PsClient {
   // from Wait() when a shard refuses it; nothing changes on that shard.
   virtual StatusOr<Ticket> Set(uint32_t var, const std::string& name, const std::string& value,
                                int64_t clock) = 0;
+
+  // The job's consistency mode from step `from` on (schemas/ps_wire.md,
+  // "Settings": a SET "consistency" to every shard). The client uses it at
+  // once for requests of steps >= from (sync: a push goes to every
+  // partition); the shards from their ack. INVALID_ARGUMENT (BAD_SETTING)
+  // from Wait() when a shard refuses it, e.g. because it already served a
+  // step >= from.
+  virtual StatusOr<Ticket> SetConsistency(int64_t from, const ConsistencyMode& mode) = 0;
+  // The mode of step `step` as this client knows it (the plan's, and every
+  // SetConsistency since).
+  virtual ConsistencyMode ConsistencyAt(int64_t step) const = 0;
+  virtual ConsistencySchedule consistency() const = 0;
 
   // Each shard's counters as a JSON object; out->size() == num_shards.
   virtual StatusOr<Ticket> Stats(std::vector<std::string>* out) = 0;

@@ -76,6 +76,7 @@ StatusOr<PsPlan> ParsePsPlan(std::string_view text) {
   std::string reduce = "mean", nonfinite = "reject";
   PX_RETURN_IF_ERROR(GetSetting(doc, "consistency", &ParseConsistency, &plan.consistency, ""));
   PX_RETURN_IF_ERROR(Get(doc, "staleness", &plan.staleness, ""));
+  PX_RETURN_IF_ERROR(Get(doc, "sync_warmup_steps", &plan.sync_warmup_steps, ""));
   PX_RETURN_IF_ERROR(Get(doc, "num_workers", &plan.num_workers, ""));
   PX_RETURN_IF_ERROR(Get(doc, "num_contributors", &plan.num_contributors, ""));
   PX_RETURN_IF_ERROR(Get(doc, "num_shards", &plan.num_shards, ""));
@@ -93,6 +94,8 @@ StatusOr<PsPlan> ParsePsPlan(std::string_view text) {
   if (plan.num_workers == 0) return InvalidArgument("plan: \"num_workers\" must be > 0");
   if (plan.num_shards == 0) return InvalidArgument("plan: \"num_shards\" must be > 0");
   if (plan.staleness < 0) return InvalidArgument("plan: \"staleness\" must be >= 0");
+  if (plan.sync_warmup_steps < 0)
+    return InvalidArgument("plan: \"sync_warmup_steps\" must be >= 0");
 
   auto vars = doc.find("variables");
   if (vars == doc.end() || !vars->is_array())
@@ -156,6 +159,7 @@ std::string PsPlanToJson(const PsPlan& plan) {
   json doc;
   doc["consistency"] = ConsistencyName(plan.consistency);
   doc["staleness"] = plan.staleness;
+  doc["sync_warmup_steps"] = plan.sync_warmup_steps;
   doc["num_workers"] = plan.num_workers;
   doc["num_contributors"] = plan.num_contributors;
   doc["sync_reduce"] = plan.sync_mean ? "mean" : "sum";

@@ -4,7 +4,7 @@
 // initializer of each, and the consistency mode.
 //
 // JSON (the coordinator stores the plan as JSON; tests write it directly):
-//   {"consistency": "sync"|"async"|"ssp", "staleness": 4,
+//   {"consistency": "sync"|"async"|"ssp", "staleness": 4, "sync_warmup_steps": 0,
 //    "num_workers": 3, "num_contributors": 3, "sync_reduce": "mean"|"sum",
 //    "num_shards": 2, "value_encoding": "fp32"|"fp16",
 //    "staleness_lr": false, "nonfinite": "reject"|"count",
@@ -51,6 +51,9 @@ struct VariableSpec {
 struct PsPlan {
   Consistency consistency = Consistency::kSync;
   int64_t staleness = 0;          // ssp bound, in steps
+  // Steps run in sync mode before `consistency` applies (async, ssp only;
+  // core/ps/consistency_schedule.h).
+  int64_t sync_warmup_steps = 0;
   uint32_t num_workers = 1;       // sync mean divides by this
   uint32_t num_contributors = 0;  // sync: pushes expected per step (hosts with local
                                   // aggregation); 0 = num_workers

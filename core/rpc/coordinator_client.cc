@@ -294,6 +294,14 @@ StatusOr<std::vector<std::string>> CoordinatorClient::KvGet(const std::vector<st
   return out;
 }
 
+StatusOr<std::vector<rpc::ConsistencySwitch>> CoordinatorClient::LeaseConsistency(
+    const rpc::ConsistencyLeaseRequest& request) {
+  std::vector<rpc::ConsistencySwitch> out;
+  PX_RETURN_IF_ERROR(Call([&](rpc::CoordinatorClient& c) { c.LeaseConsistency(out, Header(), request); },
+                          0, Retry::kIdempotent));
+  return out;
+}
+
 Status CoordinatorClient::PutPlan(int64_t job_id, int32_t attempt, const std::string& plan_json) {
   rpc::PutPlanRequest request;
   request.job_id = job_id;

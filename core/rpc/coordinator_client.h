@@ -21,8 +21,9 @@
 // This covers a coordinator restart (its state is in SQLite): a caller sees
 // no error. Only calls whose second execution changes nothing are marked:
 // reads, Hello, Heartbeat, RegisterAgent, KvSet (same key and value),
-// KvGet, PutPlan (upserts of the same row) and CommitCheckpoint (a repeat of
-// a recorded checkpoint records nothing). SubmitJob, CancelJob, KvAdd and
+// KvGet, PutPlan (upserts of the same row), CommitCheckpoint (a repeat of
+// a recorded checkpoint records nothing) and LeaseConsistency (the
+// coordinator keeps the largest lease). SubmitJob, CancelJob, KvAdd and
 // ReportMetrics are never retried; a connection the
 // coordinator closed while idle is replaced before any call is sent, so
 // they fail only when the coordinator dies during the call itself.
@@ -103,6 +104,10 @@ class CoordinatorClient {
   StatusOr<std::string> GetPlan(int64_t job_id, int32_t attempt, int64_t timeout_ms);
   Status CommitCheckpoint(const rpc::CheckpointInfo& checkpoint);
   StatusOr<std::vector<rpc::CheckpointInfo>> ListCheckpoints(int64_t job_id);
+  // A trainer rank's consistency lease (idempotent: the coordinator keeps
+  // the largest `until`); every switch of the job, oldest first.
+  StatusOr<std::vector<rpc::ConsistencySwitch>> LeaseConsistency(
+      const rpc::ConsistencyLeaseRequest& request);
 
  private:
   explicit CoordinatorClient(CoordinatorClientOptions options);

@@ -42,6 +42,8 @@ struct JobConfig {
     // once no replacement slot came within replace_timeout_s (>= 0).
     int min_workers = 1;
     int replace_timeout_s = 60;
+    // Steps run in sync mode before `consistency` (async or ssp) applies.
+    int64_t sync_warmup_steps = 0;    // >= 0
   } job;
 
   struct Trainer {

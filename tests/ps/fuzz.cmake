@@ -6,9 +6,11 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/ps/wire.cc
     ${src}/core/ps/shm_region.cc
     ${src}/core/ps/plan.cc
+    ${src}/core/ps/consistency_schedule.cc
     ${src}/core/ps/initializer.cc
     ${src}/core/ps/partition_file.cc
     ${src}/ps/shard_core.cc
+    ${src}/ps/shard_core_consistency.cc
     ${src}/ps/variable_table.cc
     ${src}/core/optim/optimizer.cc
     ${src}/ps/checkpoint.cc
@@ -22,4 +24,5 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
   DEPENDS
     ${src}/schemas/ps_wire.h ${src}/core/ps/wire.h ${src}/core/ps/plan.h
     ${src}/ps/shard_core.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h ${src}/ps/reshard.h
+    ${src}/core/ps/consistency_schedule.h
     ${src}/core/ps/partition_file.h ${src}/core/ps/shm_region.h ${src}/core/base/finite.h)

@@ -59,6 +59,15 @@ inline std::vector<OutMessage> Send(ShardCore* core, const Frames& fr, const std
 
 inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.frames[0].data()); }
 
+// A SET of `var` (or ps_wire::kAllVariables) from step `clock` with frame 1
+// `text` ("name=value"); the replies.
+inline std::vector<OutMessage> SendSet(ShardCore* core, uint32_t var, int64_t clock,
+                                       const std::string& text) {
+  Frames f = Request(MakeHeader(Op::kSet, var, 0, 0, 0, 0, clock), {}, {});
+  f.f[1] = text;
+  return Send(core, f);
+}
+
 // `out` is one ERROR reply with `code` and a text saying why.
 inline void ExpectOneErrorReply(const std::vector<OutMessage>& out, ErrorCode code) {
   ASSERT_EQ(out.size(), 1u);

@@ -19,6 +19,7 @@ using testing::ReplyHeader;
 using testing::ReplyValues;
 using testing::Request;
 using testing::Send;
+using testing::SendSet;
 
 constexpr uint32_t kDim2 = 2;
 
@@ -44,14 +45,6 @@ std::unique_ptr<ShardCore> TwoVariableShard(Consistency mode, uint32_t workers) 
   auto core = ShardCore::Create(o);
   EXPECT_TRUE(core.ok()) << core.status().ToString();
   return std::move(core).value();
-}
-
-std::vector<OutMessage> SendSet(ShardCore* core, uint32_t var, int64_t clock,
-                                const std::string& text) {
-  Header h = MakeHeader(Op::kSet, var, 0, 0, 0, 0, clock);
-  testing::Frames f = Request(h, {}, {});
-  f.f[1] = text;
-  return Send(core, f);
 }
 
 void ExpectAck(const std::vector<OutMessage>& out) {

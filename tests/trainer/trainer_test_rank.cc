@@ -23,6 +23,10 @@
 // TINY_DUMP_RESUMED=PATH (with {rank}): a rank that resumed from a
 // checkpoint writes the model as Start() restored it there, before training
 // (tests of resuming with another number of workers and shards).
+//
+// TINY_HOLD_AT=N,M,... (with TINY_PAUSE_DIR, attempt 1) holds every rank
+// right after each of those steps: it writes held-rank<R>-step<N> and waits
+// for go-step<N> (tests that act on a running job at a known step).
 #include <unistd.h>
 
 #include <chrono>
@@ -31,6 +35,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -104,6 +110,21 @@ std::string WithRank(std::string path, int rank) {
   return path;
 }
 
+// The TINY_HOLD_AT hook; see the top of this file.
+struct HoldPoints {
+  std::set<int64_t> steps;
+  std::string dir;
+
+  void Maybe(int64_t step, int rank) const {
+    if (!steps.count(step)) return;
+    const std::string name = "step" + std::to_string(step);
+    std::ofstream(dir + "/held-rank" + std::to_string(rank) + "-" + name) << getpid() << "\n";
+    while (!std::filesystem::exists(dir + "/go-" + name)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +178,13 @@ int main(int argc, char** argv) {
     pause.at = pause_at;
     pause.dir = pause_dir;
   }
+  HoldPoints hold;
+  if (const char* at = std::getenv("TINY_HOLD_AT"); at && pause_dir && options->attempt == 1) {
+    std::stringstream list(at);
+    std::string item;
+    while (std::getline(list, item, ',')) hold.steps.insert(std::atoll(item.c_str()));
+    hold.dir = pause_dir;
+  }
   const int rank = options->rank;
   auto session = Session::Create(*options);
   if (!session.ok()) return Fail(session.status());
@@ -183,7 +211,10 @@ int main(int argc, char** argv) {
     if (!st.ok()) return Fail(st);
   }
   st = testing::TrainTiny(session->get(), emb, w, steps, batch, prefetch, &reader, exit_at,
-                          [&](int64_t step) { pause.Maybe("step:" + std::to_string(step), rank); },
+                          [&](int64_t step) {
+                            pause.Maybe("step:" + std::to_string(step), rank);
+                            hold.Maybe(step, rank);
+                          },
                           prefetch_early);
   if (!st.ok()) return Fail(st);
 

@@ -334,6 +334,19 @@ TEST_F(JobConfigTest, StalenessOnlyAppliesToSsp) {
   EXPECT_EQ(Error("[job]\nname = \"t\"\nstaleness = 0\n[trainer]\nmodel = \"lm\"\n"), "");
 }
 
+TEST_F(JobConfigTest, SyncWarmupOnlyAppliesToAsyncOrSsp) {
+  EXPECT_THAT(Error("[job]\nname = \"t\"\nsync_warmup_steps = 5\n[trainer]\nmodel = \"lm\"\n"),
+              HasSubstr("job.toml:3:21: key 'job.sync_warmup_steps': sync_warmup_steps starts a "
+                        "job in sync mode before its consistency applies, but consistency is "
+                        "'sync'"));
+  EXPECT_THAT(Error("[job]\nname = \"t\"\nconsistency = \"async\"\nsync_warmup_steps = -1\n"
+                    "[trainer]\nmodel = \"lm\"\n"),
+              HasSubstr("expected an integer >= 0"));
+  EXPECT_EQ(Error("[job]\nname = \"t\"\nconsistency = \"ssp\"\nstaleness = 2\n"
+                  "sync_warmup_steps = 100\n[trainer]\nmodel = \"lm\"\n"),
+            "");
+}
+
 TEST_F(JobConfigTest, OptimizerKeysMustFitTheType) {
   EXPECT_EQ(Error(std::string(kMinimal) + "[optimizer.dense]\ntype = \"sgd\"\nbeta1 = 0.9\n"),
             "job.toml:7:9: key 'optimizer.dense.beta1': applies only to adam, not to type 'sgd'");
