@@ -259,7 +259,11 @@ class DeploymentTest : public ::testing::Test {
                         << "TINY_PAUSE_DIR = \"" << dir_.File("pause") << "\"\n"
                         << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
                         << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
-                        << "[ps]\nshards = 2\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+                        << "[ps]\nshards = 2\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n"
+                        // All-reduced (where the planner's default figures would put
+                        // this small model's dense weights on the PS too, which turns
+                        // local aggregation off): hybrid, with local aggregation.
+                        << "[[variable]]\nname = \"w\"\npath = \"allreduce\"\n";
     fs::create_directories(dir_.File("shared"));
     fs::create_directories(dir_.File("pause"));
     RunResult r = Cli({"submit", path});
