@@ -31,7 +31,10 @@ def test_two_ranks_equal_plain_pytorch_with_twice_the_batch(tmp_path, arch, want
     assert {k: plan[k] for k in want_paths} == want_paths, plan
     assert job.rank_result(1)["steps"] == ref.STEPS
     want = ref.plain_pytorch(pxtest.load_trainer("tiny"), job.state("initial.pt"))
-    pxtest.assert_close(job.state("final.pt"), want, f"arch {arch}")
+    # Float32 sums in another order (a row's gradients summed per rank, then over ranks) put the
+    # two within 2e-7 to 9e-7 in most runs; one clean-clone run of the PS case saw 1.5e-5, so the
+    # bound is 5e-5: a wrong update (a missed or doubled step) is off by 1e-2 or more.
+    pxtest.assert_close(job.state("final.pt"), want, f"arch {arch}", tol=5e-5)
 
 
 def test_tables_built_outside_build_start_from_rank_0s_values_on_the_ps(tmp_path):
