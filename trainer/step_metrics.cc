@@ -27,7 +27,9 @@ void StepMetrics::EndStep(Clock::time_point step_started, Clock::time_point now)
 std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
                                                 const ps::PsClient* ps,
                                                 const comm::Communicator* host) {
-  Snapshot now;
+  // A source not passed this time carried nothing in this interval: its
+  // counters stay where they were.
+  Snapshot now = last_;
   if (comm) {
     const comm::WireCounters w = comm->wire_bytes();
     now.v[0] = w.allreduce.sent;
@@ -42,9 +44,6 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     const comm::WireCounters w = host->wire_bytes();
     now.v[8] = w.allgather.sent + w.allreduce.sent;
     now.v[9] = w.allgather.received + w.allreduce.received;
-  } else {
-    now.v[8] = last_.v[8];  // nothing exchanged in this interval
-    now.v[9] = last_.v[9];
   }
   if (ps) {
     const ps::TransportBytes t = ps->transport_bytes();

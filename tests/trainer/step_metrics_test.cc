@@ -97,6 +97,27 @@ TEST(StepMetricsTest, TakeAveragesPerStepAndStartsANewInterval) {
   EXPECT_EQ(v["allreduce_sent_bytes"], 50);
 }
 
+// A source absent from one interval (no communicator or PS client passed)
+// carried nothing then: its counters stay put, not a negative delta back to
+// zero, and the next interval with it counts only its own bytes.
+TEST(StepMetricsTest, AnIntervalWithoutASourceCountsNothingForIt) {
+  FakeCommunicator comm;
+  StepMetrics m;
+  const auto t0 = StepMetrics::Clock::now();
+  comm.counters.allreduce = {400, 300};
+  m.EndStep(t0, t0);
+  EXPECT_EQ(m.Take(&comm, nullptr)["allreduce_sent_bytes"], 400);
+  m.EndStep(t0, t0);
+  auto v = m.Take(nullptr, nullptr);
+  EXPECT_EQ(v["allreduce_sent_bytes"], 0);
+  EXPECT_EQ(v["allreduce_recv_bytes"], 0);
+  comm.counters.allreduce = {450, 320};
+  m.EndStep(t0, t0);
+  v = m.Take(&comm, nullptr);
+  EXPECT_EQ(v["allreduce_sent_bytes"], 50);
+  EXPECT_EQ(v["allreduce_recv_bytes"], 20);
+}
+
 }  // namespace
 // A 3,000-step job reports every 10 steps (0 .. 2990) and its last step
 // (2999) too, so the job's step and loss are its last, not 2990's.
