@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ps/wire.h"
@@ -55,6 +57,30 @@ inline std::vector<OutMessage> Send(ShardCore* core, const Frames& fr, const std
   std::vector<OutMessage> out;
   core->Handle(who, data.data(), sizes.data(), data.size(), &out);
   return out;
+}
+
+// A small SGD variable (10 rows of 2, lr 0.1, zeros) in one partition on
+// shard 0: the shape the shard's settings and consistency tests use.
+inline VariableSpec SmallSgdVariable(uint32_t id, std::string name) {
+  VariableSpec v;
+  v.id = id;
+  v.name = std::move(name);
+  v.rows = 10;
+  v.dim = 2;
+  v.partition_shards = {0};
+  v.optimizer.type = OptimizerType::kSgd;
+  v.optimizer.lr = 0.1f;
+  v.init.type = Initializer::Type::kZeros;
+  return v;
+}
+
+// A shard core of `plan` (a failure is a test failure, and null).
+inline std::unique_ptr<ShardCore> MakeShard(const PsPlan& plan) {
+  ShardOptions o;
+  o.plan = plan;
+  auto core = ShardCore::Create(o);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  return core.ok() ? std::move(core).value() : nullptr;
 }
 
 inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.frames[0].data()); }

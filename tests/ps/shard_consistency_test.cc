@@ -30,26 +30,11 @@ PsPlan Plan(Consistency mode, uint32_t workers, int64_t warmup = 0) {
   plan.consistency = mode;
   plan.num_workers = workers;
   plan.sync_warmup_steps = warmup;
-  VariableSpec v;
-  v.id = 0;
-  v.name = "a";
-  v.rows = 10;
-  v.dim = kDim2;
-  v.partition_shards = {0};
-  v.optimizer.type = OptimizerType::kSgd;
-  v.optimizer.lr = 0.1f;
-  v.init.type = Initializer::Type::kZeros;
-  plan.variables.push_back(v);
+  plan.variables = {testing::SmallSgdVariable(0, "a")};
   return plan;
 }
 
-std::unique_ptr<ShardCore> Shard(const PsPlan& plan) {
-  ShardOptions o;
-  o.plan = plan;
-  auto core = ShardCore::Create(o);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  return std::move(core).value();
-}
+std::unique_ptr<ShardCore> Shard(const PsPlan& plan) { return testing::MakeShard(plan); }
 
 void ExpectAck(const std::vector<OutMessage>& out, Op op) {
   ASSERT_EQ(out.size(), 1u);

@@ -28,23 +28,8 @@ std::unique_ptr<ShardCore> TwoVariableShard(Consistency mode, uint32_t workers) 
   PsPlan plan;
   plan.consistency = mode;
   plan.num_workers = workers;
-  for (uint32_t id : {0u, 1u}) {
-    VariableSpec v;
-    v.id = id;
-    v.name = id == 0 ? "a" : "b";
-    v.rows = 10;
-    v.dim = kDim2;
-    v.partition_shards = {0};
-    v.optimizer.type = OptimizerType::kSgd;
-    v.optimizer.lr = 0.1f;
-    v.init.type = Initializer::Type::kZeros;
-    plan.variables.push_back(v);
-  }
-  ShardOptions o;
-  o.plan = plan;
-  auto core = ShardCore::Create(o);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  return std::move(core).value();
+  plan.variables = {testing::SmallSgdVariable(0, "a"), testing::SmallSgdVariable(1, "b")};
+  return testing::MakeShard(plan);
 }
 
 void ExpectAck(const std::vector<OutMessage>& out) {
