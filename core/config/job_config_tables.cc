@@ -2,6 +2,7 @@
 // [model], [optimizer.*], [ps], [plan] and [[variable]]. The generic readers
 // they use (ReadInt, ReadEnum, ...) are in core/config/job_config.cc.
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -323,6 +324,17 @@ void Validator::ReadPlan(const toml::table& t, JobConfig::Plan* plan) {
   ReadInt(t, "plan", "search_warmup_steps", 0, &plan->search_warmup_steps);
   ReadAutoOrCount(t, "plan", "search_min_partitions", &plan->search_min_partitions);
   ReadInt(t, "plan", "search_max_trials", 3, &plan->search_max_trials);
+  ReadBool(t, "plan", "replan", &plan->replan);
+  ReadInt(t, "plan", "replan_after_steps", 0, &plan->replan_after_steps);
+  ReadInt(t, "plan", "replan_window_steps", 1, &plan->replan_window_steps);
+  if (ReadNumber(t, "plan", "replan_factor", Range::kPositive, &plan->replan_factor) &&
+      plan->replan_factor <= 1) {
+    char got[32];
+    std::snprintf(got, sizeof(got), "%g", plan->replan_factor);
+    KeyError(*t.get("replan_factor"), "plan.replan_factor",
+             std::string("expected a number > 1 (how many times the prediction, either way), "
+                         "got ") + got);
+  }
   if (ReadInt(t, "plan", "search_max_partitions", 1, &plan->search_max_partitions) &&
       plan->search_max_partitions < plan->search_min_partitions) {
     KeyError(*t.get("search_max_partitions"), "plan.search_max_partitions",

@@ -48,7 +48,8 @@ inline constexpr std::string_view kPlanKeys[] = {
     "link_bytes_per_s",      "collective_latency_us", "ps_rtt_us",
     "loopback_bytes_per_s",  "shm_bytes_per_s",
     "search_steps",          "search_warmup_steps",   "search_min_partitions",
-    "search_max_partitions", "search_max_trials"};
+    "search_max_partitions", "search_max_trials", "replan", "replan_factor",
+    "replan_after_steps", "replan_window_steps"};
 inline constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
 
 bool Contains(Names names, std::string_view s);

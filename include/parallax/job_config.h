@@ -107,6 +107,15 @@ struct JobConfig {
     int search_min_partitions = 0;                // 0 = auto (the number of PS shards)
     int search_max_partitions = 64;               // >= 1, >= search_min_partitions
     int search_max_trials = 6;                    // >= 3
+    // Re-plan on evidence (coordinator/replan.h): after replan_after_steps
+    // steps of an attempt, a measured communication time per step more than
+    // replan_factor away from the plan's prediction (either way) over at
+    // least replan_window_steps steps records an event; with replan, the job
+    // also re-plans once, at its next checkpoint.
+    bool replan = false;
+    double replan_factor = 2.0;        // > 1
+    int64_t replan_after_steps = 100;  // >= 0
+    int64_t replan_window_steps = 100; // >= 1
   } plan;
 };
 

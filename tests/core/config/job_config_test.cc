@@ -479,6 +479,30 @@ TEST_F(JobConfigTest, PlanSearchKeys) {
               HasSubstr("plan.search_stepz"));
 }
 
+TEST_F(JobConfigTest, ReplanKeys) {
+  StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->plan.replan);
+  EXPECT_EQ(c->plan.replan_factor, 2.0);
+  EXPECT_EQ(c->plan.replan_after_steps, 100);
+  EXPECT_EQ(c->plan.replan_window_steps, 100);
+  c = ParseJobConfig(std::string(kMinimal) +
+                         "[plan]\nreplan = true\nreplan_factor = 3.5\nreplan_after_steps = 0\n"
+                         "replan_window_steps = 20\n",
+                     "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->plan.replan);
+  EXPECT_EQ(c->plan.replan_factor, 3.5);
+  EXPECT_EQ(c->plan.replan_after_steps, 0);
+  EXPECT_EQ(c->plan.replan_window_steps, 20);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nreplan_factor = 1\n"),
+              HasSubstr("key 'plan.replan_factor': expected a number > 1"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nreplan_window_steps = 0\n"),
+              HasSubstr("key 'plan.replan_window_steps': expected an integer >= 1, got 0"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[plan]\nreplan = \"yes\"\n"),
+              HasSubstr("plan.replan"));
+}
+
 TEST_F(JobConfigTest, PsCurveIsOnByDefaultAndMustBeABoolean) {
   StatusOr<JobConfig> c = ParseJobConfig(kMinimal, "job.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
