@@ -285,14 +285,22 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
   return cost;
 }
 
+double TimeScale(VariablePath path, const CostOptions& options) {
+  return path == VariablePath::kPs ? options.ps_time_scale : options.collective_time_scale;
+}
+
 Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
                   const CostOptions& options) {
   Choice choice;
   choice.allreduce = AllReduceCost(var, cluster, options);
   choice.allgather = AllGatherCost(var, cluster, options);
   choice.ps = PsCost(var, cluster, options, /*local_aggregation=*/false);
+  choice.allreduce.seconds *= options.collective_time_scale;
+  choice.allgather.seconds *= options.collective_time_scale;
+  choice.ps.seconds *= options.ps_time_scale;
   if (options.local_aggregation && var.sparse) {
     choice.ps_aggregated = PsCost(var, cluster, options, /*local_aggregation=*/true);
+    choice.ps_aggregated.seconds *= options.ps_time_scale;
   } else {
     choice.ps_aggregated.feasible = false;
     choice.ps_aggregated.why_not = var.sparse ? "local aggregation is off"

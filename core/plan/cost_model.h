@@ -114,7 +114,16 @@ struct CostOptions {
   // state); above this it is not a candidate. 0: no limit.
   double worker_memory_bytes = 8.0e9;
   int optimizer_state_copies = 1;  // extra copies the optimizer keeps (Adagrad 1, Adam 2)
+  // Multipliers of the predicted seconds of the collective paths (all-reduce,
+  // all-gather) and of the PS path: 1, except in a plan re-planned on
+  // evidence (core/plan/plan_correction.h), where they are what an earlier
+  // attempt measured over what its plan predicted.
+  double collective_time_scale = 1;
+  double ps_time_scale = 1;
 };
+
+// options.ps_time_scale for the PS path, else options.collective_time_scale.
+double TimeScale(VariablePath path, const CostOptions& options);
 
 struct VariableStats {
   std::string name;

@@ -33,7 +33,9 @@ json CostToJson(const CostOptions& c) {
               {"shm_call_s", c.shm_call_s},
               {"shm_bytes_per_s", c.shm_bytes_per_s},
               {"worker_memory_bytes", c.worker_memory_bytes},
-              {"optimizer_state_copies", c.optimizer_state_copies}};
+              {"optimizer_state_copies", c.optimizer_state_copies},
+              {"collective_time_scale", c.collective_time_scale},
+              {"ps_time_scale", c.ps_time_scale}};
 }
 
 // A name of one of include/parallax/settings.h's enums; `what` names the key.
@@ -70,6 +72,8 @@ CostOptions CostFromJson(const json& c) {
   o.shm_allreduce = c.value("shm_allreduce", o.shm_allreduce);
   o.shm_call_s = c.value("shm_call_s", o.shm_call_s);
   o.shm_bytes_per_s = c.value("shm_bytes_per_s", o.shm_bytes_per_s);
+  o.collective_time_scale = c.value("collective_time_scale", o.collective_time_scale);
+  o.ps_time_scale = c.value("ps_time_scale", o.ps_time_scale);
   o.worker_memory_bytes = c.value("worker_memory_bytes", o.worker_memory_bytes);
   o.optimizer_state_copies = c.value("optimizer_state_copies", o.optimizer_state_copies);
   return o;

@@ -232,7 +232,9 @@ int PsShards(const JobConfig& job, int hosts) {
 CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
                            FigureSources* sources) {
   CostOptions cost;
-  const FigureSources s = ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts, &cost);
+  const FigureSources s =
+      ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts, &cost);
+  if (inputs.correction) ApplyCorrection(*inputs.correction, &cost);
   if (sources) *sources = s;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
   cost.ps_shared_memory = job.ps.shared_memory;

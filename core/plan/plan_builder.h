@@ -21,10 +21,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/plan/cost_model.h"
 #include "core/plan/job_plan.h"
+#include "core/plan/plan_correction.h"
 #include "parallax/job_config.h"
 #include "parallax/status.h"
 
@@ -52,6 +54,9 @@ struct PlanInputs {
   // What the hosts measured (agents when they start, `parallax plan
   // --measure`); the job's [plan] overrides them (core/plan/host_figures.h).
   std::vector<HostFigures> host_figures;
+  // The model corrected by what an earlier attempt measured (re-planning on
+  // evidence, core/plan/plan_correction.h): its time scales.
+  std::optional<PlanCorrection> correction;
 };
 
 // INVALID_ARGUMENT for a [[variable]] naming no registered variable;
@@ -65,7 +70,7 @@ int PsShards(const JobConfig& job, int hosts);
 
 // The cost model's figures for `job` run as `inputs` says: its [plan] table
 // over the hosts' measured figures over the defaults (their sources into
-// *sources when given), what the job's settings change (value encoding, PS
+// *sources when given), a re-plan's time scales, what the job's settings change (value encoding, PS
 // shared memory) and how the trainer's collectives run (fusion buckets, the
 // shared-memory all-reduce); local aggregation is BuildPlan's decision.
 CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,

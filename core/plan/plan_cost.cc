@@ -16,7 +16,9 @@ PathCost CostOn(const CostedVariable& var, VariablePath path, bool aggregate,
       if (choice.ps.feasible) return aggregate ? choice.cost(VariablePath::kPs) : choice.ps;
       ClusterShape one = cluster;
       one.shards = 1;
-      return PsCost(var.stats, one, options, aggregate && options.local_aggregation);
+      PathCost c = PsCost(var.stats, one, options, aggregate && options.local_aggregation);
+      c.seconds *= options.ps_time_scale;
+      return c;
     }
   }
   return {};
@@ -58,7 +60,8 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
   }
   // The all-gathered tables share the step's 2 calls, which each table's
   // own cost charged it in full.
-  const PathCost shared = AllGatherSharedCallsOvercount(gathered, cluster, options);
+  PathCost shared = AllGatherSharedCallsOvercount(gathered, cluster, options);
+  shared.seconds *= options.collective_time_scale;
   add(&total, shared, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kAllGather)], shared, -1);
   // The PS variables share the step's round trips: the session issues every
@@ -76,7 +79,7 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
   }
   PathCost ps_shared;
   ps_shared.operations = ps_any ? ps_ops - (ps_sparse ? 2 : 1) : 0;
-  ps_shared.seconds = ps_shared.operations * options.ps_rtt_s;
+  ps_shared.seconds = ps_shared.operations * options.ps_rtt_s * options.ps_time_scale;
   add(&total, ps_shared, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kPs)], ps_shared, -1);
   // The all-reduced gradients share the fusion buckets: dense gradients
@@ -90,7 +93,8 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
       }
     }
   }
-  const PathCost fused = AllReduceFusionOvercount(elements, cluster, options);
+  PathCost fused = AllReduceFusionOvercount(elements, cluster, options);
+  fused.seconds *= options.collective_time_scale;
   add(&total, fused, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kAllReduce)], fused, -1);
   return total;

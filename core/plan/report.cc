@@ -106,6 +106,13 @@ std::string FormatPlanReport(const PlanReport& report) {
          " direction of one host's link, its PS shards included; predicted: communication time\n"
          " per step, link bytes / bandwidth + operations x latency; under arch = \"hybrid\" the\n"
          " plan is the cheapest predicted of the per-variable choice and the single-path plans)\n";
+  if (report.cost.collective_time_scale != 1 || report.cost.ps_time_scale != 1) {
+    std::snprintf(line, sizeof(line),
+                  "(re-planned on evidence: predicted times of the collective paths x%.3g, of the "
+                  "PS path x%.3g, what an earlier attempt measured over what it predicted)\n",
+                  report.cost.collective_time_scale, report.cost.ps_time_scale);
+    out << line;
+  }
   return out.str();
 }
 

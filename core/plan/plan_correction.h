@@ -1,0 +1,71 @@
+// Re-planning on evidence: the cost model corrected by what an attempt
+// measured (core/plan/comm_disagreement.h), kept by the coordinator in its
+// key-value store under PlanCorrectionKey(job) and read by the trainer's
+// rank 0 of every later attempt, whose BuildPlan then plans with it
+// (PlanInputs::correction).
+//
+// The correction scales the model's predicted time of each part of the step
+// by what the attempt measured over what its plan predicted for that part
+// (the trainer reports the two apart): the collective paths (all-reduce,
+// all-gather) by measured dense_wait over their predicted time, the PS path
+// by measured sparse_wait over its predicted time (CostOptions::
+// collective_time_scale, ps_time_scale; the figures themselves are left as
+// the job file, the hosts' measurements or the defaults give them). So the
+// re-planned model reproduces what was measured on the paths the attempt
+// used, and a path that turned out slower than predicted loses to one the
+// model still believes. A part the attempt did not use (nothing predicted
+// and nothing measured) keeps its scale: there is no evidence about it. A
+// part predicted to cost nothing that did cost something takes the largest
+// ratio. Each ratio is clamped to [1e-4, 1e4]; scales of an earlier
+// correction are multiplied.
+#ifndef PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_
+#define PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/plan/comm_disagreement.h"
+#include "core/plan/cost_model.h"
+#include "core/plan/job_plan.h"
+#include "parallax/status.h"
+
+namespace parallax::plan {
+
+struct PlanCorrection {
+  int from_attempt = 0;  // the attempt whose measurements made it
+  double collective_time_scale = 1;
+  double ps_time_scale = 1;
+  // One line for events and the plan's figure sources: "re-planned from
+  // attempt 2's measured communication over steps 200-400: collectives
+  // 1.2x, PS 9.1x the prediction".
+  std::string source;
+};
+
+// The plan's predicted communication time per step, whole and by part
+// (what BuildPlanReport's totals say).
+PredictedComm PredictedCommOf(const JobPlan& plan);
+
+// The correction of `plan`'s model by `measured` (a disagreement found on
+// `attempt`, which ran `plan`).
+PlanCorrection CorrectionFor(const JobPlan& plan, const Disagreement& measured, int attempt);
+
+// Sets the time scales of `cost` to the correction's.
+void ApplyCorrection(const PlanCorrection& correction, CostOptions* cost);
+
+// "job/<id>/replan".
+std::string PlanCorrectionKey(int64_t job_id);
+std::string PlanCorrectionToJson(const PlanCorrection& correction);
+// INVALID_ARGUMENT naming the key that is missing or malformed.
+StatusOr<PlanCorrection> ParsePlanCorrection(std::string_view json);
+
+// What changed from `before` to `after` (a plan made with a correction),
+// one line: the variables whose path or partitions changed ("lm/emb: ps
+// (P=2) -> allgather"; "no variable changed its path" when none did) and
+// the predicted communication time per step of both plans under the
+// corrected model (after's time scales).
+std::string DescribePlanChange(const JobPlan& before, const JobPlan& after);
+
+}  // namespace parallax::plan
+
+#endif  // PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_

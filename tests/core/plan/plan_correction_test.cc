@@ -1,0 +1,164 @@
+// Re-planning on evidence (core/plan/plan_correction.h): the correction of
+// a plan's model by what an attempt measured, its JSON, and a plan built
+// with it, which moves a variable off a path that turned out slow.
+#include "core/plan/plan_correction.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/plan/plan_builder.h"
+#include "core/plan/report.h"
+
+namespace parallax::plan {
+namespace {
+
+class PlanCorrectionTest : public ::testing::Test {
+ protected:
+  // "emb": 100 x 4, one sampled batch touching 25 rows; "w": 4 dense
+  // elements. 2 workers on one host, 2 shards, Gloo's ring.
+  static PlanInputs Inputs() {
+    PlanInputs in;
+    in.cluster = {.workers = 2, .hosts = 1, .shards = 2};
+    in.shm_allreduce = false;
+    in.variables.resize(2);
+    PlannedVariable& emb = in.variables[0].var;
+    emb.id = 0;
+    emb.name = "emb";
+    emb.sparse = true;
+    emb.rows = 100;
+    emb.dim = 4;
+    std::vector<int64_t> ids(25);
+    std::iota(ids.begin(), ids.end(), 0);
+    in.variables[0].sampled_batches = {ids};
+    PlannedVariable& w = in.variables[1].var;
+    w.id = 1;
+    w.name = "w";
+    w.size = 4;
+    w.rows = 1;
+    w.dim = 4;
+    return in;
+  }
+  // A job whose [plan] says a PS round trip costs 10 us (it costs far more
+  // in the test's story) and a collective call 1 ms.
+  static JobConfig Job() {
+    JobConfig job;
+    job.plan.link_bytes_per_s = 1e9;
+    job.plan.collective_latency_us = 1000;
+    job.plan.ps_rtt_us = 10;
+    return job;
+  }
+};
+
+TEST_F(PlanCorrectionTest, APathSlowerThanPredictedLosesItsVariables) {
+  StatusOr<JobPlan> before = BuildPlan(Job(), Inputs());
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  // With PS round trips that cheap, everything goes to the PS.
+  ASSERT_EQ(before->variables[0].path, VariablePath::kPs);
+  ASSERT_EQ(before->variables[1].path, VariablePath::kPs);
+  const PredictedComm predicted = PredictedCommOf(*before);
+  EXPECT_GT(predicted.sparse_s, 0);
+  EXPECT_EQ(predicted.dense_s, 0);
+  EXPECT_DOUBLE_EQ(predicted.total_s, predicted.sparse_s);
+
+  // The attempt measured 20 ms/step of PS wait and no collective wait.
+  Disagreement measured{.first_step = 200, .last_step = 399, .measured_s = 0.020,
+                        .measured_dense_s = 0, .measured_sparse_s = 0.020,
+                        .predicted = predicted};
+  const PlanCorrection c = CorrectionFor(*before, measured, 2);
+  EXPECT_EQ(c.from_attempt, 2);
+  EXPECT_DOUBLE_EQ(c.ps_time_scale, 0.020 / predicted.sparse_s);
+  EXPECT_EQ(c.collective_time_scale, 1) << "no evidence about the collectives";
+  EXPECT_NE(c.source.find("re-planned from attempt 2's measured communication over steps "
+                          "200-399: collectives 1x, PS "),
+            std::string::npos)
+      << c.source;
+
+  PlanInputs corrected = Inputs();
+  corrected.correction = c;
+  StatusOr<JobPlan> after = BuildPlan(Job(), corrected);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_DOUBLE_EQ(after->cost.ps_time_scale, c.ps_time_scale);
+  // The re-planned model predicts what was measured for the old plan...
+  JobPlan old_remodelled = *before;
+  old_remodelled.cost.ps_time_scale = c.ps_time_scale;
+  EXPECT_NEAR(PredictedCommOf(old_remodelled).total_s, 0.020, 1e-9);
+  // ...and the collectives, at 1 ms a call, now win.
+  EXPECT_NE(after->variables[0].path, VariablePath::kPs);
+  EXPECT_EQ(after->variables[1].path, VariablePath::kAllReduce);
+  EXPECT_LT(PredictedCommOf(*after).total_s, 0.020);
+  const std::string change = DescribePlanChange(*before, *after);
+  EXPECT_NE(change.find(std::string("emb: ps (P=2) -> ") +
+                        VariablePathName(after->variables[0].path)),
+            std::string::npos)
+      << change;
+  EXPECT_NE(change.find("w: ps (P=1) -> allreduce"), std::string::npos) << change;
+  // The old plan under the corrected model costs what was measured.
+  EXPECT_NE(change.find("; predicted communication with the corrected model 20 -> "),
+            std::string::npos)
+      << change;
+
+  // `parallax plan` and `parallax status` say so.
+  EXPECT_NE(FormatPlanReport(BuildPlanReport(*after)).find("(re-planned on evidence: "),
+            std::string::npos);
+  EXPECT_EQ(FormatPlanReport(BuildPlanReport(*before)).find("re-planned"), std::string::npos);
+
+  // The scales travel in the plan's JSON.
+  StatusOr<JobPlan> parsed = ParseJobPlan(JobPlanToJson(*after));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_DOUBLE_EQ(parsed->cost.ps_time_scale, c.ps_time_scale);
+  EXPECT_DOUBLE_EQ(parsed->cost.collective_time_scale, 1);
+}
+
+TEST_F(PlanCorrectionTest, FasterThanPredictedScalesDownAndScalesCompose) {
+  StatusOr<JobPlan> plan = BuildPlan(Job(), Inputs());
+  ASSERT_TRUE(plan.ok());
+  plan->cost.ps_time_scale = 4;  // an earlier correction
+  const PredictedComm predicted = PredictedCommOf(*plan);
+  Disagreement measured{.first_step = 0, .last_step = 99,
+                        .measured_s = predicted.total_s / 8,
+                        .measured_dense_s = 0,
+                        .measured_sparse_s = predicted.total_s / 8,
+                        .predicted = predicted};
+  const PlanCorrection c = CorrectionFor(*plan, measured, 3);
+  EXPECT_DOUBLE_EQ(c.ps_time_scale, 0.5);
+}
+
+TEST_F(PlanCorrectionTest, NothingPredictedTakesTheLargestRatio) {
+  StatusOr<JobPlan> plan = BuildPlan(Job(), Inputs());
+  ASSERT_TRUE(plan.ok());
+  Disagreement measured{.first_step = 0, .last_step = 99, .measured_s = 0.01,
+                        .measured_dense_s = 0.01, .measured_sparse_s = 0,
+                        .predicted = {.total_s = 0.001, .dense_s = 0, .sparse_s = 0.001}};
+  const PlanCorrection c = CorrectionFor(*plan, measured, 1);
+  EXPECT_DOUBLE_EQ(c.collective_time_scale, 1e4);
+  EXPECT_DOUBLE_EQ(c.ps_time_scale, 1e-4);  // measured nothing: clamped
+}
+
+TEST_F(PlanCorrectionTest, JsonRoundTripAndErrors) {
+  PlanCorrection c{.from_attempt = 2, .collective_time_scale = 0.5, .ps_time_scale = 30,
+                   .source = "re-planned from attempt 2"};
+  StatusOr<PlanCorrection> back = ParsePlanCorrection(PlanCorrectionToJson(c));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->from_attempt, 2);
+  EXPECT_EQ(back->collective_time_scale, 0.5);
+  EXPECT_EQ(back->ps_time_scale, 30);
+  EXPECT_EQ(back->source, c.source);
+  EXPECT_EQ(PlanCorrectionKey(7), "job/7/replan");
+  EXPECT_NE(ParsePlanCorrection("nope").status().ToString().find("expected a JSON object"),
+            std::string::npos);
+  EXPECT_NE(ParsePlanCorrection(R"({"from_attempt": 1, "collective_time_scale": 1})")
+                .status()
+                .ToString()
+                .find("\"ps_time_scale\" is missing"),
+            std::string::npos);
+  EXPECT_NE(ParsePlanCorrection(
+                R"({"from_attempt": 1, "collective_time_scale": 0, "ps_time_scale": 1})")
+                .status()
+                .ToString()
+                .find("\"collective_time_scale\" must be > 0, got 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace parallax::plan
