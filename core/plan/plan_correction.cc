@@ -10,7 +10,7 @@
 namespace parallax::plan {
 namespace {
 
-constexpr double kMinRatio = 1e-4, kMaxRatio = 1e4;
+constexpr double kMinRatio = 1e-9, kMaxRatio = 1e9;
 
 // measured / predicted, clamped; 1 where neither is above zero (a part the
 // attempt did not use), the largest where only the measurement is.

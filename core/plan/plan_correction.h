@@ -16,7 +16,7 @@
 // model still believes. A part the attempt did not use (nothing predicted
 // and nothing measured) keeps its scale: there is no evidence about it. A
 // part predicted to cost nothing that did cost something takes the largest
-// ratio. Each ratio is clamped to [1e-4, 1e4]; scales of an earlier
+// ratio. Each ratio is clamped to [1e-9, 1e9]; scales of an earlier
 // correction are multiplied.
 #ifndef PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_
 #define PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_

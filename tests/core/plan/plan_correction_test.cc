@@ -131,8 +131,8 @@ TEST_F(PlanCorrectionTest, NothingPredictedTakesTheLargestRatio) {
                         .measured_dense_s = 0.01, .measured_sparse_s = 0,
                         .predicted = {.total_s = 0.001, .dense_s = 0, .sparse_s = 0.001}};
   const PlanCorrection c = CorrectionFor(*plan, measured, 1);
-  EXPECT_DOUBLE_EQ(c.collective_time_scale, 1e4);
-  EXPECT_DOUBLE_EQ(c.ps_time_scale, 1e-4);  // measured nothing: clamped
+  EXPECT_DOUBLE_EQ(c.collective_time_scale, 1e9);
+  EXPECT_DOUBLE_EQ(c.ps_time_scale, 1e-9);  // measured nothing: clamped
 }
 
 TEST_F(PlanCorrectionTest, JsonRoundTripAndErrors) {
