@@ -98,6 +98,9 @@ struct LiveJob {
   // A checkpoint of record.attempt was committed since the job was last
   // looked at: an elastic job on fewer workers than it asks for may grow.
   int64_t checkpointed_step = -1;
+  // Non-empty: record.attempt re-plans at its next checkpoint, for this
+  // reason (coordinator/replan_monitor.h).
+  std::string replan;
 };
 
 class ClusterView {

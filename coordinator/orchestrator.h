@@ -92,6 +92,11 @@ class Orchestrator {
   // fewer workers than it asks for grows when slots are free
   // (coordinator/resize.h).
   void CheckpointCommitted(int64_t job_id, int attempt, int64_t step);
+  // (job, attempt) re-plans at its next committed checkpoint: the attempt
+  // stops and the job is requeued (not a restart), its next attempt resuming
+  // from that checkpoint (coordinator/replan_monitor.h). Ignored for an
+  // attempt that is no longer the job's current one.
+  void ReplanAtCheckpoint(int64_t job_id, int attempt, const std::string& reason);
   // Why a PENDING job has not started ("" when not known).
   std::string WaitingFor(int64_t job_id) const;
 
@@ -182,6 +187,9 @@ class Orchestrator {
   // An elastic job below its workers, after a checkpoint, when slots are
   // free: requeued (not a restart) to grow. Returns whether it was.
   StatusOr<bool> MaybeGrow(LiveJob& job, int64_t now);
+  // A job asked to re-plan, after a checkpoint: requeued (not a restart).
+  // Returns whether it was.
+  StatusOr<bool> MaybeReplan(LiveJob& job, int64_t now);
   Status PlacePending(Pass* pass);
   // Adds the first (or next) attempt of a PENDING job at `placement`.
   // `elastic`: the event of an elastic attempt on fewer workers ("" if not).

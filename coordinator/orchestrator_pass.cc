@@ -225,6 +225,8 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
     return Status::Ok();
   }
   if (live->checkpointed_step >= 0 && job.state == JobState::kRunning) {
+    PX_ASSIGN_OR_RETURN(bool replanned, MaybeReplan(*live, now));
+    if (replanned) return Status::Ok();
     PX_ASSIGN_OR_RETURN(bool grown, MaybeGrow(*live, now));
     if (grown) return Status::Ok();
   }

@@ -658,6 +658,8 @@ void CoordinatorService::PutPlan(const rpc::RequestHeader& header,
   CheckAttempt(request.job_id, request.attempt);
   ThrowIfError(
       store_->PutPlan(request.job_id, request.attempt, request.plan_json, clock_->NowMillis()));
+  Status replanned = replan_.PlanStored(request.job_id, request.attempt, clock_->NowMillis());
+  if (!replanned.ok()) PX_LOG(WARNING) << "re-plan event: " << replanned.ToString();
   // The plan decides whether the attempt's PS shards start (Orchestrator).
   orchestrator_.PlanStored(request.job_id, request.attempt);
   Wake();
@@ -785,7 +787,18 @@ void CoordinatorService::ReportMetrics(const rpc::RequestHeader& header,
     }
     records.push_back(r);
   }
-  ThrowIfError(store_->RecordMetrics(records, clock_->NowMillis()));
+  const int64_t now = clock_->NowMillis();
+  ThrowIfError(store_->RecordMetrics(records, now));
+  // A failure to compare loses no metric: it is logged, and the next
+  // report compares again.
+  StatusOr<std::vector<ReplanRequest>> replans = replan_.Observe(records, now);
+  if (!replans.ok()) {
+    PX_LOG(WARNING) << "re-plan monitor: " << replans.status().ToString();
+    return;
+  }
+  for (const ReplanRequest& r : *replans) {
+    orchestrator_.ReplanAtCheckpoint(r.job_id, r.attempt, r.reason);
+  }
 }
 
 void CoordinatorService::GetMetrics(std::vector<rpc::MetricPoint>& out,

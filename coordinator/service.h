@@ -37,6 +37,7 @@
 #include "coordinator/agent_registry.h"
 #include "coordinator/consistency_switches.h"
 #include "coordinator/orchestrator.h"
+#include "coordinator/replan_monitor.h"
 #include "coordinator/shard_stats.h"
 #include "coordinator/state_store.h"
 #include "core/base/clock.h"
@@ -206,6 +207,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
   Orchestrator orchestrator_;
   ShardStatsBoard shard_stats_;
   ConsistencySwitches consistency_{store_};
+  // Measured against predicted communication; re-planning (thread-safe).
+  ReplanMonitor replan_{store_};
 
   // Blocking calls wait on wait_cv_; every change to kv or plans bumps
   // change_seq_ and notifies.

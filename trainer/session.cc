@@ -233,6 +233,20 @@ std::vector<plan::HostFigures> MeasuredHostFigures(CoordinatorClient* coord) {
   return {};
 }
 
+// The model's correction by an earlier attempt's measurements, when the job
+// re-plans on evidence and one was made (core/plan/plan_correction.h).
+StatusOr<std::optional<plan::PlanCorrection>> PlanCorrectionOf(CoordinatorClient* coord,
+                                                               int64_t job_id) {
+  // A key that does not exist is DEADLINE_EXCEEDED at once (no wait).
+  StatusOr<std::vector<std::string>> got = coord->KvGet({plan::PlanCorrectionKey(job_id)}, 0);
+  if (!got.ok() && got.status().code() == StatusCode::kDeadlineExceeded) {
+    return std::optional<plan::PlanCorrection>();
+  }
+  if (!got.ok()) return got.status().WithContext("reading the job's re-plan correction");
+  PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(got->at(0)));
+  return std::optional<plan::PlanCorrection>(std::move(c));
+}
+
 StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
   std::string json;
   if (options_.rank == 0) {
@@ -244,6 +258,9 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
     inputs.shm_allreduce = WorldOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();
     if (coord_) inputs.host_figures = MeasuredHostFigures(coord_.get());
+    if (coord_ && options_.config.plan.replan) {
+      PX_ASSIGN_OR_RETURN(inputs.correction, PlanCorrectionOf(coord_.get(), options_.job_id));
+    }
     PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
     json = plan::JobPlanToJson(plan);
     if (coord_) {

@@ -1,0 +1,194 @@
+// ReplanMonitor over a real SQLite store: metric points of every rank make
+// intervals, a sustained disagreement makes one event, with [plan] replan a
+// correction and a request (once in the job's life), and the plan of the
+// next attempt an event saying what changed.
+#include "coordinator/replan_monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/plan/plan_builder.h"
+#include "core/plan/plan_correction.h"
+#include "tests/coordinator/sqlite_service.h"
+
+namespace parallax::coordinator {
+namespace {
+
+class ReplanMonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(db_.Open().ok()); }
+
+  // A job of 2 workers whose [plan] says PS round trips cost 10 us.
+  int64_t CreateJob(bool replan) {
+    NewJob job;
+    job.name = "t";
+    job.workers = 2;
+    job.job_text = std::string("[job]\nname = \"t\"\nworkers = 2\n[trainer]\nmodel = \"lm\"\n") +
+                   "[plan]\nlink_bytes_per_s = 1e9\ncollective_latency_us = 1000\n"
+                   "ps_rtt_us = 10\nreplan_after_steps = 10\nreplan_window_steps = 20\n" +
+                   (replan ? "replan = true\n" : "");
+    StatusOr<JobRecord> created = db_.store->CreateJob(job, 0);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    return created.ok() ? created->id : 0;
+  }
+  // Stores the plan of `attempt`: "emb" (100 x 4, a quarter of its rows a
+  // batch) and "w" (4 dense elements) on 2 workers, 2 shards, built as rank
+  // 0 builds it (with `correction` when given).
+  plan::JobPlan PutPlan(int64_t job_id, int attempt,
+                        std::optional<plan::PlanCorrection> correction = std::nullopt) {
+    plan::PlanInputs in;
+    in.cluster = {.workers = 2, .hosts = 1, .shards = 2};
+    in.shm_allreduce = false;
+    in.variables.resize(2);
+    plan::PlannedVariable& emb = in.variables[0].var;
+    emb.id = 0;
+    emb.name = "emb";
+    emb.sparse = true;
+    emb.rows = 100;
+    emb.dim = 4;
+    std::vector<int64_t> ids(25);
+    std::iota(ids.begin(), ids.end(), 0);
+    in.variables[0].sampled_batches = {ids};
+    plan::PlannedVariable& w = in.variables[1].var;
+    w.id = 1;
+    w.name = "w";
+    w.size = 4;
+    w.rows = 1;
+    w.dim = 4;
+    in.correction = correction;
+    JobConfig config;
+    config.plan.link_bytes_per_s = 1e9;
+    config.plan.collective_latency_us = 1000;
+    config.plan.ps_rtt_us = 10;
+    StatusOr<plan::JobPlan> plan = plan::BuildPlan(config, in);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_TRUE(db_.store->PutPlan(job_id, attempt, plan::JobPlanToJson(*plan), 0).ok());
+    return *plan;
+  }
+  // Every rank's point at `step` covering `steps` steps, waiting `sparse_ms`
+  // on the PS per step.
+  static std::vector<MetricRecord> Points(int64_t job_id, int attempt, int64_t step,
+                                          double sparse_ms, int ranks = 2, int64_t steps = 10) {
+    std::vector<MetricRecord> out;
+    for (int r = 0; r < ranks; ++r) {
+      MetricRecord p;
+      p.job_id = job_id;
+      p.attempt = attempt;
+      p.rank = r;
+      p.step = step;
+      p.values = {{"dense_wait_ms", 0.0}, {"sparse_wait_ms", sparse_ms},
+                  {"steps", static_cast<double>(steps)}};
+      out.push_back(p);
+    }
+    return out;
+  }
+  // The messages of the job's "replan" events.
+  std::vector<std::string> ReplanEvents(int64_t job_id) {
+    std::vector<std::string> out;
+    StatusOr<std::vector<EventRecord>> events = db_.store->ListEvents(job_id, 0, 1000);
+    EXPECT_TRUE(events.ok());
+    for (const EventRecord& e : *events) {
+      if (e.kind == "replan") out.push_back(e.message);
+    }
+    return out;
+  }
+  // Feeds steps 9, 19, ..., `last` (10 steps each) of `attempt`; the
+  // requests made.
+  std::vector<ReplanRequest> Run(ReplanMonitor* monitor, int64_t job_id, int attempt,
+                                 int64_t last, double sparse_ms) {
+    std::vector<ReplanRequest> all;
+    for (int64_t step = 9; step <= last; step += 10) {
+      StatusOr<std::vector<ReplanRequest>> got =
+          monitor->Observe(Points(job_id, attempt, step, sparse_ms), 0);
+      EXPECT_TRUE(got.ok()) << got.status().ToString();
+      if (got.ok()) all.insert(all.end(), got->begin(), got->end());
+    }
+    return all;
+  }
+
+  testing::SqliteService db_;
+};
+
+TEST_F(ReplanMonitorTest, WithoutReplanOnlyTheEvent) {
+  ReplanMonitor monitor(db_.store.get());
+  const int64_t id = CreateJob(false);
+  PutPlan(id, 1);
+  // Steps 0-9 are warm-up; 10-29 two intervals at 20 ms/step of PS wait.
+  EXPECT_TRUE(Run(&monitor, id, 1, 29, 20.0).empty());
+  const std::vector<std::string> events = ReplanEvents(id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].find("measured communication 20 ms/step, predicted "), std::string::npos)
+      << events[0];
+  EXPECT_NE(events[0].find("over steps 10-29 on attempt 1; [plan] replan = true would re-plan"),
+            std::string::npos)
+      << events[0];
+  EXPECT_FALSE(db_.store->KvGet(plan::PlanCorrectionKey(id))->has_value());
+  // Later intervals of the same attempt: nothing more.
+  EXPECT_TRUE(Run(&monitor, id, 1, 99, 20.0).empty());
+  EXPECT_EQ(ReplanEvents(id).size(), 1u);
+}
+
+TEST_F(ReplanMonitorTest, AStepNotEveryRankReportedIsNotCompared) {
+  ReplanMonitor monitor(db_.store.get());
+  const int64_t id = CreateJob(false);
+  PutPlan(id, 1);
+  for (int64_t step = 9; step <= 99; step += 10) {
+    ASSERT_TRUE(monitor.Observe(Points(id, 1, step, 20.0, /*ranks=*/1), 0).ok());
+  }
+  EXPECT_TRUE(ReplanEvents(id).empty());
+}
+
+TEST_F(ReplanMonitorTest, ReplanOnceStoresTheCorrectionAndNamesWhatChanged) {
+  ReplanMonitor monitor(db_.store.get());
+  const int64_t id = CreateJob(true);
+  const plan::JobPlan first = PutPlan(id, 1);
+  ASSERT_EQ(first.variables[0].path, VariablePath::kPs);
+  const std::vector<ReplanRequest> requests = Run(&monitor, id, 1, 29, 20.0);
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].job_id, id);
+  EXPECT_EQ(requests[0].attempt, 1);
+  StatusOr<std::optional<std::string>> stored = db_.store->KvGet(plan::PlanCorrectionKey(id));
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  StatusOr<plan::PlanCorrection> c = plan::ParsePlanCorrection(**stored);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->from_attempt, 1);
+  EXPECT_GT(c->ps_time_scale, 100);
+  EXPECT_EQ(c->collective_time_scale, 1);
+  std::vector<std::string> events = ReplanEvents(id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_NE(events[0].find("; the job re-plans at its next checkpoint (" + c->source + ")"),
+            std::string::npos)
+      << events[0];
+
+  // Attempt 2's rank 0 planned with it: the event says what moved.
+  const plan::JobPlan second = PutPlan(id, 2, *c);
+  EXPECT_NE(second.variables[0].path, VariablePath::kPs);
+  ASSERT_TRUE(monitor.PlanStored(id, 2, 0).ok());
+  events = ReplanEvents(id);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].rfind("attempt 2 " + c->source + ": emb: ps (P=2) -> ", 0), 0u)
+      << events[1];
+
+  // Attempt 2 disagrees too: the event, and no second re-plan.
+  EXPECT_TRUE(Run(&monitor, id, 2, 49, 500.0).empty());
+  events = ReplanEvents(id);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_NE(events[2].find("on attempt 2; the job re-planned once already and does not again"),
+            std::string::npos)
+      << events[2];
+  // A plan of a later attempt (a restart) is no first re-planned attempt.
+  PutPlan(id, 3, *c);
+  ASSERT_TRUE(monitor.PlanStored(id, 3, 0).ok());
+  EXPECT_EQ(ReplanEvents(id).size(), 3u);
+}
+
+TEST_F(ReplanMonitorTest, AnAttemptWithoutAPlanIsNotWatched) {
+  ReplanMonitor monitor(db_.store.get());
+  const int64_t id = CreateJob(true);
+  EXPECT_TRUE(Run(&monitor, id, 1, 99, 20.0).empty());
+  EXPECT_TRUE(ReplanEvents(id).empty());
+}
+
+}  // namespace
+}  // namespace parallax::coordinator
