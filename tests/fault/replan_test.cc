@@ -1,0 +1,126 @@
+// Re-planning on evidence end to end (schemas/job.md, [plan] replan): a
+// real coordinator, agent, PS shards and the tiny job (2 ranks, 30 steps,
+// checkpoints every 10, metric points every 5), whose [plan] table makes the
+// prediction deliberately wrong: links, loopback and shared memory at
+// 1e15 bytes/s and collective calls and PS round trips free, so the plan
+// predicts almost no communication while real sockets take real time.
+//   - replan = false: the event fires with both figures, the job runs on.
+//   - replan = true: the event fires, the attempt stops at its next
+//     checkpoint, and attempt 2 (not a restart) resumes from it with a plan
+//     made from the corrected model (an event says what changed); the job
+//     SUCCEEDS. Attempt 1's ranks pause after step 20 (its checkpoint
+//     committed), so that it cannot finish before the re-plan stops it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+#include <regex>
+
+#include "tests/fault/fault_cluster.h"
+
+namespace parallax::testing {
+namespace {
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += s + "\n";
+  return out;
+}
+
+// A [plan] table under which the plan predicts next to no communication.
+std::string WrongPrediction(bool replan) {
+  return std::string("[plan]\nreplan = ") + (replan ? "true" : "false") +
+         "\nreplan_factor = 2.0\nreplan_after_steps = 1\nreplan_window_steps = 5\n"
+         "link_bytes_per_s = 1e15\nloopback_bytes_per_s = 1e15\nshm_bytes_per_s = 1e15\n"
+         "collective_latency_us = 0\nps_rtt_us = 0\n";
+}
+
+// The disagreement event's figures: measured and predicted ms/step.
+const std::regex kDisagreement(
+    R"(measured communication ([0-9.e+-]+) ms/step, predicted ([0-9.e+-]+) ms/step \(([^)]*)\) over steps (\d+)-(\d+) on attempt 1)");
+
+class ReplanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cluster_.StartCoordinator(), "");
+    cluster_.StartAgent("a");
+  }
+  TempDir dir_;
+  FaultCluster cluster_{dir_};
+};
+
+TEST_F(ReplanTest, AWrongPredictionRecordsAnEventAndTheJobRunsOn) {
+  TinyJob job;
+  job.tag = "observe";
+  job.job_extra = WrongPrediction(false);
+  const std::string id = cluster_.Submit(job);
+  ASSERT_FALSE(id.empty());
+  const nlohmann::json end = cluster_.WaitForEnd(id, 60'000);
+  const std::vector<std::string> events = cluster_.EventMessages(id);
+  ASSERT_EQ(end.value("state", ""), "SUCCEEDED") << end.dump() << Joined(events)
+                                                 << cluster_.Logs();
+  EXPECT_EQ(end.value("attempt", 0), 1) << Joined(events);
+  int found = 0;
+  for (const std::string& e : events) {
+    std::smatch m;
+    if (!std::regex_search(e, m, kDisagreement)) continue;
+    ++found;
+    EXPECT_GT(std::stod(m[1]), 2 * std::stod(m[2])) << e;
+    EXPECT_GE(std::stoi(m[4]), 1) << "warm-up: step 0 is not compared\n" << e;
+    EXPECT_GE(std::stoi(m[5]) - std::stoi(m[4]) + 1, 5) << "the window\n" << e;
+    EXPECT_NE(e.find("[plan] replan = true would re-plan"), std::string::npos) << e;
+  }
+  EXPECT_EQ(found, 1) << "once per attempt\n" << Joined(events);
+  EXPECT_EQ(Joined(events).find("re-plans at the checkpoint"), std::string::npos)
+      << Joined(events);
+}
+
+TEST_F(ReplanTest, ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan) {
+  const std::string pause_dir = dir_.File("pause");
+  std::filesystem::create_directories(pause_dir);
+  TinyJob job;
+  job.tag = "replan";
+  job.job_extra = WrongPrediction(true);
+  job.env = {{"TINY_PAUSE_AT", "step:20"},
+             {"TINY_PAUSE_DIR", pause_dir},
+             {"TINY_PAUSE_ATTEMPTS", "1"}};
+  const std::string id = cluster_.Submit(job);
+  ASSERT_FALSE(id.empty());
+  const nlohmann::json end = cluster_.WaitForEnd(id, 90'000);
+  const std::vector<std::string> events = cluster_.EventMessages(id);
+  const std::string all = Joined(events);
+  ASSERT_EQ(end.value("state", ""), "SUCCEEDED") << end.dump() << all << cluster_.Logs();
+  EXPECT_EQ(end.value("attempt", 0), 2) << all;
+  EXPECT_EQ(cluster_.Restarts(id), 0) << "a re-plan is not a restart\n" << all;
+
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(all, m, kDisagreement)) << all;
+  const double measured_ms = std::stod(m[1]);
+  EXPECT_GT(measured_ms, 2 * std::stod(m[2])) << m[0];
+  EXPECT_NE(all.find("on attempt 1; the job re-plans at its next checkpoint (re-planned from "
+                     "attempt 1's measured communication over steps "),
+            std::string::npos)
+      << all;
+  // The attempt stopped at a checkpoint, and attempt 2 resumed from it.
+  const std::regex at_checkpoint(R"(re-plans at the checkpoint of step (\d+): the next attempt)");
+  ASSERT_TRUE(std::regex_search(all, m, at_checkpoint)) << all;
+  const int step = std::stoi(m[1]);
+  EXPECT_TRUE(step == 10 || step == 20) << all;
+  for (int r = 0; r < 2; ++r) {
+    const Model model = ReadModel(cluster_.Output("replan", r));
+    EXPECT_EQ(model.at("resumed"), std::vector<float>{static_cast<float>(step)}) << "rank " << r;
+  }
+  // Attempt 2 planned with the correction, and an event says what changed.
+  const std::regex changed(
+      R"(attempt 2 re-planned from attempt 1's measured communication over steps \d+-\d+: collectives [0-9.e+-]+x, PS [0-9.e+-]+x the prediction: .*predicted communication with the corrected model ([0-9.e+-]+) -> [0-9.e+-]+ ms/step)");
+  ASSERT_TRUE(std::regex_search(all, m, changed)) << all;
+  // The corrected model prices attempt 1's plan at what attempt 1 measured
+  // (both printed to 3 significant digits).
+  EXPECT_NEAR(std::stod(m[1]), measured_ms, 0.01 * measured_ms) << all;
+  for (const std::string& e : events) {
+    if (e.find("re-plan") != std::string::npos) std::cout << "replan event: " << e << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace parallax::testing
