@@ -295,12 +295,12 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
   choice.allreduce = AllReduceCost(var, cluster, options);
   choice.allgather = AllGatherCost(var, cluster, options);
   choice.ps = PsCost(var, cluster, options, /*local_aggregation=*/false);
-  choice.allreduce.seconds *= options.collective_time_scale;
-  choice.allgather.seconds *= options.collective_time_scale;
-  choice.ps.seconds *= options.ps_time_scale;
+  choice.allreduce.seconds *= TimeScale(VariablePath::kAllReduce, options);
+  choice.allgather.seconds *= TimeScale(VariablePath::kAllGather, options);
+  choice.ps.seconds *= TimeScale(VariablePath::kPs, options);
   if (options.local_aggregation && var.sparse) {
     choice.ps_aggregated = PsCost(var, cluster, options, /*local_aggregation=*/true);
-    choice.ps_aggregated.seconds *= options.ps_time_scale;
+    choice.ps_aggregated.seconds *= TimeScale(VariablePath::kPs, options);
   } else {
     choice.ps_aggregated.feasible = false;
     choice.ps_aggregated.why_not = var.sparse ? "local aggregation is off"

@@ -17,7 +17,7 @@ PathCost CostOn(const CostedVariable& var, VariablePath path, bool aggregate,
       ClusterShape one = cluster;
       one.shards = 1;
       PathCost c = PsCost(var.stats, one, options, aggregate && options.local_aggregation);
-      c.seconds *= options.ps_time_scale;
+      c.seconds *= TimeScale(VariablePath::kPs, options);
       return c;
     }
   }
@@ -61,7 +61,7 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
   // The all-gathered tables share the step's 2 calls, which each table's
   // own cost charged it in full.
   PathCost shared = AllGatherSharedCallsOvercount(gathered, cluster, options);
-  shared.seconds *= options.collective_time_scale;
+  shared.seconds *= TimeScale(VariablePath::kAllGather, options);
   add(&total, shared, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kAllGather)], shared, -1);
   // The PS variables share the step's round trips: the session issues every
@@ -79,7 +79,8 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
   }
   PathCost ps_shared;
   ps_shared.operations = ps_any ? ps_ops - (ps_sparse ? 2 : 1) : 0;
-  ps_shared.seconds = ps_shared.operations * options.ps_rtt_s * options.ps_time_scale;
+  ps_shared.seconds =
+      ps_shared.operations * options.ps_rtt_s * TimeScale(VariablePath::kPs, options);
   add(&total, ps_shared, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kPs)], ps_shared, -1);
   // The all-reduced gradients share the fusion buckets: dense gradients
@@ -94,7 +95,7 @@ PlanBytes PlanCost(std::span<const CostedVariable> vars, std::span<const Variabl
     }
   }
   PathCost fused = AllReduceFusionOvercount(elements, cluster, options);
-  fused.seconds *= options.collective_time_scale;
+  fused.seconds *= TimeScale(VariablePath::kAllReduce, options);
   add(&total, fused, -1);
   if (by_path) add(&by_path[static_cast<int>(VariablePath::kAllReduce)], fused, -1);
   return total;

@@ -6,11 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "core/plan/plan_builder.h"
 #include "core/plan/plan_correction.h"
 #include "tests/coordinator/sqlite_service.h"
+#include "tests/core/plan/replan_inputs.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -25,8 +24,8 @@ class ReplanMonitorTest : public ::testing::Test {
     job.name = "t";
     job.workers = 2;
     job.job_text = std::string("[job]\nname = \"t\"\nworkers = 2\n[trainer]\nmodel = \"lm\"\n") +
-                   "[plan]\nlink_bytes_per_s = 1e9\ncollective_latency_us = 1000\n"
-                   "ps_rtt_us = 10\nreplan_after_steps = 10\nreplan_window_steps = 20\n" +
+                   plan::testing::kReplanPlanTable +
+                   "replan_after_steps = 10\nreplan_window_steps = 20\n" +
                    (replan ? "replan = true\n" : "");
     StatusOr<JobRecord> created = db_.store->CreateJob(job, 0);
     EXPECT_TRUE(created.ok()) << created.status().ToString();
@@ -37,31 +36,9 @@ class ReplanMonitorTest : public ::testing::Test {
   // 0 builds it (with `correction` when given).
   plan::JobPlan PutPlan(int64_t job_id, int attempt,
                         std::optional<plan::PlanCorrection> correction = std::nullopt) {
-    plan::PlanInputs in;
-    in.cluster = {.workers = 2, .hosts = 1, .shards = 2};
-    in.shm_allreduce = false;
-    in.variables.resize(2);
-    plan::PlannedVariable& emb = in.variables[0].var;
-    emb.id = 0;
-    emb.name = "emb";
-    emb.sparse = true;
-    emb.rows = 100;
-    emb.dim = 4;
-    std::vector<int64_t> ids(25);
-    std::iota(ids.begin(), ids.end(), 0);
-    in.variables[0].sampled_batches = {ids};
-    plan::PlannedVariable& w = in.variables[1].var;
-    w.id = 1;
-    w.name = "w";
-    w.size = 4;
-    w.rows = 1;
-    w.dim = 4;
+    plan::PlanInputs in = plan::testing::ReplanInputs();
     in.correction = correction;
-    JobConfig config;
-    config.plan.link_bytes_per_s = 1e9;
-    config.plan.collective_latency_us = 1000;
-    config.plan.ps_rtt_us = 10;
-    StatusOr<plan::JobPlan> plan = plan::BuildPlan(config, in);
+    StatusOr<plan::JobPlan> plan = plan::BuildPlan(plan::testing::ReplanJob(), in);
     EXPECT_TRUE(plan.ok()) << plan.status().ToString();
     EXPECT_TRUE(db_.store->PutPlan(job_id, attempt, plan::JobPlanToJson(*plan), 0).ok());
     return *plan;

@@ -5,49 +5,18 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
+#include "tests/core/plan/replan_inputs.h"
 
 namespace parallax::plan {
 namespace {
 
 class PlanCorrectionTest : public ::testing::Test {
  protected:
-  // "emb": 100 x 4, one sampled batch touching 25 rows; "w": 4 dense
-  // elements. 2 workers on one host, 2 shards, Gloo's ring.
-  static PlanInputs Inputs() {
-    PlanInputs in;
-    in.cluster = {.workers = 2, .hosts = 1, .shards = 2};
-    in.shm_allreduce = false;
-    in.variables.resize(2);
-    PlannedVariable& emb = in.variables[0].var;
-    emb.id = 0;
-    emb.name = "emb";
-    emb.sparse = true;
-    emb.rows = 100;
-    emb.dim = 4;
-    std::vector<int64_t> ids(25);
-    std::iota(ids.begin(), ids.end(), 0);
-    in.variables[0].sampled_batches = {ids};
-    PlannedVariable& w = in.variables[1].var;
-    w.id = 1;
-    w.name = "w";
-    w.size = 4;
-    w.rows = 1;
-    w.dim = 4;
-    return in;
-  }
-  // A job whose [plan] says a PS round trip costs 10 us (it costs far more
-  // in the test's story) and a collective call 1 ms.
-  static JobConfig Job() {
-    JobConfig job;
-    job.plan.link_bytes_per_s = 1e9;
-    job.plan.collective_latency_us = 1000;
-    job.plan.ps_rtt_us = 10;
-    return job;
-  }
+  static PlanInputs Inputs() { return testing::ReplanInputs(); }
+  // PS round trips of 10 us (they cost far more in the test's story).
+  static JobConfig Job() { return testing::ReplanJob(); }
 };
 
 TEST_F(PlanCorrectionTest, APathSlowerThanPredictedLosesItsVariables) {
