@@ -60,7 +60,10 @@ from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
 from e2e import job_metrics, w3_text  # noqa: E402  (the same figures as the one-host benchmark)
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
-            "parallax-allreduce": "allreduce"}
+            "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid"}
+# A [ps] table for a variant: the planner's choice with the ranks of a host pushing each their own
+# sparse gradients (no local aggregation), to see what aggregating costs and saves.
+PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"]}
 TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
          "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
 # The PyTorch front-end (`parallax.torch`): the W3 model in PyTorch, trained through Parallax.
@@ -100,9 +103,9 @@ def rate_bits(rate):
 # ---- Parallax
 
 
-def job_text(args, workers, arch, rate, command=None):
+def job_text(args, workers, arch, rate, command=None, ps_keys=()):
     """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change;
-    [plan] link_bytes_per_s is the shaped rate."""
+    [plan] link_bytes_per_s is the shaped rate; `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more)
     plan = [f"link_bytes_per_s = {rate_bits(rate) / 8:.6g}"]
@@ -110,7 +113,8 @@ def job_text(args, workers, arch, rate, command=None):
         with open(args.plan, encoding="utf-8") as f:
             plan += [l for l in f.read().splitlines()
                      if l.strip() and not l.startswith(("[", "#", "link_bytes_per_s"))]
-    return text + "\n[plan]\n" + "\n".join(plan) + "\n"
+    ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
+    return text + ps + "\n[plan]\n" + "\n".join(plan) + "\n"
 
 
 def prediction(args, job, workers, hosts):
@@ -178,7 +182,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     name = f"{impl}-{workers}x{hosts}-{rate}-{rnd}"
     job = os.path.join(workdir, f"{name}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, workers, arch, rate, command))
+        f.write(job_text(args, workers, arch, rate, command, PS_KEYS.get(impl, ())))
     pred = prediction(args, job, workers, hosts) if command is None else {}
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
