@@ -12,7 +12,8 @@ steps change, the same on both sides (--batch, --warmup + --steps), plus `metric
 `eval_tokens = 1`, and `[plan] link_bytes_per_s` = the shaped rate / 8 (the planner's link figure;
 --plan FILE adds a measured [plan] table, bench/e2e/calibrate.sh).
 
-- parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce): the job is submitted
+- parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
+  planner's choice with `[ps] local_aggregation = false`): the job is submitted
   to the cluster's coordinator; PS shards: one per host (`shards = "auto"`). Its figures come from
   the ranks' metric points (tokens/s from the slower rank's step times, loss, compute time,
   dense and sparse wait per step; bench/e2e/e2e.py's job_metrics) and from the links.
@@ -28,6 +29,11 @@ the end (Parallax: from the metric points in the coordinator's database; DDP: th
 the driver there), divided by the steps in between. Link utilisation = a direction's bytes per
 second over the rate / 8; the busiest host and direction is `link_util_max`. A run whose
 utilisation is far below 1 was limited by something else (the 2 shared cores, usually).
+
+CPU: the CPU time (user + system, /proc) of every process of the run — trainers, PS shards,
+agents, coordinator; DDP's ranks as "peer" — over the same window, per step
+(`cpu_ms_per_step` and by role), and the machine's idle share over it (`machine_idle_frac`): near
+0, every core was busy and the CPU a step costs, not the link, set the tokens/s.
 
 Predicted: `parallax plan JOB --json --workers N --hosts H` for every Parallax job: the plan's
 predicted communication seconds per step and bytes per host link (busier direction), against the
