@@ -46,7 +46,17 @@ std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::Fig
 std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
   StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
   if (!plan.ok()) return {};
-  return FigureLines(plan->cost, plan->figures);
+  std::vector<std::string> lines = FigureLines(plan->cost, plan->figures);
+  const plan::CostOptions& c = plan->cost;
+  if (c.collective_time_scale != 1 || c.ps_time_scale != 1) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf),
+                  "re-planned on evidence: predicted times x%.3g collectives, x%.3g PS "
+                  "(an earlier attempt's measured over predicted)",
+                  c.collective_time_scale, c.ps_time_scale);
+    lines.push_back(buf);
+  }
+  return lines;
 }
 
 }  // namespace parallax::cli

@@ -22,7 +22,8 @@ std::vector<std::string> FigureLines(const plan::CostOptions& cost,
                                      const plan::FigureSources& sources);
 
 // The machine figures the plan was made with, one line each with its source
-// ("link 0.125 GB/s (measured on h1 at ...)"); none for an invalid plan.
+// ("link 0.125 GB/s (measured on h1 at ...)"), and a line with the time
+// scales of a plan re-planned on evidence; none for an invalid plan.
 std::vector<std::string> PlanFigureLines(const std::string& plan_json);
 
 }  // namespace parallax::cli

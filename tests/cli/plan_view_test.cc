@@ -55,6 +55,13 @@ TEST(PlanViewTest, FiguresWithTheirSources) {
   EXPECT_EQ(lines[1], "loopback 2 GB/s (measured on h1 at 2026-11-25 04:50 UTC)");
   EXPECT_EQ(lines[3], "collective call 9000 us (default)");
   EXPECT_TRUE(PlanFigureLines("not json").empty());
+  // A plan re-planned on evidence says by how much its model was scaled.
+  p.cost.ps_time_scale = 12.5;
+  const std::vector<std::string> replanned = PlanFigureLines(plan::JobPlanToJson(p));
+  ASSERT_EQ(replanned.size(), 6u);
+  EXPECT_EQ(replanned[5],
+            "re-planned on evidence: predicted times x1 collectives, x12.5 PS (an earlier "
+            "attempt's measured over predicted)");
 }
 
 TEST(PlanViewTest, NotAPlanIsAnError) {

@@ -117,6 +117,11 @@ TEST_F(ReplanTest, ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan) {
   // The corrected model prices attempt 1's plan at what attempt 1 measured
   // (both printed to 3 significant digits).
   EXPECT_NEAR(std::stod(m[1]), measured_ms, 0.01 * measured_ms) << all;
+  // `parallax status` shows the corrected model of attempt 2's plan.
+  const RunResult status = cluster_.Cli({"status", id});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("re-planned on evidence: predicted times x"), std::string::npos)
+      << status.out;
   for (const std::string& e : events) {
     if (e.find("re-plan") != std::string::npos) std::cout << "replan event: " << e << "\n";
   }
