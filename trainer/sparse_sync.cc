@@ -44,6 +44,25 @@ StatusOr<PsConnection> ConnectPs(CoordinatorClient* coord, const SessionOptions&
                         ps::ResolveShardCurveKeys(coord, options.job_id, options.attempt,
                                                   plan.ps.num_shards, rdv_ms));
   }
+  if (po.plan.consistency != Consistency::kSync && !po.shared_memory) {
+    // A lost shard is started again alone (docs/RELIABILITY.md, "A lost PS
+    // shard"): find its next generation on a coordinator connection of the
+    // resolver's own (the client is not thread-safe; losses are rare).
+    po.shard_generations.assign(plan.ps.num_shards, 1);
+    po.shard_recovery_timeout_ms = rdv_ms;
+    CoordinatorClientOptions copts = coord->options();
+    copts.client_name += "-ps-recovery";
+    const bool curve = !po.shard_curve_keys.empty();
+    const int64_t job_id = options.job_id;
+    const int32_t attempt = options.attempt;
+    po.resolve_shard = [copts, curve, job_id, attempt](uint32_t shard, uint32_t generation,
+                                                       ps::Deadline deadline)
+        -> StatusOr<ps::ShardAddress> {
+      PX_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> c, CoordinatorClient::Connect(copts));
+      return ps::ResolveShardGeneration(c.get(), job_id, attempt, shard, generation, curve,
+                                        deadline);
+    };
+  }
   PX_ASSIGN_OR_RETURN(out.client, ps::PsClient::Create(po));
   return out;
 }
