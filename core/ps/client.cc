@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -17,6 +16,7 @@
 
 #include "core/base/logging.h"
 #include "core/ps/aggregate.h"
+#include "core/ps/lost_shards.h"
 #include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
 
@@ -101,9 +101,7 @@ class ZmqPsClient final : public PsClient {
       }
       thread_.join();
     }
-    stopping_.store(true);
-    for (std::thread& t : resolvers_)
-      if (t.joinable()) t.join();
+    lost_.reset();  // joins its lookups, which may still wake the stopped loop
   }
 
   Status Start() {
@@ -120,13 +118,11 @@ class ZmqPsClient final : public PsClient {
       return InvalidArgument(
           "PS client: shard recovery and shared memory do not go together (a region is mapped "
           "by one shard process); turn one of them off");
-    generation_ = options_.shard_generations;
-    generation_.resize(plan.num_shards, 0);
-    pending_.resize(plan.num_shards);
-    lost_.assign(plan.num_shards, false);
-    gone_.assign(plan.num_shards, Status::Ok());
-    resolvers_.resize(plan.num_shards);
-    recovered_.resize(plan.num_shards);
+    lost_ = std::make_unique<LostShards>(options_, plan.num_shards, [this] {
+      std::lock_guard<std::mutex> lock(send_mu_);
+      uint32_t done = kRecoveryDone;
+      cmd_send_.send(zmq::const_buffer(&done, sizeof done), zmq::send_flags::none);
+    });
     const bool curve = !options_.shard_curve_keys.empty();
     if (curve && (options_.shard_curve_keys.size() != plan.num_shards ||
                   options_.curve_keys.public_key.empty())) {
@@ -586,7 +582,7 @@ class ZmqPsClient final : public PsClient {
             msgs.clear();
             auto got = zmq::recv_multipart(monitors_[s], std::back_inserter(msgs), zmq::recv_flags::dontwait);
             if (!got) break;
-            ShardLost(static_cast<uint32_t>(s), "its connection dropped");
+            lost_->Lose(static_cast<uint32_t>(s), "its connection dropped");
           }
         }
       }
@@ -599,18 +595,17 @@ class ZmqPsClient final : public PsClient {
   // send it again to the shard's next generation if this one is lost.
   void SendToShard(uint32_t shard, std::array<zmq::message_t, 3>& frames) {
     Header h = ps_wire::ReadHeader(frames[0].data());
-    if (h.generation != generation_[shard]) {  // a header no one else holds yet
-      h.generation = generation_[shard];
+    if (h.generation != lost_->generation(shard)) {  // a header no one else holds yet
+      h.generation = lost_->generation(shard);
       ps_wire::WriteHeader(h, frames[0].data());
     }
-    if (options_.resolve_shard && h.request_id != kAttachRequestId) {
-      if (!gone_[shard].ok()) {
-        FailPart(h.request_id, h.partition, gone_[shard]);
+    if (lost_->enabled() && h.request_id != kAttachRequestId) {
+      if (!lost_->gone(shard).ok()) {
+        FailPart(h.request_id, h.partition, lost_->gone(shard));
         return;
       }
-      std::array<zmq::message_t, 3>& kept = pending_[shard][{h.request_id, h.partition}];
-      for (int i = 0; i < 3; ++i) kept[i].copy(frames[i]);
-      if (lost_[shard]) return;  // sent once the next generation is found
+      lost_->Keep(shard, h.request_id, h.partition, frames);
+      if (lost_->lost(shard)) return;  // sent once the next generation is found
     }
     CountFrames(h.op, frames[0].size() + frames[1].size() + frames[2].size(), /*sent=*/true);
     auto& d = dealers_[shard];
@@ -619,70 +614,18 @@ class ZmqPsClient final : public PsClient {
     d.send(frames[2], zmq::send_flags::none);
   }
 
-  // Loop thread: `shard`'s process is gone (or was replaced): hold its
-  // requests and look for its next generation on a thread of its own.
-  void ShardLost(uint32_t shard, const std::string& why) {
-    if (lost_[shard] || !gone_[shard].ok()) return;
-    lost_[shard] = true;
-    const uint32_t next = generation_[shard] + 1;
-    const int64_t timeout_ms = options_.shard_recovery_timeout_ms;
-    PX_LOG(WARNING) << "PS shard " << shard << " (generation " << generation_[shard]
-                    << ") is lost: " << why << "; holding its " << pending_[shard].size()
-                    << " unanswered request(s) for up to " << timeout_ms
-                    << " ms until its generation " << next << " is published";
-    if (resolvers_[shard].joinable()) resolvers_[shard].join();  // it posted and ended
-    resolvers_[shard] = std::thread([this, shard, next, timeout_ms] {
-      StatusOr<ShardAddress> found = Resolve(shard, next, DeadlineIn(timeout_ms));
-      {
-        std::lock_guard<std::mutex> lock(recover_mu_);
-        recovered_[shard] = std::move(found);
-      }
-      std::lock_guard<std::mutex> lock(send_mu_);
-      uint32_t done = kRecoveryDone;
-      cmd_send_.send(zmq::const_buffer(&done, sizeof done), zmq::send_flags::none);
-    });
-  }
-
-  // Resolver thread: asks in slices, so that the destructor need not wait
-  // for the whole deadline.
-  StatusOr<ShardAddress> Resolve(uint32_t shard, uint32_t generation, Deadline deadline) {
-    Status last = DeadlineExceeded("not published");
-    while (!stopping_.load() && std::chrono::steady_clock::now() < deadline) {
-      StatusOr<ShardAddress> found =
-          options_.resolve_shard(shard, generation, std::min(deadline, DeadlineIn(500)));
-      if (found.ok() || found.status().code() != StatusCode::kDeadlineExceeded) return found;
-      last = found.status();
-    }
-    return stopping_.load() ? Unavailable("the PS client is closing") : last;
-  }
-
   // Loop thread: connects to the shards whose next generation was found
   // and sends them what the lost process had not answered; fails the
   // requests of those that did not come back. True when a socket changed.
   bool TakeRecoveries() {
-    std::vector<std::optional<StatusOr<ShardAddress>>> found;
-    {
-      std::lock_guard<std::mutex> lock(recover_mu_);
-      found.swap(recovered_);
-      recovered_.resize(found.size());
-    }
     bool replaced = false;
-    for (uint32_t shard = 0; shard < found.size(); ++shard) {
-      if (!found[shard]) continue;
-      lost_[shard] = false;
+    for (auto& [shard, found] : lost_->TakeFound()) {
       replaced = true;
-      Status st = found[shard]->status();
-      if (st.ok()) st = Reconnect(shard, found[shard]->value());
+      Status st = found.status();
+      if (st.ok()) st = Reconnect(shard, found.value());
       if (st.ok()) continue;
-      gone_[shard] = Unavailable(
-          "PS shard " + std::to_string(shard) + " (generation " +
-          std::to_string(generation_[shard]) + ") was lost and its generation " +
-          std::to_string(generation_[shard] + 1) + " did not come back within " +
-          std::to_string(options_.shard_recovery_timeout_ms) + " ms: " + st.message());
-      PX_LOG(ERROR) << gone_[shard].message();
-      auto held = std::move(pending_[shard]);
-      pending_[shard].clear();
-      for (const auto& [key, frames] : held) FailPart(key.first, key.second, gone_[shard]);
+      for (const auto& [key, frames] : lost_->Gone(shard, st.message()))
+        FailPart(key.first, key.second, lost_->gone(shard));
     }
     return replaced;
   }
@@ -694,12 +637,9 @@ class ZmqPsClient final : public PsClient {
       return Unavailable("cannot connect to " + address.endpoint + ": " + e.what());
     }
     PX_LOG(INFO) << "PS shard " << shard << " is back at " << address.endpoint << " (generation "
-                 << address.generation << "); sending it " << pending_[shard].size()
+                 << address.generation << "); sending it " << lost_->held(shard)
                  << " unanswered request(s) again";
-    generation_[shard] = address.generation;
-    auto held = std::move(pending_[shard]);
-    pending_[shard].clear();
-    for (auto& [key, frames] : held) {
+    for (auto& [key, frames] : lost_->Recovered(shard, address.generation)) {
       Header h = ps_wire::ReadHeader(frames[0].data());
       h.generation = address.generation;
       std::array<zmq::message_t, 3> again;
@@ -738,10 +678,10 @@ class ZmqPsClient final : public PsClient {
           h.error_code == static_cast<uint16_t>(ErrorCode::kStaleGeneration)) {
         // This process is not the generation the request was for: the
         // request stays held and goes to the next generation.
-        ShardLost(shard, std::string(m.text));
+        lost_->Lose(shard, std::string(m.text));
         return;
       }
-      pending_[shard].erase({h.request_id, h.partition});
+      lost_->Answered(shard, h.request_id, h.partition);
     }
     Request* r = nullptr;
     {
@@ -882,21 +822,12 @@ class ZmqPsClient final : public PsClient {
   zmq::socket_t cmd_recv_;
   std::vector<zmq::socket_t> dealers_;
   std::thread thread_;
-  // Shard recovery, by shard (loop thread only): the generation requests
-  // are sent to; what it has not answered, by (request id, partition), in
-  // ticket order; whether it is lost (its next generation being looked
-  // for); UNAVAILABLE once it did not come back; the monitors of the
-  // dealers, and the resolver threads (joined by the destructor).
-  std::vector<uint32_t> generation_;
-  std::vector<std::map<std::pair<uint64_t, uint32_t>, std::array<zmq::message_t, 3>>> pending_;
-  std::vector<bool> lost_;
-  std::vector<Status> gone_;
+  // Shard recovery (loop thread only, made in Start()): generations, held
+  // requests, lookups; the monitors that report a dealer's connection
+  // dropping.
+  std::unique_ptr<LostShards> lost_;
   std::vector<zmq::socket_t> monitors_;
   uint64_t monitor_serial_ = 0;
-  std::vector<std::thread> resolvers_;
-  std::atomic<bool> stopping_{false};
-  std::mutex recover_mu_;
-  std::vector<std::optional<StatusOr<ShardAddress>>> recovered_;  // guarded by recover_mu_
 };
 
 }  // namespace
