@@ -69,6 +69,30 @@ class PsRecoveryTest : public ::testing::Test {
             "PARALLAX_BIND_ADDR=127.0.0.1"});
   }
 
+  // A worker's client of the job's shard 0 at generation 1, which follows
+  // it to its next generations through the coordinator; null on failure.
+  std::unique_ptr<PsClient> Client() {
+    auto endpoints = ResolveShardEndpoints(coord_.get(), job_id_, attempt_, 1, 20'000);
+    EXPECT_TRUE(endpoints.ok()) << endpoints.status().ToString();
+    if (!endpoints.ok()) return nullptr;
+    PsClientOptions o;
+    o.plan = plan_;
+    o.shard_endpoints = *endpoints;
+    o.attempt = static_cast<uint32_t>(attempt_);
+    o.shard_generations = {1};
+    o.shard_recovery_timeout_ms = 20'000;
+    CoordinatorClientOptions copts = coord_->options();
+    o.resolve_shard = [copts, this](uint32_t shard, uint32_t generation,
+                                    Deadline deadline) -> StatusOr<ShardAddress> {
+      PX_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> c, CoordinatorClient::Connect(copts));
+      return ResolveShardGeneration(c.get(), job_id_, attempt_, shard, generation, false,
+                                    deadline);
+    };
+    auto created = PsClient::Create(o);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    return created.ok() ? std::move(created).value() : nullptr;
+  }
+
   // One push of gradient 1 to every value of row 5, acknowledged.
   void PushAcked(PsClient* client, int64_t step) {
     auto t = client->Push(0, kRow, kGrad, step);
@@ -107,24 +131,9 @@ class PsRecoveryTest : public ::testing::Test {
 
 TEST_F(PsRecoveryTest, KilledShardComesBackFromItsCheckpointAndGetsTheUnansweredPush) {
   auto first = StartShard(1);
-  auto endpoints = ResolveShardEndpoints(coord_.get(), job_id_, attempt_, 1, 20'000);
-  ASSERT_TRUE(endpoints.ok()) << endpoints.status().ToString();
-
-  PsClientOptions o;
-  o.plan = plan_;
-  o.shard_endpoints = *endpoints;
-  o.attempt = static_cast<uint32_t>(attempt_);
-  o.shard_generations = {1};
-  o.shard_recovery_timeout_ms = 20'000;
-  CoordinatorClientOptions copts = coord_->options();
-  o.resolve_shard = [copts, this](uint32_t shard, uint32_t generation,
-                                  Deadline deadline) -> StatusOr<ShardAddress> {
-    PX_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> c, CoordinatorClient::Connect(copts));
-    return ResolveShardGeneration(c.get(), job_id_, attempt_, shard, generation, false, deadline);
-  };
-  auto created = PsClient::Create(o);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  PsClient* client = created->get();
+  std::unique_ptr<PsClient> owned = Client();
+  ASSERT_NE(owned, nullptr);
+  PsClient* client = owned.get();
 
   // 10 updates, a checkpoint, 7 more: those 7 are what the loss costs.
   for (int step = 0; step < 10; ++step) PushAcked(client, step);
@@ -182,6 +191,30 @@ TEST_F(PsRecoveryTest, KilledShardComesBackFromItsCheckpointAndGetsTheUnanswered
   EXPECT_EQ(r.code(), StatusCode::kPermissionDenied) << r.ToString();
   EXPECT_NE(r.message().find("STALE_GENERATION"), std::string::npos) << r.ToString();
 
+  second->Signal(SIGTERM);
+  second->Wait(10'000);
+}
+
+// Without a committed checkpoint the next generation starts from the
+// initializer: every update the lost process applied is gone.
+TEST_F(PsRecoveryTest, WithoutACheckpointTheNextGenerationStartsFromTheInitializer) {
+  auto first = StartShard(1);
+  std::unique_ptr<PsClient> owned = Client();
+  ASSERT_NE(owned, nullptr);
+  PsClient* client = owned.get();
+  for (int step = 0; step < 5; ++step) PushAcked(client, step);
+  EXPECT_EQ(Stats(client)["updates_applied"], 5);
+
+  first->Signal(SIGKILL);
+  first->Wait(10'000);
+  auto second = StartShard(2);
+  // The first request after the loss waits for generation 2, then is served by it.
+  EXPECT_FLOAT_EQ(RowValue(client), 0.0f);
+  const nlohmann::json after = Stats(client);
+  EXPECT_EQ(after["generation"], 2);
+  EXPECT_EQ(after["updates_applied"], 0) << after.dump();
+  EXPECT_NE(parallax::testing::ReadWholeFile(dir_.File("shard-g2.log")).find("no checkpoint"),
+            std::string::npos);
   second->Signal(SIGTERM);
   second->Wait(10'000);
 }
