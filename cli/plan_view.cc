@@ -46,7 +46,14 @@ std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::Fig
 std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
   StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
   if (!plan.ok()) return {};
-  return FigureLines(plan->cost, plan->figures);
+  std::vector<std::string> lines = FigureLines(plan->cost, plan->figures);
+  if (plan->predicted_comm_s > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "predicted communication %.4g ms per step (these figures)",
+                  plan->predicted_comm_s * 1e3);
+    lines.push_back(buf);
+  }
+  return lines;
 }
 
 }  // namespace parallax::cli
