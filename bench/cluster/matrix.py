@@ -81,6 +81,7 @@ SHORT_VARIANTS = ["parallax-hybrid", "torch-ddp-sparse"]
 FULL_SHAPES = "2:2,4:4,8:8,8:2"
 SHORT_SHAPES = "8:8"
 METRICS = ("tokens_per_s", "step_ms", "loss_last20", "compute_ms", "comm_wait_ms",
+           "straggler_ms", "last_rank_wait_ms",
            "predicted_comm_ms", "link_bytes_per_step", "predicted_link_bytes",
            "expected_link_bytes", "link_sent_bytes_per_step", "link_received_bytes_per_step",
            "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean")
@@ -171,6 +172,28 @@ def stored_paths(db, job_id):
     return {v["name"]: v.get("path") for v in json.loads(row[0]).get("variables", [])}
 
 
+def straggler_figures(db, job_id, first, end):
+    """What of the mean wait per step is waiting for the slowest rank's compute (sync: every
+    rank's next pull waits for every rank's push): per step, the slowest rank's compute time
+    less the mean over ranks (`straggler_ms`), and the wait of the rank that waited least, the
+    one whose push came last (`last_rank_wait_ms`: communication with no straggler in it);
+    means over steps first..end-1."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute("SELECT step, metric_values FROM metrics WHERE job_id = ? AND step >= ? "
+                       "AND step < ?", (int(job_id), first, end)).fetchall()
+    con.close()
+    steps = {}
+    for step, values in rows:
+        v = json.loads(values)
+        steps.setdefault(step, []).append(
+            (v.get("compute_ms", 0.0), v.get("dense_wait_ms", 0.0) + v.get("sparse_wait_ms", 0.0)))
+    if not steps:
+        return {}
+    return dict(straggler_ms=statistics.mean(max(c for c, _ in r) - statistics.mean(c for c, _ in r)
+                                             for r in steps.values()),
+                last_rank_wait_ms=statistics.mean(min(w for _, w in r) for r in steps.values()))
+
+
 def sample(cluster, job_id, ranks, step):
     """(step, link bytes, time) once every rank reported `step`."""
     cluster.wait_step(job_id, ranks, step)
@@ -205,6 +228,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
                loss_last20=m["loss_last20"], compute_ms=m["compute_ms"],
                dense_wait_ms=m["dense_wait_ms"], sparse_wait_ms=m["sparse_wait_ms"],
                comm_wait_ms=m["dense_wait_ms"] + m["sparse_wait_ms"],
+               **straggler_figures(cluster.db, job_id, args.warmup, total),
                worker_bytes_per_step=m["bytes_sent_per_worker_per_step"]
                + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
                      for p in ("allreduce", "allgather", "ps_push", "ps_pull")))

@@ -55,6 +55,11 @@ TEST(PlanViewTest, FiguresWithTheirSources) {
   EXPECT_EQ(lines[1], "loopback 2 GB/s (measured on h1 at 2026-11-25 04:50 UTC)");
   EXPECT_EQ(lines[3], "collective call 9000 us (default)");
   EXPECT_TRUE(PlanFigureLines("not json").empty());
+  // The plan's predicted communication time, what a run's wait is held against.
+  p.predicted_comm_s = 0.0403;
+  const std::vector<std::string> with_time = PlanFigureLines(plan::JobPlanToJson(p));
+  ASSERT_EQ(with_time.size(), 6u);
+  EXPECT_EQ(with_time[5], "predicted communication 40.3 ms per step (these figures)");
 }
 
 TEST(PlanViewTest, NotAPlanIsAnError) {
