@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "core/base/daemon.h"
+#include "core/base/heap_retention.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/daemon/daemon_flags.h"
@@ -173,6 +174,8 @@ int Publish(const Flags& f, CoordinatorClient* coord, ShardServer& server) {
 
 // Serves until a termination signal; the exit code.
 int Serve(const Flags& f, const DaemonSettings& settings) {
+  // Every step's frames reuse the last step's pages (core/base/heap_retention.h).
+  if (Status st = RetainFreedHeapMemory(); !st.ok()) PX_LOG(WARNING) << st.ToString();
   const std::string& token = settings.secret;
   sigset_t signals = BlockTerminationSignals();
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/base/heap_retention.h"
 #include "parallax/session.h"
 #include "trainer/models/model.h"
 #include "trainer/models/model_data.h"
@@ -14,6 +15,8 @@ namespace {
 using namespace parallax;
 
 Status Run() {
+  // Every step's buffers reuse the last step's pages (core/base/heap_retention.h).
+  PX_RETURN_IF_ERROR(RetainFreedHeapMemory());
   PX_ASSIGN_OR_RETURN(SessionOptions options, SessionOptions::FromEnvironment());
   if (!options.has_job_file()) {
     return InvalidArgument(
