@@ -284,9 +284,12 @@ Status SessionImpl::MeasureCalls() {
   po.clock = step_;
   po.bind_address = options_.bind_address;
   po.timeout = options_.step_timeout;
-  StatusOr<plan::MeasuredCalls> calls = calibration::ProbeCalls(
-      po, plan_, comm_.get(), plan_.has_ps() ? sparse_->ps() : nullptr, ps_endpoints_);
+  ps::PsClient* ps = plan_.has_ps() ? sparse_->ps() : nullptr;
+  StatusOr<plan::MeasuredCalls> calls =
+      calibration::ProbeCalls(po, plan_, comm_.get(), ps, ps_endpoints_);
   if (!calls.ok()) return calls.status().WithContext(RankName() + " timing the job's calls");
+  // The probe's bytes are no step's: the first interval's counters start after them.
+  (void)metrics_.Take(comm_.get(), ps, nullptr);
   if (options_.local_rank != 0) return Status::Ok();
   Status stored = calibration::StoreMeasuredCalls(coord_.get(), options_.bind_address, *calls);
   if (!stored.ok()) PX_LOG(WARNING) << stored.ToString() << "; the next plan keeps older figures";
