@@ -23,14 +23,18 @@ double SecondsSince(Clock::time_point t) {
 }
 
 // The elements of the plan's all-reduce calls: its fusion bucket, or all of
-// its all-reduced variables when they fit one (at least one element: the
-// call's fixed cost is what the model needs when nothing is all-reduced).
+// its all-reduced variables when they fit one. A plan that all-reduces
+// nothing: its dense variables, what all-reduce would carry were the next
+// plan to put them back there (a one-element call would cost the next plan
+// the call's fixed part alone, with none of the buffer's handling).
 size_t AllReduceElements(const CallProbeOptions& options, const plan::JobPlan& plan) {
-  size_t elements = 0;
+  size_t elements = 0, dense = 0;
   for (const plan::PlannedVariable& v : plan.variables) {
+    if (!v.sparse) dense += v.size;
     if (v.path != VariablePath::kAllReduce) continue;
     elements += v.sparse ? static_cast<size_t>(v.rows) * v.dim : v.size;
   }
+  if (elements == 0) elements = dense;
   const size_t cap = std::min(plan.cost.fusion_bucket_bytes, options.max_allreduce_bytes) / 4;
   return std::clamp<size_t>(elements, 1, std::max<size_t>(1, cap));
 }

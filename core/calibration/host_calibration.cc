@@ -58,16 +58,20 @@ StatusOr<bool> ReadHost(CoordinatorClient* coord, const std::string& hostname,
     }
   }
   if (address.empty()) return any;
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> calls,
-                      ReadIfStored(coord, plan::MeasuredCallsKey(address)));
-  if (calls) {
+  const std::pair<plan::CallKind, plan::MeasuredCalls plan::HostFigures::*> kinds[] = {
+      {plan::CallKind::kCollective, &plan::HostFigures::collective_calls},
+      {plan::CallKind::kPs, &plan::HostFigures::ps_calls},
+      {plan::CallKind::kLink, &plan::HostFigures::link_calls}};
+  for (const auto& [kind, member] : kinds) {
+    const std::string key = plan::MeasuredCallsKey(address, kind);
+    PX_ASSIGN_OR_RETURN(std::optional<std::string> calls, ReadIfStored(coord, key));
+    if (!calls) continue;
     StatusOr<plan::MeasuredCalls> c = plan::ParseMeasuredCalls(*calls);
     if (c.ok()) {
-      out->calls = *c;
+      out->*member = *c;
       any = true;
     } else {
-      PX_LOG(WARNING) << plan::MeasuredCallsKey(address) << ": " << c.status().ToString()
-                      << "; ignored";
+      PX_LOG(WARNING) << key << ": " << c.status().ToString() << "; ignored";
     }
   }
   return any;
@@ -109,8 +113,17 @@ StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coo
 
 Status StoreMeasuredCalls(CoordinatorClient* coord, const std::string& address,
                           const plan::MeasuredCalls& calls) {
-  return coord->KvSet(plan::MeasuredCallsKey(address), plan::MeasuredCallsToJson(calls))
-      .WithContext("storing the figures measured on " + address);
+  const std::pair<plan::CallKind, bool> kinds[] = {
+      {plan::CallKind::kCollective, calls.collective_latency_s > 0},
+      {plan::CallKind::kPs, calls.ps_rtt_s > 0},
+      {plan::CallKind::kLink, calls.link_bytes_per_s > 0}};
+  for (const auto& [kind, measured] : kinds) {
+    if (!measured) continue;
+    PX_RETURN_IF_ERROR(
+        coord->KvSet(plan::MeasuredCallsKey(address, kind), plan::MeasuredCallsToJson(calls))
+            .WithContext("storing the figures measured on " + address));
+  }
+  return Status::Ok();
 }
 
 }  // namespace parallax::calibration

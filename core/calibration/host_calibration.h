@@ -28,7 +28,8 @@ StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::s
 StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coord);
 
 // Stores what a job's trainers measured on the host that binds `address`
-// (plan::MeasuredCallsKey), replacing an older job's.
+// (plan::MeasuredCallsKey), each kind it measured replacing an older job's;
+// kinds it did not measure (0) keep theirs.
 Status StoreMeasuredCalls(CoordinatorClient* coord, const std::string& address,
                           const plan::MeasuredCalls& calls);
 

@@ -16,16 +16,15 @@ const HostFigures* Slowest(std::span<const HostFigures> hosts, double HostFigure
 }
 
 // The host whose trainers measured the lowest positive (`lowest`) or the
-// highest `field` of their calls, or null.
-const HostFigures* SlowestCall(std::span<const HostFigures> hosts, double MeasuredCalls::*field,
-                               bool lowest) {
+// highest `field` of its `kind` record, or null.
+const HostFigures* SlowestCall(std::span<const HostFigures> hosts, MeasuredCalls HostFigures::*kind,
+                               double MeasuredCalls::*field, bool lowest) {
   const HostFigures* slowest = nullptr;
   for (const HostFigures& h : hosts) {
-    const double v = h.calls.*field;
+    const double v = (h.*kind).*field;
     if (v <= 0) continue;
-    if (slowest == nullptr || (lowest ? v < slowest->calls.*field : v > slowest->calls.*field)) {
-      slowest = &h;
-    }
+    const double best = slowest ? (slowest->*kind).*field : 0;
+    if (slowest == nullptr || (lowest ? v < best : v > best)) slowest = &h;
   }
   return slowest;
 }
@@ -45,8 +44,7 @@ std::string MeasuredOn(const HostFigures& h) {
   return "measured on " + h.host + " at " + UtcMinute(h.measured_unix_s);
 }
 
-std::string MeasuredByTrainers(const HostFigures& h) {
-  const MeasuredCalls& c = h.calls;
+std::string MeasuredByTrainers(const HostFigures& h, const MeasuredCalls& c) {
   std::string where = h.host;
   if (!h.address.empty() && h.address != h.host) where += " (" + h.address + ")";
   return "measured by job " + std::to_string(c.job_id) + "'s trainers on " + where + " at " +
@@ -80,7 +78,12 @@ StatusOr<HostFigures> ParseHostFigures(std::string_view json) {
   return h;
 }
 
-std::string MeasuredCallsKey(const std::string& address) { return "host/" + address + "/calls"; }
+std::string MeasuredCallsKey(const std::string& address, CallKind kind) {
+  const char* name = kind == CallKind::kCollective ? "collective"
+                     : kind == CallKind::kPs       ? "ps"
+                                                   : "link";
+  return "host/" + address + "/calls/" + name;
+}
 
 std::string MeasuredCallsToJson(const MeasuredCalls& c) {
   return nlohmann::json{{"measured_unix_s", c.measured_unix_s},
@@ -101,8 +104,9 @@ std::string MeasuredCallsToJson(const MeasuredCalls& c) {
 StatusOr<MeasuredCalls> ParseMeasuredCalls(std::string_view json) {
   const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("measured_unix_s") || !j["measured_unix_s"].is_number()) {
-    return InvalidArgument("measured calls: expected a JSON object with \"measured_unix_s\", got '" +
-                           std::string(json.substr(0, 80)) + "'");
+    return InvalidArgument(
+        "measured calls: expected a JSON object with \"measured_unix_s\", got '" +
+        std::string(json.substr(0, 80)) + "'");
   }
   MeasuredCalls c;
   c.measured_unix_s = j.value("measured_unix_s", int64_t{0});
@@ -144,10 +148,10 @@ FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigu
   } else if (cluster_hosts <= 1 && cost->loopback_bytes_per_s > 0) {
     cost->bandwidth_bytes_per_s = cost->loopback_bytes_per_s;
     s.link = s.loopback + " (loopback: one host)";
-  } else if (const HostFigures* h =
-                 SlowestCall(hosts, &MeasuredCalls::link_bytes_per_s, /*lowest=*/true)) {
-    cost->bandwidth_bytes_per_s = h->calls.link_bytes_per_s;
-    s.link = MeasuredByTrainers(*h) + " (toward " + h->calls.link_peer + ")";
+  } else if (const HostFigures* h = SlowestCall(hosts, &HostFigures::link_calls,
+                                                &MeasuredCalls::link_bytes_per_s, true)) {
+    cost->bandwidth_bytes_per_s = h->link_calls.link_bytes_per_s;
+    s.link = MeasuredByTrainers(*h, h->link_calls) + " (toward " + h->link_calls.link_peer + ")";
   } else if (const HostFigures* h = Slowest(hosts, &HostFigures::link_bytes_per_s)) {
     cost->bandwidth_bytes_per_s = h->link_bytes_per_s;
     s.link = MeasuredOn(*h);
@@ -155,18 +159,18 @@ FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigu
   if (plan.collective_latency_us) {
     cost->collective_latency_s = *plan.collective_latency_us * 1e-6;
     s.collective = job_file;
-  } else if (const HostFigures* h =
-                 SlowestCall(hosts, &MeasuredCalls::collective_latency_s, /*lowest=*/false)) {
-    cost->collective_latency_s = h->calls.collective_latency_s;
-    s.collective = MeasuredByTrainers(*h);
+  } else if (const HostFigures* h = SlowestCall(hosts, &HostFigures::collective_calls,
+                                                &MeasuredCalls::collective_latency_s, false)) {
+    cost->collective_latency_s = h->collective_calls.collective_latency_s;
+    s.collective = MeasuredByTrainers(*h, h->collective_calls);
   }
   if (plan.ps_rtt_us) {
     cost->ps_rtt_s = *plan.ps_rtt_us * 1e-6;
     s.ps_rtt = job_file;
   } else if (const HostFigures* h =
-                 SlowestCall(hosts, &MeasuredCalls::ps_rtt_s, /*lowest=*/false)) {
-    cost->ps_rtt_s = h->calls.ps_rtt_s;
-    s.ps_rtt = MeasuredByTrainers(*h);
+                 SlowestCall(hosts, &HostFigures::ps_calls, &MeasuredCalls::ps_rtt_s, false)) {
+    cost->ps_rtt_s = h->ps_calls.ps_rtt_s;
+    s.ps_rtt = MeasuredByTrainers(*h, h->ps_calls);
   }
   return s;
 }

@@ -54,7 +54,11 @@ struct HostFigures {
   // The address its tasks bind (the agent's bind_addr): what tells hosts
   // apart where they share a hostname (network namespaces). Empty: unknown.
   std::string address = "";
-  MeasuredCalls calls = {};  // by the trainers of the newest job that ran there
+  // By the trainers of the newest job that measured each kind there (a job
+  // whose plan has no PS variable measures no round trip and no link).
+  MeasuredCalls collective_calls = {};  // collective_latency_s, allreduce_*
+  MeasuredCalls ps_calls = {};          // ps_rtt_s, ps_pull_*
+  MeasuredCalls link_calls = {};        // link_bytes_per_s, link_peer
 };
 
 // Where each figure of a plan's CostOptions came from, one line each:
@@ -80,8 +84,8 @@ FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigu
 // "measured on HOST at YYYY-MM-DD HH:MM UTC".
 std::string MeasuredOn(const HostFigures& h);
 // "measured by job J's trainers on HOST (ADDRESS) at YYYY-MM-DD HH:MM UTC,
-// W workers on H hosts".
-std::string MeasuredByTrainers(const HostFigures& h);
+// W workers on H hosts", for `c`, one of h's MeasuredCalls.
+std::string MeasuredByTrainers(const HostFigures& h, const MeasuredCalls& c);
 
 // Where an agent leaves its host's figures in the coordinator's key-value
 // store (SQLite, kept across coordinator restarts): "host/<hostname>/figures",
@@ -92,10 +96,13 @@ std::string HostFiguresToJson(const HostFigures& h);
 StatusOr<HostFigures> ParseHostFigures(std::string_view json);
 
 // Where a job's trainers leave what they measured on a host at rendezvous:
-// "host/<address>/calls" (by address, not hostname: hosts that share a
-// hostname have their own), the value MeasuredCallsToJson's. A newer job's
-// measurement replaces an older one.
-std::string MeasuredCallsKey(const std::string& address);
+// "host/<address>/calls/<collective|ps|link>" (by address, not hostname:
+// hosts that share a hostname have their own; a key per kind, so that a
+// job that measured one kind leaves the others' older figures), the value
+// MeasuredCallsToJson's. A newer job's measurement of a kind replaces an
+// older one.
+enum class CallKind { kCollective, kPs, kLink };
+std::string MeasuredCallsKey(const std::string& address, CallKind kind);
 std::string MeasuredCallsToJson(const MeasuredCalls& c);
 StatusOr<MeasuredCalls> ParseMeasuredCalls(std::string_view json);
 

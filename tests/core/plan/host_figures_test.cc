@@ -64,12 +64,16 @@ TEST(HostFiguresTest, TheTrainersCallsBeatTheDefaultsAndTheJobFileBeatsThem) {
   hosts[0].address = "10.0.0.1";
   hosts[1].address = "10.0.0.2";
   hosts[0].link_bytes_per_s = 5e9;  // an agent's figure: the trainers' wins
+  const MeasuredCalls job7{.measured_unix_s = kWhen, .job_id = 7, .workers = 2, .hosts = 2};
   for (int i = 0; i < 2; ++i) {
-    hosts[i].calls = {.measured_unix_s = kWhen, .job_id = 7, .workers = 2, .hosts = 2,
-                      .collective_latency_s = 1e-3 * (i + 1), .ps_rtt_s = 4e-4 / (i + 1)};
+    hosts[i].collective_calls = hosts[i].ps_calls = job7;
+    hosts[i].collective_calls.collective_latency_s = 1e-3 * (i + 1);
+    hosts[i].ps_calls.ps_rtt_s = 4e-4 / (i + 1);
   }
-  hosts[0].calls.link_bytes_per_s = 1.2e8;
-  hosts[0].calls.link_peer = "10.0.0.2";
+  hosts[0].link_calls = job7;
+  hosts[0].link_calls.job_id = 6;  // each kind keeps the job that measured it
+  hosts[0].link_calls.link_bytes_per_s = 1.2e8;
+  hosts[0].link_calls.link_peer = "10.0.0.2";
   CostOptions cost;
   FigureSources s = ApplyFigures({}, hosts, 2, &cost);
   // The slowest host's: the longer call, the longer round trip.
@@ -81,6 +85,7 @@ TEST(HostFiguresTest, TheTrainersCallsBeatTheDefaultsAndTheJobFileBeatsThem) {
   EXPECT_NE(s.ps_rtt.find("on node (10.0.0.1)"), std::string::npos) << s.ps_rtt;
   EXPECT_DOUBLE_EQ(cost.bandwidth_bytes_per_s, 1.2e8);
   EXPECT_NE(s.link.find("(toward 10.0.0.2)"), std::string::npos) << s.link;
+  EXPECT_EQ(s.link.rfind("measured by job 6's trainers", 0), 0u) << s.link;
 
   JobConfig::Plan plan;
   plan.collective_latency_us = 30;
@@ -102,7 +107,8 @@ TEST(HostFiguresTest, TheTrainersCallsAreStoredAsJsonUnderTheHostsAddress) {
                         .allreduce_bytes = 4, .ps_rtt_s = 1e-3, .ps_pull_s = 9e-3,
                         .ps_pull_rows = 3000, .link_bytes_per_s = 1.2e8,
                         .link_peer = "10.0.0.2"};
-  EXPECT_EQ(MeasuredCallsKey("10.0.0.1"), "host/10.0.0.1/calls");
+  EXPECT_EQ(MeasuredCallsKey("10.0.0.1", CallKind::kPs), "host/10.0.0.1/calls/ps");
+  EXPECT_EQ(MeasuredCallsKey("10.0.0.1", CallKind::kLink), "host/10.0.0.1/calls/link");
   StatusOr<MeasuredCalls> back = ParseMeasuredCalls(MeasuredCallsToJson(c));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->job_id, 3);
