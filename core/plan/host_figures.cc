@@ -1,5 +1,6 @@
 #include "core/plan/host_figures.h"
 
+#include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -161,8 +162,18 @@ FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigu
     s.collective = job_file;
   } else if (const HostFigures* h = SlowestCall(hosts, &HostFigures::collective_calls,
                                                 &MeasuredCalls::collective_latency_s, false)) {
-    cost->collective_latency_s = h->collective_calls.collective_latency_s;
-    s.collective = MeasuredByTrainers(*h, h->collective_calls);
+    // Shown, not planned with: a collective call timed alone at rendezvous
+    // is its bytes and little else (tens of µs on the emulated cluster),
+    // while the sparse all-gather path also costs CPU the cost model does not
+    // count (every rank's rows applied to a whole replica), which the default
+    // stands in for; planned with, it moved W3's tables to all-gather at
+    // 2 hosts, predicted as fast as the PS and measured twice as slow
+    // (docs/PERFORMANCE.md, "Self-calibration on the emulated cluster").
+    char measured[64];
+    std::snprintf(measured, sizeof(measured), "%.4g us",
+                  h->collective_calls.collective_latency_s * 1e6);
+    s.collective = "default; " + MeasuredByTrainers(*h, h->collective_calls) + ": " + measured +
+                   ", not used (the cost model leaves out the all-gather path's CPU work)";
   }
   if (plan.ps_rtt_us) {
     cost->ps_rtt_s = *plan.ps_rtt_us * 1e-6;

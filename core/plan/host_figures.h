@@ -76,8 +76,9 @@ struct FigureSources {
 // slowest counts (a step waits for the slowest link, the slowest call). On
 // one host the link is the loopback: its measured loopback stands for the
 // link too. The link: [plan], else a trainer's measurement toward a peer
-// host, else an agent's; the per-call costs (collective, PS round trip):
-// [plan], else the trainers', else the defaults.
+// host, else an agent's; the PS round trip: [plan], else the trainers',
+// else the default; the collective call: [plan], else the default (the
+// trainers' is named in its source, not planned with: see the .cc).
 FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigures> hosts,
                            int cluster_hosts, CostOptions* cost);
 

@@ -211,7 +211,10 @@ TEST_F(PlanAgreementTest, TrainersMeasureTheirCallsForTheNextPlan) {
   cluster.Cli({"cancel", id});
   ASSERT_TRUE(f.is_object());
   for (const char* figure : {"ps_rtt_s", "collective_latency_s", "link_bytes_per_s"}) {
-    const std::string source = f[figure]["source"];
+    std::string source = f[figure]["source"];
+    // The collective call is shown and not planned with (core/plan/host_figures.h).
+    const std::string not_used = "default; ";
+    if (source.rfind(not_used, 0) == 0) source = source.substr(not_used.size());
     EXPECT_EQ(source.rfind(by_trainers, 0), 0u) << figure << ": " << f.dump() << cluster.Logs();
     EXPECT_NE(source.find("2 workers on 2 hosts"), std::string::npos) << source;
     EXPECT_GT(f[figure]["value"].get<double>(), 0) << figure;
@@ -225,7 +228,7 @@ TEST_F(PlanAgreementTest, TrainersMeasureTheirCallsForTheNextPlan) {
   ASSERT_TRUE(f.is_object());
   EXPECT_EQ(f["ps_rtt_s"]["source"], "job file [plan]");
   EXPECT_DOUBLE_EQ(f["ps_rtt_s"]["value"].get<double>(), 777e-6);
-  EXPECT_EQ(f["collective_latency_s"]["source"].get<std::string>().rfind(by_trainers, 0), 0u);
+  EXPECT_EQ(f["link_bytes_per_s"]["source"].get<std::string>().rfind(by_trainers, 0), 0u);
 }
 
 TEST_F(PlanAgreementTest, TwoWorkersOnOneHost) { ExpectAgreement(2, 1, 2, false); }
