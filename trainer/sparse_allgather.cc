@@ -9,7 +9,8 @@ namespace parallax::trainer {
 StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
                                                       const std::vector<ps::SparseRows>& mine,
                                                       const std::vector<uint32_t>& dims,
-                                                      comm::ReduceOp op, comm::Deadline deadline) {
+                                                      comm::ReduceOp op, comm::Deadline deadline,
+                                                      int merge_rank) {
   const size_t tables = dims.size();
   if (mine.size() != tables) {
     return InvalidArgument("all-gather of sparse rows: " + std::to_string(mine.size()) +
@@ -65,6 +66,7 @@ StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
     PX_RETURN_IF_ERROR(
         comm->AllGatherv(packed.data(), bytes, comm::DataType::kUInt8, all.data(), deadline));
   }
+  if (merge_rank >= 0 && comm->rank() != merge_rank) return std::vector<ps::SparseRows>{};
   // 3. Unpack per table in rank order, merge (and average).
   std::vector<std::vector<ps::SparseRows>> parts(tables,
                                                  std::vector<ps::SparseRows>(static_cast<size_t>(n)));

@@ -24,10 +24,15 @@ namespace parallax::trainer {
 // summed in rank order (ps::MergeSparse, ids ascending), divided by the
 // number of ranks for kMean. Every rank passes the same `dims` and `op`.
 // Also the local aggregation of sparse PS gradients (kSum over a host's ranks).
+// With `merge_rank` >= 0 only that rank unpacks and merges (the others return
+// an empty vector after the exchange): local aggregation's sums are pushed by
+// one rank, and merging them on every rank cost the host's other ranks CPU
+// for nothing (docs/PERFORMANCE.md, "Emulated cluster: CPU per step").
 StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
                                                       const std::vector<ps::SparseRows>& mine,
                                                       const std::vector<uint32_t>& dims,
-                                                      comm::ReduceOp op, comm::Deadline deadline);
+                                                      comm::ReduceOp op, comm::Deadline deadline,
+                                                      int merge_rank = -1);
 
 }  // namespace parallax::trainer
 

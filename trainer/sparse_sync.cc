@@ -336,7 +336,7 @@ Status SparseSync::PushHostAggregated(int64_t step) {
   if (host_) {
     WaitTimer timer(metrics_, /*dense=*/false, timeline_);
     PX_ASSIGN_OR_RETURN(rows, AllGatherSparse(host_.get(), rows, dims, comm::ReduceOp::kSum,
-                                              Deadline()));
+                                              Deadline(), /*merge_rank=*/0));
   }
   if (options_.local_rank != 0) return Status::Ok();
   for (size_t t = 0; t < vars.size(); ++t) {

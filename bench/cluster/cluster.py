@@ -52,6 +52,57 @@ def _rate_bits(rate):
     return int(rate)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_table():
+    """{pid: (ppid, name, cpu seconds)} from /proc (processes that vanish midway are skipped)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The name may hold spaces and parentheses: the fields start after the last ')'.
+        name = stat[stat.index("(") + 1: stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), name, (int(fields[11]) + int(fields[12])) / _TICK)
+    return table
+
+
+def cpu_by_role(roots):
+    """{role: CPU seconds} of the processes under `roots` ({role: [pid]}). A descendant of an
+    agent or of the coordinator counts as "trainer" or "ps" by its name (parallax-trainer,
+    parallax-ps; `ip netns exec` execs, so names are the binaries'), else as its root's role."""
+    table = _proc_table()
+    children = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {}
+    for role, pids in roots.items():
+        todo = [p for p in pids if p in table]
+        while todo:
+            pid = todo.pop()
+            _, name, cpu = table[pid]
+            mine = role
+            if role in ("agent", "coordinator") and pid not in pids:
+                mine = {"parallax-traine": "trainer", "parallax-trainer": "trainer",
+                        "parallax-ps": "ps"}.get(name, role)
+            out[mine] = out.get(mine, 0.0) + cpu
+            todo.extend(children.get(pid, []))
+    return out
+
+
+def machine_idle():
+    """(idle, total) jiffies of every CPU since boot (/proc/stat's first line)."""
+    with open("/proc/stat", encoding="utf-8") as f:
+        values = [int(x) for x in f.readline().split()[1:]]
+    return values[3] + values[4], sum(values[:8])
+
+
 class ClusterError(RuntimeError):
     pass
 
@@ -171,6 +222,16 @@ class Cluster:
         for i in range(self.hosts):
             self._ask(f"shape {i} {rate}")
         self.rate = rate
+
+    def cpu_seconds(self, extra_pids=()):
+        """{role: CPU seconds (user + system)} of the cluster's processes alive now: the
+        coordinator, the agents and every process below them (trainer, ps, other), and
+        `extra_pids` with their descendants ("peer": e.g. DDP ranks started with
+        popen_in_host). Threads count in their process; processes that already exited do not.
+        Differences of two readings over a window give CPU per step."""
+        roots = {"coordinator": [self._coordinator.pid] if self._coordinator else [],
+                 "agent": [a.pid for a in self._agents], "peer": list(extra_pids)}
+        return cpu_by_role(roots)
 
     def set_link(self, host, up):
         self._ask(f"link {host} {'up' if up else 'down'}")

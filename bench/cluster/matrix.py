@@ -12,7 +12,8 @@ steps change, the same on both sides (--batch, --warmup + --steps), plus `metric
 `eval_tokens = 1`, and `[plan] link_bytes_per_s` = the shaped rate / 8 (the planner's link figure;
 --plan FILE adds a measured [plan] table, bench/e2e/calibrate.sh).
 
-- parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce): the job is submitted
+- parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
+  planner's choice with `[ps] local_aggregation = false`): the job is submitted
   to the cluster's coordinator; PS shards: one per host (`shards = "auto"`). Its figures come from
   the ranks' metric points (tokens/s from the slower rank's step times, loss, compute time,
   dense and sparse wait per step; bench/e2e/e2e.py's job_metrics) and from the links.
@@ -28,6 +29,11 @@ the end (Parallax: from the metric points in the coordinator's database; DDP: th
 the driver there), divided by the steps in between. Link utilisation = a direction's bytes per
 second over the rate / 8; the busiest host and direction is `link_util_max`. A run whose
 utilisation is far below 1 was limited by something else (the 2 shared cores, usually).
+
+CPU: the CPU time (user + system, /proc) of every process of the run — trainers, PS shards,
+agents, coordinator; DDP's ranks as "peer" — over the same window, per step
+(`cpu_ms_per_step` and by role), and the machine's idle share over it (`machine_idle_frac`): near
+0, every core was busy and the CPU a step costs, not the link, set the tokens/s.
 
 Predicted: `parallax plan JOB --json --workers N --hosts H` for every Parallax job: the plan's
 predicted communication seconds per step and bytes per host link (busier direction), against the
@@ -59,11 +65,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
-from cluster import Cluster, ClusterError  # noqa: E402
+from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
 from e2e import job_metrics, w3_text  # noqa: E402  (the same figures as the one-host benchmark)
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
-            "parallax-allreduce": "allreduce"}
+            "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid"}
+# A [ps] table for a variant: the planner's choice with the ranks of a host pushing each their own
+# sparse gradients (no local aggregation), to see what aggregating costs and saves.
+PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"]}
 TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
          "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
 # The PyTorch front-end (`parallax.torch`): the W3 model in PyTorch, trained through Parallax.
@@ -84,7 +93,10 @@ METRICS = ("tokens_per_s", "step_ms", "loss_last20", "compute_ms", "comm_wait_ms
            "straggler_ms", "last_rank_wait_ms",
            "predicted_comm_ms", "link_bytes_per_step", "predicted_link_bytes",
            "expected_link_bytes", "link_sent_bytes_per_step", "link_received_bytes_per_step",
-           "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean")
+           "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean",
+           "cpu_ms_per_step", "cpu_ms_per_step_trainer", "cpu_ms_per_step_ps",
+           "cpu_ms_per_step_agent", "cpu_ms_per_step_coordinator", "cpu_ms_per_step_peer",
+           "machine_idle_frac")
 
 
 def load1():
@@ -101,19 +113,21 @@ def rate_bits(rate):
 # ---- Parallax
 
 
-def job_text(args, workers, arch, rate, command=None):
+def job_text(args, workers, arch, rate, command=None, ps_keys=()):
     """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change;
-    [plan] link_bytes_per_s is the shaped rate (no [plan] at all with --measured-figures)."""
+    [plan] link_bytes_per_s is the shaped rate (no [plan] at all with --measured-figures);
+    `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more)
+    ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
     if args.measured_figures:
-        return text
+        return text + ps
     plan = [f"link_bytes_per_s = {rate_bits(rate) / 8:.6g}"]
     if args.plan:
         with open(args.plan, encoding="utf-8") as f:
             plan += [l for l in f.read().splitlines()
                      if l.strip() and not l.startswith(("[", "#", "link_bytes_per_s"))]
-    return text + "\n[plan]\n" + "\n".join(plan) + "\n"
+    return text + ps + "\n[plan]\n" + "\n".join(plan) + "\n"
 
 
 def prediction(args, job, workers, hosts, coordinator=None):
@@ -195,19 +209,20 @@ def straggler_figures(db, job_id, first, end):
 
 
 def sample(cluster, job_id, ranks, step):
-    """(step, link bytes, time) once every rank reported `step`."""
+    """(step, link bytes, time, CPU) once every rank reported `step`."""
     cluster.wait_step(job_id, ranks, step)
     before = cluster.min_step(job_id, ranks)
     counters = cluster.link_bytes()
     now = time.monotonic()
-    return (before + cluster.min_step(job_id, ranks)) / 2, counters, now
+    cpu = cpu_sample(cluster)
+    return (before + cluster.min_step(job_id, ranks)) / 2, counters, now, cpu
 
 
 def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, command=None):
     name = f"{impl}-{workers}x{hosts}-{rate}-{rnd}"
     job = os.path.join(workdir, f"{name}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, workers, arch, rate, command))
+        f.write(job_text(args, workers, arch, rate, command, PS_KEYS.get(impl, ())))
     # With --measured-figures the prediction is made once the job ran: with the per-call figures
     # its own trainers measured at rendezvous (the plan it ran with had the previous job's).
     pred = prediction(args, job, workers, hosts) if command is None and not args.measured_figures \
@@ -215,8 +230,8 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
     # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
-    s0, b0, t0 = sample(cluster, job_id, workers, args.warmup - 1)
-    s1, b1, t1 = sample(cluster, job_id, workers, total - 3)
+    s0, b0, t0, cpu0 = sample(cluster, job_id, workers, args.warmup - 1)
+    s1, b1, t1, cpu1 = sample(cluster, job_id, workers, total - 3)
     end = cluster.wait(job_id, timeout=args.timeout)
     if end["state"] != "SUCCEEDED":
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
@@ -233,6 +248,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
                + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
                      for p in ("allreduce", "allgather", "ps_push", "ps_pull")))
     out.update(link_figures(b0, b1, s1 - s0, t1 - t0, cluster.rate_bits_per_s))
+    out.update(cpu_figures(cpu0, cpu1, s1 - s0))
     out.update({k: v for k, v in pred.items() if k not in ("predicted_paths", "figures")})
     if args.measured_figures and pred:
         out["figures"] = pred["figures"]
@@ -314,10 +330,12 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
         wait_files([os.path.join(sync, f"ready-{r}") for r in range(workers)], procs,
                    args.timeout)
         b0, t0 = cluster.link_bytes(), time.monotonic()
+        cpu0 = cpu_sample(cluster, procs)
         write_flag(sync, "go")
         done = [os.path.join(sync, f"done-{r}.json") for r in range(workers)]
         wait_files(done, procs, args.timeout)
         b1, t1 = cluster.link_bytes(), time.monotonic()
+        cpu1 = cpu_sample(cluster, procs)
         write_flag(sync, "finish")
         for p in procs:
             if p.wait(timeout=120) != 0:
@@ -343,6 +361,7 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
                step_ms=1000.0 * elapsed / args.steps,
                loss_last20=statistics.mean(losses[-20:]) if not no_sync else None)
     out.update(link_figures(b0, b1, args.steps, t1 - t0, cluster.rate_bits_per_s))
+    out.update(cpu_figures(cpu0, cpu1, args.steps))
     return out
 
 
@@ -363,6 +382,26 @@ def link_figures(before, after, steps, seconds, rate_bits_per_s):
                 link_bytes_max_host_per_step=max(s + r for s, r in zip(sent, received)) / steps,
                 link_util_max=max(utils), link_util_mean=statistics.mean(utils),
                 window_s=seconds, window_steps=steps)
+
+
+# ---- CPU
+
+
+def cpu_sample(cluster, peer_procs=()):
+    """The cluster's CPU seconds by role and the machine's idle and total jiffies, now."""
+    return cluster.cpu_seconds([p.pid for p in peer_procs]), machine_idle()
+
+
+def cpu_figures(before, after, steps):
+    """CPU milliseconds per step of the window by role (all hosts' processes together: trainer,
+    ps, agent, coordinator; peer for DDP's ranks) and their sum, and the machine's idle share
+    over the window (near 0: every core was busy, the run was CPU-bound)."""
+    (cpu0, (idle0, total0)), (cpu1, (idle1, total1)) = before, after
+    out = {f"cpu_ms_per_step_{role}": 1000.0 * (cpu1[role] - cpu0.get(role, 0.0)) / steps
+           for role in cpu1}
+    out["cpu_ms_per_step"] = sum(out.values())
+    out["machine_idle_frac"] = (idle1 - idle0) / max(total1 - total0, 1)
+    return out
 
 
 # ---- the matrix

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Plots bench/cluster/matrix.py results (JSON lines in FILE or on stdin) with gnuplot: tokens/s
-vs workers and bytes per host link per step vs workers, every variant, one panel per link rate.
+vs workers, bytes per host link per step vs workers and CPU milliseconds per step (every process
+of the run, all hosts together) vs workers, every variant, one panel per link rate.
 
-  bench/cluster/plot.py results.jsonl --out docs/   # cluster-tokens.png, cluster-link-bytes.png
+  bench/cluster/plot.py results.jsonl --out docs/   # cluster-tokens.png, cluster-link-bytes.png,
+                                                    # cluster-cpu.png
 
 Lines join the shapes with one worker per host (N:N); a shape with several workers per host
 (8:2, local aggregation) is an open point of the same colour at its N.
@@ -19,12 +21,16 @@ ORDER = ["parallax-hybrid", "parallax-ps", "parallax-allgather", "parallax-allre
          "torch-ddp-sparse", "torch-ddp-dense", "torch-ddp-nosync", "parallax-torch-hybrid"]
 COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
 NO_LINK = {"torch-ddp-nosync"}  # compute only: nothing on the links
+LINK_METRICS = {"link_bytes_per_step"}
 # metric, y label, scale, PNG, title, y axis settings
 PANELS = (("tokens_per_s", "tokens/s (all workers)", 1.0, "cluster-tokens.png",
            "Training throughput, W3", "unset logscale y; set yrange [0:*]"),
           ("link_bytes_per_step", "MB per host link per step (sent + received)", 1e-6,
            "cluster-link-bytes.png", "Bytes on a host's link (veth counters), W3",
-           "set logscale y 10; set yrange [*:*]"))
+           "set logscale y 10; set yrange [*:*]"),
+          ("cpu_ms_per_step", "CPU ms per step (all processes, all hosts)", 1.0,
+           "cluster-cpu.png", "CPU per training step (/proc, every process of the run), W3",
+           "unset logscale y; set yrange [0:*]"))
 
 
 def rate_label(bits):
@@ -61,7 +67,7 @@ def main():
         for rate in rates:
             plots = []
             for i, impl in enumerate(impls):
-                if metric == "link_bytes_per_step" and impl in NO_LINK:
+                if metric in LINK_METRICS and impl in NO_LINK:
                     continue
                 mine = [r for r in medians if r["impl"] == impl and r["rate"] == rate
                         and r["metric"] == metric]

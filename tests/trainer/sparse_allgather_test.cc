@@ -77,6 +77,39 @@ TEST(SparseAllGatherTest, EveryRankGetsTheMeanOrSumOfAllRanksRowsPerTable) {
   }
 }
 
+TEST(SparseAllGatherTest, WithAMergeRankOnlyThatRankGetsTheSums) {
+  const std::vector<uint32_t> dims = {3, 1};
+  const int world = 3, merge_rank = 1;
+  auto store = comm::NewInMemoryRendezvousStore();
+  auto comms = CreateGlooWorld(world, store.get(), "merge-rank");
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  std::vector<std::vector<ps::SparseRows>> got(world), everywhere(world);
+  RunRanks(world, [&](int r) {
+    std::vector<ps::SparseRows> mine;
+    for (size_t t = 0; t < dims.size(); ++t) mine.push_back(RowsOf(r, t, dims[t]));
+    const auto deadline = comm::DeadlineAfter(std::chrono::milliseconds(20'000));
+    auto out = AllGatherSparse(comms[r].get(), mine, dims, comm::ReduceOp::kSum, deadline,
+                               merge_rank);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    got[r] = std::move(out).value();
+    auto all = AllGatherSparse(comms[r].get(), mine, dims, comm::ReduceOp::kSum, deadline);
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    everywhere[r] = std::move(all).value();
+  });
+  for (int r = 0; r < world; ++r) {
+    if (r != merge_rank) {
+      EXPECT_TRUE(got[r].empty()) << "rank " << r;
+      continue;
+    }
+    ASSERT_EQ(got[r].size(), dims.size());
+    for (size_t t = 0; t < dims.size(); ++t) {
+      ASSERT_FALSE(got[r][t].ids.empty());
+      EXPECT_EQ(got[r][t].ids, everywhere[r][t].ids) << "table " << t;
+      EXPECT_EQ(got[r][t].values, everywhere[r][t].values) << "table " << t;
+    }
+  }
+}
+
 TEST(SparseAllGatherTest, NoRowsAnywhereNeedsNoDataExchange) {
   auto store = comm::NewInMemoryRendezvousStore();
   auto comms = CreateGlooWorld(2, store.get(), "empty");

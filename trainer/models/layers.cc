@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/base/logging.h"
+#include "trainer/models/matmul.h"
 
 namespace parallax::models {
 namespace {
@@ -17,15 +18,15 @@ inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 void LinearForward(const ConstMatMap& x, const ConstMatMap& w, const ConstVecMap& b, MatMap y) {
-  y.noalias() = x * w;
+  MatMul(x, false, w, false, 0.0f, y);
   y.rowwise() += b.transpose();
 }
 
 void LinearBackward(const ConstMatMap& x, const ConstMatMap& w, const ConstMatMap& dy, MatMap dw,
                     VecMap db, MatMap* dx) {
-  dw.noalias() = x.transpose() * dy;
+  MatMul(x, true, dy, false, 0.0f, dw);
   db = dy.colwise().sum().transpose();
-  if (dx != nullptr) dx->noalias() = dy * w.transpose();
+  if (dx != nullptr) MatMul(dy, false, w, true, 0.0f, *dx);
 }
 
 void ReluForward(MatMap z) { z = z.cwiseMax(0.0f); }

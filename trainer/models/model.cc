@@ -2,11 +2,15 @@
 
 #include <Eigen/Core>
 
+#include "trainer/models/matmul.h"
 #include "trainer/models/model_internal.h"
 
 namespace parallax::models {
 
-void SetComputeThreads(int threads) { Eigen::setNbThreads(threads); }
+void SetComputeThreads(int threads) {
+  Eigen::setNbThreads(threads);
+  SetBlasThreads(threads);
+}
 
 std::vector<std::string> ModelNames() { return {"lm", "ctr", "mlp"}; }
 
