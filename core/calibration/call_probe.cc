@@ -126,7 +126,8 @@ Status ProbeLink(const CallProbeOptions& options, const plan::JobPlan& plan, ps:
   }
   if (spec == nullptr) return Status::Ok();
   const int64_t row_bytes = static_cast<int64_t>(spec->dim) * plan.cost.value_bytes;
-  const int64_t want = std::max<int64_t>(2, options.link_probe_bytes / std::max<int64_t>(1, row_bytes));
+  const int64_t probe_bytes = static_cast<int64_t>(options.link_probe_bytes);
+  const int64_t want = std::max<int64_t>(2, probe_bytes / std::max<int64_t>(1, row_bytes));
   std::vector<int64_t> large;
   for (int64_t id = 0; id < spec->rows && static_cast<int64_t>(large.size()) < want; ++id) {
     if (ps::ShardOf(*spec, ps::PartitionOf(*spec, id)) == static_cast<uint32_t>(shard)) {
@@ -184,8 +185,9 @@ StatusOr<plan::MeasuredCalls> ProbeCalls(const CallProbeOptions& options,
     PX_ASSIGN_OR_RETURN(out.allreduce_call_s,
                         TimeAllReduce(world, elements, options.rounds, deadline));
     out.allreduce_bytes = static_cast<double>(elements) * 4;
-    out.collective_latency_s =
-        CollectiveLatencyFromCall(out.allreduce_call_s, out.allreduce_bytes, plan.cluster, plan.cost);
+    out.collective_latency_s = CollectiveLatencyFromCall(out.allreduce_call_s,
+                                                         out.allreduce_bytes, plan.cluster,
+                                                         plan.cost);
   }
   double rows = 0;
   const plan::PlannedVariable* var = ps != nullptr ? BusiestPsVariable(plan, &rows) : nullptr;
