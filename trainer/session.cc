@@ -476,7 +476,6 @@ Status SessionImpl::Start() {
     PX_RETURN_IF_ERROR(WriteInitialPsValues());
   }
   if (plan_.has_ps()) PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
-  PX_RETURN_IF_ERROR(MeasureCalls());
   if (plan_.has_ps() && coord_) {
     lease_.emplace(ConsistencyLease::Options{.job_id = options_.job_id,
                                              .attempt = options_.attempt,
@@ -484,6 +483,9 @@ Status SessionImpl::Start() {
                    coord_.get());
     PX_RETURN_IF_ERROR(FollowConsistency());
   }
+  // After the consistency mode of a resumed attempt is replayed: the probe's
+  // pulls are of this step, as the first step's will be.
+  PX_RETURN_IF_ERROR(MeasureCalls());
   reporter_.emplace(ReporterOptions(), coord_.get());
   reporter_->Start();
   started_ = true;
