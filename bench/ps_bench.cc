@@ -60,6 +60,10 @@ struct Config {
   std::string modes = "pullpush,pushpull";
   std::string transport = "ipc";
   int prefault_mb = 256;  // parallax-ps --prefault-mb
+  // The client keeps every request until answered, to resend it to a lost
+  // shard's next generation (PsClientOptions::resolve_shard), as async and
+  // ssp ranks do; no shard is lost here, so this measures the bookkeeping.
+  bool shard_recovery = false;
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
 };
 
@@ -175,6 +179,11 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   o.plan = *plan;
   o.worker = worker;
   o.shared_memory = c.transport == "shm";
+  if (c.shard_recovery) {
+    o.resolve_shard = [](uint32_t, uint32_t, Deadline) -> StatusOr<ShardAddress> {
+      return NotFound("ps_bench starts no shard again");
+    };
+  }
   std::stringstream ss(endpoints_csv);
   for (std::string ep; std::getline(ss, ep, ',');) o.shard_endpoints.push_back(ep);
   auto client = PsClient::Create(o);
@@ -256,7 +265,8 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                              "--worker", std::to_string(w), "--mode", mode, "--dir", dir, "--rows",
                              std::to_string(c.rows), "--dim", std::to_string(c.dim), "--k",
                              std::to_string(c.k), "--warmup", std::to_string(c.warmup), "--steps",
-                             std::to_string(c.steps), "--transport", c.transport}));
+                             std::to_string(c.steps), "--transport", c.transport,
+                             "--shard-recovery=" + std::string(c.shard_recovery ? "true" : "false")}));
   }
   bool ok = WaitForFile(dir + "/ready0", 300'000) && WaitForFile(dir + "/ready1", 300'000);
   double shard_cpu = 0;
@@ -296,7 +306,7 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
                       {"value", value},  {"workers", 2},       {"shards", 2},
                       {"mode", mode},    {"transport", c.transport}, {"rows", c.rows},
                       {"dim", c.dim},    {"k", c.k},           {"steps", c.steps},
-                      {"prefault_mb", c.prefault_mb}};
+                      {"prefault_mb", c.prefault_mb}, {"shard_recovery", c.shard_recovery}};
   std::cout << j.dump() << std::endl;
 }
 
@@ -321,6 +331,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
   app.add_option("--ps-bin", c.ps_bin, "parallax-ps binary")->capture_default_str();
+  app.add_option("--shard-recovery", c.shard_recovery,
+                 "workers keep each request until answered, for a lost shard's next generation "
+                 "(as async/ssp ranks do; not with --transport shm)")
+      ->capture_default_str();
   app.add_option("--prefault-mb", c.prefault_mb,
                  "the shards' --prefault-mb (0: table pages committed on first touch)")
       ->capture_default_str();

@@ -3,7 +3,10 @@
 // Under an agent it reads PARALLAX_JOB_ID, PARALLAX_ATTEMPT, PARALLAX_SHARD,
 // PARALLAX_COORDINATOR, PARALLAX_BIND_ADDR and PARALLAX_TOKEN, fetches the
 // plan from the coordinator, binds port 0 on the bind address and publishes
-// its endpoint under job/<id>/<attempt>/ps/<shard>. Flags override the
+// its endpoint under job/<id>/<attempt>/ps/<shard>. A shard started again
+// alone after it was lost (PARALLAX_SHARD_GENERATION > 1) first loads its
+// partitions from the job's newest committed checkpoint and publishes under
+// its generation (schemas/ps_wire.md, "Fencing"). Flags override the
 // environment; tests pass --plan FILE --shard N --listen EP --port-file F.
 #include <signal.h>
 
@@ -39,13 +42,16 @@ struct Flags {
   std::string bind_addr = Env("PARALLAX_BIND_ADDR");
   int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000, prefault_mb = 256;
   int32_t attempt = 0;
-  uint32_t shard = 0;
+  uint32_t shard = 0, generation = 0;
 
   Flags() {
     if (!Env("PARALLAX_JOB_ID").empty()) job_id = std::atoll(Env("PARALLAX_JOB_ID").c_str());
     if (!Env("PARALLAX_ATTEMPT").empty()) attempt = std::atoi(Env("PARALLAX_ATTEMPT").c_str());
     if (!Env("PARALLAX_SHARD").empty()) {
       shard = static_cast<uint32_t>(std::atoi(Env("PARALLAX_SHARD").c_str()));
+    }
+    if (!Env("PARALLAX_SHARD_GENERATION").empty()) {
+      generation = static_cast<uint32_t>(std::atoi(Env("PARALLAX_SHARD_GENERATION").c_str()));
     }
   }
 };
@@ -62,6 +68,9 @@ void AddFlags(CLI::App* app, Flags* f) {
                   "coordinator HOST:PORT (default: $PARALLAX_COORDINATOR)");
   app->add_option("--job", f->job_id, "job id (default: $PARALLAX_JOB_ID)");
   app->add_option("--attempt", f->attempt, "job attempt (default: $PARALLAX_ATTEMPT)");
+  app->add_option("--generation", f->generation,
+                  "this shard's generation in the attempt, for fencing; above 1: started again "
+                  "after it was lost (default: $PARALLAX_SHARD_GENERATION; 0: not checked)");
   app->add_option("--max-message-mb", f->max_message_mb, "largest accepted request")
       ->capture_default_str();
   app->add_option(
@@ -97,6 +106,32 @@ int LoadPlan(const Flags& f, CoordinatorClient* coord, ShardServerOptions* optio
     return 1;
   }
   options->shard.plan = std::move(plan).value();
+  return 0;
+}
+
+// A shard started again after it was lost: the job's newest committed
+// checkpoint, whose partitions it loads before serving ("" when the job has
+// none: the partitions start from their initializer). 0, or the exit code.
+int FindCheckpoint(const Flags& f, CoordinatorClient* coord, std::string* dir) {
+  auto listed = coord->ListCheckpoints(f.job_id);
+  if (!listed.ok()) {
+    std::cerr << "parallax-ps: listing the checkpoints of job " << f.job_id << ": "
+              << listed.status().ToString() << "\n";
+    return 1;
+  }
+  const rpc::CheckpointInfo* newest = nullptr;
+  for (const rpc::CheckpointInfo& c : *listed) {
+    if (newest == nullptr || c.step > newest->step) newest = &c;
+  }
+  if (newest == nullptr) {
+    PX_LOG(WARNING) << "PS shard \"" << f.shard << "\" generation " << f.generation
+                    << ": the job has no checkpoint; its partitions start from the initializer "
+                       "(every update since the job started is lost)";
+    return 0;
+  }
+  *dir = newest->path;
+  PX_LOG(INFO) << "PS shard \"" << f.shard << "\" generation " << f.generation
+               << " loads the checkpoint of step " << newest->step << " from \"" << *dir << "\"";
   return 0;
 }
 
@@ -148,7 +183,18 @@ int SetUpCurve(const Flags& f, const std::string& token, CoordinatorClient* coor
 // --port-file; 0, or the exit code after saying why not.
 int Publish(const Flags& f, CoordinatorClient* coord, ShardServer& server) {
   const std::string endpoint = server.endpoint();
-  if (coord && !server.curve_public_key().empty()) {
+  // A shard started again alone publishes under its generation only.
+  const bool by_generation = coord != nullptr && f.generation > 1;
+  if (by_generation) {
+    Status st = PublishShardGeneration(coord, f.job_id, f.attempt, f.shard, f.generation, endpoint,
+                                       server.curve_public_key());
+    if (!st.ok()) {
+      std::cerr << "parallax-ps: publishing generation " << f.generation << ": " << st.ToString()
+                << "\n";
+      return 1;
+    }
+  }
+  if (coord && !by_generation && !server.curve_public_key().empty()) {
     Status st =
         PublishShardCurveKey(coord, f.job_id, f.attempt, f.shard, server.curve_public_key());
     if (!st.ok()) {
@@ -156,7 +202,7 @@ int Publish(const Flags& f, CoordinatorClient* coord, ShardServer& server) {
       return 1;
     }
   }
-  if (coord) {
+  if (coord && !by_generation) {
     Status st = PublishShardEndpoint(coord, f.job_id, f.attempt, f.shard, endpoint);
     if (!st.ok()) {
       std::cerr << "parallax-ps: publishing the endpoint: " << st.ToString() << "\n";
@@ -197,6 +243,10 @@ int Serve(const Flags& f, const DaemonSettings& settings) {
   if (int code = LoadPlan(f, coord.get(), &options); code != 0) return code;
   options.shard.shard = f.shard;
   options.shard.attempt = static_cast<uint32_t>(f.attempt);
+  options.shard.generation = f.generation;
+  if (f.generation > 1 && coord) {
+    if (int code = FindCheckpoint(f, coord.get(), &options.load_checkpoint); code != 0) return code;
+  }
   options.shard.limits.max_message_bytes = static_cast<size_t>(f.max_message_mb) << 20;
   options.shard.prefault_bytes = static_cast<size_t>(f.prefault_mb) << 20;
   options.listen =

@@ -38,6 +38,41 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
   return std::unique_ptr<ShardCore>(new ShardCore(std::move(options)));
 }
 
+Status ShardCore::LoadCheckpoint(const std::string& dir) {
+  std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
+  for (auto& [id, vs] : vars_) {
+    std::vector<uint32_t> owned;
+    for (uint32_t p = 0; p < vs.parts.size(); ++p) {
+      if (vs.parts[p].owned) owned.push_back(p);
+    }
+    // Another partitioning than the checkpoint's is re-split (ps/reshard.h).
+    auto snaps = LoadOwnedPartitions(dir, vs.table->spec(), owned);
+    if (!snaps.ok()) return FailedPrecondition(snaps.status().message() + "; nothing was loaded");
+    loaded[id] = std::move(snaps).value();
+  }
+  for (auto& [id, snaps] : loaded) {
+    VarState& vs = vars_.at(id);
+    RestoreTable(vs.table.get(), snaps);
+    for (const auto& snap : snaps) {
+      PartitionState& ps = vs.parts[snap.partition];
+      ps.applied = snap.applied;
+      ps.version = snap.version;
+      ps.pending.clear();
+    }
+  }
+  return Status::Ok();
+}
+
+int64_t ShardCore::UpdatesApplied() const {
+  int64_t total = 0;
+  for (const auto& [id, vs] : vars_) {
+    for (const PartitionState& p : vs.parts) {
+      if (p.owned) total += p.version;
+    }
+  }
+  return total;
+}
+
 ShardCore::ShardCore(ShardOptions options)
     : options_(std::move(options)), schedule_(options_.plan) {
   for (const auto& var : options_.plan.variables) {
@@ -87,6 +122,7 @@ OutMessage ShardCore::Reply(const std::string& identity, const Header& request, 
   // Echoed, unless it was the invalid field of a rejected request.
   h.clock = request.clock >= 0 && request.clock <= ps_wire::kMaxClock ? request.clock : 0;
   h.attempt = request.attempt;
+  h.generation = request.generation;
   m.frames[0].resize(ps_wire::kHeaderSize);
   ps_wire::WriteHeader(h, m.frames[0].data());
   return m;
@@ -122,6 +158,15 @@ void ShardCore::Handle(const std::string& identity, const void* const* frames, c
     Error(identity, h, ErrorCode::kStaleAttempt,
           "request from attempt " + std::to_string(h.attempt) + ", this shard serves attempt " +
               std::to_string(options_.attempt),
+          out);
+    return;
+  }
+  if (options_.generation != 0 && h.generation != 0 && h.generation != options_.generation) {
+    Error(identity, h, ErrorCode::kStaleGeneration,
+          "request for generation " + std::to_string(h.generation) + " of PS shard " +
+              std::to_string(options_.shard) + ", this process serves generation " +
+              std::to_string(options_.generation) +
+              " (the shard was started again: resolve its endpoint anew)",
           out);
     return;
   }
@@ -610,30 +655,9 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
       return;
     }
     case Op::kLoad: {
-      const std::string dir(m.text);
-      std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
-      for (auto& [id, vs] : vars_) {
-        std::vector<uint32_t> owned;
-        for (uint32_t p = 0; p < vs.parts.size(); ++p) {
-          if (vs.parts[p].owned) owned.push_back(p);
-        }
-        // Another partitioning than the checkpoint's is re-split (ps/reshard.h).
-        auto snaps = LoadOwnedPartitions(dir, vs.table->spec(), owned);
-        if (!snaps.ok()) {
-          Error(identity, h, ErrorCode::kCheckpoint, snaps.status().message() + "; nothing was loaded", out);
-          return;
-        }
-        loaded[id] = std::move(snaps).value();
-      }
-      for (auto& [id, snaps] : loaded) {
-        VarState& vs = vars_.at(id);
-        RestoreTable(vs.table.get(), snaps);
-        for (const auto& snap : snaps) {
-          PartitionState& ps = vs.parts[snap.partition];
-          ps.applied = snap.applied;
-          ps.version = snap.version;
-          ps.pending.clear();
-        }
+      if (Status st = LoadCheckpoint(std::string(m.text)); !st.ok()) {
+        Error(identity, h, ErrorCode::kCheckpoint, st.message(), out);
+        return;
       }
       out->push_back(Reply(identity, h, Op::kLoad));
       ReleaseHeld(out);
@@ -746,6 +770,8 @@ int64_t ShardCore::rows_held() const {
 std::string ShardCore::StatsJson() const {
   nlohmann::json j;
   j["shard"] = options_.shard;
+  j["generation"] = options_.generation;
+  j["updates_applied"] = UpdatesApplied();
   j["pulls"] = stats_.pulls;
   j["pushes"] = stats_.pushes;
   j["push_pulls"] = stats_.push_pulls;

@@ -29,6 +29,10 @@ struct ShardOptions {
   PsPlan plan;
   uint32_t shard = 0;    // this shard's index in the plan
   uint32_t attempt = 0;  // job attempt; requests from another attempt are refused (0: no check)
+  // This shard's generation within the attempt (1 at the attempt's start,
+  // one more each time the coordinator starts the shard again alone);
+  // requests for another generation are refused (0: no check).
+  uint32_t generation = 0;
   WireLimits limits;     // max_message_bytes: larger messages get TOO_LARGE
   // Sync mode: how many steps beyond the last applied one may be buffered.
   int64_t max_steps_ahead = 64;
@@ -101,6 +105,13 @@ class ShardCore {
               size_t num_frames, std::vector<OutMessage>* out);
 
   const ShardStats& stats() const { return stats_; }
+  // Replaces the partitions this shard owns by those of the checkpoint in
+  // `dir` (what a LOAD request does). FAILED_PRECONDITION naming the file
+  // and what differs; nothing changes then.
+  Status LoadCheckpoint(const std::string& dir);
+  // Updates applied to this shard's partitions: the sum of their versions
+  // (a checkpoint's, after LoadCheckpoint, plus every push since).
+  int64_t UpdatesApplied() const;
   // Rows stored now, every variable together.
   int64_t rows_held() const;
   std::string StatsJson() const;

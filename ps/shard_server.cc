@@ -237,6 +237,10 @@ class ZmqShardServer final : public ShardServer {
 
 StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions options) {
   PX_ASSIGN_OR_RETURN(auto core, ShardCore::Create(std::move(options.shard)));
+  if (!options.load_checkpoint.empty()) {
+    PX_RETURN_IF_ERROR(core->LoadCheckpoint(options.load_checkpoint)
+                           .WithContext("loading the checkpoint \"" + options.load_checkpoint + "\""));
+  }
   if (options.curve.enabled && options.curve.keys.public_key.empty()) {
     PX_ASSIGN_OR_RETURN(options.curve.keys, NewCurveKeyPair());
   }

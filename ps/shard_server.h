@@ -34,6 +34,10 @@ struct ShardCurveOptions {
 struct ShardServerOptions {
   ShardOptions shard;
   ShardCurveOptions curve;
+  // A checkpoint directory whose partitions the shard holds before it
+  // serves anything (a shard started again alone after it was lost); "":
+  // the partitions start from their initializer.
+  std::string load_checkpoint;
   // Where to bind. A port of 0 ("tcp://127.0.0.1:0") picks a free port;
   // endpoint() tells which. ipc:// paths work for same-host workers.
   std::string listen = "tcp://127.0.0.1:0";

@@ -87,8 +87,9 @@ enum class ErrorCode : uint16_t {
   kBadWorker = 17,       // worker rank not below the plan's contributor count
   kSharedMemory = 18,    // ATTACH failed, or a kFlagShm request without a region or outside it
   kBadSetting = 19,      // SET of an unknown setting, or a value it does not accept
+  kStaleGeneration = 20, // header.generation differs from the shard's (a restarted shard)
 };
-constexpr uint16_t kMaxErrorCode = 19;
+constexpr uint16_t kMaxErrorCode = 20;
 
 // Frame 2 of a kFlagShm data request: byte offsets into the region the
 // connection attached. `values` holds count × dim values (PUSH, PUSH_PULL;
@@ -117,7 +118,7 @@ static_assert(sizeof(ShmRef) == kShmRefSize, "ShmRef must have no padding");
 //   40 i64 clock        the worker's step (PULL/PUSH/PUSH_PULL/CLOCK)
 //   48 i64 version      PULL reply: partition version; PUSH: version pulled at
 //   56 u32 attempt      job attempt (fencing); 0 = not checked
-//   60 u32 reserved1    0
+//   60 u32 generation   the shard's generation in the attempt (fencing); 0 = not checked
 struct Header {
   uint32_t magic = kMagic;
   uint16_t version = kVersion;
@@ -134,11 +135,12 @@ struct Header {
   int64_t clock = 0;
   int64_t version_seen = 0;
   uint32_t attempt = 0;
-  uint32_t reserved1 = 0;
+  uint32_t generation = 0;
 };
 static_assert(sizeof(Header) == kHeaderSize, "Header must have no padding");
 static_assert(offsetof(Header, variable) == 12 && offsetof(Header, request_id) == 32 &&
-                  offsetof(Header, version_seen) == 48 && offsetof(Header, attempt) == 56,
+                  offsetof(Header, version_seen) == 48 && offsetof(Header, attempt) == 56 &&
+                  offsetof(Header, generation) == 60,
               "Header layout must match ps_wire.md");
 
 // Writes `h` to `out` (kHeaderSize bytes). The struct has no padding and the

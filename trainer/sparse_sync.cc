@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <numeric>
 
 #include "core/base/logging.h"
@@ -43,6 +45,35 @@ StatusOr<PsConnection> ConnectPs(CoordinatorClient* coord, const SessionOptions&
     PX_ASSIGN_OR_RETURN(po.shard_curve_keys,
                         ps::ResolveShardCurveKeys(coord, options.job_id, options.attempt,
                                                   plan.ps.num_shards, rdv_ms));
+  }
+  if (po.plan.consistency != Consistency::kSync && !po.shared_memory) {
+    // A lost shard is started again alone (docs/RELIABILITY.md, "A lost PS
+    // shard"): its next generation is looked up on a coordinator connection
+    // of the resolver's own (the client is not thread-safe), made at the
+    // first loss and shared by the resolver threads of several lost shards.
+    po.shard_generations.assign(plan.ps.num_shards, 1);
+    po.shard_recovery_timeout_ms = rdv_ms;
+    struct Lookup {
+      std::mutex mu;
+      CoordinatorClientOptions options;
+      std::unique_ptr<CoordinatorClient> client;  // guarded by mu
+    };
+    auto lookup = std::make_shared<Lookup>();
+    lookup->options = coord->options();
+    lookup->options.client_name += "-ps-recovery";
+    const bool curve = !po.shard_curve_keys.empty();
+    const int64_t job_id = options.job_id;
+    const int32_t attempt = options.attempt;
+    po.resolve_shard = [lookup, curve, job_id, attempt](uint32_t shard, uint32_t generation,
+                                                        ps::Deadline deadline)
+        -> StatusOr<ps::ShardAddress> {
+      std::lock_guard<std::mutex> lock(lookup->mu);
+      if (lookup->client == nullptr) {
+        PX_ASSIGN_OR_RETURN(lookup->client, CoordinatorClient::Connect(lookup->options));
+      }
+      return ps::ResolveShardGeneration(lookup->client.get(), job_id, attempt, shard, generation,
+                                        curve, deadline);
+    };
   }
   PX_ASSIGN_OR_RETURN(out.client, ps::PsClient::Create(po));
   return out;

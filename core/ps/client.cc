@@ -16,6 +16,7 @@
 
 #include "core/base/logging.h"
 #include "core/ps/aggregate.h"
+#include "core/ps/lost_shards.h"
 #include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
 
@@ -23,6 +24,8 @@ namespace parallax::ps {
 namespace {
 
 constexpr uint32_t kStopLoop = 0xffffffffu;
+// A resolver thread finished (ZmqPsClient::TakeRecoveries).
+constexpr uint32_t kRecoveryDone = 0xfffffffeu;
 constexpr uint32_t kNoPos = 0xffffffffu;
 constexpr int kSocketBufferBytes = 4 << 20;
 // request_id of ATTACH requests (tickets count up from 1 and never reach it).
@@ -69,6 +72,7 @@ StatusCode CodeFor(ErrorCode code) {
     case ErrorCode::kBadClock: return StatusCode::kFailedPrecondition;
     case ErrorCode::kCheckpoint: return StatusCode::kFailedPrecondition;
     case ErrorCode::kStaleAttempt: return StatusCode::kPermissionDenied;
+    case ErrorCode::kStaleGeneration: return StatusCode::kPermissionDenied;
     case ErrorCode::kInternal: return StatusCode::kInternal;
     default: return StatusCode::kInvalidArgument;  // BAD_SETTING among them
   }
@@ -97,6 +101,7 @@ class ZmqPsClient final : public PsClient {
       }
       thread_.join();
     }
+    lost_.reset();  // joins its lookups, which may still wake the stopped loop
   }
 
   Status Start() {
@@ -105,6 +110,19 @@ class ZmqPsClient final : public PsClient {
       return InvalidArgument("PS client: " + std::to_string(options_.shard_endpoints.size()) +
                              " shard endpoints given but the plan has " +
                              std::to_string(plan.num_shards) + " shards");
+    if (!options_.shard_generations.empty() && options_.shard_generations.size() != plan.num_shards)
+      return InvalidArgument("PS client: " + std::to_string(options_.shard_generations.size()) +
+                             " shard generations given but the plan has " +
+                             std::to_string(plan.num_shards) + " shards");
+    if (options_.resolve_shard && options_.shared_memory)
+      return InvalidArgument(
+          "PS client: shard recovery and shared memory do not go together (a region is mapped "
+          "by one shard process); turn one of them off");
+    lost_ = std::make_unique<LostShards>(options_, plan.num_shards, [this] {
+      std::lock_guard<std::mutex> lock(send_mu_);
+      uint32_t done = kRecoveryDone;
+      cmd_send_.send(zmq::const_buffer(&done, sizeof done), zmq::send_flags::none);
+    });
     const bool curve = !options_.shard_curve_keys.empty();
     if (curve && (options_.shard_curve_keys.size() != plan.num_shards ||
                   options_.curve_keys.public_key.empty())) {
@@ -121,24 +139,11 @@ class ZmqPsClient final : public PsClient {
       cmd_send_.set(zmq::sockopt::sndhwm, 0);
       cmd_send_.set(zmq::sockopt::linger, 0);
       cmd_send_.connect(inproc);
-      for (size_t shard = 0; shard < options_.shard_endpoints.size(); ++shard) {
-        const std::string& ep = options_.shard_endpoints[shard];
-        zmq::socket_t s(ctx_, zmq::socket_type::dealer);
-        if (curve) {
-          s.set(zmq::sockopt::curve_serverkey, options_.shard_curve_keys[shard]);
-          s.set(zmq::sockopt::curve_publickey, options_.curve_keys.public_key);
-          s.set(zmq::sockopt::curve_secretkey, options_.curve_keys.secret_key);
-        }
-        s.set(zmq::sockopt::linger, 0);
-        s.set(zmq::sockopt::sndhwm, 0);
-        s.set(zmq::sockopt::rcvhwm, 0);
-        // Rows travel in megabyte messages: large kernel buffers mean fewer
-        // wake-ups of ZeroMQ's I/O threads per message (capped by the
-        // kernel's wmem_max/rmem_max).
-        s.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
-        s.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);
-        s.connect(ep);
-        dealers_.push_back(std::move(s));
+      dealers_.resize(plan.num_shards);
+      monitors_.resize(plan.num_shards);
+      for (uint32_t shard = 0; shard < plan.num_shards; ++shard) {
+        Connect(shard, options_.shard_endpoints[shard],
+                curve ? options_.shard_curve_keys[shard] : std::string());
       }
       shm_.resize(options_.shard_endpoints.size());
       for (size_t shard = 0; shard < options_.shard_endpoints.size(); ++shard) {
@@ -150,6 +155,42 @@ class ZmqPsClient final : public PsClient {
     }
     thread_ = std::thread([this] { Loop(); });
     return Status::Ok();
+  }
+
+  // (Re)opens the DEALER socket of `shard` to `endpoint` (Start() or the
+  // loop thread). With recovery, a monitor reports the connection dropping.
+  // Throws zmq::error_t.
+  void Connect(uint32_t shard, const std::string& endpoint, const std::string& curve_key) {
+    zmq::socket_t s(ctx_, zmq::socket_type::dealer);
+    if (!curve_key.empty()) {
+      s.set(zmq::sockopt::curve_serverkey, curve_key);
+      s.set(zmq::sockopt::curve_publickey, options_.curve_keys.public_key);
+      s.set(zmq::sockopt::curve_secretkey, options_.curve_keys.secret_key);
+    }
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::sndhwm, 0);
+    s.set(zmq::sockopt::rcvhwm, 0);
+    // Rows travel in megabyte messages: large kernel buffers mean fewer
+    // wake-ups of ZeroMQ's I/O threads per message (capped by the
+    // kernel's wmem_max/rmem_max).
+    s.set(zmq::sockopt::sndbuf, kSocketBufferBytes);
+    s.set(zmq::sockopt::rcvbuf, kSocketBufferBytes);
+    if (options_.resolve_shard) {
+      // A peer whose host went silent drops like one that died.
+      s.set(zmq::sockopt::heartbeat_ivl, 1000);
+      s.set(zmq::sockopt::heartbeat_timeout, 10000);
+      const std::string addr = "inproc://px-ps-monitor-" +
+                               std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
+                               std::to_string(shard) + "-" + std::to_string(++monitor_serial_);
+      if (zmq_socket_monitor(s.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
+        throw zmq::error_t();
+      zmq::socket_t mon(ctx_, zmq::socket_type::pair);
+      mon.set(zmq::sockopt::linger, 0);
+      mon.connect(addr);
+      monitors_[shard] = std::move(mon);
+    }
+    s.connect(endpoint);
+    dealers_[shard] = std::move(s);
   }
 
   // Makes shard's region and sends ATTACH ahead of any request (Start()
@@ -490,13 +531,24 @@ class ZmqPsClient final : public PsClient {
     cmd_send_.send(frames[2], zmq::send_flags::none);
   }
 
-  void Loop() {
+  // Loop thread: the sockets to poll: commands, every dealer, and with
+  // recovery every dealer's monitor (rebuilt when a dealer is replaced).
+  std::vector<zmq::pollitem_t> PollItems() {
     std::vector<zmq::pollitem_t> items;
     items.push_back({cmd_recv_.handle(), 0, ZMQ_POLLIN, 0});
     for (auto& d : dealers_) items.push_back({d.handle(), 0, ZMQ_POLLIN, 0});
+    if (options_.resolve_shard)
+      for (auto& m : monitors_) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+    return items;
+  }
+
+  void Loop() {
+    std::vector<zmq::pollitem_t> items = PollItems();
     std::vector<zmq::message_t> msgs;
+    const size_t num_shards = dealers_.size();
     while (true) {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      bool replaced = false;
       if (items[0].revents & ZMQ_POLLIN) {
         while (true) {
           msgs.clear();
@@ -505,15 +557,16 @@ class ZmqPsClient final : public PsClient {
           uint32_t shard;
           std::memcpy(&shard, msgs[0].data(), sizeof shard);
           if (shard == kStopLoop) return;
-          auto& d = dealers_[shard];
-          CountFrames(ps_wire::ReadHeader(msgs[1].data()).op,
-                      msgs[1].size() + msgs[2].size() + msgs[3].size(), /*sent=*/true);
-          d.send(msgs[1], zmq::send_flags::sndmore);
-          d.send(msgs[2], zmq::send_flags::sndmore);
-          d.send(msgs[3], zmq::send_flags::none);
+          if (shard == kRecoveryDone) {
+            replaced |= TakeRecoveries();
+            continue;
+          }
+          std::array<zmq::message_t, 3> frames = {std::move(msgs[1]), std::move(msgs[2]),
+                                                  std::move(msgs[3])};
+          SendToShard(shard, frames);
         }
       }
-      for (size_t s = 0; s < dealers_.size(); ++s) {
+      for (size_t s = 0; s < num_shards; ++s) {
         if (!(items[s + 1].revents & ZMQ_POLLIN)) continue;
         while (true) {
           msgs.clear();
@@ -522,7 +575,80 @@ class ZmqPsClient final : public PsClient {
           HandleReply(static_cast<uint32_t>(s), msgs);
         }
       }
+      if (options_.resolve_shard) {
+        for (size_t s = 0; s < num_shards; ++s) {
+          if (!(items[1 + num_shards + s].revents & ZMQ_POLLIN)) continue;
+          while (true) {
+            msgs.clear();
+            auto got = zmq::recv_multipart(monitors_[s], std::back_inserter(msgs), zmq::recv_flags::dontwait);
+            if (!got) break;
+            lost_->Lose(static_cast<uint32_t>(s), "its connection dropped");
+          }
+        }
+      }
+      if (replaced) items = PollItems();
     }
+  }
+
+  // Loop thread: sends a request to its shard, or with recovery keeps it
+  // (a shared copy: ZeroMQ counts references) until the shard answers, to
+  // send it again to the shard's next generation if this one is lost.
+  void SendToShard(uint32_t shard, std::array<zmq::message_t, 3>& frames) {
+    Header h = ps_wire::ReadHeader(frames[0].data());
+    if (h.generation != lost_->generation(shard)) {  // a header no one else holds yet
+      h.generation = lost_->generation(shard);
+      ps_wire::WriteHeader(h, frames[0].data());
+    }
+    if (lost_->enabled() && h.request_id != kAttachRequestId) {
+      if (!lost_->gone(shard).ok()) {
+        FailPart(h.request_id, h.partition, lost_->gone(shard));
+        return;
+      }
+      lost_->Keep(shard, h.request_id, h.partition, frames);
+      if (lost_->lost(shard)) return;  // sent once the next generation is found
+    }
+    CountFrames(h.op, frames[0].size() + frames[1].size() + frames[2].size(), /*sent=*/true);
+    auto& d = dealers_[shard];
+    d.send(frames[0], zmq::send_flags::sndmore);
+    d.send(frames[1], zmq::send_flags::sndmore);
+    d.send(frames[2], zmq::send_flags::none);
+  }
+
+  // Loop thread: connects to the shards whose next generation was found
+  // and sends them what the lost process had not answered; fails the
+  // requests of those that did not come back. True when a socket changed.
+  bool TakeRecoveries() {
+    bool replaced = false;
+    for (auto& [shard, found] : lost_->TakeFound()) {
+      replaced = true;
+      Status st = found.status();
+      if (st.ok()) st = Reconnect(shard, found.value());
+      if (st.ok()) continue;
+      for (const auto& [key, frames] : lost_->Gone(shard, st.message()))
+        FailPart(key.first, key.second, lost_->gone(shard));
+    }
+    return replaced;
+  }
+
+  Status Reconnect(uint32_t shard, const ShardAddress& address) {
+    try {
+      Connect(shard, address.endpoint, address.curve_key);
+    } catch (const zmq::error_t& e) {
+      return Unavailable("cannot connect to " + address.endpoint + ": " + e.what());
+    }
+    PX_LOG(INFO) << "PS shard " << shard << " is back at " << address.endpoint << " (generation "
+                 << address.generation << "); sending it " << lost_->held(shard)
+                 << " unanswered request(s) again";
+    for (auto& [key, frames] : lost_->Recovered(shard, address.generation)) {
+      Header h = ps_wire::ReadHeader(frames[0].data());
+      h.generation = address.generation;
+      std::array<zmq::message_t, 3> again;
+      again[0] = HeaderMessage(h);
+      again[1] = std::move(frames[1]);
+      again[2] = std::move(frames[2]);
+      SendToShard(shard, again);
+    }
+    return Status::Ok();
   }
 
   void HandleReply(uint32_t shard, std::vector<zmq::message_t>& msgs) {
@@ -546,6 +672,16 @@ class ZmqPsClient final : public PsClient {
     if (h.request_id == kAttachRequestId) {
       HandleAttachReply(shard, m);
       return;
+    }
+    if (options_.resolve_shard) {
+      if (h.op == static_cast<uint8_t>(Op::kError) &&
+          h.error_code == static_cast<uint16_t>(ErrorCode::kStaleGeneration)) {
+        // This process is not the generation the request was for: the
+        // request stays held and goes to the next generation.
+        lost_->Lose(shard, std::string(m.text));
+        return;
+      }
+      lost_->Answered(shard, h.request_id, h.partition);
     }
     Request* r = nullptr;
     {
@@ -589,11 +725,34 @@ class ZmqPsClient final : public PsClient {
       }
     }
     if (k >= 0) ReleaseShm(r->parts[k]);
-    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<int64_t> version;
     if (k >= 0 && status.ok() &&
         (h.op == static_cast<uint8_t>(Op::kPull) || h.op == static_cast<uint8_t>(Op::kPushPull))) {
-      last_version_[r->var_index][h.partition] = h.version_seen;
+      version = h.version_seen;
     }
+    FinishPart(r, h.partition, status, version);
+  }
+
+  // Loop thread: the part of request `id` for `partition` (control ops: the
+  // shard) ends with `status` without a reply.
+  void FailPart(uint64_t id, uint32_t partition, const Status& status) {
+    Request* r = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = requests_.find(id);
+      if (it == requests_.end()) return;  // its ticket was abandoned
+      r = it->second.get();
+    }
+    if (partition < r->part_of.size() && r->part_of[partition] >= 0)
+      ReleaseShm(r->parts[r->part_of[partition]]);
+    FinishPart(r, partition, status, std::nullopt);
+  }
+
+  // Loop thread: one part of `r` ended; the last one completes the ticket.
+  void FinishPart(Request* r, uint32_t partition, const Status& status,
+                  std::optional<int64_t> version) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (version) last_version_[r->var_index][partition] = *version;
     if (!status.ok() && r->status.ok()) r->status = status;
     if (r->remaining > 0 && --r->remaining == 0) {
       if (r->has_duplicates && r->out != nullptr && r->status.ok()) {
@@ -663,6 +822,12 @@ class ZmqPsClient final : public PsClient {
   zmq::socket_t cmd_recv_;
   std::vector<zmq::socket_t> dealers_;
   std::thread thread_;
+  // Shard recovery (loop thread only, made in Start()): generations, held
+  // requests, lookups; the monitors that report a dealer's connection
+  // dropping.
+  std::unique_ptr<LostShards> lost_;
+  std::vector<zmq::socket_t> monitors_;
+  uint64_t monitor_serial_ = 0;
 };
 
 }  // namespace

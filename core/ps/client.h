@@ -52,6 +52,20 @@ struct CompletedRequest {
   std::chrono::steady_clock::time_point completed;  // when the last reply was handled
 };
 
+// Where a PS shard's process of one generation listens
+// (schemas/ps_wire.md, "Fencing").
+struct ShardAddress {
+  std::string endpoint;
+  std::string curve_key;  // the shard's CURVE public key; empty without CURVE
+  uint32_t generation = 0;
+};
+
+// Finds the process of generation `generation` of shard `shard`, waiting at
+// most until `deadline`: DEADLINE_EXCEEDED when it has not been published
+// by then, any other error when it never will be.
+using ShardResolver =
+    std::function<StatusOr<ShardAddress>(uint32_t shard, uint32_t generation, Deadline deadline)>;
+
 struct PsClientOptions {
   PsPlan plan;
   // ZeroMQ endpoint of every shard, by shard index (size == plan.num_shards).
@@ -61,6 +75,24 @@ struct PsClientOptions {
   uint32_t worker = 0;
   // Job attempt sent for fencing; 0 disables the shard's check.
   uint32_t attempt = 0;
+  // Each shard's generation, sent for fencing (schemas/ps_wire.md,
+  // "Fencing"), by shard index; empty: 0 for every shard (not checked).
+  std::vector<uint32_t> shard_generations;
+  // Recovery of a lost shard (async and ssp; docs/RELIABILITY.md, "A lost PS
+  // shard"). A shard is lost when its connection drops (ZeroMQ heartbeats
+  // find a silent peer too) or it answers STALE_GENERATION. The client then
+  // holds that shard's requests, asks `resolve_shard` (on a thread of its
+  // own) for the shard's next generation, connects to it and sends it every
+  // request the lost process had not answered, in the order they were made
+  // (a push is answered only once it applied, so none of those was). Until
+  // then requests to the shard wait; other shards are served as usual. When
+  // no next generation is found within `shard_recovery_timeout_ms`, every
+  // waiting and later request to that shard fails with UNAVAILABLE naming
+  // it. Empty: a lost shard's requests wait for their caller's deadline.
+  // REQUIRES: not together with `shared_memory` (a region is mapped by one
+  // process; the resent values would be in it).
+  ShardResolver resolve_shard;
+  int64_t shard_recovery_timeout_ms = 60000;
   // CURVE (core/ps/curve.h): each shard's public key, by shard index, and
   // this client's key pair, whose public key the shards must admit. Empty
   // shard_curve_keys: plain TCP.

@@ -1,5 +1,8 @@
 #include "core/ps/discovery.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "core/ps/curve.h"
 
 namespace parallax::ps {
@@ -7,6 +10,40 @@ namespace parallax::ps {
 std::string ShardEndpointKey(int64_t job_id, int32_t attempt, uint32_t shard) {
   return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps/" +
          std::to_string(shard);
+}
+
+std::string ShardGenerationKey(const std::string& base_key, uint32_t generation) {
+  return generation <= 1 ? base_key : base_key + "/" + std::to_string(generation);
+}
+
+Status PublishShardGeneration(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                              uint32_t shard, uint32_t generation, const std::string& endpoint,
+                              const std::string& curve_key) {
+  if (!curve_key.empty()) {
+    PX_RETURN_IF_ERROR(coordinator->KvSet(
+        ShardGenerationKey(ShardCurveKey(job_id, attempt, shard), generation), curve_key));
+  }
+  return coordinator->KvSet(
+      ShardGenerationKey(ShardEndpointKey(job_id, attempt, shard), generation), endpoint);
+}
+
+StatusOr<ShardAddress> ResolveShardGeneration(CoordinatorClient* coordinator, int64_t job_id,
+                                              int32_t attempt, uint32_t shard,
+                                              uint32_t generation, bool curve, Deadline deadline) {
+  const int64_t ms = std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(
+             deadline - std::chrono::steady_clock::now())
+             .count());
+  // The endpoint is published after the CURVE key: once it is there, so is the key.
+  std::vector<std::string> keys = {
+      ShardGenerationKey(ShardEndpointKey(job_id, attempt, shard), generation)};
+  if (curve) keys.push_back(ShardGenerationKey(ShardCurveKey(job_id, attempt, shard), generation));
+  PX_ASSIGN_OR_RETURN(std::vector<std::string> values, coordinator->KvGet(keys, ms));
+  ShardAddress address;
+  address.endpoint = values.at(0);
+  if (curve) address.curve_key = values.at(1);
+  address.generation = generation;
+  return address;
 }
 
 StatusOr<PsPlan> FetchPsPlan(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ps/client.h"
 #include "core/ps/plan.h"
 #include "core/rpc/coordinator_client.h"
 #include "parallax/status.h"
@@ -28,6 +29,25 @@ Status PublishShardEndpoint(CoordinatorClient* coordinator, int64_t job_id, int3
 StatusOr<std::vector<std::string>> ResolveShardEndpoints(CoordinatorClient* coordinator,
                                                          int64_t job_id, int32_t attempt,
                                                          uint32_t num_shards, int64_t timeout_ms);
+
+// A shard started again alone (docs/RELIABILITY.md, "A lost PS shard")
+// publishes under its generation: `base_key` itself for generation 0 or 1
+// (the attempt's first process), "<base_key>/<generation>" from 2 on
+// (schemas/ps_wire.md, "Fencing").
+std::string ShardGenerationKey(const std::string& base_key, uint32_t generation);
+
+// Publishes generation `generation` of a shard: its CURVE key first (when
+// not empty), then its endpoint.
+Status PublishShardGeneration(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
+                              uint32_t shard, uint32_t generation, const std::string& endpoint,
+                              const std::string& curve_key);
+
+// Where generation `generation` of `shard` listens (with its CURVE key when
+// `curve`), waiting until `deadline`: DEADLINE_EXCEEDED when it has not
+// been published by then. A PsClient's ShardResolver.
+StatusOr<ShardAddress> ResolveShardGeneration(CoordinatorClient* coordinator, int64_t job_id,
+                                              int32_t attempt, uint32_t shard,
+                                              uint32_t generation, bool curve, Deadline deadline);
 
 // CURVE keys (core/ps/curve.h). The shard publishes its public key before
 // its endpoint, so a client that found every endpoint finds every key.

@@ -234,6 +234,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kBadWorker: return "BAD_WORKER";
     case ErrorCode::kSharedMemory: return "SHARED_MEMORY";
     case ErrorCode::kBadSetting: return "BAD_SETTING";
+    case ErrorCode::kStaleGeneration: return "STALE_GENERATION";
   }
   return "UNKNOWN";
 }

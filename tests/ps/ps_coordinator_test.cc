@@ -17,6 +17,7 @@
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
+#include "tests/ps/ps_job_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::ps {
@@ -44,26 +45,11 @@ TEST_F(PsCoordinatorTest, ShardFetchesPlanAndPublishesEndpointFromEnvironment) {
   const std::string port = coordinator.port_text();
   auto coord = parallax::testing::ConnectToCoordinator(coordinator);
   ASSERT_TRUE(coord.ok()) << coord.status().ToString();
-  auto job = (*coord)->SubmitJob(kJob, dir_.File("job.toml"));
+  const PsPlan plan = OneShardAsyncPlan(4);
+  auto job = SubmitJobWithPsPlan(coord->get(), kJob, dir_.File("job.toml"), plan);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
-  const int64_t job_id = job->id;
-  const int32_t attempt = std::max(1, job->attempt);
-
-  PsPlan plan;
-  plan.consistency = Consistency::kAsync;
-  plan.num_shards = 1;
-  VariableSpec v;
-  v.name = "emb";
-  v.rows = 100;
-  v.dim = 4;
-  v.partition_shards = {0};
-  v.init.type = Initializer::Type::kZeros;
-  plan.variables.push_back(v);
-  rpc::PutPlanRequest put;
-  put.job_id = job_id;
-  put.attempt = attempt;
-  put.plan_json = "{\"ps\": " + PsPlanToJson(plan) + "}";
-  ASSERT_TRUE((*coord)->Call([&](rpc::CoordinatorClient& c) { c.PutPlan((*coord)->Header(), put); }).ok());
+  const int64_t job_id = job->job_id;
+  const int32_t attempt = job->attempt;
 
   parallax::testing::ChildProcess shard(
       {BinDir() + "/parallax-ps"}, dir_.File("shard.log"),

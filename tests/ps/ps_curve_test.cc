@@ -20,6 +20,7 @@
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
+#include "tests/ps/ps_job_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::ps {
@@ -48,26 +49,11 @@ class PsCurveTest : public ::testing::Test {
     auto coord = parallax::testing::ConnectToCoordinator(*coordinator_, copts);
     ASSERT_TRUE(coord.ok()) << coord.status().ToString();
     coord_ = std::move(coord).value();
-    auto job = coord_->SubmitJob(kJob, dir_.File("job.toml"));
+    plan_ = OneShardAsyncPlan(4);
+    auto job = SubmitJobWithPsPlan(coord_.get(), kJob, dir_.File("job.toml"), plan_);
     ASSERT_TRUE(job.ok()) << job.status().ToString();
-    job_id_ = job->id;
-    attempt_ = std::max(1, job->attempt);
-
-    plan_.consistency = Consistency::kAsync;
-    plan_.num_shards = 1;
-    VariableSpec v;
-    v.name = "emb";
-    v.rows = 100;
-    v.dim = 4;
-    v.partition_shards = {0};
-    v.init.type = Initializer::Type::kZeros;
-    plan_.variables.push_back(v);
-    rpc::PutPlanRequest put;
-    put.job_id = job_id_;
-    put.attempt = attempt_;
-    put.plan_json = "{\"ps\": " + PsPlanToJson(plan_) + "}";
-    ASSERT_TRUE(coord_->Call([&](rpc::CoordinatorClient& c) { c.PutPlan(coord_->Header(), put); })
-                    .ok());
+    job_id_ = job->job_id;
+    attempt_ = job->attempt;
     shard_ = std::make_unique<parallax::testing::ChildProcess>(
         std::vector<std::string>{BinDir() + "/parallax-ps"}, dir_.File("shard.log"),
         std::vector<std::string>{

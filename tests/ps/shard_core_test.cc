@@ -422,6 +422,33 @@ TEST_F(ShardBadInputTest, StaleAttemptIsRefused) {
   EXPECT_EQ(ReplyHeader(out[0]).error_code, static_cast<uint16_t>(ErrorCode::kStaleAttempt));
 }
 
+TEST_F(ShardBadInputTest, StaleGenerationIsRefusedBothWays) {
+  ShardOptions o;
+  o.plan = plan_;
+  o.attempt = 3;
+  o.generation = 2;
+  auto core = std::move(ShardCore::Create(o)).value();
+  // A rank that still addresses the shard's previous process...
+  Header h = MakeHeader(Op::kPull, 0, 0, 0, 1, kDim, 0);
+  h.attempt = 3;
+  h.generation = 1;
+  auto out = Send(core.get(), Request(h, {1}, {}));
+  EXPECT_EQ(ReplyHeader(out[0]).error_code, static_cast<uint16_t>(ErrorCode::kStaleGeneration));
+  EXPECT_NE(out[0].frames[1].find("generation 1 of PS shard 0"), std::string::npos)
+      << out[0].frames[1];
+  EXPECT_EQ(ReplyHeader(out[0]).generation, 1u);  // echoed, so the rank knows what was refused
+  // ...and a stale process asked for a newer generation both refuse.
+  h.generation = 3;
+  out = Send(core.get(), Request(h, {1}, {}));
+  EXPECT_EQ(ReplyHeader(out[0]).error_code, static_cast<uint16_t>(ErrorCode::kStaleGeneration));
+  // The right generation, and 0 (no check), are served.
+  for (uint32_t g : {2u, 0u}) {
+    h.generation = g;
+    out = Send(core.get(), Request(h, {1}, {}));
+    EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+  }
+}
+
 TEST_F(ShardCoreTest, NonFiniteRowsAreCountedWhenConfigured) {
   PsPlan plan = OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd);
   plan.reject_nonfinite = false;

@@ -2,6 +2,7 @@
 # (the client ones against fake shards on real ZeroMQ sockets).
 list(APPEND PX_CORE_TEST_SOURCES
   ps/aggregate_test.cc
+  ps/client_recovery_test.cc
   ps/client_test.cc
   ps/plan_test.cc
   ps/wire_test.cc)
