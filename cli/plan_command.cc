@@ -47,8 +47,8 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
   for (const std::string* s : {&f.link, &f.collective, &f.ps_rtt}) {
     if (*s == "default") {
       out << "(defaults are a development machine's: --measure probes this machine, "
-             "--from-coordinator takes what the agents measured, and bench/e2e/calibrate.sh "
-             "measures all of them for the job's [plan] table)\n";
+             "--from-coordinator takes what the agents and the last job's trainers measured, "
+             "and bench/e2e/calibrate.sh measures all of them for the job's [plan] table)\n";
       break;
     }
   }

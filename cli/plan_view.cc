@@ -47,6 +47,12 @@ std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
   StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
   if (!plan.ok()) return {};
   std::vector<std::string> lines = FigureLines(plan->cost, plan->figures);
+  if (plan->predicted_comm_s > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "predicted communication %.4g ms per step (these figures)",
+                  plan->predicted_comm_s * 1e3);
+    lines.push_back(buf);
+  }
   const plan::CostOptions& c = plan->cost;
   if (c.collective_time_scale != 1 || c.ps_time_scale != 1) {
     char buf[160];

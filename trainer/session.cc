@@ -18,6 +18,7 @@
 
 #include "core/base/finite.h"
 #include "core/base/logging.h"
+#include "core/calibration/call_probe.h"
 #include "core/calibration/host_calibration.h"
 #include "core/comm/coordinator_store.h"
 #include "core/plan/job_plan.h"
@@ -122,6 +123,7 @@ class SessionImpl final : public Session {
   // Start(), in order.
   StatusOr<plan::JobPlan> ObtainPlan();
   Status AgreeOnRegistrations(const Status& mine);
+  Status MeasureCalls();
   Status WriteInitialPsValues();
   Status JoinCollectives();
   Status CreateParts();
@@ -162,6 +164,7 @@ class SessionImpl final : public Session {
   std::unique_ptr<DenseSync> dense_;
   std::unique_ptr<SparseSync> sparse_;
   std::unique_ptr<DeviceSync> device_;
+  std::vector<std::string> ps_endpoints_;  // by shard; empty without a PS
 };
 
 CoordinatorClientOptions SessionImpl::CoordinatorOptions() const {
@@ -286,6 +289,35 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
   return plan;
 }
 
+// Every rank times the calls the plan will issue, all at once, and each
+// host's first rank leaves its host's figures with the coordinator for the
+// next plan of this cluster (core/calibration/call_probe.h). A figure that
+// cannot be stored is only logged: this attempt's plan is made already.
+Status SessionImpl::MeasureCalls() {
+  if (!coord_ || options_.world_size <= 1) return Status::Ok();
+  calibration::CallProbeOptions po;
+  po.rank = options_.rank;
+  po.job_id = options_.job_id;
+  po.clock = step_;
+  po.bind_address = options_.bind_address;
+  po.timeout = options_.step_timeout;
+  ps::PsClient* ps = plan_.has_ps() ? sparse_->ps() : nullptr;
+  StatusOr<plan::MeasuredCalls> calls =
+      calibration::ProbeCalls(po, plan_, comm_.get(), ps, ps_endpoints_);
+  if (!calls.ok()) return calls.status().WithContext(RankName() + " timing the job's calls");
+  // The probe's bytes are no step's: the first interval's counters start after them.
+  (void)metrics_.Take(comm_.get(), ps, nullptr);
+  if (options_.local_rank != 0) return Status::Ok();
+  Status stored = calibration::StoreMeasuredCalls(coord_.get(), options_.bind_address, *calls);
+  if (!stored.ok()) PX_LOG(WARNING) << stored.ToString() << "; the next plan keeps older figures";
+  PX_LOG(INFO) << "rank " << options_.rank << " measured: all-reduce call "
+               << calls->allreduce_call_s * 1e3 << " ms (" << calls->allreduce_bytes
+               << " B), PS round trip " << calls->ps_rtt_s * 1e3 << " ms, pull of "
+               << calls->ps_pull_rows << " rows " << calls->ps_pull_s * 1e3 << " ms, link "
+               << calls->link_bytes_per_s << " B/s";
+  return Status::Ok();
+}
+
 // Every rank publishes whether its registrations match the plan and reads
 // every other rank's verdict, so that all ranks stop with the same message
 // instead of the others waiting for a peer that already gave up.
@@ -352,6 +384,7 @@ Status SessionImpl::CreateParts() {
   PsConnection ps;
   if (plan_.has_ps()) {
     PX_ASSIGN_OR_RETURN(ps, ConnectPs(coord_.get(), options_, plan_, &timeline_));
+    ps_endpoints_ = ps.endpoints;
   }
   SparseSync::Options sparse_options;
   sparse_options.rank = options_.rank;
@@ -467,6 +500,9 @@ Status SessionImpl::Start() {
                    coord_.get());
     PX_RETURN_IF_ERROR(FollowConsistency());
   }
+  // After the consistency mode of a resumed attempt is replayed: the probe's
+  // pulls are of this step, as the first step's will be.
+  PX_RETURN_IF_ERROR(MeasureCalls());
   reporter_.emplace(ReporterOptions(), coord_.get());
   reporter_->Start();
   started_ = true;

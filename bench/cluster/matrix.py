@@ -41,7 +41,10 @@ measured dense + sparse wait and the veth counters (`link_vs_plan_link`: measure
 direction over the plan's link figure). `expected_link_bytes` carries the plan's bytes per worker
 by path over this cluster's topology (link_bytes_from_plan) and `link_vs_plan_paths` compares
 with it: where the first ratio is off and the second is not, the cost model's link figure, not
-the bytes the plan predicts, is what misses.
+the bytes the plan predicts, is what misses. With --measured-figures the jobs have no [plan]
+table: the figures are the cluster's own (agents at start, each job's trainers at rendezvous), the
+prediction is `parallax plan --from-coordinator` after the run, and `figures` carries each figure
+with its source.
 
 Output (JSON lines): one per run ("stat": "run"); then per shape, rate, variant and metric the
 median over rounds with min and max; and per shape and rate the ratio of each variant's tokens/s
@@ -87,6 +90,7 @@ SHORT_VARIANTS = ["parallax-hybrid", "torch-ddp-sparse"]
 FULL_SHAPES = "2:2,4:4,8:8,8:2"
 SHORT_SHAPES = "8:8"
 METRICS = ("tokens_per_s", "step_ms", "loss_last20", "compute_ms", "comm_wait_ms",
+           "straggler_ms", "last_rank_wait_ms",
            "predicted_comm_ms", "link_bytes_per_step", "predicted_link_bytes",
            "expected_link_bytes", "link_sent_bytes_per_step", "link_received_bytes_per_step",
            "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean",
@@ -111,23 +115,29 @@ def rate_bits(rate):
 
 def job_text(args, workers, arch, rate, command=None, ps_keys=()):
     """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change;
-    [plan] link_bytes_per_s is the shaped rate; `ps_keys`, when given, make a [ps] table."""
+    [plan] link_bytes_per_s is the shaped rate (no [plan] at all with --measured-figures);
+    `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more)
+    ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
+    if args.measured_figures:
+        return text + ps
     plan = [f"link_bytes_per_s = {rate_bits(rate) / 8:.6g}"]
     if args.plan:
         with open(args.plan, encoding="utf-8") as f:
             plan += [l for l in f.read().splitlines()
                      if l.strip() and not l.startswith(("[", "#", "link_bytes_per_s"))]
-    ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
     return text + ps + "\n[plan]\n" + "\n".join(plan) + "\n"
 
 
-def prediction(args, job, workers, hosts):
-    """The cost model's figures for the job's plan (`parallax plan --json`)."""
-    r = subprocess.run([os.path.join(args.bin, "parallax"), "plan", job, "--json", "--workers",
-                        str(workers), "--hosts", str(hosts)],
-                       capture_output=True, text=True, timeout=600)
+def prediction(args, job, workers, hosts, coordinator=None):
+    """The cost model's figures for the job's plan (`parallax plan --json`); with `coordinator`,
+    the figures measured on the cluster (`--from-coordinator`)."""
+    argv = [os.path.join(args.bin, "parallax")]
+    argv += ["--coordinator", coordinator] if coordinator else []
+    argv += ["plan", job, "--json", "--workers", str(workers), "--hosts", str(hosts)]
+    argv += ["--from-coordinator"] if coordinator else []
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         sys.exit(f"matrix: parallax plan {job} failed:\n{r.stderr[-2000:]}")
     plan = json.loads(r.stdout)
@@ -138,7 +148,9 @@ def prediction(args, job, workers, hosts):
                     predicted_worker_bytes=plan["total_bytes_per_worker"]["plan"],
                     expected_link_bytes=link_bytes_from_plan(
                         by_path, workers, hosts, plan.get("allreduce_shared_memory", False)),
-                    predicted_paths={v["name"]: v["path"] for v in plan["variables"]})
+                    predicted_paths={v["name"]: v["path"] for v in plan["variables"]},
+                    figures={k: dict(value=v["value"], source=v["source"])
+                             for k, v in plan["figures"].items()})
     except KeyError as e:
         sys.exit(f"matrix: `parallax plan --json` has no {e} (its format changed?)")
 
@@ -174,6 +186,28 @@ def stored_paths(db, job_id):
     return {v["name"]: v.get("path") for v in json.loads(row[0]).get("variables", [])}
 
 
+def straggler_figures(db, job_id, first, end):
+    """What of the mean wait per step is waiting for the slowest rank's compute (sync: every
+    rank's next pull waits for every rank's push): per step, the slowest rank's compute time
+    less the mean over ranks (`straggler_ms`), and the wait of the rank that waited least, the
+    one whose push came last (`last_rank_wait_ms`: communication with no straggler in it);
+    means over steps first..end-1."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute("SELECT step, metric_values FROM metrics WHERE job_id = ? AND step >= ? "
+                       "AND step < ?", (int(job_id), first, end)).fetchall()
+    con.close()
+    steps = {}
+    for step, values in rows:
+        v = json.loads(values)
+        steps.setdefault(step, []).append(
+            (v.get("compute_ms", 0.0), v.get("dense_wait_ms", 0.0) + v.get("sparse_wait_ms", 0.0)))
+    if not steps:
+        return {}
+    return dict(straggler_ms=statistics.mean(max(c for c, _ in r) - statistics.mean(c for c, _ in r)
+                                             for r in steps.values()),
+                last_rank_wait_ms=statistics.mean(min(w for _, w in r) for r in steps.values()))
+
+
 def sample(cluster, job_id, ranks, step):
     """(step, link bytes, time, CPU) once every rank reported `step`."""
     cluster.wait_step(job_id, ranks, step)
@@ -189,7 +223,10 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     job = os.path.join(workdir, f"{name}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(args, workers, arch, rate, command, PS_KEYS.get(impl, ())))
-    pred = prediction(args, job, workers, hosts) if command is None else {}
+    # With --measured-figures the prediction is made once the job ran: with the per-call figures
+    # its own trainers measured at rendezvous (the plan it ran with had the previous job's).
+    pred = prediction(args, job, workers, hosts) if command is None and not args.measured_figures \
+        else {}
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
     # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
@@ -199,17 +236,22 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     if end["state"] != "SUCCEEDED":
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
                            + cluster.logs())
+    if command is None and args.measured_figures:
+        pred = prediction(args, job, workers, hosts, coordinator=cluster.address)
     m = job_metrics(cluster.db, total, args.warmup, args.batch, job_id=int(job_id))
     out = dict(tokens_per_s=m["tokens_per_s"], step_ms=m["step_ms"],
                loss_last20=m["loss_last20"], compute_ms=m["compute_ms"],
                dense_wait_ms=m["dense_wait_ms"], sparse_wait_ms=m["sparse_wait_ms"],
                comm_wait_ms=m["dense_wait_ms"] + m["sparse_wait_ms"],
+               **straggler_figures(cluster.db, job_id, args.warmup, total),
                worker_bytes_per_step=m["bytes_sent_per_worker_per_step"]
                + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
                      for p in ("allreduce", "allgather", "ps_push", "ps_pull")))
     out.update(link_figures(b0, b1, s1 - s0, t1 - t0, cluster.rate_bits_per_s))
     out.update(cpu_figures(cpu0, cpu1, s1 - s0))
-    out.update({k: v for k, v in pred.items() if k != "predicted_paths"})
+    out.update({k: v for k, v in pred.items() if k not in ("predicted_paths", "figures")})
+    if args.measured_figures and pred:
+        out["figures"] = pred["figures"]
     if pred:
         # Measured per direction (mean over hosts and directions) over the plan's figures.
         measured = out["link_bytes_per_step"] / 2
@@ -419,6 +461,10 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=40, help="timed steps, after the warm-up")
     ap.add_argument("--plan", help="a file with a [plan] table for every Parallax job "
                     "(its link_bytes_per_s is replaced by the shaped rate)")
+    ap.add_argument("--measured-figures", action="store_true",
+                    help="no [plan] table in the jobs: the planner's figures are what the agents "
+                    "and the trainers measured on the cluster, and the predicted time is made "
+                    "after each run, with the figures its trainers measured (--from-coordinator)")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()
@@ -427,6 +473,8 @@ def parse_args():
     args.variants = args.variants or ",".join(FULL_VARIANTS if args.full else SHORT_VARIANTS)
     args.runs = args.runs or (3 if args.full else 1)
     args.data = os.path.abspath(args.data)
+    if args.measured_figures and args.plan:
+        ap.error("--measured-figures and --plan exclude each other")
     if args.steps < 20:
         ap.error("--steps must be at least 20 (the loss is the mean of the last 20)")
     if args.warmup < 2:

@@ -1,7 +1,9 @@
 #include "core/calibration/host_calibration.h"
 
 #include <ctime>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "core/base/logging.h"
 
@@ -20,28 +22,108 @@ StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::s
   return h;
 }
 
+namespace {
+
+// The value of `key`, or nullopt when nobody stored one (a key that does not
+// exist is DEADLINE_EXCEEDED at once: no wait).
+StatusOr<std::optional<std::string>> ReadIfStored(CoordinatorClient* coord,
+                                                  const std::string& key) {
+  StatusOr<std::vector<std::string>> got = coord->KvGet({key}, 0);
+  if (!got.ok() && got.status().code() == StatusCode::kDeadlineExceeded) {
+    return std::optional<std::string>();
+  }
+  if (!got.ok()) return got.status().WithContext("reading " + key);
+  return std::optional<std::string>(got->at(0));
+}
+
+// One host's figures: its agent's (hostname key) and its trainers' (address
+// key); false when neither stored any.
+StatusOr<bool> ReadHost(CoordinatorClient* coord, const std::string& hostname,
+                        const std::string& address, plan::HostFigures* out) {
+  out->host = hostname;
+  out->address = address;
+  bool any = false;
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> agent,
+                      ReadIfStored(coord, plan::HostFiguresKey(hostname)));
+  if (agent) {
+    StatusOr<plan::HostFigures> h = plan::ParseHostFigures(*agent);
+    if (h.ok()) {
+      *out = *h;
+      out->host = hostname;
+      out->address = address;
+      any = true;
+    } else {
+      PX_LOG(WARNING) << plan::HostFiguresKey(hostname) << ": " << h.status().ToString()
+                      << "; ignored";
+    }
+  }
+  if (address.empty()) return any;
+  const std::pair<plan::CallKind, plan::MeasuredCalls plan::HostFigures::*> kinds[] = {
+      {plan::CallKind::kCollective, &plan::HostFigures::collective_calls},
+      {plan::CallKind::kPs, &plan::HostFigures::ps_calls},
+      {plan::CallKind::kLink, &plan::HostFigures::link_calls}};
+  for (const auto& [kind, member] : kinds) {
+    const std::string key = plan::MeasuredCallsKey(address, kind);
+    PX_ASSIGN_OR_RETURN(std::optional<std::string> calls, ReadIfStored(coord, key));
+    if (!calls) continue;
+    StatusOr<plan::MeasuredCalls> c = plan::ParseMeasuredCalls(*calls);
+    if (c.ok()) {
+      out->*member = *c;
+      any = true;
+    } else {
+      PX_LOG(WARNING) << key << ": " << c.status().ToString() << "; ignored";
+    }
+  }
+  return any;
+}
+
+// The host of an agent's "HOST:PORT" (its advertised address, which is the
+// address its tasks bind unless the operator set them apart).
+std::string AddressHost(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+}  // namespace
+
 StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coord) {
   PX_ASSIGN_OR_RETURN(std::vector<rpc::AgentInfo> agents, coord->ListAgents());
-  std::set<std::string> hosts;
+  // Hosts that share a hostname (network namespaces) are told apart by the
+  // address their tasks bind (the coordinator keeps the agent's advertised
+  // address, not its bind_addr, across a restart: that one's host).
+  std::set<std::pair<std::string, std::string>> hosts;
   for (const rpc::AgentInfo& a : agents) {
-    if (a.__isset.hostname && !a.hostname.empty()) hosts.insert(a.hostname);
+    if (!a.__isset.hostname || a.hostname.empty()) continue;
+    const std::string bind = a.__isset.bind_addr && !a.bind_addr.empty()
+                                 ? a.bind_addr
+                                 : AddressHost(a.address);
+    hosts.insert({a.hostname, bind});
   }
   std::vector<plan::HostFigures> out;
-  for (const std::string& host : hosts) {
-    // A key that does not exist is DEADLINE_EXCEEDED at once (no wait): a
-    // host whose agent stored no figures (started with --calibrate=false).
-    StatusOr<std::vector<std::string>> got = coord->KvGet({plan::HostFiguresKey(host)}, 0);
-    if (!got.ok() && got.status().code() == StatusCode::kDeadlineExceeded) continue;
-    if (!got.ok()) return got.status().WithContext("reading the figures of host " + host);
-    StatusOr<plan::HostFigures> h = plan::ParseHostFigures(got->at(0));
-    if (!h.ok()) {
-      PX_LOG(WARNING) << plan::HostFiguresKey(host) << ": " << h.status().ToString()
-                      << "; ignored";
-      continue;
-    }
-    out.push_back(*h);
+  for (const auto& [hostname, address] : hosts) {
+    plan::HostFigures h;
+    PX_ASSIGN_OR_RETURN(bool any, ReadHost(coord, hostname, address, &h));
+    if (any) out.push_back(std::move(h));
   }
   return out;
+}
+
+Status StoreMeasuredCalls(CoordinatorClient* coord, const std::string& address,
+                          const plan::MeasuredCalls& calls) {
+  const std::pair<plan::CallKind, bool> kinds[] = {
+      {plan::CallKind::kCollective, calls.collective_latency_s > 0},
+      {plan::CallKind::kPs, calls.ps_rtt_s > 0},
+      {plan::CallKind::kLink, calls.link_bytes_per_s > 0}};
+  for (const auto& [kind, measured] : kinds) {
+    if (!measured) continue;
+    PX_RETURN_IF_ERROR(
+        coord->KvSet(plan::MeasuredCallsKey(address, kind), plan::MeasuredCallsToJson(calls))
+            .WithContext("storing the figures measured on " + address));
+  }
+  return Status::Ok();
 }
 
 }  // namespace parallax::calibration

@@ -22,9 +22,16 @@ namespace parallax::calibration {
 StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::string& hostname,
                                           const comm::HostProbeOptions& probe);
 
-// The stored figures of every registered agent's host (one per hostname;
-// hosts that stored none are left out).
+// The stored figures of every registered agent's host (one per hostname and
+// bind address; hosts that stored none are left out): the agent's probe and
+// what the newest job's trainers measured there (MeasuredCalls).
 StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coord);
+
+// Stores what a job's trainers measured on the host that binds `address`
+// (plan::MeasuredCallsKey), each kind it measured replacing an older job's;
+// kinds it did not measure (0) keep theirs.
+Status StoreMeasuredCalls(CoordinatorClient* coord, const std::string& address,
+                          const plan::MeasuredCalls& calls);
 
 }  // namespace parallax::calibration
 

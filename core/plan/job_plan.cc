@@ -135,6 +135,7 @@ std::string JobPlanToJson(const JobPlan& plan) {
                            {"collective", plan.figures.collective},
                            {"ps_rtt", plan.figures.ps_rtt}};
   doc["local_aggregation"] = plan.local_aggregation;
+  doc["predicted_comm_s"] = plan.predicted_comm_s;
   doc["variables"] = json::array();
   for (const PlannedVariable& v : plan.variables) {
     json jv{{"id", v.id},
@@ -184,6 +185,7 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
       plan.figures.ps_rtt = f.value("ps_rtt", plan.figures.ps_rtt);
     }
     plan.local_aggregation = doc.value("local_aggregation", false);
+    plan.predicted_comm_s = doc.value("predicted_comm_s", 0.0);
     const json& vars = doc.at("variables");
     for (size_t i = 0; i < vars.size(); ++i) {
       const std::string where = "plan: variables[" + std::to_string(i) + "]: ";

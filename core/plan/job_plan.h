@@ -11,7 +11,7 @@
 //   {"version": 2, "arch": "hybrid", "consistency": "sync",
 //    "cluster": {"workers": 2, "hosts": 1, "shards": 1},
 //    "cost": {"link_bytes_per_s": 3.5e8, "collective_latency_s": 0.009, ...},
-//    "local_aggregation": false,
+//    "local_aggregation": false, "predicted_comm_s": 0.0123,
 //    "variables": [{"id": 0, "name": "emb", "kind": "sparse", "rows": 100,
 //                   "dim": 4, "path": "ps", "density": 0.1, "density_host": 0.18,
 //                   "reason": "...", "optimizer": {...}, "init": {...}},
@@ -65,6 +65,11 @@ struct JobPlan {
   // The ranks of a host sum their sparse PS gradients and the host's first
   // rank pushes them: ps.num_contributors is the number of hosts.
   bool local_aggregation = false;
+  // The cost model's communication time per step of this plan, as made
+  // (core/plan/report.h: the plan's total): what a run's measured dense +
+  // sparse wait per step is compared with. 0 in plans stored before it was
+  // recorded.
+  double predicted_comm_s = 0;
   std::vector<PlannedVariable> variables;  // index == id
   ps::PsPlan ps;                           // only the variables on the PS path
 

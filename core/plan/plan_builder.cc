@@ -5,6 +5,7 @@
 
 #include "core/plan/placement.h"
 #include "core/plan/plan_cost.h"
+#include "core/plan/report.h"
 #include "core/plan/sparsity.h"
 
 namespace parallax::plan {
@@ -296,6 +297,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
     plan.local_aggregation = true;
     plan.ps.num_contributors = static_cast<uint32_t>(cluster.hosts);
   }
+  plan.predicted_comm_s = BuildPlanReport(plan).totals.hybrid.seconds;
   return plan;
 }
 

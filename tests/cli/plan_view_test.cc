@@ -55,11 +55,16 @@ TEST(PlanViewTest, FiguresWithTheirSources) {
   EXPECT_EQ(lines[1], "loopback 2 GB/s (measured on h1 at 2026-11-25 04:50 UTC)");
   EXPECT_EQ(lines[3], "collective call 9000 us (default)");
   EXPECT_TRUE(PlanFigureLines("not json").empty());
+  // The plan's predicted communication time, what a run's wait is held against.
+  p.predicted_comm_s = 0.0403;
+  const std::vector<std::string> with_time = PlanFigureLines(plan::JobPlanToJson(p));
+  ASSERT_EQ(with_time.size(), 6u);
+  EXPECT_EQ(with_time[5], "predicted communication 40.3 ms per step (these figures)");
   // A plan re-planned on evidence says by how much its model was scaled.
   p.cost.ps_time_scale = 12.5;
   const std::vector<std::string> replanned = PlanFigureLines(plan::JobPlanToJson(p));
-  ASSERT_EQ(replanned.size(), 6u);
-  EXPECT_EQ(replanned[5],
+  ASSERT_EQ(replanned.size(), 7u);
+  EXPECT_EQ(replanned[6],
             "re-planned on evidence: predicted times x1 collectives, x12.5 PS (an earlier "
             "attempt's measured over predicted)");
 }

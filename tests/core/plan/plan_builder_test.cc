@@ -10,6 +10,8 @@
 #include <map>
 #include <tuple>
 
+#include "core/plan/report.h"
+
 namespace parallax::plan {
 namespace {
 
@@ -268,6 +270,11 @@ TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
   EXPECT_EQ(back->cluster.shards, 2);
   EXPECT_EQ(back->cost.bandwidth_bytes_per_s, plan->cost.bandwidth_bytes_per_s);
   EXPECT_EQ(back->PartitionsOf(0), 2u);
+  // The predicted communication time per step is the report's total of the
+  // plan (what `parallax plan` prints), kept with the plan.
+  EXPECT_GT(plan->predicted_comm_s, 0);
+  EXPECT_DOUBLE_EQ(plan->predicted_comm_s, BuildPlanReport(*plan).totals.hybrid.seconds);
+  EXPECT_DOUBLE_EQ(back->predicted_comm_s, plan->predicted_comm_s);
   EXPECT_EQ(JobPlanToJson(*back), json);  // nothing lost either way
   auto ps = ps::ParsePsPlan(json);  // what parallax-ps does with the whole plan
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
