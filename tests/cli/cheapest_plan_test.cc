@@ -12,10 +12,10 @@
 #include <regex>
 #include <sstream>
 
-#include "cli/plan_command.h"
 #include "core/data/synthetic_ctr.h"
 #include "core/data/token_file.h"
 #include "core/data/vocabulary.h"
+#include "tests/cli/plan_json.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::cli {
@@ -78,15 +78,9 @@ TEST_F(CheapestPlanTest, TheChosenPlanIsAtOrBelowEverySinglePathPlan) {
       const std::string job = dir_.File("job.toml");
       std::ofstream(job) << text << "\n" << figures[f];
       for (auto [workers, hosts] : {std::pair{2, 1}, {2, 2}, {4, 2}, {8, 8}, {8, 2}}) {
-        PlanCommandOptions o;
-        o.job_file = job;
-        o.workers = workers;
-        o.hosts = hosts;
-        o.json = true;
-        std::ostringstream out;
-        const Status st = RunPlanCommand(o, out);
-        ASSERT_TRUE(st.ok()) << entry.path() << ": " << st.ToString();
-        const auto doc = nlohmann::json::parse(out.str());
+        StatusOr<nlohmann::json> planned = PlanJson(job, workers, hosts);
+        ASSERT_TRUE(planned.ok()) << entry.path() << ": " << planned.status().ToString();
+        const nlohmann::json& doc = *planned;
         if (doc["arch"] != "hybrid") continue;
         const auto& t = doc["predicted_seconds_per_step"];
         const double plan = t["plan"].get<double>();

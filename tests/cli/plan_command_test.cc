@@ -13,6 +13,7 @@
 #include "core/data/token_file.h"
 #include "core/data/vocabulary.h"
 #include "core/plan/cost_model.h"
+#include "tests/cli/plan_json.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::cli {
@@ -48,18 +49,6 @@ class PlanCommandTest : public ::testing::Test {
                            "hidden = 32\n"
                         << extra;
     return path;
-  }
-
-  // The plan of `job` on `workers` (0: the job's) on `hosts` hosts.
-  StatusOr<nlohmann::json> PlanJson(const std::string& job, int workers = 0, int hosts = 1) {
-    PlanCommandOptions o;
-    o.job_file = job;
-    o.workers = workers;
-    o.hosts = hosts;
-    o.json = true;
-    std::ostringstream out;
-    PX_RETURN_IF_ERROR(RunPlanCommand(o, out));
-    return nlohmann::json::parse(out.str());
   }
 
   static const nlohmann::json& Var(const nlohmann::json& doc, const std::string& name) {
