@@ -42,7 +42,6 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
   StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*plan_json);
   if (!plan.ok()) return &w;
   const JobConfig::Plan& p = config->plan;
-  w.enabled = true;
   w.replan = p.replan;
   w.ranks = plan->world_size();
   w.detector = std::make_unique<plan::DisagreementDetector>(
@@ -92,7 +91,7 @@ StatusOr<std::vector<ReplanRequest>> ReplanMonitor::Observe(
   for (const MetricRecord& p : points) {
     if (!p.values.count("steps")) continue;  // not a trainer's step metrics
     PX_ASSIGN_OR_RETURN(Watch * w, WatchOf(p.job_id, p.attempt));
-    if (w == nullptr || !w->enabled || w->detector->reported()) continue;
+    if (w == nullptr || !w->detector || w->detector->reported()) continue;
     w->partial[p.step][p.rank] = p;
     touched[p.job_id] = w;
   }

@@ -64,9 +64,9 @@ class ReplanMonitor {
   // What one attempt of a job is watched with.
   struct Watch {
     int attempt = -1;
-    bool enabled = false;  // false: a plan or config that could not be read
-    bool replan = false;   // [plan] replan
-    int ranks = 0;         // the attempt's trainer ranks
+    bool replan = false;  // [plan] replan
+    int ranks = 0;        // the attempt's trainer ranks
+    // Null when the attempt's plan or job file could not be read: not watched.
     std::unique_ptr<plan::DisagreementDetector> detector;
     // Points of steps not every rank reported yet: per step, per rank.
     std::map<int64_t, std::map<int, MetricRecord>> partial;
