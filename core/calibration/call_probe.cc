@@ -4,6 +4,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "core/base/host_port.h"
 #include "core/base/logging.h"
 #include "core/plan/cost_model.h"
 
@@ -101,10 +102,8 @@ std::vector<int64_t> SpreadIds(int64_t rows, int64_t k, int rank) {
 
 // The host of a "tcp://HOST:PORT" endpoint.
 std::string EndpointHost(const std::string& endpoint) {
-  std::string s = endpoint;
-  if (const size_t p = s.find("://"); p != std::string::npos) s = s.substr(p + 3);
-  if (const size_t p = s.rfind(':'); p != std::string::npos) s = s.substr(0, p);
-  return s;
+  const size_t scheme = endpoint.find("://");
+  return HostOf(scheme == std::string::npos ? endpoint : endpoint.substr(scheme + 3));
 }
 
 // Rank 0: the link toward the first shard on another host, from a large

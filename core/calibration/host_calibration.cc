@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "core/base/host_port.h"
 #include "core/base/logging.h"
 
 namespace parallax::calibration {
@@ -77,16 +78,6 @@ StatusOr<bool> ReadHost(CoordinatorClient* coord, const std::string& hostname,
   return any;
 }
 
-// The host of an agent's "HOST:PORT" (its advertised address, which is the
-// address its tasks bind unless the operator set them apart).
-std::string AddressHost(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
 }  // namespace
 
 StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coord) {
@@ -99,7 +90,7 @@ StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coo
     if (!a.__isset.hostname || a.hostname.empty()) continue;
     const std::string bind = a.__isset.bind_addr && !a.bind_addr.empty()
                                  ? a.bind_addr
-                                 : AddressHost(a.address);
+                                 : HostOf(a.address);
     hosts.insert({a.hostname, bind});
   }
   std::vector<plan::HostFigures> out;
