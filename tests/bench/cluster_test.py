@@ -4,7 +4,7 @@ few steps) with local aggregation on 2 hosts x 2 workers, links shaped to 1 Gbit
 SUCCEEDED, and each host's link carries, in each direction, what the plan's bytes per worker by
 path put there (bench/cluster/matrix.py, link_bytes_from_plan) within 10%.
 
-    cluster_test.py --bin BUILD/bin [--batch 64] [--steps 12] [--warmup 3]
+    cluster_test.py --bin BUILD/bin [--batch 64] [--steps 30] [--warmup 3]
 
 The data is a synthetic corpus in the Brown format (Zipf-distributed words), converted by
 `parallax-data brown`, so the test needs no download. Needs root (network namespaces) and
