@@ -331,6 +331,16 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   context.tls_ca_file = options_.tls_ca_file;
   context.job_file = job_file;
   context.task_dir = dir;
+  if (a.key.__isset.generation && a.key.generation > 1) {
+    // A shard's next generation reads what its predecessor left here.
+    rpc::TaskKey previous = a.key;
+    if (a.key.generation == 2) {
+      previous.__isset.generation = false;
+    } else {
+      previous.generation = a.key.generation - 1;
+    }
+    if (fs::is_directory(TaskDir(previous), ec)) context.previous_task_dir = TaskDir(previous);
+  }
   context.python_path = options_.python_path;
   context.cpu_cores = options_.cpu_cores;
   std::vector<std::string> ignored;

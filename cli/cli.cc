@@ -79,6 +79,11 @@ nlohmann::json JobJson(const rpc::JobInfo& j) {
   if (j.__isset.job_path) o["job_path"] = j.job_path;
   if (j.__isset.submitted_by) o["submitted_by"] = j.submitted_by;
   if (j.__isset.waiting_for) o["waiting_for"] = j.waiting_for;
+  if (j.__isset.shard_restarts) {
+    o["shard_restarts"] = j.shard_restarts;
+    o["lost_updates"] = j.lost_updates;
+    o["lost_updates_unknown"] = j.lost_updates_unknown;
+  }
   return o;
 }
 
@@ -326,6 +331,15 @@ int Cli::Status_() {
         {"created:", FormatRfc3339(j.created)}, {"updated:", FormatRfc3339(j.updated)},
     };
     if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
+    if (j.__isset.shard_restarts) {
+      // PS shards started again alone (async, ssp) and what they lost.
+      std::string lost = std::to_string(j.lost_updates) + " updates lost";
+      if (j.lost_updates_unknown > 0) {
+        lost += ", and an unknown number for " + std::to_string(j.lost_updates_unknown) +
+                " restart(s)";
+      }
+      rows.push_back({"shard restarts:", std::to_string(j.shard_restarts) + " (" + lost + ")"});
+    }
     if (j.__isset.reason) rows.push_back({"reason:", j.reason});
     if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
     if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
@@ -348,8 +362,12 @@ int Cli::Status_() {
           state_name = "NOT LAUNCHED";
           exit = "";
         }
+        // A shard started again alone: its generation.
+        const std::string generation = t.__isset.generation && t.generation > 1
+                                           ? " (generation " + std::to_string(t.generation) + ")"
+                                           : "";
         trows.push_back({std::string(t.role == rpc::TaskRole::TRAINER ? "trainer/" : "ps/") +
-                             std::to_string(t.index),
+                             std::to_string(t.index) + generation,
                          std::to_string(t.attempt), t.agent_name, state_name, exit});
       }
       out_ << "\n";
@@ -666,7 +684,8 @@ void Cli::AddClusterCommands(CLI::App* app) {
   AddJobId(status);
   status->add_flag("--json", json_,
                    "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC; with a JOB, its "
-                   "newest metrics and the plan of its attempt too)");
+                   "newest metrics and the plan of its attempt too, and, once a PS shard was "
+                   "started again alone, shard_restarts, lost_updates and lost_updates_unknown)");
   status->add_option("--limit", limit_, "show only the newest N jobs")
       ->check(CLI::NonNegativeNumber);
   status->callback([this] { result_ = Status_(); });

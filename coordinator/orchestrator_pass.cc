@@ -9,6 +9,7 @@
 #include "coordinator/orchestrator_internal.h"
 #include "coordinator/partition_trials.h"
 #include "coordinator/resize.h"
+#include "coordinator/shard_recovery.h"
 #include "core/base/logging.h"
 
 namespace parallax::coordinator {
@@ -178,6 +179,7 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
     }
     launched += !IsNotLaunched(*t);
   }
+  if (RestartShards(*live, tasks, pass)) tasks = view_.AttemptTasks(job_id, job.attempt);
   std::optional<TaskRecord> failed;
   if (const TaskRecord* first = FirstFailure(tasks)) failed = *first;
   // A partition-search trial ends on its own terms (coordinator/partition_trials.h),
@@ -231,6 +233,45 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
     if (grown) return Status::Ok();
   }
   return Status::Ok();
+}
+
+bool Orchestrator::RestartShards(const LiveJob& live, const std::vector<const TaskRecord*>& tasks,
+                                 Pass* pass) {
+  if (!live.config) return false;
+  ShardRecoveryContext context;
+  for (const TaskRecord* t : tasks) {
+    if (t->role == TaskRole::kTrainer && IsFailed(*t)) context.trainer_failed = true;
+  }
+  const int64_t now = clock_->NowMillis();
+  std::vector<TaskRecord> restarted;
+  for (const TaskRecord* t : tasks) {
+    if (t->role != TaskRole::kPs || !IsFailed(*t)) continue;
+    const AgentView* agent = view_.FindAgent(t->agent_name);
+    context.agent_available =
+        agent != nullptr && agent->here && !agent->lost && !agent->record.draining;
+    const ShardRecoveryDecision d = DecideShardRecovery(*live.config, *t, context);
+    if (!d.restart) {
+      if (!d.why_not.empty()) {
+        PX_LOG(INFO) << "job \"" << t->job_id << "\": " << TaskName(t->role, t->index)
+                     << " is not started again alone: " << d.why_not;
+      }
+      continue;
+    }
+    pass->changes.events.push_back({t->job_id, "shard", ShardRestartEvent(*t, d.generation), now});
+    TaskRecord next = *t;
+    next.state = TaskState::kAssigned;
+    next.exit_code.reset();
+    next.signal.reset();
+    next.message.clear();
+    next.generation = d.generation;
+    next.updated = now;
+    restarted.push_back(std::move(next));
+  }
+  if (restarted.empty()) return false;
+  pass->changes.tasks.insert(pass->changes.tasks.end(), restarted.begin(), restarted.end());
+  ApplyTasks(restarted);
+  for (const TaskRecord& t : restarted) WakeAgent(t.agent_name);
+  return true;
 }
 
 Capacity Orchestrator::FreeCapacity() {

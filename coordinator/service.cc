@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "coordinator/lost_updates.h"
 #include "coordinator/resize.h"
 #include "coordinator/task_outcome.h"
 #include "core/base/logging.h"
@@ -360,6 +361,15 @@ void CoordinatorService::GetJob(rpc::JobInfo& out, const rpc::RequestHeader& hea
   CheckHeader(header);
   RequireJobId(job_id);
   out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/true);
+  // PS shards started again alone, and the updates lost with them.
+  int restarts = 0;
+  for (const TaskRecord& t : ValueOrThrow(store_->ListTasks(job_id))) restarts += t.generation - 1;
+  if (restarts > 0) {
+    const LostUpdatesTotal lost = ValueOrThrow(ReadLostUpdates(store_, job_id));
+    out.__set_shard_restarts(restarts);
+    out.__set_lost_updates(lost.lost);
+    out.__set_lost_updates_unknown(lost.unknown);
+  }
 }
 
 void CoordinatorService::ListJobs(std::vector<rpc::JobInfo>& out,
@@ -641,6 +651,7 @@ void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
     if (t.exit_code) info.__set_exit_code(*t.exit_code);
     if (t.signal) info.__set_signal(*t.signal);
     if (IsNotLaunched(t)) info.__set_not_launched(true);
+    if (t.generation > 1) info.__set_generation(t.generation);
     info.updated = t.updated;
     out.push_back(std::move(info));
   }
@@ -831,6 +842,7 @@ void CoordinatorService::ReportShardStats(const rpc::RequestHeader& header,
   ThrowIfError(ShardStatsBoard::Validate(report));
   CheckAttempt(report.job_id, report.attempt);
   shard_stats_.Record(report);
+  ThrowIfError(RecordLostUpdates(store_, report, clock_->NowMillis()));
 }
 
 void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,

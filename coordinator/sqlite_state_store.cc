@@ -94,7 +94,8 @@ constexpr char kJobColumns[] =
 constexpr char kAgentColumns[] =
     "name, address, slots, gpus, hostname, version, registered, last_seen, draining";
 constexpr char kTaskColumns[] =
-    "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated, message";
+    "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated, message, "
+    "generation";
 
 }  // namespace
 
@@ -587,11 +588,12 @@ Status SqliteStateStore::WriteTasks(SqliteConnection* db, const std::vector<Task
   PX_ASSIGN_OR_RETURN(
       SqliteStatement upsert,
       db->Prepare(std::string("INSERT INTO tasks (") + kTaskColumns +
-                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
                   "ON CONFLICT (job_id, attempt, role, task_index) DO UPDATE SET "
                   "agent_name = excluded.agent_name, state = excluded.state, "
                   "exit_code = excluded.exit_code, signal = excluded.signal, "
-                  "updated = excluded.updated, message = excluded.message"));
+                  "updated = excluded.updated, message = excluded.message, "
+                  "generation = excluded.generation"));
   int64_t checked_job = 0;
   for (const TaskRecord& task : tasks) {
     const std::string_view role = TaskRoleName(task.role);
@@ -616,7 +618,8 @@ Status SqliteStateStore::WriteTasks(SqliteConnection* db, const std::vector<Task
         .BindText(5, task.agent_name)
         .BindText(6, state)
         .BindInt64(9, task.updated)
-        .BindText(10, task.message);
+        .BindText(10, task.message)
+        .BindInt64(11, task.generation);
     if (task.exit_code) {
       upsert.BindInt64(7, *task.exit_code);
     } else {
@@ -650,6 +653,7 @@ StatusOr<TaskRecord> SqliteStateStore::ReadTask(const SqliteStatement& row) cons
   if (!row.IsNull(7)) task.signal = static_cast<int>(row.ColumnInt64(7));
   task.updated = row.ColumnInt64(8);
   task.message = row.ColumnText(9);
+  task.generation = static_cast<int>(row.ColumnInt64(10));
   return task;
 }
 

@@ -106,6 +106,9 @@ struct TaskRecord {
   std::optional<int> signal;
   std::string message;  // launch error, or the tail of the task's log when it ended
   int64_t updated = 0;
+  // A PS shard's generation in its attempt: 1, then one more each time it is
+  // started again alone after it was lost (coordinator/shard_recovery.h).
+  int generation = 1;
 };
 
 inline bool IsLive(TaskState s) { return s == TaskState::kAssigned || s == TaskState::kRunning; }

@@ -140,3 +140,10 @@ CREATE INDEX tasks_by_state ON tasks (state);
 -- Named per-step values of a metric point (bytes per path, step-time
 -- breakdown) as a JSON object; '{}' when the rank sent none.
 ALTER TABLE metrics ADD COLUMN metric_values TEXT NOT NULL DEFAULT '{}';
+
+-- migrate: 5
+
+-- A PS shard's generation in its attempt: 1 for the attempt's first
+-- process, one more each time it is started again alone after it was lost
+-- (async and ssp jobs). Reports of an older generation are ignored.
+ALTER TABLE tasks ADD COLUMN generation INTEGER NOT NULL DEFAULT 1 CHECK (generation >= 1);

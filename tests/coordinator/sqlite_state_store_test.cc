@@ -438,6 +438,23 @@ TEST_F(SqliteStateStoreTest, TasksUpsertAndListNewestAttemptFirst) {
   EXPECT_EQ(store_->UpsertTask(orphan).code(), StatusCode::kNotFound);
 }
 
+TEST_F(SqliteStateStoreTest, AShardsGenerationIsKeptWithItsTask) {
+  JobRecord job = MustCreate("lm");
+  TaskRecord shard;
+  shard.job_id = job.id;
+  shard.attempt = 1;
+  shard.role = TaskRole::kPs;
+  shard.agent_name = "a";
+  ASSERT_TRUE(store_->UpsertTask(shard).ok());
+  EXPECT_EQ(store_->ListTasks(job.id)->at(0).generation, 1);
+  shard.generation = 3;  // started again alone twice: the same row
+  ASSERT_TRUE(store_->UpsertTask(shard).ok());
+  StatusOr<std::vector<TaskRecord>> tasks = store_->ListTasks(job.id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  ASSERT_EQ(tasks->size(), 1u);
+  EXPECT_EQ(tasks->at(0).generation, 3);
+}
+
 // ---- Plans ----
 
 TEST_F(SqliteStateStoreTest, ApplyChangesWritesEverythingInOrderAndReturnsTheJobs) {
