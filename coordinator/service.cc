@@ -360,15 +360,15 @@ void CoordinatorService::GetJob(rpc::JobInfo& out, const rpc::RequestHeader& hea
                                 int64_t job_id) {
   CheckHeader(header);
   RequireJobId(job_id);
-  out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/true);
+  const JobRecord job = ValueOrThrow(store_->GetJob(job_id));
+  out = JobInfoOf(job, /*with_text=*/true);
   // PS shards started again alone, and the updates lost with them.
   int restarts = 0;
   for (const TaskRecord& t : ValueOrThrow(store_->ListTasks(job_id))) restarts += t.generation - 1;
   if (restarts > 0) {
-    const LostUpdatesTotal lost = ValueOrThrow(ReadLostUpdates(store_, job_id));
     out.__set_shard_restarts(restarts);
-    out.__set_lost_updates(lost.lost);
-    out.__set_lost_updates_unknown(lost.unknown);
+    out.__set_lost_updates(job.lost_updates);
+    out.__set_lost_updates_unknown(job.lost_updates_unknown);
   }
 }
 

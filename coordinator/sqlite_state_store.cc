@@ -90,7 +90,7 @@ std::optional<TaskState> ParseTaskState(std::string_view name) {
 
 constexpr char kJobColumns[] =
     "id, name, state, workers, step, created, updated, attempt, reason, job_text, job_path, "
-    "submitted_by, restarts";
+    "submitted_by, restarts, lost_updates, lost_updates_unknown";
 constexpr char kAgentColumns[] =
     "name, address, slots, gpus, hostname, version, registered, last_seen, draining";
 constexpr char kTaskColumns[] =
@@ -246,6 +246,8 @@ StatusOr<JobRecord> SqliteStateStore::ReadJob(const SqliteStatement& row) const 
   job.job_path = row.ColumnText(10);
   job.submitted_by = row.ColumnText(11);
   job.restarts = static_cast<int>(row.ColumnInt64(12));
+  job.lost_updates = row.ColumnInt64(13);
+  job.lost_updates_unknown = static_cast<int>(row.ColumnInt64(14));
   return job;
 }
 
@@ -455,6 +457,21 @@ StatusOr<int64_t> SqliteStateStore::AppendEvent(int64_t job_id, const std::strin
   return Write([&](SqliteConnection* db) -> StatusOr<int64_t> {
     if (job_id != 0) PX_RETURN_IF_ERROR(CheckJob(db, job_id));
     return InsertEvent(db, job_id, kind, message, now);
+  });
+}
+
+Status SqliteStateStore::AddLostUpdates(int64_t job_id, int64_t lost, const std::string& message,
+                                       int64_t now) {
+  if (lost < -1) return InvalidArgument("lost updates of " + JobRef(job_id) + " are negative");
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
+    PX_ASSIGN_OR_RETURN(
+        SqliteStatement add,
+        db->Prepare("UPDATE jobs SET lost_updates = lost_updates + ?2, "
+                    "lost_updates_unknown = lost_updates_unknown + ?3 WHERE id = ?1"));
+    add.BindInt64(1, job_id).BindInt64(2, lost >= 0 ? lost : 0).BindInt64(3, lost < 0 ? 1 : 0);
+    PX_RETURN_IF_ERROR(add.Run());
+    return InsertEvent(db, job_id, "shard", message, now).status();
   });
 }
 

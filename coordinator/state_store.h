@@ -46,6 +46,10 @@ struct JobRecord {
   int64_t updated = 0;
   int attempt = 0;
   int restarts = 0;  // automatic restarts since submitted or last resumed
+  // Updates lost with PS shards started again alone (AddLostUpdates): the
+  // sum of the known counts, and how many counts were unknown.
+  int64_t lost_updates = 0;
+  int lost_updates_unknown = 0;
   std::string reason;
   std::string job_text;
   std::string job_path;
@@ -193,6 +197,11 @@ class StateStore {
   // must exist (NOT_FOUND).
   virtual StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind,
                                         const std::string& message, int64_t now) = 0;
+  // Adds `lost` (>= 0; -1: unknown, counted in lost_updates_unknown) to the
+  // job's lost updates and appends `message` as its event of kind "shard",
+  // in one transaction. NOT_FOUND for an unknown job.
+  virtual Status AddLostUpdates(int64_t job_id, int64_t lost, const std::string& message,
+                                int64_t now) = 0;
   // Events with seq > after_seq in seq order, of one job (job_id > 0) or of
   // all (job_id == 0); at most `limit` (0: no limit).
   virtual StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,

@@ -147,3 +147,8 @@ ALTER TABLE metrics ADD COLUMN metric_values TEXT NOT NULL DEFAULT '{}';
 -- process, one more each time it is started again alone after it was lost
 -- (async and ssp jobs). Reports of an older generation are ignored.
 ALTER TABLE tasks ADD COLUMN generation INTEGER NOT NULL DEFAULT 1 CHECK (generation >= 1);
+-- The updates lost with such shards, as their next generations reported
+-- them (their sum), and how many reported that the count is unknown.
+ALTER TABLE jobs ADD COLUMN lost_updates INTEGER NOT NULL DEFAULT 0 CHECK (lost_updates >= 0);
+ALTER TABLE jobs ADD COLUMN lost_updates_unknown INTEGER NOT NULL DEFAULT 0
+  CHECK (lost_updates_unknown >= 0);

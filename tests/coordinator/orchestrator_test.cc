@@ -578,6 +578,13 @@ TEST_F(ShardRestartTest, AsyncShardRestartsAloneAndItsOldGenerationIsFenced) {
                        "attempt 1: shard 0 generation 2: 7 update(s) its lost process applied "
                        "after the checkpoint it loaded are lost"),
             1);
+  // A count that is unknown is counted apart, never as 0.
+  r.__set_generation(3);
+  r.__set_lost_updates(-1);
+  service_->ReportShardStats(header_, r);
+  job = Get(id);
+  EXPECT_EQ(job.lost_updates, 7);
+  EXPECT_EQ(job.lost_updates_unknown, 1);
 
   // max_restarts = 1: the second loss takes the ordinary path, a restart
   // of the whole job.
