@@ -87,6 +87,30 @@ nlohmann::json JobJson(const rpc::JobInfo& j) {
   return o;
 }
 
+// The rows of `parallax status JOB`'s first table.
+std::vector<std::vector<std::string>> JobRows(const rpc::JobInfo& j) {
+  std::vector<std::vector<std::string>> rows = {
+      {"id:", std::to_string(j.id)},          {"name:", j.name},
+      {"state:", StateName(j.state)},         {"workers:", std::to_string(j.workers)},
+      {"step:", std::to_string(j.step)},      {"attempt:", std::to_string(j.attempt)},
+      {"created:", FormatRfc3339(j.created)}, {"updated:", FormatRfc3339(j.updated)},
+  };
+  if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
+  if (j.__isset.shard_restarts) {
+    // PS shards started again alone (async, ssp) and what they lost.
+    std::string lost = std::to_string(j.lost_updates) + " updates lost";
+    if (j.lost_updates_unknown > 0) {
+      lost += ", and an unknown number for " + std::to_string(j.lost_updates_unknown) +
+              " restart(s)";
+    }
+    rows.push_back({"shard restarts:", std::to_string(j.shard_restarts) + " (" + lost + ")"});
+  }
+  if (j.__isset.reason) rows.push_back({"reason:", j.reason});
+  if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
+  if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
+  return rows;
+}
+
 class Cli {
  public:
   Cli(const CliEnvironment& env, std::ostream& out, std::ostream& err)
@@ -324,26 +348,7 @@ int Cli::Status_() {
   }
   if (job_id_ > 0) {
     const rpc::JobInfo& j = jobs.front();
-    std::vector<std::vector<std::string>> rows = {
-        {"id:", std::to_string(j.id)},          {"name:", j.name},
-        {"state:", StateName(j.state)},         {"workers:", std::to_string(j.workers)},
-        {"step:", std::to_string(j.step)},      {"attempt:", std::to_string(j.attempt)},
-        {"created:", FormatRfc3339(j.created)}, {"updated:", FormatRfc3339(j.updated)},
-    };
-    if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
-    if (j.__isset.shard_restarts) {
-      // PS shards started again alone (async, ssp) and what they lost.
-      std::string lost = std::to_string(j.lost_updates) + " updates lost";
-      if (j.lost_updates_unknown > 0) {
-        lost += ", and an unknown number for " + std::to_string(j.lost_updates_unknown) +
-                " restart(s)";
-      }
-      rows.push_back({"shard restarts:", std::to_string(j.shard_restarts) + " (" + lost + ")"});
-    }
-    if (j.__isset.reason) rows.push_back({"reason:", j.reason});
-    if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
-    if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
-    PrintTable(out_, rows);
+    PrintTable(out_, JobRows(j));
     std::vector<rpc::TaskInfo> tasks;
     Status st = client->Call(
         [&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), j.id); });
