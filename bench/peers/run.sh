@@ -21,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 source "$root/bench/lib.sh"
