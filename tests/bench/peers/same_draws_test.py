@@ -24,7 +24,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 PEERS = os.path.join(ROOT, "bench", "peers")
 sys.path.insert(0, PEERS)
+sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 import parallax_draws as pd  # noqa: E402
+from e2e import w3_text  # noqa: E402  (examples/w3.toml with substitutions)
 
 BIN = os.path.abspath(os.environ.get("PARALLAX_BIN_DIR", os.path.join(ROOT, "build", "bin")))
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch (scripts/install-deps)
@@ -122,45 +124,10 @@ def write_corpus(directory):
             f.write(" ".join(t + "/nn" for t in tokens) + "\n")
 
 
-JOB = """
-[job]
-name = "same-draws"
-workers = {workers}
-arch = "{arch}"
-consistency = "sync"
-
-[trainer]
-model = "lm"
-steps = {steps}
-batch_size = {batch}
-metrics_every = 1
-
-[model]
-data = "{data}/train.tok"
-vocab = {vocab}
-dim = {dim}
-context = {context}
-context_mode = "mean"
-hidden = {hidden}
-negatives = {negatives}
-negative_sharing = "example"
-threads = 1
-eval_tokens = 1
-
-[optimizer.dense]
-type = "sgd"
-lr = 0.5
-
-[optimizer.sparse]
-type = "sgd"
-lr = 0.5
-"""
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("w3")
-    corpus, out = str(root / "corpus"), str(root / "data")
+    corpus, out = str(root / "corpus"), str(root / "brown")  # w3_text's DATA/brown/train.tok
     write_corpus(corpus)
     subprocess.run([os.path.join(BIN, "parallax-data"), "brown", corpus, out, "--vocab",
                     str(VOCAB - 8), "--heldout-every", "4"], check=True, capture_output=True,
@@ -192,9 +159,11 @@ def parallax_losses(root, data_dir, arch):
     job_dir = root / f"job-{arch}"
     job_dir.mkdir()
     job = job_dir / "job.toml"
-    job.write_text(JOB.format(workers=WORKERS, arch=arch, steps=STEPS, batch=BATCH, data=data_dir,
-                              vocab=VOCAB, dim=DIM, context=CONTEXT, hidden=HIDDEN,
-                              negatives=NEGATIVES))
+    # examples/w3.toml (negative sharing, context mode, optimizers, seed) with smaller sizes.
+    sizes = [(rf"(?m)^{key} = \d+.*$", f"{key} = {value}") for key, value in
+             (("vocab", VOCAB), ("dim", DIM), ("context", CONTEXT), ("hidden", HIDDEN),
+              ("negatives", NEGATIVES))]
+    job.write_text(w3_text(WORKERS, arch, STEPS, BATCH, os.path.dirname(data_dir), sizes))
     state = str(job_dir / "state")
     proc = subprocess.run([os.path.join(BIN, "parallax"), "run", "--state-dir", state, str(job)],
                           cwd=str(job_dir), capture_output=True, text=True, timeout=300)
