@@ -140,3 +140,10 @@ CREATE INDEX tasks_by_state ON tasks (state);
 -- Named per-step values of a metric point (bytes per path, step-time
 -- breakdown) as a JSON object; '{}' when the rank sent none.
 ALTER TABLE metrics ADD COLUMN metric_values TEXT NOT NULL DEFAULT '{}';
+
+-- migrate: 5
+
+-- What an agent takes (AgentRole of schemas/coordinator.thrift): 1 a worker
+-- (trainer ranks, and the shards of its jobs), 2 PS shards only (started
+-- with --role ps). Agents registered before the role existed are workers.
+ALTER TABLE agents ADD COLUMN role INTEGER NOT NULL DEFAULT 1 CHECK (role IN (1, 2));

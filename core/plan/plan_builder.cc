@@ -16,7 +16,7 @@ namespace {
 // ssp every rank keeps its own clock and staleness.
 bool LocalAggregationApplies(const JobConfig& job, const ClusterShape& cluster) {
   return job.ps.local_aggregation && job.job.consistency == Consistency::kSync &&
-         cluster.hosts > 1 && cluster.workers > cluster.hosts;
+         (cluster.hosts > 1 || cluster.ps_hosts > 0) && cluster.workers > cluster.hosts;
 }
 
 const VariableOverride* OverrideOf(const JobConfig& job, const std::string& name) {
@@ -228,6 +228,10 @@ void ChooseCheapestPlan(const JobConfig& job, const PlanInputs& inputs,
 int PsShards(const JobConfig& job, int hosts) {
   if (job.job.arch == Arch::kAllReduce || job.job.arch == Arch::kAllGather) return 0;
   return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
+}
+
+int PsHostsOf(const JobConfig& job, int shards) {
+  return job.ps.hosts == PsHosts::kPs ? std::max(0, shards) : 0;
 }
 
 CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
