@@ -238,7 +238,10 @@ CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
                            FigureSources* sources) {
   CostOptions cost;
   const FigureSources s =
-      ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts, &cost);
+      // PS hosts are machines of their own: one worker host and its PS
+      // hosts talk over a link, not loopback.
+      ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts + inputs.cluster.ps_hosts,
+                   &cost);
   if (inputs.correction) ApplyCorrection(*inputs.correction, &cost);
   if (sources) *sources = s;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
