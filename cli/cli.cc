@@ -404,13 +404,23 @@ void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
 }
 
 int Cli::Plan() {
+  std::unique_ptr<CoordinatorClient> client;  // outlives RunPlanCommand (straggler_of)
   if (plan_from_coordinator_) {
     int code = kExitOk;
-    std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+    client = ConnectOrReport(&code);
     if (!client) return code;
     StatusOr<std::vector<plan::HostFigures>> figures = calibration::FetchHostFigures(client.get());
     if (!figures.ok()) return Report(figures.status());
     plan_.host_figures = std::move(figures).value();
+    CoordinatorClient* coord = client.get();
+    plan_.straggler_of = [this, coord](int workers) -> std::optional<plan::MeasuredStraggler> {
+      StatusOr<std::optional<plan::MeasuredStraggler>> s =
+          calibration::FetchStraggler(coord, workers);
+      if (s.ok()) return *s;
+      err_ << "parallax plan: the measured wait for the slowest rank is not available: "
+           << s.status().ToString() << "\n";
+      return std::nullopt;
+    };
   }
   Status st = RunPlanCommand(plan_, out_);
   return st.ok() ? kExitOk : Report(st);

@@ -107,6 +107,7 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
                     .ps_hosts = plan::PsHostsOf(job, shards)};
   PX_ASSIGN_OR_RETURN(inputs.variables, RankZeroInputs(job, workers, sample_batches));
   inputs.host_figures = options.host_figures;
+  if (options.straggler_of) inputs.straggler = options.straggler_of(workers);
   if (options.measure) {
     PX_ASSIGN_OR_RETURN(plan::HostFigures here, MeasureThisHost());
     inputs.host_figures.push_back(here);

@@ -6,11 +6,14 @@
 #ifndef PARALLAX_CLI_PLAN_COMMAND_H_
 #define PARALLAX_CLI_PLAN_COMMAND_H_
 
+#include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "core/plan/host_figures.h"
+#include "core/plan/straggler.h"
 #include "parallax/status.h"
 
 namespace parallax::cli {
@@ -26,6 +29,10 @@ struct PlanCommandOptions {
   bool measure = false;
   // Figures measured elsewhere (tests; an agent's), used as --measure's are.
   std::vector<plan::HostFigures> host_figures;
+  // What an earlier sync job of N workers measured of the wait for its
+  // slowest rank (`--from-coordinator`), asked once the worker count is
+  // known; unset: none.
+  std::function<std::optional<plan::MeasuredStraggler>(int workers)> straggler_of;
 };
 
 // Prints the table (or JSON) to `out`. INVALID_ARGUMENT for a custom trainer

@@ -35,12 +35,18 @@ std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::Fig
     std::snprintf(buf, sizeof(buf), "%s %.4g %s", name, v, unit);
     return std::string(buf) + " (" + source + ")";
   };
-  return {line("link", c.bandwidth_bytes_per_s / 1e9, "GB/s", f.link),
-          line("loopback", plan::LoopbackBytesPerS(c) / 1e9, "GB/s",
-               c.loopback_bytes_per_s > 0 ? f.loopback : "the link's figure"),
-          line("shared memory", c.shm_bytes_per_s / 1e9, "GB/s", f.shm),
-          line("collective call", c.collective_latency_s * 1e6, "us", f.collective),
-          line("PS round trip", c.ps_rtt_s * 1e6, "us", f.ps_rtt)};
+  std::vector<std::string> lines = {
+      line("link", c.bandwidth_bytes_per_s / 1e9, "GB/s", f.link),
+      line("loopback", plan::LoopbackBytesPerS(c) / 1e9, "GB/s",
+           c.loopback_bytes_per_s > 0 ? f.loopback : "the link's figure"),
+      line("shared memory", c.shm_bytes_per_s / 1e9, "GB/s", f.shm),
+      line("collective call", c.collective_latency_s * 1e6, "us", f.collective),
+      line("PS round trip", c.ps_rtt_s * 1e6, "us", f.ps_rtt)};
+  if (c.sync_straggler_s > 0) {
+    lines.push_back(line("sync wait for the slowest rank", c.sync_straggler_s * 1e3, "ms",
+                         f.straggler));
+  }
+  return lines;
 }
 
 std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
@@ -52,6 +58,11 @@ std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
     std::snprintf(buf, sizeof(buf), "predicted communication %.4g ms per step (these figures)",
                   plan->predicted_comm_s * 1e3);
     lines.push_back(buf);
+    if (plan->cost.sync_straggler_s > 0) {
+      std::snprintf(buf, sizeof(buf), "predicted wait %.4g ms per step (with the slowest rank's)",
+                    (plan->predicted_comm_s + plan->cost.sync_straggler_s) * 1e3);
+      lines.push_back(buf);
+    }
   }
   const plan::CostOptions& c = plan->cost;
   if (c.collective_time_scale != 1 || c.ps_time_scale != 1) {

@@ -15,6 +15,11 @@ namespace {
 constexpr size_t kMaxPartialSteps = 64;
 // Jobs watched at once; beyond this the oldest job's watch goes.
 constexpr size_t kMaxWatches = 1024;
+// An attempt's first steps (connections, first pulls, caches) are not its
+// ranks' usual spread; a stored straggler figure is renewed every this many
+// measured steps.
+constexpr int64_t kStragglerWarmupSteps = 5;
+constexpr int64_t kStragglerStoreSteps = 10;
 
 double Value(const MetricRecord& p, const char* key) {
   auto it = p.values.find(key);
@@ -44,6 +49,9 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
   const JobConfig::Plan& p = config->plan;
   w.replan = p.replan;
   w.ranks = plan->world_size();
+  w.sync = config->job.consistency == Consistency::kSync;
+  w.hosts = plan->cluster.hosts;
+  w.steps_per_point = std::max<int64_t>(1, config->trainer.metrics_every);
   w.detector = std::make_unique<plan::DisagreementDetector>(
       plan::PredictedCommOf(*plan),
       plan::DisagreementOptions{.factor = p.replan_factor,
@@ -67,14 +75,20 @@ std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w) {
     }
     plan::CommInterval interval;
     double steps = 0;
+    std::vector<double> compute_s;
     for (const auto& [rank, p] : it->second) {
       steps = std::max(steps, Value(p, "steps"));
       interval.dense_s += Value(p, "dense_wait_ms") / 1e3 / w->ranks;
       interval.sparse_s += Value(p, "sparse_wait_ms") / 1e3 / w->ranks;
+      compute_s.push_back(Value(p, "compute_ms") / 1e3);
     }
     interval.last_step = step;
     interval.first_step = step - static_cast<int64_t>(std::max(1.0, steps)) + 1;
     w->last_fed = step;
+    if (w->first_step < 0) w->first_step = interval.first_step;
+    if (w->sync && interval.first_step >= w->first_step + kStragglerWarmupSteps) {
+      w->straggler.Add(compute_s, interval.steps());
+    }
     std::optional<plan::Disagreement> d = w->detector->Add(interval);
     if (d && !found) found = d;
     it = w->partial.erase(it);
@@ -91,17 +105,35 @@ StatusOr<std::vector<ReplanRequest>> ReplanMonitor::Observe(
   for (const MetricRecord& p : points) {
     if (!p.values.count("steps")) continue;  // not a trainer's step metrics
     PX_ASSIGN_OR_RETURN(Watch * w, WatchOf(p.job_id, p.attempt));
-    if (w == nullptr || !w->detector || w->detector->reported()) continue;
+    // A detector that reported wants no more; a sync job's straggler does.
+    if (w == nullptr || !w->detector || (w->detector->reported() && !w->sync)) continue;
     w->partial[p.step][p.rank] = p;
     touched[p.job_id] = w;
   }
   for (auto& [job_id, w] : touched) {
     const std::optional<plan::Disagreement> d = FeedComplete(w);
+    PX_RETURN_IF_ERROR(StoreStraggler(job_id, w, now));
     if (!d) continue;
     PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, Report(job_id, *w, *d, now));
     if (request) requests.push_back(*std::move(request));
   }
   return requests;
+}
+
+Status ReplanMonitor::StoreStraggler(int64_t job_id, Watch* w, int64_t now) {
+  if (w->straggler.steps() - w->straggler_stored_steps < kStragglerStoreSteps) {
+    return Status::Ok();
+  }
+  plan::MeasuredStraggler s;
+  s.measured_unix_s = now / 1000;  // `now`: the coordinator clock's milliseconds
+  s.job_id = job_id;
+  s.workers = w->ranks;
+  s.hosts = w->hosts;
+  s.straggler_s = w->straggler.mean_s();
+  s.steps = w->straggler.steps();
+  s.steps_per_point = w->steps_per_point;
+  w->straggler_stored_steps = s.steps;
+  return store_->KvSet(plan::StragglerKey(s.workers), plan::StragglerToJson(s), now);
 }
 
 StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, const Watch& w,

@@ -15,6 +15,10 @@
 // (Orchestrator::ReplanAtCheckpoint). Once the first attempt planned with a
 // correction stores its plan, PlanStored records what changed.
 //
+// The same complete steps of a sync job measure its ranks' wait for the
+// slowest one (core/plan/straggler.h), which the monitor keeps in the
+// key-value store for the next sync plan of as many workers.
+//
 // State is in memory and per attempt: after a coordinator restart an
 // attempt's window starts over. That a job re-planned is durable (the
 // stored correction).
@@ -32,6 +36,7 @@
 
 #include "coordinator/state_store.h"
 #include "core/plan/comm_disagreement.h"
+#include "core/plan/straggler.h"
 #include "parallax/status.h"
 
 namespace parallax::coordinator {
@@ -48,7 +53,8 @@ class ReplanMonitor {
   // `store` must outlive the monitor.
   explicit ReplanMonitor(StateStore* store) : store_(store) {}
 
-  // The metric points just recorded (any jobs, attempts and ranks). Records
+  // The metric points just recorded (any jobs, attempts and ranks), `now` in
+  // the coordinator clock's Unix milliseconds. Records
   // the events of disagreements found and returns the attempts to re-plan.
   // Points of a job or attempt that cannot be read (no plan yet, a job file
   // that no longer parses) are skipped.
@@ -71,12 +77,24 @@ class ReplanMonitor {
     // Points of steps not every rank reported yet: per step, per rank.
     std::map<int64_t, std::map<int, MetricRecord>> partial;
     int64_t last_fed = -1;  // the newest step fed to the detector
+    // A sync job's wait for its slowest rank (core/plan/straggler.h),
+    // measured from the ranks' compute_ms once the attempt's first
+    // kStragglerWarmupSteps steps are past, and stored under
+    // plan::StragglerKey(ranks) every kStragglerStoreSteps steps.
+    bool sync = false;
+    int hosts = 0;
+    int64_t first_step = -1;  // the attempt's first step reported
+    int64_t steps_per_point = 1;
+    plan::StragglerMeter straggler;
+    int64_t straggler_stored_steps = 0;
   };
 
   // REQUIRES: mu_ held.
   StatusOr<Watch*> WatchOf(int64_t job_id, int attempt);
   // Feeds `watch` the steps every rank has reported; a disagreement found.
   std::optional<plan::Disagreement> FeedComplete(Watch* watch);
+  // Stores the straggler `watch` measured when enough new steps came.
+  Status StoreStraggler(int64_t job_id, Watch* watch, int64_t now);
   StatusOr<std::optional<ReplanRequest>> Report(int64_t job_id, const Watch& watch,
                                                 const plan::Disagreement& d, int64_t now);
 

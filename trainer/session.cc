@@ -236,6 +236,16 @@ std::vector<plan::HostFigures> MeasuredHostFigures(CoordinatorClient* coord) {
   return {};
 }
 
+// What an earlier sync job of `workers` workers measured of its ranks' wait
+// for the slowest one (core/plan/straggler.h); none when unavailable.
+std::optional<plan::MeasuredStraggler> MeasuredStraggler(CoordinatorClient* coord, int workers) {
+  StatusOr<std::optional<plan::MeasuredStraggler>> s = calibration::FetchStraggler(coord, workers);
+  if (s.ok()) return *std::move(s);
+  PX_LOG(WARNING) << "the measured wait for the slowest rank is not available: "
+                  << s.status().ToString() << "; planning without it";
+  return std::nullopt;
+}
+
 // The model's correction by an earlier attempt's measurements, when the job
 // re-plans on evidence and one was made (core/plan/plan_correction.h).
 StatusOr<std::optional<plan::PlanCorrection>> PlanCorrectionOf(CoordinatorClient* coord,
@@ -261,7 +271,10 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
     inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
     inputs.shm_allreduce = WorldOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();
-    if (coord_) inputs.host_figures = MeasuredHostFigures(coord_.get());
+    if (coord_) {
+      inputs.host_figures = MeasuredHostFigures(coord_.get());
+      inputs.straggler = MeasuredStraggler(coord_.get(), options_.world_size);
+    }
     if (coord_ && options_.config.plan.replan) {
       PX_ASSIGN_OR_RETURN(inputs.correction, PlanCorrectionOf(coord_.get(), options_.job_id));
     }

@@ -49,7 +49,11 @@ with it: where the first ratio is off and the second is not, the cost model's li
 the bytes the plan predicts, is what misses. With --measured-figures the jobs have no [plan]
 table: the figures are the cluster's own (agents at start, each job's trainers at rendezvous), the
 prediction is `parallax plan --from-coordinator` after the run, and `figures` carries each figure
-with its source.
+with its source. A sync step also waits for the slowest rank's compute, which no per-call figure
+holds: the coordinator measures it over a sync job's steps (core/plan/straggler.h), so the
+prediction takes it from before the run (an earlier run of the same workers and hosts; none in a
+shape's first round): `predicted_straggler_ms`, `predicted_wait_ms` = communication + straggler,
+and `predicted_wait_vs_wait` / `predicted_comm_vs_wait` over the measured wait.
 
 Output (JSON lines): one per run ("stat": "run"); then per shape, rate, variant and metric the
 median over rounds with min and max; and per shape and rate the ratio of each variant's tokens/s
@@ -96,7 +100,9 @@ FULL_SHAPES = "2:2,4:4,8:8,8:2"
 SHORT_SHAPES = "8:8"
 METRICS = ("tokens_per_s", "step_ms", "loss_last20", "compute_ms", "comm_wait_ms",
            "straggler_ms", "last_rank_wait_ms",
-           "predicted_comm_ms", "link_bytes_per_step", "predicted_link_bytes",
+           "predicted_comm_ms", "predicted_straggler_ms", "predicted_wait_ms",
+           "predicted_comm_vs_wait", "predicted_wait_vs_wait",
+           "link_bytes_per_step", "predicted_link_bytes",
            "expected_link_bytes", "link_sent_bytes_per_step", "link_received_bytes_per_step",
            "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean",
            "cpu_ms_per_step", "cpu_ms_per_step_trainer", "cpu_ms_per_step_ps",
@@ -149,7 +155,10 @@ def prediction(args, job, workers, hosts, coordinator=None, ps_hosts=0):
     plan = json.loads(r.stdout)
     try:
         by_path = plan["plan_bytes_per_worker_by_path"]
+        straggler = plan["figures"].get("sync_straggler_s", {})
         return dict(predicted_comm_ms=1000.0 * plan["predicted_seconds_per_step"]["plan"],
+                    predicted_straggler_ms=1000.0 * straggler.get("value", 0.0),
+                    predicted_straggler_source=straggler.get("source", "not in this build"),
                     predicted_link_bytes=plan["total_bytes_per_host_link"]["plan"],
                     predicted_worker_bytes=plan["total_bytes_per_worker"]["plan"],
                     expected_link_bytes=link_bytes_from_plan(
@@ -241,9 +250,14 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(args, workers, arch, rate, command, ps_keys))
     # With --measured-figures the prediction is made once the job ran: with the per-call figures
-    # its own trainers measured at rendezvous (the plan it ran with had the previous job's).
+    # its own trainers measured at rendezvous (the plan it ran with had the previous job's). The
+    # wait for the slowest rank is measured over a sync job's steps, so it is taken from the plan
+    # made before the job: an earlier job's of as many workers on as many hosts (none in a
+    # shape's first run).
     pred = prediction(args, job, workers, hosts, ps_hosts=ps_hosts) \
         if command is None and not args.measured_figures else {}
+    before = prediction(args, job, workers, hosts, coordinator=cluster.address,
+                        ps_hosts=ps_hosts) if command is None and args.measured_figures else {}
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
     # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
@@ -256,6 +270,10 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     if command is None and args.measured_figures:
         pred = prediction(args, job, workers, hosts, coordinator=cluster.address,
                           ps_hosts=ps_hosts)
+        pred["predicted_straggler_ms"] = before["predicted_straggler_ms"]
+        pred["predicted_straggler_source"] = before["predicted_straggler_source"]
+    if pred:
+        pred["predicted_wait_ms"] = pred["predicted_comm_ms"] + pred["predicted_straggler_ms"]
     m = job_metrics(cluster.db, total, args.warmup, args.batch, job_id=int(job_id))
     out = dict(tokens_per_s=m["tokens_per_s"], step_ms=m["step_ms"],
                loss_last20=m["loss_last20"], compute_ms=m["compute_ms"],
@@ -270,6 +288,9 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     out.update({k: v for k, v in pred.items() if k not in ("predicted_paths", "figures")})
     if args.measured_figures and pred:
         out["figures"] = pred["figures"]
+    if pred and out["comm_wait_ms"] > 0:
+        out["predicted_comm_vs_wait"] = pred["predicted_comm_ms"] / out["comm_wait_ms"]
+        out["predicted_wait_vs_wait"] = pred["predicted_wait_ms"] / out["comm_wait_ms"]
     if pred:
         # Measured per direction (mean over hosts and directions) over the plan's figures.
         measured = out["link_bytes_per_step"] / 2
@@ -497,7 +518,8 @@ def parse_args():
     ap.add_argument("--measured-figures", action="store_true",
                     help="no [plan] table in the jobs: the planner's figures are what the agents "
                     "and the trainers measured on the cluster, and the predicted time is made "
-                    "after each run, with the figures its trainers measured (--from-coordinator)")
+                    "after each run, with the figures its trainers measured (--from-coordinator), "
+                    "and the wait for the slowest rank an earlier sync run of the shape measured")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()

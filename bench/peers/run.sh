@@ -2,7 +2,9 @@
 # W3 in PyTorch DDP, dense and sparse embeddings, alternating, N runs each
 # (docs/PERFORMANCE.md, "W3 reference: PyTorch DDP"). Prints the runs' and the
 # median/min/max JSON lines of bench/peers/w3_torch.py, with the load average
-# before and after (the machine is shared: record it with the figures).
+# before and after (the machine is shared: record it with the figures). The
+# peer draws exactly Parallax's initial values and negatives (w3_torch.py
+# --help; `-- --torch-draws` for torch's RNG instead).
 #
 #   bench/peers/run.sh [--runs N] [--seed S] [-- w3_torch.py options]
 #
@@ -19,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 source "$root/bench/lib.sh"

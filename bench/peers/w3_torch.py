@@ -6,14 +6,26 @@ Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps`):
   /usr/bin/python3 bench/peers/w3_torch.py --batches data/brown/w3-batches.bin \
       --vocab data/brown/vocab.tsv [--sparse | --alternate] [--runs 5]
 
-The model (docs/PERFORMANCE.md, "W3 reference: PyTorch DDP"): input embedding V x d, mean of
-the k previous tokens' embeddings, Linear(d, 512) + ReLU, Linear(512, d) -> h, output
-embedding V x d. Loss per target = -log s(h . out[target]) - sum over 16 negatives of
-log s(-h . out[neg]); the batch mean is the loss. Negatives are drawn per example (16 for each
-target, independently, with replacement, from unigram^0.75 of the vocab.tsv counts; a negative
-equal to the target is kept, as in the loss's definition). Plain SGD, lr 0.5, on every variable.
-Embeddings start uniform(-0.05, 0.05); the Linear layers keep PyTorch's default initialisation
-(uniform(+-1/sqrt(fan_in)) for weights and biases).
+The model (docs/PERFORMANCE.md, "W3 reference: PyTorch DDP"), examples/w3.toml's: input
+embedding V x d (V = --vocab-size, 50,000; rows past vocab.tsv's words are never used), mean of
+the k previous tokens' embeddings, Linear(d, 512) + ReLU, Linear(512, d) -> h, output embedding
+V x d and output bias V x 1. Score s(w) = h . out[w] + bias[w]; loss per target =
+-log sigma(s(target)) - sum over 16 negatives of log sigma(-s(neg)); the batch mean is the loss
+(DDP averages the ranks' gradients, as Parallax's sync mean does). Plain SGD, lr 0.5, on every
+variable.
+
+Draws (default): exactly Parallax's (bench/peers/parallax_draws.py), so both systems follow the
+same trajectory up to floating-point rounding: every initial value is the `lm` model's, from
+Parallax's counter-based hashes for --seed ([model] seed): embeddings uniform(+-0.05)
+(InitializeRow per variable id and row), Linear weights and biases uniform(+-1/sqrt(fan_in)) laid
+out as Parallax's row-major (in x out) matrices (transposed into PyTorch's (out, in)), output
+bias 0; negatives per example from Parallax's HashRng keyed by (seed, step, the example's index
+in the global batch) through its alias table over unigram^--negative-power of the vocab.tsv
+counts (with replacement; a negative equal to the target is kept, as in the loss's definition;
+--negative-sharing batch: one set per rank and step). With --torch-draws: torch's RNG instead
+(embeddings uniform(-0.05, 0.05) from torch.manual_seed(--seed), Linear layers PyTorch's default
+initialisation, output bias 0, negatives torch.multinomial): the same model and maths on another
+trajectory.
 
 Data: the `parallax-data batches` file, so every rank reads exactly the (context, target) ids that
 Parallax rank r of the same world size reads (docs/DATA.md, "Batches file").
@@ -24,7 +36,7 @@ torch.set_num_threads(1)); each runs the warm-up steps, then the timed steps. Th
 sent per worker per step are the counters' growth over the timed steps, averaged over workers.
 
 Output: one JSON object per line and statistic (median/min/max over runs), plus one line per run
-("stat": "run") for the record.
+("stat": "run") for the record; --losses FILE keeps the last run's loss of every rank and step.
 
 With --rank R --init tcp://HOST:PORT --sync-dir DIR this process is rank R alone, for a driver
 that starts the ranks itself (bench/cluster runs one per host namespace, with GLOO_SOCKET_IFNAME
@@ -35,6 +47,7 @@ driver through files in DIR (FileSync) and writes its time and losses to DIR/don
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import socket
@@ -54,6 +67,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parallax_draws  # noqa: E402
 
 HEADER_BYTES = 32
 MAGIC = b"PXBAT001"
@@ -89,7 +105,11 @@ def read_counts(path):
 
 
 class W3(nn.Module):
-    def __init__(self, vocab, dim, hidden, sparse):
+    """Built with torch's RNG (embeddings uniform(-0.05, 0.05), PyTorch's default Linear init);
+    parallax_init() then sets Parallax's values. `bias`: the output bias of Parallax's `lm` (the
+    peer has it; bench/e2e's PyTorch front-end runs use the model without)."""
+
+    def __init__(self, vocab, dim, hidden, sparse, bias=False):
         super().__init__()
         self.inp = nn.Embedding(vocab, dim, sparse=sparse)
         self.fc1 = nn.Linear(dim, hidden)
@@ -97,13 +117,68 @@ class W3(nn.Module):
         self.out = nn.Embedding(vocab, dim, sparse=sparse)
         nn.init.uniform_(self.inp.weight, -0.05, 0.05)
         nn.init.uniform_(self.out.weight, -0.05, 0.05)
+        self.bias = nn.Embedding(vocab, 1, sparse=sparse) if bias else None
+        if bias:
+            nn.init.zeros_(self.bias.weight)
+
+    @torch.no_grad()
+    def parallax_init(self, seed, init_scale):
+        """The `lm` model's initial values (trainer/models/lm_model.cc): its variables in
+        registration order are ids 0..6 (input embedding, hidden weights and bias, projection
+        weights and bias, output embedding, output bias); its weights are row-major in x out."""
+        pd = parallax_draws
+        vocab, dim = self.inp.weight.shape
+        hidden = self.fc1.weight.shape[0]
+        in1, in2 = 1 / math.sqrt(dim), 1 / math.sqrt(hidden)
+        values = [(self.inp.weight, pd.initial_table(seed, 0, vocab, dim, init_scale)),
+                  (self.fc1.weight, pd.initial_dense(seed, 1, dim * hidden, in1)
+                   .reshape(dim, hidden).T),
+                  (self.fc1.bias, pd.initial_dense(seed, 2, hidden, in1)),
+                  (self.fc2.weight, pd.initial_dense(seed, 3, hidden * dim, in2)
+                   .reshape(hidden, dim).T),
+                  (self.fc2.bias, pd.initial_dense(seed, 4, dim, in2)),
+                  (self.out.weight, pd.initial_table(seed, 5, vocab, dim, init_scale))]
+        for param, value in values:
+            param.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+        if self.bias is not None:
+            self.bias.weight.zero_()  # Initializer kZeros
 
     def forward(self, context, targets, negatives):
         x = self.inp(context).mean(dim=1)                                   # B x d
         h = self.fc2(F.relu(self.fc1(x)))                                   # B x d
         pos = (h * self.out(targets)).sum(dim=1)                            # B
         neg = torch.bmm(self.out(negatives), h.unsqueeze(2)).squeeze(2)     # B x n
+        if self.bias is not None:
+            pos = pos + self.bias(targets).squeeze(1)
+            neg = neg + self.bias(negatives).squeeze(2)
         return -(F.logsigmoid(pos) + F.logsigmoid(-neg).sum(dim=1)).mean()
+
+
+class Negatives:
+    """The negatives of each (step, rank): Parallax's (default) or torch.multinomial's."""
+
+    def __init__(self, args, counts, rank, batch):
+        self.args, self.rank, self.batch = args, rank, batch
+        weights = parallax_draws.negative_weights(counts, args.vocab_size, args.negative_power)
+        if args.torch_draws:
+            self.probs = torch.tensor(weights, dtype=torch.float64)
+            self.probs /= self.probs.sum()
+            self.gen = torch.Generator().manual_seed(args.seed * 1000003 + rank)
+        else:
+            self.table = parallax_draws.AliasTable(weights)
+
+    def draw(self, step):
+        a, b = self.args, self.batch
+        if a.torch_draws:
+            if a.negative_sharing == "batch":
+                ids = torch.multinomial(self.probs, a.negatives, replacement=True,
+                                        generator=self.gen)
+                return ids.expand(b, a.negatives)
+            return torch.multinomial(self.probs, b * a.negatives, replacement=True,
+                                     generator=self.gen).view(b, a.negatives)
+        ids = parallax_draws.negatives(self.table, a.seed, step, self.rank, a.workers, b,
+                                       a.negatives, a.negative_sharing)
+        return torch.from_numpy(ids)
 
 
 class QueueSync:
@@ -162,14 +237,17 @@ def worker(rank, args, header, init_method, sync):
                             world_size=args.workers)
     _, ids = read_batches(args.batches)
     counts = read_counts(args.vocab)
-    probs = torch.from_numpy(counts ** 0.75)
-    probs /= probs.sum()
-    torch.manual_seed(args.seed)  # same initial values on every rank (DDP also broadcasts rank 0's)
-    model = W3(len(counts), args.dim, args.hidden, args.sparse)
+    if len(counts) > args.vocab_size:
+        sys.exit(f"w3_torch: {args.vocab} has {len(counts)} words, more than --vocab-size "
+                 f"{args.vocab_size}; pass the job's [model] vocab")
+    torch.manual_seed(args.seed)  # same initial values on every rank
+    model = W3(args.vocab_size, args.dim, args.hidden, args.sparse, bias=True)
+    if not args.torch_draws:
+        model.parallax_init(args.seed, args.init_scale)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
-    gen = torch.Generator().manual_seed(args.seed * 1000003 + rank)
     b, k = header["batch"], header["context"]
+    negatives_of = Negatives(args, counts, rank, b)
     total = args.warmup + args.steps
     losses = []
     t0 = 0.0
@@ -182,8 +260,7 @@ def worker(rank, args, header, init_method, sync):
         row = torch.from_numpy(ids[step, rank].astype(np.int64))
         context = row[: b * k].view(b, k)
         targets = row[b * k:]
-        negatives = torch.multinomial(probs, b * args.negatives, replacement=True,
-                                      generator=gen).view(b, args.negatives)
+        negatives = negatives_of.draw(step)
         # --no-sync: DDP's gradient all-reduce is skipped (each rank trains alone): the
         # compute-only step time of the same processes on the same cores.
         with ddp.no_sync() if args.no_sync else contextlib.nullcontext():
@@ -267,6 +344,10 @@ def one_run(args, header):
     per_step = {name: statistics.mean((after[p][name] - before[p][name]) / args.steps
                                       for p in pids)
                 for name in ("bytes_sent", "bytes_acked", "bytes_received")}
+    if args.losses:
+        by_rank = sorted((d[1], d[3]) for d in done)
+        with open(args.losses, "w", encoding="utf-8") as f:
+            json.dump(dict(losses=[l for _, l in by_rank]), f)
     losses = np.mean([d[3] for d in done], axis=0)  # rank means -> the global batch's mean
     return dict(tokens_per_s=args.workers * header["batch"] * args.steps / elapsed,
                 step_ms=1000.0 * elapsed / args.steps,
@@ -283,7 +364,10 @@ UNITS = dict(tokens_per_s="tokens/s", step_ms="ms", loss_last20="nats", first_lo
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    paragraphs = __doc__.split("\n\n")
+    ap = argparse.ArgumentParser(  # the first paragraph and what the peer draws
+        description="\n\n".join([paragraphs[0]] + [p for p in paragraphs if p.startswith("Draws")]),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batches", required=True, help="parallax-data batches file")
     ap.add_argument("--vocab", required=True, help="vocab.tsv (negative-sampling counts)")
     ap.add_argument("--sparse", action="store_true", help="nn.Embedding(sparse=True)")
@@ -296,7 +380,22 @@ def main():
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--negatives", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.5)
-    ap.add_argument("--seed", type=int, default=1, help="initial values and negatives")
+    ap.add_argument("--vocab-size", type=int, default=50000,
+                    help="rows of the embeddings ([model] vocab); the alias table's size")
+    ap.add_argument("--negative-power", type=float, default=0.75,
+                    help="negatives from unigram^P ([model] negative_power)")
+    ap.add_argument("--negative-sharing", choices=("example", "batch"), default="example",
+                    help="16 negatives per example, or one set per rank and step "
+                    "([model] negative_sharing)")
+    ap.add_argument("--init-scale", type=float, default=0.05,
+                    help="embeddings uniform(+-S) ([model] init_scale)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="initial values and negatives ([model] seed: Parallax's draws)")
+    ap.add_argument("--torch-draws", action="store_true",
+                    help="initial values and negatives from torch's RNG (uniform(+-0.05) "
+                    "embeddings, PyTorch's default Linear init, torch.multinomial) instead of "
+                    "exactly Parallax's: the same model on another trajectory")
+    ap.add_argument("--losses", help="write the last run's losses, [rank][step], as JSON here")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per phase of a run")
     ap.add_argument("--no-sync", action="store_true",
                     help="skip DDP's gradient all-reduce (compute-only step time)")

@@ -102,6 +102,19 @@ StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coo
   return out;
 }
 
+StatusOr<std::optional<plan::MeasuredStraggler>> FetchStraggler(CoordinatorClient* coord,
+                                                                 int workers) {
+  const std::string key = plan::StragglerKey(workers);
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> stored, ReadIfStored(coord, key));
+  if (!stored) return std::optional<plan::MeasuredStraggler>();
+  StatusOr<plan::MeasuredStraggler> s = plan::ParseStraggler(*stored);
+  if (!s.ok()) {
+    PX_LOG(WARNING) << key << ": " << s.status().ToString() << "; ignored";
+    return std::optional<plan::MeasuredStraggler>();
+  }
+  return std::optional<plan::MeasuredStraggler>(*std::move(s));
+}
+
 Status StoreMeasuredCalls(CoordinatorClient* coord, const std::string& address,
                           const plan::MeasuredCalls& calls) {
   const std::pair<plan::CallKind, bool> kinds[] = {

@@ -8,11 +8,13 @@
 #ifndef PARALLAX_CORE_CALIBRATION_HOST_CALIBRATION_H_
 #define PARALLAX_CORE_CALIBRATION_HOST_CALIBRATION_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/comm/host_probe.h"
 #include "core/plan/host_figures.h"
+#include "core/plan/straggler.h"
 #include "core/rpc/coordinator_client.h"
 
 namespace parallax::calibration {
@@ -26,6 +28,12 @@ StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::s
 // bind address; hosts that stored none are left out): the agent's probe and
 // what the newest job's trainers measured there (MeasuredCalls).
 StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coord);
+
+// What the newest sync job of `workers` workers measured of its ranks'
+// wait for the slowest one (plan::StragglerKey, stored by the coordinator);
+// nullopt when none did or the stored value does not parse (logged).
+StatusOr<std::optional<plan::MeasuredStraggler>> FetchStraggler(CoordinatorClient* coord,
+                                                                 int workers);
 
 // Stores what a job's trainers measured on the host that binds `address`
 // (plan::MeasuredCallsKey), each kind it measured replacing an older job's;

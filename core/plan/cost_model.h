@@ -128,6 +128,12 @@ struct CostOptions {
   // attempt measured over what its plan predicted.
   double collective_time_scale = 1;
   double ps_time_scale = 1;
+  // A sync step's wait for the slowest rank's compute, on top of its
+  // communication (core/plan/straggler.h): measured by an earlier sync job
+  // of as many workers on as many hosts; 0 when none was, or the job is not
+  // sync. Added once to a plan's predicted wait (PlanReport), never to a
+  // path's time: it does not change a choice.
+  double sync_straggler_s = 0;
 };
 
 // options.ps_time_scale for the PS path, else options.collective_time_scale.

@@ -30,6 +30,8 @@ const HostFigures* SlowestCall(std::span<const HostFigures> hosts, MeasuredCalls
   return slowest;
 }
 
+}  // namespace
+
 std::string UtcMinute(int64_t unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
   std::tm tm{};
@@ -38,8 +40,6 @@ std::string UtcMinute(int64_t unix_s) {
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm);
   return when;
 }
-
-}  // namespace
 
 std::string MeasuredOn(const HostFigures& h) {
   return "measured on " + h.host + " at " + UtcMinute(h.measured_unix_s);

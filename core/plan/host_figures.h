@@ -69,6 +69,7 @@ struct FigureSources {
   std::string shm = "default";
   std::string collective = "default";
   std::string ps_rtt = "default";
+  std::string straggler = "not measured";  // CostOptions::sync_straggler_s
 };
 
 // Sets `cost`'s figures from `plan` ([plan] of the job file), else from the
@@ -82,6 +83,8 @@ struct FigureSources {
 FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigures> hosts,
                            int cluster_hosts, CostOptions* cost);
 
+// "YYYY-MM-DD HH:MM UTC".
+std::string UtcMinute(int64_t unix_s);
 // "measured on HOST at YYYY-MM-DD HH:MM UTC".
 std::string MeasuredOn(const HostFigures& h);
 // "measured by job J's trainers on HOST (ADDRESS) at YYYY-MM-DD HH:MM UTC,

@@ -35,7 +35,8 @@ json CostToJson(const CostOptions& c) {
               {"worker_memory_bytes", c.worker_memory_bytes},
               {"optimizer_state_copies", c.optimizer_state_copies},
               {"collective_time_scale", c.collective_time_scale},
-              {"ps_time_scale", c.ps_time_scale}};
+              {"ps_time_scale", c.ps_time_scale},
+              {"sync_straggler_s", c.sync_straggler_s}};
 }
 
 // A name of one of include/parallax/settings.h's enums; `what` names the key.
@@ -74,6 +75,7 @@ CostOptions CostFromJson(const json& c) {
   o.shm_bytes_per_s = c.value("shm_bytes_per_s", o.shm_bytes_per_s);
   o.collective_time_scale = c.value("collective_time_scale", o.collective_time_scale);
   o.ps_time_scale = c.value("ps_time_scale", o.ps_time_scale);
+  o.sync_straggler_s = c.value("sync_straggler_s", o.sync_straggler_s);
   o.worker_memory_bytes = c.value("worker_memory_bytes", o.worker_memory_bytes);
   o.optimizer_state_copies = c.value("optimizer_state_copies", o.optimizer_state_copies);
   return o;
@@ -136,7 +138,8 @@ std::string JobPlanToJson(const JobPlan& plan) {
                            {"loopback", plan.figures.loopback},
                            {"shm", plan.figures.shm},
                            {"collective", plan.figures.collective},
-                           {"ps_rtt", plan.figures.ps_rtt}};
+                           {"ps_rtt", plan.figures.ps_rtt},
+                           {"straggler", plan.figures.straggler}};
   doc["local_aggregation"] = plan.local_aggregation;
   doc["predicted_comm_s"] = plan.predicted_comm_s;
   doc["variables"] = json::array();
@@ -187,6 +190,7 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
       plan.figures.shm = f.value("shm", plan.figures.shm);
       plan.figures.collective = f.value("collective", plan.figures.collective);
       plan.figures.ps_rtt = f.value("ps_rtt", plan.figures.ps_rtt);
+      plan.figures.straggler = f.value("straggler", plan.figures.straggler);
     }
     plan.local_aggregation = doc.value("local_aggregation", false);
     plan.predicted_comm_s = doc.value("predicted_comm_s", 0.0);

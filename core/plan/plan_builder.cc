@@ -223,6 +223,25 @@ void ChooseCheapestPlan(const JobConfig& job, const PlanInputs& inputs,
   }
 }
 
+// The wait for the slowest rank an earlier sync job of the same shape
+// measured, for a sync job of more than one worker.
+void ApplyStraggler(const JobConfig& job, const PlanInputs& inputs, CostOptions* cost,
+                    FigureSources* sources) {
+  const ClusterShape& cluster = inputs.cluster;
+  if (job.job.consistency != Consistency::kSync || cluster.workers < 2) {
+    sources->straggler = "none: ranks wait for each other only in sync mode, with 2 workers or more";
+    return;
+  }
+  if (!inputs.straggler) return;  // "not measured"
+  const MeasuredStraggler& m = *inputs.straggler;
+  if (m.workers != cluster.workers || m.hosts != cluster.hosts) {
+    sources->straggler = "not measured at this shape; " + StragglerSource(m);
+    return;
+  }
+  cost->sync_straggler_s = m.straggler_s;
+  sources->straggler = StragglerSource(m);
+}
+
 }  // namespace
 
 int PsShards(const JobConfig& job, int hosts) {
@@ -243,7 +262,9 @@ CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
       ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts + inputs.cluster.ps_hosts,
                    &cost);
   if (inputs.correction) ApplyCorrection(*inputs.correction, &cost);
-  if (sources) *sources = s;
+  FigureSources with_straggler = s;
+  ApplyStraggler(job, inputs, &cost, &with_straggler);
+  if (sources) *sources = with_straggler;
   cost.value_bytes = job.ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
   cost.ps_shared_memory = job.ps.shared_memory;
   cost.fusion_bucket_bytes = inputs.fusion_bucket_bytes;

@@ -27,6 +27,7 @@
 #include "core/plan/cost_model.h"
 #include "core/plan/job_plan.h"
 #include "core/plan/plan_correction.h"
+#include "core/plan/straggler.h"
 #include "parallax/job_config.h"
 #include "parallax/status.h"
 
@@ -57,6 +58,10 @@ struct PlanInputs {
   // The model corrected by what an earlier attempt measured (re-planning on
   // evidence, core/plan/plan_correction.h): its time scales.
   std::optional<PlanCorrection> correction;
+  // What an earlier sync job of this many workers measured of the wait for
+  // its slowest rank (core/plan/straggler.h); used by a sync plan of the
+  // same workers and hosts.
+  std::optional<MeasuredStraggler> straggler;
 };
 
 // INVALID_ARGUMENT for a [[variable]] naming no registered variable;

@@ -120,6 +120,14 @@ std::string FormatPlanReport(const PlanReport& report) {
            " per step, link bytes / bandwidth + operations x latency; under arch = \"hybrid\" the\n"
            " plan is the cheapest predicted of the per-variable choice and the single-path plans)\n";
   }
+  if (report.cost.sync_straggler_s > 0) {
+    std::snprintf(line, sizeof(line),
+                  "predicted wait per step: %.3g ms communication + %.3g ms for the slowest "
+                  "rank's compute (sync; %s)\n",
+                  t.hybrid.seconds * 1e3, report.cost.sync_straggler_s * 1e3,
+                  report.figures.straggler.c_str());
+    out << line;
+  }
   if (report.cost.collective_time_scale != 1 || report.cost.ps_time_scale != 1) {
     std::snprintf(line, sizeof(line),
                   "(re-planned on evidence: predicted times of the collective paths x%.3g, of the "
@@ -172,7 +180,9 @@ std::string PlanReportJson(const PlanReport& report) {
                              {"source", report.figures.shm}}},
         {"collective_latency_s", {{"value", report.cost.collective_latency_s},
                                   {"source", report.figures.collective}}},
-        {"ps_rtt_s", {{"value", report.cost.ps_rtt_s}, {"source", report.figures.ps_rtt}}}}},
+        {"ps_rtt_s", {{"value", report.cost.ps_rtt_s}, {"source", report.figures.ps_rtt}}},
+        {"sync_straggler_s", {{"value", report.cost.sync_straggler_s},
+                              {"source", report.figures.straggler}}}}},
       {"variables", vars},
       {"total_bytes_per_worker",
        {{"plan", t.hybrid.worker},
@@ -193,6 +203,9 @@ std::string PlanReportJson(const PlanReport& report) {
         {"allreduce", t.allreduce.seconds},
         {"allgather", t.allgather.seconds},
         {"ps", t.ps.seconds}}},
+      // What a rank is predicted to wait per step: the plan's communication
+      // and, in sync mode, the slowest rank's compute beyond the mean.
+      {"predicted_wait_seconds_per_step", t.hybrid.seconds + report.cost.sync_straggler_s},
       {"feasible",
        {{"plan", t.hybrid.feasible},
         {"allreduce", t.allreduce.feasible},

@@ -67,6 +67,16 @@ TEST(PlanViewTest, FiguresWithTheirSources) {
   EXPECT_EQ(replanned[6],
             "re-planned on evidence: predicted times x1 collectives, x12.5 PS (an earlier "
             "attempt's measured over predicted)");
+  // A sync plan that knows its ranks' wait for the slowest one shows it, and
+  // the wait it predicts with it.
+  p.cost.ps_time_scale = 1;
+  p.cost.sync_straggler_s = 0.0125;
+  p.figures.straggler = "measured by job 3 over 40 steps, 2 workers on 2 hosts, at X";
+  const std::vector<std::string> waiting = PlanFigureLines(plan::JobPlanToJson(p));
+  ASSERT_EQ(waiting.size(), 8u);
+  EXPECT_EQ(waiting[5], "sync wait for the slowest rank 12.5 ms (measured by job 3 over 40 "
+                        "steps, 2 workers on 2 hosts, at X)");
+  EXPECT_EQ(waiting[7], "predicted wait 52.8 ms per step (with the slowest rank's)");
 }
 
 TEST(PlanViewTest, NotAPlanIsAnError) {

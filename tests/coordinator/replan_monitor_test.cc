@@ -8,6 +8,7 @@
 
 #include "core/plan/plan_builder.h"
 #include "core/plan/plan_correction.h"
+#include "core/plan/straggler.h"
 #include "tests/coordinator/sqlite_service.h"
 #include "tests/core/plan/replan_inputs.h"
 
@@ -165,6 +166,55 @@ TEST_F(ReplanMonitorTest, AnAttemptWithoutAPlanIsNotWatched) {
   const int64_t id = CreateJob(true);
   EXPECT_TRUE(Run(&monitor, id, 1, 99, 20.0).empty());
   EXPECT_TRUE(ReplanEvents(id).empty());
+}
+
+// A sync job's ranks' compute spread is kept for the next sync plan of as
+// many workers: the mean over the measured steps of the slowest rank's
+// compute less the mean, past the attempt's first 5 steps.
+TEST_F(ReplanMonitorTest, ASyncJobStoresItsWaitForTheSlowestRank) {
+  ReplanMonitor monitor(db_.store.get());
+  const int64_t id = CreateJob(false);
+  PutPlan(id, 1);
+  auto feed = [&](int64_t step, double rank1_compute_ms) {
+    std::vector<MetricRecord> points = Points(id, 1, step, 0.0);
+    points[0].values["compute_ms"] = 10.0;
+    points[1].values["compute_ms"] = rank1_compute_ms;
+    ASSERT_TRUE(monitor.Observe(points, (100 + step) * 1000).ok());
+  };
+  // Steps 0-9 begin within the warm-up: not measured, whatever they show.
+  feed(9, 500.0);
+  EXPECT_FALSE(db_.store->KvGet(plan::StragglerKey(2))->has_value());
+  feed(19, 30.0);  // slowest 30, mean 20: 10 ms over 10 steps
+  feed(29, 50.0);  // slowest 50, mean 30: 20 ms over 10 steps
+  StatusOr<std::optional<std::string>> stored = db_.store->KvGet(plan::StragglerKey(2));
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  StatusOr<plan::MeasuredStraggler> s = plan::ParseStraggler(**stored);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NEAR(s->straggler_s, 0.015, 1e-12);
+  EXPECT_EQ(s->steps, 20);
+  EXPECT_EQ(s->workers, 2);
+  EXPECT_EQ(s->hosts, 1);
+  EXPECT_EQ(s->job_id, id);
+  EXPECT_EQ(s->measured_unix_s, 129);
+  EXPECT_EQ(s->steps_per_point, 10);  // the job's metrics_every (default)
+}
+
+TEST_F(ReplanMonitorTest, AnAsyncJobStoresNoStraggler) {
+  ReplanMonitor monitor(db_.store.get());
+  NewJob job;
+  job.name = "a";
+  job.workers = 2;
+  job.job_text = std::string("[job]\nname = \"a\"\nworkers = 2\nconsistency = \"async\"\n") +
+                 "[trainer]\nmodel = \"lm\"\n" + plan::testing::kReplanPlanTable;
+  StatusOr<JobRecord> created = db_.store->CreateJob(job, 0);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  PutPlan(created->id, 1);
+  for (int64_t step = 9; step <= 99; step += 10) {
+    std::vector<MetricRecord> points = Points(created->id, 1, step, 0.0);
+    points[1].values["compute_ms"] = 40.0;
+    ASSERT_TRUE(monitor.Observe(points, 0).ok());
+  }
+  EXPECT_FALSE(db_.store->KvGet(plan::StragglerKey(2))->has_value());
 }
 
 }  // namespace

@@ -198,12 +198,16 @@ TEST_F(PlanAgreementTest, TrainersMeasureTheirCallsForTheNextPlan) {
     return doc.is_object() ? doc["figures"] : nlohmann::json();
   };
   const std::string by_trainers = "measured by job " + id + "'s trainers on ";
+  // The coordinator keeps the sync job's wait for its slowest rank, from
+  // the steps the ranks reported (core/plan/straggler.h).
+  const std::string by_coordinator = "measured by job " + id + " over ";
   nlohmann::json f;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
   while (std::chrono::steady_clock::now() < deadline) {
     f = figures(job);
     if (f.is_object() && f["ps_rtt_s"]["source"].get<std::string>().rfind(by_trainers, 0) == 0 &&
-        f["link_bytes_per_s"]["source"].get<std::string>().rfind(by_trainers, 0) == 0) {
+        f["link_bytes_per_s"]["source"].get<std::string>().rfind(by_trainers, 0) == 0 &&
+        f["sync_straggler_s"]["source"].get<std::string>().rfind(by_coordinator, 0) == 0) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -222,6 +226,10 @@ TEST_F(PlanAgreementTest, TrainersMeasureTheirCallsForTheNextPlan) {
   EXPECT_NE(f["link_bytes_per_s"]["source"].get<std::string>().find("toward 127.0.0.2"),
             std::string::npos)
       << f.dump();
+  const std::string straggler = f["sync_straggler_s"]["source"];
+  EXPECT_EQ(straggler.rfind(by_coordinator, 0), 0u) << f.dump() << cluster.Logs();
+  EXPECT_NE(straggler.find("steps, 2 workers on 2 hosts"), std::string::npos) << straggler;
+  EXPECT_GT(f["sync_straggler_s"]["value"].get<double>(), 0) << f.dump();
 
   const std::string pinned = BrownJob(dir_, 2, "\n[plan]\nps_rtt_us = 777\n");
   f = figures(pinned);

@@ -8,5 +8,6 @@ list(APPEND PX_CORE_TEST_SOURCES
   plan/plan_builder_test.cc
   plan/plan_correction_test.cc
   plan/placement_test.cc
-  plan/report_test.cc)
+  plan/report_test.cc
+  plan/straggler_test.cc)
 list(APPEND PX_CORE_TEST_LIBS px_plan)
