@@ -241,12 +241,13 @@ Status Agent::Register() {
   info.__set_version(options_.version);
   info.__set_workdir_id(workdir_id_);
   info.__set_bind_addr(options_.bind_addr);
+  info.__set_role(options_.ps_host ? rpc::AgentRole::PS : rpc::AgentRole::WORKER);
   Status s = link_->Register(info);
   if (s.ok()) {
     registered_ = true;
-    PX_LOG(INFO) << "registered as agent '" << options_.name << "' (" << options_.slots
-                 << " slots, " << options_.gpus << " GPUs, log service " << address_
-                 << ")";
+    PX_LOG(INFO) << "registered as agent '" << options_.name << "' ("
+                 << (options_.ps_host ? "PS shards only, " : "") << options_.slots << " slots, "
+                 << options_.gpus << " GPUs, log service " << address_ << ")";
   }
   return s;
 }
@@ -317,6 +318,12 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   if (std::vector<std::string> refused = EnvAllowList(options_.allow_env).Refused(env_names);
       !refused.empty()) {
     return RefuseTask(a.key, dir, RefusedEnvMessage(refused));
+  }
+  if (options_.ps_host && a.key.role == rpc::TaskRole::TRAINER) {
+    return RefuseTask(a.key, dir,
+                      "refused to start on agent '" + options_.name +
+                          "': it hosts PS shards only (--role ps); its coordinator predates "
+                          "agent roles: upgrade it, or start this agent without --role ps");
   }
   if (std::string missing = MissingPaths(a); !missing.empty()) {
     return RefuseTask(a.key, dir, missing);

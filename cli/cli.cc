@@ -472,6 +472,15 @@ int Cli::Cancel() {
   return kExitOk;
 }
 
+namespace {
+
+// "worker" or "ps", as parallax-agent's --role spells it.
+const char* AgentRoleName(const rpc::AgentInfo& a) {
+  return a.__isset.role && a.role == rpc::AgentRole::PS ? "ps" : "worker";
+}
+
+}  // namespace
+
 int Cli::Agents() {
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
@@ -485,6 +494,7 @@ int Cli::Agents() {
                      {"address", a.address},
                      {"slots", a.slots},
                      {"gpus", a.gpus},
+                     {"role", AgentRoleName(a)},
                      {"hostname", a.hostname},
                      {"version", a.version},
                      {"registered", FormatRfc3339(a.registered)},
@@ -503,9 +513,10 @@ int Cli::Agents() {
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "ADDRESS", "SLOTS", "GPUS", "ALIVE", "LAST SEEN"}};
+      {"NAME", "ADDRESS", "ROLE", "SLOTS", "GPUS", "ALIVE", "LAST SEEN"}};
   for (const auto& a : *agents) {
-    rows.push_back({a.name, a.address, std::to_string(a.slots), std::to_string(a.gpus),
+    rows.push_back({a.name, a.address, AgentRoleName(a), std::to_string(a.slots),
+                    std::to_string(a.gpus),
                     a.alive ? (a.draining ? "draining" : "yes") : (a.stopped ? "stopped" : "no"),
                     FormatRfc3339(a.last_seen)});
   }
@@ -806,6 +817,10 @@ void Cli::AddLocalCommands(CLI::App* app) {
   plan->add_option("--hosts", plan_.hosts, "hosts the workers are spread over")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  plan->add_option("--ps-hosts", plan_.ps_hosts,
+                   "PS hosts a job with [ps] hosts = \"ps\" gets (its shards = \"auto\": one "
+                   "per PS host; default: as many as --hosts)")
+      ->check(CLI::PositiveNumber);
   plan->add_option("--sample-batches", plan_.sample_batches,
                    "batches of rank 0 sampled to measure alpha (the job itself samples 4: "
                    "another number may predict another plan than the job records)")

@@ -103,6 +103,7 @@ void Orchestrator::Enqueue(const JobRecord& job, const JobConfig& config) {
   p.attempt = job.attempt;
   p.workers = config.job.workers;
   p.shards = RequestedShards(config);
+  p.ps_hosts = config.ps.hosts;
   p.min_workers = config.job.min_workers;
   p.replace_timeout_ms = int64_t{config.job.replace_timeout_s} * 1000;
   p.since = job.updated;
@@ -213,6 +214,7 @@ void Orchestrator::ApplyJob(const JobRecord& job, std::shared_ptr<const JobConfi
       if (config) {
         p.workers = config->job.workers;
         p.shards = RequestedShards(*config);
+        p.ps_hosts = config->ps.hosts;
         p.min_workers = config->job.min_workers;
         p.replace_timeout_ms = int64_t{config->job.replace_timeout_s} * 1000;
       }
@@ -372,7 +374,9 @@ StatusOr<rpc::TaskAssignment> Orchestrator::Assignment(LiveJob& job, const TaskR
   a.local_rank = local_rank;
   a.local_world_size = size == layout.local_size.end() ? 0 : size->second;
   a.host_index = layout.host_index.at(task.agent_name);
-  a.num_hosts = static_cast<int>(layout.hosts.size());
+  // The hosts of the trainers (the first in layout.hosts): what the planner
+  // and local aggregation count. PS hosts ([ps] hosts = "ps") come after them.
+  a.num_hosts = static_cast<int>(layout.local_size.size());
   a.num_shards = layout.shards;
   if (trainer) a.command = config.trainer.command;
   a.env = std::map<std::string, std::string>(config.trainer.env.begin(), config.trainer.env.end());

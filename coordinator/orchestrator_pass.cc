@@ -278,7 +278,9 @@ Capacity Orchestrator::FreeCapacity() {
   Capacity capacity;
   for (const auto& [name, a] : view_.agents()) {
     if (a.here && !a.lost && !a.record.draining) {
-      capacity.Set({name, a.record.slots, a.record.slots - a.trainers});
+      int shards = 0;
+      for (const TaskId& t : a.tasks) shards += t.role == TaskRole::kPs ? 1 : 0;
+      capacity.Set({name, a.record.slots, a.record.slots - a.trainers, a.record.ps_host, shards});
     }
   }
   return capacity;
@@ -333,6 +335,7 @@ Status Orchestrator::PlacePending(Pass* pass) {
     PlacementRequest request;
     request.workers = job.workers;
     request.shards = job.shards;
+    request.ps_hosts = job.ps_hosts;
     if (job.previous) {
       request.previous = *job.previous;
     } else if (job.attempt > 0) {
@@ -372,6 +375,7 @@ Status Orchestrator::PlacePending(Pass* pass) {
     std::map<std::string, int> per_agent;
     for (const std::string& a : p.trainer_agents) ++per_agent[a];
     for (const auto& [name, n] : per_agent) capacity.Take(name, n);
+    for (const std::string& a : p.ps_agents) capacity.AddShards(a, 1);
     ++started;
   }
   return Status::Ok();

@@ -466,6 +466,7 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
   record.gpus = agent.gpus;
   record.hostname = agent.__isset.hostname ? agent.hostname : "";
   record.version = agent.__isset.version ? agent.version : "";
+  record.ps_host = agent.__isset.role && agent.role == rpc::AgentRole::PS;
   // The orchestrator keeps a drain across re-registrations.
   ThrowIfError(orchestrator_.RegisterAgent(record, now));
   if (std::string warning = registry_.Registered(agent); !warning.empty()) {
@@ -612,6 +613,7 @@ StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
     info.__set_last_seen(seen);
     info.__set_alive(now - seen <= options_.agent_timeout_ms);
     info.__set_draining(a.draining);
+    info.__set_role(a.ps_host ? rpc::AgentRole::PS : rpc::AgentRole::WORKER);
     registry_.Describe(&info);
     out.push_back(std::move(info));
   }

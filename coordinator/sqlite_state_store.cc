@@ -92,7 +92,10 @@ constexpr char kJobColumns[] =
     "id, name, state, workers, step, created, updated, attempt, reason, job_text, job_path, "
     "submitted_by, restarts, lost_updates, lost_updates_unknown";
 constexpr char kAgentColumns[] =
-    "name, address, slots, gpus, hostname, version, registered, last_seen, draining";
+    "name, address, slots, gpus, hostname, version, registered, last_seen, draining, role";
+// agents.role (schemas/state.sql): AgentRole of schemas/coordinator.thrift.
+constexpr int64_t kWorkerRole = 1;
+constexpr int64_t kPsHostRole = 2;
 constexpr char kTaskColumns[] =
     "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated, message, "
     "generation";
@@ -516,12 +519,12 @@ Status SqliteStateStore::UpsertAgent(const AgentRecord& agent, int64_t now) {
     PX_ASSIGN_OR_RETURN(
         SqliteStatement upsert,
         db->Prepare("INSERT INTO agents (name, address, slots, gpus, hostname, version, "
-                     "registered, last_seen, draining) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) "
-                     "ON CONFLICT (name) DO UPDATE SET address = excluded.address, "
-                     "slots = excluded.slots, gpus = excluded.gpus, hostname = excluded.hostname, "
-                     "version = excluded.version, last_seen = excluded.last_seen, "
-                     "draining = excluded.draining"));
+                    "registered, last_seen, draining, role) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) "
+                    "ON CONFLICT (name) DO UPDATE SET address = excluded.address, "
+                    "slots = excluded.slots, gpus = excluded.gpus, hostname = excluded.hostname, "
+                    "version = excluded.version, last_seen = excluded.last_seen, "
+                    "draining = excluded.draining, role = excluded.role"));
     upsert.BindText(1, agent.name)
         .BindText(2, agent.address)
         .BindInt64(3, agent.slots)
@@ -529,12 +532,14 @@ Status SqliteStateStore::UpsertAgent(const AgentRecord& agent, int64_t now) {
         .BindText(5, agent.hostname)
         .BindText(6, agent.version)
         .BindInt64(7, now)
-        .BindInt64(8, agent.draining ? 1 : 0);
+        .BindInt64(8, agent.draining ? 1 : 0)
+        .BindInt64(9, agent.ps_host ? kPsHostRole : kWorkerRole);
     PX_RETURN_IF_ERROR(upsert.Run());
     std::string message = "agent " + Quote(agent.name) +
                           (known ? " registered again at " : " registered at ") + agent.address +
                           " with " + std::to_string(agent.slots) + " slots, " +
                           std::to_string(agent.gpus) + " GPUs";
+    if (agent.ps_host) message += ", for PS shards only";
     if (agent.draining) message += " (draining)";
     return InsertEvent(db, 0, "agent", message, now).status();
   });
@@ -590,6 +595,7 @@ StatusOr<std::vector<AgentRecord>> SqliteStateStore::ListAgents() {
       agent.registered = stmt.ColumnInt64(6);
       agent.last_seen = stmt.ColumnInt64(7);
       agent.draining = stmt.ColumnInt64(8) != 0;
+      agent.ps_host = stmt.ColumnInt64(9) == kPsHostRole;
       agents.push_back(std::move(agent));
     }
     return agents;

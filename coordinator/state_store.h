@@ -94,6 +94,8 @@ struct AgentRecord {
   int64_t registered = 0;
   int64_t last_seen = 0;
   bool draining = false;
+  // Hosts PS shards only ([ps] hosts = "ps"), never a trainer rank.
+  bool ps_host = false;
 };
 
 enum class TaskRole { kTrainer = 1, kPs = 2 };

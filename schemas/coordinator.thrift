@@ -128,6 +128,14 @@ struct Event {
 
 // ---- Agents and tasks ----
 
+// What an agent takes: trainer ranks in its slots and, by default, the PS
+// shards of the jobs whose ranks it runs (WORKER); or PS shards only, of
+// jobs whose [ps] hosts = "ps" (PS: `parallax-agent --role ps`).
+enum AgentRole {
+  WORKER = 1
+  PS = 2
+}
+
 struct AgentInfo {
   1: required string name         // unique per cluster
   2: required string address      // HOST:PORT of the agent's own service
@@ -154,6 +162,8 @@ struct AgentInfo {
   // registration (e.g. loopback addresses on a coordinator reached from
   // other hosts); empty when nothing is.
   14: optional string warning
+  // Absent: WORKER (agents older than the role).
+  15: optional AgentRole role
 }
 
 struct HeartbeatRequest {

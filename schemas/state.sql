@@ -152,3 +152,10 @@ ALTER TABLE tasks ADD COLUMN generation INTEGER NOT NULL DEFAULT 1 CHECK (genera
 ALTER TABLE jobs ADD COLUMN lost_updates INTEGER NOT NULL DEFAULT 0 CHECK (lost_updates >= 0);
 ALTER TABLE jobs ADD COLUMN lost_updates_unknown INTEGER NOT NULL DEFAULT 0
   CHECK (lost_updates_unknown >= 0);
+
+-- migrate: 6
+
+-- What an agent takes (AgentRole of schemas/coordinator.thrift): 1 a worker
+-- (trainer ranks, and the shards of its jobs), 2 PS shards only (started
+-- with --role ps). Agents registered before the role existed are workers.
+ALTER TABLE agents ADD COLUMN role INTEGER NOT NULL DEFAULT 1 CHECK (role IN (1, 2));
