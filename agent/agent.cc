@@ -294,6 +294,19 @@ void Agent::QueueReport(rpc::TaskReport report) {
   next_flush_at_ = 0;  // a new state change goes out now, backoff or not
 }
 
+std::string Agent::PreviousGenerationDir(const rpc::TaskKey& key) const {
+  if (!key.__isset.generation || key.generation <= 1) return "";
+  // A shard's next generation reads what its predecessor left here.
+  rpc::TaskKey previous = key;
+  if (key.generation == 2) {
+    previous.__isset.generation = false;
+  } else {
+    previous.generation = key.generation - 1;
+  }
+  std::error_code ec;
+  return fs::is_directory(TaskDir(previous), ec) ? TaskDir(previous) : "";
+}
+
 void Agent::StartTask(const rpc::TaskAssignment& a) {
   const std::string name = TaskDirName(a.key);
   if (tasks_.count(name) || ended_.count(name)) return;  // idempotent
@@ -338,16 +351,7 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   context.tls_ca_file = options_.tls_ca_file;
   context.job_file = job_file;
   context.task_dir = dir;
-  if (a.key.__isset.generation && a.key.generation > 1) {
-    // A shard's next generation reads what its predecessor left here.
-    rpc::TaskKey previous = a.key;
-    if (a.key.generation == 2) {
-      previous.__isset.generation = false;
-    } else {
-      previous.generation = a.key.generation - 1;
-    }
-    if (fs::is_directory(TaskDir(previous), ec)) context.previous_task_dir = TaskDir(previous);
-  }
+  context.previous_task_dir = PreviousGenerationDir(a.key);
   context.python_path = options_.python_path;
   context.cpu_cores = options_.cpu_cores;
   std::vector<std::string> ignored;

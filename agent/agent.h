@@ -151,6 +151,9 @@ class Agent : public LogSource {
   size_t PendingReports() const;
   // The absolute directory of a task.
   std::string TaskDir(const rpc::TaskKey& key) const;
+  // The task directory of the generation before `key`'s (a PS shard started
+  // again alone), when it is on this host; "" otherwise.
+  std::string PreviousGenerationDir(const rpc::TaskKey& key) const;
 
   // LogSource.
   StatusOr<rpc::LogChunk> ReadLog(const rpc::TaskKey& task, int64_t offset,
