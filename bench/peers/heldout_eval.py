@@ -70,6 +70,9 @@ def heldout_loss(model, tokens, counts, power, context, eval_tokens):
     """Mean held-out negative log-likelihood (nats) of `model` (bench/peers/w3_torch.py's W3)
     and the number of positions evaluated."""
     vocab = model.out.weight.shape[0]
+    if len(tokens) and int(tokens.max()) >= vocab:
+        sys.exit(f"heldout_eval: held-out token id {int(tokens.max())} is not below vocab = "
+                 f"{vocab}; pass the job's [model] vocab (--vocab-size)")
     at = positions(len(tokens), context, eval_tokens)
     ids = torch.from_numpy(tokens.astype(np.int64))
     offsets = torch.arange(-context, 0, dtype=torch.int64)
