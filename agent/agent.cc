@@ -241,12 +241,13 @@ Status Agent::Register() {
   info.__set_version(options_.version);
   info.__set_workdir_id(workdir_id_);
   info.__set_bind_addr(options_.bind_addr);
+  info.__set_role(options_.ps_host ? rpc::AgentRole::PS : rpc::AgentRole::WORKER);
   Status s = link_->Register(info);
   if (s.ok()) {
     registered_ = true;
-    PX_LOG(INFO) << "registered as agent '" << options_.name << "' (" << options_.slots
-                 << " slots, " << options_.gpus << " GPUs, log service " << address_
-                 << ")";
+    PX_LOG(INFO) << "registered as agent '" << options_.name << "' ("
+                 << (options_.ps_host ? "PS shards only, " : "") << options_.slots << " slots, "
+                 << options_.gpus << " GPUs, log service " << address_ << ")";
   }
   return s;
 }
@@ -318,6 +319,12 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
       !refused.empty()) {
     return RefuseTask(a.key, dir, RefusedEnvMessage(refused));
   }
+  if (options_.ps_host && a.key.role == rpc::TaskRole::TRAINER) {
+    return RefuseTask(a.key, dir,
+                      "refused to start on agent '" + options_.name +
+                          "': it hosts PS shards only (--role ps); its coordinator predates "
+                          "agent roles: upgrade it, or start this agent without --role ps");
+  }
   if (std::string missing = MissingPaths(a); !missing.empty()) {
     return RefuseTask(a.key, dir, missing);
   }
@@ -331,6 +338,16 @@ void Agent::StartTask(const rpc::TaskAssignment& a) {
   context.tls_ca_file = options_.tls_ca_file;
   context.job_file = job_file;
   context.task_dir = dir;
+  if (a.key.__isset.generation && a.key.generation > 1) {
+    // A shard's next generation reads what its predecessor left here.
+    rpc::TaskKey previous = a.key;
+    if (a.key.generation == 2) {
+      previous.__isset.generation = false;
+    } else {
+      previous.generation = a.key.generation - 1;
+    }
+    if (fs::is_directory(TaskDir(previous), ec)) context.previous_task_dir = TaskDir(previous);
+  }
   context.python_path = options_.python_path;
   context.cpu_cores = options_.cpu_cores;
   std::vector<std::string> ignored;

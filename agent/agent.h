@@ -46,6 +46,10 @@ struct AgentOptions {
   std::string address;
   int slots = 1;
   int gpus = 0;
+  // --role ps: registers as a PS host (AgentRole PS), which the coordinator
+  // gives PS shards of [ps] hosts = "ps" jobs only; a trainer assigned to it
+  // anyway (a coordinator older than the role) is refused unrun.
+  bool ps_host = false;
   std::string hostname;
   std::string version = "0.1.0";
   // Where parallax-trainer and parallax-ps are.

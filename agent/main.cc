@@ -35,6 +35,7 @@ struct Flags {
   std::string advertise;
   std::string port_file;
   bool calibrate = true;
+  std::string role = "worker";
   int slots = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 };
 
@@ -44,6 +45,12 @@ void AddFlags(CLI::App* app, Flags* f) {
       ->required();
   app->add_option("--workdir", f->options.workdir, "directory for task directories and logs")
       ->required();
+  app->add_option("--role", f->role,
+                  "what this agent takes: 'worker' (trainer ranks, and the PS shards of their "
+                  "jobs) or 'ps' (PS shards only, of jobs with [ps] hosts = \"ps\"; no trainer "
+                  "rank)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"worker", "ps"}));
   app->add_option("--slots", f->slots, "CPU slots when the host has no GPU (default: CPUs)")
       ->check(CLI::PositiveNumber);
   app->add_option("--advertise", f->advertise,
@@ -101,6 +108,7 @@ bool Complete(const parallax::DaemonSettings& settings, Flags* f) {
   std::string& advertise = f->advertise;
   std::error_code ec;
   options.token = settings.secret;
+  options.ps_host = f->role == "ps";
   options.tls_ca_file = settings.tls_ca_file;
   options.allow_exec = AllowedExecDirectories(options.bin_dir, options.allow_exec);
   if (options.python_path.empty())

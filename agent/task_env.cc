@@ -1,6 +1,7 @@
 #include "agent/task_env.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 
@@ -26,8 +27,12 @@ std::string RoleName(rpc::TaskRole::type role) {
 }
 
 std::string TaskDirName(const rpc::TaskKey& key) {
+  // A shard's next generation has a directory of its own (the dead
+  // process's log stays): "-g<N>".
+  const bool later = key.__isset.generation && key.generation > 1;
   return std::to_string(key.job_id) + "-" + std::to_string(key.attempt) + "-" +
-         RoleName(key.role) + "-" + std::to_string(key.index);
+         RoleName(key.role) + "-" + std::to_string(key.index) +
+         (later ? "-g" + std::to_string(key.generation) : "");
 }
 
 std::optional<rpc::TaskKey> ParseTaskDirName(const std::string& name) {
@@ -39,7 +44,13 @@ std::optional<rpc::TaskKey> ParseTaskDirName(const std::string& name) {
     if (dash == std::string::npos) break;
     start = dash + 1;
   }
-  if (parts.size() != 4) return std::nullopt;
+  if (parts.size() != 4 && parts.size() != 5) return std::nullopt;
+  int64_t generation = 0;
+  if (parts.size() == 5 &&
+      (parts[4].size() < 2 || parts[4][0] != 'g' || !ParseInt(parts[4].substr(1), &generation) ||
+       generation < 2 || generation > INT32_MAX)) {
+    return std::nullopt;
+  }
   int64_t job = 0, attempt = 0, index = 0;
   if (!ParseInt(parts[0], &job) || !ParseInt(parts[1], &attempt) || !ParseInt(parts[3], &index)) {
     return std::nullopt;
@@ -55,13 +66,17 @@ std::optional<rpc::TaskKey> ParseTaskDirName(const std::string& name) {
   } else {
     return std::nullopt;
   }
+  if (generation > 1) key.__set_generation(static_cast<int32_t>(generation));
   if (TaskDirName(key) != name) return std::nullopt;  // e.g. leading zeros
   return key;
 }
 
 std::string DescribeTask(const rpc::TaskKey& key) {
   return "job " + std::to_string(key.job_id) + " attempt " + std::to_string(key.attempt) + " " +
-         RoleName(key.role) + " " + std::to_string(key.index);
+         RoleName(key.role) + " " + std::to_string(key.index) +
+         (key.__isset.generation && key.generation > 1
+              ? " generation " + std::to_string(key.generation)
+              : "");
 }
 
 std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& a, const TaskEnvContext& context,
@@ -90,6 +105,12 @@ std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& a, const TaskEn
     set("PARALLAX_LOCAL_WORLD_SIZE", a.local_world_size);
   } else {
     set("PARALLAX_SHARD", a.key.index);
+    if (a.key.__isset.generation && a.key.generation > 1) {
+      set("PARALLAX_SHARD_GENERATION", a.key.generation);
+      if (!context.previous_task_dir.empty()) {
+        env["PARALLAX_SHARD_PREVIOUS_DIR"] = context.previous_task_dir;
+      }
+    }
   }
   env["PARALLAX_COORDINATOR"] = context.coordinator;
   env["PARALLAX_BIND_ADDR"] = context.bind_addr;

@@ -32,6 +32,9 @@ struct TaskEnvContext {
   std::string tls_ca_file;  // PARALLAX_TLS_CA, set only when not empty
   std::string job_file;     // PARALLAX_JOB_FILE: absolute path of the copy of the job file
   std::string task_dir;     // PARALLAX_TASK_DIR: absolute path
+  // A PS shard's next generation: its predecessor's task directory on this
+  // host (PARALLAX_SHARD_PREVIOUS_DIR), "" when there is none here.
+  std::string previous_task_dir;
   // Trainers: the directory of the `parallax` Python package, put first on
   // PYTHONPATH ("": PYTHONPATH left as it is).
   std::string python_path;

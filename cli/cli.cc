@@ -79,7 +79,36 @@ nlohmann::json JobJson(const rpc::JobInfo& j) {
   if (j.__isset.job_path) o["job_path"] = j.job_path;
   if (j.__isset.submitted_by) o["submitted_by"] = j.submitted_by;
   if (j.__isset.waiting_for) o["waiting_for"] = j.waiting_for;
+  if (j.__isset.shard_restarts) {
+    o["shard_restarts"] = j.shard_restarts;
+    o["lost_updates"] = j.lost_updates;
+    o["lost_updates_unknown"] = j.lost_updates_unknown;
+  }
   return o;
+}
+
+// The rows of `parallax status JOB`'s first table.
+std::vector<std::vector<std::string>> JobRows(const rpc::JobInfo& j) {
+  std::vector<std::vector<std::string>> rows = {
+      {"id:", std::to_string(j.id)},          {"name:", j.name},
+      {"state:", StateName(j.state)},         {"workers:", std::to_string(j.workers)},
+      {"step:", std::to_string(j.step)},      {"attempt:", std::to_string(j.attempt)},
+      {"created:", FormatRfc3339(j.created)}, {"updated:", FormatRfc3339(j.updated)},
+  };
+  if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
+  if (j.__isset.shard_restarts) {
+    // PS shards started again alone (async, ssp) and what they lost.
+    std::string lost = std::to_string(j.lost_updates) + " updates lost";
+    if (j.lost_updates_unknown > 0) {
+      lost += ", and an unknown number for " + std::to_string(j.lost_updates_unknown) +
+              " restart(s)";
+    }
+    rows.push_back({"shard restarts:", std::to_string(j.shard_restarts) + " (" + lost + ")"});
+  }
+  if (j.__isset.reason) rows.push_back({"reason:", j.reason});
+  if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
+  if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
+  return rows;
 }
 
 class Cli {
@@ -319,17 +348,7 @@ int Cli::Status_() {
   }
   if (job_id_ > 0) {
     const rpc::JobInfo& j = jobs.front();
-    std::vector<std::vector<std::string>> rows = {
-        {"id:", std::to_string(j.id)},          {"name:", j.name},
-        {"state:", StateName(j.state)},         {"workers:", std::to_string(j.workers)},
-        {"step:", std::to_string(j.step)},      {"attempt:", std::to_string(j.attempt)},
-        {"created:", FormatRfc3339(j.created)}, {"updated:", FormatRfc3339(j.updated)},
-    };
-    if (j.__isset.waiting_for) rows.push_back({"waiting for:", j.waiting_for});
-    if (j.__isset.reason) rows.push_back({"reason:", j.reason});
-    if (j.__isset.job_path) rows.push_back({"job file:", j.job_path});
-    if (j.__isset.submitted_by) rows.push_back({"submitted by:", j.submitted_by});
-    PrintTable(out_, rows);
+    PrintTable(out_, JobRows(j));
     std::vector<rpc::TaskInfo> tasks;
     Status st = client->Call(
         [&](rpc::CoordinatorClient& c) { c.ListTasks(tasks, client->Header(), j.id); });
@@ -348,8 +367,12 @@ int Cli::Status_() {
           state_name = "NOT LAUNCHED";
           exit = "";
         }
+        // A shard started again alone: its generation.
+        const std::string generation = t.__isset.generation && t.generation > 1
+                                           ? " (generation " + std::to_string(t.generation) + ")"
+                                           : "";
         trows.push_back({std::string(t.role == rpc::TaskRole::TRAINER ? "trainer/" : "ps/") +
-                             std::to_string(t.index),
+                             std::to_string(t.index) + generation,
                          std::to_string(t.attempt), t.agent_name, state_name, exit});
       }
       out_ << "\n";
@@ -449,6 +472,15 @@ int Cli::Cancel() {
   return kExitOk;
 }
 
+namespace {
+
+// "worker" or "ps", as parallax-agent's --role spells it.
+const char* AgentRoleName(const rpc::AgentInfo& a) {
+  return a.__isset.role && a.role == rpc::AgentRole::PS ? "ps" : "worker";
+}
+
+}  // namespace
+
 int Cli::Agents() {
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
@@ -462,6 +494,7 @@ int Cli::Agents() {
                      {"address", a.address},
                      {"slots", a.slots},
                      {"gpus", a.gpus},
+                     {"role", AgentRoleName(a)},
                      {"hostname", a.hostname},
                      {"version", a.version},
                      {"registered", FormatRfc3339(a.registered)},
@@ -480,9 +513,10 @@ int Cli::Agents() {
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "ADDRESS", "SLOTS", "GPUS", "ALIVE", "LAST SEEN"}};
+      {"NAME", "ADDRESS", "ROLE", "SLOTS", "GPUS", "ALIVE", "LAST SEEN"}};
   for (const auto& a : *agents) {
-    rows.push_back({a.name, a.address, std::to_string(a.slots), std::to_string(a.gpus),
+    rows.push_back({a.name, a.address, AgentRoleName(a), std::to_string(a.slots),
+                    std::to_string(a.gpus),
                     a.alive ? (a.draining ? "draining" : "yes") : (a.stopped ? "stopped" : "no"),
                     FormatRfc3339(a.last_seen)});
   }
@@ -676,7 +710,8 @@ void Cli::AddClusterCommands(CLI::App* app) {
   AddJobId(status);
   status->add_flag("--json", json_,
                    "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC; with a JOB, its "
-                   "newest metrics and the plan of its attempt too)");
+                   "newest metrics and the plan of its attempt too, and, once a PS shard was "
+                   "started again alone, shard_restarts, lost_updates and lost_updates_unknown)");
   status->add_option("--limit", limit_, "show only the newest N jobs")
       ->check(CLI::NonNegativeNumber);
   status->callback([this] { result_ = Status_(); });
@@ -782,6 +817,10 @@ void Cli::AddLocalCommands(CLI::App* app) {
   plan->add_option("--hosts", plan_.hosts, "hosts the workers are spread over")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  plan->add_option("--ps-hosts", plan_.ps_hosts,
+                   "PS hosts a job with [ps] hosts = \"ps\" gets (its shards = \"auto\": one "
+                   "per PS host; default: as many as --hosts)")
+      ->check(CLI::PositiveNumber);
   plan->add_option("--sample-batches", plan_.sample_batches,
                    "batches of rank 0 sampled to measure alpha (the job itself samples 4: "
                    "another number may predict another plan than the job records)")

@@ -98,7 +98,13 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
   }
   const int sample_batches = std::max(1, options.sample_batches);
   plan::PlanInputs inputs;
-  inputs.cluster = {.workers = workers, .hosts = hosts, .shards = plan::PsShards(job, hosts)};
+  // Shards "auto" are one per host of theirs: PS hosts under [ps] hosts = "ps".
+  const bool on_ps_hosts = job.ps.hosts == PsHosts::kPs && options.ps_hosts > 0;
+  const int shards = plan::PsShards(job, on_ps_hosts ? options.ps_hosts : hosts);
+  inputs.cluster = {.workers = workers,
+                    .hosts = hosts,
+                    .shards = shards,
+                    .ps_hosts = plan::PsHostsOf(job, shards)};
   PX_ASSIGN_OR_RETURN(inputs.variables, RankZeroInputs(job, workers, sample_batches));
   inputs.host_figures = options.host_figures;
   if (options.straggler_of) inputs.straggler = options.straggler_of(workers);

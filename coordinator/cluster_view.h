@@ -26,6 +26,7 @@
 
 #include "coordinator/state_store.h"
 #include "core/config/job_config.h"
+#include "parallax/settings.h"
 
 namespace parallax::coordinator {
 
@@ -62,6 +63,7 @@ struct PendingJob {
   int attempt = 0;   // of the attempt that ended (0 before the first)
   int workers = 1;
   int shards = 0;    // PlacementRequest::shards
+  PsHosts ps_hosts = PsHosts::kWorkers;  // [ps] hosts
   // Trainer agents of the attempt that ended, by rank (reused if they fit);
   // nullopt: not known yet (read from the store when the job is placed).
   std::optional<std::vector<std::string>> previous;
@@ -79,7 +81,7 @@ struct PendingJob {
 
 // Ranks and hosts of one attempt, as every assignment of it reports them.
 struct AttemptLayout {
-  std::vector<std::string> hosts;        // agents, in task order, each once
+  std::vector<std::string> hosts;  // agents, in task order, each once: trainers' first
   std::map<std::string, int> host_index;
   std::map<std::string, int> local_size;  // trainers per agent
   std::map<int, int> local_rank;          // trainer index -> rank on its agent

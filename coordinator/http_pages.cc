@@ -64,13 +64,16 @@ std::string JobsTable(const JobsPageData& d) {
 std::string AgentsTable(const JobsPageData& d) {
   std::vector<std::vector<Cell>> rows;
   for (const rpc::AgentInfo& a : d.agents) {
-    rows.push_back({Text(a.name), Text(a.hostname), Text(a.address), Num(std::to_string(a.slots)),
+    const bool ps_host = a.__isset.role && a.role == rpc::AgentRole::PS;
+    rows.push_back({Text(a.name), Text(a.hostname), Text(a.address),
+                    Text(ps_host ? "ps" : "worker"), Num(std::to_string(a.slots)),
                     Num(std::to_string(a.gpus)), Raw(StateBadge(AgentState(a))),
                     Text(Ago(a.last_seen, d.now)), Text(a.version)});
   }
-  return Table("agents",
-               {"name", "host", "address", "slots", "GPUs", "state", "last heartbeat", "version"},
-               rows);
+  return Table(
+      "agents",
+      {"name", "host", "address", "role", "slots", "GPUs", "state", "last heartbeat", "version"},
+      rows);
 }
 
 std::string FactsList(const JobPageData& d) {

@@ -9,6 +9,7 @@
 
 #include "coordinator/agent_liveness.h"
 #include "coordinator/orchestrator_internal.h"
+#include "coordinator/shard_recovery.h"
 #include "core/plan/job_plan.h"
 #include "core/base/logging.h"
 
@@ -30,6 +31,7 @@ rpc::TaskKey KeyOf(const TaskRecord& t) {
   k.attempt = t.attempt;
   k.role = static_cast<rpc::TaskRole::type>(t.role);
   k.index = t.index;
+  if (t.generation > 1) k.__set_generation(t.generation);
   return k;
 }
 
@@ -101,6 +103,7 @@ void Orchestrator::Enqueue(const JobRecord& job, const JobConfig& config) {
   p.attempt = job.attempt;
   p.workers = config.job.workers;
   p.shards = RequestedShards(config);
+  p.ps_hosts = config.ps.hosts;
   p.min_workers = config.job.min_workers;
   p.replace_timeout_ms = int64_t{config.job.replace_timeout_s} * 1000;
   p.since = job.updated;
@@ -211,6 +214,7 @@ void Orchestrator::ApplyJob(const JobRecord& job, std::shared_ptr<const JobConfi
       if (config) {
         p.workers = config->job.workers;
         p.shards = RequestedShards(*config);
+        p.ps_hosts = config->ps.hosts;
         p.min_workers = config->job.min_workers;
         p.replace_timeout_ms = int64_t{config->job.replace_timeout_s} * 1000;
       }
@@ -370,7 +374,9 @@ StatusOr<rpc::TaskAssignment> Orchestrator::Assignment(LiveJob& job, const TaskR
   a.local_rank = local_rank;
   a.local_world_size = size == layout.local_size.end() ? 0 : size->second;
   a.host_index = layout.host_index.at(task.agent_name);
-  a.num_hosts = static_cast<int>(layout.hosts.size());
+  // The hosts of the trainers (the first in layout.hosts): what the planner
+  // and local aggregation count. PS hosts ([ps] hosts = "ps") come after them.
+  a.num_hosts = static_cast<int>(layout.local_size.size());
   a.num_shards = layout.shards;
   if (trainer) a.command = config.trainer.command;
   a.env = std::map<std::string, std::string>(config.trainer.env.begin(), config.trainer.env.end());
@@ -428,8 +434,14 @@ StatusOr<AgentWork> Orchestrator::WorkForLocked(const std::string& agent,
   std::set<TaskId> listed;
   for (const rpc::TaskKey& k : running) {
     const TaskId id = IdOfKey(k);
-    listed.insert(id);
     const TaskRecord* t = current(k.job_id, k.attempt) ? view_.FindTask(id) : nullptr;
+    // An older generation of a shard started again alone is not the task
+    // the coordinator counts: stopped, and its successor started.
+    if (t != nullptr && IsStaleGeneration(*t, k)) {
+      work.stop.push_back(k);
+      continue;
+    }
+    listed.insert(id);
     const bool keep = t != nullptr && IsLive(t->state) && t->agent_name == agent;
     if (!keep) work.stop.push_back(k);
     if (keep && after_register) {
@@ -579,6 +591,14 @@ void Orchestrator::TakeReports(Pass* pass) {
         PX_LOG(DEBUG) << "agent \"" << q.agent << "\" reported a task that is not live: job \""
                       << r.key.job_id << "\" attempt " << r.key.attempt << " "
                       << TaskName(id.role, id.index);
+        continue;
+      }
+      if (IsStaleGeneration(*found, r.key)) {
+        // The process its successor replaced: its end changes nothing.
+        PX_LOG(INFO) << "agent \"" << q.agent << "\" reported generation "
+                     << ReportedGeneration(r.key) << " of job \"" << r.key.job_id << "\" "
+                     << TaskName(id.role, id.index) << ", which is at generation "
+                     << found->generation << ": ignored";
         continue;
       }
       if (found->agent_name != q.agent) {

@@ -182,6 +182,11 @@ class Orchestrator {
   void TakeReports(Pass* pass);
   void MarkLostAgents(const std::map<std::string, int64_t>& last_seen, Pass* pass);
   Status AdvanceJob(int64_t job_id, Pass* pass);
+  // Shards of `tasks` (the job's current attempt) that ended and are
+  // started again alone as their next generation (coordinator/shard_recovery.h):
+  // written in the pass with their events. Returns whether any was (the
+  // pointers in `tasks` are then stale).
+  bool RestartShards(const LiveJob& live, const std::vector<const TaskRecord*>& tasks, Pass* pass);
   // Free trainer slots of the agents that take tasks.
   Capacity FreeCapacity();
   // An elastic job below its workers, after a checkpoint, when slots are

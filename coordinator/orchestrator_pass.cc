@@ -9,6 +9,7 @@
 #include "coordinator/orchestrator_internal.h"
 #include "coordinator/partition_trials.h"
 #include "coordinator/resize.h"
+#include "coordinator/shard_recovery.h"
 #include "core/base/logging.h"
 
 namespace parallax::coordinator {
@@ -178,6 +179,7 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
     }
     launched += !IsNotLaunched(*t);
   }
+  if (RestartShards(*live, tasks, pass)) tasks = view_.AttemptTasks(job_id, job.attempt);
   std::optional<TaskRecord> failed;
   if (const TaskRecord* first = FirstFailure(tasks)) failed = *first;
   // A partition-search trial ends on its own terms (coordinator/partition_trials.h),
@@ -233,11 +235,52 @@ Status Orchestrator::AdvanceJob(int64_t job_id, Pass* pass) {
   return Status::Ok();
 }
 
+bool Orchestrator::RestartShards(const LiveJob& live, const std::vector<const TaskRecord*>& tasks,
+                                 Pass* pass) {
+  if (!live.config) return false;
+  ShardRecoveryContext context;
+  for (const TaskRecord* t : tasks) {
+    if (t->role == TaskRole::kTrainer && IsFailed(*t)) context.trainer_failed = true;
+  }
+  const int64_t now = clock_->NowMillis();
+  std::vector<TaskRecord> restarted;
+  for (const TaskRecord* t : tasks) {
+    if (t->role != TaskRole::kPs || !IsFailed(*t)) continue;
+    const AgentView* agent = view_.FindAgent(t->agent_name);
+    context.agent_available =
+        agent != nullptr && agent->here && !agent->lost && !agent->record.draining;
+    const ShardRecoveryDecision d = DecideShardRecovery(*live.config, *t, context);
+    if (!d.restart) {
+      if (!d.why_not.empty()) {
+        PX_LOG(INFO) << "job \"" << t->job_id << "\": " << TaskName(t->role, t->index)
+                     << " is not started again alone: " << d.why_not;
+      }
+      continue;
+    }
+    pass->changes.events.push_back({t->job_id, "shard", ShardRestartEvent(*t, d.generation), now});
+    TaskRecord next = *t;
+    next.state = TaskState::kAssigned;
+    next.exit_code.reset();
+    next.signal.reset();
+    next.message.clear();
+    next.generation = d.generation;
+    next.updated = now;
+    restarted.push_back(std::move(next));
+  }
+  if (restarted.empty()) return false;
+  pass->changes.tasks.insert(pass->changes.tasks.end(), restarted.begin(), restarted.end());
+  ApplyTasks(restarted);
+  for (const TaskRecord& t : restarted) WakeAgent(t.agent_name);
+  return true;
+}
+
 Capacity Orchestrator::FreeCapacity() {
   Capacity capacity;
   for (const auto& [name, a] : view_.agents()) {
     if (a.here && !a.lost && !a.record.draining) {
-      capacity.Set({name, a.record.slots, a.record.slots - a.trainers});
+      int shards = 0;
+      for (const TaskId& t : a.tasks) shards += t.role == TaskRole::kPs ? 1 : 0;
+      capacity.Set({name, a.record.slots, a.record.slots - a.trainers, a.record.ps_host, shards});
     }
   }
   return capacity;
@@ -292,6 +335,7 @@ Status Orchestrator::PlacePending(Pass* pass) {
     PlacementRequest request;
     request.workers = job.workers;
     request.shards = job.shards;
+    request.ps_hosts = job.ps_hosts;
     if (job.previous) {
       request.previous = *job.previous;
     } else if (job.attempt > 0) {
@@ -331,6 +375,7 @@ Status Orchestrator::PlacePending(Pass* pass) {
     std::map<std::string, int> per_agent;
     for (const std::string& a : p.trainer_agents) ++per_agent[a];
     for (const auto& [name, n] : per_agent) capacity.Take(name, n);
+    for (const std::string& a : p.ps_agents) capacity.AddShards(a, 1);
     ++started;
   }
   return Status::Ok();

@@ -35,6 +35,11 @@ void Capacity::Remove(const std::string& name) {
 
 void Capacity::Set(const AgentCapacity& agent) {
   Remove(agent.name);
+  ps_shards_.erase(agent.name);
+  if (agent.ps_host) {
+    ps_shards_[agent.name] = std::max(0, agent.shards);
+    return;
+  }
   Entry e{agent.slots, std::max(0, agent.free)};
   total_ += e.slots;
   free_ += e.free;
@@ -51,6 +56,20 @@ void Capacity::Take(const std::string& name, int n) {
   e.free -= taken;
   free_ -= taken;
   if (e.free > 0) by_free_.insert({e.free, name});
+}
+
+void Capacity::AddShards(const std::string& name, int n) {
+  auto it = ps_shards_.find(name);
+  if (it != ps_shards_.end()) it->second += n;
+}
+
+std::vector<std::string> Capacity::PsHostsByLoad() const {
+  std::vector<std::pair<int, std::string>> load;
+  for (const auto& [name, shards] : ps_shards_) load.emplace_back(shards, name);
+  std::sort(load.begin(), load.end());
+  std::vector<std::string> out;
+  for (auto& [shards, name] : load) out.push_back(std::move(name));
+  return out;
 }
 
 int Capacity::FreeOf(const std::string& name) const {
@@ -82,6 +101,14 @@ std::vector<std::pair<std::string, int>> Capacity::MostFreeFirst(int enough) con
 
 Placement PlaceJobIn(const PlacementRequest& request, const Capacity& capacity) {
   Placement p;
+  const bool on_ps_hosts = request.ps_hosts == PsHosts::kPs && request.shards >= 0;
+  if (on_ps_hosts && capacity.ps_hosts() == 0) {
+    p.fit = Placement::Fit::kTooLarge;
+    p.reason =
+        "its PS shards go on PS hosts ([ps] hosts = \"ps\") and no PS host is available: start "
+        "one with `parallax-agent --role ps`, or set [ps] hosts = \"workers\"";
+    return p;
+  }
   if (request.workers > capacity.total_slots()) {
     p.fit = Placement::Fit::kTooLarge;
     p.reason = "needs " + Slots(request.workers) + "; the cluster has " +
@@ -119,7 +146,7 @@ Placement PlaceJobIn(const PlacementRequest& request, const Capacity& capacity) 
       left -= take;
     }
   }
-  std::vector<std::string> hosts = Hosts(p.trainer_agents);
+  std::vector<std::string> hosts = on_ps_hosts ? capacity.PsHostsByLoad() : Hosts(p.trainer_agents);
   int shards = request.shards == 0 ? static_cast<int>(hosts.size()) : std::max(0, request.shards);
   for (int s = 0; s < shards; ++s) p.ps_agents.push_back(hosts[s % hosts.size()]);
   p.fit = Placement::Fit::kPlaced;

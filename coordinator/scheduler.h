@@ -3,9 +3,13 @@
 // cluster.
 //
 // Trainer ranks take one slot each and are packed on as few agents as
-// possible, with the ranks of one agent contiguous. PS shards take no slot:
-// by default one per agent the job uses, otherwise spread round-robin over
-// those agents.
+// possible, with the ranks of one agent contiguous; PS hosts (agents started
+// with --role ps) take none. PS shards take no slot. By default ([ps] hosts
+// = "workers") they go on the agents the job's ranks use: one per agent, or
+// a fixed count round-robin over them. With [ps] hosts = "ps" they go on the
+// PS hosts only: one per PS host, or a fixed count round-robin over them,
+// the PS hosts running the fewest live shards first (ties: by name), so
+// that the jobs of a cluster spread over its PS hosts.
 //
 // The free slots are kept in a Capacity, indexed by name and by free count,
 // so that placing a job costs O(log A + agents it uses), not O(A), and a
@@ -20,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "parallax/settings.h"
+
 namespace parallax::coordinator {
 
 struct AgentCapacity {
@@ -27,6 +33,10 @@ struct AgentCapacity {
   int slots = 0;  // all of the agent's slots
   int free = 0;   // slots not held by a live task (may be negative after a re-registration
                   // with fewer slots; counts as 0)
+  // Started with --role ps: hosts PS shards only, and its slots are not
+  // trainer slots.
+  bool ps_host = false;
+  int shards = 0;  // PS hosts: live PS shards on it
 };
 
 // The agents that may take tasks (alive, not draining) and their free slots.
@@ -40,6 +50,8 @@ class Capacity {
   void Set(const AgentCapacity& agent);
   // Takes `n` free slots of `name` (known, with at least `n` free).
   void Take(const std::string& name, int n);
+  // Counts `n` more live shards on the PS host `name` (ignored for others).
+  void AddShards(const std::string& name, int n);
 
   int total_slots() const { return total_; }
   int free_slots() const { return free_; }
@@ -51,6 +63,9 @@ class Capacity {
   const std::string* BestFit(int n) const;
   // Agents with free slots, most free first (ties: by name).
   std::vector<std::pair<std::string, int>> MostFreeFirst(int enough) const;
+  // The PS hosts, fewest live shards first (ties: by name).
+  std::vector<std::string> PsHostsByLoad() const;
+  size_t ps_hosts() const { return ps_shards_.size(); }
 
  private:
   struct Entry {
@@ -61,23 +76,27 @@ class Capacity {
 
   std::map<std::string, Entry> by_name_;
   std::set<std::pair<int, std::string>> by_free_;  // (free, name) of agents with free > 0
+  std::map<std::string, int> ps_shards_;           // PS hosts: live shards on each
   int total_ = 0;
   int free_ = 0;
 };
 
 struct PlacementRequest {
   int workers = 1;
-  // PS shards: -1 none, 0 one per agent used, N exactly N.
+  // PS shards: -1 none, 0 one per agent used (per PS host with kPs), N
+  // exactly N.
   int shards = 0;
   // Agents of the previous attempt, by rank: reused when they still fit.
   std::vector<std::string> previous;
+  PsHosts ps_hosts = PsHosts::kWorkers;  // [ps] hosts: where the shards go
 };
 
 struct Placement {
   enum class Fit {
     kPlaced,
-    kWait,       // fits the cluster, not its free slots now: later jobs wait too (FIFO)
-    kTooLarge,   // more workers than the cluster's slots: later jobs may go first
+    kWait,      // fits the cluster, not its free slots now: later jobs wait too (FIFO)
+    kTooLarge,  // more workers than the cluster's slots, or shards for PS hosts and no PS
+                // host: later jobs may go first
   };
   Fit fit = Fit::kWait;
   std::vector<std::string> trainer_agents;  // per rank

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "coordinator/lost_updates.h"
 #include "coordinator/resize.h"
 #include "coordinator/task_outcome.h"
 #include "core/base/logging.h"
@@ -359,7 +360,16 @@ void CoordinatorService::GetJob(rpc::JobInfo& out, const rpc::RequestHeader& hea
                                 int64_t job_id) {
   CheckHeader(header);
   RequireJobId(job_id);
-  out = JobInfoOf(ValueOrThrow(store_->GetJob(job_id)), /*with_text=*/true);
+  const JobRecord job = ValueOrThrow(store_->GetJob(job_id));
+  out = JobInfoOf(job, /*with_text=*/true);
+  // PS shards started again alone, and the updates lost with them.
+  int restarts = 0;
+  for (const TaskRecord& t : ValueOrThrow(store_->ListTasks(job_id))) restarts += t.generation - 1;
+  if (restarts > 0) {
+    out.__set_shard_restarts(restarts);
+    out.__set_lost_updates(job.lost_updates);
+    out.__set_lost_updates_unknown(job.lost_updates_unknown);
+  }
 }
 
 void CoordinatorService::ListJobs(std::vector<rpc::JobInfo>& out,
@@ -456,6 +466,7 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
   record.gpus = agent.gpus;
   record.hostname = agent.__isset.hostname ? agent.hostname : "";
   record.version = agent.__isset.version ? agent.version : "";
+  record.ps_host = agent.__isset.role && agent.role == rpc::AgentRole::PS;
   // The orchestrator keeps a drain across re-registrations.
   ThrowIfError(orchestrator_.RegisterAgent(record, now));
   if (std::string warning = registry_.Registered(agent); !warning.empty()) {
@@ -602,6 +613,7 @@ StatusOr<std::vector<rpc::AgentInfo>> CoordinatorService::Agents() {
     info.__set_last_seen(seen);
     info.__set_alive(now - seen <= options_.agent_timeout_ms);
     info.__set_draining(a.draining);
+    info.__set_role(a.ps_host ? rpc::AgentRole::PS : rpc::AgentRole::WORKER);
     registry_.Describe(&info);
     out.push_back(std::move(info));
   }
@@ -641,6 +653,7 @@ void CoordinatorService::ListTasks(std::vector<rpc::TaskInfo>& out,
     if (t.exit_code) info.__set_exit_code(*t.exit_code);
     if (t.signal) info.__set_signal(*t.signal);
     if (IsNotLaunched(t)) info.__set_not_launched(true);
+    if (t.generation > 1) info.__set_generation(t.generation);
     info.updated = t.updated;
     out.push_back(std::move(info));
   }
@@ -831,6 +844,7 @@ void CoordinatorService::ReportShardStats(const rpc::RequestHeader& header,
   ThrowIfError(ShardStatsBoard::Validate(report));
   CheckAttempt(report.job_id, report.attempt);
   shard_stats_.Record(report);
+  ThrowIfError(RecordLostUpdates(store_, report, clock_->NowMillis()));
 }
 
 void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,

@@ -21,6 +21,14 @@ Status ShardStatsBoard::Validate(const rpc::ShardStatsReport& r) {
   for (int64_t b : r.staleness_buckets) {
     if (b < 0) return InvalidArgument("shard stats: a staleness bucket is negative");
   }
+  if (r.__isset.generation && r.generation < 0) {
+    return InvalidArgument("shard stats: generation is negative");
+  }
+  if (r.__isset.lost_updates &&
+      (r.lost_updates < -1 || !r.__isset.generation || r.generation < 2)) {
+    return InvalidArgument(
+        "shard stats: lost_updates needs generation >= 2 and is >= 0, or -1 for unknown");
+  }
   return Status::Ok();
 }
 

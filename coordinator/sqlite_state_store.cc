@@ -90,11 +90,15 @@ std::optional<TaskState> ParseTaskState(std::string_view name) {
 
 constexpr char kJobColumns[] =
     "id, name, state, workers, step, created, updated, attempt, reason, job_text, job_path, "
-    "submitted_by, restarts";
+    "submitted_by, restarts, lost_updates, lost_updates_unknown";
 constexpr char kAgentColumns[] =
-    "name, address, slots, gpus, hostname, version, registered, last_seen, draining";
+    "name, address, slots, gpus, hostname, version, registered, last_seen, draining, role";
+// agents.role (schemas/state.sql): AgentRole of schemas/coordinator.thrift.
+constexpr int64_t kWorkerRole = 1;
+constexpr int64_t kPsHostRole = 2;
 constexpr char kTaskColumns[] =
-    "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated, message";
+    "job_id, attempt, role, task_index, agent_name, state, exit_code, signal, updated, message, "
+    "generation";
 
 }  // namespace
 
@@ -245,6 +249,8 @@ StatusOr<JobRecord> SqliteStateStore::ReadJob(const SqliteStatement& row) const 
   job.job_path = row.ColumnText(10);
   job.submitted_by = row.ColumnText(11);
   job.restarts = static_cast<int>(row.ColumnInt64(12));
+  job.lost_updates = row.ColumnInt64(13);
+  job.lost_updates_unknown = static_cast<int>(row.ColumnInt64(14));
   return job;
 }
 
@@ -457,6 +463,21 @@ StatusOr<int64_t> SqliteStateStore::AppendEvent(int64_t job_id, const std::strin
   });
 }
 
+Status SqliteStateStore::AddLostUpdates(int64_t job_id, int64_t lost, const std::string& message,
+                                       int64_t now) {
+  if (lost < -1) return InvalidArgument("lost updates of " + JobRef(job_id) + " are negative");
+  return Write([&](SqliteConnection* db) -> Status {
+    PX_RETURN_IF_ERROR(CheckJob(db, job_id));
+    PX_ASSIGN_OR_RETURN(
+        SqliteStatement add,
+        db->Prepare("UPDATE jobs SET lost_updates = lost_updates + ?2, "
+                    "lost_updates_unknown = lost_updates_unknown + ?3 WHERE id = ?1"));
+    add.BindInt64(1, job_id).BindInt64(2, lost >= 0 ? lost : 0).BindInt64(3, lost < 0 ? 1 : 0);
+    PX_RETURN_IF_ERROR(add.Run());
+    return InsertEvent(db, job_id, "shard", message, now).status();
+  });
+}
+
 StatusOr<std::vector<EventRecord>> SqliteStateStore::ListEvents(int64_t job_id, int64_t after_seq,
                                                                 int limit) {
   PX_RETURN_IF_ERROR(CheckLimit(limit));
@@ -498,12 +519,12 @@ Status SqliteStateStore::UpsertAgent(const AgentRecord& agent, int64_t now) {
     PX_ASSIGN_OR_RETURN(
         SqliteStatement upsert,
         db->Prepare("INSERT INTO agents (name, address, slots, gpus, hostname, version, "
-                     "registered, last_seen, draining) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8) "
-                     "ON CONFLICT (name) DO UPDATE SET address = excluded.address, "
-                     "slots = excluded.slots, gpus = excluded.gpus, hostname = excluded.hostname, "
-                     "version = excluded.version, last_seen = excluded.last_seen, "
-                     "draining = excluded.draining"));
+                    "registered, last_seen, draining, role) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) "
+                    "ON CONFLICT (name) DO UPDATE SET address = excluded.address, "
+                    "slots = excluded.slots, gpus = excluded.gpus, hostname = excluded.hostname, "
+                    "version = excluded.version, last_seen = excluded.last_seen, "
+                    "draining = excluded.draining, role = excluded.role"));
     upsert.BindText(1, agent.name)
         .BindText(2, agent.address)
         .BindInt64(3, agent.slots)
@@ -511,12 +532,14 @@ Status SqliteStateStore::UpsertAgent(const AgentRecord& agent, int64_t now) {
         .BindText(5, agent.hostname)
         .BindText(6, agent.version)
         .BindInt64(7, now)
-        .BindInt64(8, agent.draining ? 1 : 0);
+        .BindInt64(8, agent.draining ? 1 : 0)
+        .BindInt64(9, agent.ps_host ? kPsHostRole : kWorkerRole);
     PX_RETURN_IF_ERROR(upsert.Run());
     std::string message = "agent " + Quote(agent.name) +
                           (known ? " registered again at " : " registered at ") + agent.address +
                           " with " + std::to_string(agent.slots) + " slots, " +
                           std::to_string(agent.gpus) + " GPUs";
+    if (agent.ps_host) message += ", for PS shards only";
     if (agent.draining) message += " (draining)";
     return InsertEvent(db, 0, "agent", message, now).status();
   });
@@ -572,6 +595,7 @@ StatusOr<std::vector<AgentRecord>> SqliteStateStore::ListAgents() {
       agent.registered = stmt.ColumnInt64(6);
       agent.last_seen = stmt.ColumnInt64(7);
       agent.draining = stmt.ColumnInt64(8) != 0;
+      agent.ps_host = stmt.ColumnInt64(9) == kPsHostRole;
       agents.push_back(std::move(agent));
     }
     return agents;
@@ -587,11 +611,12 @@ Status SqliteStateStore::WriteTasks(SqliteConnection* db, const std::vector<Task
   PX_ASSIGN_OR_RETURN(
       SqliteStatement upsert,
       db->Prepare(std::string("INSERT INTO tasks (") + kTaskColumns +
-                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
                   "ON CONFLICT (job_id, attempt, role, task_index) DO UPDATE SET "
                   "agent_name = excluded.agent_name, state = excluded.state, "
                   "exit_code = excluded.exit_code, signal = excluded.signal, "
-                  "updated = excluded.updated, message = excluded.message"));
+                  "updated = excluded.updated, message = excluded.message, "
+                  "generation = excluded.generation"));
   int64_t checked_job = 0;
   for (const TaskRecord& task : tasks) {
     const std::string_view role = TaskRoleName(task.role);
@@ -616,7 +641,8 @@ Status SqliteStateStore::WriteTasks(SqliteConnection* db, const std::vector<Task
         .BindText(5, task.agent_name)
         .BindText(6, state)
         .BindInt64(9, task.updated)
-        .BindText(10, task.message);
+        .BindText(10, task.message)
+        .BindInt64(11, task.generation);
     if (task.exit_code) {
       upsert.BindInt64(7, *task.exit_code);
     } else {
@@ -650,6 +676,7 @@ StatusOr<TaskRecord> SqliteStateStore::ReadTask(const SqliteStatement& row) cons
   if (!row.IsNull(7)) task.signal = static_cast<int>(row.ColumnInt64(7));
   task.updated = row.ColumnInt64(8);
   task.message = row.ColumnText(9);
+  task.generation = static_cast<int>(row.ColumnInt64(10));
   return task;
 }
 

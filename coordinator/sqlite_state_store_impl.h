@@ -65,6 +65,8 @@ class SqliteStateStore final : public StateStore {
   StatusOr<JobRecord> RequeueJob(int64_t job_id, const std::string& reason, int64_t now) override;
   Status ReplaceJobText(int64_t job_id, const std::string& job_text, const std::string& job_path,
                         int workers, const std::string& what, int64_t now) override;
+  Status AddLostUpdates(int64_t job_id, int64_t lost, const std::string& message,
+                        int64_t now) override;
   StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind, const std::string& message,
                                 int64_t now) override;
   StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,

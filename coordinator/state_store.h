@@ -46,6 +46,10 @@ struct JobRecord {
   int64_t updated = 0;
   int attempt = 0;
   int restarts = 0;  // automatic restarts since submitted or last resumed
+  // Updates lost with PS shards started again alone (AddLostUpdates): the
+  // sum of the known counts, and how many counts were unknown.
+  int64_t lost_updates = 0;
+  int lost_updates_unknown = 0;
   std::string reason;
   std::string job_text;
   std::string job_path;
@@ -90,6 +94,8 @@ struct AgentRecord {
   int64_t registered = 0;
   int64_t last_seen = 0;
   bool draining = false;
+  // Hosts PS shards only ([ps] hosts = "ps"), never a trainer rank.
+  bool ps_host = false;
 };
 
 enum class TaskRole { kTrainer = 1, kPs = 2 };
@@ -106,6 +112,9 @@ struct TaskRecord {
   std::optional<int> signal;
   std::string message;  // launch error, or the tail of the task's log when it ended
   int64_t updated = 0;
+  // A PS shard's generation in its attempt: 1, then one more each time it is
+  // started again alone after it was lost (coordinator/shard_recovery.h).
+  int generation = 1;
 };
 
 inline bool IsLive(TaskState s) { return s == TaskState::kAssigned || s == TaskState::kRunning; }
@@ -190,6 +199,11 @@ class StateStore {
   // must exist (NOT_FOUND).
   virtual StatusOr<int64_t> AppendEvent(int64_t job_id, const std::string& kind,
                                         const std::string& message, int64_t now) = 0;
+  // Adds `lost` (>= 0; -1: unknown, counted in lost_updates_unknown) to the
+  // job's lost updates and appends `message` as its event of kind "shard",
+  // in one transaction. NOT_FOUND for an unknown job.
+  virtual Status AddLostUpdates(int64_t job_id, int64_t lost, const std::string& message,
+                                int64_t now) = 0;
   // Events with seq > after_seq in seq order, of one job (job_id > 0) or of
   // all (job_id == 0); at most `limit` (0: no limit).
   virtual StatusOr<std::vector<EventRecord>> ListEvents(int64_t job_id, int64_t after_seq,

@@ -36,7 +36,9 @@ bool IsFailed(const TaskRecord& t) {
 }
 
 std::string Outcome(const TaskRecord& t) {
-  std::string what = TaskName(t.role, t.index) + " on agent " + Quote(t.agent_name);
+  std::string what = TaskName(t.role, t.index) +
+                     (t.generation > 1 ? " (generation " + std::to_string(t.generation) + ")" : "") +
+                     " on agent " + Quote(t.agent_name);
   switch (t.state) {
     case TaskState::kExited:
       return what + " exited with code " + std::to_string(t.exit_code.value_or(-1));

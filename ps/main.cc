@@ -34,10 +34,17 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+// `dir`/updates-applied, or "" without a directory.
+std::string InDir(const std::string& dir) { return dir.empty() ? "" : dir + "/updates-applied"; }
+
 // Everything the command line sets besides the daemon flags; the defaults
 // come from the environment an agent gives a shard.
 struct Flags {
   std::string plan_file, listen, port_file;
+  // The shard's count of updates applied (ps/updates_file.h), and a next
+  // generation's predecessor's: in their task directories under an agent.
+  std::string updates_file = InDir(Env("PARALLAX_TASK_DIR"));
+  std::string previous_updates_file = InDir(Env("PARALLAX_SHARD_PREVIOUS_DIR"));
   std::string coordinator = Env("PARALLAX_COORDINATOR");
   std::string bind_addr = Env("PARALLAX_BIND_ADDR");
   int64_t job_id = 0, max_message_mb = 256, plan_timeout_ms = 300'000, prefault_mb = 256;
@@ -71,6 +78,12 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option("--generation", f->generation,
                   "this shard's generation in the attempt, for fencing; above 1: started again "
                   "after it was lost (default: $PARALLAX_SHARD_GENERATION; 0: not checked)");
+  app->add_option("--updates-file", f->updates_file,
+                  "keep the count of updates applied in this file, for a next generation "
+                  "(default: $PARALLAX_TASK_DIR/updates-applied; \"\": none)");
+  app->add_option("--previous-updates-file", f->previous_updates_file,
+                  "a next generation: its predecessor's updates file, to count the updates lost "
+                  "(default: $PARALLAX_SHARD_PREVIOUS_DIR/updates-applied)");
   app->add_option("--max-message-mb", f->max_message_mb, "largest accepted request")
       ->capture_default_str();
   app->add_option(
@@ -247,6 +260,8 @@ int Serve(const Flags& f, const DaemonSettings& settings) {
   if (f.generation > 1 && coord) {
     if (int code = FindCheckpoint(f, coord.get(), &options.load_checkpoint); code != 0) return code;
   }
+  options.updates_file = f.updates_file;
+  options.previous_updates_file = f.previous_updates_file;
   options.shard.limits.max_message_bytes = static_cast<size_t>(f.max_message_mb) << 20;
   options.shard.prefault_bytes = static_cast<size_t>(f.prefault_mb) << 20;
   options.listen =

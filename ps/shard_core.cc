@@ -60,7 +60,17 @@ Status ShardCore::LoadCheckpoint(const std::string& dir) {
       ps.pending.clear();
     }
   }
+  if (updates_file_) updates_file_->Set(UpdatesApplied());
   return Status::Ok();
+}
+
+void ShardCore::AttachUpdatesFile(std::unique_ptr<UpdatesFile> file) {
+  updates_file_ = std::move(file);
+  updates_file_->Set(UpdatesApplied());
+}
+
+void ShardCore::NoteUpdateApplied() {
+  if (updates_file_) updates_file_->Set(updates_file_->Get() + 1);
 }
 
 int64_t ShardCore::UpdatesApplied() const {
@@ -509,6 +519,7 @@ void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
       EncodeValues(table.weights(idx[i]), dim, fp16, rows_out + i * row_bytes);
   }
   ++ps.version;
+  NoteUpdateApplied();
 }
 
 bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
@@ -551,6 +562,7 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
     ps.pending.erase(it);
     ++ps.applied;
     ++ps.version;
+    NoteUpdateApplied();
     ++stats_.sync_steps_applied;
     any = true;
   }
@@ -772,6 +784,11 @@ std::string ShardCore::StatsJson() const {
   j["shard"] = options_.shard;
   j["generation"] = options_.generation;
   j["updates_applied"] = UpdatesApplied();
+  // A next generation: what its predecessor applied after the checkpoint
+  // it loaded (null: unknown).
+  if (lost_updates_) {
+    j["lost_updates"] = *lost_updates_ >= 0 ? nlohmann::json(*lost_updates_) : nlohmann::json();
+  }
   j["pulls"] = stats_.pulls;
   j["pushes"] = stats_.pushes;
   j["push_pulls"] = stats_.push_pulls;

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "core/ps/plan.h"
 #include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
+#include "ps/updates_file.h"
 #include "ps/variable_table.h"
 
 namespace parallax::ps {
@@ -112,6 +114,14 @@ class ShardCore {
   // Updates applied to this shard's partitions: the sum of their versions
   // (a checkpoint's, after LoadCheckpoint, plus every push since).
   int64_t UpdatesApplied() const;
+  // Keeps UpdatesApplied() in `file` from now on, after every update and
+  // before its answer (ps/updates_file.h).
+  void AttachUpdatesFile(std::unique_ptr<UpdatesFile> file);
+  // A next generation's count of the updates its predecessor applied after
+  // the checkpoint this process loaded (-1: unknown), for STATS.
+  void set_lost_updates(int64_t lost) { lost_updates_ = lost; }
+  // That count; nullopt for a shard that is no next generation.
+  std::optional<int64_t> lost_updates() const { return lost_updates_; }
   // Rows stored now, every variable together.
   int64_t rows_held() const;
   std::string StatsJson() const;
@@ -128,6 +138,8 @@ class ShardCore {
   const ConsistencySchedule& consistency() const { return schedule_; }
 
  private:
+  // One more update applied: kept in the updates file, if any.
+  void NoteUpdateApplied();
   explicit ShardCore(ShardOptions options);
 
   struct Contribution {
@@ -245,6 +257,8 @@ class ShardCore {
   // Shared memory regions by peer identity (ATTACH).
   std::map<std::string, std::unique_ptr<ShmRegion>> regions_;
   ShardStats stats_;
+  std::unique_ptr<UpdatesFile> updates_file_;  // null: the count is kept nowhere else
+  std::optional<int64_t> lost_updates_;
   std::array<int64_t, ps_wire::kMaxErrorCode + 1> errors_by_code_{};
 };
 

@@ -39,7 +39,13 @@ class ZmqShardServer final : public ShardServer {
         curve_(std::move(curve)),
         max_connections_(max_connections),
         handshake_timeout_ms_(handshake_timeout_ms),
-        ctx_(1) {}
+        ctx_(1) {
+    // What the shard is before it handles anything (a next generation's
+    // lost updates are reported at once).
+    snapshot_.rows_held = core_->rows_held();
+    snapshot_.generation = core_->options().generation;
+    snapshot_.lost_updates = core_->lost_updates();
+  }
   ~ZmqShardServer() override { Stop(); }
 
   Status Bind() {
@@ -197,6 +203,8 @@ class ZmqShardServer final : public ShardServer {
       std::lock_guard<std::mutex> lock(snapshot_mu_);
       snapshot_.stats = core_->stats();
       snapshot_.rows_held = core_->rows_held();
+      snapshot_.generation = core_->options().generation;
+      snapshot_.lost_updates = core_->lost_updates();
     }
   }
 
@@ -233,6 +241,32 @@ class ZmqShardServer final : public ShardServer {
   ShardSnapshot snapshot_;  // GUARDED_BY(snapshot_mu_); written by the loop
 };
 
+// The updates the predecessor of `core` (a next generation, its checkpoint
+// loaded) applied after that checkpoint; -1 when unknown. Logged either way.
+int64_t CountLostUpdates(const ShardCore& core, const std::string& previous_updates_file) {
+  const uint32_t shard = core.options().shard, generation = core.options().generation;
+  const int64_t loaded = core.UpdatesApplied();
+  std::string why;
+  if (previous_updates_file.empty()) {
+    why = "its predecessor's updates file is not on this host";
+  } else if (StatusOr<int64_t> before = UpdatesFile::Read(previous_updates_file); !before.ok()) {
+    why = before.status().message();
+  } else if (*before < loaded) {
+    why = "its predecessor counted " + std::to_string(*before) + " updates, fewer than the " +
+          std::to_string(loaded) + " of the checkpoint loaded";
+  } else {
+    PX_LOG(WARNING) << "PS shard \"" << shard << "\" generation " << generation << ": "
+                    << (*before - loaded) << " update(s) its predecessor applied after the "
+                    << "checkpoint loaded are lost (it had applied " << *before
+                    << ", the checkpoint holds " << loaded << ")";
+    return *before - loaded;
+  }
+  PX_LOG(WARNING) << "PS shard \"" << shard << "\" generation " << generation
+                  << ": the updates its predecessor applied after the checkpoint loaded are "
+                  << "lost, how many is unknown: " << why;
+  return -1;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions options) {
@@ -240,6 +274,13 @@ StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions opt
   if (!options.load_checkpoint.empty()) {
     PX_RETURN_IF_ERROR(core->LoadCheckpoint(options.load_checkpoint)
                            .WithContext("loading the checkpoint \"" + options.load_checkpoint + "\""));
+  }
+  if (core->options().generation > 1) {
+    core->set_lost_updates(CountLostUpdates(*core, options.previous_updates_file));
+  }
+  if (!options.updates_file.empty()) {
+    PX_ASSIGN_OR_RETURN(auto file, UpdatesFile::Create(options.updates_file, 0));
+    core->AttachUpdatesFile(std::move(file));
   }
   if (options.curve.enabled && options.curve.keys.public_key.empty()) {
     PX_ASSIGN_OR_RETURN(options.curve.keys, NewCurveKeyPair());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/ps/curve.h"
@@ -38,6 +39,12 @@ struct ShardServerOptions {
   // serves anything (a shard started again alone after it was lost); "":
   // the partitions start from their initializer.
   std::string load_checkpoint;
+  // Where the shard keeps its count of updates applied for a next
+  // generation to read (ps/updates_file.h); "": nowhere.
+  std::string updates_file;
+  // A next generation (shard.generation > 1): its predecessor's updates
+  // file, to count the updates lost with it ("" or unreadable: unknown).
+  std::string previous_updates_file;
   // Where to bind. A port of 0 ("tcp://127.0.0.1:0") picks a free port;
   // endpoint() tells which. ipc:// paths work for same-host workers.
   std::string listen = "tcp://127.0.0.1:0";
@@ -53,6 +60,9 @@ struct ShardServerOptions {
 struct ShardSnapshot {
   ShardStats stats;
   int64_t rows_held = 0;
+  uint32_t generation = 0;
+  // ShardCore::lost_updates().
+  std::optional<int64_t> lost_updates;
 };
 
 class ShardServer {

@@ -23,6 +23,8 @@ rpc::ShardStatsReport ToShardStatsReport(const StatsReporterOptions& options,
   r.rows_held = snapshot.rows_held;
   r.staleness_buckets.assign(s.staleness.begin(), s.staleness.end());
   r.staleness_sum = s.staleness_sum;
+  if (snapshot.generation > 0) r.__set_generation(static_cast<int32_t>(snapshot.generation));
+  if (snapshot.lost_updates) r.__set_lost_updates(*snapshot.lost_updates);
   return r;
 }
 

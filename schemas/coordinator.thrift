@@ -100,6 +100,15 @@ struct JobInfo {
   12: optional string submitted_by
   // Why a PENDING job has not started yet ("needs 8 slots; 4 free on 2 agents").
   13: optional string waiting_for
+  // Only from GetJob, for a job whose PS shards were started again alone
+  // (async and ssp; docs/RELIABILITY.md, "A lost PS shard"), over all its
+  // attempts: how many times, the updates the lost processes had applied
+  // after the checkpoints their successors loaded (as the successors
+  // reported them), and for how many restarts that count is unknown (the
+  // successor could not read its predecessor's count).
+  14: optional i32 shard_restarts
+  15: optional i64 lost_updates
+  16: optional i32 lost_updates_unknown
 }
 
 struct ListJobsRequest {
@@ -118,6 +127,14 @@ struct Event {
 }
 
 // ---- Agents and tasks ----
+
+// What an agent takes: trainer ranks in its slots and, by default, the PS
+// shards of the jobs whose ranks it runs (WORKER); or PS shards only, of
+// jobs whose [ps] hosts = "ps" (PS: `parallax-agent --role ps`).
+enum AgentRole {
+  WORKER = 1
+  PS = 2
+}
 
 struct AgentInfo {
   1: required string name         // unique per cluster
@@ -145,6 +162,8 @@ struct AgentInfo {
   // registration (e.g. loopback addresses on a coordinator reached from
   // other hosts); empty when nothing is.
   14: optional string warning
+  // Absent: WORKER (agents older than the role).
+  15: optional AgentRole role
 }
 
 struct HeartbeatRequest {
@@ -184,6 +203,9 @@ struct TaskInfo {
   // True for a PS shard the job's plan never needed: it was never started
   // (its state reads EXITED with code 0 so that the job can finish).
   10: optional bool not_launched
+  // A PS shard's generation in its attempt (absent: 1): one more each time
+  // it was started again alone after it was lost.
+  11: optional i32 generation
 }
 
 // Identifies one task of one attempt of a job.
@@ -192,6 +214,11 @@ struct TaskKey {
   2: required i32 attempt
   3: required TaskRole role
   4: required i32 index           // rank for trainers, shard for PS
+  // A PS shard started again alone in its attempt: its generation, 2 or
+  // more (absent: 1, the attempt's first process). Reports of an older
+  // generation than the coordinator's are ignored; an agent that does not
+  // know the field reads a restarted shard as its first process.
+  5: optional i32 generation
 }
 
 // What an agent needs to launch a task; see schemas/task_env.md for the
@@ -317,6 +344,12 @@ struct ShardStatsReport {
   // above. At most 64 buckets.
   12: required list<i64> staleness_buckets
   13: required i64 staleness_sum    // of τ over every push counted
+  // The shard process's generation (absent: not fenced by generation).
+  14: optional i32 generation
+  // From a generation above 1 only: the updates its predecessor applied
+  // after the checkpoint this process loaded; -1 when unknown (the
+  // predecessor's count could not be read).
+  15: optional i64 lost_updates
 }
 
 // ---- Checkpoints ----

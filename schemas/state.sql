@@ -140,3 +140,22 @@ CREATE INDEX tasks_by_state ON tasks (state);
 -- Named per-step values of a metric point (bytes per path, step-time
 -- breakdown) as a JSON object; '{}' when the rank sent none.
 ALTER TABLE metrics ADD COLUMN metric_values TEXT NOT NULL DEFAULT '{}';
+
+-- migrate: 5
+
+-- A PS shard's generation in its attempt: 1 for the attempt's first
+-- process, one more each time it is started again alone after it was lost
+-- (async and ssp jobs). Reports of an older generation are ignored.
+ALTER TABLE tasks ADD COLUMN generation INTEGER NOT NULL DEFAULT 1 CHECK (generation >= 1);
+-- The updates lost with such shards, as their next generations reported
+-- them (their sum), and how many reported that the count is unknown.
+ALTER TABLE jobs ADD COLUMN lost_updates INTEGER NOT NULL DEFAULT 0 CHECK (lost_updates >= 0);
+ALTER TABLE jobs ADD COLUMN lost_updates_unknown INTEGER NOT NULL DEFAULT 0
+  CHECK (lost_updates_unknown >= 0);
+
+-- migrate: 6
+
+-- What an agent takes (AgentRole of schemas/coordinator.thrift): 1 a worker
+-- (trainer ranks, and the shards of its jobs), 2 PS shards only (started
+-- with --role ps). Agents registered before the role existed are workers.
+ALTER TABLE agents ADD COLUMN role INTEGER NOT NULL DEFAULT 1 CHECK (role IN (1, 2));

@@ -266,7 +266,8 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
     plan::PlanInputs inputs;
     inputs.cluster = {.workers = options_.world_size,
                       .hosts = std::max(1, options_.num_hosts),
-                      .shards = options_.num_shards};
+                      .shards = options_.num_shards,
+                      .ps_hosts = plan::PsHostsOf(options_.config, options_.num_shards)};
     inputs.fusion_bucket_bytes = options_.fusion_bucket_bytes;
     inputs.shm_allreduce = WorldOptions().shared_memory;  // what JoinCollectives makes
     inputs.variables = registry_.inputs();

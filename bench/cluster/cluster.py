@@ -5,13 +5,17 @@ coordinator on the bridge and one parallax-agent per host.
 For scripts (bench/cluster/matrix.py, the cluster tests, anything that wants hosts):
 
     from cluster import Cluster
-    with Cluster(bin_dir, hosts=4, rate="1gbit", slots=1) as c:
+    with Cluster(bin_dir, hosts=4, rate="1gbit", slots=1, ps_hosts=0) as c:
         job = c.submit("job.toml")          # parallax submit against the cluster's coordinator
         c.wait_step(job, 10)                # every rank reported a metric point of step 10
         before = c.link_bytes()             # each host's veth counters, from the host's side
         end = c.wait(job)                   # the final `parallax status JOB --json` object
         c.reshape("10gbit")                 # every link, both directions
         p = c.popen_in_host(0, ["/usr/bin/python3", ...])   # any process inside a host
+
+With ps_hosts = P > 0 there are P more hosts after the H worker hosts, whose agents run with
+`--role ps`: they take the PS shards of jobs with `[ps] hosts = "ps"` and no trainer rank.
+link_bytes() lists the worker hosts first, then the PS hosts.
 
 The hosts come from `px-net-hosts` (bench/cluster/net_hosts_main.cc over
 tests/testing/net_hosts.h, the same code the multi-host tests use): H namespaces, each with one
@@ -115,9 +119,10 @@ class Cluster:
     """
 
     def __init__(self, bin_dir, hosts, rate="1gbit", slots=1, workdir=None,
-                 agent_timeout_ms=10000, start_timeout=60):
+                 agent_timeout_ms=10000, start_timeout=60, ps_hosts=0):
         self.bin = os.path.abspath(bin_dir)
-        self.hosts = hosts
+        self.hosts = hosts              # worker hosts: 0 .. hosts-1
+        self.ps_hosts = ps_hosts        # PS hosts (--role ps): hosts .. hosts+ps_hosts-1
         self.rate = rate
         self.slots = slots
         self.agent_timeout_ms = agent_timeout_ms
@@ -157,7 +162,7 @@ class Cluster:
             self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
         self._start_hosts()
         self._start_coordinator()
-        for i in range(self.hosts):
+        for i in range(self.all_hosts):
             self._start_agent(i)
         self._wait_agents()
 
@@ -194,7 +199,7 @@ class Cluster:
             raise ClusterError(f"{tool} not found; build it (cmake --build build --target "
                                "px-net-hosts) or point --bin at the build's bin/")
         self._net_proc = subprocess.Popen(
-            [tool, "--hosts", str(self.hosts), "--rate", self.rate, "--sweep"],
+            [tool, "--hosts", str(self.all_hosts), "--rate", self.rate, "--sweep"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
             preexec_fn=_die_with_parent)
         line = self._net_proc.stdout.readline()
@@ -213,13 +218,18 @@ class Cluster:
             raise ClusterError(f"px-net-hosts {command}: {answer['error']}")
         return answer
 
+    @property
+    def all_hosts(self):
+        return self.hosts + self.ps_hosts
+
     def link_bytes(self):
-        """[(sent, received)] per host: its veth's kernel counters (frames, headers included)."""
+        """[(sent, received)] per host, worker hosts then PS hosts: its veth's kernel counters
+        (frames, headers included)."""
         return [(b["sent"], b["received"]) for b in self._ask("bytes")["bytes"]]
 
     def reshape(self, rate):
         """Every host's link to `rate` ("1gbit", "10gbit", "0" for none), both directions."""
-        for i in range(self.hosts):
+        for i in range(self.all_hosts):
             self._ask(f"shape {i} {rate}")
         self.rate = rate
 
@@ -270,8 +280,12 @@ class Cluster:
             raise ClusterError("the coordinator did not start:\n" + self.logs())
         self.address = f"{self.net['coordinator_host']}:{port}"
 
+    def agent_name(self, i):
+        """h0, h1, ... for worker hosts; ps0, ps1, ... for PS hosts."""
+        return f"h{i}" if i < self.hosts else f"ps{i - self.hosts}"
+
     def _start_agent(self, i):
-        name = f"h{i}"
+        name = self.agent_name(i)
         host = self.host_address(i)
         log = open(os.path.join(self.workdir, f"agent-{name}.log"), "ab")
         self._logs.append(log)
@@ -280,6 +294,8 @@ class Cluster:
                 "--slots", str(self.slots), "--listen", f"{host}:0", "--advertise", host,
                 "--bind-addr", host, "--heartbeat-ms", "1000", "--grace-ms", "2000",
                 "--stop-tasks-on-exit"]
+        if i >= self.hosts:
+            argv += ["--role", "ps"]
         # GLOO_SOCKET_IFNAME for the tasks: Gloo binds the host's own interface.
         env = dict(os.environ, GLOO_SOCKET_IFNAME=self.host_ifname(i))
         self._agents.append(self.popen_in_host(i, argv, stdout=log, stderr=subprocess.STDOUT,
@@ -291,10 +307,10 @@ class Cluster:
             r = self.cli(["agents", "--json"], check=False)
             if r.returncode == 0:
                 alive = [a for a in json.loads(r.stdout).get("agents", []) if a.get("alive")]
-                if len(alive) >= self.hosts:
+                if len(alive) >= self.all_hosts:
                     return
             time.sleep(0.2)
-        raise ClusterError(f"{self.hosts} agents did not register in {self.start_timeout} s:\n"
+        raise ClusterError(f"{self.all_hosts} agents did not register in {self.start_timeout} s:\n"
                            + self.logs())
 
     @property
@@ -361,7 +377,8 @@ class Cluster:
 
     def logs(self, tail=3000):
         out = []
-        for name in ["coordinator"] + [f"agent-h{i}" for i in range(self.hosts)]:
+        for name in ["coordinator"] + [f"agent-{self.agent_name(i)}"
+                                       for i in range(self.all_hosts)]:
             path = os.path.join(self.workdir, f"{name}.log")
             try:
                 with open(path, encoding="utf-8", errors="replace") as f:
@@ -406,8 +423,10 @@ def main():
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--slots", type=int, default=1)
+    ap.add_argument("--ps-hosts", type=int, default=0,
+                    help="more hosts whose agents run with --role ps (PS shards only)")
     args = ap.parse_args()
-    with Cluster(args.bin, args.hosts, args.rate, args.slots) as c:
+    with Cluster(args.bin, args.hosts, args.rate, args.slots, ps_hosts=args.ps_hosts) as c:
         print(json.dumps(dict(coordinator=c.address, workdir=c.workdir, rate=c.rate,
                               hosts=c.net["hosts"])), flush=True)
         try:

@@ -7,6 +7,11 @@ Run through bench/cluster/run.sh (it checks the binaries, data and torch, and ta
 H network namespaces, N/H agent slots each); each rate reshapes its links; each round runs every
 variant once, in order, so the variants alternate; --runs rounds.
 
+A shape N:H+P adds P PS hosts: namespaces whose agents run with `--role ps`. The Parallax jobs
+then have `[ps] hosts = "ps"` (shards "auto": one per PS host), so no worker host runs a shard;
+DDP's ranks stay on the H worker hosts and the PS hosts idle. The link figures
+(`link_bytes_per_step`, ...) are the worker hosts'; the PS hosts' are `ps_host_link_*`.
+
 Workload: examples/w3.toml with its model dimensions unchanged; only [trainer] batch_size and
 steps change, the same on both sides (--batch, --warmup + --steps), plus `metrics_every = 1`,
 `eval_tokens = 1` (--eval-tokens N: N), and `[plan] link_bytes_per_s` = the shaped rate / 8 (the
@@ -109,7 +114,7 @@ METRICS = ("tokens_per_s", "step_ms", "loss_last20", "eval_loss", "compute_ms", 
            "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean",
            "cpu_ms_per_step", "cpu_ms_per_step_trainer", "cpu_ms_per_step_ps",
            "cpu_ms_per_step_agent", "cpu_ms_per_step_coordinator", "cpu_ms_per_step_peer",
-           "machine_idle_frac")
+           "machine_idle_frac", "ps_host_link_bytes_per_step", "ps_host_link_util_max")
 
 
 def load1():
@@ -144,12 +149,13 @@ def job_text(args, workers, arch, rate, command=None, ps_keys=()):
     return text + ps + "\n[plan]\n" + "\n".join(plan) + "\n"
 
 
-def prediction(args, job, workers, hosts, coordinator=None):
+def prediction(args, job, workers, hosts, coordinator=None, ps_hosts=0):
     """The cost model's figures for the job's plan (`parallax plan --json`); with `coordinator`,
     the figures measured on the cluster (`--from-coordinator`)."""
     argv = [os.path.join(args.bin, "parallax")]
     argv += ["--coordinator", coordinator] if coordinator else []
     argv += ["plan", job, "--json", "--workers", str(workers), "--hosts", str(hosts)]
+    argv += ["--ps-hosts", str(ps_hosts)] if ps_hosts else []
     argv += ["--from-coordinator"] if coordinator else []
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -164,7 +170,8 @@ def prediction(args, job, workers, hosts, coordinator=None):
                     predicted_link_bytes=plan["total_bytes_per_host_link"]["plan"],
                     predicted_worker_bytes=plan["total_bytes_per_worker"]["plan"],
                     expected_link_bytes=link_bytes_from_plan(
-                        by_path, workers, hosts, plan.get("allreduce_shared_memory", False)),
+                        by_path, workers, hosts, plan.get("allreduce_shared_memory", False),
+                        ps_hosts),
                     predicted_paths={v["name"]: v["path"] for v in plan["variables"]},
                     figures={k: dict(value=v["value"], source=v["source"])
                              for k, v in plan["figures"].items()})
@@ -172,7 +179,7 @@ def prediction(args, job, workers, hosts, coordinator=None):
         sys.exit(f"matrix: `parallax plan --json` has no {e} (its format changed?)")
 
 
-def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False):
+def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False, ps_hosts=0):
     """What the plan's bytes per worker (by path, sent + received) put on one direction of a
     host's link, given where they go on this cluster: ranks fill hosts in order (the
     coordinator's placement), so a ring collective (Gloo's all-reduce and all-gather) crosses
@@ -181,11 +188,19 @@ def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False)
     from its shard's remote clients. With `allreduce_shared_memory` (`parallax plan --json`
     says so where a host runs several ranks) only a host's first rank all-reduces over the
     network, so the plan's all-reduce bytes per worker are that rank's divided by the L ranks
-    of its host: the link carries L times half of them. Headers of TCP/IP and Ethernet not
-    included."""
+    of its host: the link carries L times half of them. With `ps_hosts` the shards run on hosts
+    of their own: all of the L workers' PS bytes cross the worker host's link, half each way.
+    Headers of TCP/IP and Ethernet not included."""
+    per_host = workers // hosts
+    if ps_hosts:
+        collectives = 0.0
+        if hosts >= 2:
+            allreduce_ranks = per_host if allreduce_shared_memory else 1
+            collectives = (allreduce_ranks * by_path.get("allreduce", 0.0) / 2
+                           + by_path.get("allgather", 0.0) / 2)
+        return collectives + per_host * by_path.get("ps", 0.0) / 2
     if hosts < 2:
         return 0.0
-    per_host = workers // hosts
     allreduce_ranks = per_host if allreduce_shared_memory else 1
     return (allreduce_ranks * by_path.get("allreduce", 0.0) / 2
             + by_path.get("allgather", 0.0) / 2
@@ -236,19 +251,21 @@ def sample(cluster, job_id, ranks, step):
 
 
 def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, command=None):
-    name = f"{impl}-{workers}x{hosts}-{rate}-{rnd}"
+    ps_hosts = cluster.ps_hosts
+    name = f"{impl}-{workers}x{hosts}{f'+{ps_hosts}' if ps_hosts else ''}-{rate}-{rnd}"
     job = os.path.join(workdir, f"{name}.toml")
+    ps_keys = list(PS_KEYS.get(impl, ())) + (['hosts = "ps"'] if ps_hosts else [])
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, workers, arch, rate, command, PS_KEYS.get(impl, ())))
+        f.write(job_text(args, workers, arch, rate, command, ps_keys))
     # With --measured-figures the prediction is made once the job ran: with the per-call figures
     # its own trainers measured at rendezvous (the plan it ran with had the previous job's). The
     # wait for the slowest rank is measured over a sync job's steps, so it is taken from the plan
     # made before the job: an earlier job's of as many workers on as many hosts (none in a
     # shape's first run).
-    pred = prediction(args, job, workers, hosts) if command is None and not args.measured_figures \
-        else {}
-    before = prediction(args, job, workers, hosts, coordinator=cluster.address) \
-        if command is None and args.measured_figures else {}
+    pred = prediction(args, job, workers, hosts, ps_hosts=ps_hosts) \
+        if command is None and not args.measured_figures else {}
+    before = prediction(args, job, workers, hosts, coordinator=cluster.address,
+                        ps_hosts=ps_hosts) if command is None and args.measured_figures else {}
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
     # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
@@ -259,7 +276,8 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
                            + cluster.logs())
     if command is None and args.measured_figures:
-        pred = prediction(args, job, workers, hosts, coordinator=cluster.address)
+        pred = prediction(args, job, workers, hosts, coordinator=cluster.address,
+                          ps_hosts=ps_hosts)
         pred["predicted_straggler_ms"] = before["predicted_straggler_ms"]
         pred["predicted_straggler_source"] = before["predicted_straggler_source"]
     if pred:
@@ -273,7 +291,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
                worker_bytes_per_step=m["bytes_sent_per_worker_per_step"]
                + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
                      for p in ("allreduce", "allgather", "ps_push", "ps_pull")))
-    out.update(link_figures(b0, b1, s1 - s0, t1 - t0, cluster.rate_bits_per_s))
+    out.update(link_figures(b0, b1, s1 - s0, t1 - t0, cluster.rate_bits_per_s, hosts))
     out.update(cpu_figures(cpu0, cpu1, s1 - s0))
     out.update({k: v for k, v in pred.items() if k not in ("predicted_paths", "figures")})
     if args.measured_figures and pred:
@@ -340,7 +358,8 @@ def write_flag(directory, name):
 
 
 def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync=False):
-    name = f"{impl}-{workers}x{hosts}-{cluster.rate}-{rnd}"
+    ps_hosts = f"+{cluster.ps_hosts}" if cluster.ps_hosts else ""
+    name = f"{impl}-{workers}x{hosts}{ps_hosts}-{cluster.rate}-{rnd}"
     sync = os.path.join(workdir, name)
     os.makedirs(sync)
     batches = batches_file(args, workers, workdir)
@@ -406,7 +425,7 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
     if args.eval_tokens and not no_sync:
         with open(os.path.join(sync, "eval-0.json"), encoding="utf-8") as f:
             out["eval_loss"] = json.load(f)["eval_loss"]
-    out.update(link_figures(b0, b1, args.steps, t1 - t0, cluster.rate_bits_per_s))
+    out.update(link_figures(b0, b1, args.steps, t1 - t0, cluster.rate_bits_per_s, hosts))
     out.update(cpu_figures(cpu0, cpu1, args.steps))
     return out
 
@@ -414,13 +433,24 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
 # ---- links
 
 
-def link_figures(before, after, steps, seconds, rate_bits_per_s):
-    """Per host per step (mean over hosts) and utilisation of the window [before, after]."""
+def link_figures(before, after, steps, seconds, rate_bits_per_s, hosts):
+    """Per host per step (mean over the `hosts` worker hosts, the first) and utilisation of the
+    window [before, after]; the PS hosts after them (if any) as ps_host_*."""
     sent = [(a[0] - b[0]) for a, b in zip(after, before)]
     received = [(a[1] - b[1]) for a, b in zip(after, before)]
     capacity = rate_bits_per_s / 8.0 * seconds
+    out = {}
+    if len(sent) > hosts:
+        ps_sent, ps_received = sent[hosts:], received[hosts:]
+        ps_utils = [x / capacity for x in ps_sent + ps_received] if capacity > 0 else [0.0]
+        out = dict(ps_host_link_sent_bytes_by_host=[round(x / steps) for x in ps_sent],
+                   ps_host_link_received_bytes_by_host=[round(x / steps) for x in ps_received],
+                   ps_host_link_bytes_per_step=statistics.mean(
+                       s + r for s, r in zip(ps_sent, ps_received)) / steps,
+                   ps_host_link_util_max=max(ps_utils))
+        sent, received = sent[:hosts], received[:hosts]
     utils = [x / capacity for x in sent + received] if capacity > 0 else [0.0]
-    return dict(link_sent_bytes_by_host=[round(x / steps) for x in sent],
+    return dict(**out,link_sent_bytes_by_host=[round(x / steps) for x in sent],
                 link_received_bytes_by_host=[round(x / steps) for x in received],
                 link_sent_bytes_per_step=statistics.mean(sent) / steps,
                 link_received_bytes_per_step=statistics.mean(received) / steps,
@@ -466,21 +496,22 @@ def run_one(args, cluster, workers, hosts, impl, rate, workdir, rnd):
 
 
 def summarize(rows, emit):
-    keys = sorted({(r["workers"], r["hosts"], r["rate"], r["impl"]) for r in rows},
-                  key=lambda k: (k[0], -k[1], k[2], k[3]))
-    for workers, hosts, rate, impl in keys:
-        mine = [r for r in rows if (r["workers"], r["hosts"], r["rate"], r["impl"])
-                == (workers, hosts, rate, impl)]
+    shape = lambda r: (r["workers"], r["hosts"], r["ps_hosts"], r["rate"])  # noqa: E731
+    keys = sorted({shape(r) + (r["impl"],) for r in rows},
+                  key=lambda k: (k[0], -k[1], k[2], k[3], k[4]))
+    for workers, hosts, ps_hosts, rate, impl in keys:
+        mine = [r for r in rows if shape(r) + (r["impl"],) == (workers, hosts, ps_hosts, rate, impl)]
         for metric in METRICS:
             values = [r[metric] for r in mine if r.get(metric) is not None]
             if values:
-                emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate, metric=metric,
+                emit(dict(impl=impl, workers=workers, hosts=hosts, ps_hosts=ps_hosts, rate=rate,
+                          metric=metric,
                           stat="median", runs=len(values), value=round(statistics.median(values), 4),
                           min=round(min(values), 4), max=round(max(values), 4)))
         ratios, eval_diffs = [], []
         for r in mine:
             peer = [p for p in rows if p["impl"] == "torch-ddp-sparse" and p["round"] == r["round"]
-                    and (p["workers"], p["hosts"], p["rate"]) == (workers, hosts, rate)]
+                    and shape(p) == (workers, hosts, ps_hosts, rate)]
             if peer and impl != "torch-ddp-sparse":
                 ratios.append(r["tokens_per_s"] / peer[0]["tokens_per_s"])
                 if r.get("eval_loss") is not None and peer[0].get("eval_loss") is not None:
@@ -491,7 +522,7 @@ def summarize(rows, emit):
                       runs=len(eval_diffs), value=round(statistics.median(eval_diffs), 4),
                       min=round(min(eval_diffs), 4), max=round(max(eval_diffs), 4)))
         if ratios:
-            emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
+            emit(dict(impl=impl, workers=workers, hosts=hosts, ps_hosts=ps_hosts, rate=rate,
                       metric="tokens_per_s_vs_torch_ddp_sparse", unit="ratio", stat="median",
                       runs=len(ratios), value=round(statistics.median(ratios), 4),
                       min=round(min(ratios), 4), max=round(max(ratios), 4)))
@@ -504,7 +535,9 @@ def parse_args():
     ap.add_argument("--full", action="store_true",
                     help=f"the whole matrix: --shapes {FULL_SHAPES} --rates 1gbit,10gbit "
                     f"--variants {','.join(FULL_VARIANTS)} --runs 3 (each overridable)")
-    ap.add_argument("--shapes", help=f"workers:hosts,... (default {SHORT_SHAPES})")
+    ap.add_argument("--shapes", help=f"workers:hosts[+ps_hosts],... (default {SHORT_SHAPES}); "
+                    "+P adds P hosts for PS shards only, and the Parallax jobs put their shards "
+                    "there ([ps] hosts = \"ps\")")
     ap.add_argument("--rates", help="link rates, tc units (default 1gbit)")
     ap.add_argument("--variants", help="comma-separated (default " + ",".join(SHORT_VARIANTS)
                     + "); known: " + ",".join(list(PARALLAX) + list(TORCH) + list(FRONTEND)))
@@ -541,10 +574,13 @@ def parse_args():
         ap.error("--eval-tokens must be 0 (no evaluation) or more")
     shapes = []
     for s in args.shapes.split(","):
-        n, _, h = s.partition(":")
-        if not (n.isdigit() and h.isdigit()) or int(h) < 1 or int(n) % int(h):
-            ap.error(f"--shapes: '{s}' is not workers:hosts with hosts dividing workers")
-        shapes.append((int(n), int(h)))
+        n, _, rest = s.partition(":")
+        h, plus, p = rest.partition("+")
+        if not (n.isdigit() and h.isdigit()) or int(h) < 1 or int(n) % int(h) or \
+                (plus and (not p.isdigit() or int(p) < 1)):
+            ap.error(f"--shapes: '{s}' is not workers:hosts[+ps_hosts] with hosts dividing "
+                     "workers and ps_hosts >= 1")
+        shapes.append((int(n), int(h), int(p) if plus else 0))
     args.shapes = shapes
     for v in args.variants.split(","):
         if v not in PARALLAX and v not in TORCH and v not in FRONTEND:
@@ -565,9 +601,10 @@ def main():
     common = dict(batch=args.batch, warmup=args.warmup, steps=args.steps)
     rows = []
     started = time.monotonic()
-    for workers, hosts in args.shapes:
-        cdir = tempfile.mkdtemp(prefix=f"cluster-{workers}x{hosts}-", dir=workdir)
-        with Cluster(args.bin, hosts, args.rates[0], slots=workers // hosts, workdir=cdir) as c:
+    for workers, hosts, ps_hosts in args.shapes:
+        cdir = tempfile.mkdtemp(prefix=f"cluster-{workers}x{hosts}+{ps_hosts}-", dir=workdir)
+        with Cluster(args.bin, hosts, args.rates[0], slots=workers // hosts, workdir=cdir,
+                     ps_hosts=ps_hosts) as c:
             for rate in args.rates:
                 c.reshape(rate)
                 for rnd in range(args.runs):
@@ -577,11 +614,12 @@ def main():
                         before, t = load1(), time.monotonic()
                         r = run_one(args, c, workers, hosts, impl, rate, workdir, rnd)
                         if r is None:
-                            emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
-                                      stat="skipped", why="parallax.torch does not exist yet "
+                            emit(dict(impl=impl, workers=workers, hosts=hosts,
+                                      ps_hosts=ps_hosts, rate=rate, stat="skipped", why="parallax.torch does not exist yet "
                                       "(bench/cluster/matrix.py, FRONTEND_TRAINER)"))
                             continue
-                        row = dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
+                        row = dict(impl=impl, workers=workers, hosts=hosts, ps_hosts=ps_hosts,
+                                   rate=rate,
                                    rate_bits_per_s=rate_bits(rate), round=rnd, **common,
                                    load1_before=before, load1_after=load1(),
                                    wall_s=round(time.monotonic() - t, 1), **r)

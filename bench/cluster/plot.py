@@ -4,10 +4,12 @@ vs workers, bytes per host link per step vs workers and CPU milliseconds per ste
 of the run, all hosts together) vs workers, every variant, one panel per link rate.
 
   bench/cluster/plot.py results.jsonl --out docs/   # cluster-tokens.png, cluster-link-bytes.png,
-                                                    # cluster-cpu.png
+                                                    # cluster-cpu.png (--prefix: other names)
 
 Lines join the shapes with one worker per host (N:N); a shape with several workers per host
-(8:2, local aggregation) is an open point of the same colour at its N.
+(8:2, local aggregation) is an open point of the same colour at its N. Shapes with PS hosts
+(N:N+P, `[ps] hosts = "ps"`) are a dashed line of the same colour; their link bytes are the
+worker hosts' (the PS hosts' links are in matrix.py's ps_host_link_* figures).
 """
 
 import argparse
@@ -41,6 +43,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="?", help="matrix.py's JSON lines (default: stdin)")
     ap.add_argument("--out", default="docs")
+    ap.add_argument("--prefix", default="cluster",
+                    help="PNG names: PREFIX-tokens.png, PREFIX-link-bytes.png, PREFIX-cpu.png")
     args = ap.parse_args()
     lines = open(args.results, encoding="utf-8") if args.results else sys.stdin
     rows = [json.loads(l) for l in lines if l.startswith("{")]
@@ -60,6 +64,7 @@ def main():
               "set xtics (2, 4, 8)", "set logscale x 2", "set xrange [1.7:9.5]",
               'set format y "%g"']
     for metric, ylabel, scale, png, title, yaxis in PANELS:
+        png = png.replace("cluster", args.prefix, 1)
         script += [f"set output '{os.path.join(args.out, png)}'",
                    f"set multiplot layout 1,{len(rates)} title \"{title} (batch {batch} per "
                    f"worker, {steps} timed steps; tbf-shaped links, no added latency)\"",
@@ -71,8 +76,10 @@ def main():
                     continue
                 mine = [r for r in medians if r["impl"] == impl and r["rate"] == rate
                         and r["metric"] == metric]
-                for kind, keep in (("flat", lambda r: r["workers"] == r["hosts"]),
-                                   ("grouped", lambda r: r["workers"] != r["hosts"])):
+                for kind, keep in (
+                        ("flat", lambda r: r["workers"] == r["hosts"] and not r.get("ps_hosts")),
+                        ("ps-hosts", lambda r: r["workers"] == r["hosts"] and r.get("ps_hosts")),
+                        ("grouped", lambda r: r["workers"] != r["hosts"])):
                     points = sorted((r for r in mine if keep(r)), key=lambda r: r["workers"])
                     if not points:
                         continue
@@ -86,6 +93,10 @@ def main():
                     if kind == "flat":
                         plots.append(f"'{dat}' using 1:3:4:5 with yerrorlines lw 2 pt 7 "
                                      f"lc rgb '{c}' title '{impl}'")
+                    elif kind == "ps-hosts":
+                        ps = "/".join(str(r["ps_hosts"]) for r in points)
+                        plots.append(f"'{dat}' using 1:3:4:5 with yerrorlines lw 2 dt 2 pt 5 "
+                                     f"lc rgb '{c}' title '{impl}, + {ps} PS hosts'")
                     else:
                         shapes = ", ".join(f"{r['hosts']} hosts x {r['workers'] // r['hosts']}"
                                            for r in points)
@@ -95,7 +106,8 @@ def main():
                        "plot " + ", ".join(plots)]
         script.append("unset multiplot")
     subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
-    print(f"plot: {', '.join(os.path.join(args.out, p[3]) for p in PANELS)}", file=sys.stderr)
+    pngs = [os.path.join(args.out, p[3].replace("cluster", args.prefix, 1)) for p in PANELS]
+    print(f"plot: {', '.join(pngs)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

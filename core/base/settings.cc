@@ -40,6 +40,8 @@ constexpr std::pair<VariablePath, const char*> kPaths[] = {{VariablePath::kAllRe
                                                            {VariablePath::kPs, "ps"}};
 constexpr std::pair<ValueEncoding, const char*> kEncodings[] = {{ValueEncoding::kFp32, "fp32"},
                                                                 {ValueEncoding::kFp16, "fp16"}};
+constexpr std::pair<PsHosts, const char*> kPsHosts[] = {{PsHosts::kWorkers, "workers"},
+                                                        {PsHosts::kPs, "ps"}};
 constexpr std::pair<OptimizerType, const char*> kOptimizers[] = {
     {OptimizerType::kSgd, "sgd"},
     {OptimizerType::kMomentum, "momentum"},
@@ -66,6 +68,8 @@ const char* ValueEncodingName(ValueEncoding v) { return NameOf<ValueEncoding>(kE
 std::optional<ValueEncoding> ParseValueEncoding(std::string_view n) {
   return Parse<ValueEncoding>(kEncodings, n);
 }
+const char* PsHostsName(PsHosts v) { return NameOf<PsHosts>(kPsHosts, v); }
+std::optional<PsHosts> ParsePsHosts(std::string_view n) { return Parse<PsHosts>(kPsHosts, n); }
 const char* OptimizerTypeName(OptimizerType v) { return NameOf<OptimizerType>(kOptimizers, v); }
 std::optional<OptimizerType> ParseOptimizerType(std::string_view n) {
   return Parse<OptimizerType>(kOptimizers, n);
@@ -94,6 +98,8 @@ template <>
 std::vector<std::string_view> SettingNames<VariablePath>() { return All<VariablePath>(kPaths); }
 template <>
 std::vector<std::string_view> SettingNames<ValueEncoding>() { return All<ValueEncoding>(kEncodings); }
+template <>
+std::vector<std::string_view> SettingNames<PsHosts>() { return All<PsHosts>(kPsHosts); }
 template <>
 std::vector<std::string_view> SettingNames<OptimizerType>() { return All<OptimizerType>(kOptimizers); }
 template <>

@@ -286,6 +286,7 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
              "push is stale); remove it or set consistency");
   }
   ReadAutoOrCount(t, "ps", "shards", &ps->shards);
+  ReadSetting(t, "ps", "hosts", &ps->hosts);
   if (ReadAutoOrCount(t, "ps", "partitions", &ps->partitions)) {
     ps->search_partitions = ps->partitions == 0;
   }

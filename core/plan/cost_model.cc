@@ -73,6 +73,7 @@ double LoopbackBytesPerS(const CostOptions& options) {
 }
 
 double HostLocalShardFraction(const ClusterShape& cluster) {
+  if (cluster.ps_hosts > 0) return 0;
   const int h = std::max(1, cluster.hosts);
   const int s = std::max(1, cluster.shards);
   return static_cast<double>((s + h - 1) / h) / s;
@@ -265,7 +266,14 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
   }
   const double l = cluster.workers_per_host();
   const double h = std::max(1, cluster.hosts);
-  if (h <= 1) {
+  if (cluster.ps_hosts > 0) {
+    // Shards on hosts of their own: every request crosses the worker host's
+    // link, and the busiest PS host serves its shards' share of every worker.
+    cost.link_bytes = l * std::max(sent, received);
+    const double s = std::max(1, cluster.shards);
+    const double busiest = std::ceil(s / std::min<double>(s, cluster.ps_hosts)) / s;
+    cost.ps_host_link_bytes = cluster.workers * std::max(sent, received) * busiest;
+  } else if (h <= 1) {
     // One host: loopback is its link, and carries every worker's traffic.
     cost.link_bytes = l * cost.bytes;
   } else {
@@ -279,9 +287,9 @@ PathCost PsCost(const VariableStats& var, const ClusterShape& cluster, const Cos
   // A pull and a push (a dense variable: one push-pull); a request's
   // partitions travel in parallel.
   cost.operations = var.sparse ? 2 : 1;
-  cost.seconds = cost.link_bytes / options.bandwidth_bytes_per_s +
-                 cost.loopback_bytes / LoopbackBytesPerS(options) +
-                 cost.operations * options.ps_rtt_s;
+  cost.seconds =
+      std::max(cost.link_bytes, cost.ps_host_link_bytes) / options.bandwidth_bytes_per_s +
+      cost.loopback_bytes / LoopbackBytesPerS(options) + cost.operations * options.ps_rtt_s;
   return cost;
 }
 

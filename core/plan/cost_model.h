@@ -45,7 +45,12 @@
 //                L · (H−1) · received · f for its shards, receives the
 //                reverse, and moves L · f · (sent + received) over loopback
 //                (B_lo, loopback_bytes_per_s). On one host loopback is the
-//                link and carries everything.
+//                link and carries everything. With the shards on P hosts of
+//                their own ([ps] hosts = "ps"), nothing is local: a worker
+//                host sends L · sent and receives L · received whatever N,
+//                and the PS host with the most shards (ceil(S/P) of S)
+//                carries N · (sent, received) · ceil(S/P)/S; the busier of
+//                the two links counts.
 // c = collective_latency_s (one all-gather call between 2 ranks: 2 ring
 // rounds; a call at N ranks takes (N−1) times that, an all-reduce's 3(N−1)
 // rounds 1.5 times), r = ps_rtt_s (one PS request round trip; the
@@ -83,6 +88,9 @@ struct ClusterShape {
   int workers = 1;  // N
   int hosts = 1;    // H; workers are spread evenly
   int shards = 0;   // PS shards; 0: no PS path
+  // Hosts that run only PS shards ([ps] hosts = "ps"), the shards
+  // round-robin over them; 0: the shards run on the workers' hosts.
+  int ps_hosts = 0;
   int workers_per_host() const { return hosts > 0 ? (workers + hosts - 1) / hosts : workers; }
 };
 
@@ -149,6 +157,9 @@ struct PathCost {
   // Per host per step through loopback sockets on hosts > 1 (a PS shard on
   // the worker's own host); on one host loopback is the link (link_bytes).
   double loopback_bytes = 0;
+  // PS path on PS hosts (ClusterShape::ps_hosts): per step on the link of
+  // the PS host with the most shards, the busier direction.
+  double ps_host_link_bytes = 0;
   double operations = 0;  // collective calls or PS requests per step
   double seconds = 0;     // predicted communication time per step: what decides
   std::string why_not;    // when !feasible
@@ -188,7 +199,7 @@ double LoopbackBytesPerS(const CostOptions& options);
 
 // The fraction of a worker's PS rows whose shard runs on its own host, on
 // the host with the most shards (shards go round-robin over the hosts:
-// ceil(S/H) of S). 1 on one host.
+// ceil(S/H) of S). 1 on one host; 0 when the shards run on PS hosts.
 double HostLocalShardFraction(const ClusterShape& cluster);
 
 // True when the all-reduce goes through shared memory among a host's ranks

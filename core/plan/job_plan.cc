@@ -130,6 +130,9 @@ std::string JobPlanToJson(const JobPlan& plan) {
   doc["cluster"] = {{"workers", plan.cluster.workers},
                     {"hosts", plan.cluster.hosts},
                     {"shards", plan.cluster.shards}};
+  // Written only for shards on PS hosts ([ps] hosts = "ps"), so that other
+  // plans read as they did.
+  if (plan.cluster.ps_hosts > 0) doc["cluster"]["ps_hosts"] = plan.cluster.ps_hosts;
   doc["cost"] = CostToJson(plan.cost);
   doc["figure_sources"] = {{"link", plan.figures.link},
                            {"loopback", plan.figures.loopback},
@@ -177,6 +180,7 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
       plan.cluster.workers = c.value("workers", plan.cluster.workers);
       plan.cluster.hosts = c.value("hosts", 1);
       plan.cluster.shards = c.value("shards", 0);
+      plan.cluster.ps_hosts = c.value("ps_hosts", 0);
     }
     if (doc.contains("cost")) plan.cost = CostFromJson(doc["cost"]);
     if (doc.contains("figure_sources")) {

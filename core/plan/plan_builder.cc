@@ -16,7 +16,7 @@ namespace {
 // ssp every rank keeps its own clock and staleness.
 bool LocalAggregationApplies(const JobConfig& job, const ClusterShape& cluster) {
   return job.ps.local_aggregation && job.job.consistency == Consistency::kSync &&
-         cluster.hosts > 1 && cluster.workers > cluster.hosts;
+         (cluster.hosts > 1 || cluster.ps_hosts > 0) && cluster.workers > cluster.hosts;
 }
 
 const VariableOverride* OverrideOf(const JobConfig& job, const std::string& name) {
@@ -249,11 +249,18 @@ int PsShards(const JobConfig& job, int hosts) {
   return job.ps.shards > 0 ? job.ps.shards : std::max(1, hosts);
 }
 
+int PsHostsOf(const JobConfig& job, int shards) {
+  return job.ps.hosts == PsHosts::kPs ? std::max(0, shards) : 0;
+}
+
 CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
                            FigureSources* sources) {
   CostOptions cost;
   const FigureSources s =
-      ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts, &cost);
+      // PS hosts are machines of their own: one worker host and its PS
+      // hosts talk over a link, not loopback.
+      ApplyFigures(job.plan, inputs.host_figures, inputs.cluster.hosts + inputs.cluster.ps_hosts,
+                   &cost);
   if (inputs.correction) ApplyCorrection(*inputs.correction, &cost);
   FigureSources with_straggler = s;
   ApplyStraggler(job, inputs, &cost, &with_straggler);

@@ -73,6 +73,12 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs);
 // [ps] shards, else one per host; none under arch = allreduce | allgather.
 int PsShards(const JobConfig& job, int hosts);
 
+// ClusterShape::ps_hosts of an attempt of `job` with `shards` PS shards:
+// under [ps] hosts = "ps", one PS host per shard (what shards = "auto"
+// places; with a fixed count above the PS hosts registered, their links
+// carry more than this predicts); else 0.
+int PsHostsOf(const JobConfig& job, int shards);
+
 // The cost model's figures for `job` run as `inputs` says: its [plan] table
 // over the hosts' measured figures over the defaults (their sources into
 // *sources when given), a re-plan's time scales, what the job's settings change (value encoding, PS

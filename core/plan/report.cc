@@ -51,9 +51,13 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
 std::string FormatPlanReport(const PlanReport& report) {
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof(line), "%d workers on %d host(s), %d PS shard(s), arch = \"%s\"\n\n",
+  const std::string ps_hosts =
+      report.cluster.ps_hosts > 0
+          ? " on " + std::to_string(report.cluster.ps_hosts) + " PS host(s) of their own"
+          : "";
+  std::snprintf(line, sizeof(line), "%d workers on %d host(s), %d PS shard(s)%s, arch = \"%s\"\n\n",
                 report.cluster.workers, report.cluster.hosts, report.cluster.shards,
-                ArchName(report.arch));
+                ps_hosts.c_str(), ArchName(report.arch));
   out << line;
   std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n", "variable",
                 "shape", "alpha", "path", "P", "allreduce", "allgather", "ps");
@@ -102,10 +106,20 @@ std::string FormatPlanReport(const PlanReport& report) {
   for (const PlanBytes* c : columns) {
     if (!c->feasible) out << "(n/a: " << c->why_not << ")\n";
   }
-  out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
-         " direction of one host's link, its PS shards included; predicted: communication time\n"
-         " per step, link bytes / bandwidth + operations x latency; under arch = \"hybrid\" the\n"
-         " plan is the cheapest predicted of the per-variable choice and the single-path plans)\n";
+  if (report.cluster.ps_hosts > 0) {
+    out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
+           " direction of one worker host's link, the PS shards being on " +
+               std::to_string(report.cluster.ps_hosts) +
+               " PS host(s) of their own;\n predicted: communication time per step, the busier "
+               "link's bytes (a worker host's or a PS\n host's) / bandwidth + operations x "
+               "latency; under arch = \"hybrid\" the plan is the\n cheapest predicted of the "
+               "per-variable choice and the single-path plans)\n";
+  } else {
+    out << "(per worker: sent + received by one worker's transport; per host link: the busier\n"
+           " direction of one host's link, its PS shards included; predicted: communication time\n"
+           " per step, link bytes / bandwidth + operations x latency; under arch = \"hybrid\" the\n"
+           " plan is the cheapest predicted of the per-variable choice and the single-path plans)\n";
+  }
   if (report.cost.sync_straggler_s > 0) {
     std::snprintf(line, sizeof(line),
                   "predicted wait per step: %.3g ms communication + %.3g ms for the slowest "
@@ -154,6 +168,7 @@ std::string PlanReportJson(const PlanReport& report) {
       {"workers", report.cluster.workers},
       {"hosts", report.cluster.hosts},
       {"shards", report.cluster.shards},
+      {"ps_hosts", report.cluster.ps_hosts},
       {"arch", ArchName(report.arch)},
       {"allreduce_shared_memory", report.shm_allreduce},
       {"figures",

@@ -75,7 +75,8 @@ struct JobConfig {
   bool sparse_scale_lr_with_workers = false;
 
   struct Ps {
-    int shards = 0;                  // 0 = auto (one per host)
+    int shards = 0;                  // 0 = auto (one per host: a worker host, or a PS host)
+    PsHosts hosts = PsHosts::kWorkers;  // where the shards run
     int partitions = 0;              // 0 = one per shard, or searched when search_partitions
     bool search_partitions = false;  // partitions = "auto" written: run the partition search
     bool local_aggregation = true;

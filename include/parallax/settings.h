@@ -32,6 +32,13 @@ enum class VariablePath { kAllReduce, kAllGather, kPs };
 // [ps] value_encoding: how row values travel on the PS wire.
 enum class ValueEncoding { kFp32, kFp16 };
 
+// [ps] hosts: where a job's PS shards run. kWorkers: on the agents that run
+// its trainer ranks (a worker's rows in its own host's shard never cross the
+// link); kPs: on agents started to host PS shards only (`parallax-agent
+// --role ps`), so every worker's PS traffic crosses its link and a worker
+// host's bytes do not grow with the number of workers.
+enum class PsHosts { kWorkers, kPs };
+
 enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam };
 
 // Names as job files and plans spell them ("hybrid", "allreduce", "sync",
@@ -44,6 +51,8 @@ const char* VariablePathName(VariablePath path);
 std::optional<VariablePath> ParseVariablePath(std::string_view name);
 const char* ValueEncodingName(ValueEncoding encoding);
 std::optional<ValueEncoding> ParseValueEncoding(std::string_view name);
+const char* PsHostsName(PsHosts hosts);
+std::optional<PsHosts> ParsePsHosts(std::string_view name);
 const char* OptimizerTypeName(OptimizerType type);
 std::optional<OptimizerType> ParseOptimizerType(std::string_view name);
 

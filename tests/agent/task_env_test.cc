@@ -168,5 +168,28 @@ TEST(TaskEnvTest, TaskDirNamesRoundTrip) {
   EXPECT_FALSE(ParseTaskDirName("012-3-ps-1").has_value());
 }
 
+TEST(TaskEnvTest, AShardsNextGenerationHasItsOwnDirectoryAndEnvironment) {
+  rpc::TaskKey second = Key(7, 2, 0, rpc::TaskRole::PS);
+  second.__set_generation(2);
+  EXPECT_EQ(TaskDirName(second), "7-2-ps-0-g2");
+  auto key = ParseTaskDirName("7-2-ps-0-g2");
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(*key, second);
+  EXPECT_EQ(DescribeTask(second), "job 7 attempt 2 ps 0 generation 2");
+  for (const char* bad : {"7-2-ps-0-g1", "7-2-ps-0-g", "7-2-ps-0-x2", "7-2-ps-0-g02"}) {
+    EXPECT_FALSE(ParseTaskDirName(bad).has_value()) << bad;
+  }
+  rpc::TaskAssignment a = Assignment(second);
+  TaskEnvContext c = Context();
+  c.previous_task_dir = "/work/tasks/7-2-ps-0";
+  auto env = AsMap(BuildTaskEnv(a, c, {}));
+  EXPECT_EQ(env["PARALLAX_SHARD_GENERATION"], "2");
+  EXPECT_EQ(env["PARALLAX_SHARD_PREVIOUS_DIR"], "/work/tasks/7-2-ps-0");
+  // The attempt's first process: neither.
+  env = AsMap(BuildTaskEnv(Assignment(Key(7, 2, 0, rpc::TaskRole::PS)), c, {}));
+  EXPECT_EQ(env.count("PARALLAX_SHARD_GENERATION"), 0u);
+  EXPECT_EQ(env.count("PARALLAX_SHARD_PREVIOUS_DIR"), 0u);
+}
+
 }  // namespace
 }  // namespace parallax::agent

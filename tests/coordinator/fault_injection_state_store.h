@@ -3,7 +3,8 @@
 // the database refuses a change (LevelDB's FaultInjectionTestEnv, for the
 // StateStore seam).
 //
-// Writes are CreateJob, TransitionJob, RequeueJob, ReplaceJobText, AppendEvent, UpsertAgent, TouchAgents,
+// Writes are CreateJob, TransitionJob, RequeueJob, ReplaceJobText, AppendEvent, AddLostUpdates,
+// UpsertAgent, TouchAgents,
 // SetAgentDraining, StartAttempt, ApplyChanges, UpsertTask, UpsertTasks, PutPlan, KvSet, KvAdd,
 // RecordMetrics and CommitCheckpoint.
 // Every write is counted (failed ones too), starting at 1. A failed write
@@ -68,6 +69,11 @@ class FaultInjectionStateStore : public StateStore {
                                 int64_t now) override {
     PX_RETURN_IF_ERROR(MaybeFail());
     return base_->AppendEvent(job_id, kind, message, now);
+  }
+  Status AddLostUpdates(int64_t job_id, int64_t lost, const std::string& message,
+                        int64_t now) override {
+    PX_RETURN_IF_ERROR(MaybeFail());
+    return base_->AddLostUpdates(job_id, lost, message, now);
   }
   Status UpsertAgent(const AgentRecord& agent, int64_t now) override {
     PX_RETURN_IF_ERROR(MaybeFail());

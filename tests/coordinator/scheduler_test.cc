@@ -104,5 +104,71 @@ TEST(SchedulerTest, A512RankJobFillsEvery128AgentWithContiguousRanks) {
   EXPECT_EQ(p.ps_agents.back(), "agent-127");
 }
 
+// Agents started with --role ps: hosts for PS shards only.
+AgentCapacity PsHost(const std::string& name, int shards = 0) {
+  return {name, 4, 4, /*ps_host=*/true, shards};
+}
+
+PlacementRequest OnPsHosts(int workers, int shards) {
+  PlacementRequest r{workers, shards, {}};
+  r.ps_hosts = PsHosts::kPs;
+  return r;
+}
+
+TEST(SchedulerTest, PsHostsTakeNoTrainerRank) {
+  // "p" has the most free slots, but it hosts shards only.
+  Placement p = PlaceJob({2, 0, {}}, {{"a", 1, 1}, {"b", 1, 1}, PsHost("p")});
+  ASSERT_EQ(p.fit, Fit::kPlaced);
+  EXPECT_EQ(p.trainer_agents, (Names{"a", "b"}));
+  // Default [ps] hosts = "workers": the shards stay on the ranks' agents.
+  EXPECT_EQ(p.ps_agents, (Names{"a", "b"}));
+  p = PlaceJob({3, 0, {}}, {{"a", 1, 1}, {"b", 1, 1}, PsHost("p")});
+  EXPECT_EQ(p.fit, Fit::kTooLarge);
+  EXPECT_EQ(p.reason, "needs 3 slots; the cluster has 2 slots on 2 available agent(s)");
+}
+
+TEST(SchedulerTest, ShardsGoOnePerPsHostWhenTheJobAsksForPsHosts) {
+  Placement p = PlaceJob(OnPsHosts(4, 0), {{"w1", 2, 2}, {"w2", 2, 2}, PsHost("p2"), PsHost("p1")});
+  ASSERT_EQ(p.fit, Fit::kPlaced);
+  EXPECT_EQ(p.trainer_agents, (Names{"w1", "w1", "w2", "w2"}));
+  EXPECT_EQ(p.ps_agents, (Names{"p1", "p2"}));
+}
+
+TEST(SchedulerTest, AFixedShardCountGoesRoundRobinOverTheLeastLoadedPsHosts) {
+  Placement p =
+      PlaceJob(OnPsHosts(1, 5), {{"w", 1, 1}, PsHost("p1", 3), PsHost("p2", 0), PsHost("p3", 1)});
+  ASSERT_EQ(p.fit, Fit::kPlaced);
+  EXPECT_EQ(p.ps_agents, (Names{"p2", "p3", "p1", "p2", "p3"}));
+}
+
+TEST(SchedulerTest, ShardsOfJobsPlacedInOnePassSpreadOverThePsHosts) {
+  Capacity c({{"w", 4, 4}, PsHost("p1"), PsHost("p2")});
+  Placement first = PlaceJobIn(OnPsHosts(1, 1), c);
+  ASSERT_EQ(first.ps_agents, Names{"p1"});
+  c.AddShards("p1", 1);
+  Placement second = PlaceJobIn(OnPsHosts(1, 1), c);
+  EXPECT_EQ(second.ps_agents, Names{"p2"});
+}
+
+TEST(SchedulerTest, AJobAskingForPsHostsWaitsWithAReasonWhenThereIsNone) {
+  Placement p = PlaceJob(OnPsHosts(1, 0), {{"w", 4, 4}});
+  EXPECT_EQ(p.fit, Fit::kTooLarge);  // later jobs may go first
+  EXPECT_EQ(p.reason,
+            "its PS shards go on PS hosts ([ps] hosts = \"ps\") and no PS host is available: "
+            "start one with `parallax-agent --role ps`, or set [ps] hosts = \"workers\"");
+  // A job without shards (all-reduce) does not need one.
+  EXPECT_EQ(PlaceJob(OnPsHosts(1, -1), {{"w", 4, 4}}).fit, Fit::kPlaced);
+}
+
+TEST(SchedulerTest, AnAgentThatBecomesAPsHostGivesUpItsSlots) {
+  Capacity c({{"a", 4, 4}});
+  c.Set(PsHost("a"));
+  EXPECT_EQ(c.total_slots(), 0);
+  EXPECT_EQ(c.ps_hosts(), 1u);
+  c.Set({"a", 4, 4});
+  EXPECT_EQ(c.total_slots(), 4);
+  EXPECT_EQ(c.ps_hosts(), 0u);
+}
+
 }  // namespace
 }  // namespace parallax::coordinator

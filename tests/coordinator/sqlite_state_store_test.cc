@@ -365,6 +365,22 @@ TEST_F(SqliteStateStoreTest, UpsertAgentKeepsFirstRegistration) {
   EXPECT_THAT(events[0].message, HasSubstr("\"h1\""));
 }
 
+TEST_F(SqliteStateStoreTest, AnAgentsRoleIsKeptAndChangesWithARegistration) {
+  AgentRecord ps = Agent("p1");
+  ps.ps_host = true;
+  ASSERT_TRUE(store_->UpsertAgent(ps, 1000).ok());
+  ASSERT_TRUE(store_->UpsertAgent(Agent("w1"), 1000).ok());
+  StatusOr<std::vector<AgentRecord>> agents = store_->ListAgents();
+  ASSERT_TRUE(agents.ok()) << agents.status().ToString();
+  ASSERT_EQ(agents->size(), 2u);
+  EXPECT_TRUE((*agents)[0].ps_host);
+  EXPECT_FALSE((*agents)[1].ps_host);
+  EXPECT_THAT(Events(0)[0].message, HasSubstr("for PS shards only"));
+  // Restarted without --role ps: a worker again.
+  ASSERT_TRUE(store_->UpsertAgent(Agent("p1"), 2000).ok());
+  EXPECT_FALSE((*store_->ListAgents())[0].ps_host);
+}
+
 TEST_F(SqliteStateStoreTest, UpsertAgentRefusesBadRecords) {
   EXPECT_EQ(store_->UpsertAgent(Agent(""), 1).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->UpsertAgent(Agent("h1", -1), 1).code(), StatusCode::kInvalidArgument);
@@ -436,6 +452,23 @@ TEST_F(SqliteStateStoreTest, TasksUpsertAndListNewestAttemptFirst) {
   TaskRecord orphan = task(1, TaskRole::kTrainer, 0);
   orphan.job_id = 77;
   EXPECT_EQ(store_->UpsertTask(orphan).code(), StatusCode::kNotFound);
+}
+
+TEST_F(SqliteStateStoreTest, AShardsGenerationIsKeptWithItsTask) {
+  JobRecord job = MustCreate("lm");
+  TaskRecord shard;
+  shard.job_id = job.id;
+  shard.attempt = 1;
+  shard.role = TaskRole::kPs;
+  shard.agent_name = "a";
+  ASSERT_TRUE(store_->UpsertTask(shard).ok());
+  EXPECT_EQ(store_->ListTasks(job.id)->at(0).generation, 1);
+  shard.generation = 3;  // started again alone twice: the same row
+  ASSERT_TRUE(store_->UpsertTask(shard).ok());
+  StatusOr<std::vector<TaskRecord>> tasks = store_->ListTasks(job.id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  ASSERT_EQ(tasks->size(), 1u);
+  EXPECT_EQ(tasks->at(0).generation, 3);
 }
 
 // ---- Plans ----
@@ -1006,6 +1039,7 @@ TEST_F(SqliteStateStoreTest, MigratesVersionOneDatabaseKeepingData) {
   EXPECT_EQ((*agents)[0].name, "h1");
   EXPECT_EQ((*agents)[0].registered, 10);
   EXPECT_FALSE((*agents)[0].draining);
+  EXPECT_FALSE((*agents)[0].ps_host);  // registered before roles: a worker
 
   ASSERT_TRUE((*store)->PutPlan(job_id, 1, "{\"p\":1}", 200).ok());
   EXPECT_EQ((*store)->GetPlan(job_id, 1)->value_or(""), "{\"p\":1}");

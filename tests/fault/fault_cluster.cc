@@ -68,7 +68,8 @@ void FaultCluster::KillCoordinator() {
 }
 
 void FaultCluster::StartAgent(const std::string& name, const std::string& netns,
-                              const std::string& host, int slots) {
+                              const std::string& host, int slots,
+                              const std::vector<std::string>& extra) {
   std::vector<std::string> argv;
   if (!netns.empty()) argv = {"/usr/sbin/ip", "netns", "exec", netns};
   for (const std::string& a :
@@ -80,6 +81,7 @@ void FaultCluster::StartAgent(const std::string& name, const std::string& netns,
         std::string("--allow-env"), std::string("TINY_*")}) {
     argv.push_back(a);
   }
+  argv.insert(argv.end(), extra.begin(), extra.end());
   agents_[name] = std::make_unique<ChildProcess>(argv, dir_.File("agent-" + name + ".log"),
                                                  std::vector<std::string>{Marker()});
   agent_names_.push_back(name);
@@ -114,7 +116,8 @@ std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
   }
   f << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
     << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
-    << "[ps]\nshards = " << job.shards << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+    << "[ps]\nshards = " << job.shards << "\n"
+    << job.ps_extra << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
   f.close();
   RunResult r = Cli({"submit", path});
   if (expect_ok) {

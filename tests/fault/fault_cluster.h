@@ -29,6 +29,7 @@ struct TinyJob {
   std::string job_extra;                   // more [job] keys
   int workers = 2;
   int shards = 2;
+  std::string ps_extra;  // more [ps] keys
 };
 
 class FaultCluster {
@@ -42,9 +43,10 @@ class FaultCluster {
                                int agent_timeout_ms = 3000);
   void KillCoordinator();
   // Starts agent `name` with 2 slots; `netns` non-empty runs it there,
-  // advertising and binding `host`.
+  // advertising and binding `host`; `extra` are more flags (--role ps).
   void StartAgent(const std::string& name, const std::string& netns = "",
-                  const std::string& host = "127.0.0.1", int slots = 2);
+                  const std::string& host = "127.0.0.1", int slots = 2,
+                  const std::vector<std::string>& extra = {});
   void KillAgent(const std::string& name);
 
   // Cli() and Submit() may run on another thread while the coordinator is

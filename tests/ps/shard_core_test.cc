@@ -3,6 +3,9 @@
 #include "ps/shard_core.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -317,6 +320,42 @@ TEST_F(ShardCoreTest, AsyncAppliesEveryPushOnArrivalAndMeasuresStaleness) {
   EXPECT_EQ(PullNow(core.get(), {2})[0], -4.25f);
   EXPECT_EQ(core->stats().staleness[0], 4);
   EXPECT_EQ(core->stats().staleness[3], 1);  // τ 4 falls in [4, 8)
+}
+
+// The updates file (ps/updates_file.h) follows every update the shard
+// applies, before it is answered, and keeps what was written when its
+// process is SIGKILLed.
+TEST_F(ShardCoreTest, TheUpdatesFileCountsEveryAppliedUpdateAndSurvivesSigkill) {
+  parallax::testing::TempDir dir;
+  const std::string path = dir.File("updates-applied");
+  auto core = MakeCore(OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd, 2));
+  auto file = UpdatesFile::Create(path, 0);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  core->AttachUpdatesFile(std::move(file).value());
+  std::vector<float> g(kDim, 1.0f);
+  for (int i = 0; i < 5; ++i) Push(core.get(), i % 2, 0, {2}, g);
+  EXPECT_EQ(core->UpdatesApplied(), 5);
+  EXPECT_EQ(UpdatesFile::Read(path).value(), 5);
+
+  // A process that sets a count and dies by SIGKILL: the count is there.
+  const std::string child_path = dir.File("child-updates");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto f = UpdatesFile::Create(child_path, 0);
+    if (!f.ok()) _exit(1);
+    (*f)->Set(41);
+    (*f)->Set(42);
+    raise(SIGKILL);
+    _exit(2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_EQ(UpdatesFile::Read(child_path).value(), 42);
+  EXPECT_EQ(UpdatesFile::Read(dir.File("none")).status().code(), StatusCode::kNotFound);
+  std::ofstream(dir.File("garbage")) << "not a count";
+  EXPECT_EQ(UpdatesFile::Read(dir.File("garbage")).status().code(), StatusCode::kInvalidArgument);
 }
 
 // ---- Bad input: each gets an error reply and changes nothing ----

@@ -127,6 +127,7 @@ TEST_F(JobConfigTest, MinimalJobGetsDefaults) {
   EXPECT_EQ(c->ps.shards, 0);
   EXPECT_TRUE(c->ps.local_aggregation);
   EXPECT_EQ(c->ps.value_encoding, ValueEncoding::kFp32);
+  EXPECT_EQ(c->ps.hosts, PsHosts::kWorkers);
   EXPECT_EQ(c->model_toml, "");
   EXPECT_EQ(c->user_toml, "");
   EXPECT_TRUE(c->variables.empty());
@@ -258,6 +259,16 @@ TEST_F(JobConfigTest, UnknownEnumValueListsAllowedValuesAndSuggests) {
             "got 'hybird'; did you mean 'hybrid'?");
   EXPECT_EQ(Error(std::string(kMinimal) + "[ps]\nvalue_encoding = \"int8\"\n"),
             "job.toml:6:18: key 'ps.value_encoding': expected one of fp32, fp16, got 'int8'");
+  EXPECT_EQ(Error(std::string(kMinimal) + "[ps]\nhosts = \"worker\"\n"),
+            "job.toml:6:9: key 'ps.hosts': expected one of workers, ps, got 'worker'; did you "
+            "mean 'workers'?");
+}
+
+TEST_F(JobConfigTest, PsHostsPutTheShardsOnAgentsOfTheirOwn) {
+  StatusOr<JobConfig> c =
+      ParseJobConfig(std::string(kMinimal) + "[ps]\nhosts = \"ps\"\n", "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->ps.hosts, PsHosts::kPs);
 }
 
 TEST_F(JobConfigTest, MalformedTomlReportsLineAndColumn) {

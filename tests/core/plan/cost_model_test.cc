@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace parallax::plan {
 namespace {
 
@@ -174,6 +176,36 @@ TEST(CostModelTest, HostLocalPsBytesStayOffTheLink) {
   EXPECT_DOUBLE_EQ(PsCost(v, {.workers = 2, .hosts = 1, .shards = 2}, WithLatency(0, 0), false)
                        .link_bytes,
                    2 * 14'912);
+}
+
+// Shards on PS hosts of their own: nothing is local. The worker of the test
+// above sends 8,256 and receives 6,656 a step, all over its host's link
+// whatever the number of workers; the PS host with the most shards carries
+// its share of every worker's: at 8 workers and 2 shards on 2 PS hosts, half
+// of 8 · 8,256 into it.
+TEST(CostModelTest, OnPsHostsAWorkerHostsLinkCarriesItsOwnWorkersOnly) {
+  VariableStats v = Sparse(10'000, 16, 0.01, /*partitions=*/2);
+  CostOptions o = WithLatency(0, 0);
+  o.loopback_bytes_per_s = 4e9;
+  for (int n : {2, 4, 8}) {
+    const ClusterShape shape{.workers = n, .hosts = n, .shards = 2, .ps_hosts = 2};
+    EXPECT_DOUBLE_EQ(HostLocalShardFraction(shape), 0.0);
+    const PathCost c = PsCost(v, shape, o, false);
+    EXPECT_DOUBLE_EQ(c.bytes, 14'912) << n;
+    EXPECT_DOUBLE_EQ(c.link_bytes, 8'256) << n;
+    EXPECT_DOUBLE_EQ(c.loopback_bytes, 0) << n;
+    EXPECT_DOUBLE_EQ(c.ps_host_link_bytes, n * 8'256 / 2.0) << n;
+    // The busier of the two links sets the time.
+    EXPECT_NEAR(c.seconds, std::max(8'256.0, n * 8'256 / 2.0) / 1e9, 1e-12) << n;
+  }
+  // 3 shards on 2 PS hosts: one host has 2 of 3.
+  const PathCost uneven =
+      PsCost(v, {.workers = 4, .hosts = 4, .shards = 3, .ps_hosts = 2}, o, false);
+  EXPECT_DOUBLE_EQ(uneven.ps_host_link_bytes, 4 * 8'256 * 2.0 / 3.0);
+  // Shared memory saves nothing: no shard is on the worker's machine.
+  o.ps_shared_memory = true;
+  EXPECT_DOUBLE_EQ(
+      PsCost(v, {.workers = 2, .hosts = 2, .shards = 2, .ps_hosts = 2}, o, false).bytes, 14'912);
 }
 
 TEST(CostModelTest, ChoiceFlipsFromAllGatherToPsAsPerOperationLatencyGrows) {

@@ -365,6 +365,39 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
   EXPECT_FALSE(dense->local_aggregation);
 }
 
+// Shards on PS hosts: the ranks of one worker host talk to them over a link
+// (not loopback, as on one host), and aggregating the host's pushes saves
+// link bytes even on one worker host.
+TEST_F(JobPlanTest, OnPsHostsOneWorkerHostStillHasALink) {
+  JobConfig job = Job(Arch::kHybrid);
+  VariableOverride emb;
+  emb.name = "emb";
+  emb.path = VariablePath::kPs;
+  VariableOverride w;
+  w.name = "w";
+  w.path = VariablePath::kAllReduce;
+  job.variables = {emb, w};
+  PlanInputs inputs;
+  inputs.cluster = {.workers = 4, .hosts = 1, .shards = 2, .ps_hosts = 2};
+  inputs.variables = Regs();
+  HostFigures here;
+  here.host = "h0";
+  here.loopback_bytes_per_s = 4e9;
+  inputs.host_figures = {here};
+  StatusOr<JobPlan> plan = BuildPlan(job, inputs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->figures.link.find("loopback"), std::string::npos) << plan->figures.link;
+  EXPECT_TRUE(plan->local_aggregation);
+  EXPECT_EQ(plan->ps.contributors(), 1u);
+  EXPECT_EQ(plan->cluster.ps_hosts, 2);
+  // Without PS hosts the same shape is one host: loopback is its link.
+  inputs.cluster.ps_hosts = 0;
+  plan = BuildPlan(job, inputs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->figures.link.find("loopback"), std::string::npos) << plan->figures.link;
+  EXPECT_FALSE(plan->local_aggregation);
+}
+
 TEST_F(JobPlanTest, StalenessLrReachesTheShardsPlanOutsideSync) {
   JobConfig job = Job(Arch::kPs);
   job.ps.staleness_lr = true;
