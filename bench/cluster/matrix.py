@@ -14,8 +14,15 @@ DDP's ranks stay on the H worker hosts and the PS hosts idle. The link figures
 
 Workload: examples/w3.toml with its model dimensions unchanged; only [trainer] batch_size and
 steps change, the same on both sides (--batch, --warmup + --steps), plus `metrics_every = 1`,
-`eval_tokens = 1`, and `[plan] link_bytes_per_s` = the shaped rate / 8 (the planner's link figure;
---plan FILE adds a measured [plan] table, bench/e2e/calibrate.sh).
+`eval_tokens = 1` (--eval-tokens N: N), and `[plan] link_bytes_per_s` = the shaped rate / 8 (the
+planner's link figure; --plan FILE adds a measured [plan] table, bench/e2e/calibrate.sh).
+
+Held-out loss (--eval-tokens N, off by default): both sides evaluate the trained model at the end,
+off the clock, the same way (trainer/models/lm_model.cc's Evaluate, bench/peers/heldout_eval.py):
+`eval_loss` in nats, Parallax's from rank 0's `eval step S perplexity P` line (`parallax logs`),
+the peer's from its rank 0; per round, `eval_loss_vs_torch_ddp_sparse` is a variant's minus the
+peer's. The training loss of the last 20 steps (`loss_last20`) is a noisy yardstick for "the
+same loss" (W3 at lr 0.5 is chaotic; a 20-step mean is uncertain by ~0.13 nats).
 
 - parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
   planner's choice with `[ps] local_aggregation = false`): the job is submitted
@@ -75,7 +82,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
-from e2e import job_metrics, w3_text  # noqa: E402  (the same figures as the one-host benchmark)
+from e2e import eval_loss_from_log, job_metrics, w3_text  # noqa: E402  (as the one-host bench)
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
             "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid"}
@@ -98,7 +105,7 @@ FULL_VARIANTS = list(PARALLAX) + ["torch-ddp-sparse", "torch-ddp-nosync"]
 SHORT_VARIANTS = ["parallax-hybrid", "torch-ddp-sparse"]
 FULL_SHAPES = "2:2,4:4,8:8,8:2"
 SHORT_SHAPES = "8:8"
-METRICS = ("tokens_per_s", "step_ms", "loss_last20", "compute_ms", "comm_wait_ms",
+METRICS = ("tokens_per_s", "step_ms", "loss_last20", "eval_loss", "compute_ms", "comm_wait_ms",
            "straggler_ms", "last_rank_wait_ms",
            "predicted_comm_ms", "predicted_straggler_ms", "predicted_wait_ms",
            "predicted_comm_vs_wait", "predicted_wait_vs_wait",
@@ -129,7 +136,8 @@ def job_text(args, workers, arch, rate, command=None, ps_keys=()):
     [plan] link_bytes_per_s is the shaped rate (no [plan] at all with --measured-figures);
     `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
-    text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more)
+    text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more,
+                   eval_tokens=args.eval_tokens or 1)
     ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
     if args.measured_figures:
         return text + ps
@@ -297,11 +305,23 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
         out["link_vs_plan_link"] = measured / pred["predicted_link_bytes"]
         if pred["expected_link_bytes"] > 0:
             out["link_vs_plan_paths"] = measured / pred["expected_link_bytes"]
+    if args.eval_tokens:
+        out["eval_loss"] = parallax_eval_loss(cluster, name, job_id)
     paths = stored_paths(cluster.db, job_id)
     out["paths"] = paths
     if pred and paths and pred["predicted_paths"] != paths:
         out["plan_differs"] = pred["predicted_paths"]  # `parallax plan` chose otherwise
     return out
+
+
+def parallax_eval_loss(cluster, name, job_id):
+    """The held-out loss rank 0's trainer printed at the end of the job (`parallax logs`)."""
+    log = cluster.cli(["logs", job_id, "--task", "trainer/0"]).stdout
+    loss = eval_loss_from_log(log)
+    if loss is None:
+        raise ClusterError(f"{name}: job {job_id}'s trainer/0 printed no `eval step` line; its "
+                           f"log ends with:\n{log[-1500:]}")
+    return loss
 
 
 # ---- PyTorch DDP
@@ -361,6 +381,8 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
                     "--timeout", str(args.timeout)]
             argv += ["--sparse"] if sparse else []
             argv += ["--no-sync"] if no_sync else []
+            argv += ["--eval-tokens", str(args.eval_tokens), "--heldout",
+                     f"{args.data}/brown/heldout.tok"] if args.eval_tokens and not no_sync else []
             log = open(os.path.join(sync, f"rank-{r}.log"), "w", encoding="utf-8")
             logs.append(log)
             env = dict(os.environ, GLOO_SOCKET_IFNAME=cluster.host_ifname(h),
@@ -377,8 +399,8 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
         b1, t1 = cluster.link_bytes(), time.monotonic()
         cpu1 = cpu_sample(cluster, procs)
         write_flag(sync, "finish")
-        for p in procs:
-            if p.wait(timeout=120) != 0:
+        for p in procs:  # rank 0 evaluates before it exits (--eval-tokens)
+            if p.wait(timeout=args.timeout) != 0:
                 raise ClusterError(f"{name}: a rank exited with {p.returncode}")
     except ClusterError as e:
         tails = "".join(open(os.path.join(sync, f"rank-{r}.log"), encoding="utf-8").read()[-1500:]
@@ -400,6 +422,9 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
     out = dict(tokens_per_s=workers * args.batch * args.steps / elapsed,
                step_ms=1000.0 * elapsed / args.steps,
                loss_last20=statistics.mean(losses[-20:]) if not no_sync else None)
+    if args.eval_tokens and not no_sync:
+        with open(os.path.join(sync, "eval-0.json"), encoding="utf-8") as f:
+            out["eval_loss"] = json.load(f)["eval_loss"]
     out.update(link_figures(b0, b1, args.steps, t1 - t0, cluster.rate_bits_per_s, hosts))
     out.update(cpu_figures(cpu0, cpu1, args.steps))
     return out
@@ -483,12 +508,19 @@ def summarize(rows, emit):
                           metric=metric,
                           stat="median", runs=len(values), value=round(statistics.median(values), 4),
                           min=round(min(values), 4), max=round(max(values), 4)))
-        ratios = []
+        ratios, eval_diffs = [], []
         for r in mine:
             peer = [p for p in rows if p["impl"] == "torch-ddp-sparse" and p["round"] == r["round"]
                     and shape(p) == (workers, hosts, ps_hosts, rate)]
             if peer and impl != "torch-ddp-sparse":
                 ratios.append(r["tokens_per_s"] / peer[0]["tokens_per_s"])
+                if r.get("eval_loss") is not None and peer[0].get("eval_loss") is not None:
+                    eval_diffs.append(r["eval_loss"] - peer[0]["eval_loss"])
+        if eval_diffs:
+            emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
+                      metric="eval_loss_vs_torch_ddp_sparse", unit="nats", stat="median",
+                      runs=len(eval_diffs), value=round(statistics.median(eval_diffs), 4),
+                      min=round(min(eval_diffs), 4), max=round(max(eval_diffs), 4)))
         if ratios:
             emit(dict(impl=impl, workers=workers, hosts=hosts, ps_hosts=ps_hosts, rate=rate,
                       metric="tokens_per_s_vs_torch_ddp_sparse", unit="ratio", stat="median",
@@ -520,6 +552,10 @@ def parse_args():
                     "and the trainers measured on the cluster, and the predicted time is made "
                     "after each run, with the figures its trainers measured (--from-coordinator), "
                     "and the wait for the slowest rank an earlier sync run of the shape measured")
+    ap.add_argument("--eval-tokens", type=int, default=0,
+                    help="held-out loss of the trained model over N positions on both sides "
+                    "([model] eval_tokens; the peer's --eval-tokens), off the clock: eval_loss "
+                    "(default 0: none)")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()
@@ -534,6 +570,8 @@ def parse_args():
         ap.error("--steps must be at least 20 (the loss is the mean of the last 20)")
     if args.warmup < 2:
         ap.error("--warmup must be at least 2")
+    if args.eval_tokens < 0:
+        ap.error("--eval-tokens must be 0 (no evaluation) or more")
     shapes = []
     for s in args.shapes.split(","):
         n, _, rest = s.partition(":")

@@ -47,6 +47,7 @@ median/min/max lines:
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -142,10 +143,11 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=
     return text
 
 
-def w3_text(workers, arch, steps, batch, data, more=()):
+def w3_text(workers, arch, steps, batch, data, more=(), eval_tokens=1):
     """examples/w3.toml with `workers`, `arch`, `steps` (and metrics_every = 1), `batch_size`,
-    the data under the directory `data` (absolute), eval_tokens = 1, and the (pattern,
-    replacement) pairs of `more`; exits naming a pattern that matches no line of the file."""
+    the data under the directory `data` (absolute), `eval_tokens` (1 by default: the end's
+    held-out evaluation all but skipped), and the (pattern, replacement) pairs of `more`; exits
+    naming a pattern that matches no line of the file."""
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         text = f.read()
     subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
@@ -153,12 +155,22 @@ def w3_text(workers, arch, steps, batch, data, more=()):
             (r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = 1"),
             (r"(?m)^batch_size = \d+", f"batch_size = {batch}"),
             (r'(?m)^data = ".*"', f'data = "{data}/brown/train.tok"'),
-            (r"(?m)^eval_tokens = \d+.*$", "eval_tokens = 1")] + list(more)
+            (r"(?m)^eval_tokens = \d+.*$", f"eval_tokens = {eval_tokens}")] + list(more)
     for pattern, value in subs:
         text, n = re.subn(pattern, value, text)
         if n != 1:
             sys.exit(f"e2e: examples/w3.toml has no line matching {pattern}")
     return text
+
+
+EVAL_LINE = re.compile(r"^eval step (\d+) perplexity ([0-9.eE+-]+|inf|nan)", re.M)
+
+
+def eval_loss_from_log(text):
+    """The held-out loss (nats) of the last `eval step S perplexity P` line of an `lm` trainer's
+    output (rank 0's; trainer/models/train_loop.cc): log P, or None when there is none."""
+    found = EVAL_LINE.findall(text)
+    return math.log(float(found[-1][1])) if found else None
 
 
 def parallax_run(args, impl, workdir, run):

@@ -38,6 +38,11 @@ sent per worker per step are the counters' growth over the timed steps, averaged
 Output: one JSON object per line and statistic (median/min/max over runs), plus one line per run
 ("stat": "run") for the record; --losses FILE keeps the last run's loss of every rank and step.
 
+Held-out loss (--eval-tokens N): after the timed steps, rank 0 evaluates the trained model as
+Parallax's `lm` model does at the end of a job (bench/peers/heldout_eval.py: the same held-out
+positions, contexts and full-softmax loss with the output bias), off the clock: `eval_loss`, the
+mean negative log-likelihood in nats, the log of the perplexity Parallax prints.
+
 With --rank R --init tcp://HOST:PORT --sync-dir DIR this process is rank R alone, for a driver
 that starts the ranks itself (bench/cluster runs one per host namespace, with GLOO_SOCKET_IFNAME
 set to the host's interface) and reads the bytes where they cross; it synchronises with the
@@ -69,6 +74,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import heldout_eval  # noqa: E402
 import parallax_draws  # noqa: E402
 
 HEADER_BYTES = 32
@@ -195,13 +201,16 @@ class QueueSync:
         self.to_driver.put(("done", rank, elapsed, losses))
         self.finish.wait()
 
+    def evaluated(self, rank, result):
+        self.to_driver.put(("eval", rank, result))
+
 
 class FileSync:
     """A driver in another process (bench/cluster): files in a directory both can see.
 
     A rank writes ready-R (its pid) after the warm-up and waits for `go`; after the timed steps
     it writes done-R.json (elapsed seconds, losses) and waits for `finish`. The driver reads the
-    links' byte counters between.
+    links' byte counters between. With --eval-tokens, rank 0 then writes eval-0.json.
     """
 
     def __init__(self, directory, timeout):
@@ -228,6 +237,9 @@ class FileSync:
     def done(self, rank, elapsed, losses):
         self._write(f"done-{rank}.json", json.dumps(dict(elapsed=elapsed, losses=losses)))
         self._wait("finish")
+
+    def evaluated(self, rank, result):
+        self._write(f"eval-{rank}.json", json.dumps(result))
 
 
 def worker(rank, args, header, init_method, sync):
@@ -273,6 +285,13 @@ def worker(rank, args, header, init_method, sync):
         dist.barrier()  # the slowest rank's compute, as with communication
     elapsed = time.perf_counter() - t0
     sync.done(rank, elapsed, losses)
+    if args.eval_tokens > 0 and rank == 0:  # after the driver's window: off the clock
+        t1 = time.perf_counter()
+        loss, n = heldout_eval.heldout_loss(
+            model, heldout_eval.read_token_file(args.heldout), counts, args.negative_power,
+            k, args.eval_tokens)
+        sync.evaluated(rank, dict(eval_loss=loss, eval_examples=n,
+                                  eval_s=time.perf_counter() - t1))
     dist.destroy_process_group()
 
 
@@ -332,6 +351,7 @@ def one_run(args, header):
         done = [receive(to_driver, procs, args.timeout) for _ in procs]
         after = socket_bytes(pids)
         finish.set()
+        evaluated = receive(to_driver, procs, args.timeout)[2] if args.eval_tokens > 0 else {}
         for p in procs:
             p.join(timeout=args.timeout)
             if p.exitcode != 0:
@@ -347,7 +367,7 @@ def one_run(args, header):
     if args.losses:
         by_rank = sorted((d[1], d[3]) for d in done)
         with open(args.losses, "w", encoding="utf-8") as f:
-            json.dump(dict(losses=[l for _, l in by_rank]), f)
+            json.dump(dict(losses=[l for _, l in by_rank], **evaluated), f)
     losses = np.mean([d[3] for d in done], axis=0)  # rank means -> the global batch's mean
     return dict(tokens_per_s=args.workers * header["batch"] * args.steps / elapsed,
                 step_ms=1000.0 * elapsed / args.steps,
@@ -355,12 +375,13 @@ def one_run(args, header):
                 first_loss=float(losses[0]),
                 bytes_sent_per_worker_per_step=per_step["bytes_sent"],
                 bytes_acked_per_worker_per_step=per_step["bytes_acked"],
-                bytes_received_per_worker_per_step=per_step["bytes_received"])
+                bytes_received_per_worker_per_step=per_step["bytes_received"],
+                **{k: v for k, v in evaluated.items() if k == "eval_loss"})
 
 
 UNITS = dict(tokens_per_s="tokens/s", step_ms="ms", loss_last20="nats", first_loss="nats",
              bytes_sent_per_worker_per_step="bytes", bytes_acked_per_worker_per_step="bytes",
-             bytes_received_per_worker_per_step="bytes")
+             bytes_received_per_worker_per_step="bytes", eval_loss="nats")
 
 
 def main():
@@ -395,7 +416,13 @@ def main():
                     help="initial values and negatives from torch's RNG (uniform(+-0.05) "
                     "embeddings, PyTorch's default Linear init, torch.multinomial) instead of "
                     "exactly Parallax's: the same model on another trajectory")
-    ap.add_argument("--losses", help="write the last run's losses, [rank][step], as JSON here")
+    ap.add_argument("--losses", help="write the last run's losses, [rank][step], as JSON here "
+                    "(and its eval_loss, with --eval-tokens)")
+    ap.add_argument("--eval-tokens", type=int, default=0,
+                    help="after training, rank 0's held-out loss over N positions, as Parallax's "
+                    "lm model evaluates ([model] eval_tokens); 0: none")
+    ap.add_argument("--heldout", help="the held-out token file (default: heldout.tok next to "
+                    "--vocab, as [model] heldout_path defaults next to the data)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per phase of a run")
     ap.add_argument("--no-sync", action="store_true",
                     help="skip DDP's gradient all-reduce (compute-only step time)")
@@ -408,6 +435,11 @@ def main():
 
     header, _ = read_batches(args.batches)
     args.workers = header["workers"]
+    args.heldout = args.heldout or os.path.join(os.path.dirname(os.path.abspath(args.vocab)),
+                                                "heldout.tok")
+    if args.eval_tokens > 0 and not os.path.exists(args.heldout):
+        sys.exit(f"w3_torch: no held-out split '{args.heldout}' for --eval-tokens; pass "
+                 "--heldout FILE or run scripts/fetch-data")
     if header["steps"] < args.warmup + args.steps:
         sys.exit(f"w3_torch: the batches file holds {header['steps']} steps, fewer than "
                  f"--warmup + --steps = {args.warmup + args.steps}; rewrite it with "
@@ -433,7 +465,9 @@ def main():
     for sparse in variants:
         impl = "torch-ddp-sparse" if sparse else "torch-ddp-dense"
         for metric, unit in UNITS.items():
-            values = [r[metric] for r in results[sparse]]
+            values = [r[metric] for r in results[sparse] if metric in r]
+            if not values:
+                continue
             for stat, f in (("median", statistics.median), ("min", min), ("max", max)):
                 print(json.dumps(dict(bench="e2e", impl=impl, metric=metric, unit=unit, stat=stat,
                                       runs=len(values), value=round(f(values), 4),

@@ -63,7 +63,7 @@ class ClusterTest(unittest.TestCase):
     def test_two_hosts_with_local_aggregation(self):
         args = argparse.Namespace(bin=ARGS.bin, data=self.data, batch=ARGS.batch,
                                   warmup=ARGS.warmup, steps=ARGS.steps, plan=None, timeout=600,
-                                  measured_figures=False)
+                                  measured_figures=False, eval_tokens=0)
         workdir = os.path.join(self.tmp.name, "run")
         os.makedirs(workdir)
         with Cluster(ARGS.bin, hosts=2, rate="1gbit", slots=2,

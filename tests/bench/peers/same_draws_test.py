@@ -5,10 +5,13 @@
 - A small W3-shaped job (tiny corpus, 2 workers, a few steps) through `parallax run` and through
   w3_torch.py on the same batches file: the first step's loss agrees to 1e-5 (same initial
   values, same negatives, same batch) and every later step's stays within a small tolerance
-  (float32 rounding in different orders of summation, nothing else).
+  (float32 rounding in different orders of summation, nothing else). At the end both evaluate
+  the trained model on the held-out split (lm_model.cc's Evaluate, bench/peers/heldout_eval.py):
+  the same positions, contexts and full softmax give the same held-out loss to 1e-5.
 
 Environment: PARALLAX_BIN_DIR (the build's bin/, with px-draws, parallax, parallax-data).
 """
+import glob
 import json
 import math
 import os
@@ -26,13 +29,14 @@ PEERS = os.path.join(ROOT, "bench", "peers")
 sys.path.insert(0, PEERS)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 import parallax_draws as pd  # noqa: E402
-from e2e import w3_text  # noqa: E402  (examples/w3.toml with substitutions)
+from e2e import eval_loss_from_log, w3_text  # noqa: E402  (examples/w3.toml, substituted)
 
 BIN = os.path.abspath(os.environ.get("PARALLAX_BIN_DIR", os.path.join(ROOT, "build", "bin")))
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch (scripts/install-deps)
 
 # The model of the end-to-end check: W3's shape, smaller.
 VOCAB, DIM, CONTEXT, HIDDEN, NEGATIVES, BATCH, STEPS, WORKERS = 48, 8, 3, 16, 4, 16, 8, 2
+EVAL_TOKENS = 300  # of the ~800 held-out tokens: positions spaced unevenly (i * available // n)
 
 
 def draws(*argv):
@@ -141,21 +145,24 @@ def data(tmp_path_factory):
 
 
 def torch_losses(root, data_dir, batches):
-    """w3_torch.py's losses [rank][step], Parallax's draws (its default)."""
+    """w3_torch.py's losses [rank][step] and held-out loss, Parallax's draws (its default)."""
     path = str(root / "torch-losses.json")
     proc = subprocess.run(
         [PYTHON, os.path.join(PEERS, "w3_torch.py"), "--batches", batches, "--vocab",
          data_dir + "/vocab.tsv", "--sparse", "--warmup", "0", "--steps", str(STEPS),
          "--vocab-size", str(VOCAB), "--dim", str(DIM), "--hidden", str(HIDDEN),
-         "--negatives", str(NEGATIVES), "--timeout", "120", "--losses", path],
+         "--negatives", str(NEGATIVES), "--timeout", "120", "--losses", path,
+         "--eval-tokens", str(EVAL_TOKENS)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(path) as f:
-        return json.load(f)["losses"]
+        out = json.load(f)
+    return out["losses"], out["eval_loss"]
 
 
 def parallax_losses(root, data_dir, arch):
-    """`parallax run` of the job: its losses [rank][step] from the metric points."""
+    """`parallax run` of the job: its losses [rank][step] from the metric points, and the
+    held-out loss rank 0's trainer printed (its task.log under the state directory)."""
     job_dir = root / f"job-{arch}"
     job_dir.mkdir()
     job = job_dir / "job.toml"
@@ -163,7 +170,8 @@ def parallax_losses(root, data_dir, arch):
     sizes = [(rf"(?m)^{key} = \d+.*$", f"{key} = {value}") for key, value in
              (("vocab", VOCAB), ("dim", DIM), ("context", CONTEXT), ("hidden", HIDDEN),
               ("negatives", NEGATIVES))]
-    job.write_text(w3_text(WORKERS, arch, STEPS, BATCH, os.path.dirname(data_dir), sizes))
+    job.write_text(w3_text(WORKERS, arch, STEPS, BATCH, os.path.dirname(data_dir), sizes,
+                           eval_tokens=EVAL_TOKENS))
     state = str(job_dir / "state")
     proc = subprocess.run([os.path.join(BIN, "parallax"), "run", "--state-dir", state, str(job)],
                           cwd=str(job_dir), capture_output=True, text=True, timeout=300)
@@ -175,7 +183,14 @@ def parallax_losses(root, data_dir, arch):
     for rank, step, loss in rows:
         losses[rank][step] = loss
     assert all(None not in per_rank for per_rank in losses), rows
-    return losses
+    evals = []
+    for log in glob.glob(os.path.join(state, "**", "task.log"), recursive=True):
+        with open(log) as f:
+            loss = eval_loss_from_log(f.read())
+        if loss is not None:
+            evals.append(loss)
+    assert len(evals) == 1, f"expected one trainer's eval line under {state}, got {evals}"
+    return losses, evals[0]
 
 
 @pytest.fixture(scope="module")
@@ -186,8 +201,9 @@ def torch_side(data):
 @pytest.mark.parametrize("arch", ["hybrid", "ps", "allgather"])
 def test_parallax_and_the_peer_follow_one_trajectory(data, torch_side, arch):
     root, data_dir, _ = data
-    px = np.array(parallax_losses(root, data_dir, arch))
-    pt = np.array(torch_side)
+    px_losses, px_eval = parallax_losses(root, data_dir, arch)
+    pt_losses, pt_eval = torch_side
+    px, pt = np.array(px_losses), np.array(pt_losses)
     assert pt.shape == px.shape == (WORKERS, STEPS)
     # Step 0: the same initial values, batch and negatives give the same loss but for rounding.
     assert np.abs(px[:, 0] - pt[:, 0]).max() < 1e-5, (px[:, 0], pt[:, 0])
@@ -195,3 +211,5 @@ def test_parallax_and_the_peer_follow_one_trajectory(data, torch_side, arch):
     assert np.abs(px - pt).max() < 5e-5, (px, pt)
     # And the losses move: a trajectory, not a constant.
     assert np.abs(px[:, -1] - px[:, 0]).max() > 1e-3
+    # The trained models: the same held-out loss.
+    assert abs(px_eval - pt_eval) < 1e-5, (px_eval, pt_eval)
