@@ -38,4 +38,9 @@ int64_t SystemNowMillis() {
 std::string FormatRfc3339(int64_t unix_millis) { return Format(unix_millis, false); }
 std::string FormatRfc3339Millis(int64_t unix_millis) { return Format(unix_millis, true); }
 
+std::string FormatUtcMinute(int64_t unix_millis) {
+  const std::string t = Format(unix_millis, false);  // "YYYY-MM-DDTHH:MM:SSZ"
+  return t.substr(0, 10) + " " + t.substr(11, 5) + " UTC";
+}
+
 }  // namespace parallax

@@ -17,6 +17,9 @@ std::string FormatRfc3339(int64_t unix_millis);
 // "2026-11-22T10:00:00.123Z" (millisecond precision, UTC).
 std::string FormatRfc3339Millis(int64_t unix_millis);
 
+// "2026-11-22 10:00 UTC" (minutes, for people: where a figure was measured).
+std::string FormatUtcMinute(int64_t unix_millis);
+
 }  // namespace parallax
 
 #endif  // PARALLAX_CORE_BASE_TIME_FORMAT_H_

@@ -1,8 +1,9 @@
 #include "core/plan/host_figures.h"
 
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "core/base/time_format.h"
 
 namespace parallax::plan {
 namespace {
@@ -32,24 +33,15 @@ const HostFigures* SlowestCall(std::span<const HostFigures> hosts, MeasuredCalls
 
 }  // namespace
 
-std::string UtcMinute(int64_t unix_s) {
-  const std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char when[32];
-  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm);
-  return when;
-}
-
 std::string MeasuredOn(const HostFigures& h) {
-  return "measured on " + h.host + " at " + UtcMinute(h.measured_unix_s);
+  return "measured on " + h.host + " at " + FormatUtcMinute(h.measured_unix_s * 1000);
 }
 
 std::string MeasuredByTrainers(const HostFigures& h, const MeasuredCalls& c) {
   std::string where = h.host;
   if (!h.address.empty() && h.address != h.host) where += " (" + h.address + ")";
   return "measured by job " + std::to_string(c.job_id) + "'s trainers on " + where + " at " +
-         UtcMinute(c.measured_unix_s) + ", " + std::to_string(c.workers) + " workers on " +
+         FormatUtcMinute(c.measured_unix_s * 1000) + ", " + std::to_string(c.workers) + " workers on " +
          std::to_string(c.hosts) + " hosts";
 }
 

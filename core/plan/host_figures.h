@@ -83,8 +83,6 @@ struct FigureSources {
 FigureSources ApplyFigures(const JobConfig::Plan& plan, std::span<const HostFigures> hosts,
                            int cluster_hosts, CostOptions* cost);
 
-// "YYYY-MM-DD HH:MM UTC".
-std::string UtcMinute(int64_t unix_s);
 // "measured on HOST at YYYY-MM-DD HH:MM UTC".
 std::string MeasuredOn(const HostFigures& h);
 // "measured by job J's trainers on HOST (ADDRESS) at YYYY-MM-DD HH:MM UTC,

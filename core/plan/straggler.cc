@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "core/plan/host_figures.h"
+#include "core/base/time_format.h"
 
 namespace parallax::plan {
 
@@ -53,7 +53,7 @@ StatusOr<MeasuredStraggler> ParseStraggler(std::string_view json) {
 std::string StragglerSource(const MeasuredStraggler& s) {
   return "measured by job " + std::to_string(s.job_id) + " over " + std::to_string(s.steps) +
          " steps, " + std::to_string(s.workers) + " workers on " + std::to_string(s.hosts) +
-         " hosts, at " + UtcMinute(s.measured_unix_s);
+         " hosts, at " + FormatUtcMinute(s.measured_unix_s * 1000);
 }
 
 }  // namespace parallax::plan
