@@ -80,7 +80,7 @@ std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w) {
       steps = std::max(steps, Value(p, "steps"));
       interval.dense_s += Value(p, "dense_wait_ms") / 1e3 / w->ranks;
       interval.sparse_s += Value(p, "sparse_wait_ms") / 1e3 / w->ranks;
-      compute_s.push_back(Value(p, "compute_ms") / 1e3);
+      if (w->sync) compute_s.push_back(Value(p, "compute_ms") / 1e3);
     }
     interval.last_step = step;
     interval.first_step = step - static_cast<int64_t>(std::max(1.0, steps)) + 1;

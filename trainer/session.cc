@@ -238,7 +238,7 @@ std::vector<plan::HostFigures> MeasuredHostFigures(CoordinatorClient* coord) {
 
 // What an earlier sync job of `workers` workers measured of its ranks' wait
 // for the slowest one (core/plan/straggler.h); none when unavailable.
-std::optional<plan::MeasuredStraggler> MeasuredStraggler(CoordinatorClient* coord, int workers) {
+std::optional<plan::MeasuredStraggler> StragglerFigure(CoordinatorClient* coord, int workers) {
   StatusOr<std::optional<plan::MeasuredStraggler>> s = calibration::FetchStraggler(coord, workers);
   if (s.ok()) return *std::move(s);
   PX_LOG(WARNING) << "the measured wait for the slowest rank is not available: "
@@ -273,7 +273,7 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
     inputs.variables = registry_.inputs();
     if (coord_) {
       inputs.host_figures = MeasuredHostFigures(coord_.get());
-      inputs.straggler = MeasuredStraggler(coord_.get(), options_.world_size);
+      inputs.straggler = StragglerFigure(coord_.get(), options_.world_size);
     }
     if (coord_ && options_.config.plan.replan) {
       PX_ASSIGN_OR_RETURN(inputs.correction, PlanCorrectionOf(coord_.get(), options_.job_id));
