@@ -49,7 +49,9 @@ agents, coordinator; DDP's ranks as "peer" — over the same window, per step
 (`cpu_ms_per_step` and by role), and the machine's idle share over it (`machine_idle_frac`): near
 0, every core was busy and the CPU a step costs, not the link, set the tokens/s.
 
-Predicted: `parallax plan JOB --json --workers N --hosts H` for every Parallax job: the plan's
+Predicted: `parallax plan JOB --json --workers N --hosts H --from-coordinator` for every Parallax
+job, before it runs: the plan its rank 0 makes (the job file's [plan] keys, the rest what the
+agents and earlier jobs' trainers measured), its
 predicted communication seconds per step and bytes per host link (busier direction), against the
 measured dense + sparse wait and the veth counters (`link_vs_plan_link`: measured bytes per
 direction over the plan's link figure). `expected_link_bytes` carries the plan's bytes per worker
@@ -266,15 +268,16 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     ps_keys = list(PS_KEYS.get(impl, ())) + (['hosts = "ps"'] if ps_hosts else [])
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(args, workers, arch, rate, command, ps_keys, round_seed(args, rnd)))
-    # With --measured-figures the prediction is made once the job ran: with the per-call figures
-    # its own trainers measured at rendezvous (the plan it ran with had the previous job's). The
-    # wait for the slowest rank is measured over a sync job's steps, so it is taken from the plan
-    # made before the job: an earlier job's of as many workers on as many hosts (none in a
-    # shape's first run).
-    pred = prediction(args, job, workers, hosts, ps_hosts=ps_hosts) \
-        if command is None and not args.measured_figures else {}
+    # The plan the job's rank 0 makes, from the same figures (a plan from the defaults could
+    # choose other paths: the agents' loopback and shared-memory figures are ~17x and ~7x the
+    # defaults). With --measured-figures the prediction is made again once the job ran: with the
+    # per-call figures its own trainers measured at rendezvous (the plan it ran with had the
+    # previous job's). The wait for the slowest rank is measured over a sync job's steps, so it
+    # is taken from the plan made before the job: an earlier job's of as many workers on as many
+    # hosts (none in a shape's first run).
     before = prediction(args, job, workers, hosts, coordinator=cluster.address,
-                        ps_hosts=ps_hosts) if command is None and args.measured_figures else {}
+                        ps_hosts=ps_hosts) if command is None else {}
+    pred = before
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
     # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
@@ -312,6 +315,8 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
         # Measured per direction (mean over hosts and directions) over the plan's figures.
         measured = out["link_bytes_per_step"] / 2
         out["link_vs_plan_link"] = measured / pred["predicted_link_bytes"]
+        # What the trainers' transports counted over what the plan says a worker moves.
+        out["worker_vs_plan"] = out["worker_bytes_per_step"] / pred["predicted_worker_bytes"]
         if pred["expected_link_bytes"] > 0:
             out["link_vs_plan_paths"] = measured / pred["expected_link_bytes"]
     if args.eval_tokens:
