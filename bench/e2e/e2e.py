@@ -86,16 +86,18 @@ for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
 # Parallax running the PyTorch model (bench/e2e/w3_parallax_torch.py) -> arch.
 PARALLAX_TORCH = {"parallax-torch-hybrid": "hybrid"}
+# The trainer of parallax-torch-hybrid, and its job file (torch_job_text).
+TORCH_TRAINER = os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py")
 TORCH_JOB = """[job]
 name = "w3-torch"
-workers = 2
+workers = {workers}
 arch = "{arch}"
 consistency = "sync"
 
 [trainer]
-command = ["./w3_parallax_torch.py"]
+command = ["./{trainer}"]
 steps = {steps}
-batch_size = 256
+batch_size = {batch}
 metrics_every = 1
 
 [optimizer.dense]
@@ -105,17 +107,14 @@ lr = 0.5
 [optimizer.sparse]
 type = "sgd"
 lr = 0.5
-
-[ps]
-shards = 1
-partitions = 1
-
+{ps}
 [user]
 repo = "{root}"
 batches = "{batches}"
 vocab = "{vocab}"
 seed = {seed}
 """
+
 DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
                     "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse",
                     "parallax-torch-hybrid"]
@@ -187,12 +186,22 @@ def parallax_run(args, impl, workdir, run):
 def parallax_torch_run(args, impl, workdir, run):
     """W3's PyTorch model on Parallax: w3_parallax_torch.py next to the job file in `workdir`
     (the agent runs programs under the job file's directory)."""
-    shutil.copy(os.path.join(ROOT, "bench", "e2e", "w3_parallax_torch.py"), workdir)
-    text = TORCH_JOB.format(arch=PARALLAX_TORCH[impl], steps=args.steps, root=ROOT,
-                            batches=os.path.abspath(args.batches),
-                            vocab=os.path.join(ROOT, "data", "brown", "vocab.tsv"),
-                            seed=torch_seed(args, run))
+    shutil.copy(TORCH_TRAINER, workdir)
+    text = torch_job_text(PARALLAX_TORCH[impl], args.steps, os.path.abspath(args.batches),
+                          os.path.join(ROOT, "data", "brown", "vocab.tsv"), torch_seed(args, run))
     return run_job(args, impl, workdir, run, text + plan_table(args))
+
+
+def torch_job_text(arch, steps, batches, vocab, seed, workers=2, batch=256,
+                   ps=("shards = 1", "partitions = 1")):
+    """The job file of the PyTorch model on Parallax: TORCH_TRAINER (run as "./" + its name, so
+    a copy of it goes next to the job file) on `workers` ranks with `arch`, `steps` steps in
+    all, `batch` per rank (the batches file's: absolute paths to it and to vocab.tsv), the
+    model's `seed`, and `ps`'s keys as its [ps] table (none when empty: the defaults)."""
+    table = "\n[ps]\n" + "\n".join(ps) + "\n" if ps else ""
+    return TORCH_JOB.format(workers=workers, arch=arch, trainer=os.path.basename(TORCH_TRAINER),
+                            steps=steps, batch=batch, ps=table, root=ROOT, batches=batches,
+                            vocab=vocab, seed=seed)
 
 
 def plan_table(args):
