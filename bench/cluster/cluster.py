@@ -5,7 +5,7 @@ coordinator on the bridge and one parallax-agent per host.
 For scripts (bench/cluster/matrix.py, the cluster tests, anything that wants hosts):
 
     from cluster import Cluster
-    with Cluster(bin_dir, hosts=4, rate="1gbit", slots=1, ps_hosts=0) as c:
+    with Cluster(bin_dir, hosts=4, rate="1gbit", slots=1, ps_hosts=0, allow_exec=()) as c:
         job = c.submit("job.toml")          # parallax submit against the cluster's coordinator
         c.wait_step(job, 10)                # every rank reported a metric point of step 10
         before = c.link_bytes()             # each host's veth counters, from the host's side
@@ -16,6 +16,10 @@ For scripts (bench/cluster/matrix.py, the cluster tests, anything that wants hos
 With ps_hosts = P > 0 there are P more hosts after the H worker hosts, whose agents run with
 `--role ps`: they take the PS shards of jobs with `[ps] hosts = "ps"` and no trainer rank.
 link_bytes() lists the worker hosts first, then the PS hosts.
+
+A job with a custom trainer ([trainer] command) runs only from a directory in `allow_exec`
+(every agent's `--allow-exec`; its bin dir is always allowed): the directory of the job file,
+say, with the trainer next to it (`command = ["./train.py"]`).
 
 The hosts come from `px-net-hosts` (bench/cluster/net_hosts_main.cc over
 tests/testing/net_hosts.h, the same code the multi-host tests use): H namespaces, each with one
@@ -78,26 +82,32 @@ def _proc_table():
 
 
 def cpu_by_role(roots):
-    """{role: CPU seconds} of the processes under `roots` ({role: [pid]}). A descendant of an
-    agent or of the coordinator counts as "trainer" or "ps" by its name (parallax-trainer,
-    parallax-ps; `ip netns exec` execs, so names are the binaries'), else as its root's role."""
+    """{role: CPU seconds} of the processes under `roots` ({role: [pid]}). Below an agent, a
+    process whose name is not the agent's own (its forks keep it until they exec) is a task's
+    program: "ps" when it is parallax-ps, else "trainer" (parallax-trainer, or a custom trainer
+    such as a Python script: `ip netns exec` and the agent exec, so names are the programs'),
+    and its descendants count with it. Below the coordinator, parallax-trainer and parallax-ps
+    count as "trainer" and "ps"; anything else counts as its root's role."""
     table = _proc_table()
     children = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     out = {}
     for role, pids in roots.items():
-        todo = [p for p in pids if p in table]
+        todo = [(p, role) for p in pids if p in table]
         while todo:
-            pid = todo.pop()
-            _, name, cpu = table[pid]
-            mine = role
-            if role in ("agent", "coordinator") and pid not in pids:
-                mine = {"parallax-traine": "trainer", "parallax-trainer": "trainer",
-                        "parallax-ps": "ps"}.get(name, role)
-            out[mine] = out.get(mine, 0.0) + cpu
-            todo.extend(children.get(pid, []))
+            pid, mine = todo.pop()
+            name = table[pid][1]
+            if mine in ("agent", "coordinator") and pid not in pids:
+                mine = _TASK_ROLES.get(name, "trainer" if mine == "agent" and
+                                       name != "parallax-agent" else mine)
+            out[mine] = out.get(mine, 0.0) + table[pid][2]
+            todo.extend((c, mine) for c in children.get(pid, []))
     return out
+
+
+# Task programs by their process name (at most 15 characters: parallax-trainer's is cut).
+_TASK_ROLES = {"parallax-traine": "trainer", "parallax-trainer": "trainer", "parallax-ps": "ps"}
 
 
 def machine_idle():
@@ -119,12 +129,13 @@ class Cluster:
     """
 
     def __init__(self, bin_dir, hosts, rate="1gbit", slots=1, workdir=None,
-                 agent_timeout_ms=10000, start_timeout=60, ps_hosts=0):
+                 agent_timeout_ms=10000, start_timeout=60, ps_hosts=0, allow_exec=()):
         self.bin = os.path.abspath(bin_dir)
         self.hosts = hosts              # worker hosts: 0 .. hosts-1
         self.ps_hosts = ps_hosts        # PS hosts (--role ps): hosts .. hosts+ps_hosts-1
         self.rate = rate
         self.slots = slots
+        self.allow_exec = [os.path.abspath(d) for d in allow_exec]  # custom trainers' dirs
         self.agent_timeout_ms = agent_timeout_ms
         self.start_timeout = start_timeout
         self._own_workdir = workdir is None
@@ -296,6 +307,8 @@ class Cluster:
                 "--stop-tasks-on-exit"]
         if i >= self.hosts:
             argv += ["--role", "ps"]
+        for d in self.allow_exec:
+            argv += ["--allow-exec", d]
         # GLOO_SOCKET_IFNAME for the tasks: Gloo binds the host's own interface.
         env = dict(os.environ, GLOO_SOCKET_IFNAME=self.host_ifname(i))
         self._agents.append(self.popen_in_host(i, argv, stdout=log, stderr=subprocess.STDOUT,
