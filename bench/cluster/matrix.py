@@ -35,8 +35,19 @@ is the mean of the rounds' paired differences with its standard error (`sem`).
   host r // (N/H), Gloo over the host's interface, data from `parallax-data batches` (what
   Parallax rank r reads). torch-ddp-nosync: the same ranks with DDP's all-reduce skipped (the
   compute-only step time of N processes on these cores; its loss means nothing).
-- parallax-torch-*: the same model through the PyTorch front-end, a hook (FRONTEND_TRAINER
-  below) until `parallax.torch` exists; asked for before then, it prints a "skipped" line.
+- parallax-torch-hybrid: the torch side's W3 model, data and loop trained through Parallax's
+  PyTorch front-end (`parallax.torch`): bench/e2e/w3_parallax_torch.py with the job file
+  bench/e2e/e2e.py writes for it (torch_job_text: N ranks, this batch and these steps, the
+  round's seed, the `[ps]` keys and `[plan]` link figure of the parallax-* jobs), reading the
+  batches file the DDP ranks read. A copy of the script goes next to the job file, in the
+  workdir, which every agent may execute from (`--allow-exec`); the agents put the built
+  `parallax` package first on its PYTHONPATH. Submitted and measured like the parallax-* jobs,
+  except: `parallax plan` cannot plan a custom trainer (its variables are known only when rank 0
+  registers them), so its prediction is the plan rank 0 made and stored (`plans` table): the
+  predicted communication and straggler wait, not the bytes; and no held-out loss (the script
+  evaluates nothing). Its
+  initial values and negatives are torch's RNG's (torch.manual_seed, torch.multinomial), the
+  peer's Parallax's draws: the same model and maths on another trajectory.
 
 Links: each host's veth counters, read when every rank has finished the warm-up and again near
 the end (Parallax: from the metric points in the coordinator's database; DDP: the ranks wait on
@@ -74,6 +85,7 @@ to torch-ddp-sparse's, the median of the per-round ratios (side by side in one r
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -86,7 +98,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
-from e2e import eval_loss_from_log, job_metrics, w3_text  # noqa: E402  (as the one-host bench)
+from e2e import (TORCH_TRAINER, eval_loss_from_log, job_metrics,  # noqa: E402
+                 torch_job_text, w3_text)  # as the one-host bench
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
             "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid"}
@@ -95,11 +108,8 @@ PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgathe
 PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"]}
 TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
          "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
-# The PyTorch front-end (`parallax.torch`): the W3 model in PyTorch, trained through Parallax.
-# When it exists, set FRONTEND_TRAINER to the script that trains W3 with it (a [trainer] command
-# reading the same data; schemas/job.md) and the variants below run like the parallax-* ones:
-# the same job file with that command, the same metric points and link counters.
-FRONTEND_TRAINER = None
+# The PyTorch front-end (`parallax.torch`): the torch side's W3 model trained through Parallax
+# (bench/e2e/w3_parallax_torch.py) -> arch.
 FRONTEND = {"parallax-torch-hybrid": "hybrid"}
 
 # Runs at the first rate only: it sends nothing.
@@ -141,23 +151,40 @@ def round_seed(args, rnd):
     return rnd + 1 if args.seed_per_round else 1
 
 
-def job_text(args, workers, arch, rate, command=None, ps_keys=(), seed=1):
+def job_text(args, workers, arch, rate, ps_keys=(), seed=1):
     """examples/w3.toml for this run: only workers, arch, steps, batch, the seed and bookkeeping
     change; [plan] link_bytes_per_s is the shaped rate (no [plan] at all with
     --measured-figures); `ps_keys`, when given, make a [ps] table."""
-    more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
-    more += [(r'(?m)^\[model\]$', f"[model]\nseed = {seed}")] if seed != 1 else []
+    more = [(r'(?m)^\[model\]$', f"[model]\nseed = {seed}")] if seed != 1 else []
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more,
                    eval_tokens=args.eval_tokens or 1)
     ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
+    return text + ps + plan_table(args, rate)
+
+
+def frontend_job_text(args, workers, arch, rate, workdir, ps_keys=(), seed=1):
+    """The job file bench/e2e/e2e.py writes for parallax-torch-hybrid, for this run: `workers`
+    ranks, --batch, --warmup + --steps, the round's seed and the batches file the DDP ranks read
+    (batches_file), `ps_keys` as its [ps] table and the [plan] table of job_text. Puts a copy of
+    the trainer in `workdir`, next to the job file, where the agents may execute it."""
+    shutil.copy(TORCH_TRAINER, workdir)
+    batches = batches_file(args, workers, workdir, seed)
+    text = torch_job_text(arch, args.warmup + args.steps, batches, f"{args.data}/brown/vocab.tsv",
+                          seed, workers=workers, batch=args.batch, ps=ps_keys)
+    return text + plan_table(args, rate)
+
+
+def plan_table(args, rate):
+    """[plan] link_bytes_per_s = the shaped rate / 8, with --plan's other keys; "" with
+    --measured-figures."""
     if args.measured_figures:
-        return text + ps
+        return ""
     plan = [f"link_bytes_per_s = {rate_bits(rate) / 8:.6g}"]
     if args.plan:
         with open(args.plan, encoding="utf-8") as f:
             plan += [l for l in f.read().splitlines()
                      if l.strip() and not l.startswith(("[", "#", "link_bytes_per_s"))]
-    return text + ps + "\n[plan]\n" + "\n".join(plan) + "\n"
+    return "\n[plan]\n" + "\n".join(plan) + "\n"
 
 
 def prediction(args, job, workers, hosts, coordinator=None, ps_hosts=0):
@@ -218,15 +245,35 @@ def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False,
             + per_host * (hosts - 1) / hosts * by_path.get("ps", 0.0))
 
 
-def stored_paths(db, job_id):
-    """The paths of the plan the job ran with (rank 0's planner), from the coordinator."""
+def stored_plan(db, job_id):
+    """The plan the job ran with (rank 0's planner, its last attempt), from the coordinator's
+    database; None when it stored none."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     row = con.execute("SELECT plan_json FROM plans WHERE job_id = ? ORDER BY attempt DESC",
                       (int(job_id),)).fetchone()
     con.close()
-    if row is None:
+    return json.loads(row[0]) if row else None
+
+
+def stored_paths(db, job_id):
+    """The paths of the plan the job ran with, by variable name."""
+    plan = stored_plan(db, job_id)
+    if plan is None:
         return None
-    return {v["name"]: v.get("path") for v in json.loads(row[0]).get("variables", [])}
+    return {v["name"]: v.get("path") for v in plan.get("variables", [])}
+
+
+def stored_prediction(db, job_id):
+    """The communication seconds per step and the wait for the slowest rank that the plan the
+    job ran with predicted (what `prediction` gives, less the bytes, which a stored plan does
+    not carry as figures); {} when it stored none."""
+    plan = stored_plan(db, job_id)
+    if plan is None or "predicted_comm_s" not in plan:
+        return {}
+    return dict(predicted_comm_ms=1000.0 * plan["predicted_comm_s"],
+                predicted_straggler_ms=1000.0 * plan.get("cost", {}).get("sync_straggler_s", 0.0),
+                predicted_straggler_source=plan.get("figure_sources", {}).get(
+                    "straggler", "not in this build"))
 
 
 def straggler_figures(db, job_id, first, end):
@@ -261,13 +308,19 @@ def sample(cluster, job_id, ranks, step):
     return (before + cluster.min_step(job_id, ranks)) / 2, counters, now, cpu
 
 
-def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, command=None):
+def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, frontend=False):
+    """One Parallax job on the cluster: W3's `lm` model, or with `frontend` the torch model
+    through parallax.torch (frontend_job_text; the cluster's agents must be allowed to execute
+    from `workdir`). Its figures; raises ClusterError unless it ends SUCCEEDED."""
     ps_hosts = cluster.ps_hosts
     name = f"{impl}-{workers}x{hosts}{f'+{ps_hosts}' if ps_hosts else ''}-{rate}-{rnd}"
     job = os.path.join(workdir, f"{name}.toml")
     ps_keys = list(PS_KEYS.get(impl, ())) + (['hosts = "ps"'] if ps_hosts else [])
+    seed = round_seed(args, rnd)
+    text = (frontend_job_text(args, workers, arch, rate, workdir, ps_keys, seed) if frontend
+            else job_text(args, workers, arch, rate, ps_keys, seed))
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, workers, arch, rate, command, ps_keys, round_seed(args, rnd)))
+        f.write(text)
     # The plan the job's rank 0 makes, from the same figures (a plan from the defaults could
     # choose other paths: the agents' loopback and shared-memory figures are ~17x and ~7x the
     # defaults). With --measured-figures the prediction is made again once the job ran: with the
@@ -276,7 +329,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     # is taken from the plan made before the job: an earlier job's of as many workers on as many
     # hosts (none in a shape's first run).
     before = prediction(args, job, workers, hosts, coordinator=cluster.address,
-                        ps_hosts=ps_hosts) if command is None else {}
+                        ps_hosts=ps_hosts) if not frontend else {}
     pred = before
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
@@ -287,7 +340,9 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     if end["state"] != "SUCCEEDED":
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
                            + cluster.logs())
-    if command is None and args.measured_figures:
+    if frontend:  # `parallax plan` cannot plan it: the plan its rank 0 made and stored
+        pred = stored_prediction(cluster.db, job_id)
+    elif args.measured_figures:
         pred = prediction(args, job, workers, hosts, coordinator=cluster.address,
                           ps_hosts=ps_hosts)
         pred["predicted_straggler_ms"] = before["predicted_straggler_ms"]
@@ -311,7 +366,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     if pred and out["comm_wait_ms"] > 0:
         out["predicted_comm_vs_wait"] = pred["predicted_comm_ms"] / out["comm_wait_ms"]
         out["predicted_wait_vs_wait"] = pred["predicted_wait_ms"] / out["comm_wait_ms"]
-    if pred:
+    if "predicted_link_bytes" in pred:
         # Measured per direction (mean over hosts and directions) over the plan's figures.
         measured = out["link_bytes_per_step"] / 2
         out["link_vs_plan_link"] = measured / pred["predicted_link_bytes"]
@@ -319,11 +374,11 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
         out["worker_vs_plan"] = out["worker_bytes_per_step"] / pred["predicted_worker_bytes"]
         if pred["expected_link_bytes"] > 0:
             out["link_vs_plan_paths"] = measured / pred["expected_link_bytes"]
-    if args.eval_tokens:
+    if args.eval_tokens and not frontend:
         out["eval_loss"] = parallax_eval_loss(cluster, name, job_id)
     paths = stored_paths(cluster.db, job_id)
     out["paths"] = paths
-    if pred and paths and pred["predicted_paths"] != paths:
+    if "predicted_paths" in pred and paths and pred["predicted_paths"] != paths:
         out["plan_differs"] = pred["predicted_paths"]  # `parallax plan` chose otherwise
     return out
 
@@ -504,10 +559,8 @@ def run_one(args, cluster, workers, hosts, impl, rate, workdir, rnd):
                             rnd)
     if impl in TORCH:
         return run_torch(args, cluster, workers, hosts, impl, workdir, rnd, **TORCH[impl])
-    if FRONTEND_TRAINER is None:
-        return None
     return run_parallax(args, cluster, workers, hosts, impl, FRONTEND[impl], rate, workdir, rnd,
-                        command=["/usr/bin/python3", FRONTEND_TRAINER])
+                        frontend=True)
 
 
 def summarize(rows, emit):
@@ -634,8 +687,9 @@ def main():
     started = time.monotonic()
     for workers, hosts, ps_hosts in args.shapes:
         cdir = tempfile.mkdtemp(prefix=f"cluster-{workers}x{hosts}+{ps_hosts}-", dir=workdir)
+        # The agents may execute parallax-torch-hybrid's trainer, next to its job file.
         with Cluster(args.bin, hosts, args.rates[0], slots=workers // hosts, workdir=cdir,
-                     ps_hosts=ps_hosts) as c:
+                     ps_hosts=ps_hosts, allow_exec=[workdir]) as c:
             for rate in args.rates:
                 c.reshape(rate)
                 for rnd in range(args.runs):
@@ -644,11 +698,6 @@ def main():
                             continue
                         before, t = load1(), time.monotonic()
                         r = run_one(args, c, workers, hosts, impl, rate, workdir, rnd)
-                        if r is None:
-                            emit(dict(impl=impl, workers=workers, hosts=hosts,
-                                      ps_hosts=ps_hosts, rate=rate, stat="skipped", why="parallax.torch does not exist yet "
-                                      "(bench/cluster/matrix.py, FRONTEND_TRAINER)"))
-                            continue
                         row = dict(impl=impl, workers=workers, hosts=hosts, ps_hosts=ps_hosts,
                                    rate=rate,
                                    rate_bits_per_s=rate_bits(rate), round=rnd, **common,

@@ -2,14 +2,22 @@
 """The emulated cluster (bench/cluster): a W3 job (examples/w3.toml's model, a smaller batch and
 few steps) with local aggregation on 2 hosts x 2 workers, links shaped to 1 Gbit/s, runs to
 SUCCEEDED, and each host's link carries, in each direction, what the plan's bytes per worker by
-path put there (bench/cluster/matrix.py, link_bytes_from_plan) within 10%.
+path put there (bench/cluster/matrix.py, link_bytes_from_plan) within 10%
+(ClusterTest.test_two_hosts_with_local_aggregation). ClusterTest.test_torch_front_end_on_two_hosts:
+matrix.py's parallax-torch-hybrid variant (the W3 model in PyTorch through `parallax.torch`,
+bench/e2e/w3_parallax_torch.py) on 2 hosts x 1 worker runs to SUCCEEDED with the plan its rank 0
+stored, and each host's link carries, in both directions together, the bytes the trainers'
+transports counted for one worker within 10% (with one rank per host and one PS shard per host,
+a host's link carries its rank's collective bytes and the half of its PS bytes that goes to the
+other host's shard, plus the other rank's half to this host's shard: one worker's bytes).
 
-    cluster_test.py --bin BUILD/bin [--batch 64] [--steps 30] [--warmup 3]
+    cluster_test.py --bin BUILD/bin [--batch 64] [--steps 30] [--warmup 3] [TEST ...]
 
 The data is a synthetic corpus in the Brown format (Zipf-distributed words), converted by
 `parallax-data brown`, so the test needs no download. Needs root (network namespaces) and
 iproute2; without root it reports a skip with the reason (exit 0, "SKIPPED" on stdout, which
-ctest's SKIP_REGULAR_EXPRESSION turns into a skipped test).
+ctest's SKIP_REGULAR_EXPRESSION turns into a skipped test); so does the front-end's test when
+/usr/bin/python3 cannot import torch (python3-torch, scripts/install-deps).
 
 What it prints for the record: the measured bytes, the plan's own link figure
 (`total_bytes_per_host_link`) and their ratio. That figure leaves out that 1/H of a host's PS
@@ -60,13 +68,18 @@ class ClusterTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_two_hosts_with_local_aggregation(self):
+    def matrix_args(self, name):
+        """matrix.py's options for this test, and a fresh workdir for it."""
         args = argparse.Namespace(bin=ARGS.bin, data=self.data, batch=ARGS.batch,
                                   warmup=ARGS.warmup, steps=ARGS.steps, plan=None, timeout=600,
                                   measured_figures=False, eval_tokens=0,
                                   seed_per_round=False)
-        workdir = os.path.join(self.tmp.name, "run")
+        workdir = os.path.join(self.tmp.name, name)
         os.makedirs(workdir)
+        return args, workdir
+
+    def test_two_hosts_with_local_aggregation(self):
+        args, workdir = self.matrix_args("run")
         with Cluster(ARGS.bin, hosts=2, rate="1gbit", slots=2,
                      workdir=os.path.join(workdir, "cluster")) as c:
             # Raises (with the daemons' logs) unless the job ends SUCCEEDED.
@@ -87,6 +100,33 @@ class ClusterTest(unittest.TestCase):
                 self.assertLess(abs(measured / expected - 1), 0.10,
                                 f"host {host} {direction} {measured} bytes per step, the plan's "
                                 f"bytes by path put {expected:.0f} there")
+
+    def test_torch_front_end_on_two_hosts(self):
+        try:
+            import torch  # noqa: F401  (the trainer's interpreter is /usr/bin/python3 too)
+        except ImportError as e:
+            print(f"SKIPPED: the PyTorch front-end's trainer needs torch, which /usr/bin/python3 "
+                  f"cannot import ({e}); scripts/install-deps installs python3-torch", flush=True)
+            self.skipTest("no torch")
+        args, workdir = self.matrix_args("torch")
+        with Cluster(ARGS.bin, hosts=2, rate="1gbit", slots=1,
+                     workdir=os.path.join(workdir, "cluster"), allow_exec=[workdir]) as c:
+            # Raises (with the daemons' logs) unless the job ends SUCCEEDED.
+            r = matrix.run_parallax(args, c, 2, 2, "parallax-torch-hybrid", "hybrid", "1gbit",
+                                    workdir, 0, frontend=True)
+        worker = r["worker_bytes_per_step"]
+        print(f"per host per step: sent {r['link_sent_bytes_by_host']}, received "
+              f"{r['link_received_bytes_by_host']}; a worker's transports {worker:.0f}; "
+              f"paths {r['paths']}; predicted communication {r['predicted_comm_ms']:.2f} ms "
+              f"per step, waited {r['comm_wait_ms']:.2f}", flush=True)
+        # The plan rank 0 made for the torch model's variables (nn.Module names).
+        self.assertIn("inp.weight", r["paths"])
+        self.assertGreater(worker, 0)
+        for host, (sent, received) in enumerate(zip(r["link_sent_bytes_by_host"],
+                                                    r["link_received_bytes_by_host"])):
+            self.assertLess(abs((sent + received) / worker - 1), 0.10,
+                            f"host {host}: {sent} + {received} bytes per step on its link, a "
+                            f"worker's transports counted {worker:.0f}")
 
 
 def main():
