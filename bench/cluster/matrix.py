@@ -432,7 +432,8 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
     name = f"{impl}-{workers}x{hosts}{ps_hosts}-{cluster.rate}-{rnd}"
     sync = os.path.join(workdir, name)
     os.makedirs(sync)
-    batches = batches_file(args, workers, workdir, round_seed(args, rnd))
+    seed = round_seed(args, rnd)
+    batches = batches_file(args, workers, workdir, seed)
     # A fresh port for every run: the last run's store may still hold its port in TIME_WAIT.
     global _torch_runs
     _torch_runs += 1
@@ -448,7 +449,7 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
                     "--batches", batches, "--vocab", f"{args.data}/brown/vocab.tsv",
                     "--rank", str(r), "--init", init, "--sync-dir", sync,
                     "--warmup", str(args.warmup), "--steps", str(args.steps),
-                    "--timeout", str(args.timeout)]
+                    "--timeout", str(args.timeout), "--seed", str(seed)]
             argv += ["--sparse"] if sparse else []
             argv += ["--no-sync"] if no_sync else []
             argv += ["--eval-tokens", str(args.eval_tokens), "--heldout",
