@@ -585,10 +585,10 @@ def parse_args():
                     "(default 0: none)")
     ap.add_argument("--seed-per-round", type=int, nargs="?", const=1, metavar="FIRST",
                     help="round r runs both sides with seed FIRST + r (FIRST 1 by default; "
-                         "[model] seed; the peer's "
-                         "batches file and draws), so the rounds' losses are independent draws "
-                         "and the summary's loss_last20_vs_torch_ddp_sparse is their paired difference; "
-                         "default: seed 1 in every round")
+                         "[model] seed; the peer's batches file and draws), so the rounds' "
+                         "losses are independent draws and the summary's "
+                         "loss_last20_vs_torch_ddp_sparse is their paired difference; default: "
+                         "seed 1 in every round")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()
