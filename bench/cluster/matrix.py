@@ -116,7 +116,7 @@ FRONTEND = {"parallax-torch-hybrid": "hybrid"}
 # Runs at the first rate only: it sends nothing.
 RATE_INDEPENDENT = {"torch-ddp-nosync"}
 
-FULL_VARIANTS = list(PARALLAX) + ["torch-ddp-sparse", "torch-ddp-nosync"]
+FULL_VARIANTS = list(PARALLAX) + list(FRONTEND) + ["torch-ddp-sparse", "torch-ddp-nosync"]
 SHORT_VARIANTS = ["parallax-hybrid", "torch-ddp-sparse"]
 FULL_SHAPES = "2:2,4:4,8:8,8:2"
 SHORT_SHAPES = "8:8"

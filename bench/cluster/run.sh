@@ -8,9 +8,10 @@
 #
 # Default (short, a few minutes): 8 workers on 8 hosts at 1 Gbit/s, Parallax hybrid vs DDP
 # sparse, one round. The whole matrix (N = 2, 4, 8 and 2 hosts x 4; hybrid, PS, all-gather,
-# all-reduce, DDP sparse; 1 and 10 Gbit/s; 3 rounds): `-- --full`. Run it under
-# `flock /work/bench.lock` on a shared machine. Needs root, scripts/build (BUILD_DIR), scripts/fetch-data
-# (DATA_DIR overrides data/), scripts/install-deps --bench (PyTorch, gnuplot).
+# all-reduce, DDP's model through parallax.torch, DDP sparse; 1 and 10 Gbit/s; 3 rounds):
+# `-- --full`. Run it under `flock /work/bench.lock` on a shared machine. Needs root,
+# scripts/build (BUILD_DIR; its python/ holds parallax.torch), scripts/fetch-data (DATA_DIR
+# overrides data/), scripts/install-deps --bench (PyTorch, gnuplot).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 plot=""
