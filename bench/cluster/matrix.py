@@ -46,9 +46,9 @@ standard error (`sem`).
   except: `parallax plan` cannot plan a custom trainer (its variables are known only when rank 0
   registers them), so its prediction is the plan rank 0 made and stored (`plans` table): the
   predicted communication and straggler wait, not the bytes; and no held-out loss (the script
-  evaluates nothing). Its
-  initial values and negatives are torch's RNG's (torch.manual_seed, torch.multinomial), the
-  peer's Parallax's draws: the same model and maths on another trajectory.
+  evaluates nothing). Its initial values and negatives are torch's RNG's (torch.manual_seed,
+  torch.multinomial), the peer's Parallax's draws: the same model and maths on another
+  trajectory.
 
 Links: each host's veth counters, read when every rank has finished the warm-up and again near
 the end (Parallax: from the metric points in the coordinator's database; DDP: the ranks wait on
@@ -62,8 +62,8 @@ agents, coordinator; DDP's ranks as "peer" — over the same window, per step
 0, every core was busy and the CPU a step costs, not the link, set the tokens/s.
 
 Predicted: `parallax plan JOB --json --workers N --hosts H --from-coordinator` for every Parallax
-job, before it runs: the plan its rank 0 makes (the job file's [plan] keys, the rest what the
-agents and earlier jobs' trainers measured), its
+job but parallax-torch-hybrid (above), before it runs: the plan its rank 0 makes (the job
+file's [plan] keys, the rest what the agents and earlier jobs' trainers measured), its
 predicted communication seconds per step and bytes per host link (busier direction), against the
 measured dense + sparse wait and the veth counters (`link_vs_plan_link`: measured bytes per
 direction over the plan's link figure). `expected_link_bytes` carries the plan's bytes per worker
