@@ -29,9 +29,14 @@
 
 namespace parallax::testing {
 
-// A shaped link lets this many bytes through at once (tbf's burst; more at
-// rates above 2 Gbit/s: 2 ms at the rate); its average is the rate.
+// A shaped link's tbf bucket: after an idle spell this many bytes may go
+// at once (more at rates above 2 Gbit/s: 2 ms at the rate), on average the
+// rate. A second, peak bucket holds such a burst to the rate plus
+// 1/kPeakRateExcess past its first kPeakBucketBytes (one segmentation-offload
+// packet, whole), as on a real link, which is never faster than its rate.
 inline constexpr uint64_t kMinBurstBytes = 512 * 1024;
+inline constexpr uint64_t kPeakRateExcess = 100;
+inline constexpr uint64_t kPeakBucketBytes = 66 * 1024;
 
 struct NetHostsOptions {
   // Number of hosts, 1 to 200.
