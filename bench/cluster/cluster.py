@@ -19,8 +19,8 @@ link_bytes() lists the worker hosts first, then the PS hosts.
 
 The hosts come from `px-net-hosts` (bench/cluster/net_hosts_main.cc over
 tests/testing/net_hosts.h, the same code the multi-host tests use): H namespaces, each with one
-veth to a bridge in the root namespace, tbf on both ends of every veth (this kernel has no netem:
-links get a rate, never latency). Names and the subnet are unique per run; everything goes away
+veth to a bridge in the root namespace, tbf on both ends of every veth, bursts held to the rate
+too (this kernel has no netem: links get a rate, never latency). Names and the subnet are unique per run; everything goes away
 when the `with` block ends, on SIGTERM/SIGINT, and (px-net-hosts and the agents die with this
 process) when the driver is killed.
 

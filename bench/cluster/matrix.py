@@ -22,7 +22,10 @@ off the clock, the same way (trainer/models/lm_model.cc's Evaluate, bench/peers/
 `eval_loss` in nats, Parallax's from rank 0's `eval step S perplexity P` line (`parallax logs`),
 the peer's from its rank 0; per round, `eval_loss_vs_torch_ddp_sparse` is a variant's minus the
 peer's. The training loss of the last 20 steps (`loss_last20`) is a noisy yardstick for "the
-same loss" (W3 at lr 0.5 is chaotic; a 20-step mean is uncertain by ~0.13 nats).
+same loss" (W3 at lr 0.5 is chaotic; a 20-step mean is uncertain by ~0.13 nats). With
+--seed-per-round [FIRST] each round is a fresh seed on both sides (FIRST + r), and
+`loss_last20_vs_torch_ddp_sparse` is the mean of the rounds' paired differences with its
+standard error (`sem`).
 
 - parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
   planner's choice with `[ps] local_aggregation = false`): the job is submitted
@@ -47,7 +50,9 @@ agents, coordinator; DDP's ranks as "peer" — over the same window, per step
 (`cpu_ms_per_step` and by role), and the machine's idle share over it (`machine_idle_frac`): near
 0, every core was busy and the CPU a step costs, not the link, set the tokens/s.
 
-Predicted: `parallax plan JOB --json --workers N --hosts H` for every Parallax job: the plan's
+Predicted: `parallax plan JOB --json --workers N --hosts H --from-coordinator` for every Parallax
+job, before it runs: the plan its rank 0 makes (the job file's [plan] keys, the rest what the
+agents and earlier jobs' trainers measured), its
 predicted communication seconds per step and bytes per host link (busier direction), against the
 measured dense + sparse wait and the veth counters (`link_vs_plan_link`: measured bytes per
 direction over the plan's link figure). `expected_link_bytes` carries the plan's bytes per worker
@@ -131,11 +136,18 @@ def rate_bits(rate):
 # ---- Parallax
 
 
-def job_text(args, workers, arch, rate, command=None, ps_keys=()):
-    """examples/w3.toml for this run: only workers, arch, steps, batch and bookkeeping change;
-    [plan] link_bytes_per_s is the shaped rate (no [plan] at all with --measured-figures);
-    `ps_keys`, when given, make a [ps] table."""
+def round_seed(args, rnd):
+    """[model] seed of round `rnd` (both sides: the Parallax job's, and the peer's batches file
+    and draws): 1, or FIRST + rnd with --seed-per-round [FIRST]."""
+    return args.seed_per_round + rnd if args.seed_per_round else 1
+
+
+def job_text(args, workers, arch, rate, command=None, ps_keys=(), seed=1):
+    """examples/w3.toml for this run: only workers, arch, steps, batch, the seed and bookkeeping
+    change; [plan] link_bytes_per_s is the shaped rate (no [plan] at all with
+    --measured-figures); `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^model = "lm"', "command = " + json.dumps(command))] if command else []
+    more += [(r'(?m)^\[model\]$', f"[model]\nseed = {seed}")] if seed != 1 else []
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more,
                    eval_tokens=args.eval_tokens or 1)
     ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
@@ -256,16 +268,17 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     job = os.path.join(workdir, f"{name}.toml")
     ps_keys = list(PS_KEYS.get(impl, ())) + (['hosts = "ps"'] if ps_hosts else [])
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, workers, arch, rate, command, ps_keys))
-    # With --measured-figures the prediction is made once the job ran: with the per-call figures
-    # its own trainers measured at rendezvous (the plan it ran with had the previous job's). The
-    # wait for the slowest rank is measured over a sync job's steps, so it is taken from the plan
-    # made before the job: an earlier job's of as many workers on as many hosts (none in a
-    # shape's first run).
-    pred = prediction(args, job, workers, hosts, ps_hosts=ps_hosts) \
-        if command is None and not args.measured_figures else {}
+        f.write(job_text(args, workers, arch, rate, command, ps_keys, round_seed(args, rnd)))
+    # The plan the job's rank 0 makes, from the same figures (a plan from the defaults could
+    # choose other paths: the agents' loopback and shared-memory figures are ~17x and ~7x the
+    # defaults). With --measured-figures the prediction is made again once the job ran: with the
+    # per-call figures its own trainers measured at rendezvous (the plan it ran with had the
+    # previous job's). The wait for the slowest rank is measured over a sync job's steps, so it
+    # is taken from the plan made before the job: an earlier job's of as many workers on as many
+    # hosts (none in a shape's first run).
     before = prediction(args, job, workers, hosts, coordinator=cluster.address,
-                        ps_hosts=ps_hosts) if command is None and args.measured_figures else {}
+                        ps_hosts=ps_hosts) if command is None else {}
+    pred = before
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
     # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
@@ -303,6 +316,8 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
         # Measured per direction (mean over hosts and directions) over the plan's figures.
         measured = out["link_bytes_per_step"] / 2
         out["link_vs_plan_link"] = measured / pred["predicted_link_bytes"]
+        # What the trainers' transports counted over what the plan says a worker moves.
+        out["worker_vs_plan"] = out["worker_bytes_per_step"] / pred["predicted_worker_bytes"]
         if pred["expected_link_bytes"] > 0:
             out["link_vs_plan_paths"] = measured / pred["expected_link_bytes"]
     if args.eval_tokens:
@@ -330,13 +345,14 @@ def parallax_eval_loss(cluster, name, job_id):
 _torch_runs = 0
 
 
-def batches_file(args, workers, workdir):
-    path = os.path.join(workdir, f"batches-{workers}-{args.batch}-{args.warmup + args.steps}.bin")
+def batches_file(args, workers, workdir, seed=1):
+    path = os.path.join(workdir, f"batches-{workers}-{args.batch}-{args.warmup + args.steps}"
+                                 f"-{seed}.bin")
     if not os.path.exists(path):
         subprocess.run([os.path.join(args.bin, "parallax-data"), "batches",
                         f"{args.data}/brown/train.tok", "--context", "4", "--batch",
                         str(args.batch), "--workers", str(workers), "--steps",
-                        str(args.warmup + args.steps), "--seed", "1", "--out", path],
+                        str(args.warmup + args.steps), "--seed", str(seed), "--out", path],
                        check=True, stdout=subprocess.DEVNULL)
     return path
 
@@ -362,7 +378,7 @@ def run_torch(args, cluster, workers, hosts, impl, workdir, rnd, sparse, no_sync
     name = f"{impl}-{workers}x{hosts}{ps_hosts}-{cluster.rate}-{rnd}"
     sync = os.path.join(workdir, name)
     os.makedirs(sync)
-    batches = batches_file(args, workers, workdir)
+    batches = batches_file(args, workers, workdir, round_seed(args, rnd))
     # A fresh port for every run: the last run's store may still hold its port in TIME_WAIT.
     global _torch_runs
     _torch_runs += 1
@@ -508,14 +524,25 @@ def summarize(rows, emit):
                           metric=metric,
                           stat="median", runs=len(values), value=round(statistics.median(values), 4),
                           min=round(min(values), 4), max=round(max(values), 4)))
-        ratios, eval_diffs = [], []
+        ratios, eval_diffs, loss_diffs = [], [], []
         for r in mine:
             peer = [p for p in rows if p["impl"] == "torch-ddp-sparse" and p["round"] == r["round"]
                     and shape(p) == (workers, hosts, ps_hosts, rate)]
             if peer and impl != "torch-ddp-sparse":
                 ratios.append(r["tokens_per_s"] / peer[0]["tokens_per_s"])
+                loss_diffs.append(r["loss_last20"] - peer[0]["loss_last20"])
                 if r.get("eval_loss") is not None and peer[0].get("eval_loss") is not None:
                     eval_diffs.append(r["eval_loss"] - peer[0]["eval_loss"])
+        if loss_diffs:
+            # Paired by round (the same seed on both sides); the standard error says whether a
+            # difference is more than the rounds' spread.
+            sem = statistics.stdev(loss_diffs) / len(loss_diffs) ** 0.5 if len(loss_diffs) > 1 \
+                else None
+            emit(dict(impl=impl, workers=workers, hosts=hosts, ps_hosts=ps_hosts, rate=rate,
+                      metric="loss_last20_vs_torch_ddp_sparse", unit="nats", stat="mean",
+                      runs=len(loss_diffs), value=round(statistics.mean(loss_diffs), 4),
+                      sem=round(sem, 4) if sem is not None else None,
+                      min=round(min(loss_diffs), 4), max=round(max(loss_diffs), 4)))
         if eval_diffs:
             emit(dict(impl=impl, workers=workers, hosts=hosts, rate=rate,
                       metric="eval_loss_vs_torch_ddp_sparse", unit="nats", stat="median",
@@ -556,6 +583,12 @@ def parse_args():
                     help="held-out loss of the trained model over N positions on both sides "
                     "([model] eval_tokens; the peer's --eval-tokens), off the clock: eval_loss "
                     "(default 0: none)")
+    ap.add_argument("--seed-per-round", type=int, nargs="?", const=1, metavar="FIRST",
+                    help="round r runs both sides with seed FIRST + r (FIRST 1 by default; "
+                         "[model] seed; the peer's batches file and draws), so the rounds' "
+                         "losses are independent draws and the summary's "
+                         "loss_last20_vs_torch_ddp_sparse is their paired difference; default: "
+                         "seed 1 in every round")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()

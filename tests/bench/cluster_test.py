@@ -63,7 +63,8 @@ class ClusterTest(unittest.TestCase):
     def test_two_hosts_with_local_aggregation(self):
         args = argparse.Namespace(bin=ARGS.bin, data=self.data, batch=ARGS.batch,
                                   warmup=ARGS.warmup, steps=ARGS.steps, plan=None, timeout=600,
-                                  measured_figures=False, eval_tokens=0)
+                                  measured_figures=False, eval_tokens=0,
+                                  seed_per_round=False)
         workdir = os.path.join(self.tmp.name, "run")
         os.makedirs(workdir)
         with Cluster(ARGS.bin, hosts=2, rate="1gbit", slots=2,
@@ -75,7 +76,9 @@ class ClusterTest(unittest.TestCase):
               f"{r['link_received_bytes_by_host']}; from the plan's bytes by path "
               f"{r['expected_link_bytes']:.0f} per direction; the plan's link figure "
               f"{r['predicted_link_bytes']:.0f} (measured / it = {r['link_vs_plan_link']:.3f}); "
-              f"link utilisation {r['link_util_max']:.3f}; paths {r['paths']}", flush=True)
+              f"link utilisation {r['link_util_max']:.3f}; paths {r['paths']}; a worker's transport over the plan's bytes {r['worker_vs_plan']:.3f}", flush=True)
+        # The bytes below are the plan's: the job ran the plan that was priced.
+        self.assertIsNone(r.get("plan_differs"), f"the job ran {r['paths']}")
         # Local aggregation is what the plan priced: the tables it put on the PS.
         self.assertIn("ps", r["paths"].values())
         expected = r["expected_link_bytes"]

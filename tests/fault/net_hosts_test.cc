@@ -158,7 +158,8 @@ TEST_F(NetHostsTest, ShapedLinkHoldsItsRateInBothDirections) {
   EXPECT_EQ(net.rate_bits_per_s(1), kRate);
   constexpr size_t kBytes = 3 << 20;
   // The receiver cannot get the bytes faster than the rate allows, less
-  // one burst that passes at once; load only makes it slower.
+  // one burst (ABurstAfterAnIdleLinkIsNoFasterThanTheRate pins the burst's
+  // own rate); load only makes it slower.
   const double floor_s = (kBytes - kMinBurstBytes) / (kRate / 8.0);
   for (auto [from, to] : {std::pair{1, 0}, std::pair{0, 1}}) {
     double receive_s = 0;
@@ -169,6 +170,23 @@ TEST_F(NetHostsTest, ShapedLinkHoldsItsRateInBothDirections) {
   EXPECT_EQ(net.rate_bits_per_s(1), 0u);
   RunResult tc = RunProcess({"/usr/sbin/tc", "qdisc", "show", "dev", net.Veth(1)});
   EXPECT_EQ(tc.out.find("tbf"), std::string::npos) << tc.out;
+}
+
+// A real link never goes faster than its rate. tbf's bucket alone lets a
+// whole burst (kMinBurstBytes) through at memory speed after the link was
+// idle, which made a step's short transfers faster than the rate; the peak
+// bucket holds a burst to the rate too, past one offload packet.
+TEST_F(NetHostsTest, ABurstAfterAnIdleLinkIsNoFasterThanTheRate) {
+  constexpr uint64_t kRate = 80'000'000;  // 10 MB/s: the burst alone would take 52 ms
+  NetHosts net({.hosts = 2, .rate_bits_per_s = kRate});
+  ASSERT_EQ(net.Create(), "");
+  constexpr size_t kBytes = kMinBurstBytes;
+  const double peak_bytes_per_s = (kRate + kRate / kPeakRateExcess) / 8.0;
+  const double floor_s = (kBytes - kPeakBucketBytes) / peak_bytes_per_s;
+  // A fresh link: both tbf buckets are full.
+  double receive_s = 0;
+  ASSERT_EQ(Transfer(net, 1, 0, kBytes, &receive_s), "");
+  EXPECT_GE(receive_s, 0.95 * floor_s);
 }
 
 TEST_F(NetHostsTest, LinkDownCutsTheHostAndUpRestoresIt) {
