@@ -3,8 +3,10 @@
 // evidence").
 //
 // It watches the metric points trainer ranks report: per (job, attempt) it
-// gathers every rank's point at a step into one interval (the mean over
-// ranks of dense_wait_ms and sparse_wait_ms, the steps the point covers) and
+// gathers every rank's point at a step into one interval (dense_wait_ms and
+// sparse_wait_ms: the mean over ranks; in a sync job, where the other ranks
+// also wait for the slowest one's compute, those of the rank that waited
+// least; the steps the point covers) and
 // feeds a DisagreementDetector (core/plan/comm_disagreement.h) built on the
 // attempt's plan's prediction and the job's [plan] replan_* keys. When the
 // detector reports, an event `replan` records both figures; with [plan]

@@ -23,8 +23,9 @@ off the clock, the same way (trainer/models/lm_model.cc's Evaluate, bench/peers/
 the peer's from its rank 0; per round, `eval_loss_vs_torch_ddp_sparse` is a variant's minus the
 peer's. The training loss of the last 20 steps (`loss_last20`) is a noisy yardstick for "the
 same loss" (W3 at lr 0.5 is chaotic; a 20-step mean is uncertain by ~0.13 nats). With
---seed-per-round each round is a fresh seed on both sides, and `loss_last20_vs_torch_ddp_sparse`
-is the mean of the rounds' paired differences with its standard error (`sem`).
+--seed-per-round [FIRST] each round is a fresh seed on both sides (FIRST + r), and
+`loss_last20_vs_torch_ddp_sparse` is the mean of the rounds' paired differences with its
+standard error (`sem`).
 
 - parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
   planner's choice with `[ps] local_aggregation = false`): the job is submitted
@@ -137,8 +138,8 @@ def rate_bits(rate):
 
 def round_seed(args, rnd):
     """[model] seed of round `rnd` (both sides: the Parallax job's, and the peer's batches file
-    and draws): 1, or rnd + 1 with --seed-per-round."""
-    return rnd + 1 if args.seed_per_round else 1
+    and draws): 1, or FIRST + rnd with --seed-per-round [FIRST]."""
+    return args.seed_per_round + rnd if args.seed_per_round else 1
 
 
 def job_text(args, workers, arch, rate, command=None, ps_keys=(), seed=1):
@@ -529,7 +530,8 @@ def summarize(rows, emit):
                     and shape(p) == (workers, hosts, ps_hosts, rate)]
             if peer and impl != "torch-ddp-sparse":
                 ratios.append(r["tokens_per_s"] / peer[0]["tokens_per_s"])
-                loss_diffs.append(r["loss_last20"] - peer[0]["loss_last20"])
+                if r.get("loss_last20") is not None and peer[0].get("loss_last20") is not None:
+                    loss_diffs.append(r["loss_last20"] - peer[0]["loss_last20"])
                 if r.get("eval_loss") is not None and peer[0].get("eval_loss") is not None:
                     eval_diffs.append(r["eval_loss"] - peer[0]["eval_loss"])
         if loss_diffs:
@@ -582,11 +584,12 @@ def parse_args():
                     help="held-out loss of the trained model over N positions on both sides "
                     "([model] eval_tokens; the peer's --eval-tokens), off the clock: eval_loss "
                     "(default 0: none)")
-    ap.add_argument("--seed-per-round", action="store_true",
-                    help="round r runs both sides with seed r + 1 ([model] seed; the peer's "
-                         "batches file and draws), so the rounds' losses are independent draws "
-                         "and the summary's loss_vs_torch_ddp_sparse is their paired difference; "
-                         "default: seed 1 in every round")
+    ap.add_argument("--seed-per-round", type=int, nargs="?", const=1, metavar="FIRST",
+                    help="round r runs both sides with seed FIRST + r (FIRST 1 by default; "
+                         "[model] seed; the peer's batches file and draws), so the rounds' "
+                         "losses are independent draws and the summary's "
+                         "loss_last20_vs_torch_ddp_sparse is their paired difference; default: "
+                         "seed 1 in every round")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()

@@ -73,7 +73,7 @@ std::string RunOne(const std::vector<std::string>& argv) {
 // each) pass whole. With a burst of one such packet, tbf cuts them up and
 // PyTorch DDP ran 4x slower at 500 Mbit/s than with 512 KiB (Parallax and
 // DDP at 1 Gbit/s, burst 125 KB: no difference). The peak rate (1% above
-// the rate, a bucket of one such packet) keeps a burst to the rate: without
+// the rate, a bucket of two such packets) keeps a burst to the rate: without
 // it 512 KiB passed an idle 1 Gbit/s link in well under its 4.2 ms, so a
 // step's short transfers went faster than the link (the planner's
 // prediction of 2 hosts at 1 Gbit/s was 1.3x the measured wait).
