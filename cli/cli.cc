@@ -774,8 +774,10 @@ void Cli::AddClusterCommands(CLI::App* app) {
 void Cli::AddLocalCommands(CLI::App* app) {
   CLI::App* run = app->add_subcommand(
       "run",
-      "run a job on this machine: embedded coordinator and agent, progress until it ends; "
-      "exits 0 only if the job SUCCEEDED, 130 on Ctrl-C");
+      "run a job on this machine: embedded coordinator and agent (and, for a job with [ps] "
+      "hosts = \"ps\", a second agent with --role ps for its PS shards: the PS hosts are then "
+      "a second agent process on this machine), progress until it ends; exits 0 only if the "
+      "job SUCCEEDED, 130 on Ctrl-C");
   run->add_option("JOB.toml", job_file_, "job file")->required();
   run->add_option("--state-dir", state_dir_, "database, daemon logs and task directories")
       ->capture_default_str();

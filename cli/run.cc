@@ -168,16 +168,30 @@ std::string WebAddress(const RunOptions& options, const std::string& port_file) 
   return "";
 }
 
+// An agent of the embedded cluster: the one that runs the job's ranks, and
+// for a job with [ps] hosts = "ps" a PS host (`--role ps`) beside it on this
+// machine.
+struct LocalAgent {
+  // A fixed name: the agent comes back at the address it saved in its
+  // workdir, so a later `run` on the same state directory re-registers it at
+  // once.
+  std::string name;
+  std::string file;  // its workdir STATE_DIR/<file>/ and log STATE_DIR/<file>.log
+  bool ps_host = false;
+  std::unique_ptr<Daemon> daemon;
+
+  std::string What() const { return ps_host ? "PS agent" : "agent"; }
+};
+
 // The embedded cluster: its files, the flags its daemons share, the daemons.
 struct Embedded {
   std::string dir, db, port_file, http_port_file;
   std::vector<std::string> secret_args, server_tls_args, ca_args;
-  std::unique_ptr<Daemon> coordinator, agent;
-  std::string address;  // the coordinator's, once it listens
-  // A fixed name: the agent comes back at the address it saved in its
-  // workdir, so a later `run` on the same state directory re-registers it at
-  // once.
-  const std::string agent_name = "local";
+  std::unique_ptr<Daemon> coordinator;
+  std::vector<LocalAgent> agents;  // after the coordinator: they stop first
+  std::string address;             // the coordinator's, once it listens
+
+  std::string Log(const std::string& file) const { return dir + "/" + file + ".log"; }
 };
 
 // The state directory, the daemons' shared flags and the signal handlers;
@@ -236,7 +250,7 @@ std::optional<int> StartCoordinator(const RunOptions& options, Embedded* e, std:
   Append(&argv, e->secret_args);
   Append(&argv, e->server_tls_args);
   Append(&argv, HttpArgs(options, e->http_port_file));
-  e->coordinator = std::make_unique<Daemon>(argv, e->dir + "/coordinator.log");
+  e->coordinator = std::make_unique<Daemon>(argv, e->Log("coordinator"));
   for (int i = 0; i < 400 && e->address.empty(); ++i) {
     std::ifstream in(e->port_file);
     int port = 0;
@@ -249,15 +263,16 @@ std::optional<int> StartCoordinator(const RunOptions& options, Embedded* e, std:
     }
   }
   if (e->address.empty()) {
-    err << "parallax: the embedded coordinator did not start; its log (" << e->dir
-        << "/coordinator.log) ends with:\n"
-        << Tail(e->dir + "/coordinator.log") << "\n";
+    err << "parallax: the embedded coordinator did not start; its log (" << e->Log("coordinator")
+        << ") ends with:\n"
+        << Tail(e->Log("coordinator")) << "\n";
     return kExitFailed;
   }
   return std::nullopt;
 }
 
-void StartAgent(const RunOptions& options, const JobConfig& config, Embedded* e) {
+void StartAgent(const RunOptions& options, const JobConfig& config, Embedded* e,
+                LocalAgent* agent) {
   // A custom trainer lives next to its job file (schemas/job.md).
   std::string job_dir =
       std::filesystem::absolute(options.job_file).lexically_normal().parent_path().string();
@@ -265,9 +280,9 @@ void StartAgent(const RunOptions& options, const JobConfig& config, Embedded* e)
                                    "--coordinator",
                                    e->address,
                                    "--name",
-                                   e->agent_name,
+                                   agent->name,
                                    "--workdir",
-                                   e->dir + "/agent",
+                                   e->dir + "/" + agent->file,
                                    "--slots",
                                    std::to_string(config.job.workers),
                                    "--grace-ms",
@@ -282,28 +297,59 @@ void StartAgent(const RunOptions& options, const JobConfig& config, Embedded* e)
   for (const auto& [name, value] : config.trainer.env) {
     argv.insert(argv.end(), {"--allow-env", name});
   }
+  // The PS host takes the job's shards only. It is on the worker agent's
+  // host, whose figures that agent measures already.
+  if (agent->ps_host) Append(&argv, {"--role", "ps", "--calibrate", "false"});
   Append(&argv, e->secret_args);
   Append(&argv, e->server_tls_args);
   Append(&argv, e->ca_args);
-  e->agent = std::make_unique<Daemon>(argv, e->dir + "/agent.log");
+  agent->daemon = std::make_unique<Daemon>(argv, e->Log(agent->file));
 }
 
-// Waits for the agent to register; nullopt, or the exit code after saying
-// why not.
-std::optional<int> WaitForAgent(CoordinatorClient& client, Embedded& e, std::ostream& err) {
-  bool registered = false;
-  for (int i = 0; i < 400 && !registered && !e.agent->Exited(); ++i) {
-    StatusOr<std::vector<rpc::AgentInfo>> agents = client.ListAgents();
-    if (agents.ok()) {
-      for (const auto& a : *agents) registered |= a.name == e.agent_name && a.alive;
-    }
-    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+// Starts the agent that runs the job's ranks and, when the job's shards go on
+// PS hosts, a PS agent beside it.
+void StartAgents(const RunOptions& options, const JobConfig& config, Embedded* e) {
+  e->agents.push_back({.name = "local", .file = "agent"});
+  if (config.ps.hosts == PsHosts::kPs) {
+    e->agents.push_back({.name = "local-ps", .file = "ps-agent", .ps_host = true});
   }
-  if (registered) return std::nullopt;
-  err << "parallax: the local agent did not register; its log (" << e.dir
-      << "/agent.log) ends with:\n"
-      << Tail(e.dir + "/agent.log") << "\n";
-  return kExitFailed;
+  for (LocalAgent& agent : e->agents) StartAgent(options, config, e, &agent);
+}
+
+// Waits for every agent to register; nullopt, or the exit code after saying
+// why not.
+std::optional<int> WaitForAgents(CoordinatorClient& client, Embedded& e, std::ostream& err) {
+  for (const LocalAgent& agent : e.agents) {
+    bool registered = false;
+    for (int i = 0; i < 400 && !registered && !agent.daemon->Exited(); ++i) {
+      StatusOr<std::vector<rpc::AgentInfo>> agents = client.ListAgents();
+      if (agents.ok()) {
+        for (const auto& a : *agents) registered |= a.name == agent.name && a.alive;
+      }
+      if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    if (registered) continue;
+    err << "parallax: the local " << agent.What() << " '" << agent.name
+        << "' did not register; its log (" << e.Log(agent.file) << ") ends with:\n"
+        << Tail(e.Log(agent.file)) << "\n";
+    return kExitFailed;
+  }
+  return std::nullopt;
+}
+
+// A daemon of the cluster that exited: what it is and its log's file name.
+struct ExitedDaemon {
+  std::string what, file;
+};
+
+// The first daemon of the cluster that exited; nullopt while all run.
+std::optional<ExitedDaemon> FirstExited(Embedded& e) {
+  if (e.coordinator->Exited()) return ExitedDaemon{"coordinator", "coordinator"};
+  for (LocalAgent& agent : e.agents) {
+    if (agent.daemon->Exited())
+      return ExitedDaemon{agent.What() + " '" + agent.name + "'", agent.file};
+  }
+  return std::nullopt;
 }
 
 // The job file's text as submitted: with [trainer] timeline set by
@@ -385,15 +431,12 @@ std::optional<int> WatchJob(const RunOptions& options, Embedded& e, CoordinatorC
   while (true) {
     // A daemon that dies under us (killed, crashed) ends the run: without it
     // the job can neither finish nor be cancelled.
-    for (auto [daemon, name] : {std::pair<Daemon*, const char*>{e.coordinator.get(), "coordinator"},
-                                std::pair<Daemon*, const char*>{e.agent.get(), "agent"}}) {
-      if (daemon->Exited()) {
-        err << (options.progress_bar ? "\n" : "") << "parallax: the embedded " << name
-            << " exited while job " << id << " was " << StateName(w->last.state) << "; its log ("
-            << e.dir << "/" << name << ".log) ends with:\n"
-            << Tail(e.dir + "/" + name + ".log") << "\n";
-        return g_signal.load() != 0 ? 130 : kExitFailed;
-      }
+    if (std::optional<ExitedDaemon> exited = FirstExited(e)) {
+      err << (options.progress_bar ? "\n" : "") << "parallax: the embedded " << exited->what
+          << " exited while job " << id << " was " << StateName(w->last.state) << "; its log ("
+          << e.Log(exited->file) << ") ends with:\n"
+          << Tail(e.Log(exited->file)) << "\n";
+      return g_signal.load() != 0 ? 130 : kExitFailed;
     }
     if (g_signal.load() != 0 && !w->cancelled) {
       w->cancelled = true;
@@ -476,7 +519,7 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   Embedded e;
   if (std::optional<int> code = Prepare(options, &e, err)) return *code;
   if (std::optional<int> code = StartCoordinator(options, &e, err)) return *code;
-  StartAgent(options, *config, &e);
+  StartAgents(options, *config, &e);
 
   CoordinatorClientOptions copts;
   copts.address = e.address;
@@ -489,7 +532,7 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
     return kExitFailed;
   }
   CoordinatorClient& client = **connected;
-  if (std::optional<int> code = WaitForAgent(client, e, err)) return *code;
+  if (std::optional<int> code = WaitForAgents(client, e, err)) return *code;
 
   StatusOr<std::string> job_text = JobText(options, *job_file_text, err);
   if (!job_text.ok()) {
@@ -506,6 +549,11 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   err << "parallax: job " << id << " (" << job->name << ", " << job->workers
       << " workers) on an embedded coordinator at " << e.address
       << "; logs: parallax --coordinator " << e.address << " logs " << id << "\n";
+  for (const LocalAgent& agent : e.agents) {
+    if (!agent.ps_host) continue;
+    err << "parallax: its PS shards run under a second agent on this machine, '" << agent.name
+        << "' (--role ps, for [ps] hosts = \"ps\"; log " << e.Log(agent.file) << ")\n";
+  }
   if (!options.http.empty()) {
     std::string url = WebAddress(options, e.http_port_file);
     if (url.empty()) {
@@ -530,7 +578,7 @@ int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err) {
   }
   PrintSummary(id, w, config->trainer.steps,
                std::chrono::duration<double>(SteadyClock::now() - start).count(), out);
-  e.agent->Stop();
+  for (LocalAgent& agent : e.agents) agent.daemon->Stop();
   e.coordinator->Stop();
   if (w.cancelled) return 130;
   return w.last.state == rpc::JobState::SUCCEEDED ? kExitOk : kExitFailed;

@@ -1,9 +1,12 @@
 // `parallax run JOB.toml`: a whole job on this machine. Starts
 // parallax-coordinator (SQLite under ./.parallax/ unless --db) and one
-// parallax-agent with as many slots as the job needs, submits the job, shows
-// progress until it ends and exits 0 only if it SUCCEEDED. Ctrl-C cancels the
-// job, waits for its tasks to stop and exits 130. Both daemons die with this
-// process (PR_SET_PDEATHSIG), and the agent then stops the job's tasks.
+// parallax-agent with as many slots as the job needs (and, for a job with
+// [ps] hosts = "ps", a second one with --role ps for its PS shards: the PS
+// "hosts" are then a second agent process on this machine), submits the job,
+// shows progress until it ends and exits 0 only if it SUCCEEDED. Ctrl-C
+// cancels the job, waits for its tasks to stop and exits 130. The daemons die
+// with this process (PR_SET_PDEATHSIG), and the agents then stop the job's
+// tasks.
 // The agent may execute programs under its own directory and under the job
 // file's directory (--allow-exec), nothing else.
 #ifndef PARALLAX_CLI_RUN_H_

@@ -584,7 +584,8 @@ def summarize(rows, emit):
                     and shape(p) == (workers, hosts, ps_hosts, rate)]
             if peer and impl != "torch-ddp-sparse":
                 ratios.append(r["tokens_per_s"] / peer[0]["tokens_per_s"])
-                loss_diffs.append(r["loss_last20"] - peer[0]["loss_last20"])
+                if r.get("loss_last20") is not None and peer[0].get("loss_last20") is not None:
+                    loss_diffs.append(r["loss_last20"] - peer[0]["loss_last20"])
                 if r.get("eval_loss") is not None and peer[0].get("eval_loss") is not None:
                     eval_diffs.append(r["eval_loss"] - peer[0]["eval_loss"])
         if loss_diffs:

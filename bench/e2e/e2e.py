@@ -28,8 +28,14 @@ The torch model's variants (torch-ddp-*, parallax-torch-hybrid) start from the s
 (torch.manual_seed(seed), the same W3 class) and draw the same negatives. W3's SGD at lr 0.5 is
 chaotic, though: from identical values, runs whose arithmetic differs only in the order of
 float additions agree to 1e-6 for the first few dozen steps and then part, so one run's loss is
-one draw. --seed-per-run runs round r with seed r + 1, and the end adds the paired difference
+one draw. --seed-per-run runs round r with seed r + 1 on both sides: the Parallax jobs' [model]
+seed (the lm model's initial values, negatives and data order), the torch model's variants'
+seed (--seed of w3_torch.py, [user] seed of parallax-torch-hybrid), and the batches file they
+read (the data order of Parallax's ranks at that seed: --batches itself when it was written with
+that seed, else one of its shape written into the workdir with parallax-data batches), so each
+round's Parallax run and its peer draw alike. The end adds the paired difference
 parallax-torch-hybrid − torch-ddp-sparse per round and its mean (a line "loss_last20_gap").
+Every run line says the seed it ran with ("seed") and the seed of its data order ("data_seed").
 
 --baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build,
 say of the commit before a change), as "<variant>@baseline", right after the variant in every
@@ -53,13 +59,18 @@ import re
 import shutil
 import sqlite3
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATHS = ("allreduce", "allgather", "ps_push", "ps_pull")
+# Keys of a run's figures that say what it ran with, not what it measured (no median line).
+SEED_KEYS = ("seed", "data_seed")
+BATCHES_MAGIC = b"PXBAT001"  # docs/DATA.md, "Batches file"
 
 # Variant -> (arch, consistency, staleness, per-variable overrides: a name goes to the PS, a
 # (name, path) pair to that path). "hybrid-ps" is the hybrid plan with the three embedding
@@ -114,7 +125,6 @@ batches = "{batches}"
 vocab = "{vocab}"
 seed = {seed}
 """
-
 DEFAULT_VARIANTS = ["parallax-hybrid", "parallax-allreduce", "parallax-allgather", "parallax-ps",
                     "parallax-hybrid-ps", "torch-ddp-dense", "torch-ddp-sparse",
                     "parallax-torch-hybrid"]
@@ -140,6 +150,26 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=
         name, path = (name, "ps") if isinstance(name, str) else name
         text += f'\n[[variable]]\nname = "{name}"\npath = "{path}"\n'
     return text
+
+
+def with_model_seed(text, seed):
+    """Job `text` with [model] seed = `seed`: the table's seed line replaced, or one added as its
+    first key."""
+    head = re.search(r"(?m)^\[model\][ \t]*(#.*)?$", text)
+    if not head:
+        sys.exit("e2e: the job has no [model] table to set the seed of")
+    after = re.compile(r"(?m)^[ \t]*\[").search(text, head.end())
+    stop = after.start() if after else len(text)
+    body, n = re.subn(r"(?m)^seed[ \t]*=.*$", f"seed = {seed}", text[head.end():stop])
+    if n == 0:
+        body = f"\nseed = {seed}" + body
+    return text[:head.end()] + body + text[stop:]
+
+
+def model_seed(text):
+    """The [model] seed job `text` runs with (1, the models' default, when it sets none;
+    schemas/job.md)."""
+    return tomllib.loads(text).get("model", {}).get("seed", 1)
 
 
 def w3_text(workers, arch, steps, batch, data, more=(), eval_tokens=1):
@@ -177,9 +207,12 @@ def parallax_run(args, impl, workdir, run):
     arch, consistency, staleness, overrides = PARALLAX[name]
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         base = f.read()
-    return run_job(args, impl, workdir, run,
-                   job_text(base + plan_table(args), arch, consistency, staleness, overrides,
-                            args.steps, 2, shm=name.endswith("-shm")),
+    text = job_text(base + plan_table(args), arch, consistency, staleness, overrides, args.steps,
+                    2, shm=name.endswith("-shm"))
+    if args.seed_per_run:
+        text = with_model_seed(text, round_seed(args, run))
+    seed = model_seed(text)
+    return run_job(args, impl, workdir, run, text, dict(seed=seed, data_seed=seed),
                    baseline=bool(baseline))
 
 
@@ -187,9 +220,11 @@ def parallax_torch_run(args, impl, workdir, run):
     """W3's PyTorch model on Parallax: w3_parallax_torch.py next to the job file in `workdir`
     (the agent runs programs under the job file's directory)."""
     shutil.copy(TORCH_TRAINER, workdir)
-    text = torch_job_text(PARALLAX_TORCH[impl], args.steps, os.path.abspath(args.batches),
-                          os.path.join(ROOT, "data", "brown", "vocab.tsv"), torch_seed(args, run))
-    return run_job(args, impl, workdir, run, text + plan_table(args))
+    batches = batches_for(args, workdir, run)
+    text = torch_job_text(PARALLAX_TORCH[impl], args.steps, os.path.abspath(batches),
+                          os.path.join(ROOT, "data", "brown", "vocab.tsv"), round_seed(args, run))
+    return run_job(args, impl, workdir, run, text + plan_table(args),
+                   dict(seed=round_seed(args, run), data_seed=batches_header(batches)[4]))
 
 
 def torch_job_text(arch, steps, batches, vocab, seed, workers=2, batch=256,
@@ -212,9 +247,9 @@ def plan_table(args):
         return "\n" + f.read() + "\n"
 
 
-def run_job(args, impl, workdir, run, text, baseline=False):
+def run_job(args, impl, workdir, run, text, seeds, baseline=False):
     """`parallax run` of job `text` in `workdir` (with --baseline-bin's binaries when
-    `baseline`); its figures (job_metrics)."""
+    `baseline`); its figures (job_metrics) and `seeds` (SEED_KEYS: what it ran with)."""
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(text)
@@ -229,6 +264,7 @@ def run_job(args, impl, workdir, run, text, baseline=False):
         sys.exit(f"e2e: {impl} run {run} failed (exit {proc.returncode}); its state is in "
                  f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     out = job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
+    out.update(seeds)
     if args.timeline:
         per_step = dense_wait_after_last_arrival(timeline, args.steps, args.warmup)
         out["dense_wait_after_last_arrival_ms"] = statistics.mean(per_step)
@@ -287,16 +323,49 @@ def job_metrics(db, steps, warmup, batch, job_id=1):
     return out
 
 
-def torch_seed(args, run):
-    """The seed of the torch model's initial values and negatives in round `run`."""
+def round_seed(args, run):
+    """The seed of round `run`: the torch model's initial values and negatives, and with
+    --seed-per-run the Parallax jobs' [model] seed and the data order too."""
     return run + 1 if args.seed_per_run else 1
 
 
-def torch_run(args, impl, run):
+def batches_header(path):
+    """(workers, steps, batch, context, seed) of a parallax-data batches file."""
+    with open(path, "rb") as f:
+        head = f.read(32)
+    if len(head) != 32 or head[:8] != BATCHES_MAGIC:
+        sys.exit(f"e2e: '{path}' is not a batches file (no {BATCHES_MAGIC.decode()} header); "
+                 "write it with parallax-data batches (bench/e2e/run.sh does)")
+    return struct.unpack("<4IQ", head[8:32])
+
+
+def batches_for(args, workdir, run):
+    """The batches file the torch model's variants read in round `run`: --batches, or with
+    --seed-per-run one in the data order of the round's seed (Parallax's ranks shuffle with
+    [model] seed): --batches itself when written with that seed, else one of its shape written
+    once into `workdir`."""
+    if not args.seed_per_run:
+        return args.batches
+    seed = round_seed(args, run)
+    workers, steps, batch, context, written_with = batches_header(args.batches)
+    if written_with == seed:
+        return args.batches
+    path = os.path.join(workdir, f"w3-batches-{seed}.bin")
+    if not os.path.exists(path):
+        subprocess.run([os.path.join(args.bin, "parallax-data"), "batches",
+                        os.path.join(ROOT, "data", "brown", "train.tok"),
+                        "--context", str(context), "--batch", str(batch), "--workers",
+                        str(workers), "--steps", str(steps), "--seed", str(seed), "--out", path],
+                       check=True, stdout=subprocess.DEVNULL, timeout=args.timeout)
+    return path
+
+
+def torch_run(args, impl, workdir, run):
+    batches = batches_for(args, workdir, run)
     cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "peers", "w3_torch.py"),
-           "--batches", args.batches, "--vocab", os.path.join(ROOT, "data", "brown", "vocab.tsv"),
+           "--batches", batches, "--vocab", os.path.join(ROOT, "data", "brown", "vocab.tsv"),
            "--runs", "1", "--warmup", str(args.warmup), "--steps", str(args.steps - args.warmup),
-           "--seed", str(torch_seed(args, run))]
+           "--seed", str(round_seed(args, run))]
     if TORCH[impl]:
         cmd.append("--sparse")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -305,9 +374,10 @@ def torch_run(args, impl, run):
     for line in proc.stdout.splitlines():
         r = json.loads(line)
         if r.get("stat") == "run":
-            return {k: r[k] for k in ("tokens_per_s", "step_ms", "loss_last20",
-                                      "bytes_sent_per_worker_per_step",
-                                      "bytes_received_per_worker_per_step")}
+            out = {k: r[k] for k in ("tokens_per_s", "step_ms", "loss_last20",
+                                     "bytes_sent_per_worker_per_step",
+                                     "bytes_received_per_worker_per_step")}
+            return dict(out, seed=round_seed(args, run), data_seed=batches_header(batches)[4])
     sys.exit(f"e2e: {impl}: no run line in w3_torch.py's output")
 
 
@@ -338,9 +408,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--baseline-bin", help="also run every Parallax variant with these binaries "
                     "(as <variant>@baseline, alternating)")
-    ap.add_argument("--seed-per-run", action="store_true", help="round r runs the torch "
-                    "model's variants with seed r + 1 (initial values, negatives) instead of 1, "
-                    "and reports their paired loss differences")
+    ap.add_argument("--seed-per-run", action="store_true", help="round r runs every variant "
+                    "with seed r + 1 instead of 1 (the Parallax jobs' [model] seed, the torch "
+                    "model's seed, the data order of both), and reports the paired loss "
+                    "differences of parallax-torch-hybrid and torch-ddp-sparse")
     ap.add_argument("--timeline", action="store_true", help="record Parallax runs' timelines "
                     "and report dense_wait_after_last_arrival_ms")
     args = ap.parse_args()
@@ -360,7 +431,7 @@ def main():
         for impl in variants:
             before, started = load1(), time.time()
             if impl in TORCH:
-                r = torch_run(args, impl, run)
+                r = torch_run(args, impl, workdir, run)
             elif impl in PARALLAX_TORCH:
                 r = parallax_torch_run(args, impl, workdir, run)
             else:
@@ -375,6 +446,8 @@ def main():
                                   **{k: round(v, 4) for k, v in r.items()})), flush=True)
     for impl in variants:
         for metric in results[impl][-1]:
+            if metric in SEED_KEYS:
+                continue
             values = [r[metric] for r in results[impl]]
             print(json.dumps(dict(bench="e2e", impl=impl, metric=metric, unit=unit(metric),
                                   stat="median", runs=len(values),

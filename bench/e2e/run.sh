@@ -6,7 +6,7 @@
 #
 #   bench/e2e/run.sh [--runs N] [--steps S] [--warmup W] [--variants a,b,...] [--workdir DIR]
 #                    [--plan FILE]   (a [plan] table from bench/e2e/calibrate.sh for every job)
-#                    [--seed-per-run] (round r: the torch model's variants with seed r + 1)
+#                    [--seed-per-run] (round r: seed r + 1 on both sides, data order too)
 #
 # Needs scripts/build (BUILD_DIR, default build/), scripts/fetch-data, and
 # scripts/install-deps (python3-torch). Writes data/brown/w3-batches-1.bin when missing.

@@ -100,15 +100,14 @@ RunResult FaultCluster::Cli(std::vector<std::string> args, int timeout_ms) {
   return RunProcess(argv, {}, timeout_ms);
 }
 
-std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
-  const std::string path = dir_.File(job.tag + ".toml");
+std::string WriteTinyJob(const TempDir& dir, const TinyJob& job) {
+  const std::string path = dir.File(job.tag + ".toml");
   std::ofstream f(path);
   f << "[job]\nname = \"" << job.tag << "\"\nworkers = " << job.workers
-    << "\nmax_restarts = " << job.max_restarts
-    << "\n"
+    << "\nmax_restarts = " << job.max_restarts << "\n"
     << job.job_extra << "\n[trainer]\ncommand = [\"" << kBin << "/trainer_test_rank\", \""
-    << dir_.File(job.tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
-    << "checkpoint_every = 10\ncheckpoint_dir = \"" << CheckpointRoot() << "\"\n"
+    << dir.File(job.tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
+    << "checkpoint_every = 10\ncheckpoint_dir = \"" << dir.File("ckpt") << "\"\n"
     << "keep_checkpoints = 3\nmetrics_every = 5\n";
   if (!job.env.empty()) {
     f << "[trainer.env]\n";
@@ -118,7 +117,11 @@ std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
     << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
     << "[ps]\nshards = " << job.shards << "\n"
     << job.ps_extra << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
-  f.close();
+  return path;
+}
+
+std::string FaultCluster::Submit(const TinyJob& job, bool expect_ok) {
+  const std::string path = WriteTinyJob(dir_, job);
   RunResult r = Cli({"submit", path});
   if (expect_ok) {
     EXPECT_EQ(r.exit_code, 0) << r.err;

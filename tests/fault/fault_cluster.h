@@ -32,6 +32,10 @@ struct TinyJob {
   std::string ps_extra;  // more [ps] keys
 };
 
+// Writes the tiny job's file, DIR/<tag>.toml (ranks' outputs and checkpoints
+// under `dir` too); returns its path.
+std::string WriteTinyJob(const TempDir& dir, const TinyJob& job);
+
 class FaultCluster {
  public:
   explicit FaultCluster(const TempDir& dir) : dir_(dir) {}

@@ -5,7 +5,8 @@
 // registered the job stays PENDING with the reason; with one, it runs to
 // SUCCEEDED with its ranks on the worker agent and both shards on the PS
 // agent; with two, the next job's shards go one on each, and rank 0 planned
-// for shards on hosts of their own.
+// for shards on hosts of their own. `parallax run` of such a job starts a
+// local PS agent beside its worker agent, and only for such a job.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -24,6 +25,7 @@ namespace parallax {
 namespace {
 
 using testing::FaultCluster;
+using testing::RunProcess;
 using testing::RunResult;
 using testing::TinyJob;
 using Clock = std::chrono::steady_clock;
@@ -44,6 +46,25 @@ std::map<std::string, std::string> TaskAgents(const std::string& db_path,
     out[std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) + "/" +
         std::to_string(sqlite3_column_int(st, 1))] =
         reinterpret_cast<const char*>(sqlite3_column_text(st, 2));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+// Name -> role of every agent the database has seen (agents.role of
+// schemas/state.sql: 1 "worker", 2 "ps").
+std::map<std::string, std::string> AgentsInDb(const std::string& db_path) {
+  std::map<std::string, std::string> out;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT name, role FROM agents", -1, &st, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    const int role = sqlite3_column_int(st, 1);
+    out[name] = role == 1 ? "worker" : role == 2 ? "ps" : std::to_string(role);
   }
   sqlite3_finalize(st);
   sqlite3_close(db);
@@ -145,6 +166,44 @@ TEST(PsHostsTest, ShardsRunOnPsAgentsAndRanksOnTheWorkerAgent) {
   ASSERT_TRUE(plan.is_object()) << st.out;
   EXPECT_EQ(plan["cluster"]["hosts"], 1) << plan["cluster"].dump();
   EXPECT_EQ(plan["cluster"].value("ps_hosts", 0), 2) << plan["cluster"].dump();
+}
+
+// `parallax run` of the tiny job (one shard) with `ps_extra` under [ps], on a
+// state directory of its own: the run's exit code and output.
+RunResult ParallaxRun(const testing::TempDir& dir, const std::string& tag,
+                      const std::string& ps_extra) {
+  TinyJob job;
+  job.tag = tag;
+  job.max_restarts = 0;
+  job.shards = 1;
+  job.ps_extra = ps_extra;
+  return RunProcess({std::string(PARALLAX_BIN_DIR_DEFAULT) + "/parallax", "run", "--state-dir",
+                     dir.File(tag), testing::WriteTinyJob(dir, job)},
+                    {}, 60'000);
+}
+
+TEST(PsHostsTest, ParallaxRunStartsALocalPsAgentForAJobOnPsHosts) {
+  testing::TempDir dir;
+  RunResult r = ParallaxRun(dir, "run-ps", "hosts = \"ps\"\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("SUCCEEDED"), std::string::npos) << r.out;
+  const std::string db = dir.File("run-ps/state.db");
+  EXPECT_EQ(AgentsInDb(db),
+            (std::map<std::string, std::string>{{"local", "worker"}, {"local-ps", "ps"}}));
+  EXPECT_EQ(TaskAgents(db, "1"),
+            (std::map<std::string, std::string>{
+                {"TRAINER/0", "local"}, {"TRAINER/1", "local"}, {"PS/0", "local-ps"}}));
+}
+
+TEST(PsHostsTest, ParallaxRunStartsNoPsAgentForAJobOnItsWorkersHosts) {
+  testing::TempDir dir;
+  RunResult r = ParallaxRun(dir, "run-workers", "hosts = \"workers\"\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string db = dir.File("run-workers/state.db");
+  EXPECT_EQ(AgentsInDb(db), (std::map<std::string, std::string>{{"local", "worker"}}));
+  EXPECT_EQ(TaskAgents(db, "1"),
+            (std::map<std::string, std::string>{
+                {"TRAINER/0", "local"}, {"TRAINER/1", "local"}, {"PS/0", "local"}}));
 }
 
 }  // namespace

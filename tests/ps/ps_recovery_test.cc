@@ -156,12 +156,15 @@ TEST_F(PsRecoveryTest, KilledShardComesBackFromItsCheckpointAndGetsTheUnanswered
   EXPECT_FLOAT_EQ(RowValue(client), -kLr * 17);
 
   // Frozen, then killed: the push made meanwhile is never applied or answered.
-  first->Signal(SIGSTOP);
+  // Frozen means every thread stopped, not only SIGSTOP sent: a shard still
+  // running would apply and answer the push, and nothing would be resent.
+  ASSERT_TRUE(first->Stop(20'000)) << "generation 1 did not stop; see " << dir_.path();
   auto in_flight = client->Push(0, kRow, kGrad, 17);
   ASSERT_TRUE(in_flight.ok());
   first->Signal(SIGKILL);
   first->Wait(10'000);
-  EXPECT_EQ(client->Wait(*in_flight, DeadlineIn(0)).code(), StatusCode::kDeadlineExceeded);
+  const Status unanswered = client->Wait(*in_flight, DeadlineIn(0));
+  ASSERT_EQ(unanswered.code(), StatusCode::kDeadlineExceeded) << unanswered.ToString();
 
   auto second = StartShard(2);
   Status s = client->Wait(*in_flight, DeadlineIn(20'000));

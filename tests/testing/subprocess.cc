@@ -137,6 +137,23 @@ void ChildProcess::Signal(int sig) {
   if (pid_ > 0) kill(pid_, sig);
 }
 
+bool ChildProcess::Stop(int timeout_ms) {
+  if (pid_ <= 0) return false;
+  kill(pid_, SIGSTOP);
+  const int64_t deadline = NowMs() + timeout_ms;
+  while (true) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG | WUNTRACED);
+    if (r == pid_ && WIFSTOPPED(status)) return true;
+    if (r == pid_) {  // it exited before it stopped
+      pid_ = -1;
+      return false;
+    }
+    if (r < 0 || NowMs() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 int ChildProcess::Wait(int timeout_ms) {
   int64_t deadline = NowMs() + timeout_ms;
   while (pid_ > 0) {

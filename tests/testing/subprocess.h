@@ -32,6 +32,13 @@ class ChildProcess {
 
   int pid() const { return pid_; }
   void Signal(int sig);
+  // Sends SIGSTOP and waits until the child is stopped, every thread of it
+  // (waitpid reports a stop only then): kill() returns once the signal is
+  // sent, and the child may run on for a while, e.g. answer a request that
+  // reaches it meanwhile. False after timeout_ms, or when the child exited
+  // (running() is false then). A child already stopped and reported is not
+  // reported again: send SIGCONT before stopping it a second time.
+  bool Stop(int timeout_ms);
   // Waits for exit; returns the wait status, or -1 after timeout_ms.
   int Wait(int timeout_ms);
   bool running() const { return pid_ > 0; }
