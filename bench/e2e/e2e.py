@@ -24,9 +24,10 @@ Same measure on both sides: warm-up = steps 0..warmup-1, timed = the next `steps
 steps; tokens/s = workers x batch x timed steps / (the slower rank's time over the timed steps);
 loss = mean over the last 20 steps of the mean of the ranks' batch losses.
 
-The torch model's variants (torch-ddp-*, parallax-torch-hybrid) start from the same values
-(torch.manual_seed(seed), the same W3 class) and draw the same negatives. W3's SGD at lr 0.5 is
-chaotic, though: from identical values, runs whose arithmetic differs only in the order of
+The torch-ddp-* variants draw Parallax's initial values and negatives (bench/peers/
+parallax_draws.py, w3_torch.py's default), so they follow the parallax-* variants' trajectory;
+parallax-torch-hybrid draws from torch's RNG (torch.manual_seed(seed), the W3 class), another
+trajectory of the same model. W3's SGD at lr 0.5 is chaotic: from identical values, runs whose arithmetic differs only in the order of
 float additions agree to 1e-6 for the first few dozen steps and then part, so one run's loss is
 one draw. --seed-per-run runs round r with seed r + 1 on both sides: the Parallax jobs' [model]
 seed (the lm model's initial values, negatives and data order), the torch model's variants'
