@@ -46,6 +46,17 @@ class JobPlanTest : public ::testing::Test {
     job.job.arch = arch;
     return job;
   }
+  // `job` with [[variables]] tables pinning "emb" and "w" to these paths.
+  static JobConfig Pinned(JobConfig job, VariablePath emb_path, VariablePath w_path) {
+    VariableOverride emb;
+    emb.name = "emb";
+    emb.path = emb_path;
+    VariableOverride w;
+    w.name = "w";
+    w.path = w_path;
+    job.variables = {emb, w};
+    return job;
+  }
   // `job` with [plan] figures.
   static JobConfig WithFigures(JobConfig job, double collective_us, double ps_rtt_us) {
     job.plan.link_bytes_per_s = 1e9;
@@ -230,16 +241,9 @@ TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
 }
 
 TEST_F(JobPlanTest, VariableTablesWinOverTheRule) {
-  JobConfig job = Job(Arch::kHybrid);
-  VariableOverride emb;
-  emb.name = "emb";
-  emb.path = VariablePath::kAllGather;
-  VariableOverride w;
-  w.name = "w";
-  w.path = VariablePath::kPs;
-  w.optimizer = OptimizerSettings();
-  w.optimizer->type = OptimizerType::kAdam;
-  job.variables = {emb, w};
+  JobConfig job = Pinned(Job(Arch::kHybrid), VariablePath::kAllGather, VariablePath::kPs);
+  job.variables[1].optimizer = OptimizerSettings();
+  job.variables[1].optimizer->type = OptimizerType::kAdam;
   auto plan = Build(job, 2);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->variables[0].path, VariablePath::kAllGather);
@@ -313,16 +317,9 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
     JobConfig j = Job(Arch::kHybrid);
     j.job.consistency = consistency;
     j.ps.local_aggregation = enabled;
-    VariableOverride emb;
-    emb.name = "emb";
-    emb.path = VariablePath::kPs;
     // The dense variable pinned to all-reduce: on the PS (cheaper at the
     // default figures) it would turn local aggregation off (below).
-    VariableOverride w;
-    w.name = "w";
-    w.path = VariablePath::kAllReduce;
-    j.variables = {emb, w};
-    return j;
+    return Pinned(j, VariablePath::kPs, VariablePath::kAllReduce);
   };
   auto on = Build(job(Consistency::kSync, true), 2, Regs(), 4, 2);
   ASSERT_TRUE(on.ok()) << on.status().ToString();
@@ -369,14 +366,7 @@ TEST_F(JobPlanTest, LocalAggregationOnlyWhereItSavesLinkBytes) {
 // (not loopback, as on one host), and aggregating the host's pushes saves
 // link bytes even on one worker host.
 TEST_F(JobPlanTest, OnPsHostsOneWorkerHostStillHasALink) {
-  JobConfig job = Job(Arch::kHybrid);
-  VariableOverride emb;
-  emb.name = "emb";
-  emb.path = VariablePath::kPs;
-  VariableOverride w;
-  w.name = "w";
-  w.path = VariablePath::kAllReduce;
-  job.variables = {emb, w};
+  const JobConfig job = Pinned(Job(Arch::kHybrid), VariablePath::kPs, VariablePath::kAllReduce);
   PlanInputs inputs;
   inputs.cluster = {.workers = 4, .hosts = 1, .shards = 2, .ps_hosts = 2};
   inputs.variables = Regs();
