@@ -12,6 +12,7 @@
 #include "core/plan/job_plan.h"
 #include "coordinator/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
+#include "tests/coordinator/service_driver.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::coordinator {
@@ -472,20 +473,21 @@ TEST_F(OrchestratorTest, UnknownAgentIsToldToRegister) {
 
 // A lost PS shard of an async job started again alone
 // (coordinator/shard_recovery.h), through the service's handlers.
-class ShardRestartTest : public OrchestratorTest {
+class ShardRestartTest : public ::testing::Test {
  protected:
   int64_t StartJob(const std::string& consistency) {
-    Register("a", 2);
-    const int64_t id = Submit("[job]\nname = \"s\"\nworkers = 2\narch = \"ps\"\nconsistency = \"" +
-                              consistency + "\"\nmax_restarts = 1\n[trainer]\nmodel = \"lm\"\n"
-                              "checkpoint_every = 10\ncheckpoint_dir = \"" + dir_.path() + "\"\n");
-    work_ = Poll("a");
+    d_.Register("a", 2);
+    const int64_t id = d_.Submit(
+        "[job]\nname = \"s\"\nworkers = 2\narch = \"ps\"\nconsistency = \"" + consistency +
+        "\"\nmax_restarts = 1\n[trainer]\nmodel = \"lm\"\ncheckpoint_every = 10\n"
+        "checkpoint_dir = \"" + dir_.path() + "\"\n");
+    work_ = d_.Poll("a");
     EXPECT_EQ(work_.start.size(), 3u);
     for (const auto& a : work_.start) {
-      Report("a", a.key, rpc::TaskState::RUNNING);
+      d_.Report("a", {a.key}, rpc::TaskState::RUNNING);
       if (a.key.role == rpc::TaskRole::PS) shard_ = a.key;
     }
-    EXPECT_EQ(Get(id).state, rpc::JobState::RUNNING);
+    EXPECT_EQ(d_.Job(id).state, rpc::JobState::RUNNING);
     return id;
   }
 
@@ -497,35 +499,29 @@ class ShardRestartTest : public OrchestratorTest {
     return keys;
   }
 
-  std::vector<std::string> Events(int64_t id) {
-    std::vector<rpc::Event> events;
-    service_->GetEvents(events, header_, id, 0, 100);
-    std::vector<std::string> out;
-    for (const rpc::Event& e : events) out.push_back(e.message);
-    return out;
-  }
-
   bool HasRestartEvent(int64_t id) {
-    for (const std::string& m : Events(id)) {
+    for (const std::string& m : d_.Events(id)) {
       if (m.find("restart 1 of 1: ps/0") != std::string::npos) return true;
     }
     return false;
   }
 
+  ServiceDriver d_;
+  testing::TempDir dir_;
   rpc::PollResponse work_;
   rpc::TaskKey shard_;
 };
 
 TEST_F(ShardRestartTest, AsyncShardRestartsAloneAndItsOldGenerationIsFenced) {
   const int64_t id = StartJob("async");
-  Report("a", shard_, rpc::TaskState::KILLED, 9);
+  d_.Report("a", {shard_}, rpc::TaskState::KILLED, {9});
   // Same attempt, no restart: the shard's next generation is assigned to its agent.
-  rpc::JobInfo job = Get(id);
+  rpc::JobInfo job = d_.Job(id);
   EXPECT_EQ(job.state, rpc::JobState::RUNNING);
   EXPECT_EQ(job.attempt, 1);
   EXPECT_EQ(job.shard_restarts, 1);
   EXPECT_EQ(job.lost_updates, 0);
-  rpc::PollResponse next = Poll("a", Trainers());
+  rpc::PollResponse next = d_.Poll("a", Trainers());
   ASSERT_EQ(next.start.size(), 1u);
   EXPECT_TRUE(next.stop.empty());
   const rpc::TaskKey second = next.start[0].key;
@@ -533,20 +529,18 @@ TEST_F(ShardRestartTest, AsyncShardRestartsAloneAndItsOldGenerationIsFenced) {
   EXPECT_EQ(second.attempt, 1);
   ASSERT_TRUE(second.__isset.generation);
   EXPECT_EQ(second.generation, 2);
-  const std::vector<std::string> events = Events(id);
+  const std::vector<std::string> events = d_.Events(id);
   EXPECT_NE(std::find(events.begin(), events.end(),
                       "attempt 1: shard 0 lost (ps/0 on agent \"a\" was killed by signal 9 "
                       "(SIGKILL)), generation 2 started on agent \"a\""),
             events.end());
 
   // The dead generation's reports (a repeated final one) change nothing.
-  Report("a", shard_, rpc::TaskState::EXITED, 1);
-  Report("a", second, rpc::TaskState::RUNNING);
-  Report("a", shard_, rpc::TaskState::KILLED, 9);
-  EXPECT_EQ(Get(id).state, rpc::JobState::RUNNING);
-  std::vector<rpc::TaskInfo> tasks;
-  service_->ListTasks(tasks, header_, id);
-  for (const rpc::TaskInfo& t : tasks) {
+  d_.Report("a", {shard_}, rpc::TaskState::EXITED, {1});
+  d_.Report("a", {second}, rpc::TaskState::RUNNING);
+  d_.Report("a", {shard_}, rpc::TaskState::KILLED, {9});
+  EXPECT_EQ(d_.Job(id).state, rpc::JobState::RUNNING);
+  for (const rpc::TaskInfo& t : d_.Tasks(id)) {
     if (t.role != rpc::TaskRole::PS) continue;
     EXPECT_EQ(t.state, rpc::TaskState::RUNNING);
     EXPECT_EQ(t.generation, 2);
@@ -555,7 +549,7 @@ TEST_F(ShardRestartTest, AsyncShardRestartsAloneAndItsOldGenerationIsFenced) {
   std::vector<rpc::TaskKey> running = Trainers();
   running.push_back(shard_);
   running.push_back(second);
-  rpc::PollResponse stale = Poll("a", running);
+  rpc::PollResponse stale = d_.Poll("a", running);
   ASSERT_EQ(stale.stop.size(), 1u);
   EXPECT_EQ(stale.stop[0], shard_);
   EXPECT_TRUE(stale.start.empty());
@@ -568,12 +562,12 @@ TEST_F(ShardRestartTest, AsyncShardRestartsAloneAndItsOldGenerationIsFenced) {
   r.shard = 0;
   r.__set_generation(2);
   r.__set_lost_updates(7);
-  service_->ReportShardStats(header_, r);
-  service_->ReportShardStats(header_, r);
-  job = Get(id);
+  d_.service().ReportShardStats(d_.header(), r);
+  d_.service().ReportShardStats(d_.header(), r);
+  job = d_.Job(id);
   EXPECT_EQ(job.lost_updates, 7);
   EXPECT_EQ(job.lost_updates_unknown, 0);
-  const std::vector<std::string> after = Events(id);
+  const std::vector<std::string> after = d_.Events(id);
   EXPECT_EQ(std::count(after.begin(), after.end(),
                        "attempt 1: shard 0 generation 2: 7 update(s) its lost process applied "
                        "after the checkpoint it loaded are lost"),
@@ -581,26 +575,26 @@ TEST_F(ShardRestartTest, AsyncShardRestartsAloneAndItsOldGenerationIsFenced) {
   // A count that is unknown is counted apart, never as 0.
   r.__set_generation(3);
   r.__set_lost_updates(-1);
-  service_->ReportShardStats(header_, r);
-  job = Get(id);
+  d_.service().ReportShardStats(d_.header(), r);
+  job = d_.Job(id);
   EXPECT_EQ(job.lost_updates, 7);
   EXPECT_EQ(job.lost_updates_unknown, 1);
 
   // max_restarts = 1: the second loss takes the ordinary path, a restart
   // of the whole job.
-  Report("a", second, rpc::TaskState::KILLED, 9);
-  EXPECT_EQ(Get(id).state, rpc::JobState::PENDING);
+  d_.Report("a", {second}, rpc::TaskState::KILLED, {9});
+  EXPECT_EQ(d_.Job(id).state, rpc::JobState::PENDING);
   EXPECT_TRUE(HasRestartEvent(id));
 }
 
 TEST_F(ShardRestartTest, SyncShardLossRestartsTheWholeJob) {
   const int64_t id = StartJob("sync");
-  Report("a", shard_, rpc::TaskState::KILLED, 9);
-  const rpc::JobInfo job = Get(id);
+  d_.Report("a", {shard_}, rpc::TaskState::KILLED, {9});
+  const rpc::JobInfo job = d_.Job(id);
   EXPECT_EQ(job.state, rpc::JobState::PENDING);
   EXPECT_TRUE(HasRestartEvent(id));
   EXPECT_FALSE(job.__isset.shard_restarts);
-  EXPECT_TRUE(Poll("a", Trainers()).start.empty());
+  EXPECT_TRUE(d_.Poll("a", Trainers()).start.empty());
 }
 
 }  // namespace
