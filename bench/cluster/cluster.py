@@ -368,20 +368,42 @@ class Cluster:
             return -1
         return min(r[1] for r in rows) if len(rows) == ranks else -1
 
+    def state(self, job_id):
+        """The job's state as the coordinator's database has it (None when unreadable)."""
+        try:
+            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+            row = con.execute("SELECT state FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
+            con.close()
+        except sqlite3.Error:
+            return None
+        return row[0] if row else None
+
+    def ranks_at(self, job_id, step):
+        """How many ranks have a metric point of `step` or later (the index's range only)."""
+        try:
+            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+            row = con.execute("SELECT COUNT(DISTINCT rank) FROM metrics WHERE job_id = ? "
+                              "AND step >= ?", (int(job_id), step)).fetchone()
+            con.close()
+        except sqlite3.Error:
+            return 0
+        return row[0]
+
     def wait_step(self, job_id, ranks, step, timeout=900):
         """Waits until every rank reported `step`; returns the step seen. Raises when the job
-        ends first or the timeout passes."""
+        ends first or the timeout passes. It reads the database, not `parallax status`: the
+        waiting runs inside the timed window, and a CLI process every few seconds (which asks
+        the coordinator for up to 1000 steps of every rank's points) costs the job's cores."""
         deadline = time.monotonic() + timeout
         last_state_check = 0.0
         while time.monotonic() < deadline:
-            seen = self.min_step(job_id, ranks)
-            if seen >= step:
-                return seen
+            if self.ranks_at(job_id, step) >= ranks:
+                return self.min_step(job_id, ranks)
             # Close to the step: poll often; far from it: leave the cores to the job.
-            poll = 0.005 if seen >= step - 2 else 0.1
+            poll = 0.005 if self.ranks_at(job_id, step - 2) >= ranks else 0.1
             if time.monotonic() - last_state_check > 2:
                 last_state_check = time.monotonic()
-                state = self.status(job_id)["state"]
+                state = self.state(job_id)
                 if state in ("SUCCEEDED", "FAILED", "CANCELLED"):
                     raise ClusterError(f"job {job_id} ended ({state}) before step {step}:\n"
                                        + self.logs())
