@@ -311,8 +311,9 @@ struct MetricPoint {
   // transport (docs/ARCHITECTURE.md, "Metrics"): allreduce_sent_bytes,
   // allreduce_recv_bytes, allgather_sent_bytes, allgather_recv_bytes,
   // ps_push_sent_bytes, ps_push_recv_bytes, ps_pull_sent_bytes,
-  // ps_pull_recv_bytes, compute_ms, dense_wait_ms, sparse_wait_ms; and steps
-  // (how many steps the averages cover).
+  // ps_pull_recv_bytes, compute_ms, dense_wait_ms, sparse_wait_ms; steps
+  // (how many steps the averages cover); and loss_mean (the mean loss of
+  // those steps: `loss` is the last one's).
   8: optional map<string, double> values
 }
 

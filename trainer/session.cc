@@ -734,6 +734,7 @@ Status SessionImpl::ReportMetrics(int64_t step, double loss, int64_t samples) {
   TimelineScope in_session(&timeline_);
   // Before Start() nothing has moved yet, but a NaN loss is still refused.
   if (!reporter_) reporter_.emplace(ReporterOptions(), coord_.get());
+  if (std::isfinite(loss)) metrics_.AddLoss(loss);
   return reporter_->Report(step, loss, samples, [this] {
     return metrics_.Take(comm_.get(), sparse_ ? sparse_->ps() : nullptr,
                          sparse_ ? sparse_->host_comm() : nullptr);

@@ -64,6 +64,9 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
   out["dense_wait_ms"] = Ms(total_dense_) / steps;
   out["sparse_wait_ms"] = Ms(total_sparse_) / steps;
   out["steps"] = static_cast<double>(steps_);
+  if (losses_ > 0) out["loss_mean"] = loss_sum_ / static_cast<double>(losses_);
+  loss_sum_ = 0;
+  losses_ = 0;
   last_ = now;
   compute_ = total_dense_ = total_sparse_ = Clock::duration{};
   steps_ = 0;

@@ -37,6 +37,11 @@ class StepMetrics {
   // Time spent waiting, charged to the current step.
   void AddDenseWait(Clock::duration d) { dense_wait_ += d; }
   void AddSparseWait(Clock::duration d) { sparse_wait_ += d; }
+  // A step's loss, for the interval's mean ("loss_mean").
+  void AddLoss(double loss) {
+    loss_sum_ += loss;
+    ++losses_;
+  }
   // Marks the end of a step: everything since the previous end that was not
   // a wait is compute.
   void EndStep(Clock::time_point step_started, Clock::time_point now);
@@ -45,7 +50,9 @@ class StepMetrics {
   // "allreduce_recv_bytes", "allgather_sent_bytes", "allgather_recv_bytes",
   // "ps_push_sent_bytes", "ps_push_recv_bytes", "ps_pull_sent_bytes",
   // "ps_pull_recv_bytes", "local_agg_sent_bytes", "local_agg_recv_bytes",
-  // "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps"), then starts a
+  // "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps", and
+  // "loss_mean", the mean of the losses AddLoss() was given, when it was
+  // given any), then starts a
   // new interval. `comm` and `ps` may be null. `host`: the communicator of
   // local aggregation (the ranks of one host), whose exchanges are the
   // local_agg bytes.
@@ -59,6 +66,8 @@ class StepMetrics {
   Snapshot last_;
   Clock::duration dense_wait_{}, sparse_wait_{}, total_dense_{}, total_sparse_{}, compute_{};
   int64_t steps_ = 0;
+  double loss_sum_ = 0;
+  int64_t losses_ = 0;
 };
 
 // RAII: adds the time it lived to a wait counter, and records it as a wait

@@ -13,7 +13,8 @@ DDP's ranks stay on the H worker hosts and the PS hosts idle. The link figures
 (`link_bytes_per_step`, ...) are the worker hosts'; the PS hosts' are `ps_host_link_*`.
 
 Workload: examples/w3.toml with its model dimensions unchanged; only [trainer] batch_size and
-steps change, the same on both sides (--batch, --warmup + --steps), plus `metrics_every = 1`,
+steps change, the same on both sides (--batch, --warmup + --steps), plus `metrics_every = 1`
+(--metrics-every K: K, the job file's default being 10),
 `eval_tokens = 1` (--eval-tokens N: N), and `[plan] link_bytes_per_s` = the shaped rate / 8 (the
 planner's link figure; --plan FILE adds a measured [plan] table, bench/e2e/calibrate.sh).
 
@@ -158,7 +159,7 @@ def job_text(args, workers, arch, rate, ps_keys=(), seed=1):
     --measured-figures); `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^\[model\]$', f"[model]\nseed = {seed}")] if seed != 1 else []
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more,
-                   eval_tokens=args.eval_tokens or 1)
+                   eval_tokens=args.eval_tokens or 1, metrics_every=args.metrics_every)
     ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
     return text + ps + plan_table(args, rate)
 
@@ -334,9 +335,11 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     pred = before
     job_id = cluster.submit(job)
     total = args.warmup + args.steps
-    # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown.
+    # The warm-up steps are 0..warmup-1; stop 3 steps before the end, clear of the shutdown
+    # (with a point every K steps: at the point K steps before the last).
+    k = 1 if frontend else args.metrics_every
     s0, b0, t0, cpu0 = sample(cluster, job_id, workers, args.warmup - 1)
-    s1, b1, t1, cpu1 = sample(cluster, job_id, workers, total - 3)
+    s1, b1, t1, cpu1 = sample(cluster, job_id, workers, total - 3 if k == 1 else total - 1 - k)
     end = cluster.wait(job_id, timeout=args.timeout)
     if end["state"] != "SUCCEEDED":
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
@@ -646,6 +649,12 @@ def parse_args():
                          "losses are independent draws and the summary's "
                          "loss_last20_vs_torch_ddp_sparse is their paired difference; default: "
                          "seed 1 in every round")
+    ap.add_argument("--metrics-every", type=int, default=1, metavar="K",
+                    help="the Parallax jobs' [trainer] metrics_every (default 1: a metric point "
+                    "every step, which the per-step figures need, at the cost of a coordinator "
+                    "RPC per rank and step; the job file's own default is 10). K > 1 must divide "
+                    "20 and --steps; the warm-up grows to the next step after a point (both "
+                    "sides), and straggler_ms is then over points, not steps")
     ap.add_argument("--workdir", help="keep job files, logs and databases here")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per phase of a run")
     args = ap.parse_args()
@@ -660,6 +669,11 @@ def parse_args():
         ap.error("--steps must be at least 20 (the loss is the mean of the last 20)")
     if args.warmup < 2:
         ap.error("--warmup must be at least 2")
+    k = args.metrics_every
+    if k < 1 or 20 % k or args.steps % k:
+        ap.error(f"--metrics-every {k}: must be >= 1 and divide 20 and --steps ({args.steps})")
+    # The timed steps start right after a metric point (a step that is a multiple of K).
+    args.warmup = -(-(args.warmup - 1) // k) * k + 1 if k > 1 else args.warmup
     if args.eval_tokens < 0:
         ap.error("--eval-tokens must be 0 (no evaluation) or more")
     shapes = []

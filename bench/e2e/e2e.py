@@ -173,16 +173,17 @@ def model_seed(text):
     return tomllib.loads(text).get("model", {}).get("seed", 1)
 
 
-def w3_text(workers, arch, steps, batch, data, more=(), eval_tokens=1):
-    """examples/w3.toml with `workers`, `arch`, `steps` (and metrics_every = 1), `batch_size`,
-    the data under the directory `data` (absolute), `eval_tokens` (1 by default: the end's
-    held-out evaluation all but skipped), and the (pattern, replacement) pairs of `more`; exits
-    naming a pattern that matches no line of the file."""
+def w3_text(workers, arch, steps, batch, data, more=(), eval_tokens=1, metrics_every=1):
+    """examples/w3.toml with `workers`, `arch`, `steps` (and `metrics_every`, 1 by default: a
+    metric point every step), `batch_size`, the data under the directory `data` (absolute),
+    `eval_tokens` (1 by default: the end's held-out evaluation all but skipped), and the
+    (pattern, replacement) pairs of `more`; exits naming a pattern that matches no line of the
+    file."""
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         text = f.read()
     subs = [(r"(?m)^workers = \d+", f"workers = {workers}"),
             (r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"'),
-            (r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = 1"),
+            (r"(?m)^steps = \d+.*$", f"steps = {steps}\nmetrics_every = {metrics_every}"),
             (r"(?m)^batch_size = \d+", f"batch_size = {batch}"),
             (r'(?m)^data = ".*"', f'data = "{data}/brown/train.tok"'),
             (r"(?m)^eval_tokens = \d+.*$", f"eval_tokens = {eval_tokens}")] + list(more)
@@ -293,34 +294,50 @@ def dense_wait_after_last_arrival(timeline, steps, warmup):
 
 
 def job_metrics(db, steps, warmup, batch, job_id=1):
-    """Figures of one finished job from its metric points (metrics_every = 1)."""
+    """Figures of one finished job from its metric points, over the timed steps warmup..steps-1.
+    A point covers the `steps` steps since the rank's previous one (metrics_every), so the
+    timed window must start right after a point (warmup - 1 one, always with metrics_every = 1)
+    and the figures are weighted by each point's steps. `loss_last20` is the mean loss of the
+    last 20 steps: each point's `loss_mean` (its steps' mean; `loss`, its last step's, from a
+    build before loss_mean), so their points must start at steps - 20 too."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     rows = con.execute("SELECT rank, step, loss, throughput, metric_values FROM metrics "
                        "WHERE job_id = ? ORDER BY step, rank", (job_id,)).fetchall()
     con.close()
     ranks = sorted({r[0] for r in rows})
-    timed = [r for r in rows if warmup <= r[1] < steps]
-    seconds = {k: sum(batch / r[3] for r in timed if r[0] == k) for k in ranks}
+    # (row, values, the steps the point covers)
+    timed = [(r, v, int(v.get("steps", 1))) for r, v in
+             ((r, json.loads(r[4])) for r in rows if warmup <= r[1] < steps)]
+    seconds = {k: sum(batch * n / r[3] for r, _, n in timed if r[0] == k) for k in ranks}
     timed_steps = steps - warmup
-    counted = {k: sum(1 for r in timed if r[0] == k) for k in ranks}
+    counted = {k: sum(n for r, _, n in timed if r[0] == k) for k in ranks}
     if any(c != timed_steps for c in counted.values()):
-        sys.exit(f"e2e: {db}: expected {timed_steps} timed metric points per rank, got {counted}")
-    last = [r for r in rows if steps - 20 <= r[1] < steps]
+        sys.exit(f"e2e: {db}: expected metric points covering {timed_steps} timed steps per "
+                 f"rank, got {counted} (the warm-up must end on a point: warmup - 1 a multiple "
+                 "of metrics_every)")
     losses = {}
-    for r in last:
-        losses.setdefault(r[1], []).append(r[2])
+    for r, v, n in timed:
+        if r[1] - n + 1 >= steps - 20:
+            losses.setdefault(r[0], []).append((v.get("loss_mean", r[2]), n))
+    if any(sum(n for _, n in p) != 20 for p in losses.values()):
+        sys.exit(f"e2e: {db}: the last 20 steps do not start on a metric point (metrics_every "
+                 "must divide 20 and the timed steps)")
     out = dict(tokens_per_s=len(ranks) * batch * timed_steps / max(seconds.values()),
                step_ms=1000.0 * max(seconds.values()) / timed_steps,
-               loss_last20=statistics.mean(statistics.mean(v) for v in losses.values()))
-    values = [json.loads(r[4]) for r in timed]
+               loss_last20=statistics.mean(sum(x * n for x, n in p) / 20
+                                           for p in losses.values()))
+    total = sum(n for _, _, n in timed)
+
+    def mean(key):  # per-step averages, weighted by the steps each point covers
+        return sum(v.get(key, 0.0) * n for _, v, n in timed) / total
+
     for path in PATHS:
         for d in ("sent", "recv"):
-            out[f"{path}_{d}_bytes_per_worker_per_step"] = statistics.mean(
-                v.get(f"{path}_{d}_bytes", 0.0) for v in values)
+            out[f"{path}_{d}_bytes_per_worker_per_step"] = mean(f"{path}_{d}_bytes")
     out["bytes_sent_per_worker_per_step"] = sum(out[f"{p}_sent_bytes_per_worker_per_step"]
                                                 for p in PATHS)
     for key in ("compute_ms", "dense_wait_ms", "sparse_wait_ms"):
-        out[key] = statistics.mean(v.get(key, 0.0) for v in values)
+        out[key] = mean(key)
     return out
 
 

@@ -73,7 +73,7 @@ class ClusterTest(unittest.TestCase):
         args = argparse.Namespace(bin=ARGS.bin, data=self.data, batch=ARGS.batch,
                                   warmup=ARGS.warmup, steps=ARGS.steps, plan=None, timeout=600,
                                   measured_figures=False, eval_tokens=0,
-                                  seed_per_round=False)
+                                  seed_per_round=False, metrics_every=1)
         workdir = os.path.join(self.tmp.name, name)
         os.makedirs(workdir)
         return args, workdir

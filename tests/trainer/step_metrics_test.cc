@@ -57,6 +57,25 @@ TEST(StepMetricsTest, BytesByPathAreTheCommunicatorsWireCounters) {
   EXPECT_EQ(alone.Take(nullptr, nullptr)["allreduce_sent_bytes"], 0);
 }
 
+// A point of several steps carries the mean loss of its steps: its own
+// `loss` is only the last step's, a noisy figure to compare runs by.
+TEST(StepMetricsTest, LossMeanIsTheMeanOfTheIntervalsLosses) {
+  StepMetrics m;
+  const auto t0 = StepMetrics::Clock::now();
+  for (double loss : {4.0, 5.0, 9.0}) {
+    m.AddLoss(loss);
+    m.EndStep(t0, t0);
+  }
+  auto v = m.Take(nullptr, nullptr);
+  EXPECT_DOUBLE_EQ(v["loss_mean"], 6.0);
+  EXPECT_EQ(v["steps"], 3);
+  m.AddLoss(2.0);
+  m.EndStep(t0, t0);
+  EXPECT_DOUBLE_EQ(m.Take(nullptr, nullptr)["loss_mean"], 2.0);  // since the last Take()
+  m.EndStep(t0, t0);  // a step no loss was reported for
+  EXPECT_EQ(m.Take(nullptr, nullptr).count("loss_mean"), 0u);
+}
+
 TEST(StepMetricsTest, TheHostsExchangeIsLocalAggregationNotAllGather) {
   FakeCommunicator comm, host;
   StepMetrics m;
