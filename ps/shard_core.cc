@@ -537,10 +537,23 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
     const auto& contribs = it->second;
     if (!std::all_of(contribs.begin(), contribs.end(), [](const Contribution& c) { return c.present; }))
       break;
-    // Sum in rank order, then apply once per row.
-    std::unordered_map<int64_t, uint32_t> slot_of;
-    std::vector<int64_t> slot_ids;
-    std::vector<float> acc;
+    // Sum in rank order, then apply once per row. Room for every row up
+    // front: no rehash, and no growth of `acc` that copies the sums so far.
+    std::unordered_map<int64_t, uint32_t>& slot_of = sync_scratch_.slot_of;
+    std::vector<int64_t>& slot_ids = sync_scratch_.slot_ids;
+    std::vector<float>& acc = sync_scratch_.acc;
+    slot_of.clear();
+    slot_ids.clear();
+    acc.clear();
+    // At most every contribution's rows, and (a hint: the partitions are
+    // about equal) not many more than the partition has.
+    size_t rows = 0;
+    for (const Contribution& c : contribs) rows += c.ids.size();
+    const size_t parts = std::max<size_t>(vs.parts.size(), 1);
+    rows = std::min(rows, static_cast<size_t>(table.spec().rows) / parts + 1);
+    slot_of.reserve(rows);
+    slot_ids.reserve(rows);
+    acc.reserve(rows * dim);
     for (const Contribution& c : contribs) {
       for (size_t r = 0; r < c.ids.size(); ++r) {
         auto [sit, inserted] = slot_of.try_emplace(c.ids[r], static_cast<uint32_t>(slot_ids.size()));

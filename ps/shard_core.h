@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/ps/consistency_schedule.h"
@@ -247,6 +248,14 @@ class ShardCore {
   std::map<uint32_t, VarState> vars_;
   std::vector<int64_t> worker_clock_;  // ssp: steps finished per contributor
   std::deque<Held> held_;
+  // TryApplySync's sums, kept between steps so that a step's rows cost no
+  // allocation: each id's slot, the slots' ids, the slots' sums.
+  struct SyncScratch {
+    std::unordered_map<int64_t, uint32_t> slot_of;
+    std::vector<int64_t> slot_ids;
+    std::vector<float> acc;
+  };
+  SyncScratch sync_scratch_;
   // A sync SAVE waiting for every owned partition to reach its step.
   struct PendingSave {
     std::string identity;
