@@ -296,8 +296,8 @@ def dense_wait_after_last_arrival(timeline, steps, warmup):
 def job_metrics(db, steps, warmup, batch, job_id=1):
     """Figures of one finished job from its metric points, over the timed steps warmup..steps-1.
     A point covers the `steps` steps since the rank's previous one (metrics_every), so the
-    timed window must start right after a point (warmup - 1 one, always with metrics_every = 1)
-    and the figures are weighted by each point's steps. `loss_last20` is the mean loss of the
+    timed window must start right after a point (one at step warmup - 1, as every step has with
+    metrics_every = 1) and the figures are weighted by each point's steps. `loss_last20` is the mean loss of the
     last 20 steps: each point's `loss_mean` (its steps' mean; `loss`, its last step's, from a
     build before loss_mean), so their points must start at steps - 20 too."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
