@@ -357,37 +357,28 @@ class Cluster:
             time.sleep(0.25)
         raise ClusterError(f"job {job_id} did not end in {timeout} s:\n" + self.logs())
 
-    def min_step(self, job_id, ranks):
-        """The newest step every one of `ranks` ranks has a metric point of (-1 before)."""
+    def _read(self, sql, params, default):
+        """All rows of a query on the coordinator's database, read-only; `default` when it
+        cannot be read (the coordinator may be writing it)."""
         try:
             con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
-            rows = con.execute("SELECT rank, MAX(step) FROM metrics WHERE job_id = ? "
-                               "GROUP BY rank", (int(job_id),)).fetchall()
+            rows = con.execute(sql, params).fetchall()
             con.close()
         except sqlite3.Error:
-            return -1
+            return default
+        return rows
+
+    def min_step(self, job_id, ranks, since=0):
+        """The newest step every one of `ranks` ranks has a metric point of (-1 before, or
+        before step `since`: only points from `since` on are read, a range of the index)."""
+        rows = self._read("SELECT rank, MAX(step) FROM metrics WHERE job_id = ? AND step >= ? "
+                          "GROUP BY rank", (int(job_id), since), [])
         return min(r[1] for r in rows) if len(rows) == ranks else -1
 
     def state(self, job_id):
         """The job's state as the coordinator's database has it (None when unreadable)."""
-        try:
-            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
-            row = con.execute("SELECT state FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
-            con.close()
-        except sqlite3.Error:
-            return None
-        return row[0] if row else None
-
-    def ranks_at(self, job_id, step):
-        """How many ranks have a metric point of `step` or later (the index's range only)."""
-        try:
-            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
-            row = con.execute("SELECT COUNT(DISTINCT rank) FROM metrics WHERE job_id = ? "
-                              "AND step >= ?", (int(job_id), step)).fetchone()
-            con.close()
-        except sqlite3.Error:
-            return 0
-        return row[0]
+        rows = self._read("SELECT state FROM jobs WHERE id = ?", (int(job_id),), [])
+        return rows[0][0] if rows else None
 
     def wait_step(self, job_id, ranks, step, timeout=900):
         """Waits until every rank reported `step`; returns the step seen. Raises when the job
@@ -397,10 +388,12 @@ class Cluster:
         deadline = time.monotonic() + timeout
         last_state_check = 0.0
         while time.monotonic() < deadline:
-            if self.ranks_at(job_id, step) >= ranks:
-                return self.min_step(job_id, ranks)
-            # Close to the step: poll often; far from it: leave the cores to the job.
-            poll = 0.005 if self.ranks_at(job_id, step - 2) >= ranks else 0.1
+            seen = self.min_step(job_id, ranks, since=step - 2)
+            if seen >= step:
+                return seen
+            # Close to the step (every rank within 2 of it): poll often; far from it: leave the
+            # cores to the job.
+            poll = 0.005 if seen >= 0 else 0.1
             if time.monotonic() - last_state_check > 2:
                 last_state_check = time.monotonic()
                 state = self.state(job_id)
