@@ -257,19 +257,17 @@ def stored_plan(db, job_id):
     return json.loads(row[0]) if row else None
 
 
-def stored_paths(db, job_id):
-    """The paths of the plan the job ran with, by variable name."""
-    plan = stored_plan(db, job_id)
+def stored_paths(plan):
+    """The paths of a stored plan (stored_plan), by variable name; None for no plan."""
     if plan is None:
         return None
     return {v["name"]: v.get("path") for v in plan.get("variables", [])}
 
 
-def stored_prediction(db, job_id):
-    """The communication seconds per step and the wait for the slowest rank that the plan the
-    job ran with predicted (what `prediction` gives, less the bytes, which a stored plan does
-    not carry as figures); {} when it stored none."""
-    plan = stored_plan(db, job_id)
+def stored_prediction(plan):
+    """The communication seconds per step and the wait for the slowest rank that a stored plan
+    (stored_plan) predicted (what `prediction` gives, less the bytes, which a stored plan does
+    not carry as figures); {} for no plan."""
     if plan is None or "predicted_comm_s" not in plan:
         return {}
     return dict(predicted_comm_ms=1000.0 * plan["predicted_comm_s"],
@@ -344,8 +342,9 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     if end["state"] != "SUCCEEDED":
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
                            + cluster.logs())
+    plan = stored_plan(cluster.db, job_id)  # the plan it ran with
     if frontend:  # `parallax plan` cannot plan it: the plan its rank 0 made and stored
-        pred = stored_prediction(cluster.db, job_id)
+        pred = stored_prediction(plan)
     elif args.measured_figures:
         pred = prediction(args, job, workers, hosts, coordinator=cluster.address,
                           ps_hosts=ps_hosts)
@@ -380,7 +379,7 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
             out["link_vs_plan_paths"] = measured / pred["expected_link_bytes"]
     if args.eval_tokens and not frontend:
         out["eval_loss"] = parallax_eval_loss(cluster, name, job_id)
-    paths = stored_paths(cluster.db, job_id)
+    paths = stored_paths(plan)
     out["paths"] = paths
     if "predicted_paths" in pred and paths and pred["predicted_paths"] != paths:
         out["plan_differs"] = pred["predicted_paths"]  # `parallax plan` chose otherwise
@@ -673,7 +672,7 @@ def parse_args():
     if k < 1 or 20 % k or args.steps % k:
         ap.error(f"--metrics-every {k}: must be >= 1 and divide 20 and --steps ({args.steps})")
     # The timed steps start right after a metric point (a step that is a multiple of K).
-    args.warmup = -(-(args.warmup - 1) // k) * k + 1 if k > 1 else args.warmup
+    args.warmup = -(-(args.warmup - 1) // k) * k + 1
     if args.eval_tokens < 0:
         ap.error("--eval-tokens must be 0 (no evaluation) or more")
     shapes = []
