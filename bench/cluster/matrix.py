@@ -101,7 +101,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
 from e2e import (TORCH_TRAINER, eval_loss_from_log, job_metrics,  # noqa: E402
-                 torch_job_text, w3_text)  # as the one-host bench
+                 torch_job_text, w3_text, write_batches)  # as the one-host bench
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
             "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid"}
@@ -403,15 +403,10 @@ _torch_runs = 0
 
 
 def batches_file(args, workers, workdir, seed=1):
-    path = os.path.join(workdir, f"batches-{workers}-{args.batch}-{args.warmup + args.steps}"
-                                 f"-{seed}.bin")
-    if not os.path.exists(path):
-        subprocess.run([os.path.join(args.bin, "parallax-data"), "batches",
-                        f"{args.data}/brown/train.tok", "--context", "4", "--batch",
-                        str(args.batch), "--workers", str(workers), "--steps",
-                        str(args.warmup + args.steps), "--seed", str(seed), "--out", path],
-                       check=True, stdout=subprocess.DEVNULL)
-    return path
+    steps = args.warmup + args.steps
+    path = os.path.join(workdir, f"batches-{workers}-{args.batch}-{steps}-{seed}.bin")
+    return write_batches(args.bin, f"{args.data}/brown/train.tok", path, 4, args.batch, workers,
+                         steps, seed)
 
 
 def wait_files(paths, procs, timeout, poll=0.005):

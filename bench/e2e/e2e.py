@@ -368,13 +368,19 @@ def batches_for(args, workdir, run):
     workers, steps, batch, context, written_with = batches_header(args.batches)
     if written_with == seed:
         return args.batches
-    path = os.path.join(workdir, f"w3-batches-{seed}.bin")
+    return write_batches(args.bin, os.path.join(ROOT, "data", "brown", "train.tok"),
+                         os.path.join(workdir, f"w3-batches-{seed}.bin"), context, batch,
+                         workers, steps, seed, timeout=args.timeout)
+
+
+def write_batches(bin_dir, train_tok, path, context, batch, workers, steps, seed, timeout=None):
+    """`path`, a batches file of `train_tok` in the data order Parallax's ranks read at `seed`
+    (`parallax-data batches`), written unless it exists; returns `path`."""
     if not os.path.exists(path):
-        subprocess.run([os.path.join(args.bin, "parallax-data"), "batches",
-                        os.path.join(ROOT, "data", "brown", "train.tok"),
+        subprocess.run([os.path.join(bin_dir, "parallax-data"), "batches", train_tok,
                         "--context", str(context), "--batch", str(batch), "--workers",
                         str(workers), "--steps", str(steps), "--seed", str(seed), "--out", path],
-                       check=True, stdout=subprocess.DEVNULL, timeout=args.timeout)
+                       check=True, stdout=subprocess.DEVNULL, timeout=timeout)
     return path
 
 
