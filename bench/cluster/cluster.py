@@ -21,12 +21,12 @@ A job with a custom trainer ([trainer] command) runs only from a directory in `a
 (every agent's `--allow-exec`; its bin dir is always allowed): the directory of the job file,
 say, with the trainer next to it (`command = ["./train.py"]`).
 
-The hosts come from `px-net-hosts` (bench/cluster/net_hosts_main.cc over
-tests/testing/net_hosts.h, the same code the multi-host tests use): H namespaces, each with one
-veth to a bridge in the root namespace, tbf on both ends of every veth, bursts held to the rate
-too (this kernel has no netem: links get a rate, never latency). Names and the subnet are unique per run; everything goes away
-when the `with` block ends, on SIGTERM/SIGINT, and (px-net-hosts and the agents die with this
-process) when the driver is killed.
+The hosts come from `px-net-hosts` (bench/cluster/net_hosts_main.cc over tests/testing/net_hosts.h,
+the same code the multi-host tests use): H namespaces, each with one veth to a bridge in the root
+namespace, tbf on both ends of every veth, bursts held to the rate too (this kernel has no netem:
+links get a rate, never latency). Names and the subnet are unique per run; everything goes away when
+the `with` block ends, on SIGTERM/SIGINT, and (px-net-hosts and the agents die with this process)
+when the driver is killed.
 
 Run it alone to try it: `cluster.py --bin build/bin --hosts 2 --rate 1gbit` starts a cluster,
 prints its coordinator's address and each host, and waits for Ctrl-C.

@@ -27,16 +27,16 @@ loss = mean over the last 20 steps of the mean of the ranks' batch losses.
 The torch-ddp-* variants draw Parallax's initial values and negatives (bench/peers/
 parallax_draws.py, w3_torch.py's default), so they follow the parallax-* variants' trajectory;
 parallax-torch-hybrid draws from torch's RNG (torch.manual_seed(seed), the W3 class), another
-trajectory of the same model. W3's SGD at lr 0.5 is chaotic: from identical values, runs whose arithmetic differs only in the order of
-float additions agree to 1e-6 for the first few dozen steps and then part, so one run's loss is
-one draw. --seed-per-run runs round r with seed r + 1 on both sides: the Parallax jobs' [model]
-seed (the lm model's initial values, negatives and data order), the torch model's variants'
-seed (--seed of w3_torch.py, [user] seed of parallax-torch-hybrid), and the batches file they
-read (the data order of Parallax's ranks at that seed: --batches itself when it was written with
-that seed, else one of its shape written into the workdir with parallax-data batches), so each
-round's Parallax run and its peer draw alike. The end adds the paired difference
-parallax-torch-hybrid − torch-ddp-sparse per round and its mean (a line "loss_last20_gap").
-Every run line says the seed it ran with ("seed") and the seed of its data order ("data_seed").
+trajectory of the same model. W3's SGD at lr 0.5 is chaotic: from identical values, runs whose
+arithmetic differs only in the order of float additions agree to 1e-6 for the first few dozen steps
+and then part, so one run's loss is one draw. --seed-per-run runs round r with seed r + 1 on both
+sides: the Parallax jobs' [model] seed (the lm model's initial values, negatives and data order),
+the torch model's variants' seed (--seed of w3_torch.py, [user] seed of parallax-torch-hybrid), and
+the batches file they read (the data order of Parallax's ranks at that seed: --batches itself when
+it was written with that seed, else one of its shape written into the workdir with parallax-data
+batches), so each round's Parallax run and its peer draw alike. The end adds the paired difference
+parallax-torch-hybrid − torch-ddp-sparse per round and its mean (a line "loss_last20_gap"). Every
+run line says the seed it ran with ("seed") and the seed of its data order ("data_seed").
 
 --baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build,
 say of the commit before a change), as "<variant>@baseline", right after the variant in every
@@ -297,9 +297,9 @@ def job_metrics(db, steps, warmup, batch, job_id=1):
     """Figures of one finished job from its metric points, over the timed steps warmup..steps-1.
     A point covers the `steps` steps since the rank's previous one (metrics_every), so the
     timed window must start right after a point (one at step warmup - 1, as every step has with
-    metrics_every = 1) and the figures are weighted by each point's steps. `loss_last20` is the mean loss of the
-    last 20 steps: each point's `loss_mean` (its steps' mean; `loss`, its last step's, from a
-    build before loss_mean), so their points must start at steps - 20 too."""
+    metrics_every = 1) and the figures are weighted by each point's steps. `loss_last20` is the
+    mean loss of the last 20 steps: each point's `loss_mean` (its steps' mean; `loss`, its last
+    step's, from a build before loss_mean), so their points must start at steps - 20 too."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     rows = con.execute("SELECT rank, step, loss, throughput, metric_values FROM metrics "
                        "WHERE job_id = ? ORDER BY step, rank", (job_id,)).fetchall()
