@@ -11,8 +11,11 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,25 +33,37 @@ using testing::RunResult;
 using testing::TinyJob;
 using Clock = std::chrono::steady_clock;
 
-// "TRAINER/0", "PS/1" (the store's role names) -> agent of every task of the job's last attempt.
-std::map<std::string, std::string> TaskAgents(const std::string& db_path,
-                                                      const std::string& job_id) {
-  std::map<std::string, std::string> out;
+// Calls `row` for every row of `sql` on the database at `db_path` (read-only),
+// with `job_id` bound to ?1 when given.
+void ForEachRow(const std::string& db_path, const char* sql,
+                const std::function<void(sqlite3_stmt*)>& row,
+                std::optional<int64_t> job_id = std::nullopt) {
   sqlite3* db = nullptr;
   EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   sqlite3_stmt* st = nullptr;
-  const char* sql =
-      "SELECT role, task_index, agent_name FROM tasks WHERE job_id = ?1 AND attempt = "
-      "(SELECT MAX(attempt) FROM tasks WHERE job_id = ?1)";
   EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_bind_int64(st, 1, std::stoll(job_id));
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    out[std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) + "/" +
-        std::to_string(sqlite3_column_int(st, 1))] =
-        reinterpret_cast<const char*>(sqlite3_column_text(st, 2));
-  }
+  if (job_id) sqlite3_bind_int64(st, 1, *job_id);
+  while (sqlite3_step(st) == SQLITE_ROW) row(st);
   sqlite3_finalize(st);
   sqlite3_close(db);
+}
+
+std::string Text(sqlite3_stmt* st, int column) {
+  return reinterpret_cast<const char*>(sqlite3_column_text(st, column));
+}
+
+// "TRAINER/0", "PS/1" (the store's role names) -> agent of every task of the job's last attempt.
+std::map<std::string, std::string> TaskAgents(const std::string& db_path,
+                                              const std::string& job_id) {
+  std::map<std::string, std::string> out;
+  ForEachRow(
+      db_path,
+      "SELECT role, task_index, agent_name FROM tasks WHERE job_id = ?1 AND attempt = "
+      "(SELECT MAX(attempt) FROM tasks WHERE job_id = ?1)",
+      [&](sqlite3_stmt* st) {
+        out[Text(st, 0) + "/" + std::to_string(sqlite3_column_int(st, 1))] = Text(st, 2);
+      },
+      std::stoll(job_id));
   return out;
 }
 
@@ -56,18 +71,10 @@ std::map<std::string, std::string> TaskAgents(const std::string& db_path,
 // schemas/state.sql: 1 "worker", 2 "ps").
 std::map<std::string, std::string> AgentsInDb(const std::string& db_path) {
   std::map<std::string, std::string> out;
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT name, role FROM agents", -1, &st, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  ForEachRow(db_path, "SELECT name, role FROM agents", [&](sqlite3_stmt* st) {
     const int role = sqlite3_column_int(st, 1);
-    out[name] = role == 1 ? "worker" : role == 2 ? "ps" : std::to_string(role);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+    out[Text(st, 0)] = role == 1 ? "worker" : role == 2 ? "ps" : std::to_string(role);
+  });
   return out;
 }
 
