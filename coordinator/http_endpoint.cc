@@ -1,6 +1,7 @@
 #include "coordinator/http_endpoint.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/base/daemon.h"
@@ -63,9 +64,46 @@ void AddHttpEndpointFlags(CLI::App* app, HttpEndpointFlags* flags) {
                   "the password). Not the cluster secret: it grants nothing else");
   app->add_option("--http-port-file", flags->port_file,
                   "write the port --http bound to this file once listening");
+  app->add_option("--http-max-connections", flags->max_connections,
+                  "connections the web server keeps open at most, out of --max-connections; at "
+                  "the limit a new one closes the oldest that has not sent a whole request "
+                  "(0: a quarter of --max-connections, from 16 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--http-request-timeout-ms", flags->request_timeout_ms,
+                  "a web connection must finish its TLS handshake and send its whole request "
+                  "within this long of being accepted, or it is closed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3'600'000));
+  app->add_option("--http-write-timeout-ms", flags->write_timeout_ms,
+                  "a web reply must be written within this long of its first byte, or the "
+                  "connection is closed (a client that reads slowly)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3'600'000));
+  app->add_option("--http-threads", flags->threads,
+                  "web requests answered at once; more wait their turn")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app->add_option("--agent-tls-ca", flags->agent_tls_ca,
                   "CA that signed the agents' certificates, to read task logs for the web pages "
                   "when agents serve TLS (default: $PARALLAX_TLS_CA)");
+}
+
+StatusOr<int> HttpConnectionShare(const HttpEndpointFlags& flags, int total) {
+  if (flags.listen.empty()) return 0;
+  constexpr int kFewest = 16;
+  const int share = flags.max_connections > 0 ? flags.max_connections
+                                              : std::clamp(total / 4, kFewest, 1'024);
+  if (total - share < kFewest) {
+    return InvalidArgument("--http-max-connections " + std::to_string(share) +
+                           " leaves the coordinator's service " + std::to_string(total - share) +
+                           " of the " + std::to_string(total) +
+                           " connections of --max-connections (at least " +
+                           std::to_string(kFewest) +
+                           " are needed): lower --http-max-connections or raise "
+                           "--max-connections (and the open-file limit)");
+  }
+  return share;
 }
 
 StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpoint(const HttpEndpointFlags& flags,
@@ -82,6 +120,10 @@ StatusOr<std::unique_ptr<HttpEndpoint>> StartHttpEndpoint(const HttpEndpointFlag
   options.port = address.second;
   options.tls_cert_file = sources.tls_cert_file;
   options.tls_key_file = sources.tls_key_file;
+  options.max_connections = sources.max_connections;
+  options.request_timeout_ms = flags.request_timeout_ms;
+  options.write_timeout_ms = flags.write_timeout_ms;
+  options.threads = flags.threads;
   if (!flags.token_file.empty()) {
     StatusOr<std::string> token = ReadSecretFile(flags.token_file);
     if (!token.ok()) return token.status().WithContext("--http-token-file");

@@ -28,10 +28,26 @@ struct HttpEndpointFlags {
   std::string token_file;    // --http-token-file
   std::string port_file;     // --http-port-file
   std::string agent_tls_ca;  // --agent-tls-ca (default $PARALLAX_TLS_CA)
+  int max_connections = 0;   // --http-max-connections; 0: a share of --max-connections
+  int request_timeout_ms = HttpServerOptions{}.request_timeout_ms;  // --http-request-timeout-ms
+  int write_timeout_ms = HttpServerOptions{}.write_timeout_ms;      // --http-write-timeout-ms
+  int threads = HttpServerOptions{}.threads;                        // --http-threads
 };
 
-// Adds --http, --http-token-file, --http-port-file and --agent-tls-ca.
+// Adds --http, --http-token-file, --http-port-file, --agent-tls-ca and the
+// web server's limits (--http-max-connections, --http-request-timeout-ms,
+// --http-write-timeout-ms, --http-threads).
 void AddHttpEndpointFlags(CLI::App* app, HttpEndpointFlags* flags);
+
+// The process has one budget of connections, `total` (--max-connections, by
+// default derived from the open-file limit), shared by the Thrift service
+// and the web server so that together they stay within the descriptors the
+// process has. Returns the web server's part: 0 without --http, else
+// --http-max-connections or by default a quarter of `total` (at least 16, at
+// most 1024); the Thrift service keeps the rest. INVALID_ARGUMENT, naming
+// both flags, when the web server's part would leave the service fewer than
+// 16.
+StatusOr<int> HttpConnectionShare(const HttpEndpointFlags& flags, int total);
 
 // What the endpoint serves from; everything must outlive it.
 struct HttpEndpointSources {
@@ -41,6 +57,8 @@ struct HttpEndpointSources {
   std::string cluster_secret;  // to read task logs from the agents
   std::string tls_cert_file;   // the coordinator's; both set: HTTPS
   std::string tls_key_file;
+  // The web server's connection cap (HttpConnectionShare); 0: its default.
+  int max_connections = 0;
 };
 
 class HttpEndpoint {

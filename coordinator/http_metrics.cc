@@ -230,9 +230,33 @@ void PrometheusText::Histogram(std::string_view name, const Labels& labels,
   Sample(base + "_count", labels, static_cast<double>(cumulative));
 }
 
+// The web server's own connections: what an attack on it costs shows here,
+// on the page it is trying to make unreachable.
+void RenderWebServer(const HttpServerStats& http, PrometheusText& out) {
+  out.Family("parallax_http_connections", "gauge",
+             "Connections the web server has open now (of parallax_http_max_connections).");
+  out.Sample("parallax_http_connections", {}, http.open);
+  out.Family("parallax_http_max_connections", "gauge",
+             "The web server's connection cap (--http-max-connections).");
+  out.Sample("parallax_http_max_connections", {}, http.max_connections);
+  out.Family("parallax_http_connections_refused_total", "counter",
+             "Web connections closed unanswered when accepted: at the cap with every open "
+             "connection answering a request with the token, or out of file descriptors.");
+  out.Sample("parallax_http_connections_refused_total", {}, static_cast<double>(http.refused));
+  out.Family("parallax_http_connections_cut_total", "counter",
+             "Web connections closed before their request was whole: reason=\"deadline\" (no "
+             "whole request within --http-request-timeout-ms of accept), reason=\"cap\" (the "
+             "oldest without a whole request, to make room at --http-max-connections).");
+  out.Sample("parallax_http_connections_cut_total", {{"reason", "deadline"}},
+             static_cast<double>(http.closed_deadline));
+  out.Sample("parallax_http_connections_cut_total", {{"reason", "cap"}},
+             static_cast<double>(http.closed_at_cap));
+}
+
 std::string RenderPrometheusText(const ClusterFigures& figures) {
   PrometheusText out;
   RenderCluster(figures, out);
+  RenderWebServer(figures.http, out);
   RenderJobs(figures.live_jobs, out);
   RenderShards(figures.shards, out);
   return out.text();

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/http_server.h"
 #include "coordinator/job_figures.h"
 #include "coordinator/job_state.h"
 #include "coordinator/rpc_stats.h"
@@ -58,6 +59,7 @@ struct ClusterFigures {
   std::vector<RpcStats::Method> rpc;
   std::vector<JobSeries> live_jobs;
   std::vector<rpc::ShardStatsReport> shards;  // of live jobs
+  HttpServerStats http;                       // the web server answering /metrics
 };
 
 // The whole /metrics page.

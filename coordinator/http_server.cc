@@ -1,118 +1,30 @@
 #include "coordinator/http_server.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
-#include <set>
-#include <thread>
+#include <semaphore>
 
 #include "coordinator/http_stream.h"
+#include "core/base/daemon.h"
 #include "core/base/logging.h"
+#include "core/rpc/guarded_acceptor.h"
 
 namespace parallax::coordinator {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-// Connections waiting for one of `threads` workers. Enqueue blocks while
-// `max_queued` wait, so the accept loop stops accepting and the number of
-// open connections stays bounded; Close() releases it.
-class ConnectionPool {
- public:
-  ConnectionPool(int threads, int max_queued) : max_queued_(static_cast<size_t>(max_queued)) {
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
-  }
-  ~ConnectionPool() { Close(); }
-
-  // Blocks while the queue is full. After Close(), runs `fn` here (the
-  // server then closes the connection at once).
-  void Enqueue(std::function<void()> fn) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (jobs_.size() >= max_queued_ && !closed_) {
-      auto now = SteadyClock::now();
-      if (now - last_full_warning_ > std::chrono::minutes(1)) {
-        last_full_warning_ = now;
-        PX_LOG(WARNING) << "http: " << workers_.size() << " connections served and " << max_queued_
-                        << " waiting; not accepting more until one ends (warned once a minute)";
-      }
-      room_.wait(lock, [&] { return jobs_.size() < max_queued_ || closed_; });
-    }
-    if (closed_) {
-      lock.unlock();
-      fn();
-      return;
-    }
-    jobs_.push_back(std::move(fn));
-    ready_.notify_one();
-  }
-
-  // Runs what is queued (each closes at once), then joins the workers.
-  // Idempotent.
-  void Close() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-    }
-    ready_.notify_all();
-    room_.notify_all();
-    for (auto& t : workers_) {
-      if (t.joinable()) t.join();
-    }
-  }
-
- private:
-  void Work() {
-    while (true) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [&] { return !jobs_.empty() || closed_; });
-        if (jobs_.empty()) return;
-        fn = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      room_.notify_one();
-      fn();
-    }
-  }
-
-  const size_t max_queued_;
-  std::mutex mu_;
-  std::condition_variable ready_;                // a job or closed_
-  std::condition_variable room_;                 // the queue shrank or closed_
-  std::deque<std::function<void()>> jobs_;       // GUARDED_BY(mu_)
-  bool closed_ = false;                          // GUARDED_BY(mu_)
-  SteadyClock::time_point last_full_warning_{};  // GUARDED_BY(mu_)
-  std::vector<std::thread> workers_;             // constant after construction
-};
-
-// What httplib's listen loop is given each time it starts: enqueues into the
-// server's long-lived pool, which the server closes itself.
-class PoolHandle final : public httplib::TaskQueue {
- public:
-  explicit PoolHandle(ConnectionPool* pool) : pool_(pool) {}
-  void enqueue(std::function<void()> fn) override { pool_->Enqueue(std::move(fn)); }
-  void shutdown() override {}
-
- private:
-  ConnectionPool* const pool_;
-};
 
 std::string OpenSslError() {
   unsigned long e = ERR_get_error();
@@ -172,14 +84,21 @@ void AddSafetyHeaders(httplib::Response& res) {
   res.set_header("Cache-Control", "no-store");
 }
 
+// The connection a thread is serving, for the handler httplib calls on that
+// thread (httplib's Request has no room for it).
+struct Current {
+  ConnectionGuard* guard = nullptr;
+  ConnectionGuard::Id id = 0;
+};
+thread_local Current current_connection;
+
 class HttplibServer final : public httplib::Server, public HttpServer {
  public:
   HttplibServer(HttpServerOptions options, HttpHandler handler, std::shared_ptr<SSL_CTX> tls)
       : options_(std::move(options)),
         handler_(std::move(handler)),
         tls_(std::move(tls)),
-        pool_(options_.threads, options_.max_queued) {
-    new_task_queue = [this] { return new PoolHandle(&pool_); };
+        handler_slots_(options_.threads) {
     set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       Answer(req, res);
       return HandlerResponse::Handled;
@@ -191,7 +110,7 @@ class HttplibServer final : public httplib::Server, public HttpServer {
   }
   ~HttplibServer() override { Stop(); }
 
-  Status Bind() {
+  Status Start() {
     int port = options_.port == 0
                    ? bind_to_any_port(options_.host)
                    : (bind_to_port(options_.host, options_.port) ? options_.port : -1);
@@ -201,65 +120,68 @@ class HttplibServer final : public httplib::Server, public HttpServer {
                          "; is the port in use (another coordinator)? pick another with --http");
     }
     port_ = port;
-    thread_ = std::thread([this] { ServeLoop(); });
+    listen_fd_ = svr_sock_.exchange(INVALID_SOCKET);  // ours from here on, not httplib's
+    // httplib listens with a backlog of 5: a burst of connections would wait
+    // in SYN retries before the accept loop ever saw them.
+    ::listen(listen_fd_, 4096);
+    ConnectionLimits limits;
+    limits.max_connections = options_.max_connections;
+    limits.auth_timeout_ms = options_.request_timeout_ms;
+    limits.request_timeout_ms = options_.request_timeout_ms;
+    limits.limit_flag = options_.max_connections_flag;
+    PX_ASSIGN_OR_RETURN(acceptor_,
+                        StartGuardedAcceptor(listen_fd_, limits, "web server",
+                                             [this](int fd, ConnectionGuard::Id id,
+                                                    const std::string&) { Serve(fd, id); }));
     return Status::Ok();
   }
 
   int port() const override { return port_; }
 
+  HttpServerStats stats() const override {
+    ConnectionGuard::Counts c = acceptor_->guard()->counts();
+    HttpServerStats s;
+    s.open = c.open;
+    s.max_connections = options_.max_connections;
+    s.refused = c.refused + acceptor_->shed();
+    s.closed_at_cap = c.evicted;
+    s.closed_deadline = c.expired;
+    return s;
+  }
+
   void Stop() override {
-    int listening = INVALID_SOCKET;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      stopping_ = true;
-      listening = svr_sock_.exchange(INVALID_SOCKET);
-      // Wakes the reads and writes in flight; each worker then closes its own.
-      for (int fd : in_flight_) ::shutdown(fd, SHUT_RDWR);
-    }
-    rebind_cv_.notify_all();
-    // Wakes accept(); the descriptor is closed only after the loop is gone,
-    // so its number cannot be reused under it.
-    if (listening != INVALID_SOCKET) ::shutdown(listening, SHUT_RDWR);
-    if (thread_.joinable()) thread_.join();
-    if (listening != INVALID_SOCKET) ::close(listening);
-    pool_.Close();
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (acceptor_) acceptor_->Stop();
+    if (listen_fd_ != INVALID_SOCKET) ::close(listen_fd_);
+    listen_fd_ = INVALID_SOCKET;
   }
 
  private:
-  // httplib calls this (virtually) for every accepted connection, on a pool
-  // thread; it replaces httplib's own, whose reads have neither a size nor a
-  // total time limit.
-  bool process_and_close_socket(int sock) override {
+  void Serve(int sock, ConnectionGuard::Id id) {
+    ConnectionGuard* guard = acceptor_->guard();
+    current_connection = {guard, id};
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) {
-        ::close(sock);
-        return false;
-      }
-      in_flight_.insert(sock);
+      StreamLimits limits;
+      // The guard closes the connection at the deadline (and counts it);
+      // the stream's own deadline, a little later, is a backstop.
+      limits.read_deadline =
+          SteadyClock::now() + std::chrono::milliseconds(options_.request_timeout_ms + 1'000);
+      limits.max_read_bytes = options_.max_request_bytes;
+      limits.write_timeout = std::chrono::milliseconds(options_.write_timeout_ms);
+      limits.on_first_byte = [guard, id] { guard->SetPhase(id, ConnectionPhase::kReading); };
+      std::unique_ptr<ConnectionStream> stream = OpenConnectionStream(sock, tls_.get(), limits);
+      if (stream) ServeRequest(*stream);
     }
-    bool ok = ServeConnection(sock);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      in_flight_.erase(sock);
-    }
+    current_connection = {};
+    guard->Remove(id);  // before the descriptor is closed: the guard never touches a reused one
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
-    return ok;
   }
 
-  bool ServeConnection(int sock) {
-    ConnectionLimits limits;
-    limits.read_deadline =
-        SteadyClock::now() + std::chrono::milliseconds(options_.request_timeout_ms);
-    limits.max_read_bytes = options_.max_request_bytes;
-    limits.write_timeout = std::chrono::milliseconds(options_.write_timeout_ms);
-    std::unique_ptr<ConnectionStream> stream = OpenConnectionStream(sock, tls_.get(), limits);
-    if (!stream) return false;
+  void ServeRequest(ConnectionStream& stream) {
     bool closed = true;
-    bool ok = process_request(*stream, /*close_connection=*/true, closed, nullptr);
-    if (!ok && stream->read_limit_hit() && stream->bytes_written() == 0) {
+    bool ok = process_request(stream, /*close_connection=*/true, closed, nullptr);
+    if (!ok && stream.read_limit_hit() && stream.bytes_written() == 0) {
       // httplib gives up silently when the request line itself does not fit
       // (it answers 400 for headers and 414 for a URI it could read whole).
       const std::string body = "414 the request is over the size limit\n";
@@ -267,12 +189,15 @@ class HttplibServer final : public httplib::Server, public HttpServer {
           "HTTP/1.1 414 URI Too Long\r\nConnection: close\r\nContent-Type: text/plain\r\n"
           "Content-Length: " +
           std::to_string(body.size()) + "\r\n\r\n" + body;
-      stream->write(reply.data(), reply.size());
+      stream.write(reply.data(), reply.size());
     }
-    return ok;
   }
 
   void Answer(const httplib::Request& req, httplib::Response& res) {
+    const Current conn = current_connection;
+    // The request is whole: no deadline cuts it from here on (the reply has
+    // its own write timeout).
+    if (conn.guard != nullptr) conn.guard->SetPhase(conn.id, ConnectionPhase::kHandling);
     AddSafetyHeaders(res);
     if (!options_.token.empty() &&
         !ConstantTimeEquals(CredentialOf(req.get_header_value("Authorization")), options_.token)) {
@@ -284,6 +209,7 @@ class HttplibServer final : public httplib::Server, public HttpServer {
           "text/plain; charset=utf-8");
       return;
     }
+    if (conn.guard != nullptr) conn.guard->SetAuthenticated(conn.id);
     if (req.method != "GET" && req.method != "HEAD") {
       res.status = 405;
       res.set_header("Allow", "GET, HEAD");
@@ -296,52 +222,29 @@ class HttplibServer final : public httplib::Server, public HttpServer {
     request.path = req.path;
     request.params.insert(req.params.begin(), req.params.end());
     request.remote = req.remote_addr + ":" + std::to_string(req.remote_port);
+    request.server = this;
     HttpResponse response;
+    handler_slots_.acquire();
     try {
       response = handler_(request);
     } catch (const std::exception& e) {
       PX_LOG(ERROR) << "http: " << req.method << " \"" << req.path << "\" failed: " << e.what();
       response = HttpResponse{500, "text/plain; charset=utf-8", "500 internal error\n", {}};
     }
+    handler_slots_.release();
     res.status = response.status;
     for (const auto& [name, value] : response.headers) res.set_header(name, value);
     res.set_content(std::move(response.body), response.content_type);
   }
 
-  // Serves until Stop(). httplib's loop ends on an accept() failure other
-  // than EMFILE (closing the socket); then the same address is bound again.
-  void ServeLoop() {
-    int backoff_ms = 10;
-    while (true) {
-      listen_after_bind();
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stopping_) return;
-      // httplib closed the socket but left its number here.
-      svr_sock_ = INVALID_SOCKET;
-      PX_LOG(WARNING) << "http: accepting on port " << port_ << " failed (" << std::strerror(errno)
-                      << "); listening again";
-      while (!stopping_ && !bind_to_port(options_.host, port_)) {
-        rebind_cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms));
-        backoff_ms = std::min(backoff_ms * 2, 1'000);
-      }
-      if (stopping_) {
-        int s = svr_sock_.exchange(INVALID_SOCKET);
-        if (s != INVALID_SOCKET) ::close(s);
-        return;
-      }
-    }
-  }
-
-  const HttpServerOptions options_;
+  const HttpServerOptions options_;  // max_connections resolved (never 0)
   const HttpHandler handler_;
   const std::shared_ptr<SSL_CTX> tls_;  // null: plain HTTP
-  int port_ = 0;                        // constant after Bind
-  ConnectionPool pool_;
-  std::mutex mu_;
-  std::condition_variable rebind_cv_;
-  bool stopping_ = false;    // GUARDED_BY(mu_)
-  std::set<int> in_flight_;  // GUARDED_BY(mu_): sockets being served
-  std::thread thread_;
+  int port_ = 0;                        // constant after Start
+  int listen_fd_ = INVALID_SOCKET;      // constant after Start, until Stop
+  std::counting_semaphore<> handler_slots_;  // requests answered at once
+  std::unique_ptr<GuardedAcceptor> acceptor_;  // constant after Start
+  std::mutex stop_mu_;
 };
 
 }  // namespace
@@ -351,15 +254,22 @@ StatusOr<std::unique_ptr<HttpServer>> StartHttpServer(const HttpServerOptions& o
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return InvalidArgument("http: TLS needs both --tls-cert and --tls-key");
   }
-  if (options.threads < 1 || options.max_queued < 1) {
-    return InvalidArgument("http: threads and max_queued must be at least 1");
+  if (options.threads < 1 || options.max_connections < 0 || options.request_timeout_ms < 1 ||
+      options.write_timeout_ms < 1) {
+    return InvalidArgument(
+        "http: threads, request_timeout_ms and write_timeout_ms must be at least 1 and "
+        "max_connections not negative");
   }
   std::shared_ptr<SSL_CTX> tls;
   if (!options.tls_cert_file.empty()) {
     PX_ASSIGN_OR_RETURN(tls, NewServerTlsContext(options.tls_cert_file, options.tls_key_file));
   }
-  auto server = std::make_unique<HttplibServer>(options, std::move(handler), std::move(tls));
-  PX_RETURN_IF_ERROR(server->Bind());
+  HttpServerOptions resolved = options;
+  if (resolved.max_connections == 0) {
+    resolved.max_connections = DefaultMaxConnections(OpenFileLimit());
+  }
+  auto server = std::make_unique<HttplibServer>(resolved, std::move(handler), std::move(tls));
+  PX_RETURN_IF_ERROR(server->Start());
   return std::unique_ptr<HttpServer>(std::move(server));
 }
 

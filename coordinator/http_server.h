@@ -1,18 +1,26 @@
 // HttpServer: the coordinator's read-only HTTP endpoint (the web pages and
 // /metrics), on cpp-httplib (Debian's libcpp-httplib-dev) for HTTP parsing
-// and responses. What this layer adds is the policy a daemon port needs:
+// and responses. What this layer adds is the policy a daemon port needs, the
+// same as the Thrift servers' (core/rpc/guarded_acceptor.h):
 //
-// - Bounded work: at most `threads` connections are served at once and at
-//   most `max_queued` accepted ones wait; past that the accept loop stops
-//   accepting (the kernel's backlog holds, then refuses, the rest) and a
-//   rate-limited warning says so. The accept loop survives EMFILE and other
-//   accept() failures (it re-listens on the same address).
-// - Bounded memory and time per connection: one request per connection; the
-//   whole request (line, headers, any body) may be at most
-//   `max_request_bytes` and must arrive within `request_timeout_ms` (a slow
-//   sender is cut off, however it trickles); the reply must be written within
-//   `write_timeout_ms`. Only GET and HEAD are answered (405 otherwise), a
-//   request URI over httplib's 8 KiB is 414.
+// - Every connection is registered with a ConnectionGuard when it is
+//   accepted and served on a thread of its own, so a slow or idle client
+//   never holds a thread that another client waits for. At most
+//   `max_connections` are open; at the cap a new connection closes the
+//   oldest one that has not sent a byte, else the oldest without a complete
+//   request (or with a wrong token), and only if every open connection is
+//   answering a request with the token is the new one refused. The accept
+//   loop survives EMFILE (the pending connection is closed unanswered).
+// - A deadline counted from accept: the TLS handshake and the whole request
+//   (line, headers, any body) must arrive within `request_timeout_ms` of the
+//   connection being accepted, however the client trickles; at most
+//   `max_request_bytes` of it (a request line or URI over that is 414,
+//   httplib answers a body over it 413). The reply must be written within
+//   `write_timeout_ms` of its first byte. One request per connection. At
+//   most `threads` requests are answered at once (the handler runs on at
+//   most that many threads); the others wait their turn, their deadlines
+//   stopped since they sent everything.
+// - Only GET and HEAD are answered (405 otherwise).
 // - Authentication: with a token, every request must carry
 //   "Authorization: Bearer TOKEN" (or HTTP Basic with the token as the
 //   password, which is what a browser sends after the 401's prompt); wrong or
@@ -26,6 +34,7 @@
 #define PARALLAX_COORDINATOR_HTTP_SERVER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,11 +46,14 @@
 
 namespace parallax::coordinator {
 
+class HttpServer;
+
 struct HttpRequest {
   std::string method;                              // "GET" or "HEAD"
   std::string path;                                // decoded, without the query
   std::multimap<std::string, std::string> params;  // decoded query parameters
   std::string remote;                              // "IP:PORT" of the peer, for logs
+  const HttpServer* server = nullptr;              // the server answering it (its figures)
 };
 
 struct HttpResponse {
@@ -62,13 +74,26 @@ struct HttpServerOptions {
   // PEM certificate (chain) and private key: both set, HTTPS only.
   std::string tls_cert_file;
   std::string tls_key_file;
-  int threads = 4;      // connections served at once
-  int max_queued = 32;  // accepted connections waiting for a thread
+  int threads = 4;  // requests answered at once
+  // Connections open at most; 0: DefaultMaxConnections
+  // (core/rpc/connection_guard.h) of the open-file limit.
+  int max_connections = 0;
   size_t max_request_bytes = 16 << 10;
-  // The whole request (and the TLS handshake), from when a thread takes the
-  // connection; the whole reply, from its first byte.
+  // The TLS handshake and the whole request, from when the connection was
+  // accepted; the whole reply, from its first byte.
   int request_timeout_ms = 5'000;
   int write_timeout_ms = 10'000;
+  // The flag that sets max_connections, as log lines name it.
+  std::string max_connections_flag = "--http-max-connections";
+};
+
+// What the server did with its connections, since it started.
+struct HttpServerStats {
+  int open = 0;             // connections open now
+  int max_connections = 0;  // the cap in force
+  int64_t refused = 0;      // closed unanswered at accept: at the cap, or out of descriptors
+  int64_t closed_at_cap = 0;    // closed to make room for a newer connection
+  int64_t closed_deadline = 0;  // closed for not sending a whole request in time
 };
 
 class HttpServer {
@@ -76,6 +101,8 @@ class HttpServer {
   virtual ~HttpServer() = default;
   // The port actually bound.
   virtual int port() const = 0;
+  // Thread-safe.
+  virtual HttpServerStats stats() const = 0;
   // Stops accepting, cuts connections in flight, joins every thread.
   // Idempotent; the destructor calls it.
   virtual void Stop() = 0;

@@ -141,7 +141,7 @@ HttpSite::HttpSite(StateStore* store, CoordinatorService* service, RpcStats* rpc
 HttpResponse HttpSite::Handle(const HttpRequest& request) {
   const std::vector<std::string> seg = Segments(request.path);
   if (seg.empty() || (seg.size() == 1 && seg[0] == "jobs")) return JobsList(request);
-  if (seg.size() == 1 && seg[0] == "metrics") return Metrics();
+  if (seg.size() == 1 && seg[0] == "metrics") return Metrics(request);
   if (seg[0] == "jobs" && (seg.size() == 2 || seg.size() == 5)) {
     std::optional<int64_t> id = ParseId(seg[1]);
     if (!id) {
@@ -318,8 +318,9 @@ HttpResponse HttpSite::TaskLog(int64_t job_id, const std::string& role, const st
                         " in attempt " + std::to_string(attempt));
 }
 
-HttpResponse HttpSite::Metrics() {
+HttpResponse HttpSite::Metrics(const HttpRequest& request) {
   ClusterFigures f;
+  if (request.server != nullptr) f.http = request.server->stats();
   StatusOr<std::map<JobState, int64_t>> counts = store_->CountJobs();
   if (!counts.ok()) return StoreError(counts.status());
   f.jobs_by_state = std::move(counts).value();

@@ -64,7 +64,7 @@ class HttpSite {
   void ReadLogTails(const std::vector<rpc::AgentInfo>& agents, JobPageData* d);
   HttpResponse TaskLog(int64_t job_id, const std::string& role, const std::string& index,
                        const HttpRequest& request);
-  HttpResponse Metrics();
+  HttpResponse Metrics(const HttpRequest& request);
 
   StateStore* const store_;
   CoordinatorService* const service_;

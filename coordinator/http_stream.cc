@@ -53,8 +53,9 @@ void AddressOf(int fd, bool peer, std::string& ip, int& port) {
 
 class SocketStream final : public ConnectionStream {
  public:
-  SocketStream(int fd, SSL* ssl, const ConnectionLimits& limits)
-      : fd_(fd), ssl_(ssl), limits_(limits) {}
+  // `spoke`: on_first_byte was already called (after a TLS handshake).
+  SocketStream(int fd, SSL* ssl, const StreamLimits& limits, bool spoke)
+      : fd_(fd), ssl_(ssl), limits_(limits), spoke_(spoke) {}
   ~SocketStream() override {
     if (ssl_ == nullptr) return;
     SSL_shutdown(ssl_);  // one try: the socket is non-blocking
@@ -87,6 +88,10 @@ class SocketStream final : public ConnectionStream {
       ssize_t n = ssl_ != nullptr ? SslIo(SSL_read(ssl_, ptr, static_cast<int>(size)), &want)
                                   : SocketIo(::recv(fd_, ptr, size, 0));
       if (n >= 0) {
+        if (n > 0 && !spoke_) {
+          spoke_ = true;
+          if (limits_.on_first_byte) limits_.on_first_byte();
+        }
         bytes_read_ += static_cast<size_t>(n);
         return n;
       }
@@ -149,20 +154,21 @@ class SocketStream final : public ConnectionStream {
 
   const int fd_;
   SSL* const ssl_;  // owned; null: plain
-  const ConnectionLimits limits_;
+  const StreamLimits limits_;
   size_t bytes_read_ = 0;
   size_t bytes_written_ = 0;
   bool read_limit_hit_ = false;
+  bool spoke_;  // on_first_byte called
   std::optional<SteadyClock::time_point> write_deadline_;  // set by the first write
 };
 
 }  // namespace
 
 std::unique_ptr<ConnectionStream> OpenConnectionStream(int sock, SSL_CTX* tls,
-                                                       const ConnectionLimits& limits) {
+                                                       const StreamLimits& limits) {
   int flags = fcntl(sock, F_GETFL, 0);
   if (flags < 0 || fcntl(sock, F_SETFL, flags | O_NONBLOCK) != 0) return nullptr;
-  if (tls == nullptr) return std::make_unique<SocketStream>(sock, nullptr, limits);
+  if (tls == nullptr) return std::make_unique<SocketStream>(sock, nullptr, limits, /*spoke=*/false);
   SSL* ssl = SSL_new(tls);
   if (ssl == nullptr || SSL_set_fd(ssl, sock) != 1) {
     if (ssl != nullptr) SSL_free(ssl);
@@ -171,7 +177,10 @@ std::unique_ptr<ConnectionStream> OpenConnectionStream(int sock, SSL_CTX* tls,
   }
   while (true) {
     int r = SSL_accept(ssl);
-    if (r == 1) return std::make_unique<SocketStream>(sock, ssl, limits);
+    if (r == 1) {
+      if (limits.on_first_byte) limits.on_first_byte();
+      return std::make_unique<SocketStream>(sock, ssl, limits, /*spoke=*/true);
+    }
     int e = SSL_get_error(ssl, r);
     short want = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
     if (want == 0 || !WaitFor(sock, want, limits.read_deadline)) {

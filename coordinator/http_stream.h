@@ -12,14 +12,18 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 namespace parallax::coordinator {
 
-struct ConnectionLimits {
+struct StreamLimits {
   std::chrono::steady_clock::time_point read_deadline;
   size_t max_read_bytes = 16 << 10;
   std::chrono::milliseconds write_timeout{10'000};
+  // Called once, on the stream's thread, when the first byte of the request
+  // has been read (for TLS: when the handshake is done); may be empty.
+  std::function<void()> on_first_byte;
 };
 
 class ConnectionStream : public httplib::Stream {
@@ -36,7 +40,7 @@ class ConnectionStream : public httplib::Stream {
 // to answer). Does not own `sock`: the caller closes it after the stream is
 // gone. `tls` must outlive the stream.
 std::unique_ptr<ConnectionStream> OpenConnectionStream(int sock, SSL_CTX* tls,
-                                                       const ConnectionLimits& limits);
+                                                       const StreamLimits& limits);
 
 }  // namespace parallax::coordinator
 

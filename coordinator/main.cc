@@ -137,6 +137,14 @@ int Serve(const Flags& f, const parallax::DaemonSettings& settings) {
   service->StartBackground();
 
   ServerOptions server_options = settings.ServerOptions("coordinator");
+  // One budget of connections for the service and the web pages together.
+  StatusOr<int> http_connections =
+      HttpConnectionShare(f.http, server_options.limits.max_connections);
+  if (!http_connections.ok()) {
+    std::cerr << "parallax-coordinator: " << http_connections.status().message() << "\n";
+    return 2;
+  }
+  server_options.limits.max_connections -= *http_connections;
   server_options.max_frame_bytes = f.max_request_bytes;
   server_options.max_string_bytes = f.max_request_bytes;
   RpcStats rpc_stats;  // every call counted and timed, for /metrics
@@ -161,7 +169,8 @@ int Serve(const Flags& f, const parallax::DaemonSettings& settings) {
   // The web pages and /metrics (--http), read-only, with their own token.
   StatusOr<std::unique_ptr<HttpEndpoint>> http =
       StartHttpEndpoint(f.http, {store->get(), service.get(), &rpc_stats, settings.secret,
-                                 server_options.tls_cert_file, server_options.tls_key_file});
+                                 server_options.tls_cert_file, server_options.tls_key_file,
+                                 *http_connections});
   if (!http.ok()) {
     std::cerr << "parallax-coordinator: " << http.status().message() << "\n";
     return http.status().code() == StatusCode::kInvalidArgument ||

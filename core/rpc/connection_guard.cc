@@ -89,9 +89,10 @@ std::optional<ConnectionGuard::Id> ConnectionGuard::Admit(int fd, const std::str
       if (int64_t held; refused_log_.Allow(&held)) {
         PX_LOG(WARNING) << what_ << ": refused a connection from " << peer
                         << " that had sent nothing: " << limits_.max_connections
-                        << " connections are open (the limit, --max-connections) and " << closing_
+                        << " connections are open (the limit, " << limits_.limit_flag << ") and " << closing_
                         << " closed ones are still being released" << Held(held);
       }
+      ++refused_;
       return std::nullopt;
     }
     auto victim = Victim();
@@ -100,15 +101,17 @@ std::optional<ConnectionGuard::Id> ConnectionGuard::Admit(int fd, const std::str
         PX_LOG(WARNING) << what_ << ": refused a connection from " << peer << ": "
                         << limits_.max_connections
                         << " connections are open (the limit) and every one is authenticated "
-                           "and in a request; raise --max-connections if this is a real load"
+                           "and in a request; raise "
+                        << limits_.limit_flag << " if this is a real load"
                         << Held(held);
       }
+      ++refused_;
       return std::nullopt;
     }
     const Connection& v = victim->second;
     if (int64_t held; evicted_log_.Allow(&held)) {
       PX_LOG(WARNING) << what_ << ": " << limits_.max_connections
-                      << " connections are open (the limit, --max-connections); closed "
+                      << " connections are open (the limit, " << limits_.limit_flag << "); closed "
                       << (v.authenticated ? "the longest idle connection, from "
                           : v.spoke       ? "the oldest connection that had not authenticated, "
                                             "from "
@@ -116,6 +119,7 @@ std::optional<ConnectionGuard::Id> ConnectionGuard::Admit(int fd, const std::str
                       << v.peer << ", to admit one from " << peer << Held(held);
     }
     Close(victim->second);
+    ++evicted_;
   }
   const Id id = next_id_++;
   Connection& c = connections_[id];
@@ -185,6 +189,7 @@ int ConnectionGuard::CloseExpired() {
     }
     Close(c);
     ++closed;
+    ++expired_;
   }
   return closed;
 }
@@ -197,6 +202,9 @@ void ConnectionGuard::CloseAll() {
 ConnectionGuard::Counts ConnectionGuard::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   Counts counts;
+  counts.refused = refused_;
+  counts.evicted = evicted_;
+  counts.expired = expired_;
   for (const auto& [id, c] : connections_) {
     if (c.closed) {
       ++counts.closing;

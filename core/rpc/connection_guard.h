@@ -65,6 +65,8 @@ struct ConnectionLimits {
   // request from a connection that has not authenticated yet is refused
   // without reading (or allocating) the rest.
   uint32_t unauthenticated_request_bytes = 64 << 10;
+  // The flag that sets max_connections, as log lines name it.
+  std::string limit_flag = "--max-connections";
 };
 
 // "10.0.0.5:41234" or "[::1]:41234": the peer of connected socket `fd`, as
@@ -116,6 +118,11 @@ class ConnectionGuard {
     int open = 0;
     int unauthenticated = 0;
     int closing = 0;  // closed by the guard, their threads not yet done
+    // Since construction: connections refused at the cap (Admit returned
+    // nullopt), closed to make room for a new one, and closed for a deadline.
+    int64_t refused = 0;
+    int64_t evicted = 0;
+    int64_t expired = 0;
   };
   Counts counts() const;
 
@@ -149,6 +156,9 @@ class ConnectionGuard {
   int open_ = 0;                          // GUARDED_BY(mu_): not yet closed by the guard
   int closing_ = 0;                       // GUARDED_BY(mu_): closed, not yet removed
   Id next_id_ = 1;                        // GUARDED_BY(mu_)
+  int64_t refused_ = 0;                   // GUARDED_BY(mu_)
+  int64_t evicted_ = 0;                   // GUARDED_BY(mu_)
+  int64_t expired_ = 0;                   // GUARDED_BY(mu_)
 
   LogLimiter evicted_log_;
   LogLimiter refused_log_;

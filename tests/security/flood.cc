@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <string>
+#include <vector>
 #include <sstream>
 
 namespace parallax::testing {
@@ -39,6 +41,18 @@ ConnectionFlood::ConnectionFlood(int port, Kind kind, int count, int per_second,
       body_bytes_(body_bytes > 0 ? body_bytes : announced_bytes - 1) {
   opener_ = std::thread([this] { Open(); });
   if (kind_ == Kind::kSlow) dribbler_ = std::thread([this] { Dribble(); });
+}
+
+ConnectionFlood::ConnectionFlood(int port, int count, int per_second, Trickle trickle)
+    : port_(port),
+      kind_(Kind::kTrickle),
+      count_(count),
+      per_second_(per_second),
+      announced_bytes_(0),
+      body_bytes_(0),
+      trickle_(std::move(trickle)) {
+  opener_ = std::thread([this] { Open(); });
+  dribbler_ = std::thread([this] { Dribble(); });
 }
 
 ConnectionFlood::~ConnectionFlood() { Close(); }
@@ -89,32 +103,84 @@ void ConnectionFlood::Open() {
     // Pace: connection i may start i / per_second seconds after the first.
     const auto due = start + std::chrono::microseconds(int64_t{1'000'000} * i / per_second_);
     while (Clock::now() < due && !stop_) std::this_thread::sleep_until(due);
-    int fd = Connect();
+    int fd = OpenOne(body);
     if (fd < 0) continue;
-    ++opened_;
-    if (kind_ != Kind::kIdle) {
-      uint32_t size = htonl(announced_bytes_);
-      (void)!send(fd, &size, sizeof(size), MSG_NOSIGNAL);
-    }
-    if (kind_ == Kind::kUnauthenticatedBody) {
-      // Blocking sends of the body, until the server refuses it or has it.
-      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      timeval timeout{2, 0};
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-      size_t sent = 0;
-      while (sent < body.size() && !stop_) {
-        ssize_t n = send(fd, body.data() + sent, body.size() - sent, MSG_NOSIGNAL);
-        if (n <= 0) break;
-        sent += static_cast<size_t>(n);
-      }
-    }
     std::lock_guard<std::mutex> lock(mu_);
     fds_.push_back(fd);
   }
   done_ = true;
 }
 
+int ConnectionFlood::OpenOne(const std::string& body) {
+  int fd = Connect();
+  if (fd < 0) return -1;
+  ++opened_;
+  if (kind_ == Kind::kTrickle) {
+    (void)!send(fd, trickle_.prefix.data(), trickle_.prefix.size(), MSG_NOSIGNAL);
+    return fd;
+  }
+  if (kind_ != Kind::kIdle) {
+    uint32_t size = htonl(announced_bytes_);
+    (void)!send(fd, &size, sizeof(size), MSG_NOSIGNAL);
+  }
+  if (kind_ == Kind::kUnauthenticatedBody) {
+    // Blocking sends of the body, until the server refuses it or has it.
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    timeval timeout{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+    size_t sent = 0;
+    while (sent < body.size() && !stop_) {
+      ssize_t n = send(fd, body.data() + sent, body.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+  }
+  return fd;
+}
+
+void ConnectionFlood::TrickleRound() {
+  std::vector<int> fds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fds.swap(fds_);
+  }
+  std::vector<int> kept;
+  int lost = 0;
+  for (int fd : fds) {
+    // Whatever the server sent (a 408, an alert) is drained; an end or an
+    // error means the server closed the connection.
+    pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+    bool gone = poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    if (!gone && !trickle_.idle) {
+      gone = send(fd, &trickle_.byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
+    }
+    if (gone) {
+      close(fd);
+      ++lost;
+    } else {
+      kept.push_back(fd);
+    }
+  }
+  closed_by_server_ += lost;
+  for (int i = 0; i < lost && trickle_.reopen && !stop_; ++i) {
+    int fd = OpenOne("");
+    if (fd >= 0) kept.push_back(fd);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  fds_.insert(fds_.end(), kept.begin(), kept.end());
+}
+
 void ConnectionFlood::Dribble() {
+  if (kind_ == Kind::kTrickle) {
+    while (!stop_) {
+      const auto next = Clock::now() + std::chrono::milliseconds(trickle_.period_ms);
+      while (!stop_ && Clock::now() < next) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (!stop_) TrickleRound();
+    }
+    return;
+  }
   while (!stop_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::lock_guard<std::mutex> lock(mu_);

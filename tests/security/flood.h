@@ -5,6 +5,7 @@
 #define PARALLAX_TESTS_SECURITY_FLOOD_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -27,24 +28,44 @@ int64_t RaiseOwnFileLimit();
 //          of a body without the secret (all but the last byte: what makes a
 //          server that allocates before it authenticates fill that much
 //          memory).
+//   kTrickle: send `trickle.prefix` (half an HTTP request, the start of a TLS
+//          ClientHello), then one byte of `trickle.byte` every
+//          `trickle.period_ms` on each connection; a connection the server
+//          closes is opened again (when `trickle.reopen`), so that `count`
+//          stay open as long as the server lets them.
 class ConnectionFlood {
  public:
-  enum class Kind { kIdle, kSlow, kUnauthenticatedBody };
+  enum class Kind { kIdle, kSlow, kUnauthenticatedBody, kTrickle };
+  struct Trickle {
+    std::string prefix;
+    char byte = 'a';
+    int period_ms = 2'000;
+    bool reopen = true;
+    bool idle = false;  // send nothing after the prefix (only watch and reopen)
+  };
   ConnectionFlood(int port, Kind kind, int count, int per_second, uint32_t announced_bytes = 1000,
                   uint32_t body_bytes = 0);
+  // A kTrickle flood.
+  ConnectionFlood(int port, int count, int per_second, Trickle trickle);
   ~ConnectionFlood();
 
   // Whether every connection has been attempted.
   bool done() const { return done_.load(); }
   // Connections the kernel completed (the server may have closed them since).
   int opened() const { return opened_.load(); }
+  // kTrickle: connections the server closed (each was then opened again).
+  int closed_by_server() const { return closed_by_server_.load(); }
   // Closes every connection and stops the threads.
   void Close();
 
  private:
   void Open();
   void Dribble();
+  // kTrickle: one round of bytes; closes and reopens what the server closed.
+  void TrickleRound();
   int Connect();
+  // A new connection with what its kind sends first; -1 when it failed.
+  int OpenOne(const std::string& body);
 
   const int port_;
   const Kind kind_;
@@ -52,7 +73,9 @@ class ConnectionFlood {
   const int per_second_;
   const uint32_t announced_bytes_;
   const uint32_t body_bytes_;
+  const Trickle trickle_;
   std::atomic<bool> stop_{false};
+  std::atomic<int> closed_by_server_{0};
   std::atomic<bool> done_{false};
   std::atomic<int> opened_{0};
   std::mutex mu_;
