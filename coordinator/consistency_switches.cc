@@ -6,14 +6,13 @@
 
 #include "coordinator/job_state.h"
 #include "core/ps/consistency_schedule.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 
-std::string ConsistencyKey(int64_t job_id) { return "job/" + std::to_string(job_id) + "/consistency"; }
-
 StatusOr<const std::vector<ConsistencySwitchRecord>*> ConsistencySwitches::Read(int64_t job_id) {
   if (auto it = switches_.find(job_id); it != switches_.end()) return &it->second;
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store_->KvGet(ConsistencyKey(job_id)));
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store_->KvGet(kv_keys::Consistency(job_id)));
   std::vector<ConsistencySwitchRecord> out;
   if (!text) return &(switches_[job_id] = std::move(out));
   nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -75,7 +74,7 @@ StatusOr<ConsistencySwitchRecord> ConsistencySwitches::Add(const JobRecord& job,
   switches.push_back(record);
   nlohmann::json doc = nlohmann::json::array();
   for (const auto& s : switches) doc.push_back({{"from_step", s.from_step}, {"consistency", s.consistency}});
-  PX_RETURN_IF_ERROR(store_->KvSet(ConsistencyKey(job.id), doc.dump(), now));
+  PX_RETURN_IF_ERROR(store_->KvSet(kv_keys::Consistency(job.id), doc.dump(), now));
   switches_[job.id] = std::move(switches);  // only once stored
   return record;
 }

@@ -73,8 +73,6 @@ class ConsistencySwitches {
   std::map<int64_t, std::vector<ConsistencySwitchRecord>> switches_;  // guarded by mu_, by job
 };
 
-// The key the switches of `job_id` are stored under.
-std::string ConsistencyKey(int64_t job_id);
 
 }  // namespace parallax::coordinator
 

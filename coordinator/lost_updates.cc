@@ -1,5 +1,7 @@
 #include "coordinator/lost_updates.h"
 
+#include "schemas/kv_keys.h"
+
 #include <string>
 
 namespace parallax::coordinator {
@@ -20,9 +22,8 @@ Status RecordLostUpdates(StateStore* store, const rpc::ShardStatsReport& r, int6
   PX_ASSIGN_OR_RETURN(JobRecord job, store->GetJob(r.job_id));
   const bool live = job.state == JobState::kPlacing || job.state == JobState::kRunning;
   if (!live || job.attempt != r.attempt) return Status::Ok();
-  const std::string mark = "job/" + std::to_string(r.job_id) + "/" + std::to_string(r.attempt) +
-                           "/ps/" + std::to_string(r.shard) + "/" +
-                           std::to_string(r.generation) + "/lost_updates";
+  const std::string mark = kv_keys::ShardLostUpdates(r.job_id, r.attempt,
+                                                     static_cast<uint32_t>(r.shard), r.generation);
   // A read first: most reports repeat one already recorded.
   PX_ASSIGN_OR_RETURN(std::optional<std::string> marked, store->KvGet(mark));
   if (marked) return Status::Ok();

@@ -15,6 +15,7 @@
 
 #include "core/base/logging.h"
 #include "core/plan/partition_search.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -46,7 +47,7 @@ std::string Ms(double seconds) {
 }
 
 StatusOr<std::optional<SearchState>> Load(StateStore* store, int64_t job_id) {
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store->KvGet(SearchStateKey(job_id)));
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> text, store->KvGet(kv_keys::SearchState(job_id)));
   if (!text) return std::optional<SearchState>();
   json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   SearchState s;
@@ -67,7 +68,7 @@ StatusOr<std::optional<SearchState>> Load(StateStore* store, int64_t job_id) {
   } catch (const std::exception& e) {
     // Never stall the coordinator on it: the job runs with the default P.
     PX_LOG(WARNING) << "the partition search state of job \"" << job_id << "\" under \""
-                    << SearchStateKey(job_id) << "\" is not readable (" << e.what()
+                    << kv_keys::SearchState(job_id) << "\" is not readable (" << e.what()
                     << "); the job runs with the default P";
     SearchState fallback;
     fallback.done = true;
@@ -83,7 +84,7 @@ Status Save(StateStore* store, int64_t job_id, const SearchState& s, int64_t now
     doc["trials"].push_back(
         {{"attempt", r.attempt}, {"partitions", r.trial.partitions}, {"seconds", r.trial.seconds}});
   }
-  return store->KvSet(SearchStateKey(job_id), doc.dump(), now);
+  return store->KvSet(kv_keys::SearchState(job_id), doc.dump(), now);
 }
 
 Status Event(StateStore* store, int64_t job_id, const std::string& message, int64_t now) {
@@ -144,7 +145,7 @@ Status PublishSpec(StateStore* store, int64_t job_id, int attempt, uint32_t part
     doc["trial_steps"] = trial->search_steps;
     doc["warmup_steps"] = trial->search_warmup_steps;
   }
-  return store->KvSet(AttemptSpecKey(job_id, attempt), doc.dump(), now);
+  return store->KvSet(kv_keys::TrialSpec(job_id, attempt), doc.dump(), now);
 }
 
 // Ends the search with `chosen` and requeues the job for its real attempt.
@@ -159,16 +160,6 @@ Status Finish(StateStore* store, const JobRecord& job, SearchState* s, uint32_t 
 }
 
 }  // namespace
-
-std::string SearchStateKey(int64_t job_id) { return "job/" + std::to_string(job_id) + "/search"; }
-
-std::string AttemptSpecKey(int64_t job_id, int attempt) {
-  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/search";
-}
-
-std::string TrialResultKey(int64_t job_id, int attempt) {
-  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/trial/step_seconds";
-}
 
 bool WantsPartitionSearch(const JobConfig& config) {
   return config.ps.search_partitions && config.ps.partitions == 0 &&
@@ -234,7 +225,7 @@ StatusOr<bool> EndTrialIfOver(StateStore* store, const JobRecord& job, const Job
                             std::to_string(job.attempt) + ")";
   const std::string fallback = "; the job runs with the default P (one partition per PS shard)";
   PX_ASSIGN_OR_RETURN(std::optional<std::string> result,
-                      store->KvGet(TrialResultKey(job.id, job.attempt)));
+                      store->KvGet(kv_keys::TrialStepSeconds(job.id, job.attempt)));
   if (result) {
     char* end = nullptr;
     const double seconds = std::strtod(result->c_str(), &end);

@@ -58,11 +58,6 @@ StatusOr<AttemptStart> BeginAttempt(StateStore* store, const JobRecord& job,
 StatusOr<bool> EndTrialIfOver(StateStore* store, const JobRecord& job, const JobConfig& config,
                               const std::string& failure, bool trainers_done, int64_t now);
 
-// The keys of the search state, of an attempt's settings and of a trial's
-// result.
-std::string SearchStateKey(int64_t job_id);
-std::string AttemptSpecKey(int64_t job_id, int attempt);
-std::string TrialResultKey(int64_t job_id, int attempt);
 
 }  // namespace parallax::coordinator
 

@@ -7,6 +7,7 @@
 #include "core/config/job_config.h"
 #include "core/plan/job_plan.h"
 #include "core/plan/plan_correction.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -148,7 +149,7 @@ Status ReplanMonitor::StoreStraggler(int64_t job_id, Watch* w, int64_t now) {
   s.steps = w->straggler.steps();
   s.steps_per_point = w->steps_per_point;
   w->straggler_stored_steps = s.steps;
-  return store_->KvSet(plan::StragglerKey(s.workers), plan::StragglerToJson(s), now);
+  return store_->KvSet(kv_keys::Straggler(s.workers), plan::StragglerToJson(s), now);
 }
 
 StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, const Watch& w,
@@ -160,7 +161,7 @@ StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, con
     message += "; [plan] replan = true would re-plan at the next checkpoint";
   } else {
     PX_ASSIGN_OR_RETURN(std::optional<std::string> earlier,
-                        store_->KvGet(plan::PlanCorrectionKey(job_id)));
+                        store_->KvGet(kv_keys::PlanCorrection(job_id)));
     if (earlier) {
       message += "; the job re-planned once already and does not again";
     } else {
@@ -169,7 +170,7 @@ StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, con
       PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(plan_json.value_or("")));
       const plan::PlanCorrection c = plan::CorrectionFor(plan, d, w.attempt);
       PX_RETURN_IF_ERROR(
-          store_->KvSet(plan::PlanCorrectionKey(job_id), plan::PlanCorrectionToJson(c), now));
+          store_->KvSet(kv_keys::PlanCorrection(job_id), plan::PlanCorrectionToJson(c), now));
       message += "; the job re-plans at its next checkpoint (" + c.source + ")";
       request = ReplanRequest{job_id, w.attempt, c.source};
     }
@@ -181,7 +182,7 @@ StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, con
 
 Status ReplanMonitor::PlanStored(int64_t job_id, int attempt, int64_t now) {
   PX_ASSIGN_OR_RETURN(std::optional<std::string> stored,
-                      store_->KvGet(plan::PlanCorrectionKey(job_id)));
+                      store_->KvGet(kv_keys::PlanCorrection(job_id)));
   if (!stored) return Status::Ok();
   PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(*stored));
   if (attempt != c.from_attempt + 1) return Status::Ok();

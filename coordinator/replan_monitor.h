@@ -82,7 +82,7 @@ class ReplanMonitor {
     // A sync job's wait for its slowest rank (core/plan/straggler.h),
     // measured from the ranks' compute_ms once the attempt's first
     // kStragglerWarmupSteps steps are past, and stored under
-    // plan::StragglerKey(ranks) every kStragglerStoreSteps steps.
+    // kv_keys::Straggler(ranks) every kStragglerStoreSteps steps.
     bool sync = false;
     int hosts = 0;
     int64_t first_step = -1;  // the attempt's first step reported

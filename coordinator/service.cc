@@ -12,6 +12,7 @@
 #include "core/config/job_config.h"
 #include "core/rpc/request_header.h"
 #include "schemas/coordinator_constants.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -121,48 +122,37 @@ void CoordinatorService::CheckAttempt(int64_t job_id, int attempt) {
 }
 
 void CoordinatorService::CheckKey(const std::string& key) {
-  // "job/<id>/<attempt>/..."
-  if (key.rfind("job/", 0) != 0) return;
-  size_t a = key.find('/', 4);
-  if (a == std::string::npos) return;
-  size_t b = key.find('/', a + 1);
-  std::string id = key.substr(4, a - 4);
-  std::string attempt = key.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
-  auto digits = [](const std::string& s) {
-    return !s.empty() && s.size() < 18 && s.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (!digits(id) || !digits(attempt)) return;
-  StatusOr<JobRecord> job = store_->GetJob(std::stoll(id));
+  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(key);
+  if (parsed.scope != kv_keys::ParsedKey::Scope::kAttempt) return;
+  StatusOr<JobRecord> job = store_->GetJob(parsed.job_id);
   if (!job.ok()) return;  // keys of unknown jobs are allowed (tests, tools)
-  if (std::stoi(attempt) < job->attempt) CheckAttempt(job->id, std::stoi(attempt));
+  if (parsed.attempt < job->attempt) CheckAttempt(job->id, parsed.attempt);
 }
 
 namespace {
-// job/<id>/search and job/<id>/<attempt>/search belong to the partition
-// search (coordinator/partition_trials.h): only the coordinator writes them.
+// The partition search's keys: only the coordinator writes them
+// (coordinator/partition_trials.h).
 void RefuseSearchKey(const std::string& key) {
-  if (key.starts_with("job/") && key.ends_with("/search")) {
+  if (kv_keys::IsCoordinatorOnly(kv_keys::ParseKey(key))) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT,
           "key \"" + key + "\" is written only by the coordinator (partition search)");
   }
 }
 
-// The <id> of a key "job/<id>/...".
+// The job a key belongs to, if any.
 std::optional<int64_t> JobIdOfKey(const std::string& key) {
-  if (key.rfind("job/", 0) != 0) return std::nullopt;
-  const size_t slash = key.find('/', 4);
-  const std::string id = key.substr(4, slash == std::string::npos ? std::string::npos : slash - 4);
-  if (id.empty() || id.size() > 17 || id.find_first_not_of("0123456789") != std::string::npos) {
+  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(key);
+  if (parsed.scope != kv_keys::ParsedKey::Scope::kJob &&
+      parsed.scope != kv_keys::ParsedKey::Scope::kAttempt) {
     return std::nullopt;
   }
-  return std::stoll(id);
+  return parsed.job_id;
 }
 
-// "job/<id>/" for a key under a job's prefix, else "".
+// The prefix of every key of the job `key` belongs to, else "".
 std::string JobPrefix(const std::string& key) {
-  if (key.rfind("job/", 0) != 0) return "";
-  size_t slash = key.find('/', 4);
-  return slash == std::string::npos ? "" : key.substr(0, slash + 1);
+  std::optional<int64_t> job = JobIdOfKey(key);
+  return job ? kv_keys::JobPrefix(*job) : "";
 }
 }  // namespace
 
@@ -214,7 +204,7 @@ Status CoordinatorService::Init() {
   // their tasks are lost.
   PX_RETURN_IF_ERROR(orchestrator_.Init());
   PX_ASSIGN_OR_RETURN(int64_t all_keys, store_->KvCount(""));
-  PX_ASSIGN_OR_RETURN(int64_t job_keys, store_->KvCount("job/"));
+  PX_ASSIGN_OR_RETURN(int64_t job_keys, store_->KvCount(kv_keys::kJobScope));
   global_kv_keys_ = all_keys - job_keys;
   return Status::Ok();
 }
@@ -716,11 +706,11 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
   if (new_global) ++global_kv_keys_;
   NotifyWaiters();
   // A partition-search trial ends as soon as its time is published.
-  if (request.key.ends_with("/trial/step_seconds")) {
-    if (std::optional<int64_t> job_id = JobIdOfKey(request.key)) {
-      orchestrator_.JobChanged(*job_id);
-      Wake();
-    }
+  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(request.key);
+  if (parsed.scope == kv_keys::ParsedKey::Scope::kAttempt &&
+      request.key == kv_keys::TrialStepSeconds(parsed.job_id, parsed.attempt)) {
+    orchestrator_.JobChanged(parsed.job_id);
+    Wake();
   }
 }
 

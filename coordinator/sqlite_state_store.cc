@@ -26,6 +26,7 @@
 #include "coordinator/sqlite_util.h"
 #include "coordinator/state_sql.h"
 #include "core/base/logging.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 
@@ -806,8 +807,8 @@ StatusOr<std::vector<JobRecord>> SqliteStateStore::ApplyChanges(const StateChang
 // between the prefix and the next '/' (keys such as "job/<id>/search" have
 // none, CAST gives 0, and they stay until the job ends).
 Status SqliteStateStore::DropJobKeys(SqliteConnection* db, int64_t job_id, int attempt) {
-  const std::string prefix = "job/" + std::to_string(job_id) + "/";
-  const std::string end = "job/" + std::to_string(job_id) + "0";
+  const std::string prefix = kv_keys::JobPrefix(job_id);
+  const std::string end = kv_keys::JobPrefixEnd(job_id);
   if (attempt <= 0) {
     PX_ASSIGN_OR_RETURN(SqliteStatement drop,
                         db->Prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2"));

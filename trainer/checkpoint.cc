@@ -9,6 +9,7 @@
 #include "core/ps/client.h"
 #include "core/ps/partition_file.h"
 #include "core/rpc/coordinator_client.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::trainer {
 
@@ -66,11 +67,6 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
   return Status::Ok();
 }
 
-std::string Checkpointer::Key(const std::string& what) const {
-  return "job/" + std::to_string(options_.job_id) + "/" + std::to_string(options_.attempt) + "/" +
-         what;
-}
-
 Status Checkpointer::Write(int64_t step, const std::string& plan_json,
                            const std::vector<DenseEntry>& dense,
                            const std::map<std::string, std::string>& rank_state, ps::PsClient* ps) {
@@ -80,9 +76,11 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
   const std::string state = EncodeRankState(rank_state);
   PX_RETURN_IF_ERROR(
       WriteFileDurably(dir + "/" + RankStateFile(options_.rank), state).WithContext(where));
-  const std::string rank_key = "ckpt/" + std::to_string(step) + "/rank/";
+  auto rank_key = [&](int rank) {
+    return kv_keys::CheckpointRankPart(options_.job_id, options_.attempt, step, rank);
+  };
   if (coord_ && options_.world_size > 1 && options_.rank != 0) {
-    return coord_->KvSet(Key(rank_key + std::to_string(options_.rank)), Sha256Hex(state))
+    return coord_->KvSet(rank_key(options_.rank), Sha256Hex(state))
         .WithContext(where);
   }
   if (options_.rank != 0) return Status::Ok();
@@ -109,7 +107,7 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
   std::vector<std::string> announced;
   if (coord_ && options_.world_size > 1) {
     std::vector<std::string> keys;
-    for (int r = 1; r < options_.world_size; ++r) keys.push_back(Key(rank_key + std::to_string(r)));
+    for (int r = 1; r < options_.world_size; ++r) keys.push_back(rank_key(r));
     auto got = coord_->KvGet(keys, options_.timeout_ms);
     if (!got.ok()) {
       return got.status().WithContext("rank 0 waiting for every rank's part of the " + where);
@@ -150,7 +148,7 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
 
 StatusOr<std::optional<Checkpointer::ResumePoint>> Checkpointer::FindResumePoint() {
   if (!coord_ || options_.root.empty()) return std::optional<ResumePoint>();
-  const std::string key = Key("resume");
+  const std::string key = kv_keys::ResumeStep(options_.job_id, options_.attempt);
   ResumePoint rp;
   bool found = false;
   if (options_.rank == 0) {

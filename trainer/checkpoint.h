@@ -99,7 +99,6 @@ class Checkpointer {
   StatusOr<std::optional<ResumePoint>> FindResumePoint();
 
  private:
-  std::string Key(const std::string& what) const;
 
   const Options options_;
   CoordinatorClient* const coord_;

@@ -8,21 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rpc/coordinator_client.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::trainer {
-namespace {
-
-std::string Key(const SessionOptions& o, const char* leaf) {
-  return "job/" + std::to_string(o.job_id) + "/" + std::to_string(o.attempt) + "/" + leaf;
-}
-
-}  // namespace
 
 Status ApplySearchSpec(CoordinatorClient* coord, SessionOptions* o) {
   if (coord == nullptr || o->job_id <= 0 || o->num_shards <= 0 || o->config.ps.partitions != 0) {
     return Status::Ok();
   }
-  const std::string key = Key(*o, "search");
+  const std::string key = kv_keys::TrialSpec(o->job_id, o->attempt);
   StatusOr<std::vector<std::string>> got = coord->KvGet({key}, 0);
   if (got.status().code() == StatusCode::kDeadlineExceeded) return Status::Ok();  // no search
   if (!got.ok()) return got.status().WithContext("reading the partition-search settings");
@@ -59,7 +53,7 @@ Status PublishTrial(CoordinatorClient* coord, const SessionOptions& o, double se
   if (coord == nullptr) return Status::Ok();
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.9g", seconds);
-  return coord->KvSet(Key(o, "trial/step_seconds"), buf)
+  return coord->KvSet(kv_keys::TrialStepSeconds(o.job_id, o.attempt), buf)
       .WithContext("publishing the partition-search trial's step time");
 }
 

@@ -34,6 +34,7 @@
 #include "trainer/step_metrics.h"
 #include "trainer/timeline.h"
 #include "trainer/variable_registry.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax {
 namespace trainer {
@@ -251,7 +252,7 @@ std::optional<plan::MeasuredStraggler> StragglerFigure(CoordinatorClient* coord,
 StatusOr<std::optional<plan::PlanCorrection>> PlanCorrectionOf(CoordinatorClient* coord,
                                                                int64_t job_id) {
   // A key that does not exist is DEADLINE_EXCEEDED at once (no wait).
-  StatusOr<std::vector<std::string>> got = coord->KvGet({plan::PlanCorrectionKey(job_id)}, 0);
+  StatusOr<std::vector<std::string>> got = coord->KvGet({kv_keys::PlanCorrection(job_id)}, 0);
   if (!got.ok() && got.status().code() == StatusCode::kDeadlineExceeded) {
     return std::optional<plan::PlanCorrection>();
   }
@@ -338,8 +339,7 @@ Status SessionImpl::MeasureCalls() {
 Status SessionImpl::AgreeOnRegistrations(const Status& mine) {
   if (!coord_ || options_.world_size == 1) return mine;
   auto key = [&](int rank) {
-    return "job/" + std::to_string(options_.job_id) + "/" + std::to_string(options_.attempt) +
-           "/trainer/" + std::to_string(rank) + "/registrations";
+    return kv_keys::RankRegistrations(options_.job_id, options_.attempt, rank);
   };
   PX_RETURN_IF_ERROR(coord_->KvSet(key(options_.rank), mine.ok() ? "ok" : mine.ToString()));
   if (!mine.ok()) return mine;
@@ -361,7 +361,7 @@ comm::CommunicatorOptions SessionImpl::WorldOptions() const {
   comm::CommunicatorOptions co;
   co.rank = options_.rank;
   co.world_size = options_.world_size;
-  co.key_prefix = comm::CommKeyPrefix(options_.job_id, options_.attempt);
+  co.key_prefix = kv_keys::CommPrefix(options_.job_id, options_.attempt);
   co.bind_address = options_.bind_address;
   co.rendezvous_timeout = options_.rendezvous_timeout;
   return co;

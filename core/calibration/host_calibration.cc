@@ -7,6 +7,7 @@
 
 #include "core/base/host_port.h"
 #include "core/base/logging.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::calibration {
 
@@ -18,7 +19,7 @@ StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::s
   h.measured_unix_s = std::time(nullptr);
   h.loopback_bytes_per_s = measured.loopback_bytes_per_s;
   h.shm_bytes_per_s = measured.shm_bytes_per_s;
-  PX_RETURN_IF_ERROR(coord->KvSet(plan::HostFiguresKey(hostname), plan::HostFiguresToJson(h))
+  PX_RETURN_IF_ERROR(coord->KvSet(kv_keys::HostFigures(hostname), plan::HostFiguresToJson(h))
                          .WithContext("storing the figures of host " + hostname));
   return h;
 }
@@ -45,7 +46,7 @@ StatusOr<bool> ReadHost(CoordinatorClient* coord, const std::string& hostname,
   out->address = address;
   bool any = false;
   PX_ASSIGN_OR_RETURN(std::optional<std::string> agent,
-                      ReadIfStored(coord, plan::HostFiguresKey(hostname)));
+                      ReadIfStored(coord, kv_keys::HostFigures(hostname)));
   if (agent) {
     StatusOr<plan::HostFigures> h = plan::ParseHostFigures(*agent);
     if (h.ok()) {
@@ -54,7 +55,7 @@ StatusOr<bool> ReadHost(CoordinatorClient* coord, const std::string& hostname,
       out->address = address;
       any = true;
     } else {
-      PX_LOG(WARNING) << plan::HostFiguresKey(hostname) << ": " << h.status().ToString()
+      PX_LOG(WARNING) << kv_keys::HostFigures(hostname) << ": " << h.status().ToString()
                       << "; ignored";
     }
   }
@@ -104,7 +105,7 @@ StatusOr<std::vector<plan::HostFigures>> FetchHostFigures(CoordinatorClient* coo
 
 StatusOr<std::optional<plan::MeasuredStraggler>> FetchStraggler(CoordinatorClient* coord,
                                                                  int workers) {
-  const std::string key = plan::StragglerKey(workers);
+  const std::string key = kv_keys::Straggler(workers);
   PX_ASSIGN_OR_RETURN(std::optional<std::string> stored, ReadIfStored(coord, key));
   if (!stored) return std::optional<plan::MeasuredStraggler>();
   StatusOr<plan::MeasuredStraggler> s = plan::ParseStraggler(*stored);

@@ -19,7 +19,7 @@
 
 namespace parallax::calibration {
 
-// Probes this host and stores its figures under HostFiguresKey(hostname).
+// Probes this host and stores its figures under kv_keys::HostFigures(hostname).
 // Returns what it stored; the probe's or the coordinator's error otherwise.
 StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::string& hostname,
                                           const comm::HostProbeOptions& probe);

@@ -5,6 +5,7 @@
 
 #include "core/comm/backends.h"
 #include "core/comm/rendezvous_store.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::comm {
 
@@ -55,10 +56,6 @@ Status Communicator::AllReducePieces(std::span<const Piece> pieces, DataType typ
   PX_RETURN_IF_ERROR(AllReduce(packed.data(), total, type, op, deadline));
   internal::UnpackPieces(packed.data(), esize, pieces);
   return Status::Ok();
-}
-
-std::string CommKeyPrefix(int64_t job_id, int attempt) {
-  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/comm";
 }
 
 namespace internal {

@@ -82,7 +82,7 @@ struct CommunicatorOptions {
   int rank = 0;
   int world_size = 1;
   // Keys of this communicator live under this prefix in the store. In a job:
-  // CommKeyPrefix(job_id, attempt) ("job/<id>/<attempt>/comm"), so a restarted
+  // kv_keys::CommPrefix(job_id, attempt) ("job/<id>/<attempt>/comm"), so a restarted
   // attempt never reads a stale address. Two communicators of one job need
   // two prefixes.
   std::string key_prefix = "comm";
@@ -193,8 +193,6 @@ class Communicator {
   }
 };
 
-// "job/<id>/<attempt>/comm": the key prefix of a job attempt's collectives.
-std::string CommKeyPrefix(int64_t job_id, int attempt);
 
 // True when this build has the NCCL backend (CUDA and NCCL were found).
 bool NcclCompiledIn();

@@ -1,7 +1,7 @@
 // A RendezvousStore on the coordinator's key-value RPCs (KvSet / KvGet), so
 // ranks on different hosts bootstrap Gloo and NCCL with no shared
 // filesystem. Keys are used as given; pass CommunicatorOptions::key_prefix =
-// CommKeyPrefix(job, attempt) so they carry the attempt.
+// kv_keys::CommPrefix(job, attempt) so they carry the attempt.
 //
 // Thread-safe: each call borrows a connection from a small pool (a
 // CoordinatorClient is one connection and not thread-safe), so one rank's

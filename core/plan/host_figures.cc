@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/time_format.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::plan {
 namespace {
@@ -45,8 +46,6 @@ std::string MeasuredByTrainers(const HostFigures& h, const MeasuredCalls& c) {
          std::to_string(c.hosts) + " hosts";
 }
 
-std::string HostFiguresKey(const std::string& hostname) { return "host/" + hostname + "/figures"; }
-
 std::string HostFiguresToJson(const HostFigures& h) {
   return nlohmann::json{{"host", h.host},
                         {"measured_unix_s", h.measured_unix_s},
@@ -75,7 +74,7 @@ std::string MeasuredCallsKey(const std::string& address, CallKind kind) {
   const char* name = kind == CallKind::kCollective ? "collective"
                      : kind == CallKind::kPs       ? "ps"
                                                    : "link";
-  return "host/" + address + "/calls/" + name;
+  return kv_keys::MeasuredCalls(address, name);
 }
 
 std::string MeasuredCallsToJson(const MeasuredCalls& c) {

@@ -89,10 +89,6 @@ std::string MeasuredOn(const HostFigures& h);
 // W workers on H hosts", for `c`, one of h's MeasuredCalls.
 std::string MeasuredByTrainers(const HostFigures& h, const MeasuredCalls& c);
 
-// Where an agent leaves its host's figures in the coordinator's key-value
-// store (SQLite, kept across coordinator restarts): "host/<hostname>/figures",
-// the value HostFiguresToJson's (core/calibration/host_calibration.h).
-std::string HostFiguresKey(const std::string& hostname);
 std::string HostFiguresToJson(const HostFigures& h);
 // INVALID_ARGUMENT for text that is not such a JSON object.
 StatusOr<HostFigures> ParseHostFigures(std::string_view json);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/plan/report.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::plan {
 namespace {
@@ -57,10 +58,6 @@ PlanCorrection CorrectionFor(const JobPlan& plan, const Disagreement& measured, 
 void ApplyCorrection(const PlanCorrection& correction, CostOptions* cost) {
   cost->collective_time_scale = correction.collective_time_scale;
   cost->ps_time_scale = correction.ps_time_scale;
-}
-
-std::string PlanCorrectionKey(int64_t job_id) {
-  return "job/" + std::to_string(job_id) + "/replan";
 }
 
 std::string PlanCorrectionToJson(const PlanCorrection& c) {

@@ -1,6 +1,6 @@
 // Re-planning on evidence: the cost model corrected by what an attempt
 // measured (core/plan/comm_disagreement.h), kept by the coordinator in its
-// key-value store under PlanCorrectionKey(job) and read by the trainer's
+// key-value store under kv_keys::PlanCorrection(job) and read by the trainer's
 // rank 0 of every later attempt, whose BuildPlan then plans with it
 // (PlanInputs::correction).
 //
@@ -53,8 +53,6 @@ PlanCorrection CorrectionFor(const JobPlan& plan, const Disagreement& measured, 
 // Sets the time scales of `cost` to the correction's.
 void ApplyCorrection(const PlanCorrection& correction, CostOptions* cost);
 
-// "job/<id>/replan".
-std::string PlanCorrectionKey(int64_t job_id);
 std::string PlanCorrectionToJson(const PlanCorrection& correction);
 // INVALID_ARGUMENT naming the key that is missing or malformed.
 StatusOr<PlanCorrection> ParsePlanCorrection(std::string_view json);

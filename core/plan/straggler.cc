@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/base/time_format.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::plan {
 
@@ -17,8 +18,6 @@ void StragglerMeter::Add(std::span<const double> compute_s, int64_t steps) {
   steps_ += steps;
   ++points_;
 }
-
-std::string StragglerKey(int workers) { return "cluster/straggler/" + std::to_string(workers); }
 
 std::string StragglerToJson(const MeasuredStraggler& s) {
   return nlohmann::json{{"measured_unix_s", s.measured_unix_s},

@@ -7,7 +7,7 @@
 // it shows: the coordinator sees every rank's compute time per step in the
 // metric points (coordinator/replan_monitor.h feeds a StragglerMeter) and
 // keeps the newest sync job's figure per number of workers in its key-value
-// store, StragglerKey(workers). A later sync plan of as many workers on as
+// store, kv_keys::Straggler(workers). A later sync plan of as many workers on as
 // many hosts adds it to its predicted wait (CostOptions::sync_straggler_s):
 // once per step, not per path, so it never changes which path a variable
 // takes.
@@ -54,8 +54,6 @@ class StragglerMeter {
   int64_t points_ = 0;
 };
 
-// "cluster/straggler/<workers>".
-std::string StragglerKey(int workers);
 std::string StragglerToJson(const MeasuredStraggler& s);
 // INVALID_ARGUMENT for text that is not such a JSON object.
 StatusOr<MeasuredStraggler> ParseStraggler(std::string_view json);

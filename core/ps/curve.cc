@@ -2,6 +2,8 @@
 
 #include <zmq.h>
 
+#include "schemas/kv_keys.h"
+
 namespace parallax::ps {
 
 StatusOr<CurveKeyPair> NewCurveKeyPair() {
@@ -26,11 +28,6 @@ std::string Z85FromBinaryKey(const std::string& binary) {
   return text;
 }
 
-std::string ShardCurveKey(int64_t job_id, int32_t attempt, uint32_t shard) {
-  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps-keys/" +
-         std::to_string(shard);
-}
-
 std::string ClientCurveKey(int64_t job_id, int32_t attempt, const std::string& public_key_z85) {
   uint8_t key[32];
   if (public_key_z85.size() != 40 || zmq_z85_decode(key, public_key_z85.c_str()) == nullptr) {
@@ -42,7 +39,7 @@ std::string ClientCurveKey(int64_t job_id, int32_t attempt, const std::string& p
     hex += kHex[b >> 4];
     hex += kHex[b & 15];
   }
-  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps-clients/" + hex;
+  return kv_keys::ClientCurveKey(job_id, attempt, hex);
 }
 
 }  // namespace parallax::ps

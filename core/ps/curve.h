@@ -33,7 +33,6 @@ StatusOr<CurveKeyPair> NewCurveKeyPair();
 std::string Z85FromBinaryKey(const std::string& binary);
 
 // Rendezvous keys (see above). ClientCurveKey is "" for a malformed key.
-std::string ShardCurveKey(int64_t job_id, int32_t attempt, uint32_t shard);
 std::string ClientCurveKey(int64_t job_id, int32_t attempt, const std::string& public_key_z85);
 
 }  // namespace parallax::ps

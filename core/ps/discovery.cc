@@ -4,27 +4,19 @@
 #include <chrono>
 
 #include "core/ps/curve.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::ps {
-
-std::string ShardEndpointKey(int64_t job_id, int32_t attempt, uint32_t shard) {
-  return "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps/" +
-         std::to_string(shard);
-}
-
-std::string ShardGenerationKey(const std::string& base_key, uint32_t generation) {
-  return generation <= 1 ? base_key : base_key + "/" + std::to_string(generation);
-}
 
 Status PublishShardGeneration(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
                               uint32_t shard, uint32_t generation, const std::string& endpoint,
                               const std::string& curve_key) {
   if (!curve_key.empty()) {
     PX_RETURN_IF_ERROR(coordinator->KvSet(
-        ShardGenerationKey(ShardCurveKey(job_id, attempt, shard), generation), curve_key));
+        kv_keys::ShardCurveKey(job_id, attempt, shard, generation), curve_key));
   }
   return coordinator->KvSet(
-      ShardGenerationKey(ShardEndpointKey(job_id, attempt, shard), generation), endpoint);
+      kv_keys::ShardEndpoint(job_id, attempt, shard, generation), endpoint);
 }
 
 StatusOr<ShardAddress> ResolveShardGeneration(CoordinatorClient* coordinator, int64_t job_id,
@@ -36,8 +28,8 @@ StatusOr<ShardAddress> ResolveShardGeneration(CoordinatorClient* coordinator, in
              .count());
   // The endpoint is published after the CURVE key: once it is there, so is the key.
   std::vector<std::string> keys = {
-      ShardGenerationKey(ShardEndpointKey(job_id, attempt, shard), generation)};
-  if (curve) keys.push_back(ShardGenerationKey(ShardCurveKey(job_id, attempt, shard), generation));
+      kv_keys::ShardEndpoint(job_id, attempt, shard, generation)};
+  if (curve) keys.push_back(kv_keys::ShardCurveKey(job_id, attempt, shard, generation));
   PX_ASSIGN_OR_RETURN(std::vector<std::string> values, coordinator->KvGet(keys, ms));
   ShardAddress address;
   address.endpoint = values.at(0);
@@ -63,10 +55,10 @@ namespace {
 // The value every shard published under key(job, attempt, shard), waiting
 // up to timeout_ms for all of them.
 StatusOr<std::vector<std::string>> WaitForShardValues(
-    CoordinatorClient* coordinator, std::string (*key)(int64_t, int32_t, uint32_t),
+    CoordinatorClient* coordinator, std::string (*key)(int64_t, int, uint32_t, uint32_t),
     int64_t job_id, int32_t attempt, uint32_t num_shards, int64_t timeout_ms) {
   std::vector<std::string> keys;
-  for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(key(job_id, attempt, s));
+  for (uint32_t s = 0; s < num_shards; ++s) keys.push_back(key(job_id, attempt, s, 1));
   return coordinator->KvGet(keys, timeout_ms);
 }
 
@@ -74,25 +66,25 @@ StatusOr<std::vector<std::string>> WaitForShardValues(
 
 Status PublishShardEndpoint(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
                             uint32_t shard, const std::string& endpoint) {
-  return coordinator->KvSet(ShardEndpointKey(job_id, attempt, shard), endpoint);
+  return coordinator->KvSet(kv_keys::ShardEndpoint(job_id, attempt, shard), endpoint);
 }
 
 StatusOr<std::vector<std::string>> ResolveShardEndpoints(CoordinatorClient* coordinator,
                                                          int64_t job_id, int32_t attempt,
                                                          uint32_t num_shards, int64_t timeout_ms) {
-  return WaitForShardValues(coordinator, &ShardEndpointKey, job_id, attempt, num_shards,
+  return WaitForShardValues(coordinator, &kv_keys::ShardEndpoint, job_id, attempt, num_shards,
                             timeout_ms);
 }
 
 Status PublishShardCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
                             uint32_t shard, const std::string& public_key) {
-  return coordinator->KvSet(ShardCurveKey(job_id, attempt, shard), public_key);
+  return coordinator->KvSet(kv_keys::ShardCurveKey(job_id, attempt, shard), public_key);
 }
 
 StatusOr<std::vector<std::string>> ResolveShardCurveKeys(CoordinatorClient* coordinator,
                                                          int64_t job_id, int32_t attempt,
                                                          uint32_t num_shards, int64_t timeout_ms) {
-  return WaitForShardValues(coordinator, &ShardCurveKey, job_id, attempt, num_shards, timeout_ms);
+  return WaitForShardValues(coordinator, &kv_keys::ShardCurveKey, job_id, attempt, num_shards, timeout_ms);
 }
 
 Status PublishClientCurveKey(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,

@@ -15,7 +15,6 @@
 
 namespace parallax::ps {
 
-std::string ShardEndpointKey(int64_t job_id, int32_t attempt, uint32_t shard);
 
 // Fetches the PS part of the plan of (job, attempt), waiting up to timeout_ms.
 StatusOr<PsPlan> FetchPsPlan(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
@@ -31,11 +30,7 @@ StatusOr<std::vector<std::string>> ResolveShardEndpoints(CoordinatorClient* coor
                                                          uint32_t num_shards, int64_t timeout_ms);
 
 // A shard started again alone (docs/RELIABILITY.md, "A lost PS shard")
-// publishes under its generation: `base_key` itself for generation 0 or 1
-// (the attempt's first process), "<base_key>/<generation>" from 2 on
-// (schemas/ps_wire.md, "Fencing").
-std::string ShardGenerationKey(const std::string& base_key, uint32_t generation);
-
+// publishes under its generation (schemas/kv_keys.h, ShardEndpoint).
 // Publishes generation `generation` of a shard: its CURVE key first (when
 // not empty), then its endpoint.
 Status PublishShardGeneration(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,

@@ -17,6 +17,7 @@
 #include "coordinator/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/testing/temp_dir.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -93,7 +94,7 @@ class PartitionTrialsTest : public ::testing::Test {
 
   // What attempt `attempt` of the job was told (null: nothing).
   json Spec(int64_t id, int attempt) {
-    auto v = store_->KvGet(AttemptSpecKey(id, attempt)).value();
+    auto v = store_->KvGet(kv_keys::TrialSpec(id, attempt)).value();
     return v ? json::parse(*v) : json();
   }
 
@@ -122,7 +123,7 @@ class PartitionTrialsTest : public ::testing::Test {
     put.plan_json = plan::JobPlanToJson(plan);
     service_->PutPlan(header_, put);
     rpc::KvSetRequest kv;
-    kv.key = TrialResultKey(id, attempt);
+    kv.key = kv_keys::TrialStepSeconds(id, attempt);
     kv.value = std::to_string(seconds);
     service_->KvSet(header_, kv);
   }
@@ -251,7 +252,7 @@ TEST_F(PartitionTrialsTest, APlanWithoutAutoPartitionedPsVariablesSkipsTheSearch
 
 TEST_F(PartitionTrialsTest, OnlyTheCoordinatorWritesTheSearchKeys) {
   const int64_t id = Submit(SearchJob());
-  for (const std::string& key : {SearchStateKey(id), AttemptSpecKey(id, 1)}) {
+  for (const std::string& key : {kv_keys::SearchState(id), kv_keys::TrialSpec(id, 1)}) {
     rpc::KvSetRequest kv;
     kv.key = key;
     kv.value = "{}";

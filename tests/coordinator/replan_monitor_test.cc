@@ -11,6 +11,7 @@
 #include "core/plan/straggler.h"
 #include "tests/coordinator/sqlite_service.h"
 #include "tests/core/plan/replan_inputs.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -101,7 +102,7 @@ TEST_F(ReplanMonitorTest, WithoutReplanOnlyTheEvent) {
   EXPECT_NE(events[0].find("over steps 10-29 on attempt 1; [plan] replan = true would re-plan"),
             std::string::npos)
       << events[0];
-  EXPECT_FALSE(db_.store->KvGet(plan::PlanCorrectionKey(id))->has_value());
+  EXPECT_FALSE(db_.store->KvGet(kv_keys::PlanCorrection(id))->has_value());
   // Later intervals of the same attempt: nothing more.
   EXPECT_TRUE(Run(&monitor, id, 1, 99, 20.0).empty());
   EXPECT_EQ(ReplanEvents(id).size(), 1u);
@@ -126,7 +127,7 @@ TEST_F(ReplanMonitorTest, ReplanOnceStoresTheCorrectionAndNamesWhatChanged) {
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].job_id, id);
   EXPECT_EQ(requests[0].attempt, 1);
-  StatusOr<std::optional<std::string>> stored = db_.store->KvGet(plan::PlanCorrectionKey(id));
+  StatusOr<std::optional<std::string>> stored = db_.store->KvGet(kv_keys::PlanCorrection(id));
   ASSERT_TRUE(stored.ok() && stored->has_value());
   StatusOr<plan::PlanCorrection> c = plan::ParsePlanCorrection(**stored);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -205,10 +206,10 @@ TEST_F(ReplanMonitorTest, ASyncJobStoresItsWaitForTheSlowestRank) {
   };
   // Steps 0-9 begin within the warm-up: not measured, whatever they show.
   feed(9, 500.0);
-  EXPECT_FALSE(db_.store->KvGet(plan::StragglerKey(2))->has_value());
+  EXPECT_FALSE(db_.store->KvGet(kv_keys::Straggler(2))->has_value());
   feed(19, 30.0);  // slowest 30, mean 20: 10 ms over 10 steps
   feed(29, 50.0);  // slowest 50, mean 30: 20 ms over 10 steps
-  StatusOr<std::optional<std::string>> stored = db_.store->KvGet(plan::StragglerKey(2));
+  StatusOr<std::optional<std::string>> stored = db_.store->KvGet(kv_keys::Straggler(2));
   ASSERT_TRUE(stored.ok() && stored->has_value());
   StatusOr<plan::MeasuredStraggler> s = plan::ParseStraggler(**stored);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -236,7 +237,7 @@ TEST_F(ReplanMonitorTest, AnAsyncJobStoresNoStraggler) {
     points[1].values["compute_ms"] = 40.0;
     ASSERT_TRUE(monitor.Observe(points, 0).ok());
   }
-  EXPECT_FALSE(db_.store->KvGet(plan::StragglerKey(2))->has_value());
+  EXPECT_FALSE(db_.store->KvGet(kv_keys::Straggler(2))->has_value());
 }
 
 }  // namespace

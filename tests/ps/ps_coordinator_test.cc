@@ -19,6 +19,7 @@
 #include "tests/testing/subprocess.h"
 #include "tests/ps/ps_job_util.h"
 #include "tests/testing/temp_dir.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::ps {
 namespace {
@@ -58,7 +59,7 @@ TEST_F(PsCoordinatorTest, ShardFetchesPlanAndPublishesEndpointFromEnvironment) {
   auto endpoints = ResolveShardEndpoints(coord->get(), job_id, attempt, 1, 20'000);
   ASSERT_TRUE(endpoints.ok()) << endpoints.status().ToString();
   EXPECT_EQ((*endpoints)[0].rfind("tcp://127.0.0.1:", 0), 0u) << (*endpoints)[0];
-  EXPECT_EQ(ShardEndpointKey(job_id, attempt, 0),
+  EXPECT_EQ(kv_keys::ShardEndpoint(job_id, attempt, 0),
             "job/" + std::to_string(job_id) + "/" + std::to_string(attempt) + "/ps/0");
 
   PsClientOptions o;

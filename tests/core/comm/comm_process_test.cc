@@ -15,6 +15,7 @@
 #include "tests/core/comm/rank_threads.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::comm {
 namespace {
@@ -75,7 +76,7 @@ class CommProcessTest : public ::testing::Test {
 TEST_F(CommProcessTest, ThreeProcessesAllReduceAndFuseThroughTheCoordinator) {
   for (bool shm : {true, false}) {
     auto results =
-        RunRanks(3, {0, 1, 2}, CommKeyPrefix(1, shm ? 1 : 2), {},
+        RunRanks(3, {0, 1, 2}, kv_keys::CommPrefix(1, shm ? 1 : 2), {},
                  shm ? std::vector<std::string>{} : std::vector<std::string>{"--no-shm"});
     for (size_t r = 0; r < results.size(); ++r) {
       EXPECT_EQ(results[r].exit_code, 0)
@@ -87,7 +88,7 @@ TEST_F(CommProcessTest, ThreeProcessesAllReduceAndFuseThroughTheCoordinator) {
 TEST_F(CommProcessTest, MissingProcessTimesOutWithTheDocumentedError) {
   // A world of 3 in which rank 2 never starts.
   auto start = std::chrono::steady_clock::now();
-  auto results = RunRanks(3, {0, 1}, CommKeyPrefix(2, 1), {}, {"--timeout-ms", "1500"});
+  auto results = RunRanks(3, {0, 1}, kv_keys::CommPrefix(2, 1), {}, {"--timeout-ms", "1500"});
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
   for (size_t r = 0; r < results.size(); ++r) {
     EXPECT_EQ(results[r].exit_code, 3) << results[r].err;
@@ -101,7 +102,7 @@ TEST_F(CommProcessTest, MissingProcessTimesOutWithTheDocumentedError) {
 
 TEST_F(CommProcessTest, ProcessThatDiesMidJobFailsItsPeerPromptlyOverTcp) {
   auto start = std::chrono::steady_clock::now();
-  auto results = RunRanks(2, {0, 1}, CommKeyPrefix(4, 1), {"--die-after-barrier"}, {"--no-shm"});
+  auto results = RunRanks(2, {0, 1}, kv_keys::CommPrefix(4, 1), {"--die-after-barrier"}, {"--no-shm"});
   EXPECT_EQ(results[1].exit_code, 9);
   EXPECT_EQ(results[0].exit_code, 3);
   EXPECT_NE(results[0].err.find("UNAVAILABLE: rank 0 of 2 (gloo): AllReduce"), std::string::npos)
@@ -116,7 +117,7 @@ TEST_F(CommProcessTest, ProcessThatDiesInASharedMemoryAllReduceIsNamedAndLeavesN
   parallax::testing::TempDir shm("/dev/shm");
   auto start = std::chrono::steady_clock::now();
   auto results =
-      RunRanks(2, {0, 1}, CommKeyPrefix(6, 1), {"--die-after-barrier"}, {"--shm-dir", shm.path()});
+      RunRanks(2, {0, 1}, kv_keys::CommPrefix(6, 1), {"--die-after-barrier"}, {"--shm-dir", shm.path()});
   EXPECT_EQ(results[1].exit_code, 9);
   EXPECT_EQ(results[0].exit_code, 3);
   EXPECT_NE(results[0].err.find("UNAVAILABLE: rank 0 of 2 (gloo): AllReduce of 1 float32 through "
@@ -134,7 +135,7 @@ TEST_F(CommProcessTest, ThreadRanksRendezvousThroughTheCoordinatorStore) {
   client.address = Address();
   auto store = ConnectCoordinatorRendezvousStore(client);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto comms = testing::CreateGlooWorld(4, store.value().get(), CommKeyPrefix(5, 2));
+  auto comms = testing::CreateGlooWorld(4, store.value().get(), kv_keys::CommPrefix(5, 2));
   ASSERT_EQ(comms.size(), 4u);
   testing::RunRanks(4, [&](int r) {
     std::vector<float> data(777, float(r));

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "tests/testing/temp_dir.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::comm {
 namespace {
@@ -62,7 +63,7 @@ TEST(RendezvousStoreTest, FileStoreNeedsADirectory) {
 }
 
 TEST(RendezvousStoreTest, CommKeyPrefixCarriesJobAndAttempt) {
-  EXPECT_EQ(CommKeyPrefix(7, 2), "job/7/2/comm");
+  EXPECT_EQ(kv_keys::CommPrefix(7, 2), "job/7/2/comm");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The planner's machine figures and their sources (core/plan/host_figures.h).
 #include "core/plan/host_figures.h"
+#include "schemas/kv_keys.h"
 
 #include <gtest/gtest.h>
 
@@ -46,7 +47,7 @@ TEST(HostFiguresTest, TheJobFileBeatsAMeasurementWhichBeatsTheDefault) {
 TEST(HostFiguresTest, StoredAsJsonUnderTheHostsKey) {
   const HostFigures h{.host = "h1", .measured_unix_s = kWhen, .loopback_bytes_per_s = 4e9,
                       .shm_bytes_per_s = 9e9};
-  EXPECT_EQ(HostFiguresKey("h1"), "host/h1/figures");
+  EXPECT_EQ(kv_keys::HostFigures("h1"), "host/h1/figures");
   StatusOr<HostFigures> back = ParseHostFigures(HostFiguresToJson(h));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->host, "h1");

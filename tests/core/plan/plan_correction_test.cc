@@ -8,6 +8,7 @@
 #include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
 #include "tests/core/plan/replan_inputs.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::plan {
 namespace {
@@ -113,7 +114,7 @@ TEST_F(PlanCorrectionTest, JsonRoundTripAndErrors) {
   EXPECT_EQ(back->collective_time_scale, 0.5);
   EXPECT_EQ(back->ps_time_scale, 30);
   EXPECT_EQ(back->source, c.source);
-  EXPECT_EQ(PlanCorrectionKey(7), "job/7/replan");
+  EXPECT_EQ(kv_keys::PlanCorrection(7), "job/7/replan");
   EXPECT_NE(ParsePlanCorrection("nope").status().ToString().find("expected a JSON object"),
             std::string::npos);
   EXPECT_NE(ParsePlanCorrection(R"({"from_attempt": 1, "collective_time_scale": 1})")

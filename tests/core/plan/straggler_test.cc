@@ -12,6 +12,7 @@
 #include "core/plan/plan_builder.h"
 #include "core/plan/report.h"
 #include "tests/core/plan/replan_inputs.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::plan {
 namespace {
@@ -48,7 +49,7 @@ TEST(StragglerJsonTest, RoundTripAndBadText) {
   EXPECT_EQ(back->hosts, 4);
   EXPECT_DOUBLE_EQ(back->straggler_s, 0.0267);
   EXPECT_EQ(back->steps, 40);
-  EXPECT_EQ(StragglerKey(8), "cluster/straggler/8");
+  EXPECT_EQ(kv_keys::Straggler(8), "cluster/straggler/8");
   EXPECT_EQ(StragglerSource(s),
             "measured by job 7 over 40 steps, 8 workers on 4 hosts, at 2025-11-24 16:00 UTC");
   StatusOr<MeasuredStraggler> bad = ParseStraggler("{\"workers\": 2}");
