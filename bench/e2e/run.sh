@@ -9,7 +9,7 @@
 #                    [--seed-per-run] (round r: seed r + 1 on both sides, data order too)
 #
 # Needs scripts/build (BUILD_DIR, default build/), scripts/fetch-data, and
-# scripts/install-deps (python3-torch). Writes data/brown/w3-batches-1.bin when missing.
+# scripts/install-deps --test (python3-torch). Writes data/brown/w3-batches-1.bin when missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 case "${1:-}" in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
@@ -19,7 +19,7 @@ px_require_bins run.sh parallax parallax-coordinator parallax-agent parallax-tra
 brown="$root/data/brown"
 [[ -f "$brown/train.tok" ]] || { echo "run.sh: $brown/train.tok missing; run scripts/fetch-data" >&2; exit 1; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || {
-  echo "run.sh: /usr/bin/python3 cannot import torch; run scripts/install-deps" >&2; exit 1; }
+  echo "run.sh: /usr/bin/python3 cannot import torch; run scripts/install-deps --test" >&2; exit 1; }
 batches="$brown/w3-batches-1.bin"
 [[ -f "$batches" ]] || "$build_dir/bin/parallax-data" batches "$brown/train.tok" --context 4 \
   --batch 256 --workers 2 --steps 310 --seed 1 --out "$batches" >/dev/null

@@ -8,7 +8,7 @@
 #
 #   bench/peers/run.sh [--runs N] [--seed S] [-- w3_torch.py options]
 #
-# Needs scripts/install-deps, scripts/fetch-data, and parallax-data in
+# Needs scripts/install-deps --test, scripts/fetch-data, and parallax-data in
 # ${BUILD_DIR:-build}/bin (it writes the batches file, data/brown/w3-batches-S.bin,
 # when missing).
 set -euo pipefail
@@ -35,7 +35,7 @@ if [[ ! -f "$batches" ]]; then
     --workers 2 --steps 310 --seed "$seed" --out "$batches"
 fi
 [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null || {
-  echo "run.sh: /usr/bin/python3 cannot import torch; run scripts/install-deps" >&2
+  echo "run.sh: /usr/bin/python3 cannot import torch; run scripts/install-deps --test" >&2
   exit 1
 }
 px_event e2e start

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """W3 in PyTorch DDP: the reference Parallax's `lm` model is compared with.
 
-Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps`):
+Run with Debian's interpreter (python3-torch 1.13, `scripts/install-deps --test`):
 
   /usr/bin/python3 bench/peers/w3_torch.py --batches data/brown/w3-batches.bin \
       --vocab data/brown/vocab.tsv [--sparse | --alternate] [--runs 5]

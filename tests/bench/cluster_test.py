@@ -17,7 +17,7 @@ The data is a synthetic corpus in the Brown format (Zipf-distributed words), con
 `parallax-data brown`, so the test needs no download. Needs root (network namespaces) and
 iproute2; without root it reports a skip with the reason (exit 0, "SKIPPED" on stdout, which
 ctest's SKIP_REGULAR_EXPRESSION turns into a skipped test); so does the front-end's test when
-/usr/bin/python3 cannot import torch (python3-torch, scripts/install-deps).
+/usr/bin/python3 cannot import torch (python3-torch, scripts/install-deps --test).
 
 What it prints for the record: the measured bytes, the plan's own link figure
 (`total_bytes_per_host_link`) and their ratio. That figure leaves out that 1/H of a host's PS
@@ -106,7 +106,7 @@ class ClusterTest(unittest.TestCase):
             import torch  # noqa: F401  (the trainer's interpreter is /usr/bin/python3 too)
         except ImportError as e:
             print(f"SKIPPED: the PyTorch front-end's trainer needs torch, which /usr/bin/python3 "
-                  f"cannot import ({e}); scripts/install-deps installs python3-torch", flush=True)
+                  f"cannot import ({e}); scripts/install-deps --test installs python3-torch", flush=True)
             self.skipTest("no torch")
         args, workdir = self.matrix_args("torch")
         with Cluster(ARGS.bin, hosts=2, rate="1gbit", slots=1,

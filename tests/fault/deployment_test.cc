@@ -123,8 +123,8 @@ class DeploymentTest : public ::testing::Test {
 
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root for ip netns (euid " << geteuid() << ")";
-    ASSERT_EQ(access(kOpenssl, X_OK), 0) << kOpenssl << " is missing: run scripts/install-deps";
-    ASSERT_EQ(access(kUnshare, X_OK), 0) << kUnshare << " is missing: run scripts/install-deps";
+    ASSERT_EQ(access(kOpenssl, X_OK), 0) << kOpenssl << " is missing: run scripts/install-deps --test";
+    ASSERT_EQ(access(kUnshare, X_OK), 0) << kUnshare << " is missing: run scripts/install-deps --test";
     if (std::string failed = net_.Create(); !failed.empty()) {
       GTEST_SKIP() << "the sandbox refused `" << failed << "`";
     }

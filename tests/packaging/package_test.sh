@@ -78,7 +78,7 @@ done
 
 # The units, as systemd would load them from that root.
 if ! command -v systemd-analyze >/dev/null; then
-  echo "SKIPPED CHECK: systemd-analyze is missing (scripts/install-deps installs systemd)"
+  echo "SKIPPED CHECK: systemd-analyze is missing (scripts/install-deps --test installs systemd)"
 else
   # The scratch root holds no systemd of its own: lend it this machine's
   # units (targets the ours are ordered after), without replacing ours.

@@ -86,7 +86,7 @@ class TlsTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    ASSERT_NE(certs_, nullptr) << kOpenssl << " is missing: run scripts/install-deps";
+    ASSERT_NE(certs_, nullptr) << kOpenssl << " is missing: run scripts/install-deps --test";
     ASSERT_TRUE(certs_->error().empty()) << certs_->error();
     mark_ = "PX_TEST_MARK=tls-" + std::to_string(getpid()) + "-" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();

@@ -37,7 +37,7 @@ import urllib.request
 try:
     from prometheus_client.parser import text_string_to_metric_families
 except ImportError:  # a failure, not a skip: the test must run where it is listed
-    sys.exit("web_test: python3-prometheus-client is missing; run scripts/install-deps")
+    sys.exit("web_test: python3-prometheus-client is missing; run scripts/install-deps --test")
 
 ARGS = None
 TOKEN = "read-only-web-token"
@@ -101,7 +101,7 @@ class WebTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.access(CHROMIUM, os.X_OK):
-            raise AssertionError("%s is missing; run scripts/install-deps" % CHROMIUM)
+            raise AssertionError("%s is missing; run scripts/install-deps --test" % CHROMIUM)
         cls.tmp = tempfile.TemporaryDirectory(prefix="parallax-web-test-")
         cls.dir = cls.tmp.name
         cls.marker = "PX_WEB_TEST=%d" % os.getpid()

@@ -32,7 +32,7 @@ import parallax_draws as pd  # noqa: E402
 from e2e import eval_loss_from_log, w3_text  # noqa: E402  (examples/w3.toml, substituted)
 
 BIN = os.path.abspath(os.environ.get("PARALLAX_BIN_DIR", os.path.join(ROOT, "build", "bin")))
-PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch (scripts/install-deps)
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch (scripts/install-deps --test)
 
 # The model of the end-to-end check: W3's shape, smaller.
 VOCAB, DIM, CONTEXT, HIDDEN, NEGATIVES, BATCH, STEPS, WORKERS = 48, 8, 3, 16, 4, 16, 8, 2
