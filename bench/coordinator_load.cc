@@ -44,7 +44,7 @@
 #include <thread>
 
 #include "bench/spawn_coordinator.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "core/base/secret.h"
 #include "core/rpc/coordinator_client.h"
 

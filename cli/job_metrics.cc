@@ -1,10 +1,10 @@
 #include "cli/job_metrics.h"
 
-#include <cstdio>
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/base/format_bytes.h"
+#include "core/metrics/rank_table.h"
 #include "core/rpc/coordinator_client.h"
 
 namespace parallax::cli {
@@ -25,18 +25,6 @@ StatusOr<std::map<int, rpc::MetricPoint>> Latest(CoordinatorClient* coord, int64
   return latest;
 }
 
-std::string Fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-
-double Value(const rpc::MetricPoint& p, const std::string& name) {
-  if (!p.__isset.values) return 0;
-  auto it = p.values.find(name);
-  return it == p.values.end() ? 0 : it->second;
-}
-
 }  // namespace
 
 StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorClient* coord,
@@ -45,20 +33,16 @@ StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorCl
   PX_ASSIGN_OR_RETURN(auto latest, Latest(coord, job_id, attempt, newest_step));
   std::vector<std::vector<std::string>> rows;
   if (latest.empty()) return rows;
-  rows.push_back({"RANK", "STEP", "LOSS", "SAMPLES/S", "COMPUTE", "DENSE WAIT", "SPARSE WAIT",
-                  "ALLREDUCE S/R", "ALLGATHER S/R", "PS PUSH S/R", "PS PULL S/R",
-                  "LOCAL AGG S/R"});
+  std::vector<RankPoint> points;
   for (const auto& [rank, p] : latest) {
-    auto pair = [&](const std::string& path) {
-      return FormatBytes(Value(p, path + "_sent_bytes"), "") + "/" +
-             FormatBytes(Value(p, path + "_recv_bytes"), "");
-    };
-    rows.push_back({std::to_string(rank), std::to_string(p.step), Fixed(p.loss, 4),
-                    Fixed(p.throughput, 1), Fixed(Value(p, "compute_ms"), 2) + "ms",
-                    Fixed(Value(p, "dense_wait_ms"), 2) + "ms",
-                    Fixed(Value(p, "sparse_wait_ms"), 2) + "ms", pair("allreduce"),
-                    pair("allgather"), pair("ps_push"), pair("ps_pull"), pair("local_agg")});
+    points.push_back({rank, p.step, p.loss, p.throughput, &p.values});
   }
+  RankTable table = BuildRankTable(points, RankTableStyle::kTerminal);
+  for (std::string& c : table.columns) {
+    for (char& ch : c) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  }
+  rows.push_back(std::move(table.columns));
+  for (auto& row : table.rows) rows.push_back(std::move(row));
   return rows;
 }
 

@@ -1,6 +1,6 @@
 // `parallax set JOB consistency=async|ssp|sync [staleness=K]`: a running
 // job's consistency mode switched at a step the coordinator picks
-// (coordinator/consistency_switches.h).
+// (coordinator/service/consistency_switches.h).
 #ifndef PARALLAX_CLI_SET_COMMAND_H_
 #define PARALLAX_CLI_SET_COMMAND_H_
 

@@ -1,5 +1,5 @@
 // ConsistencyLease: a trainer rank's side of run-time consistency switches
-// (coordinator/consistency_switches.h). The rank promises the coordinator
+// (coordinator/service/consistency_switches.h). The rank promises the coordinator
 // to run no step >= until before it asks again, and asks every window/2
 // steps, so that a switch the coordinator places one step past every lease
 // reaches this rank before it runs the step before the switch.

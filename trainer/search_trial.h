@@ -1,4 +1,4 @@
-// The trainer's side of the partition search (coordinator/partition_trials.h).
+// The trainer's side of the partition search (coordinator/orchestration/partition_trials.h).
 // For every attempt of a job with [ps] partitions = "auto", the coordinator
 // publishes under job/<id>/<attempt>/search the P the attempt runs with and,
 // for a trial attempt, its step budget:

@@ -4,6 +4,7 @@
 
 #include "core/base/logging.h"
 #include "core/rpc/coordinator_client.h"
+#include "schemas/metric_names.h"
 
 namespace parallax::trainer {
 namespace {
@@ -52,19 +53,21 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     now.v[6] = t.pull_sent;
     now.v[7] = t.pull_received;
   }
-  static const char* kNames[10] = {"allreduce_sent_bytes", "allreduce_recv_bytes",
-                                   "allgather_sent_bytes", "allgather_recv_bytes",
-                                   "ps_push_sent_bytes",   "ps_push_recv_bytes",
-                                   "ps_pull_sent_bytes",   "ps_pull_recv_bytes",
-                                   "local_agg_sent_bytes", "local_agg_recv_bytes"};
+  // now.v holds sent, received for each path in metric_names::kPaths order.
+  namespace names = metric_names;
   std::map<std::string, double> out;
   const double steps = static_cast<double>(std::max<int64_t>(steps_, 1));
-  for (int i = 0; i < 10; ++i) out[kNames[i]] = static_cast<double>(now.v[i] - last_.v[i]) / steps;
-  out["compute_ms"] = Ms(compute_) / steps;
-  out["dense_wait_ms"] = Ms(total_dense_) / steps;
-  out["sparse_wait_ms"] = Ms(total_sparse_) / steps;
-  out["steps"] = static_cast<double>(steps_);
-  if (losses_ > 0) out["loss_mean"] = loss_sum_ / static_cast<double>(losses_);
+  for (size_t i = 0; i < names::kPaths.size(); ++i) {
+    out[names::SentBytes(names::kPaths[i])] =
+        static_cast<double>(now.v[2 * i] - last_.v[2 * i]) / steps;
+    out[names::RecvBytes(names::kPaths[i])] =
+        static_cast<double>(now.v[2 * i + 1] - last_.v[2 * i + 1]) / steps;
+  }
+  out[names::kComputeMs] = Ms(compute_) / steps;
+  out[names::kDenseWaitMs] = Ms(total_dense_) / steps;
+  out[names::kSparseWaitMs] = Ms(total_sparse_) / steps;
+  out[names::kSteps] = static_cast<double>(steps_);
+  if (losses_ > 0) out[names::kLossMean] = loss_sum_ / static_cast<double>(losses_);
   loss_sum_ = 0;
   losses_ = 0;
   last_ = now;

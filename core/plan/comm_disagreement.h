@@ -1,6 +1,6 @@
 // Whether a running attempt's measured communication time per step
 // disagrees with its plan's prediction, for long enough to act on it
-// (re-planning on evidence: coordinator/replan_monitor.h).
+// (re-planning on evidence: coordinator/orchestration/replan_monitor.h).
 //
 // The input is a series of metric intervals of one attempt, in step order:
 // every trainer rank's metric point at one step (MetricPoint.values: per-step

@@ -5,7 +5,7 @@
 // hosts of unequal speed, make it large; on hosts with cores of their own it
 // is small. No cost figure of a backend carries it, so it is measured where
 // it shows: the coordinator sees every rank's compute time per step in the
-// metric points (coordinator/replan_monitor.h feeds a StragglerMeter) and
+// metric points (coordinator/orchestration/replan_monitor.h feeds a StragglerMeter) and
 // keeps the newest sync job's figure per number of workers in its key-value
 // store, kv_keys::Straggler(workers). A later sync plan of as many workers on as
 // many hosts adds it to its predicted wait (CostOptions::sync_straggler_s):

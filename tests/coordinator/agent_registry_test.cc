@@ -1,7 +1,7 @@
 // Who may take over a live agent's name, what a clean stop does, and the
-// warning for loopback addresses (coordinator/agent_registry.h): on its own,
+// warning for loopback addresses (coordinator/service/agent_registry.h): on its own,
 // then through the service's handlers with a FakeClock.
-#include "coordinator/agent_registry.h"
+#include "coordinator/service/agent_registry.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

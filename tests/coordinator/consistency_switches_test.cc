@@ -1,6 +1,6 @@
 // ConsistencySwitches over a real SQLite store: where a switch lands
 // relative to the ranks' leases, and what it refuses.
-#include "coordinator/consistency_switches.h"
+#include "coordinator/service/consistency_switches.h"
 
 #include <gtest/gtest.h>
 

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/state_store.h"
+#include "coordinator/store/state_store.h"
 #include "parallax/status.h"
 
 namespace parallax::coordinator {

@@ -1,7 +1,7 @@
 // The web endpoint as parallax-coordinator starts it from its flags: the
 // address forms, the token file's rules, the port file and the warning for a
 // server beyond loopback without a token.
-#include "coordinator/http_endpoint.h"
+#include "coordinator/web/http_endpoint.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

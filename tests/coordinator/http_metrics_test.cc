@@ -1,13 +1,13 @@
 // /metrics pieces: the text format writer, the figures of a job's points,
 // the per-method call histograms and the PS shards' board.
-#include "coordinator/http_metrics.h"
+#include "coordinator/web/http_metrics.h"
 
 #include <gtest/gtest.h>
 
-#include "coordinator/rpc_stats.h"
-#include "coordinator/server.h"
-#include "coordinator/service.h"
-#include "coordinator/shard_stats.h"
+#include "coordinator/service/rpc_stats.h"
+#include "coordinator/service/server.h"
+#include "coordinator/service/service.h"
+#include "coordinator/service/shard_stats.h"
 #include "core/rpc/coordinator_client.h"
 #include "tests/coordinator/sqlite_service.h"
 

@@ -1,7 +1,7 @@
 // The coordinator's HTTP server on loopback sockets: routing to the handler,
 // the read-only token, TLS, and the bounds a hostile client meets (header
 // floods, slow senders, many connections, descriptor exhaustion).
-#include "coordinator/http_server.h"
+#include "coordinator/web/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,12 +1,13 @@
 // The web site's answers, from a real CoordinatorService over a real SQLite
 // file with jobs, tasks, plans and metric points written through the store,
 // and a fake log reader in place of the agents.
-#include "coordinator/http_site.h"
+#include "coordinator/web/http_site.h"
 
 #include <gtest/gtest.h>
 
 #include <mutex>
 
+#include "core/metrics/rank_table.h"
 #include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
@@ -212,6 +213,13 @@ TEST_F(HttpSiteTest, JobPageShowsPlanCurvesTasksEventsAndLogTails) {
   EXPECT_TRUE(Has(r.body, "<dt>loss</dt><dd>5.5000</dd>"));
   EXPECT_TRUE(Has(r.body, "<dt>samples/s</dt><dd>300.0</dd>"));
   EXPECT_TRUE(Has(r.body, "<dt>steps/s</dt><dd>10.00</dd>"));
+  // The ranks table has every column `parallax status JOB` prints (both are
+  // core/metrics/rank_table's), local aggregation included; rank 1's newest
+  // point pulled 2 KB a step.
+  for (const std::string& column : BuildRankTable({}, RankTableStyle::kTerminal).columns) {
+    EXPECT_TRUE(Has(r.body, "<th>" + column + "</th>")) << column;
+  }
+  EXPECT_TRUE(Has(r.body, "<td>0 B / 2.00 KB</td>")) << r.body;
 }
 
 TEST_F(HttpSiteTest, LongJobsCurvesShowTheNewestSteps) {

@@ -1,4 +1,4 @@
-#include "coordinator/job_state.h"
+#include "coordinator/store/job_state.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// An agent that goes silent and comes back (coordinator/agent_liveness.h):
+// An agent that goes silent and comes back (coordinator/orchestration/agent_liveness.h):
 // the state machine on its own, then through the service's handlers with a
 // FakeClock, on each side of --agent-timeout-ms.
-#include "coordinator/agent_liveness.h"
+#include "coordinator/orchestration/agent_liveness.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

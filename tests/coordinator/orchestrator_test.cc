@@ -1,16 +1,16 @@
 // The job lifecycle driven through the service's handlers directly (no
 // sockets): agents register and poll, report task states; a FakeClock stands
 // in for time.
-#include "coordinator/orchestrator.h"
+#include "coordinator/orchestration/orchestrator.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <future>
 
-#include "coordinator/service.h"
+#include "coordinator/service/service.h"
 #include "core/plan/job_plan.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/coordinator/service_driver.h"
 #include "tests/testing/temp_dir.h"
@@ -472,7 +472,7 @@ TEST_F(OrchestratorTest, UnknownAgentIsToldToRegister) {
 
 
 // A lost PS shard of an async job started again alone
-// (coordinator/shard_recovery.h), through the service's handlers.
+// (coordinator/orchestration/shard_recovery.h), through the service's handlers.
 class ShardRestartTest : public ::testing::Test {
  protected:
   int64_t StartJob(const std::string& consistency) {

@@ -5,16 +5,16 @@
 // attempt; a trial that fails falls back to the default P. The trainers are
 // played by the test (no processes): it reads what each attempt was told
 // and publishes what a trial measured.
-#include "coordinator/partition_trials.h"
+#include "coordinator/orchestration/partition_trials.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "coordinator/service.h"
+#include "coordinator/service/service.h"
 #include "core/plan/job_plan.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/testing/temp_dir.h"
 #include "schemas/kv_keys.h"

@@ -2,7 +2,7 @@
 // intervals, a sustained disagreement makes one event, with [plan] replan a
 // correction and a request (once in the job's life), and the plan of the
 // next attempt an event saying what changed.
-#include "coordinator/replan_monitor.h"
+#include "coordinator/orchestration/replan_monitor.h"
 
 #include <gtest/gtest.h>
 

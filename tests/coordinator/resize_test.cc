@@ -1,6 +1,6 @@
-// coordinator/resize.h: what a resume with other counts writes, and the
+// coordinator/orchestration/resize.h: what a resume with other counts writes, and the
 // elastic choices (shrink after the replacement wait, grow when free).
-#include "coordinator/resize.h"
+#include "coordinator/orchestration/resize.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

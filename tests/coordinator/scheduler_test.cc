@@ -1,4 +1,4 @@
-#include "coordinator/scheduler.h"
+#include "coordinator/orchestration/scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/service.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/testing/temp_dir.h"
 

@@ -3,9 +3,9 @@
 // real Thrift client against the service on an ephemeral port.
 #include <gtest/gtest.h>
 
-#include "coordinator/server.h"
-#include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/server.h"
+#include "coordinator/service/service.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "core/rpc/coordinator_client.h"
 #include "tests/testing/temp_dir.h"
 

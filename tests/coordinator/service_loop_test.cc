@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/service.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/coordinator/fault_injection_state_store.h"
 #include "tests/testing/temp_dir.h"

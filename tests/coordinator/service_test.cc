@@ -1,6 +1,6 @@
 // The coordinator service, served in-process on an ephemeral port over a
 // real SQLite file, driven through the real Thrift client.
-#include "coordinator/service.h"
+#include "coordinator/service/service.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <future>
 #include <thread>
 
-#include "coordinator/server.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/server.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "core/rpc/coordinator_client.h"
 #include "tests/coordinator/fault_injection_state_store.h"
 #include "tests/testing/temp_dir.h"

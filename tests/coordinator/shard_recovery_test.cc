@@ -1,10 +1,10 @@
-// When a lost PS shard is started again alone (coordinator/shard_recovery.h),
+// When a lost PS shard is started again alone (coordinator/orchestration/shard_recovery.h),
 // and the fencing of reports about an older generation.
-#include "coordinator/shard_recovery.h"
+#include "coordinator/orchestration/shard_recovery.h"
 
 #include <gtest/gtest.h>
 
-#include "coordinator/task_outcome.h"
+#include "coordinator/orchestration/task_outcome.h"
 
 namespace parallax::coordinator {
 namespace {

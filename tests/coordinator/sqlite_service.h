@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/service.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/testing/temp_dir.h"
 

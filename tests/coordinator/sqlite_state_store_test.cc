@@ -1,4 +1,4 @@
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/store/sqlite_state_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/sqlite_util.h"
-#include "coordinator/state_sql.h"
+#include "coordinator/store/sqlite_util.h"
+#include "coordinator/store/state_sql.h"
 #include "tests/coordinator/fault_injection_state_store.h"
 #include "tests/testing/temp_dir.h"
 

@@ -1,4 +1,4 @@
-#include "coordinator/sqlite_write_queue.h"
+#include "coordinator/store/sqlite_write_queue.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/sqlite_util.h"
+#include "coordinator/store/sqlite_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::coordinator {

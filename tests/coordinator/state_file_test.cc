@@ -1,6 +1,6 @@
 // The coordinator's checks of its database file at start
-// (coordinator/state_file.h), on real files.
-#include "coordinator/state_file.h"
+// (coordinator/store/state_file.h), on real files.
+#include "coordinator/store/state_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "coordinator/sqlite_util.h"
+#include "coordinator/store/sqlite_util.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::coordinator {

@@ -3,7 +3,7 @@
 // trainer_test_rank ranks (the tiny model, 30 steps, checkpoints every 10).
 // The ranks pause before step 15 (TINY_PAUSE_AT) so the kill lands at a known
 // moment; the coordinator starts the shard's generation 2 alone
-// (coordinator/shard_recovery.h) while they wait. Checked:
+// (coordinator/orchestration/shard_recovery.h) while they wait. Checked:
 //   - no rank restarted: the same rank processes before and after the kill,
 //     attempt 1 to the end, no restart event; the job SUCCEEDED;
 //   - generation 2 ran, in its own task directory (the dead one's log kept);

@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/service.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "core/base/logging.h"
 
 namespace {

@@ -6,7 +6,12 @@
 - the daemons and the trainer library do not include each other (they meet
   only through schemas/ and core/), and none of them includes cli/;
 - the public headers (include/parallax/) include only each other and the
-  standard library: what `cmake --install` ships is the API and nothing else.
+  standard library: what `cmake --install` ships is the API and nothing else;
+- inside coordinator/, the rooms depend one way: store/ (the SQLite state)
+  on no other room, orchestration/ on store/, service/ on orchestration/ and
+  store/, web/ (the pages and /metrics) on service/ and store/; nothing
+  includes web/ but the coordinator's main.cc, and every coordinator source
+  is in a room but main.cc.
 
 Usage: layering_test.py [REPO_ROOT]   (exit status 1 and a line per violation)
 """
@@ -28,6 +33,29 @@ FORBIDDEN = {
     "tools": {"coordinator", "agent", "ps", "trainer", "cli", "python"},
 }
 SOURCES = (".h", ".hpp", ".cc", ".cpp", ".cu")
+# coordinator/ room -> the rooms its files may include (besides its own).
+ROOMS = {
+    "store": set(),
+    "orchestration": {"store"},
+    "service": {"orchestration", "store"},
+    "web": {"service", "store"},
+}
+
+
+def room_violation(rel, target):
+    """Why the coordinator file `rel` may not include `target`, or None."""
+    parts = rel.parts
+    if len(parts) < 2 or parts[0] != "coordinator":
+        return None
+    into = target.split("/")
+    if into[0] != "coordinator" or len(into) < 3:
+        return None
+    if len(parts) == 2:  # coordinator/main.cc: builds the rooms, may use them all
+        return None
+    room, other = parts[1], into[1]
+    if other == room or other in ROOMS.get(room, set()):
+        return None
+    return f"coordinator/{room}/ may not depend on coordinator/{other}/"
 
 
 def violations(root):
@@ -51,6 +79,14 @@ def violations(root):
                 continue
             if kind == '"' and first in FORBIDDEN.get(top, ()):
                 out.append(f"{rel}: includes \"{target}\"; {top}/ may not depend on {first}/")
+            if kind == '"' and (why := room_violation(rel, target)):
+                out.append(f"{rel}: includes \"{target}\"; {why}")
+            if (kind == '"' and first == "coordinator" and target.split("/")[1] == "web"
+                    and top != "coordinator" and top != "tests"):
+                out.append(f"{rel}: includes \"{target}\"; only the coordinator uses its web room")
+        if (top == "coordinator" and len(rel.parts) == 2 and rel.name != "main.cc"):
+            out.append(f"{rel}: a coordinator source outside the rooms "
+                       f"({', '.join(sorted(ROOMS))}); only main.cc stays at the top")
     return out, checked
 
 
@@ -65,18 +101,26 @@ def self_test():
             "include/parallax/p.h": '#include <vector>\n#include "parallax/q.h"\n'
                                     '#include "core/a/x.h"\n',
             "cli/c.cc": '#include "trainer/t.h"\n',
+            "coordinator/store/s.cc": '#include "coordinator/store/t.h"\n'
+                                      '#include "coordinator/web/w.h"\n',
+            "coordinator/web/w.cc": '#include "coordinator/service/v.h"\n'
+                                    '#include "coordinator/store/t.h"\n',
+            "coordinator/loose.cc": '#include "coordinator/service/v.h"\n',
+            "coordinator/main.cc": '#include "coordinator/web/w.h"\n',
         }
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
         found, _ = violations(root)
         expected = ["core/a/x.h: includes \"trainer/z.h\"", "ps/s.cc: includes \"coordinator/c.h\"",
-                    "include/parallax/p.h: public header includes \"core/a/x.h\""]
+                    "include/parallax/p.h: public header includes \"core/a/x.h\"",
+                    "coordinator/store/s.cc: includes \"coordinator/web/w.h\"",
+                    "coordinator/loose.cc: a coordinator source outside the rooms"]
         missing = [e for e in expected if not any(f.startswith(e) for f in found)]
         if missing or len(found) != len(expected):
             print("self-test failed: found", found, "missing", missing)
             return 1
-    print("layering self-test: the check finds 3 of 3 planted violations")
+    print("layering self-test: the check finds 5 of 5 planted violations")
     return 0
 
 

@@ -1,4 +1,4 @@
-// Attacks on the coordinator's web server (--http, coordinator/http_server.h)
+// Attacks on the coordinator's web server (--http, coordinator/web/http_server.h)
 // from outside, as an attacker without the token would make them: clients
 // that trickle half a request, idle connections beyond the server's cap,
 // TLS handshakes that never finish, and a flood of unauthenticated requests.

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <future>
 
-#include "coordinator/server.h"
-#include "coordinator/service.h"
-#include "coordinator/sqlite_state_store.h"
+#include "coordinator/service/server.h"
+#include "coordinator/service/service.h"
+#include "coordinator/store/sqlite_state_store.h"
 #include "core/base/clock.h"
 #include "core/comm/coordinator_store.h"
 #include "core/comm/gradient_fusion.h"

@@ -1,5 +1,5 @@
 // What the re-planning tests plan (core/plan/plan_correction.h,
-// coordinator/replan_monitor.h): two variables on 2 workers, 2 shards, and a
+// coordinator/orchestration/replan_monitor.h): two variables on 2 workers, 2 shards, and a
 // job file whose PS round trips are cheap enough that everything goes to
 // the PS — the prediction the tests then prove wrong.
 #ifndef PARALLAX_TESTS_CORE_PLAN_REPLAN_INPUTS_H_

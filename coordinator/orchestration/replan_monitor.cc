@@ -1,0 +1,205 @@
+#include "coordinator/orchestration/replan_monitor.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/base/logging.h"
+#include "core/config/job_config.h"
+#include "core/plan/job_plan.h"
+#include "core/plan/plan_correction.h"
+#include "schemas/kv_keys.h"
+#include "schemas/metric_names.h"
+
+namespace parallax::coordinator {
+namespace {
+
+// Steps some rank has not reported yet, kept per attempt; beyond this the
+// oldest go (a rank that stopped reporting ends its attempt anyway).
+constexpr size_t kMaxPartialSteps = 64;
+// Jobs watched at once; beyond this the oldest job's watch goes.
+constexpr size_t kMaxWatches = 1024;
+// An attempt's first steps (connections, first pulls, caches) are not its
+// ranks' usual spread; a stored straggler figure is renewed every this many
+// measured steps.
+constexpr int64_t kStragglerWarmupSteps = 5;
+constexpr int64_t kStragglerStoreSteps = 10;
+
+}  // namespace
+
+StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attempt) {
+  auto found = watches_.find(job_id);
+  if (found != watches_.end() && found->second.attempt >= attempt) {
+    return found->second.attempt == attempt ? &found->second : nullptr;
+  }
+  if (found == watches_.end() && watches_.size() >= kMaxWatches) watches_.erase(watches_.begin());
+  Watch& w = watches_[job_id];
+  w = Watch{};
+  w.attempt = attempt;
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json, store_->GetPlan(job_id, attempt));
+  PX_ASSIGN_OR_RETURN(JobRecord job, store_->GetJob(job_id));
+  JobLoadOptions load;
+  load.check_paths = false;
+  StatusOr<JobConfig> config =
+      ParseJobConfig(job.job_text, job.job_path.empty() ? "<submitted>" : job.job_path, load);
+  if (!plan_json || !config.ok()) return &w;  // not watched
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*plan_json);
+  if (!plan.ok()) return &w;
+  const JobConfig::Plan& p = config->plan;
+  w.replan = p.replan;
+  w.ranks = plan->world_size();
+  w.sync = config->job.consistency == Consistency::kSync;
+  w.hosts = plan->cluster.hosts;
+  w.steps_per_point = std::max<int64_t>(1, config->trainer.metrics_every);
+  w.detector = std::make_unique<plan::DisagreementDetector>(
+      plan::PredictedCommOf(*plan),
+      plan::DisagreementOptions{.factor = p.replan_factor,
+                                .after_steps = p.replan_after_steps,
+                                .window_steps = p.replan_window_steps,
+                                .min_intervals = 2});
+  return &w;
+}
+
+std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w) {
+  std::optional<plan::Disagreement> found;
+  for (auto it = w->partial.begin(); it != w->partial.end();) {
+    const int64_t step = it->first;
+    if (step <= w->last_fed) {
+      it = w->partial.erase(it);
+      continue;
+    }
+    if (static_cast<int>(it->second.size()) < w->ranks) {
+      ++it;
+      continue;
+    }
+    plan::CommInterval interval;
+    double steps = 0;
+    std::vector<double> compute_s;
+    double least_wait = std::numeric_limits<double>::infinity();
+    for (const auto& [rank, p] : it->second) {
+      steps = std::max(steps, metric_names::ValueOf(p.values, metric_names::kSteps));
+      const double dense_s = metric_names::ValueOf(p.values, metric_names::kDenseWaitMs) / 1e3;
+      const double sparse_s = metric_names::ValueOf(p.values, metric_names::kSparseWaitMs) / 1e3;
+      if (w->sync) {
+        // A sync rank also waits for the slowest rank's compute, which the
+        // plan's communication does not hold: the rank that waited least
+        // (the one the others waited for) measures the communication.
+        compute_s.push_back(metric_names::ValueOf(p.values, metric_names::kComputeMs) / 1e3);
+        if (dense_s + sparse_s < least_wait) {
+          least_wait = dense_s + sparse_s;
+          interval.dense_s = dense_s;
+          interval.sparse_s = sparse_s;
+        }
+      } else {
+        interval.dense_s += dense_s / w->ranks;
+        interval.sparse_s += sparse_s / w->ranks;
+      }
+    }
+    interval.last_step = step;
+    interval.first_step = step - static_cast<int64_t>(std::max(1.0, steps)) + 1;
+    w->last_fed = step;
+    if (w->first_step < 0) w->first_step = interval.first_step;
+    if (w->sync && interval.first_step >= w->first_step + kStragglerWarmupSteps) {
+      w->straggler.Add(compute_s, interval.steps());
+    }
+    std::optional<plan::Disagreement> d = w->detector->Add(interval);
+    if (d && !found) found = d;
+    it = w->partial.erase(it);
+  }
+  while (w->partial.size() > kMaxPartialSteps) w->partial.erase(w->partial.begin());
+  return found;
+}
+
+StatusOr<std::vector<ReplanRequest>> ReplanMonitor::Observe(
+    const std::vector<MetricRecord>& points, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ReplanRequest> requests;
+  std::map<int64_t, Watch*> touched;
+  for (const MetricRecord& p : points) {
+    if (!p.values.count("steps")) continue;  // not a trainer's step metrics
+    PX_ASSIGN_OR_RETURN(Watch * w, WatchOf(p.job_id, p.attempt));
+    // A detector that reported wants no more; a sync job's straggler does.
+    if (w == nullptr || !w->detector || (w->detector->reported() && !w->sync)) continue;
+    w->partial[p.step][p.rank] = p;
+    touched[p.job_id] = w;
+  }
+  for (auto& [job_id, w] : touched) {
+    const std::optional<plan::Disagreement> d = FeedComplete(w);
+    PX_RETURN_IF_ERROR(StoreStraggler(job_id, w, now));
+    if (!d) continue;
+    PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, Report(job_id, *w, *d, now));
+    if (request) requests.push_back(*std::move(request));
+  }
+  return requests;
+}
+
+Status ReplanMonitor::StoreStraggler(int64_t job_id, Watch* w, int64_t now) {
+  if (w->straggler.steps() - w->straggler_stored_steps < kStragglerStoreSteps) {
+    return Status::Ok();
+  }
+  plan::MeasuredStraggler s;
+  s.measured_unix_s = now / 1000;  // `now`: the coordinator clock's milliseconds
+  s.job_id = job_id;
+  s.workers = w->ranks;
+  s.hosts = w->hosts;
+  s.straggler_s = w->straggler.mean_s();
+  s.steps = w->straggler.steps();
+  s.steps_per_point = w->steps_per_point;
+  w->straggler_stored_steps = s.steps;
+  return store_->KvSet(kv_keys::Straggler(s.workers), plan::StragglerToJson(s), now);
+}
+
+StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, const Watch& w,
+                                                              const plan::Disagreement& d,
+                                                              int64_t now) {
+  std::string message = d.Describe() + " on attempt " + std::to_string(w.attempt);
+  std::optional<ReplanRequest> request;
+  if (!w.replan) {
+    message += "; [plan] replan = true would re-plan at the next checkpoint";
+  } else {
+    PX_ASSIGN_OR_RETURN(std::optional<std::string> earlier,
+                        store_->KvGet(kv_keys::PlanCorrection(job_id)));
+    if (earlier) {
+      message += "; the job re-planned once already and does not again";
+    } else {
+      PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json,
+                          store_->GetPlan(job_id, w.attempt));
+      PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(plan_json.value_or("")));
+      const plan::PlanCorrection c = plan::CorrectionFor(plan, d, w.attempt);
+      PX_RETURN_IF_ERROR(
+          store_->KvSet(kv_keys::PlanCorrection(job_id), plan::PlanCorrectionToJson(c), now));
+      message += "; the job re-plans at its next checkpoint (" + c.source + ")";
+      request = ReplanRequest{job_id, w.attempt, c.source};
+    }
+  }
+  PX_LOG(INFO) << "job " << job_id << ": " << message;
+  PX_RETURN_IF_ERROR(store_->AppendEvent(job_id, "replan", message, now).status());
+  return request;
+}
+
+Status ReplanMonitor::PlanStored(int64_t job_id, int attempt, int64_t now) {
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                      store_->KvGet(kv_keys::PlanCorrection(job_id)));
+  if (!stored) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(*stored));
+  if (attempt != c.from_attempt + 1) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> before_json,
+                      store_->GetPlan(job_id, c.from_attempt));
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> after_json, store_->GetPlan(job_id, attempt));
+  if (!before_json || !after_json) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(plan::JobPlan before, plan::ParseJobPlan(*before_json));
+  PX_ASSIGN_OR_RETURN(plan::JobPlan after, plan::ParseJobPlan(*after_json));
+  // An attempt whose rank 0 did not plan with the correction ([plan] replan
+  // turned off in a resumed job file) did not re-plan.
+  if (after.cost.collective_time_scale != c.collective_time_scale ||
+      after.cost.ps_time_scale != c.ps_time_scale) {
+    return Status::Ok();
+  }
+  return store_
+      ->AppendEvent(job_id, "replan",
+                    "attempt " + std::to_string(attempt) + " " + c.source + ": " +
+                        plan::DescribePlanChange(before, after),
+                    now)
+      .status();
+}
+
+}  // namespace parallax::coordinator

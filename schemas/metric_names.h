@@ -1,0 +1,42 @@
+// The named values of a metric point (rpc::MetricPoint.values in
+// schemas/coordinator.thrift): what trainer ranks report every
+// metrics_every steps and what `parallax status`, the web pages, /metrics
+// and the re-plan monitor read. Built and read only through this file, so
+// the writer and the readers cannot drift apart; docs/ARCHITECTURE.md
+// ("Metrics") says what each measures.
+#ifndef PARALLAX_SCHEMAS_METRIC_NAMES_H_
+#define PARALLAX_SCHEMAS_METRIC_NAMES_H_
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace parallax::metric_names {
+
+// The paths whose bytes a rank counts at the transport, per step.
+enum class Path { kAllReduce, kAllGather, kPsPush, kPsPull, kLocalAgg };
+inline constexpr std::array<Path, 5> kPaths = {Path::kAllReduce, Path::kAllGather, Path::kPsPush,
+                                               Path::kPsPull, Path::kLocalAgg};
+// "allreduce", "allgather", "ps_push", "ps_pull", "local_agg": the `path`
+// label of /metrics.
+const char* PathName(Path path);
+std::string SentBytes(Path path);  // "<path>_sent_bytes"
+std::string RecvBytes(Path path);  // "<path>_recv_bytes"
+
+// Milliseconds per step computing, waiting for dense (all-reduce) and for
+// sparse (PS, all-gather) communication; the steps a point covers; the mean
+// loss of those steps.
+inline constexpr char kComputeMs[] = "compute_ms";
+inline constexpr char kDenseWaitMs[] = "dense_wait_ms";
+inline constexpr char kSparseWaitMs[] = "sparse_wait_ms";
+inline constexpr char kSteps[] = "steps";
+inline constexpr char kLossMean[] = "loss_mean";
+
+// The value `name` of a point's values; 0 when the point has none (an older
+// trainer, or a path the job does not use).
+double ValueOf(const std::map<std::string, double>& values, std::string_view name);
+
+}  // namespace parallax::metric_names
+
+#endif  // PARALLAX_SCHEMAS_METRIC_NAMES_H_
