@@ -1,0 +1,425 @@
+#include "core/ps/dynamic_table.h"
+
+#include <tsl/robin_map.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/optim/optimizer.h"
+#include "core/ps/initializer.h"
+
+namespace parallax::ps {
+namespace {
+
+constexpr int64_t kFree = INT64_MIN;  // last_step of a slot no row holds
+constexpr int kSketchDepth = 4;
+constexpr char kMagic[8] = {'P', 'X', 'D', 'Y', 'N', 'T', 'B', '1'};
+
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Appends and reads back the table's state, field by field.
+class Writer {
+ public:
+  template <typename T>
+  void Put(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  template <typename T>
+  void PutVector(const std::vector<T>& v) {
+    Put<uint64_t>(v.size());
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (in_.size() < sizeof(T)) return false;
+    std::memcpy(v, in_.data(), sizeof(T));
+    in_.remove_prefix(sizeof(T));
+    return true;
+  }
+  template <typename T>
+  bool GetVector(std::vector<T>* v) {
+    uint64_t n = 0;
+    if (!Get(&n) || n > in_.size() / sizeof(T)) return false;
+    v->resize(n);
+    std::memcpy(v->data(), in_.data(), n * sizeof(T));
+    in_.remove_prefix(n * sizeof(T));
+    return true;
+  }
+  bool done() const { return in_.empty(); }
+
+ private:
+  std::string_view in_;
+};
+
+}  // namespace
+
+// The index hashes ids with a full 64-bit mix: std::hash of an integer is
+// the integer itself, and the map keeps power-of-two buckets, so ids that
+// share their low bits (multiples of 2^k, hashes truncated upstream) would
+// all probe the same run.
+struct IdHash {
+  size_t operator()(uint64_t id) const { return static_cast<size_t>(Mix(id)); }
+};
+
+struct DynamicTable::Index {
+  tsl::robin_map<uint64_t, int64_t, IdHash> slots;
+};
+
+StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions options) {
+  const std::string name = "dynamic table '" + options.var.name + "'";
+  if (options.var.dim == 0) return InvalidArgument(name + ": dim must be at least 1");
+  if (options.admit_after < 1) {
+    return InvalidArgument(name + ": admit_after must be at least 1 (1 admits at once)");
+  }
+  if (options.ttl_steps < 0) return InvalidArgument(name + ": ttl_steps must be 0 (off) or more");
+  if (options.max_rows < 0) return InvalidArgument(name + ": max_rows must be 0 (no budget) or more");
+  if (options.lfu_sample < 1) return InvalidArgument(name + ": lfu_sample must be at least 1");
+  if (options.sketch_width < 1) return InvalidArgument(name + ": sketch_width must be at least 1");
+  PX_RETURN_IF_ERROR(optim::ValidateOptimizer(options.var.optimizer).WithContext(name));
+  return std::unique_ptr<DynamicTable>(new DynamicTable(std::move(options)));
+}
+
+DynamicTable::DynamicTable(DynamicTableOptions options)
+    : options_(std::move(options)),
+      state_slots_(optim::StateSlots(options_.var.optimizer.type)),
+      stride_((1 + static_cast<size_t>(state_slots_)) * options_.var.dim),
+      index_(std::make_unique<Index>()),
+      rng_(Mix(options_.seed ^ 0x5eed)),
+      ordered_(options_.ttl_steps > 0 || options_.max_rows > 0) {
+  if (options_.admit_after > 1) sketch_.assign(kSketchDepth * size_t{options_.sketch_width}, 0);
+  if (options_.max_rows > 0) {
+    // The budget bounds the slots: their bookkeeping never moves again.
+    const size_t n = static_cast<size_t>(std::min<int64_t>(options_.max_rows, 1 << 24));
+    index_->slots.reserve(n);
+    meta_.reserve(n);
+  }
+}
+
+DynamicTable::~DynamicTable() = default;
+
+bool DynamicTable::NeverAdmitted(uint64_t id) const {
+  return std::find(options_.never_admit.begin(), options_.never_admit.end(), id) !=
+         options_.never_admit.end();
+}
+
+int64_t DynamicTable::Find(uint64_t id) const {
+  auto it = index_->slots.find(id);
+  return it == index_->slots.end() ? kNotARow : it->second;
+}
+
+void DynamicTable::AdvanceTo(int64_t step) {
+  step_ = std::max(step_, step);
+  if (options_.ttl_steps <= 0) return;
+  while (head_ >= 0 && meta_[static_cast<size_t>(head_)].last_step < step_ - options_.ttl_steps) {
+    Evict(head_);
+    ++stats_.evicted_ttl;
+  }
+}
+
+void DynamicTable::Read(uint64_t id, float* out) {
+  const int64_t slot = NeverAdmitted(id) ? kNotARow : Find(id);
+  if (slot != kNotARow) {
+    Touch(slot);
+    std::memcpy(out, Row(slot), sizeof(float) * dim());
+    return;
+  }
+  if (NeverAdmitted(id)) {
+    std::fill(out, out + dim(), 0.0f);
+    return;
+  }
+  ++stats_.not_admitted_reads;
+  InitializeRow(options_.var.init, options_.var.id, static_cast<int64_t>(id), dim(), out);
+}
+
+StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
+  if (NeverAdmitted(id)) return kNotARow;
+  if (int64_t slot = Find(id); slot != kNotARow) {
+    Touch(slot);
+    return slot;
+  }
+  if (options_.admit_after > 1 &&
+      CountContribution(id) < static_cast<uint64_t>(options_.admit_after)) {
+    return kNotARow;
+  }
+  if (options_.max_rows > 0 && static_cast<int64_t>(index_->slots.size()) >= options_.max_rows &&
+      !EvictForBudget()) {
+    return FailedPrecondition(
+        "dynamic table '" + options_.var.name + "': step " + std::to_string(step_) +
+        " alone touches more than max_rows = " + std::to_string(options_.max_rows) +
+        " rows of this shard, and rows of the step in progress are never evicted; raise the "
+        "table's max_rows (or add shards, or lower the batch size)");
+  }
+  const int64_t slot = NewRow(id);
+  ++stats_.admitted;
+  Touch(slot);
+  return slot;
+}
+
+Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots) {
+  for (size_t i = 0; i < n; ++i) {
+    slots[i] = NeverAdmitted(ids[i]) ? kNotARow : Find(ids[i]);
+    if (slots[i] != kNotARow) {
+      __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
+      __builtin_prefetch(Row(slots[i]), 1);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (slots[i] != kNotARow) {
+      Touch(slots[i]);
+      continue;
+    }
+    PX_ASSIGN_OR_RETURN(slots[i], Admit(ids[i]));
+  }
+  return Status::Ok();
+}
+
+void DynamicTable::Apply(int64_t slot, const float* g, float lr_scale) {
+  float* w = Row(slot);
+  const size_t d = dim();
+  optim::ApplyUpdate(options_.var.optimizer, options_.var.optimizer.lr * lr_scale, d, g, w,
+                     state_slots_ > 0 ? w + d : nullptr, state_slots_ > 1 ? w + 2 * d : nullptr,
+                     adam_steps_.empty() ? nullptr : &adam_steps_[static_cast<size_t>(slot)]);
+}
+
+std::vector<uint64_t> DynamicTable::Ids() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(index_->slots.size());
+  for (const auto& [id, slot] : index_->slots) ids.push_back(id);
+  return ids;
+}
+
+DynamicTableStats DynamicTable::stats() const {
+  DynamicTableStats s = stats_;
+  s.rows = static_cast<int64_t>(index_->slots.size());
+  const size_t slots = meta_.size();
+  const size_t per_slot = sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t));
+  s.bytes = static_cast<int64_t>(chunks_.size() * kChunkRows * stride_ * sizeof(float) +
+                                 slots * per_slot +
+                                 index_->slots.bucket_count() *
+                                     (sizeof(std::pair<uint64_t, int64_t>) + sizeof(int32_t)) +
+                                 sketch_.size() * sizeof(uint32_t) +
+                                 free_.capacity() * sizeof(int64_t));
+  return s;
+}
+
+void DynamicTable::Touch(int64_t slot) {
+  const size_t i = static_cast<size_t>(slot);
+  if (meta_[i].touches != UINT32_MAX) ++meta_[i].touches;
+  if (meta_[i].last_step == step_) return;
+  meta_[i].last_step = step_;
+  // The list is kept in order of last step (not of every touch within a
+  // step), which is all TTL and the budget need: a row moves to the tail
+  // once a step.
+  if (ordered_ && tail_ != slot) {
+    Unlink(slot);
+    LinkTail(slot);
+  }
+}
+
+bool DynamicTable::EvictForBudget() {
+  if (head_ < 0 || meta_[static_cast<size_t>(head_)].last_step >= step_) {
+    return false;  // the oldest row is of this step, so every row is
+  }
+  int64_t victim = head_;
+  if (options_.policy == EvictionPolicy::kLfu) {
+    // Sampled LFU: of lfu_sample rows drawn at random (not of this step),
+    // the least touched; ties go to the one touched longer ago.
+    const uint64_t n = meta_.size();
+    int found = 0;
+    for (int tries = 0; found < options_.lfu_sample && tries < 4 * options_.lfu_sample; ++tries) {
+      const int64_t s = static_cast<int64_t>(NextRandom() % n);
+      const size_t i = static_cast<size_t>(s);
+      if (meta_[i].last_step == kFree || meta_[i].last_step >= step_) continue;
+      ++found;
+      const size_t v = static_cast<size_t>(victim);
+      if (meta_[i].touches < meta_[v].touches || (meta_[i].touches == meta_[v].touches && meta_[i].last_step < meta_[v].last_step)) {
+        victim = s;
+      }
+    }
+  }
+  Evict(victim);
+  ++stats_.evicted_budget;
+  return true;
+}
+
+void DynamicTable::Evict(int64_t slot) {
+  const size_t i = static_cast<size_t>(slot);
+  index_->slots.erase(meta_[i].id);
+  Unlink(slot);
+  meta_[i].last_step = kFree;
+  free_.push_back(slot);
+}
+
+int64_t DynamicTable::NewRow(uint64_t id) {
+  int64_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<int64_t>(meta_.size());
+    if ((meta_.size() & (kChunkRows - 1)) == 0) {
+      // Not value-initialised: each row is written when it is created.
+      chunks_.push_back(std::unique_ptr<float[]>(new float[kChunkRows * stride_]));
+    }
+    meta_.push_back(Meta{0, kFree, -1, -1, 0, 0});
+    if (options_.var.optimizer.type == OptimizerType::kAdam) adam_steps_.push_back(0);
+  }
+  const size_t i = static_cast<size_t>(slot);
+  float* row = Row(slot);
+  const size_t d = dim();
+  InitializeRow(options_.var.init, options_.var.id, static_cast<int64_t>(id), dim(), row);
+  for (int s = 0; s < state_slots_; ++s) {
+    std::fill(row + (1 + s) * d, row + (2 + s) * d,
+              optim::InitialStateValue(options_.var.optimizer, s));
+  }
+  if (!adam_steps_.empty()) adam_steps_[i] = 0;
+  meta_[i].id = id;
+  meta_[i].touches = 0;
+  meta_[i].last_step = step_;
+  meta_[i].prev = meta_[i].next = -1;
+  if (ordered_) LinkTail(slot);
+  index_->slots.emplace(id, slot);
+  return slot;
+}
+
+uint32_t DynamicTable::CountContribution(uint64_t id) {
+  uint32_t least = UINT32_MAX;
+  const uint64_t width = options_.sketch_width;
+  for (int r = 0; r < kSketchDepth; ++r) {
+    const uint64_t h = Mix(id ^ Mix(options_.seed + static_cast<uint64_t>(r) + 1));
+    uint32_t& c = sketch_[static_cast<size_t>(r) * width + h % width];
+    if (c != UINT32_MAX) ++c;
+    least = std::min(least, c);
+  }
+  return least;
+}
+
+void DynamicTable::Unlink(int64_t slot) {
+  const size_t i = static_cast<size_t>(slot);
+  const int64_t p = meta_[i].prev, n = meta_[i].next;
+  if (p >= 0) {
+    meta_[static_cast<size_t>(p)].next = n;
+  } else if (head_ == slot) {
+    head_ = n;
+  }
+  if (n >= 0) {
+    meta_[static_cast<size_t>(n)].prev = p;
+  } else if (tail_ == slot) {
+    tail_ = p;
+  }
+  meta_[i].prev = meta_[i].next = -1;
+}
+
+void DynamicTable::LinkTail(int64_t slot) {
+  const size_t i = static_cast<size_t>(slot);
+  meta_[i].prev = tail_;
+  meta_[i].next = -1;
+  if (tail_ >= 0) meta_[static_cast<size_t>(tail_)].next = slot;
+  tail_ = slot;
+  if (head_ < 0) head_ = slot;
+}
+
+uint64_t DynamicTable::NextRandom() {
+  rng_ = Mix(rng_);
+  return rng_;
+}
+
+std::string DynamicTable::Serialize() const {
+  Writer w;
+  w.out().append(kMagic, sizeof(kMagic));
+  w.Put<uint32_t>(dim());
+  w.Put<int32_t>(state_slots_);
+  w.Put(step_);
+  w.Put(rng_);
+  w.Put(head_);
+  w.Put(tail_);
+  w.Put(stats_.admitted);
+  w.Put(stats_.not_admitted_reads);
+  w.Put(stats_.dropped_gradients);
+  w.Put(stats_.evicted_ttl);
+  w.Put(stats_.evicted_budget);
+  std::vector<float> rows(meta_.size() * stride_);
+  for (size_t i = 0; i < meta_.size(); ++i) {
+    std::memcpy(&rows[i * stride_], Row(static_cast<int64_t>(i)), stride_ * sizeof(float));
+  }
+  w.PutVector(rows);
+  w.PutVector(meta_);
+  w.PutVector(adam_steps_);
+  w.PutVector(free_);
+  w.PutVector(sketch_);
+  return std::move(w.out());
+}
+
+Status DynamicTable::Restore(std::string_view bytes) {
+  const std::string what = "restoring dynamic table '" + options_.var.name + "'";
+  if (bytes.size() < sizeof(kMagic) || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return InvalidArgument(what + ": not a dynamic table's state");
+  }
+  Reader r(bytes.substr(sizeof(kMagic)));
+  uint32_t d = 0;
+  int32_t slots = 0;
+  DynamicTable t(options_);
+  std::vector<float> rows;
+  bool ok = r.Get(&d) && r.Get(&slots) && r.Get(&t.step_) && r.Get(&t.rng_) && r.Get(&t.head_) &&
+            r.Get(&t.tail_) && r.Get(&t.stats_.admitted) && r.Get(&t.stats_.not_admitted_reads) &&
+            r.Get(&t.stats_.dropped_gradients) && r.Get(&t.stats_.evicted_ttl) &&
+            r.Get(&t.stats_.evicted_budget) && r.GetVector(&rows) && r.GetVector(&t.meta_) &&
+            r.GetVector(&t.adam_steps_) &&
+            r.GetVector(&t.free_) && r.GetVector(&t.sketch_) && r.done();
+  if (!ok) return InvalidArgument(what + ": the state is truncated or has extra bytes");
+  if (d != dim() || slots != state_slots_) {
+    return InvalidArgument(what + ": it was saved with dim " + std::to_string(d) + " and " +
+                           std::to_string(slots) + " optimizer state slots, this table has dim " +
+                           std::to_string(dim()) + " and " + std::to_string(state_slots_));
+  }
+  const size_t n = t.meta_.size();
+  if (rows.size() != n * stride_ ||
+      (!t.adam_steps_.empty() && t.adam_steps_.size() != n) || t.sketch_.size() != sketch_.size()) {
+    return InvalidArgument(what + ": its arrays disagree in size");
+  }
+  const int64_t count = static_cast<int64_t>(n);
+  auto in_list = [&](int64_t s) { return s >= -1 && s < count; };
+  bool links_ok = in_list(t.head_) && in_list(t.tail_);
+  for (size_t i = 0; i < n && links_ok; ++i) links_ok = in_list(t.meta_[i].prev) && in_list(t.meta_[i].next);
+  for (int64_t s : t.free_) {
+    links_ok = links_ok && s >= 0 && s < count && t.meta_[static_cast<size_t>(s)].last_step == kFree;
+  }
+  if (!links_ok) return InvalidArgument(what + ": a row link points outside the table");
+  for (size_t i = 0; i < n; ++i) {
+    if (t.meta_[i].last_step != kFree) t.index_->slots.emplace(t.meta_[i].id, static_cast<int64_t>(i));
+  }
+  t.chunks_.clear();
+  for (size_t i = 0; i < n; i += kChunkRows) {
+    t.chunks_.push_back(std::unique_ptr<float[]>(new float[kChunkRows * stride_]));
+    const size_t count = std::min(kChunkRows, n - i);
+    std::memcpy(t.chunks_.back().get(), &rows[i * stride_], count * stride_ * sizeof(float));
+  }
+  index_ = std::move(t.index_);
+  chunks_ = std::move(t.chunks_);
+  meta_ = std::move(t.meta_);
+  adam_steps_ = std::move(t.adam_steps_);
+  free_ = std::move(t.free_);
+  sketch_ = std::move(t.sketch_);
+  step_ = t.step_;
+  rng_ = t.rng_;
+  head_ = t.head_;
+  tail_ = t.tail_;
+  stats_ = t.stats_;
+  return Status::Ok();
+}
+
+}  // namespace parallax::ps

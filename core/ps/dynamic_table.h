@@ -1,0 +1,193 @@
+// DynamicTable: an embedding table with no row count, as recommender models
+// train them. Any 64-bit value is an id (an int64 from the model is taken as
+// its unsigned bits: a hash of a raw feature value); an id becomes a row only
+// after it was seen in `admit_after` contributions, and rows go again when
+// they have not been touched for `ttl_steps` steps or when the table is at
+// its row budget `max_rows` and a new row needs room (the coldest first, by
+// LRU or sampled LFU). A row evicted and seen again starts over from the
+// initializer.
+//
+// Layout: a hash map (tsl::robin_map, Debian's robin-map-dev: open addressing
+// with robin-hood probing and backward-shift deletion, so eviction churn
+// leaves no tombstones that slow later lookups; ids mixed by splitmix64) from
+// id to a 64-bit slot; each slot holds the row's weights and optimizer state
+// together, contiguous (1 + StateSlots floats × dim), in chunks of 16,384
+// rows (growing never copies rows), plus its id, the step it was last
+// touched, how often, and its place in an intrusive list ordered by last
+// step (kept only when TTL or a budget needs it). A freed slot is reused by
+// the next new row, so memory stays at the budget under a stream of new
+// ids. Rows start from the same pure initializer of (seed, variable, id) as
+// the fixed tables (core/ps/initializer.h) and are updated by the same
+// optimizer code (core/optim), so every optimizer works unchanged.
+//
+// Admission counts contributions (one call of Admit per distinct id and
+// push) in a count-min sketch of `sketch_width` × 4 32-bit counters (16 ×
+// sketch_width bytes whatever the number of ids): it may admit an id a
+// little early when other ids share its counters, never late. Ids in
+// `never_admit` (a padding id, a model's "missing value") are never rows and
+// read as zeros.
+//
+// Steps: AdvanceTo(step) starts a step (and evicts the rows whose TTL ran
+// out); every row touched from then on belongs to the step in progress and
+// is never evicted for the budget under it. If one step alone needs more
+// rows than the budget, Admit fails with FAILED_PRECONDITION saying so and
+// what to set. Eviction samples (LFU) come from a seeded generator whose
+// state is part of the checkpoint (Serialize), so a run and its resume evict
+// the same rows.
+//
+// Not thread-safe: owned by one thread (a shard's event loop, or a process
+// training alone).
+#ifndef PARALLAX_CORE_PS_DYNAMIC_TABLE_H_
+#define PARALLAX_CORE_PS_DYNAMIC_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ps/plan.h"
+#include "parallax/status.h"
+
+namespace parallax::ps {
+
+enum class EvictionPolicy {
+  kLru,  // the row touched longest ago
+  kLfu,  // of `lfu_sample` rows drawn at random, the one touched least often
+};
+
+struct DynamicTableOptions {
+  // The variable: its id (for the initializer), dim, optimizer and
+  // initializer. `rows` is ignored.
+  VariableSpec var;
+  int64_t admit_after = 1;  // contributions before an id becomes a row (1: at once)
+  int64_t ttl_steps = 0;    // a row untouched this many steps is evicted (0: never)
+  int64_t max_rows = 0;     // rows at most (0: no budget)
+  EvictionPolicy policy = EvictionPolicy::kLru;
+  int lfu_sample = 16;           // rows compared per LFU eviction
+  uint32_t sketch_width = 1 << 20;  // counters per row of the admission sketch
+  std::vector<uint64_t> never_admit;
+  uint64_t seed = 0;  // of the sampled eviction and the sketch's hashes
+};
+
+struct DynamicTableStats {
+  int64_t rows = 0;                // held now
+  int64_t admitted = 0;            // ids that became rows
+  int64_t not_admitted_reads = 0;  // reads of an id that is not a row (answered by the initializer)
+  int64_t dropped_gradients = 0;   // gradients of ids not (yet) admitted
+  int64_t evicted_ttl = 0;
+  int64_t evicted_budget = 0;
+  int64_t bytes = 0;               // rows, their bookkeeping, the index and the sketch
+};
+
+class DynamicTable {
+ public:
+  static constexpr int64_t kNotARow = -1;
+
+  // INVALID_ARGUMENT naming the setting when dim is 0, admit_after < 1,
+  // ttl_steps or max_rows < 0, lfu_sample < 1 or sketch_width < 1.
+  static StatusOr<std::unique_ptr<DynamicTable>> Create(DynamicTableOptions options);
+  ~DynamicTable();
+
+  // Starts step `step` (steps only grow) and evicts the rows whose TTL ran
+  // out: those last touched before step - ttl_steps.
+  void AdvanceTo(int64_t step);
+  int64_t step() const { return step_; }
+
+  // The slot of `id`, or kNotARow. Touches nothing.
+  int64_t Find(uint64_t id) const;
+  // Writes `id`'s dim values to `out`: its row's weights (the row becomes
+  // the step's), else the initializer's values without storing them (zeros
+  // for a never-admitted id).
+  void Read(uint64_t id, float* out);
+  // Counts one contribution of `id` and returns its slot, creating the row
+  // (from the initializer) when this contribution admits it; kNotARow while
+  // it is not admitted (its gradient is then to be dropped: count it with
+  // DropGradient). FAILED_PRECONDITION when the table is at max_rows and
+  // every row belongs to the step in progress. Call once per distinct id of
+  // a contribution.
+  StatusOr<int64_t> Admit(uint64_t id);
+  // Admit for the n distinct ids of one contribution, `slots[i]` for
+  // `ids[i]`; the rows held are looked up first and their memory fetched
+  // ahead (a shard's batch is scattered over a large table). Stops at the
+  // first error.
+  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots);
+  void DropGradient() { ++stats_.dropped_gradients; }
+  // Applies gradient `g` (dim values) to the row in `slot` with the
+  // variable's optimizer and lr × lr_scale.
+  void Apply(int64_t slot, const float* g, float lr_scale = 1.0f);
+
+  uint32_t dim() const { return options_.var.dim; }
+  uint64_t id_at(int64_t slot) const { return meta_[static_cast<size_t>(slot)].id; }
+  const float* weights(int64_t slot) const { return Row(slot); }
+  // Optimizer state slot `s` of the row in `slot`.
+  const float* state(int64_t slot, int s) const { return Row(slot) + (1 + s) * size_t{dim()}; }
+  // The ids held now, in no particular order.
+  std::vector<uint64_t> Ids() const;
+  DynamicTableStats stats() const;
+
+  // Everything that decides the table's future: rows (ids, weights, state,
+  // last step, touches), the LRU order, the sketch, the generator and the
+  // counters; Restore of it continues exactly as this table would.
+  std::string Serialize() const;
+  // INVALID_ARGUMENT (the table unchanged) when `bytes` is not a Serialize
+  // of a table with these options' dim and optimizer.
+  Status Restore(std::string_view bytes);
+
+ private:
+  struct Index;
+  explicit DynamicTable(DynamicTableOptions options);
+
+  // Rows live in chunks of kChunkRows, so the table grows without copying
+  // what it holds.
+  static constexpr size_t kChunkRows = size_t{1} << 14;
+  float* Row(int64_t slot) {
+    const size_t i = static_cast<size_t>(slot);
+    return chunks_[i / kChunkRows].get() + (i % kChunkRows) * stride_;
+  }
+  const float* Row(int64_t slot) const {
+    const size_t i = static_cast<size_t>(slot);
+    return chunks_[i / kChunkRows].get() + (i % kChunkRows) * stride_;
+  }
+  bool NeverAdmitted(uint64_t id) const;
+  void Touch(int64_t slot);
+  // Makes room for one row: evicts the policy's coldest row not of the step
+  // in progress. False when every row is of it.
+  bool EvictForBudget();
+  void Evict(int64_t slot);
+  int64_t NewRow(uint64_t id);
+  // The sketch's count of `id` after adding one.
+  uint32_t CountContribution(uint64_t id);
+  void Unlink(int64_t slot);
+  void LinkTail(int64_t slot);
+  uint64_t NextRandom();
+
+  const DynamicTableOptions options_;
+  const int state_slots_;
+  const size_t stride_;  // floats per row: weights and state
+  std::unique_ptr<Index> index_;
+  std::vector<std::unique_ptr<float[]>> chunks_;
+  // A slot's bookkeeping, together so that touching a row costs one cache
+  // line besides the row.
+  struct Meta {
+    uint64_t id;
+    int64_t last_step;   // kFree for a free slot
+    int64_t prev, next;  // the list by last step, oldest first
+    uint32_t touches;
+    uint32_t unused = 0;  // no padding: Serialize writes the bytes as they are
+  };
+  std::vector<Meta> meta_;
+  std::vector<int64_t> adam_steps_;  // per row, adam only
+  int64_t head_ = -1, tail_ = -1;
+  std::vector<int64_t> free_;        // slots to reuse
+  std::vector<uint32_t> sketch_;     // 4 × sketch_width
+  int64_t step_ = 0;
+  uint64_t rng_;
+  // Whether the LRU list is kept (TTL or a budget evicts from it).
+  const bool ordered_;
+  DynamicTableStats stats_;
+};
+
+}  // namespace parallax::ps
+
+#endif  // PARALLAX_CORE_PS_DYNAMIC_TABLE_H_
