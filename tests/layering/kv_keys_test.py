@@ -14,9 +14,10 @@ bench/.
 
 Usage: kv_keys_test.py [REPO_ROOT] | --self-test
 """
-import pathlib
 import re
 import sys
+
+import tree_check
 
 FOLDERS = ("core", "coordinator", "agent", "ps", "trainer", "cli", "python", "tools", "schemas",
            "include")
@@ -66,42 +67,20 @@ def violations(root):
 
 def self_test():
     """The check finds what it should, in a tree made for it."""
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        root = pathlib.Path(tmp)
-        files = {
-            "core/a.cc": '#include "core/ps/search/x.h"\n'
-                         'std::string k = "job/" + id;  // "job/<id>" in a comment is fine\n',
-            "trainer/b.cc": 'auto k = prefix + "/registrations";\n/* "host/x" */\n',
-            "python/c.py": 'key = "cluster/straggler/%d" % n  # "job/1"\n',
-            "coordinator/d.cc": 'Log() << "a job/file message";\n',
-            "schemas/kv_keys.cc": 'return "job/" + x;\n',
-        }
-        for name, text in files.items():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_text(text)
-        found, _ = violations(root)
-        expected = ['core/a.cc:2: "job/"', 'trainer/b.cc:1: "/registrations"',
-                    'python/c.py:1: "cluster/straggler/%d"']
-        missing = [e for e in expected if not any(f.startswith(e) for f in found)]
-        if missing or len(found) != len(expected):
-            print("self-test failed: found", found, "missing", missing)
-            return 1
-    print("kv_keys self-test: the check finds 3 of 3 planted key literals")
-    return 0
-
-
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
-                        pathlib.Path(__file__).resolve().parents[2])
-    found, checked = violations(root)
-    for line in found:
-        print(line)
-    print(f"kv_keys: {len(found)} key literal(s) outside schemas/kv_keys.* in {checked} files")
-    return 1 if found else 0
+    files = {
+        "core/a.cc": '#include "core/ps/search/x.h"\n'
+                     'std::string k = "job/" + id;  // "job/<id>" in a comment is fine\n',
+        "trainer/b.cc": 'auto k = prefix + "/registrations";\n/* "host/x" */\n',
+        "python/c.py": 'key = "cluster/straggler/%d" % n  # "job/1"\n',
+        "coordinator/d.cc": 'Log() << "a job/file message";\n',
+        "schemas/kv_keys.cc": 'return "job/" + x;\n',
+    }
+    expected = ['core/a.cc:2: "job/"', 'trainer/b.cc:1: "/registrations"',
+                'python/c.py:1: "cluster/straggler/%d"']
+    return tree_check.self_test("kv_keys", violations, files, expected)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tree_check.main(
+        "kv_keys", violations, self_test,
+        lambda n, checked, root: f"{n} key literal(s) outside schemas/kv_keys.* in {checked} files"))

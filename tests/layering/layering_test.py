@@ -15,9 +15,10 @@
 
 Usage: layering_test.py [REPO_ROOT]   (exit status 1 and a line per violation)
 """
-import pathlib
 import re
 import sys
+
+import tree_check
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 TOP = ("core", "coordinator", "agent", "ps", "trainer", "cli", "tools", "python", "schemas",
@@ -92,49 +93,27 @@ def violations(root):
 
 def self_test():
     """The check finds what it should, in a tree made for it."""
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        root = pathlib.Path(tmp)
-        files = {
-            "core/a/x.h": '#include "core/b/y.h"\n#include "trainer/z.h"\n',
-            "ps/s.cc": '#include "core/a/x.h"\n#include "coordinator/c.h"\n',
-            "include/parallax/p.h": '#include <vector>\n#include "parallax/q.h"\n'
-                                    '#include "core/a/x.h"\n',
-            "cli/c.cc": '#include "trainer/t.h"\n',
-            "coordinator/store/s.cc": '#include "coordinator/store/t.h"\n'
-                                      '#include "coordinator/web/w.h"\n',
-            "coordinator/web/w.cc": '#include "coordinator/service/v.h"\n'
-                                    '#include "coordinator/store/t.h"\n',
-            "coordinator/loose.cc": '#include "coordinator/service/v.h"\n',
-            "coordinator/main.cc": '#include "coordinator/web/w.h"\n',
-        }
-        for name, text in files.items():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_text(text)
-        found, _ = violations(root)
-        expected = ["core/a/x.h: includes \"trainer/z.h\"", "ps/s.cc: includes \"coordinator/c.h\"",
-                    "include/parallax/p.h: public header includes \"core/a/x.h\"",
-                    "coordinator/store/s.cc: includes \"coordinator/web/w.h\"",
-                    "coordinator/loose.cc: a coordinator source outside the rooms"]
-        missing = [e for e in expected if not any(f.startswith(e) for f in found)]
-        if missing or len(found) != len(expected):
-            print("self-test failed: found", found, "missing", missing)
-            return 1
-    print("layering self-test: the check finds 5 of 5 planted violations")
-    return 0
-
-
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
-                        pathlib.Path(__file__).resolve().parents[2])
-    found, checked = violations(root)
-    for line in found:
-        print(line)
-    print(f"layering: {len(found)} violation(s) in {checked} files under {root}")
-    return 1 if found else 0
+    files = {
+        "core/a/x.h": '#include "core/b/y.h"\n#include "trainer/z.h"\n',
+        "ps/s.cc": '#include "core/a/x.h"\n#include "coordinator/c.h"\n',
+        "include/parallax/p.h": '#include <vector>\n#include "parallax/q.h"\n'
+                                '#include "core/a/x.h"\n',
+        "cli/c.cc": '#include "trainer/t.h"\n',
+        "coordinator/store/s.cc": '#include "coordinator/store/t.h"\n'
+                                  '#include "coordinator/web/w.h"\n',
+        "coordinator/web/w.cc": '#include "coordinator/service/v.h"\n'
+                                '#include "coordinator/store/t.h"\n',
+        "coordinator/loose.cc": '#include "coordinator/service/v.h"\n',
+        "coordinator/main.cc": '#include "coordinator/web/w.h"\n',
+    }
+    expected = ["core/a/x.h: includes \"trainer/z.h\"", "ps/s.cc: includes \"coordinator/c.h\"",
+                "include/parallax/p.h: public header includes \"core/a/x.h\"",
+                "coordinator/store/s.cc: includes \"coordinator/web/w.h\"",
+                "coordinator/loose.cc: a coordinator source outside the rooms"]
+    return tree_check.self_test("layering", violations, files, expected)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(tree_check.main(
+        "layering", violations, self_test,
+        lambda n, checked, root: f"{n} violation(s) in {checked} files under {root}"))
