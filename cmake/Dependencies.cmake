@@ -14,7 +14,7 @@ find_package(nlohmann_json REQUIRED)
 find_package(OpenSSL REQUIRED)  # SHA-256 of checkpoint files (libcrypto)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # the coordinator's web pages and /metrics
 find_package(Gloo REQUIRED PATHS /usr/share/cmake/Gloo)
-find_package(tsl-robin-map REQUIRED)  # dynamic embedding tables' id index (header only)
+find_package(absl REQUIRED)  # dynamic embedding tables' id index (absl::flat_hash_map)
 if(PARALLAX_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

@@ -1,6 +1,6 @@
 #include "core/ps/dynamic_table.h"
 
-#include <tsl/robin_map.h>
+#include <absl/container/flat_hash_map.h>
 
 #include <algorithm>
 #include <cstring>
@@ -67,16 +67,15 @@ class Reader {
 
 }  // namespace
 
-// The index hashes ids with a full 64-bit mix: std::hash of an integer is
-// the integer itself, and the map keeps power-of-two buckets, so ids that
-// share their low bits (multiples of 2^k, hashes truncated upstream) would
-// all probe the same run.
+// The index hashes ids with a full 64-bit mix of our own seedless finalizer
+// (absl::Hash would do as well, but its value may change between Abseil
+// releases, and nothing here may depend on iteration order anyway).
 struct IdHash {
   size_t operator()(uint64_t id) const { return static_cast<size_t>(Mix(id)); }
 };
 
 struct DynamicTable::Index {
-  tsl::robin_map<uint64_t, int64_t, IdHash> slots;
+  absl::flat_hash_map<uint64_t, int64_t, IdHash> slots;
 };
 
 StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions options) {
@@ -170,10 +169,16 @@ StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
 }
 
 Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots) {
+  // Lookups are cache misses in a large table: the index fetches a few ids
+  // ahead (absl's prefetch), and each found row's memory is fetched before
+  // the second pass touches it.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
   for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
     slots[i] = NeverAdmitted(ids[i]) ? kNotARow : Find(ids[i]);
     if (slots[i] != kNotARow) {
-      __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
+      if (ordered_) __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
       __builtin_prefetch(Row(slots[i]), 1);
     }
   }
@@ -209,14 +214,17 @@ DynamicTableStats DynamicTable::stats() const {
   const size_t per_slot = sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t));
   s.bytes = static_cast<int64_t>(chunks_.size() * kChunkRows * stride_ * sizeof(float) +
                                  slots * per_slot +
-                                 index_->slots.bucket_count() *
-                                     (sizeof(std::pair<uint64_t, int64_t>) + sizeof(int32_t)) +
+                                 index_->slots.capacity() *
+                                     (sizeof(std::pair<uint64_t, int64_t>) + 1) +
                                  sketch_.size() * sizeof(uint32_t) +
                                  free_.capacity() * sizeof(int64_t));
   return s;
 }
 
 void DynamicTable::Touch(int64_t slot) {
+  // Recency and frequency only decide evictions: a table with neither TTL
+  // nor budget keeps none (and its hot path touches no bookkeeping).
+  if (!ordered_) return;
   const size_t i = static_cast<size_t>(slot);
   if (meta_[i].touches != UINT32_MAX) ++meta_[i].touches;
   if (meta_[i].last_step == step_) return;

@@ -7,19 +7,17 @@
 // LRU or sampled LFU). A row evicted and seen again starts over from the
 // initializer.
 //
-// Layout: a hash map (tsl::robin_map, Debian's robin-map-dev: open addressing
-// with robin-hood probing and backward-shift deletion, so eviction churn
-// leaves no tombstones that slow later lookups; ids mixed by splitmix64) from
-// id to a 64-bit slot; each slot holds the row's weights and optimizer state
-// together, contiguous (1 + StateSlots floats × dim), in chunks of 16,384
-// rows (growing never copies rows), plus its id, the step it was last
-// touched, how often, and its place in an intrusive list ordered by last
-// step (kept only when TTL or a budget needs it). A freed slot is reused by
-// the next new row, so memory stays at the budget under a stream of new
-// ids. Rows start from the same pure initializer of (seed, variable, id) as
-// the fixed tables (core/ps/initializer.h) and are updated by the same
-// optimizer code (core/optim), so every optimizer works unchanged.
-//
+// Layout: a hash map (Abseil's absl::flat_hash_map, Debian's libabsl-dev:
+// open addressing over flat arrays, and prefetch(key), with which AdmitAll
+// fetches the index entries of a batch's next ids while it looks up the
+// current one; a hash miss per id is what the dynamic table pays over the
+// fixed table's dense index) from id to a 64-bit slot; each slot holds the
+// row's weights and optimizer state together, contiguous (1 + StateSlots
+// floats × dim), in chunks of 16,384 rows (growing never copies rows), plus
+// its id and, when TTL or a budget needs them, the step it was last touched,
+// how often, and its place in a list ordered by last step. A freed slot is
+// reused by the next new row, so memory stays at the budget under a stream
+// of new ids.
 // Admission counts contributions (one call of Admit per distinct id and
 // push) in a count-min sketch of `sketch_width` × 4 32-bit counters (16 ×
 // sketch_width bytes whatever the number of ids): it may admit an id a
@@ -183,7 +181,8 @@ class DynamicTable {
   std::vector<uint32_t> sketch_;     // 4 × sketch_width
   int64_t step_ = 0;
   uint64_t rng_;
-  // Whether the LRU list is kept (TTL or a budget evicts from it).
+  // Whether rows' last steps, touch counts and the list are kept: only TTL
+  // or a budget uses them.
   const bool ordered_;
   DynamicTableStats stats_;
 };
