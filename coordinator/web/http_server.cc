@@ -230,6 +230,9 @@ class HttplibServer final : public httplib::Server, public HttpServer {
     } catch (const std::exception& e) {
       PX_LOG(ERROR) << "http: " << req.method << " \"" << req.path << "\" failed: " << e.what();
       response = HttpResponse{500, "text/plain; charset=utf-8", "500 internal error\n", {}};
+    } catch (...) {  // whatever it was, the slot must go back
+      PX_LOG(ERROR) << "http: " << req.method << " \"" << req.path << "\" failed";
+      response = HttpResponse{500, "text/plain; charset=utf-8", "500 internal error\n", {}};
     }
     handler_slots_.release();
     res.status = response.status;

@@ -339,6 +339,29 @@ TEST_F(HttpServerTest, AtTheCapTheOldestIdleConnectionMakesRoom) {
   for (int fd : idle) close(fd);
 }
 
+// A handler that throws (anything) costs its request a 500, never the
+// server one of its handler slots: with one slot, the next request is answered.
+TEST_F(HttpServerTest, AThrowingHandlerGivesBackItsSlot) {
+  HttpServerOptions options;
+  options.threads = 1;
+  auto server = StartHttpServer(options, [](const HttpRequest& r) -> HttpResponse {
+    if (r.path == "/throw-int") throw 42;
+    if (r.path == "/throw-std") throw std::runtime_error("broken");
+    return HttpResponse{};
+  });
+  ASSERT_TRUE(server.ok());
+  httplib::Client c("127.0.0.1", (*server)->port());
+  c.set_read_timeout(10, 0);
+  for (const char* path : {"/throw-int", "/throw-std", "/throw-int"}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 500) << path;
+  }
+  auto ok = c.Get("/fine");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
 TEST_F(HttpServerTest, ServesAtMostThreadsConnectionsAtOnceAndAnswersAll) {
   HttpServerOptions options;
   options.threads = 2;
