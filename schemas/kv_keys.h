@@ -2,8 +2,8 @@
 // and parses them (schemas/kv_keys.md is the page). The store is shared by
 // processes that never include each other (coordinator, trainer ranks, PS
 // shards, agents), so a key spelled in two files is a contract with two
-// owners; a string literal of a key anywhere else fails the kv_keys test
-// (tests/layering/kv_keys_test.py).
+// owners; a string literal of a key anywhere else fails the schema_names test
+// (tests/layering/schema_names_test.py).
 //
 // Three scopes:
 //   job/<id>/<leaf>            a job's, kept until the job ends

@@ -2,7 +2,8 @@
 // schemas/coordinator.thrift): what trainer ranks report every
 // metrics_every steps and what `parallax status`, the web pages, /metrics
 // and the re-plan monitor read. Built and read only through this file, so
-// the writer and the readers cannot drift apart; docs/ARCHITECTURE.md
+// the writer and the readers cannot drift apart (a literal of one elsewhere
+// fails tests/layering/schema_names_test.py); docs/ARCHITECTURE.md
 // ("Metrics") says what each measures.
 #ifndef PARALLAX_SCHEMAS_METRIC_NAMES_H_
 #define PARALLAX_SCHEMAS_METRIC_NAMES_H_
