@@ -130,26 +130,28 @@ void DynamicTable::AdvanceTo(int64_t step) {
 }
 
 void DynamicTable::Read(uint64_t id, float* out) {
-  const int64_t slot = NeverAdmitted(id) ? kNotARow : Find(id);
-  if (slot != kNotARow) {
+  // A never-admitted id is never in the index: only a miss needs the check.
+  if (const int64_t slot = Find(id); slot != kNotARow) {
     Touch(slot);
     std::memcpy(out, Row(slot), sizeof(float) * dim());
-    return;
-  }
-  if (NeverAdmitted(id)) {
+  } else if (NeverAdmitted(id)) {
     std::fill(out, out + dim(), 0.0f);
-    return;
+  } else {
+    ++stats_.not_admitted_reads;
+    InitializeRow(options_.var.init, options_.var.id, static_cast<int64_t>(id), dim(), out);
   }
-  ++stats_.not_admitted_reads;
-  InitializeRow(options_.var.init, options_.var.id, static_cast<int64_t>(id), dim(), out);
 }
 
 StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
-  if (NeverAdmitted(id)) return kNotARow;
-  if (int64_t slot = Find(id); slot != kNotARow) {
+  if (const int64_t slot = Find(id); slot != kNotARow) {
     Touch(slot);
     return slot;
   }
+  return AdmitMissing(id);
+}
+
+StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id) {
+  if (NeverAdmitted(id)) return kNotARow;
   if (options_.admit_after > 1 &&
       CountContribution(id) < static_cast<uint64_t>(options_.admit_after)) {
     return kNotARow;
@@ -171,23 +173,26 @@ StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
 Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots) {
   // Lookups are cache misses in a large table: the index fetches a few ids
   // ahead (absl's prefetch), and each found row's memory is fetched before
-  // the second pass touches it.
+  // it is touched.
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
   for (size_t i = 0; i < n; ++i) {
     if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
-    slots[i] = NeverAdmitted(ids[i]) ? kNotARow : Find(ids[i]);
+    slots[i] = Find(ids[i]);
     if (slots[i] != kNotARow) {
       if (ordered_) __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
       __builtin_prefetch(Row(slots[i]), 1);
     }
   }
+  // Every row found becomes the step's before a new one may evict: a row
+  // this contribution reads is never the one that makes room.
   for (size_t i = 0; i < n; ++i) {
-    if (slots[i] != kNotARow) {
-      Touch(slots[i]);
-      continue;
+    if (slots[i] != kNotARow) Touch(slots[i]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (slots[i] == kNotARow) {
+      PX_ASSIGN_OR_RETURN(slots[i], AdmitMissing(ids[i]));
     }
-    PX_ASSIGN_OR_RETURN(slots[i], Admit(ids[i]));
   }
   return Status::Ok();
 }

@@ -148,6 +148,8 @@ class DynamicTable {
     return chunks_[i / kChunkRows].get() + (i % kChunkRows) * stride_;
   }
   bool NeverAdmitted(uint64_t id) const;
+  // Admit for an id the index does not hold.
+  StatusOr<int64_t> AdmitMissing(uint64_t id);
   void Touch(int64_t slot);
   // Makes room for one row: evicts the policy's coldest row not of the step
   // in progress. False when every row is of it.

@@ -177,6 +177,25 @@ TEST(DynamicTableTest, TheBudgetEvictsTheLeastRecentlyUsedRowNeverOneOfTheStep) 
   EXPECT_EQ(t->stats().rows, 3);
 }
 
+// A contribution's rows are found before any of its new rows makes room, so
+// a row it reads is never the one evicted for a new id listed before it.
+TEST(DynamicTableTest, AdmitAllNeverEvictsARowOfTheSameContribution) {
+  DynamicTableOptions o = Options();
+  o.max_rows = 3;
+  auto t = Make(o);
+  t->AdvanceTo(1);
+  Push(*t, {1, 2, 3}, 1.0f);  // 1 is the least recently used
+  t->AdvanceTo(2);
+  const std::vector<uint64_t> ids = {4, 1};
+  std::vector<int64_t> slots(2);
+  ASSERT_TRUE(t->AdmitAll(ids.data(), ids.size(), slots.data()).ok());
+  EXPECT_NE(slots[0], slots[1]);
+  EXPECT_EQ(t->Find(4), slots[0]);
+  EXPECT_EQ(t->Find(1), slots[1]);
+  EXPECT_EQ(t->Find(2), DynamicTable::kNotARow);  // the coldest row not of this step
+  EXPECT_EQ(t->stats().rows, 3);
+}
+
 TEST(DynamicTableTest, AStepThatAloneNeedsMoreThanTheBudgetFailsSayingWhatToSet) {
   DynamicTableOptions o = Options();
   o.max_rows = 2;
