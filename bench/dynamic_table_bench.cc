@@ -41,6 +41,7 @@ namespace {
 using parallax::OptimizerType;
 using parallax::ps::DynamicTable;
 using parallax::ps::DynamicTableOptions;
+using parallax::ps::Mix64;  // splitmix64's finalizer (core/ps/plan.h)
 using parallax::ps::VariableSpec;
 using parallax::ps::VariableTable;
 using Clock = std::chrono::steady_clock;
@@ -59,13 +60,6 @@ struct Config {
   int64_t hot_drift = 100;
   int every = 1000;
 };
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 VariableSpec Spec(const Config& c) {
   VariableSpec v;
@@ -98,10 +92,11 @@ std::vector<std::vector<uint64_t>> MakeStream(const Config& c) {
   std::vector<int> seen(c.rows, -1);
   for (int s = 0; s < c.steps; ++s) {
     while (stream[s].size() < c.k) {
-      const int64_t r = std::min<int64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin(), c.rows - 1);
+      const int64_t r = std::min<int64_t>(
+          std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin(), c.rows - 1);
       if (seen[r] == s) continue;
       seen[r] = s;
-      stream[s].push_back(Mix(static_cast<uint64_t>(r)) % static_cast<uint64_t>(c.rows));
+      stream[s].push_back(Mix64(static_cast<uint64_t>(r)) % static_cast<uint64_t>(c.rows));
     }
   }
   return stream;
@@ -147,10 +142,18 @@ double RunDynamic(const Config& c, const std::vector<std::vector<uint64_t>>& str
 
 nlohmann::json Line(const Config& c, const std::string& impl, const std::string& metric,
                     const std::string& unit, const std::string& stat, double value) {
-  return {{"bench", "dynamic_table"}, {"impl", impl},     {"metric", metric},
-          {"unit", unit},             {"stat", stat},     {"runs", c.runs},
-          {"value", value},           {"ids", c.ids},     {"rows", c.rows},
-          {"dim", c.dim},             {"k", c.k},         {"steps", c.steps}};
+  return {{"bench", "dynamic_table"},
+          {"impl", impl},
+          {"metric", metric},
+          {"unit", unit},
+          {"stat", stat},
+          {"runs", c.runs},
+          {"value", value},
+          {"ids", c.ids},
+          {"rows", c.rows},
+          {"dim", c.dim},
+          {"k", c.k},
+          {"steps", c.steps}};
 }
 
 double Median(std::vector<double> v) {
@@ -168,8 +171,14 @@ void Throughput(const Config& c) {
   }
   for (auto [impl, v] : {std::pair{"fixed", &fixed}, std::pair{"dynamic", &dynamic}}) {
     std::cout << Line(c, impl, "rows_per_s", "rows/s", "median", Median(*v)).dump() << "\n";
-    std::cout << Line(c, impl, "rows_per_s", "rows/s", "min", *std::min_element(v->begin(), v->end())).dump() << "\n";
-    std::cout << Line(c, impl, "rows_per_s", "rows/s", "max", *std::max_element(v->begin(), v->end())).dump() << "\n";
+    std::cout << Line(c, impl, "rows_per_s", "rows/s", "min",
+                      *std::min_element(v->begin(), v->end()))
+                     .dump()
+              << "\n";
+    std::cout << Line(c, impl, "rows_per_s", "rows/s", "max",
+                      *std::max_element(v->begin(), v->end()))
+                     .dump()
+              << "\n";
   }
   std::cout << Line(c, "dynamic", "rows_per_s_over_fixed", "ratio", "median", Median(ratio)).dump()
             << std::endl;
@@ -199,9 +208,9 @@ void Stream(const Config& c) {
     ids.clear();
     const uint64_t hot_base = static_cast<uint64_t>(s) * static_cast<uint64_t>(c.hot_drift);
     for (uint32_t i = 0; i < c.k / 2; ++i) {
-      ids.push_back(Mix((1ULL << 62) | (hot_base + rng() % static_cast<uint64_t>(c.hot))));
+      ids.push_back(Mix64((1ULL << 62) | (hot_base + rng() % static_cast<uint64_t>(c.hot))));
     }
-    for (uint32_t i = c.k / 2; i < c.k; ++i) ids.push_back(Mix(fresh++));
+    for (uint32_t i = c.k / 2; i < c.k; ++i) ids.push_back(Mix64(fresh++));
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     for (uint64_t id : ids) table->Apply(table->Admit(id).value(), g.data());
@@ -210,7 +219,8 @@ void Stream(const Config& c) {
       const int64_t rss = ResidentBytes();
       if (rss_warm == 0 && table->stats().rows >= c.max_rows) rss_warm = rss;
       rss_last = rss;
-      nlohmann::json j = Line(c, "dynamic", "rows_held", "rows", "point", static_cast<double>(table->stats().rows));
+      nlohmann::json j = Line(c, "dynamic", "rows_held", "rows", "point",
+                              static_cast<double>(table->stats().rows));
       j["step"] = s;
       j["distinct_ids"] = fresh + static_cast<uint64_t>(s) * static_cast<uint64_t>(c.hot_drift);
       j["rss_bytes"] = rss;
@@ -234,18 +244,26 @@ void Stream(const Config& c) {
 
 int main(int argc, char** argv) {
   Config c;
-  CLI::App app("dynamic_table_bench: the dynamic table against the fixed one, and its memory "
-               "under a stream of new ids");
-  app.add_option("--mode", c.mode, "throughput or stream")->check(CLI::IsMember({"throughput", "stream"}))->capture_default_str();
-  app.add_option("--ids", c.ids, "zipf (over --rows) or u64 (the whole 64-bit space)")->check(CLI::IsMember({"zipf", "u64"}))->capture_default_str();
-  app.add_option("--rows", c.rows, "V: rows of the fixed table, the Zipf range")->capture_default_str();
+  CLI::App app(
+      "dynamic_table_bench: the dynamic table against the fixed one, and its memory "
+      "under a stream of new ids");
+  app.add_option("--mode", c.mode, "throughput or stream")
+      ->check(CLI::IsMember({"throughput", "stream"}))
+      ->capture_default_str();
+  app.add_option("--ids", c.ids, "zipf (over --rows) or u64 (the whole 64-bit space)")
+      ->check(CLI::IsMember({"zipf", "u64"}))
+      ->capture_default_str();
+  app.add_option("--rows", c.rows, "V: rows of the fixed table, the Zipf range")
+      ->capture_default_str();
   app.add_option("--dim", c.dim, "floats a row")->capture_default_str();
   app.add_option("--k", c.k, "distinct ids a step")->capture_default_str();
   app.add_option("--steps", c.steps, "steps a run")->capture_default_str();
   app.add_option("--runs", c.runs, "runs of each table (throughput)")->capture_default_str();
-  app.add_option("--max-rows", c.max_rows, "the dynamic table's budget (stream)")->capture_default_str();
+  app.add_option("--max-rows", c.max_rows, "the dynamic table's budget (stream)")
+      ->capture_default_str();
   app.add_option("--hot", c.hot, "hot ids (stream)")->capture_default_str();
-  app.add_option("--hot-drift", c.hot_drift, "how far the hot set moves a step (stream)")->capture_default_str();
+  app.add_option("--hot-drift", c.hot_drift, "how far the hot set moves a step (stream)")
+      ->capture_default_str();
   app.add_option("--every", c.every, "steps between points (stream)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (c.mode == "throughput") {

@@ -15,13 +15,6 @@ constexpr int64_t kFree = INT64_MIN;  // last_step of a slot no row holds
 constexpr int kSketchDepth = 4;
 constexpr char kMagic[8] = {'P', 'X', 'D', 'Y', 'N', 'T', 'B', '1'};
 
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Appends and reads back the table's state, field by field.
 class Writer {
  public:
@@ -67,15 +60,10 @@ class Reader {
 
 }  // namespace
 
-// The index hashes ids with a full 64-bit mix of our own seedless finalizer
-// (absl::Hash would do as well, but its value may change between Abseil
-// releases, and nothing here may depend on iteration order anyway).
-struct IdHash {
-  size_t operator()(uint64_t id) const { return static_cast<size_t>(Mix(id)); }
-};
-
 struct DynamicTable::Index {
-  absl::flat_hash_map<uint64_t, int64_t, IdHash> slots;
+  // absl::Hash mixes every bit of an id; nothing here depends on the
+  // map's iteration order, which that hash makes differ between processes.
+  absl::flat_hash_map<uint64_t, int64_t> slots;
 };
 
 StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions options) {
@@ -85,7 +73,8 @@ StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions
     return InvalidArgument(name + ": admit_after must be at least 1 (1 admits at once)");
   }
   if (options.ttl_steps < 0) return InvalidArgument(name + ": ttl_steps must be 0 (off) or more");
-  if (options.max_rows < 0) return InvalidArgument(name + ": max_rows must be 0 (no budget) or more");
+  if (options.max_rows < 0)
+    return InvalidArgument(name + ": max_rows must be 0 (no budget) or more");
   if (options.lfu_sample < 1) return InvalidArgument(name + ": lfu_sample must be at least 1");
   if (options.sketch_width < 1) return InvalidArgument(name + ": sketch_width must be at least 1");
   PX_RETURN_IF_ERROR(optim::ValidateOptimizer(options.var.optimizer).WithContext(name));
@@ -97,7 +86,7 @@ DynamicTable::DynamicTable(DynamicTableOptions options)
       state_slots_(optim::StateSlots(options_.var.optimizer.type)),
       stride_((1 + static_cast<size_t>(state_slots_)) * options_.var.dim),
       index_(std::make_unique<Index>()),
-      rng_(Mix(options_.seed ^ 0x5eed)),
+      rng_(Mix64(options_.seed ^ 0x5eed)),
       ordered_(options_.ttl_steps > 0 || options_.max_rows > 0) {
   if (options_.admit_after > 1) sketch_.assign(kSketchDepth * size_t{options_.sketch_width}, 0);
   if (options_.max_rows > 0) {
@@ -217,12 +206,10 @@ DynamicTableStats DynamicTable::stats() const {
   s.rows = static_cast<int64_t>(index_->slots.size());
   const size_t slots = meta_.size();
   const size_t per_slot = sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t));
-  s.bytes = static_cast<int64_t>(chunks_.size() * kChunkRows * stride_ * sizeof(float) +
-                                 slots * per_slot +
-                                 index_->slots.capacity() *
-                                     (sizeof(std::pair<uint64_t, int64_t>) + 1) +
-                                 sketch_.size() * sizeof(uint32_t) +
-                                 free_.capacity() * sizeof(int64_t));
+  s.bytes = static_cast<int64_t>(
+      chunks_.size() * kChunkRows * stride_ * sizeof(float) + slots * per_slot +
+      index_->slots.capacity() * (sizeof(std::pair<uint64_t, int64_t>) + 1) +
+      sketch_.size() * sizeof(uint32_t) + free_.capacity() * sizeof(int64_t));
   return s;
 }
 
@@ -259,7 +246,8 @@ bool DynamicTable::EvictForBudget() {
       if (meta_[i].last_step == kFree || meta_[i].last_step >= step_) continue;
       ++found;
       const size_t v = static_cast<size_t>(victim);
-      if (meta_[i].touches < meta_[v].touches || (meta_[i].touches == meta_[v].touches && meta_[i].last_step < meta_[v].last_step)) {
+      if (meta_[i].touches < meta_[v].touches ||
+          (meta_[i].touches == meta_[v].touches && meta_[i].last_step < meta_[v].last_step)) {
         victim = s;
       }
     }
@@ -313,7 +301,7 @@ uint32_t DynamicTable::CountContribution(uint64_t id) {
   uint32_t least = UINT32_MAX;
   const uint64_t width = options_.sketch_width;
   for (int r = 0; r < kSketchDepth; ++r) {
-    const uint64_t h = Mix(id ^ Mix(options_.seed + static_cast<uint64_t>(r) + 1));
+    const uint64_t h = Mix64(id ^ Mix64(options_.seed + static_cast<uint64_t>(r) + 1));
     uint32_t& c = sketch_[static_cast<size_t>(r) * width + h % width];
     if (c != UINT32_MAX) ++c;
     least = std::min(least, c);
@@ -346,9 +334,9 @@ void DynamicTable::LinkTail(int64_t slot) {
   if (head_ < 0) head_ = slot;
 }
 
-uint64_t DynamicTable::NextRandom() {
-  rng_ = Mix(rng_);
-  return rng_;
+uint64_t DynamicTable::NextRandom() {  // splitmix64
+  rng_ += 0x9e3779b97f4a7c15ULL;
+  return Mix64(rng_);
 }
 
 std::string DynamicTable::Serialize() const {
@@ -391,8 +379,8 @@ Status DynamicTable::Restore(std::string_view bytes) {
             r.Get(&t.tail_) && r.Get(&t.stats_.admitted) && r.Get(&t.stats_.not_admitted_reads) &&
             r.Get(&t.stats_.dropped_gradients) && r.Get(&t.stats_.evicted_ttl) &&
             r.Get(&t.stats_.evicted_budget) && r.GetVector(&rows) && r.GetVector(&t.meta_) &&
-            r.GetVector(&t.adam_steps_) &&
-            r.GetVector(&t.free_) && r.GetVector(&t.sketch_) && r.done();
+            r.GetVector(&t.adam_steps_) && r.GetVector(&t.free_) && r.GetVector(&t.sketch_) &&
+            r.done();
   if (!ok) return InvalidArgument(what + ": the state is truncated or has extra bytes");
   if (d != dim() || slots != state_slots_) {
     return InvalidArgument(what + ": it was saved with dim " + std::to_string(d) + " and " +
@@ -400,20 +388,23 @@ Status DynamicTable::Restore(std::string_view bytes) {
                            std::to_string(dim()) + " and " + std::to_string(state_slots_));
   }
   const size_t n = t.meta_.size();
-  if (rows.size() != n * stride_ ||
-      (!t.adam_steps_.empty() && t.adam_steps_.size() != n) || t.sketch_.size() != sketch_.size()) {
+  if (rows.size() != n * stride_ || (!t.adam_steps_.empty() && t.adam_steps_.size() != n) ||
+      t.sketch_.size() != sketch_.size()) {
     return InvalidArgument(what + ": its arrays disagree in size");
   }
   const int64_t count = static_cast<int64_t>(n);
   auto in_list = [&](int64_t s) { return s >= -1 && s < count; };
   bool links_ok = in_list(t.head_) && in_list(t.tail_);
-  for (size_t i = 0; i < n && links_ok; ++i) links_ok = in_list(t.meta_[i].prev) && in_list(t.meta_[i].next);
+  for (size_t i = 0; i < n && links_ok; ++i)
+    links_ok = in_list(t.meta_[i].prev) && in_list(t.meta_[i].next);
   for (int64_t s : t.free_) {
-    links_ok = links_ok && s >= 0 && s < count && t.meta_[static_cast<size_t>(s)].last_step == kFree;
+    links_ok =
+        links_ok && s >= 0 && s < count && t.meta_[static_cast<size_t>(s)].last_step == kFree;
   }
   if (!links_ok) return InvalidArgument(what + ": a row link points outside the table");
   for (size_t i = 0; i < n; ++i) {
-    if (t.meta_[i].last_step != kFree) t.index_->slots.emplace(t.meta_[i].id, static_cast<int64_t>(i));
+    if (t.meta_[i].last_step != kFree)
+      t.index_->slots.emplace(t.meta_[i].id, static_cast<int64_t>(i));
   }
   t.chunks_.clear();
   for (size_t i = 0; i < n; i += kChunkRows) {

@@ -62,7 +62,7 @@ struct DynamicTableOptions {
   int64_t ttl_steps = 0;    // a row untouched this many steps is evicted (0: never)
   int64_t max_rows = 0;     // rows at most (0: no budget)
   EvictionPolicy policy = EvictionPolicy::kLru;
-  int lfu_sample = 16;           // rows compared per LFU eviction
+  int lfu_sample = 16;              // rows compared per LFU eviction
   uint32_t sketch_width = 1 << 20;  // counters per row of the admission sketch
   std::vector<uint64_t> never_admit;
   uint64_t seed = 0;  // of the sampled eviction and the sketch's hashes
@@ -75,7 +75,7 @@ struct DynamicTableStats {
   int64_t dropped_gradients = 0;   // gradients of ids not (yet) admitted
   int64_t evicted_ttl = 0;
   int64_t evicted_budget = 0;
-  int64_t bytes = 0;               // rows, their bookkeeping, the index and the sketch
+  int64_t bytes = 0;  // rows, their bookkeeping, the index and the sketch
 };
 
 class DynamicTable {
@@ -179,8 +179,8 @@ class DynamicTable {
   std::vector<Meta> meta_;
   std::vector<int64_t> adam_steps_;  // per row, adam only
   int64_t head_ = -1, tail_ = -1;
-  std::vector<int64_t> free_;        // slots to reuse
-  std::vector<uint32_t> sketch_;     // 4 × sketch_width
+  std::vector<int64_t> free_;     // slots to reuse
+  std::vector<uint32_t> sketch_;  // 4 × sketch_width
   int64_t step_ = 0;
   uint64_t rng_;
   // Whether rows' last steps, touch counts and the list are kept: only TTL
