@@ -9,11 +9,11 @@
 #include <cstring>
 #include <iostream>
 
-#include "coordinator/web/http_endpoint.h"
 #include "coordinator/service/rpc_stats.h"
 #include "coordinator/service/server.h"
 #include "coordinator/service/service.h"
 #include "coordinator/store/state_file.h"
+#include "coordinator/web/http_endpoint.h"
 #include "core/base/daemon.h"
 #include "core/base/logging.h"
 #include "core/daemon/daemon_flags.h"

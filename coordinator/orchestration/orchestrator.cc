@@ -10,8 +10,8 @@
 #include "coordinator/orchestration/agent_liveness.h"
 #include "coordinator/orchestration/orchestrator_internal.h"
 #include "coordinator/orchestration/shard_recovery.h"
-#include "core/plan/job_plan.h"
 #include "core/base/logging.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax::coordinator {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "coordinator/orchestration/cluster_view.h"
-#include "coordinator/store/state_store.h"
 #include "coordinator/orchestration/task_outcome.h"
+#include "coordinator/store/state_store.h"
 #include "core/config/job_config.h"
 #include "parallax/status.h"
 #include "schemas/coordinator_types.h"

@@ -5,9 +5,9 @@
 #include <optional>
 #include <utility>
 
-#include "coordinator/service/lost_updates.h"
 #include "coordinator/orchestration/resize.h"
 #include "coordinator/orchestration/task_outcome.h"
+#include "coordinator/service/lost_updates.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/rpc/request_header.h"
@@ -121,48 +121,27 @@ void CoordinatorService::CheckAttempt(int64_t job_id, int attempt) {
   }
 }
 
-void CoordinatorService::CheckKey(const std::string& key) {
-  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(key);
-  if (parsed.scope != kv_keys::ParsedKey::Scope::kAttempt) return;
-  StatusOr<JobRecord> job = store_->GetJob(parsed.job_id);
-  if (!job.ok()) return;  // keys of unknown jobs are allowed (tests, tools)
-  if (parsed.attempt < job->attempt) CheckAttempt(job->id, parsed.attempt);
-}
-
-namespace {
-// The partition search's keys: only the coordinator writes them
-// (coordinator/orchestration/partition_trials.h).
-void RefuseSearchKey(const std::string& key) {
-  if (kv_keys::IsCoordinatorOnly(kv_keys::ParseKey(key))) {
+void CoordinatorService::CheckKey(const std::string& key, const kv_keys::ParsedKey& parsed) {
+  if (parsed.scope == kv_keys::ParsedKey::Scope::kAttempt) {
+    // Keys of unknown jobs are allowed (tests, tools).
+    StatusOr<JobRecord> job = store_->GetJob(parsed.job_id);
+    if (job.ok() && parsed.attempt < job->attempt) CheckAttempt(job->id, parsed.attempt);
+  }
+  // The partition search's keys (coordinator/orchestration/partition_trials.h).
+  if (kv_keys::IsCoordinatorOnly(parsed)) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT,
           "key \"" + key + "\" is written only by the coordinator (partition search)");
   }
 }
 
-// The job a key belongs to, if any.
-std::optional<int64_t> JobIdOfKey(const std::string& key) {
-  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(key);
-  if (parsed.scope != kv_keys::ParsedKey::Scope::kJob &&
-      parsed.scope != kv_keys::ParsedKey::Scope::kAttempt) {
-    return std::nullopt;
-  }
-  return parsed.job_id;
-}
-
-// The prefix of every key of the job `key` belongs to, else "".
-std::string JobPrefix(const std::string& key) {
-  std::optional<int64_t> job = JobIdOfKey(key);
-  return job ? kv_keys::JobPrefix(*job) : "";
-}
-}  // namespace
-
-bool CoordinatorService::CheckKvRoom(const std::string& key) {
+bool CoordinatorService::CheckKvRoom(const std::string& key, const kv_keys::ParsedKey& parsed) {
   if (options_.max_kv_entries_per_job <= 0 && options_.max_kv_global_entries <= 0) {
     return false;
   }
   if (ValueOrThrow(store_->KvGet(key)).has_value()) return false;  // a replacement adds nothing
-  const std::string prefix = JobPrefix(key);
-  if (!prefix.empty()) {
+  if (parsed.scope == kv_keys::ParsedKey::Scope::kJob ||
+      parsed.scope == kv_keys::ParsedKey::Scope::kAttempt) {
+    const std::string prefix = kv_keys::JobPrefix(parsed.job_id);
     if (options_.max_kv_entries_per_job > 0 &&
         ValueOrThrow(store_->KvCount(prefix)) >= options_.max_kv_entries_per_job) {
       Throw(rpc::ErrorCode::FAILED_PRECONDITION,
@@ -699,14 +678,13 @@ void CoordinatorService::KvSet(const rpc::RequestHeader& header,
               std::to_string(options_.max_kv_value_bytes) +
               " bytes; raise the coordinator's --max-kv-value-bytes if this is expected");
   }
-  CheckKey(request.key);
-  RefuseSearchKey(request.key);
-  bool new_global = CheckKvRoom(request.key);
+  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(request.key);
+  CheckKey(request.key, parsed);
+  bool new_global = CheckKvRoom(request.key, parsed);
   ThrowIfError(store_->KvSet(request.key, request.value, clock_->NowMillis()));
   if (new_global) ++global_kv_keys_;
   NotifyWaiters();
   // A partition-search trial ends as soon as its time is published.
-  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(request.key);
   if (parsed.scope == kv_keys::ParsedKey::Scope::kAttempt &&
       request.key == kv_keys::TrialStepSeconds(parsed.job_id, parsed.attempt)) {
     orchestrator_.JobChanged(parsed.job_id);
@@ -752,9 +730,9 @@ int64_t CoordinatorService::KvAdd(const rpc::RequestHeader& header,
   if (request.key.empty() || request.key.size() > 512) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "key must be 1 to 512 bytes");
   }
-  CheckKey(request.key);
-  RefuseSearchKey(request.key);
-  bool new_global = CheckKvRoom(request.key);
+  const kv_keys::ParsedKey parsed = kv_keys::ParseKey(request.key);
+  CheckKey(request.key, parsed);
+  bool new_global = CheckKvRoom(request.key, parsed);
   int64_t v = ValueOrThrow(store_->KvAdd(request.key, request.delta, clock_->NowMillis()));
   if (new_global) ++global_kv_keys_;
   NotifyWaiters();

@@ -34,16 +34,17 @@
 #include <string>
 #include <thread>
 
-#include "coordinator/service/agent_registry.h"
-#include "coordinator/service/consistency_switches.h"
 #include "coordinator/orchestration/orchestrator.h"
 #include "coordinator/orchestration/replan_monitor.h"
+#include "coordinator/service/agent_registry.h"
+#include "coordinator/service/consistency_switches.h"
 #include "coordinator/service/shard_stats.h"
 #include "coordinator/store/state_store.h"
 #include "core/base/clock.h"
 #include "parallax/status.h"
 #include "schemas/Coordinator.h"
 #include "schemas/coordinator_constants.h"
+#include "schemas/kv_keys.h"
 
 namespace parallax::coordinator {
 
@@ -180,12 +181,14 @@ class CoordinatorService : public rpc::CoordinatorIf {
   rpc::JobInfo JobInfoOf(const JobRecord& job, bool with_text);
   // Throws FENCED when `attempt` is older than the job's current attempt.
   void CheckAttempt(int64_t job_id, int attempt);
-  // Applies CheckAttempt to rendezvous keys "job/<id>/<attempt>/...".
-  void CheckKey(const std::string& key);
+  // Whether a client may write `key` (`parsed` is its ParseKey): applies
+  // CheckAttempt to an attempt's keys, and throws INVALID_ARGUMENT for the
+  // keys only the coordinator writes.
+  void CheckKey(const std::string& key, const kv_keys::ParsedKey& parsed);
   // Throws FAILED_PRECONDITION when `key` is new and the key-value limits
   // are reached. Returns whether `key` is a new key outside any job's prefix
   // (the caller counts it once written).
-  bool CheckKvRoom(const std::string& key);
+  bool CheckKvRoom(const std::string& key, const kv_keys::ParsedKey& parsed);
   // Throws FAILED_PRECONDITION when max_active_jobs jobs are live.
   void CheckJobRoom();
 

@@ -10,11 +10,11 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/web/http_server.h"
-#include "coordinator/web/http_site.h"
 #include "coordinator/service/rpc_stats.h"
 #include "coordinator/service/service.h"
 #include "coordinator/store/state_store.h"
+#include "coordinator/web/http_server.h"
+#include "coordinator/web/http_site.h"
 #include "parallax/status.h"
 
 namespace CLI {

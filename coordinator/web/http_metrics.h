@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/service/rpc_stats.h"
+#include "coordinator/store/job_state.h"
 #include "coordinator/web/http_server.h"
 #include "coordinator/web/job_figures.h"
-#include "coordinator/store/job_state.h"
-#include "coordinator/service/rpc_stats.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator {

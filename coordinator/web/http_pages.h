@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/web/job_figures.h"
 #include "coordinator/store/state_store.h"
+#include "coordinator/web/job_figures.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator {

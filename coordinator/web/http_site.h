@@ -18,11 +18,11 @@
 #include <cstdint>
 #include <string>
 
-#include "coordinator/web/http_pages.h"
-#include "coordinator/web/http_server.h"
 #include "coordinator/service/rpc_stats.h"
 #include "coordinator/service/service.h"
 #include "coordinator/store/state_store.h"
+#include "coordinator/web/http_pages.h"
+#include "coordinator/web/http_server.h"
 #include "coordinator/web/task_logs.h"
 #include "core/base/clock.h"
 

@@ -9,8 +9,8 @@
 #include <future>
 
 #include "coordinator/service/service.h"
-#include "core/plan/job_plan.h"
 #include "coordinator/store/sqlite_state_store.h"
+#include "core/plan/job_plan.h"
 #include "schemas/coordinator_constants.h"
 #include "tests/coordinator/service_driver.h"
 #include "tests/testing/temp_dir.h"

@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator/service/service.h"
-#include "core/plan/job_plan.h"
 #include "coordinator/store/sqlite_state_store.h"
+#include "core/plan/job_plan.h"
 #include "schemas/coordinator_constants.h"
-#include "tests/testing/temp_dir.h"
 #include "schemas/kv_keys.h"
+#include "tests/testing/temp_dir.h"
 
 namespace parallax::coordinator {
 namespace {

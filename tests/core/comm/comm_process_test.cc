@@ -12,10 +12,10 @@
 #include "core/base/clock.h"
 #include "core/comm/coordinator_store.h"
 #include "core/comm/gradient_fusion.h"
+#include "schemas/kv_keys.h"
 #include "tests/core/comm/rank_threads.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
-#include "schemas/kv_keys.h"
 
 namespace parallax::comm {
 namespace {
