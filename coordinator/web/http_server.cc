@@ -128,7 +128,7 @@ class HttplibServer final : public httplib::Server, public HttpServer {
     limits.max_connections = options_.max_connections;
     limits.auth_timeout_ms = options_.request_timeout_ms;
     limits.request_timeout_ms = options_.request_timeout_ms;
-    limits.limit_flag = options_.max_connections_flag;
+    limits.limit_flag = "--http-max-connections";  // the coordinator's flag for the cap
     PX_ASSIGN_OR_RETURN(acceptor_,
                         StartGuardedAcceptor(listen_fd_, limits, "web server",
                                              [this](int fd, ConnectionGuard::Id id,

@@ -83,8 +83,6 @@ struct HttpServerOptions {
   // accepted; the whole reply, from its first byte.
   int request_timeout_ms = 5'000;
   int write_timeout_ms = 10'000;
-  // The flag that sets max_connections, as log lines name it.
-  std::string max_connections_flag = "--http-max-connections";
 };
 
 // What the server did with its connections, since it started.
