@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/plan/job_plan.h"
 #include "core/ps/client.h"
 #include "core/ps/plan.h"
 
@@ -170,13 +171,16 @@ double ChildCpuSeconds(pid_t pid) {
 
 int RunWorker(const Config& c, const std::string& plan_file, const std::string& endpoints_csv,
               uint32_t worker, const std::string& mode, const std::string& dir) {
-  auto plan = LoadPsPlanFile(plan_file);
+  std::ifstream in(plan_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto plan = plan::ParseJobPlan(text.str());
   if (!plan.ok()) {
-    std::cerr << plan.status().ToString() << "\n";
+    std::cerr << plan_file << ": " << plan.status().ToString() << "\n";
     return 1;
   }
   PsClientOptions o;
-  o.plan = *plan;
+  o.plan = plan->ps;
   o.worker = worker;
   o.shared_memory = c.transport == "shm";
   if (c.shard_recovery) {
@@ -243,7 +247,7 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
   const std::string dir = "/tmp/ps_bench." + std::to_string(getpid()) + "." + mode + "." + std::to_string(run);
   std::filesystem::create_directories(dir);
   const std::string plan_file = dir + "/plan.json";
-  std::ofstream(plan_file) << PsPlanToJson(MakePlan(c));
+  std::ofstream(plan_file) << plan::JobPlanToJson(plan::JobPlanOfPs(MakePlan(c)));
   std::vector<pid_t> shards;
   std::string endpoints;
   for (int s = 0; s < 2; ++s) {

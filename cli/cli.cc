@@ -18,7 +18,7 @@
 #include "cli/job_file.h"
 #include "cli/job_metrics.h"
 #include "cli/plan_command.h"
-#include "cli/plan_view.h"
+#include "core/plan/plan_view.h"
 #include "cli/run.h"
 #include "cli/set_command.h"
 #include "cli/task_log.h"
@@ -407,9 +407,13 @@ void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
   Status st = client.Call(
       [&](rpc::CoordinatorClient& c) { c.GetPlan(plan, client.Header(), job.id, job.attempt, 0); });
   if (!st.ok()) return;  // rank 0 has not put it yet
-  StatusOr<std::vector<std::vector<std::string>>> rows = PlanTableRows(plan);
   out_ << "\nplan of attempt " << job.attempt << ":\n";
-  if (StatusOr<plan::JobPlan> parsed = plan::ParseJobPlan(plan); parsed.ok() && parsed->has_ps()) {
+  StatusOr<plan::JobPlan> parsed = plan::ParseJobPlan(plan);
+  if (!parsed.ok()) {
+    out_ << "  the stored plan is not a valid plan: " << parsed.status().message() << "\n";
+    return;
+  }
+  if (parsed->has_ps()) {
     out_ << "local aggregation: "
          << (parsed->local_aggregation
                  ? "on (each host's ranks sum their sparse gradients, exchanged within the host "
@@ -417,13 +421,12 @@ void Cli::PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job) {
                  : "off (every rank pushes its own sparse gradients)")
          << "\n";
   }
-  if (!rows.ok()) {
-    out_ << "  " << rows.status().message() << "\n";
-    return;
-  }
-  PrintTable(out_, *rows);
+  const plan::PlanTable table = plan::PlanTableOf(*parsed);
+  std::vector<std::vector<std::string>> rows = {table.columns};
+  rows.insert(rows.end(), table.rows.begin(), table.rows.end());
+  PrintTable(out_, rows);
   out_ << "machine figures:\n";
-  for (const std::string& line : PlanFigureLines(plan)) out_ << "  " << line << "\n";
+  for (const std::string& line : plan::PlanFigureLines(*parsed)) out_ << "  " << line << "\n";
 }
 
 int Cli::Plan() {

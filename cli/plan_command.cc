@@ -7,7 +7,7 @@
 #include <ctime>
 
 #include "cli/job_file.h"
-#include "cli/plan_view.h"
+#include "core/plan/plan_view.h"
 #include "core/comm/host_probe.h"
 #include "core/config/job_config.h"
 #include "core/plan/plan_builder.h"
@@ -43,7 +43,7 @@ void PrintHeader(const JobConfig& job, const plan::JobPlan& plan, int sample_bat
       << sample_batches << " batches of " << job.trainer.batch_size << " of rank 0\n";
   const plan::FigureSources& f = plan.figures;
   out << "machine figures:\n";
-  for (const std::string& line : FigureLines(plan.cost, f)) out << "  " << line << "\n";
+  for (const std::string& line : plan::FigureLines(plan.cost, f)) out << "  " << line << "\n";
   for (const std::string* s : {&f.link, &f.collective, &f.ps_rtt}) {
     if (*s == "default") {
       out << "(defaults are a development machine's: --measure probes this machine, "

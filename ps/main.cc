@@ -14,12 +14,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "core/base/daemon.h"
 #include "core/base/heap_retention.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
 #include "core/daemon/daemon_flags.h"
+#include "core/plan/job_plan.h"
 #include "core/ps/discovery.h"
 #include "ps/shard_server.h"
 #include "ps/stats_reporter.h"
@@ -96,29 +98,43 @@ void AddFlags(CLI::App* app, Flags* f) {
       ->capture_default_str();
 }
 
-// The shard's plan, from --plan or the coordinator, into `options`; 0, or
-// the exit code after saying why not.
+// The PS part of the job's plan (core/plan/job_plan.h's one reader), from
+// --plan FILE or the coordinator, into `options`; 0, or the exit code after
+// saying why not.
 int LoadPlan(const Flags& f, CoordinatorClient* coord, ShardServerOptions* options) {
+  std::string json;
+  std::string from;
   if (!f.plan_file.empty()) {
-    auto plan = LoadPsPlanFile(f.plan_file);
-    if (!plan.ok()) {
-      std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
+    std::ifstream in(f.plan_file);
+    if (!in) {
+      std::cerr << "parallax-ps: cannot read plan file \"" << f.plan_file << "\"\n";
       return 2;
     }
-    options->shard.plan = std::move(plan).value();
-    return 0;
-  }
-  if (coord == nullptr) {
+    std::stringstream text;
+    text << in.rdbuf();
+    json = text.str();
+    from = f.plan_file;
+  } else if (coord == nullptr) {
     std::cerr << "parallax-ps: give --plan FILE or a coordinator (--coordinator / "
                  "$PARALLAX_COORDINATOR)\n";
     return 2;
+  } else {
+    // Retried across a coordinator restart (CoordinatorClient "Retries").
+    StatusOr<std::string> fetched = coord->GetPlan(f.job_id, f.attempt, f.plan_timeout_ms);
+    if (!fetched.ok()) {
+      std::cerr << "parallax-ps: fetching the plan of job " << f.job_id << ": "
+                << fetched.status().ToString() << "\n";
+      return 1;
+    }
+    json = std::move(fetched).value();
+    from = "the plan of job " + std::to_string(f.job_id);
   }
-  auto plan = FetchPsPlan(coord, f.job_id, f.attempt, f.plan_timeout_ms);
+  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(json);
   if (!plan.ok()) {
-    std::cerr << "parallax-ps: " << plan.status().ToString() << "\n";
-    return 1;
+    std::cerr << "parallax-ps: " << from << ": " << plan.status().ToString() << "\n";
+    return f.plan_file.empty() ? 1 : 2;
   }
-  options->shard.plan = std::move(plan).value();
+  options->shard.plan = std::move(plan->ps);
   return 0;
 }
 

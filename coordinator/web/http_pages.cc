@@ -116,15 +116,17 @@ std::string RanksTable(const JobPageData& d) {
 
 std::string PlanSection(const JobPageData& d) {
   std::string html = "<h2>Plan</h2>";
-  if (d.plan.empty()) {
+  if (d.plan.columns.empty()) {
     return html + "<p class=\"muted\" id=\"plan-note\">" + HtmlEscape(d.plan_note) + "</p>";
   }
   std::vector<std::vector<Cell>> rows;
-  for (const PlanRow& r : d.plan) {
-    rows.push_back({Text(r.name), Text(r.shape), Num(r.alpha), Text(r.path), Num(r.partitions),
-                    Text(r.reason)});
+  for (const std::vector<std::string>& row : d.plan.rows) {
+    std::vector<Cell> cells;
+    // ALPHA and PARTITIONS right-aligned.
+    for (size_t i = 0; i < row.size(); ++i) cells.push_back(i == 2 || i == 4 ? Num(row[i]) : Text(row[i]));
+    rows.push_back(std::move(cells));
   }
-  return html + Table("plan", {"variable", "shape", "alpha", "path", "partitions", "why"}, rows);
+  return html + Table("plan", d.plan.columns, rows);
 }
 
 std::string TasksAndShards(const JobPageData& d) {

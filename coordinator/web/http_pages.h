@@ -13,6 +13,7 @@
 
 #include "coordinator/store/state_store.h"
 #include "coordinator/web/job_figures.h"
+#include "core/plan/plan_view.h"
 #include "schemas/coordinator_types.h"
 
 namespace parallax::coordinator {
@@ -24,16 +25,6 @@ struct JobsPageData {
   std::map<int64_t, int64_t> total_steps;  // job id -> [trainer] steps (absent: unknown)
   bool more_jobs = false;                  // jobs is the newest `limit` of more
   std::vector<rpc::AgentInfo> agents;
-};
-
-// One variable of the plan, as shown.
-struct PlanRow {
-  std::string name;
-  std::string shape;  // "1000x64" (sparse) or "4096" (dense)
-  std::string alpha;  // measured density, or "dense"
-  std::string path;   // "allreduce" | "allgather" | "ps"
-  std::string partitions;
-  std::string reason;
 };
 
 struct TaskRow {
@@ -57,7 +48,7 @@ struct JobPageData {
   std::map<int, MetricRecord> newest_per_rank;
   std::vector<CurvePoint> loss, throughput;
   int64_t curves_from_step = 0;  // > 0: the curves start there (a long job)
-  std::vector<PlanRow> plan;
+  plan::PlanTable plan;       // `parallax status`'s table of the stored plan
   std::string plan_note;       // why there is no plan table
   std::vector<TaskRow> tasks;  // of the current attempt
   std::vector<rpc::ShardStatsReport> shards;

@@ -1,13 +1,13 @@
 #include "coordinator/web/http_site.h"
 
 #include <chrono>
-#include <cstdio>
-#include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "coordinator/web/http_metrics.h"
 #include "core/base/logging.h"
 #include "core/config/job_config.h"
+#include "core/plan/job_plan.h"
 
 namespace parallax::coordinator {
 namespace {
@@ -88,43 +88,6 @@ std::optional<int64_t> TotalSteps(const JobRecord& job) {
 int64_t MetricsEvery(const JobRecord& job) {
   std::optional<JobConfig::Trainer> trainer = TrainerOf(job);
   return trainer ? trainer->metrics_every : JobConfig::Trainer{}.metrics_every;
-}
-
-// The stored plan's variables as table rows. The plan is the JSON trainer
-// rank 0 stored (the format `parallax status` also reads).
-StatusOr<std::vector<PlanRow>> PlanRows(const std::string& plan_json) {
-  std::vector<PlanRow> rows;
-  try {
-    const nlohmann::json doc = nlohmann::json::parse(plan_json);
-    std::map<std::string, int64_t> partitions;
-    if (doc.contains("ps") && doc["ps"].contains("variables")) {
-      for (const auto& v : doc["ps"]["variables"]) {
-        partitions[v.at("name").get<std::string>()] = v.value("partitions", int64_t{1});
-      }
-    }
-    for (const auto& v : doc.at("variables")) {
-      PlanRow r;
-      r.name = v.at("name").get<std::string>();
-      const bool sparse = v.value("kind", std::string()) == "sparse";
-      r.shape = sparse ? std::to_string(v.value("rows", int64_t{0})) + "x" +
-                             std::to_string(v.value("dim", int64_t{0}))
-                       : std::to_string(v.value("size", int64_t{0}));
-      r.alpha = "dense";
-      if (sparse) {
-        char buf[32];
-        std::snprintf(buf, sizeof(buf), "%.4g", v.value("density", -1.0));
-        r.alpha = v.value("density", -1.0) < 0 ? "?" : buf;
-      }
-      r.path = v.value("path", std::string("?"));
-      auto p = partitions.find(r.name);
-      r.partitions = p == partitions.end() ? "-" : std::to_string(p->second);
-      r.reason = v.value("reason", std::string());
-      rows.push_back(std::move(r));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string("the stored plan is not plan JSON: ") + e.what());
-  }
-  return rows;
 }
 
 }  // namespace
@@ -225,10 +188,10 @@ Status HttpSite::ReadCurvesAndPlan(JobPageData* d) {
   PX_ASSIGN_OR_RETURN(std::optional<std::string> plan, store_->GetPlan(job_id, d->job.attempt));
   if (!plan) {
     d->plan_note = "no plan yet: trainer rank 0 stores it once the attempt starts";
-  } else if (StatusOr<std::vector<PlanRow>> rows = PlanRows(*plan); rows.ok()) {
-    d->plan = std::move(rows).value();
+  } else if (StatusOr<plan::JobPlan> parsed = plan::ParseJobPlan(*plan); parsed.ok()) {
+    d->plan = plan::PlanTableOf(*parsed);
   } else {
-    d->plan_note = rows.status().message();
+    d->plan_note = "the stored plan is not a valid plan: " + parsed.status().message();
   }
   return Status::Ok();
 }

@@ -102,6 +102,83 @@ PlannedVariable VariableFromJson(const json& jv) {
   return v;
 }
 
+// The PS part: what only workers and shards need beyond the variables
+// (name, shape, partitions, optimizer, init and consistency are the plan's,
+// written once above).
+json PsToJson(const ps::PsPlan& p) {
+  json vars = json::array();
+  for (const ps::VariableSpec& v : p.variables) {
+    vars.push_back({{"id", v.id},
+                    {"scheme", v.scheme == ps::PartitionScheme::kHash ? "hash" : "range"},
+                    {"partition_shards", v.partition_shards}});
+  }
+  return json{{"staleness", p.staleness},
+              {"sync_warmup_steps", p.sync_warmup_steps},
+              {"num_workers", p.num_workers},
+              {"num_contributors", p.num_contributors},
+              {"sync_reduce", p.sync_mean ? "mean" : "sum"},
+              {"num_shards", p.num_shards},
+              {"value_encoding", ValueEncodingName(p.value_encoding)},
+              {"staleness_lr", p.staleness_lr},
+              {"nonfinite", p.reject_nonfinite ? "reject" : "count"},
+              {"variables", std::move(vars)}};
+}
+
+// A one-of-two choice; `what` names the key.
+bool ParseEither(const json& j, const char* yes, const char* no, const std::string& what) {
+  const std::string name = j.get<std::string>();
+  if (name != yes && name != no) {
+    throw std::invalid_argument(what + " must be " + yes + " or " + no + ", not \"" + name + "\"");
+  }
+  return name == yes;
+}
+
+// The PS part of `plan` from its "ps" object: each PS variable takes its
+// name, shape, partitions, optimizer and initializer from plan.variables
+// (plans stored before version 3 repeat them here; they are not read).
+ps::PsPlan PsFromJson(const json& j, const JobPlan& plan) {
+  ps::PsPlan p;
+  p.consistency = plan.consistency;
+  p.staleness = j.value("staleness", p.staleness);
+  p.sync_warmup_steps = j.value("sync_warmup_steps", p.sync_warmup_steps);
+  p.num_workers = j.value("num_workers", p.num_workers);
+  p.num_contributors = j.value("num_contributors", p.num_contributors);
+  p.num_shards = j.value("num_shards", p.num_shards);
+  if (j.contains("sync_reduce")) p.sync_mean = ParseEither(j["sync_reduce"], "mean", "sum", "ps.sync_reduce");
+  if (j.contains("value_encoding")) {
+    p.value_encoding = ParseName(j["value_encoding"], &ParseValueEncoding, "ps.value_encoding");
+  }
+  p.staleness_lr = j.value("staleness_lr", p.staleness_lr);
+  if (j.contains("nonfinite")) {
+    p.reject_nonfinite = ParseEither(j["nonfinite"], "reject", "count", "ps.nonfinite");
+  }
+  const json& vars = j.at("variables");
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const json& jv = vars[i];
+    const std::string where = "ps.variables[" + std::to_string(i) + "]: ";
+    const uint32_t id = jv.at("id").get<uint32_t>();
+    if (id >= plan.variables.size() || plan.variables[id].path != VariablePath::kPs) {
+      throw std::invalid_argument(where + "variable " + std::to_string(id) +
+                                  " is not a variable on the PS path");
+    }
+    const PlannedVariable& planned = plan.variables[id];
+    ps::VariableSpec v;
+    v.id = id;
+    v.name = planned.name;
+    v.rows = planned.rows;
+    v.dim = planned.dim;
+    v.partitions = planned.partitions;
+    v.optimizer = planned.optimizer;
+    v.init = planned.init;
+    v.scheme = ParseEither(jv.value("scheme", json("hash")), "hash", "range", where + "scheme")
+                   ? ps::PartitionScheme::kHash
+                   : ps::PartitionScheme::kRange;
+    v.partition_shards = jv.value("partition_shards", std::vector<uint32_t>{});
+    p.variables.push_back(std::move(v));
+  }
+  return p;
+}
+
 }  // namespace
 
 uint32_t JobPlan::PartitionsOf(uint32_t var) const {
@@ -123,10 +200,9 @@ VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions) {
 
 std::string JobPlanToJson(const JobPlan& plan) {
   json doc;
-  doc["version"] = 2;
+  doc["version"] = 3;
   doc["arch"] = ArchName(plan.arch);
   doc["consistency"] = ConsistencyName(plan.consistency);
-  doc["world_size"] = plan.cluster.workers;
   doc["cluster"] = {{"workers", plan.cluster.workers},
                     {"hosts", plan.cluster.hosts},
                     {"shards", plan.cluster.shards}};
@@ -162,8 +238,33 @@ std::string JobPlanToJson(const JobPlan& plan) {
     if (!v.sparse) jv["size"] = v.size;
     doc["variables"].push_back(std::move(jv));
   }
-  doc["ps"] = json::parse(ps::PsPlanToJson(plan.ps));
+  doc["ps"] = PsToJson(plan.ps);
   return doc.dump();
+}
+
+JobPlan JobPlanOfPs(const ps::PsPlan& ps) {
+  JobPlan plan;
+  plan.arch = Arch::kPs;
+  plan.consistency = ps.consistency;
+  plan.cluster.workers = static_cast<int>(ps.num_workers);
+  plan.cluster.shards = static_cast<int>(ps.num_shards);
+  plan.local_aggregation = ps.contributors() != ps.num_workers;
+  for (const ps::VariableSpec& v : ps.variables) {
+    PlannedVariable planned;
+    planned.id = v.id;
+    planned.name = v.name;
+    planned.sparse = true;
+    planned.rows = v.rows;
+    planned.dim = v.dim;
+    planned.path = VariablePath::kPs;
+    planned.partitions = v.partitions;
+    planned.reason = "a plan of PS variables only";
+    planned.optimizer = v.optimizer;
+    planned.init = v.init;
+    plan.variables.push_back(std::move(planned));
+  }
+  plan.ps = ps;
+  return plan;
 }
 
 StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
@@ -208,13 +309,12 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
     return InvalidArgument(std::string("plan: ") + e.what());
   }
   if (doc.contains("ps")) {
-    PX_ASSIGN_OR_RETURN(plan.ps, ps::ParsePsPlan(doc["ps"].dump()));
-  }
-  for (const ps::VariableSpec& p : plan.ps.variables) {
-    if (p.id >= plan.variables.size() || plan.variables[p.id].path != VariablePath::kPs) {
-      return InvalidArgument("plan: PS variable " + std::to_string(p.id) + " (\"" + p.name +
-                             "\") is not a variable on the PS path");
+    try {
+      plan.ps = PsFromJson(doc["ps"], plan);
+    } catch (const std::exception& e) {
+      return InvalidArgument(std::string("plan: ") + e.what());
     }
+    PX_RETURN_IF_ERROR(ps::ValidatePsPlan(&plan.ps));
   }
   return plan;
 }

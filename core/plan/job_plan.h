@@ -8,7 +8,7 @@
 // records the cluster shape and the cost model's figures it was made with,
 // so its predicted costs (core/plan/report.h) can be recomputed anywhere.
 //
-//   {"version": 2, "arch": "hybrid", "consistency": "sync",
+//   {"version": 3, "arch": "hybrid", "consistency": "sync",
 //    "cluster": {"workers": 2, "hosts": 1, "shards": 1},
 //    "cost": {"link_bytes_per_s": 3.5e8, "collective_latency_s": 0.009, ...},
 //    "local_aggregation": false, "predicted_comm_s": 0.0123,
@@ -17,7 +17,17 @@
 //                   "reason": "...", "optimizer": {...}, "init": {...}},
 //                  {"id": 1, "name": "w", "kind": "dense", "size": 4,
 //                   "rows": 1, "dim": 4, "path": "allreduce", ...}],
-//    "ps": { PsPlan JSON }}
+//    "ps": {"staleness": 0, "sync_warmup_steps": 0, "num_workers": 2,
+//           "num_contributors": 2, "sync_reduce": "mean"|"sum", "num_shards": 1,
+//           "value_encoding": "fp32"|"fp16", "staleness_lr": false,
+//           "nonfinite": "reject"|"count",
+//           "variables": [{"id": 0, "scheme": "hash"|"range",
+//                          "partition_shards": [0, 0]}]}}
+// Each field is written once: a PS variable's name, shape, partitions,
+// optimizer and initializer, and the consistency, are the plan's; "ps" adds
+// only what workers and shards need beyond them, and ParseJobPlan derives
+// the PsPlan from both. Version 2 plans (which repeated them under "ps")
+// read the same.
 #ifndef PARALLAX_CORE_PLAN_JOB_PLAN_H_
 #define PARALLAX_CORE_PLAN_JOB_PLAN_H_
 
@@ -85,6 +95,11 @@ VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions);
 inline VariableStats CostInputs(const PlannedVariable& v) { return CostInputs(v, v.partitions); }
 
 std::string JobPlanToJson(const JobPlan& plan);
+
+// A plan of PS variables only (arch "ps"), for shards run without a
+// trainer: tests and benchmarks write JobPlanToJson of it for parallax-ps
+// --plan. REQUIRES: the variables' ids are 0, 1, ... in order.
+JobPlan JobPlanOfPs(const ps::PsPlan& ps);
 // INVALID_ARGUMENT naming the key that is missing or malformed.
 StatusOr<JobPlan> ParseJobPlan(std::string_view json);
 

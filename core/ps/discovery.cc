@@ -38,18 +38,6 @@ StatusOr<ShardAddress> ResolveShardGeneration(CoordinatorClient* coordinator, in
   return address;
 }
 
-StatusOr<PsPlan> FetchPsPlan(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
-                             int64_t timeout_ms) {
-  // Retried across a coordinator restart (CoordinatorClient "Retries").
-  StatusOr<std::string> json = coordinator->GetPlan(job_id, attempt, timeout_ms);
-  if (!json.ok()) {
-    return json.status().WithContext("fetching the plan of job " + std::to_string(job_id));
-  }
-  auto plan = ParsePsPlan(*json);
-  if (!plan.ok()) return plan.status().WithContext("plan of job " + std::to_string(job_id));
-  return plan;
-}
-
 namespace {
 
 // The value every shard published under key(job, attempt, shard), waiting

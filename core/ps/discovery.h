@@ -15,11 +15,6 @@
 
 namespace parallax::ps {
 
-
-// Fetches the PS part of the plan of (job, attempt), waiting up to timeout_ms.
-StatusOr<PsPlan> FetchPsPlan(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
-                             int64_t timeout_ms);
-
 // Publishes this shard's endpoint.
 Status PublishShardEndpoint(CoordinatorClient* coordinator, int64_t job_id, int32_t attempt,
                             uint32_t shard, const std::string& endpoint);

@@ -3,28 +3,16 @@
 // partitions, which shard owns which partition, the optimizer and
 // initializer of each, and the consistency mode.
 //
-// JSON (the coordinator stores the plan as JSON; tests write it directly):
-//   {"consistency": "sync"|"async"|"ssp", "staleness": 4, "sync_warmup_steps": 0,
-//    "num_workers": 3, "num_contributors": 3, "sync_reduce": "mean"|"sum",
-//    "num_shards": 2, "value_encoding": "fp32"|"fp16",
-//    "staleness_lr": false, "nonfinite": "reject"|"count",
-//    "variables": [{"id": 0, "name": "emb", "rows": 1000, "dim": 16,
-//                   "partitions": 4, "scheme": "hash"|"range",
-//                   "partition_shards": [0, 1, 0, 1],      // optional: p % num_shards
-//                   "optimizer": {"type": "sgd"|"momentum"|"adagrad"|"adam",
-//                                 "lr": 0.01, "momentum": 0.9, "beta1": 0.9,
-//                                 "beta2": 0.999, "epsilon": 1e-8,
-//                                 "initial_accumulator": 0.0},
-//                   "init": {"type": "uniform"|"zeros"|"normal", "seed": 1,
-//                            "scale": 0.05}}]}
-// A whole-job plan may carry this object under the key "ps"; ParsePsPlan
-// accepts either form. Every key but "variables" has a default.
+// It has no JSON of its own: it is the PS part of core/plan's JobPlan, which
+// has the plan's one reader and writer (ParseJobPlan, JobPlanToJson). The
+// shard reads the job's plan through it and keeps this part; tests and
+// benchmarks that run shards alone write a plan of PS variables only
+// (plan::JobPlanOfPs).
 #ifndef PARALLAX_CORE_PS_PLAN_H_
 #define PARALLAX_CORE_PS_PLAN_H_
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "parallax/settings.h"
@@ -69,11 +57,12 @@ struct PsPlan {
   const VariableSpec* FindVariable(uint32_t id) const;
 };
 
-// Parses and validates (shard indices in range, dims > 0, unique ids, ...).
-// Errors name the offending key.
-StatusOr<PsPlan> ParsePsPlan(std::string_view json);
-StatusOr<PsPlan> LoadPsPlanFile(const std::string& path);
-std::string PsPlanToJson(const PsPlan& plan);
+// Checks what workers and shards rely on (rows, dims and partitions in
+// range, unique ids, every partition on a shard of the plan) and gives a
+// variable without `partition_shards` the default placement p % num_shards.
+// INVALID_ARGUMENT naming the plan key at fault ("ps.variables[1]:
+// \"partition_shards\" ...").
+Status ValidatePsPlan(PsPlan* plan);
 
 // The partition of `id` in `var` (REQUIRES: 0 <= id < var.rows). Hash
 // partitions scatter ids by a 64-bit mix; range partitions are contiguous

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/metrics/rank_table.h"
+#include "core/plan/job_plan.h"
 #include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
@@ -28,14 +29,36 @@ classes = 4
 hidden = [16]
 )";
 
-constexpr char kPlan[] = R"({
-  "variables": [
-    {"name": "emb", "kind": "sparse", "rows": 1000, "dim": 16, "density": 0.025,
-     "path": "ps", "reason": "PS moves 3.2 KB a step, all-gather 40 KB"},
-    {"name": "dense/w", "kind": "dense", "size": 4096, "path": "allreduce",
-     "reason": "dense: every element changes every step"}],
-  "ps": {"variables": [{"name": "emb", "partitions": 3}]}
-})";
+// The stored plan: a table on the PS in 3 partitions and a dense variable,
+// written by the plan's one writer.
+std::string PlanJson() {
+  plan::JobPlan p;
+  plan::PlannedVariable emb;
+  emb.id = 0;
+  emb.name = "emb";
+  emb.sparse = true;
+  emb.rows = 1000;
+  emb.dim = 16;
+  emb.density = 0.025;
+  emb.path = VariablePath::kPs;
+  emb.partitions = 3;
+  emb.reason = "PS moves 3.2 KB a step, all-gather 40 KB";
+  plan::PlannedVariable w;
+  w.id = 1;
+  w.name = "dense/w";
+  w.size = 4096;
+  w.rows = 4;
+  w.dim = 1024;
+  w.reason = "dense: every element changes every step";
+  p.variables = {emb, w};
+  ps::VariableSpec spec;
+  spec.name = "emb";
+  spec.rows = 1000;
+  spec.dim = 16;
+  spec.partitions = 3;
+  p.ps.variables = {spec};
+  return plan::JobPlanToJson(p);
+}
 
 // Returns canned text per task; counts calls.
 class FakeLogReader : public TaskLogReader {
@@ -134,7 +157,7 @@ class HttpSiteTest : public ::testing::Test {
     tasks.push_back(ps);
     EXPECT_TRUE(store_->StartAttempt(job.id, tasks, "placed", clock_.NowMillis()).ok());
     EXPECT_TRUE(store_->TransitionJob(job.id, JobState::kRunning, "", clock_.NowMillis()).ok());
-    EXPECT_TRUE(store_->PutPlan(job.id, 1, kPlan, clock_.NowMillis()).ok());
+    EXPECT_TRUE(store_->PutPlan(job.id, 1, PlanJson(), clock_.NowMillis()).ok());
     for (int step = 10; step <= 100; step += 10) {
       std::vector<MetricRecord> points;
       for (int rank = 0; rank < 2; ++rank) {

@@ -164,8 +164,8 @@ class PlanAgreementTest : public ::testing::Test {
       int partitions = 0;
       nlohmann::json shards = nlohmann::json::array();
       for (const nlohmann::json& v : recorded["ps"]["variables"]) {
-        if (v["name"] == name) {
-          partitions = v["partitions"];
+        if (v["id"] == r["id"]) {
+          partitions = r["partitions"];
           shards = v["partition_shards"];
         }
       }

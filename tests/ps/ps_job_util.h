@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/plan/job_plan.h"
 #include "core/ps/plan.h"
 #include "core/rpc/coordinator_client.h"
 #include "parallax/status.h"
@@ -28,7 +29,7 @@ inline StatusOr<SubmittedPsJob> SubmitJobWithPsPlan(CoordinatorClient* coord,
   if (!job.ok()) return job.status();
   SubmittedPsJob out{job->id, std::max(1, job->attempt)};
   PX_RETURN_IF_ERROR(
-      coord->PutPlan(out.job_id, out.attempt, "{\"ps\": " + PsPlanToJson(plan) + "}"));
+      coord->PutPlan(out.job_id, out.attempt, plan::JobPlanToJson(plan::JobPlanOfPs(plan))));
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "core/plan/job_plan.h"
 #include "core/ps/client.h"
 #include "core/ps/initializer.h"
 #include "core/optim/optimizer.h"
@@ -63,7 +64,7 @@ TEST_F(PsMultiProcessTest, TwoShardsThreeWorkersSyncEqualsSingleProcessReference
   v.init.seed = 11;
   plan.variables.push_back(v);
   const std::string plan_file = dir_.File("plan.json");
-  std::ofstream(plan_file) << PsPlanToJson(plan);
+  std::ofstream(plan_file) << plan::JobPlanToJson(plan::JobPlanOfPs(plan));
 
   std::vector<std::unique_ptr<parallax::testing::ChildProcess>> shards;
   std::vector<std::string> endpoints;

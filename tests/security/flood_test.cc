@@ -15,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/plan/job_plan.h"
 #include "core/ps/client.h"
 #include "core/ps/plan.h"
 #include "core/rpc/agent_client.h"
@@ -231,7 +232,7 @@ TEST_F(FloodTest, APsShardAnswersThroughIdleFloods) {
   v.partition_shards = {0};
   plan.variables.push_back(v);
   const std::string plan_file = dir_.File("plan.json");
-  std::ofstream(plan_file) << ps::PsPlanToJson(plan);
+  std::ofstream(plan_file) << plan::JobPlanToJson(plan::JobPlanOfPs(plan));
   testing::ChildProcess shard(
       testing::WithOpenFileLimit(kFileLimit, {kBin + "/parallax-ps", "--plan", plan_file,
                                               "--listen", "tcp://127.0.0.1:0", "--port-file",

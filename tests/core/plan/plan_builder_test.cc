@@ -1,5 +1,5 @@
 // The plan's one builder (core/plan/plan_builder.h), its JSON (which
-// parallax-ps reads through ps::ParsePsPlan), and the cross-rank
+// parallax-ps keeps the PS part of), and the cross-rank
 // registration check.
 #include "core/plan/plan_builder.h"
 
@@ -232,8 +232,9 @@ TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
   job.ps.value_encoding = ValueEncoding::kFp16;
   auto plan = Build(job, 2);
   ASSERT_TRUE(plan.ok());
-  auto ps = ps::ParsePsPlan(JobPlanToJson(*plan));
-  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  auto back = ParseJobPlan(JobPlanToJson(*plan));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  const ps::PsPlan* ps = &back->ps;
   EXPECT_EQ(ps->consistency, Consistency::kSsp);
   EXPECT_EQ(ps->staleness, 3);
   EXPECT_EQ(ps->value_encoding, ValueEncoding::kFp16);
@@ -280,8 +281,7 @@ TEST_F(JobPlanTest, JsonRoundTripAndShardsReadThePsPart) {
   EXPECT_DOUBLE_EQ(plan->predicted_comm_s, BuildPlanReport(*plan).totals.hybrid.seconds);
   EXPECT_DOUBLE_EQ(back->predicted_comm_s, plan->predicted_comm_s);
   EXPECT_EQ(JobPlanToJson(*back), json);  // nothing lost either way
-  auto ps = ps::ParsePsPlan(json);  // what parallax-ps does with the whole plan
-  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  const ps::PsPlan* ps = &back->ps;  // what parallax-ps keeps of the plan
   ASSERT_EQ(ps->variables.size(), 2u);
   EXPECT_EQ(ps->variables[0].partitions, 2u);
   EXPECT_EQ(ps->num_workers, 2u);

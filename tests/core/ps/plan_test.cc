@@ -11,48 +11,10 @@
 namespace parallax::ps {
 namespace {
 
-constexpr char kPlan[] = R"({
-  "consistency": "ssp", "staleness": 3, "num_workers": 4, "num_shards": 2,
-  "variables": [
-    {"id": 0, "name": "emb", "rows": 1000, "dim": 8, "partitions": 4, "scheme": "hash",
-     "optimizer": {"type": "adam", "lr": 0.5}, "init": {"type": "normal", "seed": 9}},
-    {"id": 1, "name": "pos", "rows": 10, "dim": 2, "partitions": 3, "scheme": "range",
-     "partition_shards": [1, 1, 0]}]})";
-
 class PsPlanTest : public ::testing::Test {};
 
-TEST_F(PsPlanTest, ParsesAndRoundTrips) {
-  auto plan = ParsePsPlan(kPlan);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->consistency, Consistency::kSsp);
-  EXPECT_EQ(plan->staleness, 3);
-  EXPECT_EQ(plan->contributors(), 4u);
-  ASSERT_EQ(plan->variables.size(), 2u);
-  EXPECT_EQ(plan->variables[0].partition_shards, (std::vector<uint32_t>{0, 1, 0, 1}));
-  EXPECT_EQ(plan->variables[0].optimizer.type, OptimizerType::kAdam);
-  EXPECT_FLOAT_EQ(plan->variables[0].optimizer.lr, 0.5f);
-  EXPECT_EQ(plan->variables[1].scheme, PartitionScheme::kRange);
-  auto again = ParsePsPlan(PsPlanToJson(*plan));
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_EQ(PsPlanToJson(*again), PsPlanToJson(*plan));
-  // A whole-job plan carries it under "ps".
-  auto nested = ParsePsPlan(std::string(R"({"ps": )") + kPlan + "}");
-  ASSERT_TRUE(nested.ok());
-  EXPECT_EQ(nested->num_shards, 2u);
-}
-
-TEST_F(PsPlanTest, RejectsBadPlansNamingTheKey) {
-  auto bad_shard = ParsePsPlan(R"({"num_shards": 1, "variables": [{"rows": 5, "dim": 1,
-      "partitions": 2, "partition_shards": [0, 3]}]})");
-  ASSERT_FALSE(bad_shard.ok());
-  EXPECT_NE(bad_shard.status().message().find("partition_shards"), std::string::npos);
-  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": 0, "dim": 1}]})").ok());
-  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": 5, "dim": 0}]})").ok());
-  EXPECT_FALSE(ParsePsPlan(R"({"consistency": "eventual", "variables": []})").ok());
-  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": 5, "dim": 1, "optimizer": {"type": "lamb"}}]})").ok());
-  EXPECT_FALSE(ParsePsPlan("not json").ok());
-  EXPECT_FALSE(ParsePsPlan(R"({"variables": [{"rows": "many", "dim": 1}]})").ok());
-}
+// What the plan JSON carries of a PsPlan, and its bad forms, are
+// tests/core/plan/job_plan_test.cc's.
 
 TEST_F(PsPlanTest, RangePartitionsAreContiguousBlocks) {
   VariableSpec v;

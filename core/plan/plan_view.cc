@@ -1,19 +1,13 @@
-#include "cli/plan_view.h"
+#include "core/plan/plan_view.h"
 
 #include <cstdio>
 
-#include "core/plan/job_plan.h"
+namespace parallax::plan {
 
-namespace parallax::cli {
-
-StatusOr<std::vector<std::vector<std::string>>> PlanTableRows(const std::string& plan_json) {
-  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
-  if (!plan.ok()) {
-    return InvalidArgument("the stored plan is not a valid plan: " + plan.status().message());
-  }
-  std::vector<std::vector<std::string>> rows = {
-      {"VARIABLE", "SHAPE", "ALPHA", "PATH", "PARTITIONS", "WHY"}};
-  for (const plan::PlannedVariable& v : plan->variables) {
+PlanTable PlanTableOf(const JobPlan& plan) {
+  PlanTable table;
+  table.columns = {"VARIABLE", "SHAPE", "ALPHA", "PATH", "PARTITIONS", "WHY"};
+  for (const PlannedVariable& v : plan.variables) {
     const std::string shape =
         v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.size);
     std::string alpha = "dense";
@@ -22,14 +16,14 @@ StatusOr<std::vector<std::vector<std::string>>> PlanTableRows(const std::string&
       std::snprintf(buf, sizeof(buf), "%.4g", v.density);
       alpha = v.density < 0 ? "?" : buf;
     }
-    const uint32_t partitions = plan->PartitionsOf(v.id);
-    rows.push_back({v.name, shape, alpha, VariablePathName(v.path),
-                    partitions == 0 ? "-" : std::to_string(partitions), v.reason});
+    const uint32_t partitions = plan.PartitionsOf(v.id);
+    table.rows.push_back({v.name, shape, alpha, VariablePathName(v.path),
+                          partitions == 0 ? "-" : std::to_string(partitions), v.reason});
   }
-  return rows;
+  return table;
 }
 
-std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::FigureSources& f) {
+std::vector<std::string> FigureLines(const CostOptions& c, const FigureSources& f) {
   auto line = [](const char* name, double v, const char* unit, const std::string& source) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%s %.4g %s", name, v, unit);
@@ -37,7 +31,7 @@ std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::Fig
   };
   std::vector<std::string> lines = {
       line("link", c.bandwidth_bytes_per_s / 1e9, "GB/s", f.link),
-      line("loopback", plan::LoopbackBytesPerS(c) / 1e9, "GB/s",
+      line("loopback", LoopbackBytesPerS(c) / 1e9, "GB/s",
            c.loopback_bytes_per_s > 0 ? f.loopback : "the link's figure"),
       line("shared memory", c.shm_bytes_per_s / 1e9, "GB/s", f.shm),
       line("collective call", c.collective_latency_s * 1e6, "us", f.collective),
@@ -49,22 +43,20 @@ std::vector<std::string> FigureLines(const plan::CostOptions& c, const plan::Fig
   return lines;
 }
 
-std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
-  StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(plan_json);
-  if (!plan.ok()) return {};
-  std::vector<std::string> lines = FigureLines(plan->cost, plan->figures);
-  if (plan->predicted_comm_s > 0) {
+std::vector<std::string> PlanFigureLines(const JobPlan& plan) {
+  std::vector<std::string> lines = FigureLines(plan.cost, plan.figures);
+  if (plan.predicted_comm_s > 0) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), "predicted communication %.4g ms per step (these figures)",
-                  plan->predicted_comm_s * 1e3);
+                  plan.predicted_comm_s * 1e3);
     lines.push_back(buf);
-    if (plan->cost.sync_straggler_s > 0) {
+    if (plan.cost.sync_straggler_s > 0) {
       std::snprintf(buf, sizeof(buf), "predicted wait %.4g ms per step (with the slowest rank's)",
-                    (plan->predicted_comm_s + plan->cost.sync_straggler_s) * 1e3);
+                    (plan.predicted_comm_s + plan.cost.sync_straggler_s) * 1e3);
       lines.push_back(buf);
     }
   }
-  const plan::CostOptions& c = plan->cost;
+  const CostOptions& c = plan.cost;
   if (c.collective_time_scale != 1 || c.ps_time_scale != 1) {
     char buf[160];
     std::snprintf(buf, sizeof(buf),
@@ -76,4 +68,4 @@ std::vector<std::string> PlanFigureLines(const std::string& plan_json) {
   return lines;
 }
 
-}  // namespace parallax::cli
+}  // namespace parallax::plan
