@@ -35,12 +35,6 @@ rpc::TaskKey KeyOf(const TaskRecord& t) {
   return k;
 }
 
-StatusOr<JobConfig> ParseStored(const JobRecord& job) {
-  JobLoadOptions load;
-  load.check_paths = false;
-  return ParseJobConfig(job.job_text, job.job_path.empty() ? "<submitted>" : job.job_path, load);
-}
-
 }  // namespace orchestrator_internal
 
 std::string TaskName(TaskRole role, int index) {
@@ -70,9 +64,9 @@ Status Orchestrator::Load() {
   for (const JobRecord& job : live) {
     LiveJob j;
     j.record = job;
-    StatusOr<JobConfig> config = ParseStored(job);
+    StatusOr<std::shared_ptr<const JobConfig>> config = store_->ParsedConfig(job);
     if (config.ok()) {
-      j.config = std::make_shared<const JobConfig>(std::move(config).value());
+      j.config = std::move(config).value();
     } else {
       PX_LOG(WARNING) << "job \"" << job.id << "\": the stored job file is not valid: "
                       << config.status().message();
@@ -204,9 +198,9 @@ void Orchestrator::ApplyJob(const JobRecord& job, std::shared_ptr<const JobConfi
         p.previous = std::move(previous);
       }
       if (!config) {
-        StatusOr<JobConfig> parsed = ParseStored(job);
+        StatusOr<std::shared_ptr<const JobConfig>> parsed = store_->ParsedConfig(job);
         if (parsed.ok()) {
-          config = std::make_shared<const JobConfig>(std::move(parsed).value());
+          config = std::move(parsed).value();
         } else {
           p.invalid = parsed.status().message();
         }
@@ -237,8 +231,8 @@ void Orchestrator::ApplyJob(const JobRecord& job, std::shared_ptr<const JobConfi
       j.record = job;
       j.config = config;
       if (!j.config) {
-        StatusOr<JobConfig> parsed = ParseStored(job);
-        if (parsed.ok()) j.config = std::make_shared<const JobConfig>(std::move(parsed).value());
+        StatusOr<std::shared_ptr<const JobConfig>> parsed = store_->ParsedConfig(job);
+        if (parsed.ok()) j.config = std::move(parsed).value();
       }
       view_.PutLive(std::move(j));
       break;

@@ -18,8 +18,6 @@ std::string Quote(const std::string& s);
 TaskId IdOfKey(const rpc::TaskKey& k);
 rpc::TaskKey KeyOf(const TaskRecord& t);
 
-// The stored job file, parsed the way a submit checked it.
-StatusOr<JobConfig> ParseStored(const JobRecord& job);
 
 }  // namespace parallax::coordinator::orchestrator_internal
 

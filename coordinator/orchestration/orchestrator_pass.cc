@@ -386,7 +386,7 @@ Status Orchestrator::StartJob(const PendingJob& pending, const Placement& p,
   const int64_t now = clock_->NowMillis();
   // The job's text: the queue keeps only what placement needs.
   PX_ASSIGN_OR_RETURN(JobRecord job, store_->GetJob(pending.id));
-  StatusOr<JobConfig> parsed = ParseStored(job);
+  StatusOr<std::shared_ptr<const JobConfig>> parsed = store_->ParsedConfig(job);
   if (!parsed.ok()) {
     pass->changes.transitions.push_back(
         {job.id, JobState::kFailed,
@@ -395,7 +395,7 @@ Status Orchestrator::StartJob(const PendingJob& pending, const Placement& p,
     pass->moved.insert(job.id);
     return Status::Ok();
   }
-  auto config = std::make_shared<const JobConfig>(std::move(parsed).value());
+  std::shared_ptr<const JobConfig> config = std::move(parsed).value();
   NewAttempt attempt;
   attempt.job_id = job.id;
   std::map<std::string, int> per_agent;

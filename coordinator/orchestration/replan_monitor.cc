@@ -37,11 +37,9 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
   w.attempt = attempt;
   PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json, store_->GetPlan(job_id, attempt));
   PX_ASSIGN_OR_RETURN(JobRecord job, store_->GetJob(job_id));
-  JobLoadOptions load;
-  load.check_paths = false;
-  StatusOr<JobConfig> config =
-      ParseJobConfig(job.job_text, job.job_path.empty() ? "<submitted>" : job.job_path, load);
-  if (!plan_json || !config.ok()) return &w;  // not watched
+  StatusOr<std::shared_ptr<const JobConfig>> parsed = store_->ParsedConfig(job);
+  if (!plan_json || !parsed.ok()) return &w;  // not watched
+  const JobConfig* config = parsed->get();
   StatusOr<plan::JobPlan> plan = plan::ParseJobPlan(*plan_json);
   if (!plan.ok()) return &w;
   const JobConfig::Plan& p = config->plan;

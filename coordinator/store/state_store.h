@@ -17,14 +17,20 @@
 #define PARALLAX_COORDINATOR_STATE_STORE_H_
 
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "coordinator/store/job_state.h"
 #include "parallax/status.h"
+
+namespace parallax {
+struct JobConfig;  // parallax/job_config.h
+}  // namespace parallax
 
 namespace parallax::coordinator {
 
@@ -278,6 +284,25 @@ class StateStore {
   virtual Status CommitCheckpoint(const CheckpointRecord& checkpoint, int64_t now) = 0;
   // Every checkpoint of the job, newest step first.
   virtual StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id) = 0;
+
+  // ---- The stored job file, parsed ----
+  // `job`'s job_text as a JobConfig (core/config/job_config.h; paths are not
+  // checked: they are the submitting host's), the one way every room reads
+  // a stored job's settings. Each job's text is parsed once and kept while
+  // it is unchanged (`parallax resume` may edit it); the newest
+  // kMaxParsedConfigs jobs are kept. The text was valid when the coordinator
+  // took it; a key renamed since makes this INVALID_ARGUMENT, naming it.
+  StatusOr<std::shared_ptr<const JobConfig>> ParsedConfig(const JobRecord& job);
+  static constexpr size_t kMaxParsedConfigs = 1024;
+
+ private:
+  struct ParsedEntry {
+    std::string job_text;
+    std::string job_path;
+    std::shared_ptr<const JobConfig> config;
+  };
+  std::mutex parsed_mu_;
+  std::map<int64_t, ParsedEntry> parsed_;  // by job id; guarded by parsed_mu_
 };
 
 }  // namespace parallax::coordinator

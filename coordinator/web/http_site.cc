@@ -72,21 +72,19 @@ std::vector<std::string> Segments(const std::string& path) {
 
 // The job's [trainer] section; nullopt if the stored text no longer parses
 // (a key renamed since it was submitted).
-std::optional<JobConfig::Trainer> TrainerOf(const JobRecord& job) {
-  JobLoadOptions load;
-  load.check_paths = false;
-  StatusOr<JobConfig> config = ParseJobConfig(job.job_text, job.job_path, load);
+std::optional<JobConfig::Trainer> TrainerOf(StateStore* store, const JobRecord& job) {
+  StatusOr<std::shared_ptr<const JobConfig>> config = store->ParsedConfig(job);
   if (!config.ok()) return std::nullopt;
-  return config->trainer;
+  return (*config)->trainer;
 }
 
-std::optional<int64_t> TotalSteps(const JobRecord& job) {
-  std::optional<JobConfig::Trainer> trainer = TrainerOf(job);
+std::optional<int64_t> TotalSteps(StateStore* store, const JobRecord& job) {
+  std::optional<JobConfig::Trainer> trainer = TrainerOf(store, job);
   return trainer ? std::optional<int64_t>(trainer->steps) : std::nullopt;
 }
 
-int64_t MetricsEvery(const JobRecord& job) {
-  std::optional<JobConfig::Trainer> trainer = TrainerOf(job);
+int64_t MetricsEvery(StateStore* store, const JobRecord& job) {
+  std::optional<JobConfig::Trainer> trainer = TrainerOf(store, job);
   return trainer ? trainer->metrics_every : JobConfig::Trainer{}.metrics_every;
 }
 
@@ -142,7 +140,7 @@ HttpResponse HttpSite::JobsList(const HttpRequest& request) {
     d.more_jobs = true;
   }
   for (const JobRecord& j : d.jobs) {
-    if (std::optional<int64_t> steps = TotalSteps(j)) d.total_steps[j.id] = *steps;
+    if (std::optional<int64_t> steps = TotalSteps(store_, j)) d.total_steps[j.id] = *steps;
   }
   StatusOr<std::vector<rpc::AgentInfo>> agents = service_->Agents();
   if (!agents.ok()) return StoreError(agents.status());
@@ -159,7 +157,7 @@ HttpResponse HttpSite::JobPage(int64_t job_id) {
   JobPageData d;
   d.now = clock_->NowMillis();
   d.job = std::move(job).value();
-  d.total_steps = TotalSteps(d.job);
+  d.total_steps = TotalSteps(store_, d.job);
   StatusOr<std::vector<rpc::AgentInfo>> agents = service_->Agents();
   if (!agents.ok()) return StoreError(agents.status());
   for (const Status& s : {ReadCurvesAndPlan(&d), ReadTasksAndEvents(*agents, &d)}) {
@@ -175,7 +173,7 @@ Status HttpSite::ReadCurvesAndPlan(JobPageData* d) {
   // The newest steps whose points (every rank's, one per metrics_every
   // steps) are about max_curve_points_read: all of a job of usual length.
   const int64_t window = static_cast<int64_t>(options_.max_curve_points_read) /
-                         std::max(1, d->job.workers) * MetricsEvery(d->job);
+                         std::max(1, d->job.workers) * MetricsEvery(store_, d->job);
   const int64_t after = std::max<int64_t>(-1, d->job.step - window);
   d->curves_from_step = after + 1;
   PX_ASSIGN_OR_RETURN(std::vector<MetricRecord> points,
@@ -299,7 +297,7 @@ HttpResponse HttpSite::Metrics(const HttpRequest& request) {
   for (const JobRecord& j : *jobs) {
     JobSeries job{j.id, j.name, j.state, j.step, j.attempt, j.restarts, {}};
     StatusOr<std::vector<MetricRecord>> points = store_->ListMetrics(
-        j.id, std::max<int64_t>(-1, j.step - options_.metrics_window_points * MetricsEvery(j)), 0);
+        j.id, std::max<int64_t>(-1, j.step - options_.metrics_window_points * MetricsEvery(store_, j)), 0);
     if (!points.ok()) return StoreError(points.status());
     job.figures = SummarizeJob(*points, j.attempt);
     f.live_jobs.push_back(std::move(job));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "coordinator/store/sqlite_util.h"
+#include "parallax/job_config.h"
 #include "coordinator/store/state_sql.h"
 #include "tests/coordinator/fault_injection_state_store.h"
 #include "tests/testing/temp_dir.h"
@@ -119,6 +120,38 @@ class SqliteStateStoreTest : public ::testing::Test {
 };
 
 // ---- Jobs ----
+
+// Every room reads a stored job's settings through ParsedConfig: parsed once
+// per job text, parsed again when the text changes, an error (not a crash or
+// a stale config) for text that no longer parses.
+TEST_F(SqliteStateStoreTest, ParsedConfigParsesEachJobTextOnce) {
+  NewJob job;
+  job.name = "parsed";
+  job.workers = 2;
+  job.job_text = "[job]\nname = \"parsed\"\nworkers = 2\n[trainer]\nmodel = \"mlp\"\nsteps = 30\n";
+  StatusOr<JobRecord> record = store_->CreateJob(job, 1);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  StatusOr<std::shared_ptr<const JobConfig>> first = store_->ParsedConfig(*record);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)->trainer.steps, 30);
+  StatusOr<std::shared_ptr<const JobConfig>> again = store_->ParsedConfig(*record);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), first->get()) << "the same text was parsed twice";
+
+  JobRecord edited = *record;  // as `parallax resume` edits it
+  edited.job_text += "batch_size = 7\n";
+  StatusOr<std::shared_ptr<const JobConfig>> after = store_->ParsedConfig(edited);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_NE(after->get(), first->get());
+  EXPECT_EQ((*after)->trainer.batch_size, 7);
+
+  JobRecord broken = *record;
+  broken.job_text = "[job]\nname = \"parsed\"\n[trainer]\nsteps = \"many\"\n";
+  StatusOr<std::shared_ptr<const JobConfig>> bad = store_->ParsedConfig(broken);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("steps"), std::string::npos) << bad.status().message();
+}
 
 TEST_F(SqliteStateStoreTest, CreateJobStoresPendingJobWithIncreasingIds) {
   JobRecord a = MustCreate("a", 1000);
