@@ -25,6 +25,18 @@ StatusOr<std::map<int, rpc::MetricPoint>> Latest(CoordinatorClient* coord, int64
   return latest;
 }
 
+nlohmann::json PointJson(const rpc::MetricPoint& p) {
+  nlohmann::json values = nlohmann::json::object();
+  if (p.__isset.values) {
+    for (const auto& [k, v] : p.values) values[k] = v;
+  }
+  return {{"rank", p.rank},
+          {"step", p.step},
+          {"loss", p.loss},
+          {"throughput", p.throughput},
+          {"values", values}};
+}
+
 }  // namespace
 
 StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorClient* coord,
@@ -50,18 +62,25 @@ StatusOr<std::string> LatestMetricsJson(CoordinatorClient* coord, int64_t job_id
                                         int64_t newest_step) {
   PX_ASSIGN_OR_RETURN(auto latest, Latest(coord, job_id, attempt, newest_step));
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& [rank, p] : latest) {
-    nlohmann::json values = nlohmann::json::object();
-    if (p.__isset.values) {
-      for (const auto& [k, v] : p.values) values[k] = v;
-    }
-    arr.push_back({{"rank", rank},
-                   {"step", p.step},
-                   {"loss", p.loss},
-                   {"throughput", p.throughput},
-                   {"values", values}});
+  for (const auto& [rank, p] : latest) arr.push_back(PointJson(p));
+  return arr.dump();
+}
+
+std::string AttemptPointsJson(const std::vector<rpc::MetricPoint>& points, int attempt) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : points) {
+    if (p.attempt == attempt) arr.push_back(PointJson(p));
   }
   return arr.dump();
+}
+
+StatusOr<std::string> AttemptPointsJson(CoordinatorClient* coord, int64_t job_id, int attempt) {
+  rpc::GetMetricsRequest req;
+  req.job_id = job_id;
+  std::vector<rpc::MetricPoint> points;
+  PX_RETURN_IF_ERROR(
+      coord->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
+  return AttemptPointsJson(points, attempt);
 }
 
 }  // namespace parallax::cli
