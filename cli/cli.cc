@@ -369,7 +369,7 @@ int Cli::Status_() {
       PrintTable(out_, trows);
     }
     PrintPlan(*client, j);
-    auto metrics = LatestMetricsTable(client.get(), j.id, j.attempt, j.step);
+    auto metrics = LatestMetricsTable(client.get(), j.id, j.attempt, j.step, j.workers);
     if (metrics.ok() && !metrics->empty()) {
       out_ << "\nnewest metrics per rank (times and bytes per step, sent/received):\n";
       PrintTable(out_, *metrics);
@@ -395,7 +395,7 @@ int Cli::StatusJson(CoordinatorClient& client, const std::vector<rpc::JobInfo>& 
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& j : jobs) arr.push_back(JobJson(j));
   if (job_id_ > 0) {
-    auto m = LatestMetricsJson(&client, job_id_, jobs[0].attempt, jobs[0].step);
+    auto m = LatestMetricsJson(&client, job_id_, jobs[0].attempt, jobs[0].step, jobs[0].workers);
     if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
     if (points_) {
       // Asked for: no "points" would read as a job without any.

@@ -22,15 +22,16 @@ namespace parallax::cli {
 
 // Rows of a table (header first) of the newest point per rank of
 // `attempt`, among the points with step > newest_step - 1000. Empty when
-// there is none.
+// there is none. `ranks`, the job's workers: when that many ranks have a
+// point among the last few steps, those are all that is read.
 StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorClient* coord,
                                                                    int64_t job_id, int attempt,
-                                                                   int64_t newest_step);
+                                                                   int64_t newest_step, int ranks);
 
 // The same points as a JSON array text ([{"rank":0,"step":..,"loss":..,
 // "throughput":..,"values":{..}}]).
 StatusOr<std::string> LatestMetricsJson(CoordinatorClient* coord, int64_t job_id, int attempt,
-                                        int64_t newest_step);
+                                        int64_t newest_step, int ranks);
 
 // Every point of `attempt` among `points`, in their order, as a JSON array
 // text of objects like LatestMetricsJson's.

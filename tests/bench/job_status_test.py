@@ -108,7 +108,8 @@ class JobStatusTest(unittest.TestCase):
                          set(range(10, 20)))
 
     def test_newest_metrics_are_the_last_point_of_each_rank(self):
-        # "metrics" (cli/job_metrics.cc) is each rank's newest point of the attempt.
+        # "metrics" (cli/job_metrics.cc) is each rank's newest point of the attempt, though
+        # it reads only the last few steps when every rank has a point there.
         newest = {}
         for p in self.done["points"]:
             newest[p["rank"]] = p
