@@ -100,14 +100,17 @@ def served(bin_dir, state_dir, timeout=60):
     --state-dir state_dir` on loopback, stopped when the block ends. Its log, and the port file
     it writes, are served-coordinator.{log,port} in `state_dir`."""
     port_file = os.path.join(state_dir, "served-coordinator.port")
+    argv = [os.path.join(bin_dir, "parallax-coordinator"), "--listen", "127.0.0.1:0",
+            "--db", os.path.join(state_dir, "state.db"), "--port-file", port_file]
+    if not os.path.isfile(argv[argv.index("--db") + 1]):
+        # The coordinator would start an empty state there.
+        raise StatusError(f"{state_dir} holds no coordinator database: give the --state-dir of "
+                          "a `parallax run` that ended (or a cluster's workdir)")
     if os.path.exists(port_file):
         os.remove(port_file)
     log_path = os.path.join(state_dir, "served-coordinator.log")
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [os.path.join(bin_dir, "parallax-coordinator"), "--listen", "127.0.0.1:0",
-             "--db", os.path.join(state_dir, "state.db"), "--port-file", port_file],
-            stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:
         yield f"127.0.0.1:{_wait_port(port_file, proc, log_path, timeout)}"
     finally:
