@@ -139,6 +139,9 @@ class Cli {
   // wrong and that `not_done`.
   std::optional<std::pair<std::string, JobConfig>> ReadValidJobFile(const char* not_done);
   int Status_();
+  // `status --json`: {"jobs": [...]}, with a JOB its metrics, plan (and
+  // with --points every metric point of its attempt) too.
+  int StatusJson(CoordinatorClient& client, const std::vector<rpc::JobInfo>& jobs);
   // The plan of the job's current attempt, when rank 0 has put it.
   void PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job);
   int Cancel();
@@ -175,6 +178,7 @@ class Cli {
   std::string job_file_;
   int64_t job_id_ = 0;
   bool json_ = false;
+  bool points_ = false;  // status --points
   std::string reason_;
   int limit_ = 0;
   std::string agent_;
@@ -312,6 +316,10 @@ int Cli::Submit() {
 }
 
 int Cli::Status_() {
+  if (points_ && job_id_ <= 0) {
+    err_ << "parallax: status --points needs a JOB: `parallax status JOB --json --points`\n";
+    return kExitUsage;
+  }
   int code = kExitOk;
   std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
   if (!client) return code;
@@ -327,25 +335,7 @@ int Cli::Status_() {
     if (!list.ok()) return Report(list.status());
     jobs = std::move(list).value();
   }
-  if (json_) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& j : jobs) arr.push_back(JobJson(j));
-    if (job_id_ > 0) {
-      auto m = LatestMetricsJson(client.get(), job_id_, jobs[0].attempt, jobs[0].step);
-      if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
-      std::string plan;
-      if (jobs[0].attempt > 0 && client
-                                     ->Call([&](rpc::CoordinatorClient& c) {
-                                       c.GetPlan(plan, client->Header(), job_id_, jobs[0].attempt,
-                                                 0);
-                                     })
-                                     .ok()) {
-        arr[0]["plan"] = nlohmann::json::parse(plan, nullptr, /*allow_exceptions=*/false);
-      }
-    }
-    out_ << nlohmann::json{{"jobs", arr}}.dump() << "\n";
-    return kExitOk;
-  }
+  if (json_) return StatusJson(*client, jobs);
   if (job_id_ > 0) {
     const rpc::JobInfo& j = jobs.front();
     PrintTable(out_, JobRows(j));
@@ -379,7 +369,7 @@ int Cli::Status_() {
       PrintTable(out_, trows);
     }
     PrintPlan(*client, j);
-    auto metrics = LatestMetricsTable(client.get(), j.id, j.attempt, j.step);
+    auto metrics = LatestMetricsTable(client.get(), j.id, j.attempt, j.step, j.workers);
     if (metrics.ok() && !metrics->empty()) {
       out_ << "\nnewest metrics per rank (times and bytes per step, sent/received):\n";
       PrintTable(out_, *metrics);
@@ -398,6 +388,31 @@ int Cli::Status_() {
                     FormatRfc3339(j.updated)});
   }
   PrintTable(out_, rows);
+  return kExitOk;
+}
+
+int Cli::StatusJson(CoordinatorClient& client, const std::vector<rpc::JobInfo>& jobs) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& j : jobs) arr.push_back(JobJson(j));
+  if (job_id_ > 0) {
+    auto m = LatestMetricsJson(&client, job_id_, jobs[0].attempt, jobs[0].step, jobs[0].workers);
+    if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
+    if (points_) {
+      // Asked for: no "points" would read as a job without any.
+      StatusOr<std::string> points = AttemptPointsJson(&client, job_id_, jobs[0].attempt);
+      if (!points.ok()) return Report(points.status());
+      arr[0]["points"] = nlohmann::json::parse(*points);
+    }
+    std::string plan;
+    if (jobs[0].attempt > 0 && client
+                                   .Call([&](rpc::CoordinatorClient& c) {
+                                     c.GetPlan(plan, client.Header(), job_id_, jobs[0].attempt, 0);
+                                   })
+                                   .ok()) {
+      arr[0]["plan"] = nlohmann::json::parse(plan, nullptr, /*allow_exceptions=*/false);
+    }
+  }
+  out_ << nlohmann::json{{"jobs", arr}}.dump() << "\n";
   return kExitOk;
 }
 
@@ -711,10 +726,17 @@ void Cli::AddClusterCommands(CLI::App* app) {
 
   CLI::App* status = app->add_subcommand("status", "show all jobs, or one job in detail");
   AddJobId(status);
-  status->add_flag("--json", json_,
-                   "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC; with a JOB, its "
-                   "newest metrics and the plan of its attempt too, and, once a PS shard was "
-                   "started again alone, shard_restarts, lost_updates and lost_updates_unknown)");
+  CLI::Option* status_json = status->add_flag(
+      "--json", json_,
+      "print {\"jobs\": [...]} for scripts (times in RFC 3339 UTC; with a JOB, its "
+      "newest metrics and the plan of its attempt too, and, once a PS shard was "
+      "started again alone, shard_restarts, lost_updates and lost_updates_unknown)");
+  status
+      ->add_flag("--points", points_,
+                 "with --json and a JOB: also \"points\", every metric point of its current "
+                 "attempt in step order, each as in \"metrics\" (all of them: thousands per "
+                 "rank for a long job with a point every step)")
+      ->needs(status_json);
   status->add_option("--limit", limit_, "show only the newest N jobs")
       ->check(CLI::NonNegativeNumber);
   status->callback([this] { result_ = Status_(); });
@@ -744,21 +766,23 @@ void Cli::AddClusterCommands(CLI::App* app) {
   CLI::App* resume =
       app->add_subcommand("resume", "start a new attempt of a FAILED or CANCELLED job");
   AddJobId(resume)->required();
-  resume->add_option("--workers", resume_workers_,
-                     "resume on M workers (sets [job] workers; data positions and PS "
-                     "partitions are re-split from the checkpoint)")
+  resume
+      ->add_option("--workers", resume_workers_,
+                   "resume on M workers (sets [job] workers; data positions and PS "
+                   "partitions are re-split from the checkpoint)")
       ->check(CLI::PositiveNumber);
-  resume->add_option("--shards", resume_shards_,
-                     "resume with S PS shards (sets [ps] shards; 0: one per host)")
+  resume
+      ->add_option("--shards", resume_shards_,
+                   "resume with S PS shards (sets [ps] shards; 0: one per host)")
       ->check(CLI::NonNegativeNumber);
   resume->add_option("--job", job_file_,
                      "resume with this edited job file instead of the stored one");
   resume->callback([this] { result_ = Resume(); });
 
-  CLI::App* set = app->add_subcommand(
-      "set",
-      "switch a running job's consistency at a step the coordinator picks: "
-      "consistency=async|ssp|sync [staleness=K]");
+  CLI::App* set =
+      app->add_subcommand("set",
+                          "switch a running job's consistency at a step the coordinator picks: "
+                          "consistency=async|ssp|sync [staleness=K]");
   AddJobId(set)->required();
   set->add_option("SETTING", settings_, "consistency=async|ssp|sync, and staleness=K with ssp")
       ->required();

@@ -10,27 +10,52 @@
 namespace parallax::cli {
 namespace {
 
+// How far back from the job's newest step each rank's newest point is looked
+// for: the last kRecentSteps steps first, and the last kOldestSteps only when
+// fewer than `ranks` ranks have a point among those. A rank with any point
+// among the last few steps has its newest there, so the answer is the same,
+// and `parallax status` of a long job with a point every step (which scripts
+// poll) reads a few points per rank instead of a thousand.
+constexpr int64_t kRecentSteps = 32;
+constexpr int64_t kOldestSteps = 1000;
+
 StatusOr<std::map<int, rpc::MetricPoint>> Latest(CoordinatorClient* coord, int64_t job_id,
-                                                 int attempt, int64_t newest_step) {
-  rpc::GetMetricsRequest req;
-  req.job_id = job_id;
-  req.__set_after_step(std::max<int64_t>(-1, newest_step - 1000));
-  std::vector<rpc::MetricPoint> points;
-  PX_RETURN_IF_ERROR(
-      coord->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
-  std::map<int, rpc::MetricPoint> latest;  // points come ordered by step
-  for (const auto& p : points) {
-    if (p.attempt == attempt) latest[p.rank] = p;
+                                                 int attempt, int64_t newest_step, int ranks) {
+  std::map<int, rpc::MetricPoint> latest;
+  for (int64_t back : {kRecentSteps, kOldestSteps}) {
+    rpc::GetMetricsRequest req;
+    req.job_id = job_id;
+    req.__set_after_step(std::max<int64_t>(-1, newest_step - back));
+    std::vector<rpc::MetricPoint> points;
+    PX_RETURN_IF_ERROR(coord->Call(
+        [&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
+    latest.clear();  // points come ordered by step
+    for (const auto& p : points) {
+      if (p.attempt == attempt) latest[p.rank] = p;
+    }
+    if (static_cast<int>(latest.size()) >= ranks || newest_step - back < 0) break;
   }
   return latest;
+}
+
+nlohmann::json PointJson(const rpc::MetricPoint& p) {
+  nlohmann::json values = nlohmann::json::object();
+  if (p.__isset.values) {
+    for (const auto& [k, v] : p.values) values[k] = v;
+  }
+  return {{"rank", p.rank},
+          {"step", p.step},
+          {"loss", p.loss},
+          {"throughput", p.throughput},
+          {"values", values}};
 }
 
 }  // namespace
 
 StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorClient* coord,
                                                                    int64_t job_id, int attempt,
-                                                                   int64_t newest_step) {
-  PX_ASSIGN_OR_RETURN(auto latest, Latest(coord, job_id, attempt, newest_step));
+                                                                   int64_t newest_step, int ranks) {
+  PX_ASSIGN_OR_RETURN(auto latest, Latest(coord, job_id, attempt, newest_step, ranks));
   std::vector<std::vector<std::string>> rows;
   if (latest.empty()) return rows;
   std::vector<RankPoint> points;
@@ -47,21 +72,28 @@ StatusOr<std::vector<std::vector<std::string>>> LatestMetricsTable(CoordinatorCl
 }
 
 StatusOr<std::string> LatestMetricsJson(CoordinatorClient* coord, int64_t job_id, int attempt,
-                                        int64_t newest_step) {
-  PX_ASSIGN_OR_RETURN(auto latest, Latest(coord, job_id, attempt, newest_step));
+                                        int64_t newest_step, int ranks) {
+  PX_ASSIGN_OR_RETURN(auto latest, Latest(coord, job_id, attempt, newest_step, ranks));
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& [rank, p] : latest) {
-    nlohmann::json values = nlohmann::json::object();
-    if (p.__isset.values) {
-      for (const auto& [k, v] : p.values) values[k] = v;
-    }
-    arr.push_back({{"rank", rank},
-                   {"step", p.step},
-                   {"loss", p.loss},
-                   {"throughput", p.throughput},
-                   {"values", values}});
+  for (const auto& [rank, p] : latest) arr.push_back(PointJson(p));
+  return arr.dump();
+}
+
+std::string AttemptPointsJson(const std::vector<rpc::MetricPoint>& points, int attempt) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : points) {
+    if (p.attempt == attempt) arr.push_back(PointJson(p));
   }
   return arr.dump();
+}
+
+StatusOr<std::string> AttemptPointsJson(CoordinatorClient* coord, int64_t job_id, int attempt) {
+  rpc::GetMetricsRequest req;
+  req.job_id = job_id;
+  std::vector<rpc::MetricPoint> points;
+  PX_RETURN_IF_ERROR(
+      coord->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
+  return AttemptPointsJson(points, attempt);
 }
 
 }  // namespace parallax::cli

@@ -7,9 +7,10 @@ For scripts (bench/cluster/matrix.py, the cluster tests, anything that wants hos
     from cluster import Cluster
     with Cluster(bin_dir, hosts=4, rate="1gbit", slots=1, ps_hosts=0, allow_exec=()) as c:
         job = c.submit("job.toml")          # parallax submit against the cluster's coordinator
-        c.wait_step(job, 10)                # every rank reported a metric point of step 10
+        c.wait_step(job, 4, 10)             # each of 4 ranks reported a metric point of step 10
         before = c.link_bytes()             # each host's veth counters, from the host's side
         end = c.wait(job)                   # the final `parallax status JOB --json` object
+        s = c.status(job, points=True)      # ... with every metric point of its attempt
         c.reshape("10gbit")                 # every link, both directions
         p = c.popen_in_host(0, ["/usr/bin/python3", ...])   # any process inside a host
 
@@ -37,11 +38,13 @@ import ctypes
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
 
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -164,10 +167,11 @@ class Cluster:
         return False
 
     def start(self):
-        if os.path.exists(self.db):
-            # Its agents and jobs would come back with the new ones' names.
-            raise ClusterError(f"{self.workdir} holds the state of an earlier cluster "
-                               "(state.db); give each cluster a directory of its own")
+        if os.path.exists(self._port_file):
+            # Its coordinator's database too: its agents and jobs would come back with the new
+            # ones' names.
+            raise ClusterError(f"{self.workdir} holds an earlier cluster's coordinator "
+                               "(coordinator.port); give each cluster a directory of its own")
         for sig in (signal.SIGTERM, signal.SIGHUP):
             # SIGTERM unwinds like Ctrl-C, so `with` blocks tear down.
             self._old_handlers[sig] = signal.signal(sig, _raise_interrupt)
@@ -277,16 +281,21 @@ class Cluster:
 
     # ---- coordinator and agents
 
+    @property
+    def _port_file(self):
+        return os.path.join(self.workdir, "coordinator.port")
+
     def _start_coordinator(self):
-        port_file = os.path.join(self.workdir, "coordinator.port")
         log = open(os.path.join(self.workdir, "coordinator.log"), "ab")
         self._logs.append(log)
+        # Its database is the coordinator's alone: the cluster reads jobs through the CLI.
         self._coordinator = subprocess.Popen(
             [os.path.join(self.bin, "parallax-coordinator"), "--listen",
-             f"{self.net['coordinator_host']}:0", "--db", self.db, "--port-file", port_file,
-             "--agent-timeout-ms", str(self.agent_timeout_ms)],
+             f"{self.net['coordinator_host']}:0",
+             "--db", os.path.join(self.workdir, "state.db"),
+             "--port-file", self._port_file, "--agent-timeout-ms", str(self.agent_timeout_ms)],
             stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        port = _wait_word(port_file, self.start_timeout, self._coordinator)
+        port = _wait_word(self._port_file, self.start_timeout, self._coordinator)
         if port is None:
             raise ClusterError("the coordinator did not start:\n" + self.logs())
         self.address = f"{self.net['coordinator_host']}:{port}"
@@ -326,10 +335,6 @@ class Cluster:
         raise ClusterError(f"{self.all_hosts} agents did not register in {self.start_timeout} s:\n"
                            + self.logs())
 
-    @property
-    def db(self):
-        return os.path.join(self.workdir, "state.db")
-
     def cli(self, args, check=True, timeout=60):
         """`parallax --coordinator ADDR args...`; CompletedProcess (text)."""
         r = subprocess.run([os.path.join(self.bin, "parallax"), "--coordinator", self.address]
@@ -344,63 +349,42 @@ class Cluster:
         out = self.cli(["submit", job_file]).stdout.strip().splitlines()
         return out[-1].strip()
 
-    def status(self, job_id):
-        return json.loads(self.cli(["status", job_id, "--json"]).stdout)["jobs"][0]
+    def status(self, job_id, points=False):
+        """The job's object of `parallax status JOB --json` (with `points`, --points: every
+        metric point of its current attempt too)."""
+        args = ["status", str(job_id), "--json"] + (["--points"] if points else [])
+        return json.loads(self.cli(args).stdout)["jobs"][0]
 
     def wait(self, job_id, timeout=1800):
         """The job's status object once it is SUCCEEDED, FAILED or CANCELLED."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             s = self.status(job_id)
-            if s["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            if s["state"] in job_status.TERMINAL:
                 return s
             time.sleep(0.25)
         raise ClusterError(f"job {job_id} did not end in {timeout} s:\n" + self.logs())
 
-    def _read(self, sql, params, default):
-        """All rows of a query on the coordinator's database, read-only; `default` when it
-        cannot be read (the coordinator may be writing it)."""
-        try:
-            con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
-            rows = con.execute(sql, params).fetchall()
-            con.close()
-        except sqlite3.Error:
-            return default
-        return rows
-
-    def min_step(self, job_id, ranks, since=0):
-        """The newest step every one of `ranks` ranks has a metric point of (-1 before, or
-        before step `since`: only points from `since` on are read, a range of the index)."""
-        rows = self._read("SELECT rank, MAX(step) FROM metrics WHERE job_id = ? AND step >= ? "
-                          "GROUP BY rank", (int(job_id), since), [])
-        return min(r[1] for r in rows) if len(rows) == ranks else -1
-
-    def state(self, job_id):
-        """The job's state as the coordinator's database has it (None when unreadable)."""
-        rows = self._read("SELECT state FROM jobs WHERE id = ?", (int(job_id),), [])
-        return rows[0][0] if rows else None
+    def min_step(self, job_id, ranks):
+        """The newest step every one of `ranks` ranks has a metric point of (-1 before)."""
+        return job_status.min_step(self.status(job_id), ranks)
 
     def wait_step(self, job_id, ranks, step, timeout=900):
         """Waits until every rank reported `step`; returns the step seen. Raises when the job
-        ends first or the timeout passes. It reads the database, not `parallax status`: the
-        waiting runs inside the timed window, and a CLI process every few seconds (which asks
-        the coordinator for up to 1000 steps of every rank's points) costs the job's cores."""
+        ends first or the timeout passes. Each look is a `parallax status` process and a
+        coordinator call, inside the timed window on the job's cores, so it looks often only
+        close to the step (job_status.Pace)."""
         deadline = time.monotonic() + timeout
-        last_state_check = 0.0
+        pace = job_status.Pace(shortest=0.01)
         while time.monotonic() < deadline:
-            seen = self.min_step(job_id, ranks, since=step - 2)
+            s = self.status(job_id)
+            seen = job_status.min_step(s, ranks)
             if seen >= step:
                 return seen
-            # Close to the step (every rank within 2 of it): poll often; far from it: leave the
-            # cores to the job.
-            poll = 0.005 if seen >= 0 else 0.1
-            if time.monotonic() - last_state_check > 2:
-                last_state_check = time.monotonic()
-                state = self.state(job_id)
-                if state in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                    raise ClusterError(f"job {job_id} ended ({state}) before step {step}:\n"
-                                       + self.logs())
-            time.sleep(poll)
+            if s["state"] in job_status.TERMINAL:
+                raise ClusterError(f"job {job_id} ended ({s['state']}) before step {step}:\n"
+                                   + self.logs())
+            time.sleep(pace.wait(seen, step))
         raise ClusterError(f"job {job_id}: step {step} not reached in {timeout} s")
 
     def logs(self, tail=3000):

@@ -32,7 +32,8 @@ standard error (`sem`).
   planner's choice with `[ps] local_aggregation = false`): the job is submitted
   to the cluster's coordinator; PS shards: one per host (`shards = "auto"`). Its figures come from
   the ranks' metric points (tokens/s from the slower rank's step times, loss, compute time,
-  dense and sparse wait per step; bench/e2e/e2e.py's job_metrics) and from the links.
+  dense and sparse wait per step, from `parallax status JOB --json --points` once it ended;
+  bench/e2e/e2e.py's job_metrics) and from the links.
 - torch-ddp-sparse, torch-ddp-dense: bench/peers/w3_torch.py, one rank per process, rank r in
   host r // (N/H), Gloo over the host's interface, data from `parallax-data batches` (what
   Parallax rank r reads). torch-ddp-nosync: the same ranks with DDP's all-reduce skipped (the
@@ -45,17 +46,18 @@ standard error (`sem`).
   workdir, which every agent may execute from (`--allow-exec`); the agents put the built
   `parallax` package first on its PYTHONPATH. Submitted and measured like the parallax-* jobs,
   except: `parallax plan` cannot plan a custom trainer (its variables are known only when rank 0
-  registers them), so its prediction is the plan rank 0 made and stored (`plans` table): the
-  predicted communication and straggler wait, not the bytes; and no held-out loss (the script
-  evaluates nothing). Its initial values and negatives are torch's RNG's (torch.manual_seed,
-  torch.multinomial), the peer's Parallax's draws: the same model and maths on another
-  trajectory.
+  registers them), so its prediction is the plan rank 0 made and stored ("plan" of `parallax
+  status JOB --json`): the predicted communication and straggler wait, not the bytes; and no
+  held-out loss (the script evaluates nothing). Its initial values and negatives are torch's
+  RNG's (torch.manual_seed, torch.multinomial), the peer's Parallax's draws: the same model and
+  maths on another trajectory.
 
 Links: each host's veth counters, read when every rank has finished the warm-up and again near
-the end (Parallax: from the metric points in the coordinator's database; DDP: the ranks wait on
-the driver there), divided by the steps in between. Link utilisation = a direction's bytes per
-second over the rate / 8; the busiest host and direction is `link_util_max`. A run whose
-utilisation is far below 1 was limited by something else (the 2 shared cores, usually).
+the end (Parallax: when every rank's newest metric point in `parallax status JOB --json` shows
+the step; DDP: the ranks wait on the driver there), divided by the steps in between. Link
+utilisation = a direction's bytes per second over the rate / 8; the busiest host and direction
+is `link_util_max`. A run whose utilisation is far below 1 was limited by something else (the 2
+shared cores, usually).
 
 CPU: the CPU time (user + system, /proc) of every process of the run — trainers, PS shards,
 agents, coordinator; DDP's ranks as "peer" — over the same window, per step
@@ -88,7 +90,6 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
+import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
 from e2e import (TORCH_TRAINER, eval_loss_from_log, job_metrics,  # noqa: E402
                  torch_job_text, w3_text, write_batches)  # as the one-host bench
 
@@ -247,14 +249,10 @@ def link_bytes_from_plan(by_path, workers, hosts, allreduce_shared_memory=False,
             + per_host * (hosts - 1) / hosts * by_path.get("ps", 0.0))
 
 
-def stored_plan(db, job_id):
-    """The plan the job ran with (rank 0's planner, its last attempt), from the coordinator's
-    database; None when it stored none."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    row = con.execute("SELECT plan_json FROM plans WHERE job_id = ? ORDER BY attempt DESC",
-                      (int(job_id),)).fetchone()
-    con.close()
-    return json.loads(row[0]) if row else None
+def stored_plan(status):
+    """The plan the job ran with (rank 0's planner, its last attempt): "plan" of its status
+    object (`parallax status JOB --json`); None when it stored none."""
+    return status.get("plan")
 
 
 def stored_paths(plan):
@@ -276,20 +274,17 @@ def stored_prediction(plan):
                     "straggler", "not in this build"))
 
 
-def straggler_figures(db, job_id, first, end):
+def straggler_figures(status, first, end):
     """What of the mean wait per step is waiting for the slowest rank's compute (sync: every
     rank's next pull waits for every rank's push): per step, the slowest rank's compute time
     less the mean over ranks (`straggler_ms`), and the wait of the rank that waited least, the
     one whose push came last (`last_rank_wait_ms`: communication with no straggler in it);
-    means over steps first..end-1."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = con.execute("SELECT step, metric_values FROM metrics WHERE job_id = ? AND step >= ? "
-                       "AND step < ?", (int(job_id), first, end)).fetchall()
-    con.close()
+    means over steps first..end-1 of the metric points of `status` (the job's object of
+    `parallax status JOB --json --points`)."""
     steps = {}
-    for step, values in rows:
-        v = json.loads(values)
-        steps.setdefault(step, []).append(
+    for p in job_status.points_between(status, first, end):
+        v = p["values"]
+        steps.setdefault(p["step"], []).append(
             (v.get("compute_ms", 0.0), v.get("dense_wait_ms", 0.0) + v.get("sparse_wait_ms", 0.0)))
     if not steps:
         return {}
@@ -299,9 +294,9 @@ def straggler_figures(db, job_id, first, end):
 
 
 def sample(cluster, job_id, ranks, step):
-    """(step, link bytes, time, CPU) once every rank reported `step`."""
-    cluster.wait_step(job_id, ranks, step)
-    before = cluster.min_step(job_id, ranks)
+    """(step, link bytes, time, CPU) once every rank reported `step`: the counters are read
+    between two looks at the ranks' steps, and the step is the mean of the two."""
+    before = cluster.wait_step(job_id, ranks, step)
     counters = cluster.link_bytes()
     now = time.monotonic()
     cpu = cpu_sample(cluster)
@@ -342,7 +337,8 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     if end["state"] != "SUCCEEDED":
         raise ClusterError(f"{name}: job {job_id} ended {end['state']}:\n{json.dumps(end)}\n"
                            + cluster.logs())
-    plan = stored_plan(cluster.db, job_id)  # the plan it ran with
+    status = cluster.status(job_id, points=True)  # its metric points and the plan it ran with
+    plan = stored_plan(status)
     if frontend:  # `parallax plan` cannot plan it: the plan its rank 0 made and stored
         pred = stored_prediction(plan)
     elif args.measured_figures:
@@ -352,12 +348,12 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
         pred["predicted_straggler_source"] = before["predicted_straggler_source"]
     if pred:
         pred["predicted_wait_ms"] = pred["predicted_comm_ms"] + pred["predicted_straggler_ms"]
-    m = job_metrics(cluster.db, total, args.warmup, args.batch, job_id=int(job_id))
+    m = job_metrics(status, total, args.warmup, args.batch)
     out = dict(tokens_per_s=m["tokens_per_s"], step_ms=m["step_ms"],
                loss_last20=m["loss_last20"], compute_ms=m["compute_ms"],
                dense_wait_ms=m["dense_wait_ms"], sparse_wait_ms=m["sparse_wait_ms"],
                comm_wait_ms=m["dense_wait_ms"] + m["sparse_wait_ms"],
-               **straggler_figures(cluster.db, job_id, args.warmup, total),
+               **straggler_figures(status, args.warmup, total),
                worker_bytes_per_step=m["bytes_sent_per_worker_per_step"]
                + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
                      for p in ("allreduce", "allgather", "ps_push", "ps_pull")))

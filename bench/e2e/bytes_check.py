@@ -7,10 +7,12 @@ examples/ctr.toml) and worker count, it writes the job with `workers = N`, `metr
 and a short run, asks `parallax plan JOB --json --workers N` for the cost model's bytes per worker
 per step on each variable's chosen path (sent + received, the cost model's `bytes`), runs the job
 with `parallax run`, and averages the ranks' metric points over the steps after the warm-up:
-`<path>_sent_bytes + <path>_recv_bytes` per step (ps = ps_push + ps_pull). While the job runs it
-also reads `ss -tinpH` twice for trainer rank 0 (sockets by peer: the coordinator, the PS shard,
-the other ranks = collectives) and divides the counters' growth by the steps rank 0 finished in
-between (from its metric points): bytes on the wire, as the kernel counts them.
+`<path>_sent_bytes + <path>_recv_bytes` per step (ps = ps_push + ps_pull; the points from
+`parallax status 1 --json --points` once the run ended: bench/e2e/job_status.py). While the job
+runs it also reads `ss -tinpH` twice for trainer rank 0 (sockets by peer: the coordinator, the PS
+shard, the other ranks = collectives) and divides the counters' growth by the steps rank 0
+finished in between (its newest metric point, from `parallax status 1 --json` against the run's
+coordinator): bytes on the wire, as the kernel counts them.
 
 Output: one JSON line per (model, workers, path) with predicted, measured and ratio, and one per
 run with the ss figures ("path": "ss:collective" etc.).
@@ -20,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
+
 MODELS = {
     "lm": ("w3.toml", "brown/train.tok", "eval_tokens", 1),
     "ctr": ("ctr.toml", "ctr/train.tsv", "eval_examples", 1),
@@ -105,14 +109,17 @@ def socket_bytes(pid, coordinator_port, ps_ports):
     return totals
 
 
-def rank0_step(db):
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
-        row = con.execute("SELECT MAX(step) FROM metrics WHERE rank = 0").fetchone()
-        con.close()
-        return row[0] if row and row[0] is not None else -1
-    except sqlite3.Error:
+def rank0_step(bin_dir, state):
+    """The newest step rank 0 has a metric point of, from `parallax status 1 --json` against
+    the running job's embedded coordinator; -1 before it has one (or serves)."""
+    address = job_status.running_address(state)
+    if address is None:
         return -1
+    try:
+        status = job_status.read(bin_dir, address, 1)
+    except job_status.StatusError:
+        return -1  # not listening yet, or already gone with the job
+    return next((p["step"] for p in status.get("metrics", []) if p["rank"] == 0), -1)
 
 
 def one(args, model, workers, arch, workdir):
@@ -121,30 +128,31 @@ def one(args, model, workers, arch, workdir):
         f.write(job_text(model, workers, args.steps, arch, args.plan))
     pred = predicted(args.bin, job, workers)
     state = os.path.join(workdir, f"{model}-{workers}-{arch}.state")
-    db = os.path.join(state, "state.db")
     proc = subprocess.Popen([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # ss samples of rank 0: the first after the warm-up, the second near the end.
     samples = []
     lo, hi = args.warmup + 2, args.steps - 5
+    pace = job_status.Pace(shortest=0.05)
     while proc.poll() is None and len(samples) < 2:
-        step = rank0_step(db)
+        step = rank0_step(args.bin, state)
         if step >= (lo if not samples else hi):
             pid = next(iter(job_pids(job, "trainer", 0)), None)
-            with open(os.path.join(state, "coordinator.port"), encoding="utf-8") as f:
-                coord = int(f.read().split()[0])
+            coord = int(job_status.running_address(state).rsplit(":", 1)[1])
             ports = set().union(*(listening_ports(p) for p in job_pids(job, "ps")))
-            before = rank0_step(db)
+            # Read after the look that saw `step`, before the next one.
             counters = socket_bytes(pid, coord, ports) if pid else {}
-            samples.append((before, rank0_step(db), counters))
-        time.sleep(0.05)
+            samples.append((step, rank0_step(args.bin, state), counters))
+        else:
+            time.sleep(pace.wait(step, lo if not samples else hi))
     _, err = proc.communicate(timeout=args.timeout)
     if proc.returncode != 0:
         sys.exit(f"bytes_check: {model} on {workers} workers failed; state in {state}:\n{err[-2000:]}")
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = [json.loads(r[0]) for r in con.execute(
-        "SELECT metric_values FROM metrics WHERE step >= ? AND step < ?", (args.warmup, args.steps))]
-    con.close()
+    try:
+        status = job_status.finished(args.bin, state)
+    except job_status.StatusError as e:
+        sys.exit(f"bytes_check: cannot read the job run in {state}: {e}")
+    rows = [p["values"] for p in job_status.points_between(status, args.warmup, args.steps)]
     measured = {}
     for path, keys in (("allreduce", ("allreduce",)), ("allgather", ("allgather",)),
                        ("ps", ("ps_push", "ps_pull"))):

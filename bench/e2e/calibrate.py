@@ -148,7 +148,7 @@ def main():
             if proc.returncode != 0:
                 sys.exit(f"calibrate: {name} run {rnd} failed (exit {proc.returncode}); state in "
                          f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-            m = e2e.job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup,
+            m = e2e.job_metrics(e2e.finished_status(args.bin, state), args.steps, args.warmup,
                                 batch=256)
             waits[name].append(m["sparse_wait_ms"])
             print(json.dumps(dict(bench="calibrate", run=rnd, variant=name,

@@ -9,11 +9,11 @@ Each round runs every variant once, in order, so the variants alternate; --runs 
 Parallax variant is examples/w3.toml with [job] arch changed (and, for the ones on the PS,
 [ps] shards = 1 and local_aggregation), written into a temporary directory with
 `[trainer] metrics_every = 1`, and run with `parallax run`. Its figures come from the job's
-own metric points (the `metrics` table of the embedded coordinator's SQLite database, which
-`parallax status JOB --json` reads): per step, the rank's samples/s and loss, and bytes sent and
-received per path counted by the trainer (allreduce/allgather: the bytes on the collectives'
-sockets, none for an all-reduce through shared memory; ps_push/ps_pull: bytes at the ZeroMQ
-transport). PyTorch variants run
+own metric points (`parallax status 1 --json --points`, from a parallax-coordinator started on
+the run's state directory once it ended: bench/e2e/job_status.py): per step, the rank's
+samples/s and loss, and bytes sent and received per path counted by the trainer
+(allreduce/allgather: the bytes on the collectives' sockets, none for an all-reduce through
+shared memory; ps_push/ps_pull: bytes at the ZeroMQ transport). PyTorch variants run
 bench/peers/w3_torch.py --runs 1 (bytes from `ss` socket counters). "parallax-torch-hybrid" is
 the PyTorch side's model, data and loop on Parallax (bench/e2e/w3_parallax_torch.py, the same
 batches file, parallax.torch in place of DDP), run with `parallax run` like the other Parallax
@@ -38,13 +38,14 @@ batches), so each round's Parallax run and its peer draw alike. The end adds the
 parallax-torch-hybrid − torch-ddp-sparse per round and its mean (a line "loss_last20_gap"). Every
 run line says the seed it ran with ("seed") and the seed of its data order ("data_seed").
 
---baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build,
-say of the commit before a change), as "<variant>@baseline", right after the variant in every
-round, and ends with the ratio of their tokens/s. --timeline records every Parallax run's step
-timeline and adds "dense_wait_after_last_arrival_ms" (the mean over timed steps) and its median:
-per step, for each fusion bucket, the time from the last rank handing it to its all-reduce until
-the last rank has the result, summed over the step's buckets (what the collective itself costs,
-without the wait for a slower rank).
+--baseline-bin DIR also runs every Parallax variant with the binaries in DIR (another build, say
+of the commit before a change), as "<variant>@baseline", right after the variant in every round,
+and ends with the ratio of their tokens/s (its runs are read with --bin's `parallax` and
+coordinator, as the others). --timeline records every Parallax run's step timeline and adds
+"dense_wait_after_last_arrival_ms" (the mean over timed steps) and its median: per step, for
+each fusion bucket, the time from the last rank handing it to its all-reduce until the last rank
+has the result, summed over the step's buckets (what the collective itself costs, without the
+wait for a slower rank).
 
 Output: one JSON line per run ("stat": "run") and, at the end, per variant and metric the
 median/min/max lines:
@@ -58,7 +59,6 @@ import math
 import os
 import re
 import shutil
-import sqlite3
 import statistics
 import struct
 import subprocess
@@ -68,6 +68,9 @@ import time
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
+
 PATHS = ("allreduce", "allgather", "ps_push", "ps_pull")
 # Keys of a run's figures that say what it ran with, not what it measured (no median line).
 SEED_KEYS = ("seed", "data_seed")
@@ -265,13 +268,23 @@ def run_job(args, impl, workdir, run, text, seeds, baseline=False):
     if proc.returncode != 0:
         sys.exit(f"e2e: {impl} run {run} failed (exit {proc.returncode}); its state is in "
                  f"{state}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    out = job_metrics(os.path.join(state, "state.db"), args.steps, args.warmup, batch=256)
+    # Read with this build's CLI and coordinator (a --baseline-bin build may predate --points).
+    out = job_metrics(finished_status(args.bin, state), args.steps, args.warmup, batch=256)
     out.update(seeds)
     if args.timeline:
         per_step = dense_wait_after_last_arrival(timeline, args.steps, args.warmup)
         out["dense_wait_after_last_arrival_ms"] = statistics.mean(per_step)
         out["dense_wait_after_last_arrival_median_ms"] = statistics.median(per_step)
     return out
+
+
+def finished_status(bin_dir, state):
+    """Job 1 of the finished `parallax run --state-dir state`, with every metric point
+    (job_status.finished); exits saying why when it cannot be read."""
+    try:
+        return job_status.finished(bin_dir, state)
+    except job_status.StatusError as e:
+        sys.exit(f"e2e: cannot read the job run in {state}: {e}")
 
 
 def dense_wait_after_last_arrival(timeline, steps, warmup):
@@ -293,35 +306,38 @@ def dense_wait_after_last_arrival(timeline, steps, warmup):
     return list(per_step.values()) or [0.0]
 
 
-def job_metrics(db, steps, warmup, batch, job_id=1):
-    """Figures of one finished job from its metric points, over the timed steps warmup..steps-1.
-    A point covers the `steps` steps since the rank's previous one (metrics_every), so the
-    timed window must start right after a point (one at step warmup - 1, as every step has with
-    metrics_every = 1) and the figures are weighted by each point's steps. `loss_last20` is the
-    mean loss of the last 20 steps: each point's `loss_mean` (its steps' mean; `loss`, its last
-    step's, from a build before loss_mean), so their points must start at steps - 20 too."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = con.execute("SELECT rank, step, loss, throughput, metric_values FROM metrics "
-                       "WHERE job_id = ? ORDER BY step, rank", (job_id,)).fetchall()
-    con.close()
-    ranks = sorted({r[0] for r in rows})
-    # (row, values, the steps the point covers)
-    timed = [(r, v, int(v.get("steps", 1))) for r, v in
-             ((r, json.loads(r[4])) for r in rows if warmup <= r[1] < steps)]
-    seconds = {k: sum(batch * n / r[3] for r, _, n in timed if r[0] == k) for k in ranks}
+def job_metrics(status, steps, warmup, batch):
+    """Figures of one finished job from its metric points (`status`: its object of `parallax
+    status JOB --json --points`, job_status.read or job_status.finished), over the timed steps
+    warmup..steps-1. A point covers the `steps` steps since the rank's previous one
+    (metrics_every), so the timed window must start right after a point (one at step
+    warmup - 1, as every step has with metrics_every = 1) and the figures are weighted by each
+    point's steps. `loss_last20` is the mean loss of the last 20 steps: each point's
+    `loss_mean` (its steps' mean; `loss`, its last step's, from a build before loss_mean), so
+    their points must start at steps - 20 too."""
+    where = f"job {status['id']} ({status['name']}, attempt {status['attempt']})"
+    # (point, its values, the steps it covers)
+    timed = [(p, p["values"], int(p["values"].get("steps", 1)))
+             for p in job_status.points_between(status, warmup, steps)]
+    ranks = sorted({p["rank"] for p, _, _ in timed})
+    if not ranks:
+        sys.exit(f"e2e: {where} has no metric point of steps {warmup}..{steps - 1} (did it "
+                 "run that many steps?)")
+    seconds = {k: sum(batch * n / p["throughput"] for p, _, n in timed if p["rank"] == k)
+               for k in ranks}
     timed_steps = steps - warmup
-    counted = {k: sum(n for r, _, n in timed if r[0] == k) for k in ranks}
+    counted = {k: sum(n for p, _, n in timed if p["rank"] == k) for k in ranks}
     if any(c != timed_steps for c in counted.values()):
-        sys.exit(f"e2e: {db}: expected metric points covering {timed_steps} timed steps per "
+        sys.exit(f"e2e: {where}: expected metric points covering {timed_steps} timed steps per "
                  f"rank, got {counted} (the warm-up must end on a point: warmup - 1 a multiple "
                  "of metrics_every)")
     losses = {}
-    for r, v, n in timed:
-        if r[1] - n + 1 >= steps - 20:
-            losses.setdefault(r[0], []).append((v.get("loss_mean", r[2]), n))
-    if any(sum(n for _, n in p) != 20 for p in losses.values()):
-        sys.exit(f"e2e: {db}: the last 20 steps do not start on a metric point (metrics_every "
-                 "must divide 20 and the timed steps)")
+    for p, v, n in timed:
+        if p["step"] - n + 1 >= steps - 20:
+            losses.setdefault(p["rank"], []).append((v.get("loss_mean", p["loss"]), n))
+    if any(sum(n for _, n in x) != 20 for x in losses.values()):
+        sys.exit(f"e2e: {where}: the last 20 steps do not start on a metric point "
+                 "(metrics_every must divide 20 and the timed steps)")
     out = dict(tokens_per_s=len(ranks) * batch * timed_steps / max(seconds.values()),
                step_ms=1000.0 * max(seconds.values()) / timed_steps,
                loss_last20=statistics.mean(sum(x * n for x, n in p) / 20

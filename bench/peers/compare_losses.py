@@ -5,39 +5,59 @@ With the same draws (w3_torch.py's default) the two sides start from the same va
 on the same batches and negatives, so their per-step losses agree to float rounding; this prints
 the first step at which they differ by more than each threshold, and the losses over windows.
 
-  bench/peers/compare_losses.py --db STATE.DB --job ID --torch SYNC_DIR [--window 20,100]
+  bench/peers/compare_losses.py --state-dir DIR --job ID --torch SYNC_DIR [--window 20,100]
+  bench/peers/compare_losses.py --coordinator HOST:PORT --job ID --torch SYNC_DIR
 
-STATE.DB: the coordinator's database (metric points, metrics_every = 1); SYNC_DIR: the directory
-of the peer's done-R.json files (bench/cluster/matrix.py: WORKDIR/torch-ddp-sparse-<shape>-<rate>-
-<round>; its state database: WORKDIR/cluster-<shape>-*/state.db, one job per Parallax run in the
-order run). One JSON line per statistic: "diverged" (first step whose largest per-rank difference
-is over a threshold), "loss" (the mean over ranks and the window's last steps, each side).
+The job's losses are its metric points (metrics_every = 1) of its current attempt, from
+`parallax status ID --json --points` (bench/e2e/job_status.py): against a coordinator that runs
+(--coordinator), or one started for the reading on DIR, the state directory of a coordinator
+that ended: a `parallax run --state-dir DIR`, or a cluster's workdir (bench/cluster/matrix.py:
+WORKDIR/cluster-<shape>-*, one job per Parallax run in the order run). SYNC_DIR: the directory
+of the peer's done-R.json files (matrix.py: WORKDIR/torch-ddp-sparse-<shape>-<rate>-<round>).
+One JSON line per statistic: "diverged" (first step whose largest per-rank difference is over a
+threshold), "loss" (the mean over ranks and the window's last steps, each side).
 """
 
 import argparse
 import glob
 import json
 import os
-import sqlite3
 import sys
 
 import numpy as np
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
+import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
+
 THRESHOLDS = (1e-5, 1e-3, 1e-1)
 
 
-def parallax_losses(db, job):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = con.execute("SELECT rank, step, loss FROM metrics WHERE job_id = ? ORDER BY attempt",
-                       (job,)).fetchall()
-    con.close()
-    if not rows:
-        sys.exit(f"compare_losses: {db} has no metric points of job {job}")
-    ranks, steps = max(r for r, _, _ in rows) + 1, max(s for _, s, _ in rows) + 1
+def parallax_losses(status):
+    """The losses [rank][step] of a job's status object read with its points
+    (job_status.read(..., points=True)); NaN where a step has no point."""
+    points = status.get("points")
+    if not points:
+        sys.exit(f"compare_losses: job {status['id']} has no metric points of attempt "
+                 f"{status['attempt']} (state {status['state']})")
+    ranks = max(p["rank"] for p in points) + 1
+    steps = max(p["step"] for p in points) + 1
     out = np.full((ranks, steps), np.nan)
-    for rank, step, loss in rows:
-        out[rank, step] = loss
+    for p in points:
+        out[p["rank"], p["step"]] = p["loss"]
     return out
+
+
+def job_with_points(args):
+    """The job's status object with its points: from --coordinator, or from a coordinator
+    started on --state-dir."""
+    try:
+        if args.coordinator:
+            return job_status.read(args.bin, args.coordinator, args.job, points=True)
+        with job_status.served(args.bin, args.state_dir) as address:
+            return job_status.read(args.bin, address, args.job, points=True)
+    except job_status.StatusError as e:
+        sys.exit(f"compare_losses: cannot read job {args.job}: {e}")
 
 
 def torch_losses(directory):
@@ -54,12 +74,17 @@ def torch_losses(directory):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", required=True, help="the coordinator's state database")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--state-dir", help="state directory of a coordinator that ended (a "
+                       "`parallax run --state-dir`, a cluster's workdir)")
+    where.add_argument("--coordinator", help="HOST:PORT of a coordinator that runs")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"),
+                    help="directory of `parallax` and parallax-coordinator (default: build/bin)")
     ap.add_argument("--job", type=int, required=True, help="the Parallax job's id")
     ap.add_argument("--torch", required=True, help="directory of the peer's done-R.json")
     ap.add_argument("--window", default="20,100", help="last steps to average the loss over")
     args = ap.parse_args()
-    px, pt = parallax_losses(args.db, args.job), torch_losses(args.torch)
+    px, pt = parallax_losses(job_with_points(args)), torch_losses(args.torch)
     if px.shape != pt.shape:
         sys.exit(f"compare_losses: Parallax has {px.shape} (ranks, steps) of losses, the peer "
                  f"{pt.shape}: not the same run's shape")

@@ -11,10 +11,12 @@ are as sparse per step as W3's). For each worker count and implementation:
   with `parallax run`. Bytes per worker per step come from two places: the job's metric points
   (the trainers' own counters: the Communicator's wire counters for all-reduce/all-gather, the
   PS client's frame bytes for the PS; sent + received, mean over ranks and the steps after the
-  warm-up) and `ss -tinpH` read twice during the run for every trainer rank's TCP sockets to
-  the other ranks and to the PS shard (coordinator traffic left out), divided by the steps
-  the ranks finished in between. Communication time per step = dense wait + sparse wait of the
-  metric points (the time the training thread was blocked on communication).
+  warm-up; `parallax status 1 --json --points` once the run ended, bench/e2e/job_status.py) and
+  `ss -tinpH` read twice during the run for every trainer rank's TCP sockets to the other ranks
+  and to the PS shard (coordinator traffic left out), divided by the steps the ranks finished in
+  between (their newest metric points, `parallax status 1 --json` during the run). Communication
+  time per step = dense wait + sparse wait of the metric points (the time the training thread
+  was blocked on communication).
 - torch-ddp-sparse: bench/peers/w3_torch.py --sparse on the same sizes, with the batches file
   written by `parallax-data batches --workers N`; bytes from `ss` (sent + received per worker
   per step). DDP runs its collectives inside backward(); there is no separate wait to read, so
@@ -31,7 +33,6 @@ import argparse
 import json
 import os
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from bytes_check import job_pids  # noqa: E402  (the same /proc scan)
+import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
 from e2e import w3_text  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,15 +82,17 @@ def socket_bytes(pids, skip_port):
     return total
 
 
-def min_step(db, workers):
-    """The step every rank has reached (-1 before all have a metric point)."""
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
-        rows = con.execute("SELECT rank, MAX(step) FROM metrics GROUP BY rank").fetchall()
-        con.close()
-    except sqlite3.Error:
+def min_step(bin_dir, state, workers):
+    """The step every rank of the running `parallax run --state-dir state` has reached, from
+    `parallax status 1 --json` against its embedded coordinator (-1 before all have a metric
+    point, or before it serves)."""
+    address = job_status.running_address(state)
+    if address is None:
         return -1
-    return min(r[1] for r in rows) if len(rows) == workers else -1
+    try:
+        return job_status.min_step(job_status.read(bin_dir, address, 1), workers)
+    except job_status.StatusError:
+        return -1  # not listening yet, or already gone with the job
 
 
 def run_parallax(args, workers, arch, workdir):
@@ -98,31 +102,31 @@ def run_parallax(args, workers, arch, workdir):
         f.write(job_text(args, workers, arch, args.data))
     pred = predicted(args.bin, job, workers)
     state = os.path.join(workdir, f"{name}.state")
-    db = os.path.join(state, "state.db")
     load = os.getloadavg()[0]
     proc = subprocess.Popen([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples = []  # (step before, step after, bytes)
     # The second read well before the end: a rank that finishes closes its sockets.
     marks = (args.warmup + 1, args.warmup + args.steps - 10)
+    pace = job_status.Pace(first=0.02)  # a short job: its pace known after two looks
     while proc.poll() is None and len(samples) < 2:
-        step = min_step(db, workers)
+        step = min_step(args.bin, state, workers)
         if step >= marks[len(samples)]:
-            with open(os.path.join(state, "coordinator.port"), encoding="utf-8") as f:
-                coord = int(f.read().split()[0])
+            coord = int(job_status.running_address(state).rsplit(":", 1)[1])
             pids = job_pids(job, "trainer")
-            before = min_step(db, workers)
-            counted = socket_bytes(pids, coord)
-            samples.append((before, min_step(db, workers), counted, len(pids)))
-        time.sleep(0.02)
+            counted = socket_bytes(pids, coord)  # after the look that saw `step`
+            samples.append((step, min_step(args.bin, state, workers), counted, len(pids)))
+        else:
+            time.sleep(pace.wait(step, marks[len(samples)]))
     _, err = proc.communicate(timeout=args.timeout)
     if proc.returncode != 0:
         sys.exit(f"scaling: {name} failed; state in {state}:\n{err[-2000:]}")
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = [json.loads(r[0]) for r in con.execute(
-        "SELECT metric_values FROM metrics WHERE step >= ? AND step < ?",
-        (args.warmup, args.warmup + args.steps))]
-    con.close()
+    try:
+        status = job_status.finished(args.bin, state)
+    except job_status.StatusError as e:
+        sys.exit(f"scaling: cannot read the job run in {state}: {e}")
+    rows = [p["values"] for p in job_status.points_between(status, args.warmup,
+                                                           args.warmup + args.steps)]
     by_path = {}
     for path, keys in PATHS:
         by_path[path] = statistics.mean(

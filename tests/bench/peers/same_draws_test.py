@@ -16,7 +16,6 @@ import json
 import math
 import os
 import random
-import sqlite3
 import subprocess
 import sys
 
@@ -30,6 +29,7 @@ sys.path.insert(0, PEERS)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 import parallax_draws as pd  # noqa: E402
 from e2e import eval_loss_from_log, w3_text  # noqa: E402  (examples/w3.toml, substituted)
+import job_status  # noqa: E402  (`parallax status JOB --json` of a finished run)
 
 BIN = os.path.abspath(os.environ.get("PARALLAX_BIN_DIR", os.path.join(ROOT, "build", "bin")))
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch (scripts/install-deps --test)
@@ -176,13 +176,12 @@ def parallax_losses(root, data_dir, arch):
     proc = subprocess.run([os.path.join(BIN, "parallax"), "run", "--state-dir", state, str(job)],
                           cwd=str(job_dir), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    con = sqlite3.connect(os.path.join(state, "state.db"))
-    rows = con.execute("SELECT rank, step, loss FROM metrics ORDER BY rank, step").fetchall()
-    con.close()
+    # Its metric points as a user reads them: `parallax status 1 --json --points`.
+    points = job_status.finished(BIN, state)["points"]
     losses = [[None] * STEPS for _ in range(WORKERS)]
-    for rank, step, loss in rows:
-        losses[rank][step] = loss
-    assert all(None not in per_rank for per_rank in losses), rows
+    for p in points:
+        losses[p["rank"]][p["step"]] = p["loss"]
+    assert all(None not in per_rank for per_rank in losses), points
     evals = []
     for log in glob.glob(os.path.join(state, "**", "task.log"), recursive=True):
         with open(log) as f:
