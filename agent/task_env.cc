@@ -20,6 +20,22 @@ bool ParseInt(const std::string& text, int64_t* out) {
   return true;
 }
 
+// The device a rank's slot index names: the index-th entry of the agent's
+// own CUDA_VISIBLE_DEVICES when it has one (Slurm's GPUs of the step, say
+// "2,3": slot 1 is device 3), else the index itself.
+std::string DeviceOfSlot(const std::string& index, const std::string& agent_visible) {
+  int64_t i = 0;
+  if (agent_visible.empty() || !ParseInt(index, &i) || i < 0) return index;
+  std::vector<std::string> devices;
+  size_t start = 0;
+  for (size_t comma; (comma = agent_visible.find(',', start)) != std::string::npos;
+       start = comma + 1) {
+    devices.push_back(agent_visible.substr(start, comma - start));
+  }
+  devices.push_back(agent_visible.substr(start));
+  return i < static_cast<int64_t>(devices.size()) ? devices[i] : index;
+}
+
 }  // namespace
 
 std::string RoleName(rpc::TaskRole::type role) {
@@ -121,7 +137,9 @@ std::vector<std::string> BuildTaskEnv(const rpc::TaskAssignment& a, const TaskEn
   // against the submitted file's directory, not the task's copy.
   if (std::filesystem::path(a.job_path).is_absolute()) env["PARALLAX_JOB_SOURCE"] = a.job_path;
   env["PARALLAX_TASK_DIR"] = context.task_dir;
-  if (a.__isset.cuda_visible_devices) env["CUDA_VISIBLE_DEVICES"] = a.cuda_visible_devices;
+  if (a.__isset.cuda_visible_devices) {
+    env["CUDA_VISIBLE_DEVICES"] = DeviceOfSlot(a.cuda_visible_devices, env["CUDA_VISIBLE_DEVICES"]);
+  }
   if (trainer && context.cpu_cores > 0) {
     const int threads = std::max(1, context.cpu_cores / std::max(1, a.local_world_size));
     for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})

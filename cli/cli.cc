@@ -21,6 +21,7 @@
 #include "core/plan/plan_view.h"
 #include "cli/run.h"
 #include "cli/set_command.h"
+#include "cli/slurm_command.h"
 #include "cli/task_log.h"
 #include "core/calibration/host_calibration.h"
 #include "core/base/secret.h"
@@ -152,6 +153,7 @@ class Cli {
   int Set();
   int Logs();
   int RunCommand();
+  int SlurmCommand();
   int Export();
   int Plan();
 
@@ -160,6 +162,7 @@ class Cli {
   void AddClusterCommands(
       CLI::App* app);  // submit, status, cancel, agents, events, drain, resume, logs
   void AddLocalCommands(CLI::App* app);  // run, export, plan
+  void AddSlurmCommands(CLI::App* app);  // slurm (and its per-node slurm-agent)
   // A subcommand's JOB argument.
   CLI::Option* AddJobId(CLI::App* sub);
 
@@ -199,6 +202,8 @@ class Cli {
   int64_t export_chunk_rows_ = 65536;
   int resume_workers_ = 0;   // resume --workers (0: the job's own)
   int resume_shards_ = -1;   // resume --shards (-1: the job's own)
+  SlurmOptions slurm_;
+  SlurmAgentOptions slurm_agent_;
 };
 
 // The shared secret from --secret-file, --token, $PARALLAX_SECRET_FILE or
@@ -702,6 +707,17 @@ int Cli::RunCommand() {
   return RunJob(options, out_, err_);
 }
 
+int Cli::SlurmCommand() {
+  SlurmOptions options = slurm_;
+  options.job_file = job_file_;
+  if (!LoadSecret(&options.token)) return kExitUsage;
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
+  options.bin_dir = ec ? "." : self.parent_path().string();
+  options.progress_bar = isatty(STDOUT_FILENO) && &out_ == &std::cout;
+  return RunSlurm(options, out_, err_);
+}
+
 CLI::Option* Cli::AddJobId(CLI::App* sub) {
   static const CLI::Validator job_id_check(
       [](std::string& text) -> std::string {
@@ -865,6 +881,57 @@ void Cli::AddLocalCommands(CLI::App* app) {
   plan->callback([this] { result_ = Plan(); });
 }
 
+void Cli::AddSlurmCommands(CLI::App* app) {
+  CLI::App* slurm = app->add_subcommand(
+      "slurm",
+      "run a job inside a Slurm allocation (a batch script, or a shell on an allocated node): "
+      "a coordinator on this node (its SQLite state on node-local disk), one agent per "
+      "allocated node started by one srun step, [job] workers from the allocation (nodes x "
+      "--ntasks-per-node, else x GPUs per node, else one per node) unless the job file sets it; "
+      "progress until the job ends, then exits 0 only if it SUCCEEDED. SIGTERM (scancel, the "
+      "time limit) cancels the job with that reason and stops everything it started (exit 143). "
+      "docs/OPERATIONS.md, \"Under Slurm\"");
+  slurm->add_option("JOB.toml", job_file_, "job file")->required();
+  slurm->add_option("--ps-nodes", slurm_.ps_nodes,
+                    "give the job's PS shards K nodes of their own (the last K of the "
+                    "allocation, never this one), agents there run with --role ps; the job "
+                    "must set [ps] hosts = \"ps\"")
+      ->check(CLI::NonNegativeNumber);
+  slurm->add_option("--state-dir", slurm_.state_dir,
+                    "the coordinator's, srun's and each node's agent log, and a copy of the "
+                    "database when it ends; every node must see it (default: "
+                    "./parallax-slurm-<SLURM_JOB_ID>, in the batch script's directory)");
+  slurm->add_option("--local-dir", slurm_.local_dir,
+                    "node-local directory, the same path on every node: the SQLite database "
+                    "(on this node) and the agents' task directories, each node under "
+                    "DIR/<node> (default: $TMPDIR/parallax-slurm-<SLURM_JOB_ID>, /tmp without "
+                    "$TMPDIR). Never on NFS: SQLite's locking breaks there");
+  slurm->add_option("--resume", slurm_.resume_dir,
+                    "DIR: the --state-dir of an earlier run of this job (in an earlier "
+                    "allocation): its database is copied to this node and the newest job there "
+                    "that FAILED or was CANCELLED resumes from its newest checkpoint, with this "
+                    "allocation's workers, instead of a new job");
+  slurm->add_option("--agent-timeout", slurm_.agent_timeout_s,
+                    "seconds the agents have to register before the run stops, naming the "
+                    "nodes whose agent did not, with their logs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  slurm->callback([this] { result_ = SlurmCommand(); });
+
+  // The per-node half, run by the srun step of `parallax slurm`: not for
+  // people, so not in --help.
+  CLI::App* agent = app->add_subcommand("slurm-agent", "")->group("");
+  agent->add_option("--nodes", slurm_agent_.nodes, "NAME=ADDR of every node, comma-separated")
+      ->required();
+  agent->add_option("--ps-nodes", slurm_agent_.ps_nodes,
+                    "nodes whose agent is --role ps, comma-separated");
+  agent->add_option("--local-dir", slurm_agent_.local_dir, "node-local directory")->required();
+  agent->add_option("--log-dir", slurm_agent_.log_dir, "where agent-<node>.log goes")->required();
+  agent->add_option("AGENT", slurm_agent_.agent_argv, "parallax-agent and its flags")
+      ->required();
+  agent->callback([this] { result_ = RunSlurmAgent(slurm_agent_, err_); });
+}
+
 int Cli::Run(const std::vector<std::string>& args) {
   CLI::App app{"parallax: submit and watch sparsity-aware distributed training jobs", "parallax"};
   app.set_version_flag("--version",
@@ -881,6 +948,7 @@ int Cli::Run(const std::vector<std::string>& args) {
 
   AddClusterCommands(&app);
   AddLocalCommands(&app);
+  AddSlurmCommands(&app);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 wants them reversed
   try {

@@ -12,9 +12,10 @@
 #ifndef PARALLAX_CLI_RUN_H_
 #define PARALLAX_CLI_RUN_H_
 
-#include <cstdint>
 #include <ostream>
 #include <string>
+
+#include "cli/job_watch.h"  // RunSummary
 
 namespace parallax::cli {
 
@@ -39,23 +40,6 @@ struct RunOptions {
 };
 
 int RunJob(const RunOptions& options, std::ostream& out, std::ostream& err);
-
-// What `parallax run` knows of a job when it ends.
-struct RunOutcome {
-  int64_t id = 0;
-  std::string state;        // "SUCCEEDED", "FAILED", ...
-  bool succeeded = false;
-  int64_t job_steps = 0;    // [trainer] steps
-  int64_t last_reported_step = 0;  // the newest step a rank reported (0-based)
-  double last_loss = 0;
-  int attempts = 1;
-  double elapsed_s = 0;
-};
-
-// The summary line: "job 3 SUCCEEDED after 1:02 (3000 steps, last loss
-// 4.200000)". A job that succeeded ran all its steps, whatever step its last
-// metric point was at; one that did not says the last step reported.
-std::string RunSummary(const RunOutcome& o);
 
 }  // namespace parallax::cli
 

@@ -83,6 +83,19 @@ TEST(TaskEnvTest, CudaVisibleDevicesOnlyWhenGiven) {
   EXPECT_EQ(AsMap(BuildTaskEnv(a, Context(), {}))["CUDA_VISIBLE_DEVICES"], "3");
 }
 
+TEST(TaskEnvTest, CudaVisibleDevicesIndexesTheAgentsOwnDevices) {
+  // Under Slurm the agent sees only the step's GPUs ("2,5"): slot 1 is
+  // device 5, not device 1.
+  rpc::TaskAssignment a = Assignment(Key(1, 1, 0));
+  a.__set_cuda_visible_devices("1");
+  EXPECT_EQ(AsMap(BuildTaskEnv(a, Context(), {"CUDA_VISIBLE_DEVICES=2,5"}))["CUDA_VISIBLE_DEVICES"],
+            "5");
+  a.__set_cuda_visible_devices("0");
+  EXPECT_EQ(AsMap(BuildTaskEnv(a, Context(), {"CUDA_VISIBLE_DEVICES=GPU-ab12,GPU-cd34"}))
+                ["CUDA_VISIBLE_DEVICES"],
+            "GPU-ab12");
+}
+
 TEST(TaskEnvTest, JobEnvCannotOverrideParallaxVariables) {
   rpc::TaskAssignment a =
       Assignment(Key(1, 1, 0), {}, {{"PARALLAX_RANK", "9"}, {"OMP_NUM_THREADS", "4"},
