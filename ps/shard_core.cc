@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iterator>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -35,12 +36,19 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
     return InvalidArgument("shard " + std::to_string(options.shard) + " is not in the plan, which has " +
                            std::to_string(options.plan.num_shards) + " shards");
   if (options.max_steps_ahead < 1) return InvalidArgument("max_steps_ahead must be >= 1");
-  return std::unique_ptr<ShardCore>(new ShardCore(std::move(options)));
+  std::unique_ptr<ShardCore> core(new ShardCore(std::move(options)));
+  PX_RETURN_IF_ERROR(core->init_status_);
+  return core;
 }
 
 Status ShardCore::LoadCheckpoint(const std::string& dir) {
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
   for (auto& [id, vs] : vars_) {
+    if (vs.dynamic) {
+      return FailedPrecondition("dynamic table \"" + vs.spec->name +
+                                "\": checkpoints of dynamic tables are not read yet; nothing was "
+                                "loaded");
+    }
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
       if (vs.parts[p].owned) owned.push_back(p);
@@ -96,8 +104,28 @@ ShardCore::ShardCore(ShardOptions options)
     if (!any) continue;
     int64_t owned = 0;
     for (const auto& p : vs.parts) owned += p.owned;
-    vs.table = std::make_unique<VariableTable>(var, var.rows * owned / var.partitions + 1,
-                                               options_.prefault_bytes);
+    vs.spec = &var;
+    vs.dim = var.dim;
+    if (var.dynamic) {
+      DynamicTableOptions o;
+      o.var = var;
+      o.admit_after = var.dynamic->admit_after;
+      o.ttl_steps = var.dynamic->ttl_steps;
+      // The table's budget split by partition: this shard's share, rounded up.
+      o.max_rows = (var.dynamic->max_rows * owned + var.partitions - 1) / var.partitions;
+      o.policy = var.dynamic->eviction;
+      // The same on every run of this plan: a resumed shard evicts alike.
+      o.seed = Mix64(var.init.seed ^ (uint64_t{var.id} << 32) ^ options_.shard);
+      StatusOr<std::unique_ptr<DynamicTable>> table = DynamicTable::Create(std::move(o));
+      if (!table.ok()) {
+        init_status_ = table.status().WithContext("dynamic table \"" + var.name + "\"");
+        continue;
+      }
+      vs.dynamic = std::move(table).value();
+    } else {
+      vs.table = std::make_unique<VariableTable>(var, var.rows * owned / var.partitions + 1,
+                                                 options_.prefault_bytes);
+    }
     vars_.emplace(var.id, std::move(vs));
   }
   worker_clock_.assign(options_.plan.contributors(), 0);
@@ -106,6 +134,11 @@ ShardCore::ShardCore(ShardOptions options)
 const VariableTable* ShardCore::table(uint32_t var) const {
   auto it = vars_.find(var);
   return it == vars_.end() ? nullptr : it->second.table.get();
+}
+
+const DynamicTable* ShardCore::dynamic_table(uint32_t var) const {
+  auto it = vars_.find(var);
+  return it == vars_.end() ? nullptr : it->second.dynamic.get();
 }
 
 int64_t ShardCore::applied_steps(uint32_t var, uint32_t partition) const {
@@ -273,16 +306,30 @@ bool ShardCore::CheckData(const std::string& identity, const MessageView& m, Dat
   r->ids.resize(h.count);
   if (h.count > 0) std::memcpy(r->ids.data(), m.ids, r->ids.size() * sizeof(int64_t));
   const Partitioner partition_of(*spec);
+  const bool dynamic = spec->dynamic.has_value();
   for (size_t i = 0; i < r->ids.size(); ++i) {
     const int64_t id = r->ids[i];
-    if (id < 0 || id >= spec->rows || partition_of(id) != h.partition) {
+    if ((!dynamic && (id < 0 || id >= spec->rows)) || partition_of(id) != h.partition) {
       Error(identity, h, ErrorCode::kIdOutOfRange,
             "id " + std::to_string(id) + " at position " + std::to_string(i) +
                 " is not in partition " + std::to_string(h.partition) + " of variable \"" +
-                spec->name + "\" (rows 0.." + std::to_string(spec->rows - 1) + ")",
+                spec->name + "\"" +
+                (dynamic ? " (a dynamic table: ids go to partitions by a hash of their bits)"
+                         : " (rows 0.." + std::to_string(spec->rows - 1) + ")"),
             out);
       return false;
     }
+  }
+  if (dynamic && static_cast<Op>(h.op) == Op::kWrite) {
+    Error(identity, h, ErrorCode::kBadFlags,
+          "WRITE of dynamic table \"" + spec->name +
+              "\": its rows start from the initializer when their id is admitted",
+          out);
+    return false;
+  }
+  if (!vit->second.dynamic_full.empty()) {
+    Error(identity, h, ErrorCode::kTableFull, vit->second.dynamic_full, out);
+    return false;
   }
   return true;
 }
@@ -378,22 +425,28 @@ void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequ
     worker_clock_[h.worker] = std::max(worker_clock_[h.worker], h.clock + 1);
   Header pull = h;
   pull.clock = h.clock + 1;  // PUSH_PULL: rows for the next step
+  // False after a TABLE_FULL reply: a dynamic table could not hold the rows.
+  auto apply = [&](char* rows_out) {
+    if (ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, rows_out)) return true;
+    Error(identity, h, ErrorCode::kTableFull, r->vs->dynamic_full, out);
+    return false;
+  };
   if (static_cast<Op>(h.op) == Op::kPush) {
-    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, nullptr);
+    if (!apply(nullptr)) return;
     out->push_back(Reply(identity, h, Op::kPush));
   } else if (PullReady(pull) && !r->pull_ids.empty()) {
-    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, nullptr);
+    if (!apply(nullptr)) return;
     AnswerPull(identity, pull, r->pull_ids, r->shm_reply, out);
   } else if (PullReady(pull)) {
     // The rows are written into the reply (or the region) as they are
     // updated: one pass over them instead of two.
     const size_t n = r->ids.size();
     ValueFrame rows(r->shm_rows != nullptr ? 0 : n * r->spec->dim * ValueBytes(h.flags));
-    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, r->shm_rows != nullptr ? r->shm_rows : rows.data());
+    if (!apply(r->shm_rows != nullptr ? r->shm_rows : rows.data())) return;
     stats_.rows_pulled += static_cast<int64_t>(n);
     out->push_back(PullReply(identity, pull, n, std::move(rows)));
   } else {
-    ApplyAsync(*r->vs, *r->ps, h, r->ids, r->gp, nullptr);
+    if (!apply(nullptr)) return;
     ++stats_.held;
     held_.push_back(Held{identity, pull, r->pull_ids.empty() ? std::move(r->ids) : std::move(r->pull_ids),
                          r->shm_reply});
@@ -458,7 +511,7 @@ OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, si
   OutMessage m = Reply(identity, h, static_cast<Op>(h.op));
   Header rh = ps_wire::ReadHeader(m.frames[0].data());
   rh.count = static_cast<uint32_t>(n);
-  rh.dim = vs.table->dim();
+  rh.dim = vs.dim;
   rh.version_seen = vs.parts[h.partition].version;
   ps_wire::WriteHeader(rh, m.frames[0].data());
   m.values = std::move(values);
@@ -468,8 +521,8 @@ OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, si
 void ShardCore::AnswerPull(const std::string& identity, const Header& h,
                            const std::vector<int64_t>& ids, uint64_t shm_reply,
                            std::vector<OutMessage>* out) {
-  VariableTable& table = *vars_.at(h.variable).table;
-  const uint32_t dim = table.dim();
+  VarState& vs = vars_.at(h.variable);
+  const uint32_t dim = vs.dim;
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
   const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
   // A held request's region may have been replaced since: check again.
@@ -481,24 +534,38 @@ void ShardCore::AnswerPull(const std::string& identity, const Header& h,
     values = ValueFrame(ids.size() * row_bytes);
     dst = values.data();
   }
-  std::vector<uint32_t> idx(ids.size());
-  table.TouchAll(ids.data(), ids.size(), idx.data());
-  constexpr size_t kAhead = 4;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
-    EncodeValues(table.weights(idx[i]), dim, fp16, dst + i * row_bytes);
+  if (vs.dynamic) {
+    ReadDynamic(vs, ids, fp16, dst);
+  } else {
+    VariableTable& table = *vs.table;
+    std::vector<uint32_t> idx(ids.size());
+    table.TouchAll(ids.data(), ids.size(), idx.data());
+    constexpr size_t kAhead = 4;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
+      EncodeValues(table.weights(idx[i]), dim, fp16, dst + i * row_bytes);
+    }
   }
   stats_.rows_pulled += static_cast<int64_t>(ids.size());
   out->push_back(PullReply(identity, h, ids.size(), std::move(values)));
 }
 
-void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
+bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
                            const std::vector<int64_t>& ids, const float* grads, char* rows_out) {
   const int64_t tau = std::max<int64_t>(0, ps.version - h.version_seen);
   ++stats_.staleness[StalenessBucket(tau)];
   stats_.staleness_sum += tau;
   const float scale = (options_.plan.staleness_lr ? 1.0f / static_cast<float>(std::max<int64_t>(1, tau)) : 1.0f) *
                       LrScale(vs, ps_wire::kMaxClock);
+  if (vs.dynamic) {
+    // The step in progress of an async or ssp table is the newest step any
+    // push named: rows a push touches are never evicted under it.
+    if (!PushDynamic(vs, h.clock, ids.data(), ids.size(), grads, scale).ok()) return false;
+    if (rows_out != nullptr) ReadDynamic(vs, ids, h.flags & ps_wire::kFlagFp16, rows_out);
+    ++ps.version;
+    NoteUpdateApplied();
+    return true;
+  }
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
@@ -520,12 +587,94 @@ void ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
   }
   ++ps.version;
   NoteUpdateApplied();
+  return true;
+}
+
+void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst) {
+  DynamicTable& table = *vs.dynamic;
+  const uint32_t dim = vs.dim;
+  const size_t row_bytes = size_t{dim} * (fp16 ? 2 : 4);
+  std::vector<float> row(dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    table.Read(static_cast<uint64_t>(ids[i]), row.data());
+    EncodeValues(row.data(), dim, fp16, dst + i * row_bytes);
+  }
+}
+
+Status ShardCore::PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n,
+                              const float* grads, float lr_scale) {
+  DynamicTable& table = *vs.dynamic;
+  const uint32_t dim = vs.dim;
+  if (step > table.step()) table.AdvanceTo(step);
+  // One contribution: each distinct id counts once, its gradients summed.
+  std::unordered_map<uint64_t, size_t> first;
+  std::vector<uint64_t> distinct;
+  std::vector<float> sums;
+  first.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, inserted] = first.try_emplace(static_cast<uint64_t>(ids[i]), distinct.size());
+    if (inserted) {
+      distinct.push_back(static_cast<uint64_t>(ids[i]));
+      sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
+    } else {
+      float* a = &sums[it->second * dim];
+      for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
+    }
+  }
+  std::vector<int64_t> slots(distinct.size());
+  Status st = table.AdmitAll(distinct.data(), distinct.size(), slots.data());
+  if (!st.ok()) {
+    vs.dynamic_full = "shard " + std::to_string(options_.shard) + ", step " +
+                      std::to_string(step) + ": " + st.message();
+    return FailedPrecondition(vs.dynamic_full);
+  }
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    if (slots[i] == DynamicTable::kNotARow) {
+      table.DropGradient();
+    } else {
+      table.Apply(slots[i], &sums[i * dim], lr_scale);
+    }
+  }
+  return Status::Ok();
+}
+
+bool ShardCore::ApplySyncDynamic(VarState& vs, int64_t step,
+                                 const std::vector<Contribution>& contribs, float lr_scale) {
+  DynamicTable& table = *vs.dynamic;
+  if (step > table.step()) table.AdvanceTo(step);
+  std::unordered_set<uint64_t> seen;
+  std::vector<uint64_t> distinct;
+  std::vector<int64_t> slots;
+  for (const Contribution& c : contribs) {
+    seen.clear();
+    distinct.clear();
+    for (int64_t id : c.ids) {
+      if (seen.insert(static_cast<uint64_t>(id)).second) distinct.push_back(static_cast<uint64_t>(id));
+    }
+    slots.resize(distinct.size());
+    Status st = table.AdmitAll(distinct.data(), distinct.size(), slots.data());
+    if (!st.ok()) {
+      vs.dynamic_full = "shard " + std::to_string(options_.shard) + ", step " +
+                        std::to_string(step) + ": " + st.message();
+      return false;
+    }
+  }
+  const std::vector<int64_t>& ids = sync_scratch_.slot_ids;
+  const std::vector<float>& acc = sync_scratch_.acc;
+  for (size_t s = 0; s < ids.size(); ++s) {
+    const int64_t slot = table.Find(static_cast<uint64_t>(ids[s]));
+    if (slot == DynamicTable::kNotARow) {
+      table.DropGradient();
+    } else {
+      table.Apply(slot, &acc[s * size_t{vs.dim}], lr_scale);
+    }
+  }
+  return true;
 }
 
 bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
   const PsPlan& plan = options_.plan;
-  VariableTable& table = *vs.table;
-  const uint32_t dim = table.dim();
+  const uint32_t dim = vs.dim;
   bool any = false;
   while (true) {
     auto it = ps.pending.find(ps.applied);
@@ -550,7 +699,7 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
     size_t rows = 0;
     for (const Contribution& c : contribs) rows += c.ids.size();
     const size_t parts = std::max<size_t>(vs.parts.size(), 1);
-    rows = std::min(rows, static_cast<size_t>(table.spec().rows) / parts + 1);
+    if (vs.table) rows = std::min(rows, static_cast<size_t>(vs.table->spec().rows) / parts + 1);
     slot_of.reserve(rows);
     slot_ids.reserve(rows);
     acc.reserve(rows * dim);
@@ -571,7 +720,12 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
       for (float& a : acc) a /= n;
     }
     const float lr_scale = LrScale(vs, ps.applied);
-    for (size_t s = 0; s < slot_ids.size(); ++s) table.Apply(table.Touch(slot_ids[s]), &acc[s * dim], lr_scale);
+    if (vs.dynamic) {
+      if (!ApplySyncDynamic(vs, ps.applied, contribs, lr_scale)) break;
+    } else {
+      VariableTable& table = *vs.table;
+      for (size_t s = 0; s < slot_ids.size(); ++s) table.Apply(table.Touch(slot_ids[s]), &acc[s * dim], lr_scale);
+    }
     ps.pending.erase(it);
     ++ps.applied;
     ++ps.version;
@@ -584,7 +738,12 @@ bool ShardCore::TryApplySync(VarState& vs, PartitionState& ps) {
 
 void ShardCore::ReleaseHeld(std::vector<OutMessage>* out) {
   for (auto it = held_.begin(); it != held_.end();) {
-    if (PullReady(it->header)) {
+    // A dynamic table that could not hold a step never gets there.
+    const std::string& full = vars_.at(it->header.variable).dynamic_full;
+    if (!full.empty()) {
+      Error(it->identity, it->header, ErrorCode::kTableFull, full, out);
+      it = held_.erase(it);
+    } else if (PullReady(it->header)) {
       AnswerPull(it->identity, it->header, it->ids, it->shm_reply, out);
       it = held_.erase(it);
     } else {
@@ -606,7 +765,12 @@ void ShardCore::TrySave(std::vector<OutMessage>* out) {
       for (auto& ps : vs.parts) ps.applied = SyncApplied(ps, save.header.clock);
     }
     for (auto& [id, vs] : vars_) {
-      for (uint32_t p = 0; p < vs.parts.size() && st.ok(); ++p) {
+      if (vs.dynamic && st.ok()) {
+        st = FailedPrecondition("dynamic table \"" + vs.spec->name +
+                                "\": checkpoints of dynamic tables are not written yet; run the "
+                                "job without [trainer] checkpoint_every");
+      }
+      for (uint32_t p = 0; p < vs.parts.size() && st.ok() && vs.table; ++p) {
         if (vs.parts[p].owned)
           st = SavePartition(save.dir, *vs.table, p, vs.parts[p].applied, vs.parts[p].version);
       }
@@ -720,7 +884,7 @@ void ShardCore::Attach(const std::string& identity, const MessageView& m, std::v
 float ShardCore::LrScale(const VarState& vs, int64_t step) {
   auto it = vs.lr_from_step.upper_bound(step);
   if (it == vs.lr_from_step.begin()) return 1.0f;
-  return std::prev(it)->second / vs.table->spec().optimizer.lr;
+  return std::prev(it)->second / vs.spec->optimizer.lr;
 }
 
 void ShardCore::Set(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out) {
@@ -788,6 +952,7 @@ int64_t ShardCore::rows_held() const {
   int64_t rows = 0;
   for (const auto& [id, vs] : vars_) {
     if (vs.table) rows += static_cast<int64_t>(vs.table->size());
+    if (vs.dynamic) rows += vs.dynamic->stats().rows;
   }
   return rows;
 }
@@ -829,9 +994,21 @@ std::string ShardCore::StatsJson() const {
     if (errors_by_code_[c] > 0) errors[ErrorCodeName(static_cast<ErrorCode>(c))] = errors_by_code_[c];
   }
   j["errors_by_code"] = errors;
-  int64_t rows = 0;
-  for (const auto& [id, vs] : vars_) rows += static_cast<int64_t>(vs.table->size());
-  j["rows_held"] = rows;
+  j["rows_held"] = rows_held();
+  // Each dynamic table's share on this shard: rows, admission and eviction.
+  nlohmann::json dynamic = nlohmann::json::object();
+  for (const auto& [id, vs] : vars_) {
+    if (!vs.dynamic) continue;
+    const DynamicTableStats d = vs.dynamic->stats();
+    dynamic[vs.spec->name] = {{"rows", d.rows},
+                              {"admitted", d.admitted},
+                              {"not_admitted_reads", d.not_admitted_reads},
+                              {"dropped_gradients", d.dropped_gradients},
+                              {"evicted_ttl", d.evicted_ttl},
+                              {"evicted_budget", d.evicted_budget},
+                              {"bytes", d.bytes}};
+  }
+  if (!dynamic.empty()) j["dynamic_tables"] = dynamic;
   j["shm_regions"] = regions_.size();  // connections whose values go through shared memory
   return j.dump();
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/ps/consistency_schedule.h"
+#include "core/ps/dynamic_table.h"
 #include "core/ps/plan.h"
 #include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
@@ -128,8 +129,12 @@ class ShardCore {
   std::string StatsJson() const;
   const ShardOptions& options() const { return options_; }
 
-  // For tests: the table of variable `var` (null if not held here).
+  // For tests: the table of variable `var` (null if not held here, or
+  // dynamic).
   const VariableTable* table(uint32_t var) const;
+  // For tests: the dynamic table of variable `var` (null if not held here,
+  // or a table of fixed rows).
+  const DynamicTable* dynamic_table(uint32_t var) const;
   // Sync: steps applied to partition p of var.
   int64_t applied_steps(uint32_t var, uint32_t partition) const;
   // For tests: learning rates from SET that `var` keeps (by the step they
@@ -156,7 +161,15 @@ class ShardCore {
     std::map<int64_t, std::vector<Contribution>> pending;
   };
   struct VarState {
-    std::unique_ptr<VariableTable> table;
+    const VariableSpec* spec = nullptr;  // in options_.plan
+    uint32_t dim = 0;
+    std::unique_ptr<VariableTable> table;  // a table of fixed rows, or
+    // A dynamic table: every partition of it this shard owns, with its share
+    // of max_rows (ShardCore::Create).
+    std::unique_ptr<DynamicTable> dynamic;
+    // Set when a step needed more rows than the budget: every later request
+    // for the table gets TABLE_FULL with it (the step did not apply).
+    std::string dynamic_full;
     std::vector<PartitionState> parts;
     // SET lr: step → the learning rate from that step on (empty: the plan's).
     std::map<int64_t, float> lr_from_step;
@@ -226,10 +239,28 @@ class ShardCore {
   OutMessage PullReply(const std::string& identity, const Header& h, size_t n, ValueFrame values);
   // Applies one push now. With `rows_out` (a PUSH_PULL answered at once), also
   // writes every row after the whole push into it, in the encoding of h.flags.
-  void ApplyAsync(VarState& vs, PartitionState& ps, const Header& h, const std::vector<int64_t>& ids,
+  // False when a dynamic table could not hold the rows (its dynamic_full says
+  // why; nothing was applied).
+  bool ApplyAsync(VarState& vs, PartitionState& ps, const Header& h, const std::vector<int64_t>& ids,
                   const float* grads, char* rows_out);
   // Applies every complete sync step of (var, partition); returns true if any.
   bool TryApplySync(VarState& vs, PartitionState& ps);
+  // The dynamic-table forms of the above: pulls read rows or the
+  // initializer's values; a push admits its ids at step `step` (each
+  // distinct id of `ids` counts one contribution) and applies the gradients
+  // of the rows that are admitted (the others are dropped and counted).
+  // TABLE_FULL (the table's dynamic_full set) when the budget cannot hold
+  // the step's rows.
+  void ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst);
+  Status PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n, const float* grads,
+                     float lr_scale);
+  // Sync: step `step` of a dynamic table, its contributions in rank order
+  // (admission counts each one's distinct ids; the same rows are admitted
+  // and evicted whatever order the pushes arrived in), then the sums in
+  // sync_scratch_ applied. False, with dynamic_full set, when the budget
+  // cannot hold the step.
+  bool ApplySyncDynamic(VarState& vs, int64_t step, const std::vector<Contribution>& contribs,
+                        float lr_scale);
   void ReleaseHeld(std::vector<OutMessage>* out);
   void TrySave(std::vector<OutMessage>* out);
   void Error(const std::string& identity, const Header& h, ErrorCode code, const std::string& text,
@@ -266,6 +297,7 @@ class ShardCore {
   // Shared memory regions by peer identity (ATTACH).
   std::map<std::string, std::unique_ptr<ShmRegion>> regions_;
   ShardStats stats_;
+  Status init_status_;  // a table the constructor could not make (Create fails with it)
   std::unique_ptr<UpdatesFile> updates_file_;  // null: the count is kept nowhere else
   std::optional<int64_t> lost_updates_;
   std::array<int64_t, ps_wire::kMaxErrorCode + 1> errors_by_code_{};

@@ -88,8 +88,9 @@ enum class ErrorCode : uint16_t {
   kSharedMemory = 18,    // ATTACH failed, or a kFlagShm request without a region or outside it
   kBadSetting = 19,      // SET of an unknown setting, or a value it does not accept
   kStaleGeneration = 20, // header.generation differs from the shard's (a restarted shard)
+  kTableFull = 21,       // a dynamic table's step needs more rows than its max_rows
 };
-constexpr uint16_t kMaxErrorCode = 20;
+constexpr uint16_t kMaxErrorCode = 21;
 
 // Frame 2 of a kFlagShm data request: byte offsets into the region the
 // connection attached. `values` holds count × dim values (PUSH, PUSH_PULL;

@@ -68,6 +68,11 @@ class SessionImpl final : public Session {
                                const VariableOptions& options) override {
     return registry_.RegisterSparse(name, rows, dim, options);
   }
+  StatusOr<int> RegisterDynamic(const std::string& name, uint32_t dim,
+                                const DynamicTableSettings& settings,
+                                const VariableOptions& options) override {
+    return registry_.RegisterDynamic(name, dim, settings, options);
+  }
   Status SampleIds(int var, std::span<const int64_t> ids) override {
     return registry_.SampleIds(var, ids);
   }
@@ -205,6 +210,7 @@ Status SessionImpl::Usable(const char* what) const {
 }
 
 Status SessionImpl::CheckIds(const plan::PlannedVariable& v, std::span<const int64_t> ids) const {
+  if (v.dynamic) return Status::Ok();  // any 64-bit value is an id
   for (int64_t id : ids) {
     if (id < 0 || id >= v.rows) {
       return InvalidArgument(StepName() + ": id " + std::to_string(id) +
@@ -701,7 +707,9 @@ Status SessionImpl::ReadSparse(int var, int64_t first_row, int64_t count,
   PX_RETURN_IF_ERROR(Usable("ReadSparse"));
   PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/true, "ReadSparse"));
   const plan::PlannedVariable& v = Planned(var);
-  if (first_row < 0 || count < 0 || first_row + count > v.rows) {
+  // A dynamic table's ids are any 64-bit values: a range of them reads
+  // their rows, or the initializer's values for ids that are not rows.
+  if (count < 0 || (!v.dynamic && (first_row < 0 || first_row + count > v.rows))) {
     return InvalidArgument("ReadSparse: rows [" + std::to_string(first_row) + ", " +
                            std::to_string(first_row + count) + ") are outside \"" + v.name + "\"");
   }

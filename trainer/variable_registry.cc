@@ -44,6 +44,35 @@ StatusOr<int> VariableRegistry::RegisterSparse(const std::string& name, int64_t 
   return id;
 }
 
+StatusOr<int> VariableRegistry::RegisterDynamic(const std::string& name, uint32_t dim,
+                                                const DynamicTableSettings& settings,
+                                                const VariableOptions& options) {
+  const std::string what = "dynamic table \"" + name + "\"";
+  if (dim == 0) return InvalidArgument(what + " needs dim > 0");
+  if (settings.admit_after < 1) {
+    return InvalidArgument(what + ": admit_after is " + std::to_string(settings.admit_after) +
+                           "; it must be at least 1 (1: a row at an id's first push)");
+  }
+  if (settings.ttl_steps < 0) {
+    return InvalidArgument(what + ": ttl_steps is " + std::to_string(settings.ttl_steps) +
+                           "; it must be 0 (rows never expire) or more");
+  }
+  if (settings.max_rows < 0) {
+    return InvalidArgument(what + ": max_rows is " + std::to_string(settings.max_rows) +
+                           "; it must be 0 (no budget) or more");
+  }
+  if (!options.initial_values.empty()) {
+    return InvalidArgument(what + " takes no initial_values: its rows start from the "
+                           "initializer when their id is admitted");
+  }
+  plan::VariableInput in;
+  in.var.sparse = true;
+  in.var.rows = 0;
+  in.var.dim = dim;
+  in.var.dynamic = settings;
+  return Add(name, std::move(in), options, sparse_optimizer_);
+}
+
 StatusOr<int> VariableRegistry::Add(const std::string& name, plan::VariableInput input,
                                     const VariableOptions& options,
                                     const OptimizerSettings& default_optimizer) {

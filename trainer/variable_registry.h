@@ -45,6 +45,10 @@ class VariableRegistry {
                               const VariableOptions& options);
   StatusOr<int> RegisterSparse(const std::string& name, int64_t rows, uint32_t dim,
                                const VariableOptions& options);
+  // A table with no row count (Session::RegisterDynamic).
+  StatusOr<int> RegisterDynamic(const std::string& name, uint32_t dim,
+                                const DynamicTableSettings& settings,
+                                const VariableOptions& options);
   // Records the ids one batch touches in sparse variable `var`.
   Status SampleIds(int var, std::span<const int64_t> ids);
   // No registration after this (Session::Start()).

@@ -51,6 +51,8 @@ constexpr std::pair<Initializer::Type, const char*> kInitializers[] = {
     {Initializer::Type::kZeros, "zeros"},
     {Initializer::Type::kUniform, "uniform"},
     {Initializer::Type::kNormal, "normal"}};
+constexpr std::pair<EvictionPolicy, const char*> kEvictions[] = {{EvictionPolicy::kLru, "lru"},
+                                                                 {EvictionPolicy::kLfu, "lfu"}};
 
 }  // namespace
 
@@ -79,6 +81,10 @@ const char* InitializerTypeName(Initializer::Type v) {
 }
 std::optional<Initializer::Type> ParseInitializerType(std::string_view n) {
   return Parse<Initializer::Type>(kInitializers, n);
+}
+const char* EvictionPolicyName(EvictionPolicy v) { return NameOf<EvictionPolicy>(kEvictions, v); }
+std::optional<EvictionPolicy> ParseEvictionPolicy(std::string_view n) {
+  return Parse<EvictionPolicy>(kEvictions, n);
 }
 
 namespace {

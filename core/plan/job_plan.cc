@@ -99,6 +99,15 @@ PlannedVariable VariableFromJson(const json& jv) {
   v.init.type = ParseName(in.at("type"), &ParseInitializerType, "init type");
   v.init.seed = in.at("seed").get<uint64_t>();
   v.init.scale = in.at("scale").get<float>();
+  if (jv.contains("dynamic")) {
+    const json& d = jv["dynamic"];
+    DynamicTableSettings s;
+    s.admit_after = d.value("admit_after", s.admit_after);
+    s.ttl_steps = d.value("ttl_steps", s.ttl_steps);
+    s.max_rows = d.value("max_rows", s.max_rows);
+    if (d.contains("eviction")) s.eviction = ParseName(d["eviction"], &ParseEvictionPolicy, "eviction");
+    v.dynamic = s;
+  }
   return v;
 }
 
@@ -170,6 +179,7 @@ ps::PsPlan PsFromJson(const json& j, const JobPlan& plan) {
     v.partitions = planned.partitions;
     v.optimizer = planned.optimizer;
     v.init = planned.init;
+    v.dynamic = planned.dynamic;
     v.scheme = ParseEither(jv.value("scheme", json("hash")), "hash", "range", where + "scheme")
                    ? ps::PartitionScheme::kHash
                    : ps::PartitionScheme::kRange;
@@ -236,6 +246,12 @@ std::string JobPlanToJson(const JobPlan& plan) {
               {"seed", v.init.seed},
               {"scale", v.init.scale}}}};
     if (!v.sparse) jv["size"] = v.size;
+    if (v.dynamic) {
+      jv["dynamic"] = {{"admit_after", v.dynamic->admit_after},
+                       {"ttl_steps", v.dynamic->ttl_steps},
+                       {"max_rows", v.dynamic->max_rows},
+                       {"eviction", EvictionPolicyName(v.dynamic->eviction)}};
+    }
     doc["variables"].push_back(std::move(jv));
   }
   doc["ps"] = PsToJson(plan.ps);
@@ -261,6 +277,7 @@ JobPlan JobPlanOfPs(const ps::PsPlan& ps) {
     planned.reason = "a plan of PS variables only";
     planned.optimizer = v.optimizer;
     planned.init = v.init;
+    planned.dynamic = v.dynamic;
     plan.variables.push_back(std::move(planned));
   }
   plan.ps = ps;
@@ -329,14 +346,15 @@ Status CheckRegistrationsMatch(const JobPlan& plan, const std::vector<PlannedVar
   }
   auto shape = [](const PlannedVariable& v) {
     return "\"" + v.name + "\" " +
-           (v.sparse ? "sparse " + std::to_string(v.rows) + "x" + std::to_string(v.dim)
-                     : "dense " + std::to_string(v.size));
+           (v.dynamic  ? "dynamic, dim " + std::to_string(v.dim)
+            : v.sparse ? "sparse " + std::to_string(v.rows) + "x" + std::to_string(v.dim)
+                       : "dense " + std::to_string(v.size));
   };
   for (size_t i = 0; i < registered.size(); ++i) {
     const PlannedVariable& p = plan.variables[i];
     const PlannedVariable& r = registered[i];
     if (p.name != r.name || p.sparse != r.sparse || p.size != r.size || p.rows != r.rows ||
-        p.dim != r.dim) {
+        p.dim != r.dim || p.dynamic.has_value() != r.dynamic.has_value()) {
       return FailedPrecondition("variable " + std::to_string(i) + " differs between ranks: " + who +
                                 " registered " + shape(r) + ", rank 0 " + shape(p) +
                                 "; every rank must register the same variables in the same "

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,10 @@ struct PlannedVariable {
   std::string reason;  // why `path`, one line (the cost model, the arch, [[variable]])
   OptimizerSettings optimizer;
   Initializer init;
+  // A dynamic table (Session::RegisterDynamic): rows is 0, the path is
+  // always the PS. Written as "dynamic": {"admit_after": 1, "ttl_steps": 0,
+  // "max_rows": 0, "eviction": "lru"|"lfu"}; absent for other variables.
+  std::optional<DynamicTableSettings> dynamic;
 };
 
 struct JobPlan {

@@ -33,14 +33,33 @@ uint32_t PartitionsOf(const JobConfig& job, const VariableOverride* over,
   const int64_t want = over && over->partitions ? *over->partitions
                        : job.ps.partitions > 0  ? job.ps.partitions
                                                 : std::max(1, shards);
-  return static_cast<uint32_t>(std::clamp<int64_t>(want, 1, std::min<int64_t>(v.rows, 65536)));
+  const int64_t most = v.dynamic ? 65536 : std::min<int64_t>(v.rows, 65536);
+  return static_cast<uint32_t>(std::clamp<int64_t>(want, 1, most));
+}
+
+// A dynamic table has no row count: only PS shards, which create rows as
+// ids come, can hold it. FAILED_PRECONDITION naming it when the job has no
+// shards or `path` (the arch's, or [[variable]]'s) is another.
+Status CheckDynamicPath(const PlannedVariable& v, const ClusterShape& cluster,
+                        const std::string& asked) {
+  if (!v.dynamic) return Status::Ok();
+  if (cluster.shards <= 0 || v.path != VariablePath::kPs) {
+    return FailedPrecondition(
+        "variable \"" + v.name + "\" is a dynamic table (no row count, any 64-bit id): only PS "
+        "shards hold it, but " + asked + "; use arch = \"hybrid\" or \"ps\" with [ps] shards, "
+        "and no [[variable]] path other than \"ps\" for it");
+  }
+  return Status::Ok();
 }
 
 // The path of `v` and why, before [[variable]] overrides.
 void ChooseFor(const JobConfig& job, const ClusterShape& cluster, const CostOptions& cost,
                uint32_t partitions, PlannedVariable* v) {
   const Arch arch = job.job.arch;
-  if (arch == Arch::kPs) {
+  if (v->dynamic && (arch == Arch::kHybrid || arch == Arch::kPs) && cluster.shards > 0) {
+    v->path = VariablePath::kPs;
+    v->reason = "dynamic table: only the PS holds a table with no row count";
+  } else if (arch == Arch::kPs) {
     v->path = VariablePath::kPs;
     v->reason = "arch = \"ps\"";
   } else if (arch == Arch::kAllReduce) {
@@ -99,6 +118,7 @@ ps::VariableSpec PsSpecOf(const PlannedVariable& v, uint32_t partitions, uint32_
   PlaceOnShards(sparsity, shards, &p, reason);
   p.optimizer = v.optimizer;
   p.init = v.init;
+  p.dynamic = v.dynamic;
   return p;
 }
 
@@ -292,7 +312,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
     const VariableInput& in = inputs.variables[i];
     PlannedVariable v = in.var;
     v.path = VariablePath::kAllReduce;
-    if (v.sparse && !in.sampled_batches.empty()) {
+    if (v.sparse && !v.dynamic && !in.sampled_batches.empty()) {
       sparsity[i] = MeasureSparsity(in.sampled_batches, v.rows, cluster.workers_per_host());
       v.density = sparsity[i].alpha;
       v.density_host = sparsity[i].alpha_host;
@@ -300,9 +320,19 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
     const VariableOverride* over = OverrideOf(job, v.name);
     v.partitions = PartitionsOf(job, over, v, cluster.shards);
     ChooseFor(job, cluster, plan.cost, v.partitions, &v);
-    if (over) PX_RETURN_IF_ERROR(ApplyOverride(*over, cluster, &v));
+    PX_RETURN_IF_ERROR(CheckDynamicPath(
+        v, cluster,
+        cluster.shards <= 0 ? std::string("the job has no PS shards")
+                            : "arch = \"" + std::string(ArchName(job.job.arch)) + "\" puts it on " +
+                                  VariablePathName(v.path)));
+    if (over) {
+      PX_RETURN_IF_ERROR(ApplyOverride(*over, cluster, &v));
+      PX_RETURN_IF_ERROR(CheckDynamicPath(
+          v, cluster, "[[variable]] in the job file asks for path \"" +
+                          std::string(VariablePathName(v.path)) + "\""));
+    }
     fixed.push_back(job.job.arch != Arch::kHybrid || (over && over->path) ||
-                    (v.sparse && v.density < 0));
+                    (v.sparse && v.density < 0) || v.dynamic);
     plan.variables.push_back(std::move(v));
   }
   if (job.job.arch == Arch::kHybrid) {

@@ -8,8 +8,9 @@ PlanTable PlanTableOf(const JobPlan& plan) {
   PlanTable table;
   table.columns = {"VARIABLE", "SHAPE", "ALPHA", "PATH", "PARTITIONS", "WHY"};
   for (const PlannedVariable& v : plan.variables) {
-    const std::string shape =
-        v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.size);
+    const std::string shape = v.dynamic  ? "dynamic x" + std::to_string(v.dim)
+                              : v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim)
+                                         : std::to_string(v.size);
     std::string alpha = "dense";
     if (v.sparse) {
       char buf[32];

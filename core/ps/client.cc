@@ -73,6 +73,7 @@ StatusCode CodeFor(ErrorCode code) {
     case ErrorCode::kCheckpoint: return StatusCode::kFailedPrecondition;
     case ErrorCode::kStaleAttempt: return StatusCode::kPermissionDenied;
     case ErrorCode::kStaleGeneration: return StatusCode::kPermissionDenied;
+    case ErrorCode::kTableFull: return StatusCode::kFailedPrecondition;
     case ErrorCode::kInternal: return StatusCode::kInternal;
     default: return StatusCode::kInvalidArgument;  // BAD_SETTING among them
   }
@@ -347,7 +348,8 @@ class ZmqPsClient final : public PsClient {
                              " gradient values for " + std::to_string(ids.size()) +
                              " ids of dim " + std::to_string(var->dim));
     if (ids.size() >= kNoPos) return InvalidArgument("PS: too many ids in one request");
-    for (size_t i = 0; i < ids.size(); ++i) {
+    // A dynamic table's ids are any 64-bit values.
+    for (size_t i = 0; i < ids.size() && !var->dynamic; ++i) {
       if (ids[i] < 0 || ids[i] >= var->rows)
         return InvalidArgument("PS: id " + std::to_string(ids[i]) + " at position " +
                                std::to_string(i) + " is outside variable \"" + var->name +

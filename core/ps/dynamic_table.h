@@ -49,10 +49,9 @@
 
 namespace parallax::ps {
 
-enum class EvictionPolicy {
-  kLru,  // the row touched longest ago
-  kLfu,  // of `lfu_sample` rows drawn at random, the one touched least often
-};
+// kLru: the row touched longest ago; kLfu: of `lfu_sample` rows drawn at
+// random, the one touched least often (include/parallax/settings.h).
+using parallax::EvictionPolicy;
 
 struct DynamicTableOptions {
   // The variable: its id (for the initializer), dim, optimizer and

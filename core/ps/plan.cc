@@ -24,10 +24,22 @@ Status ValidatePsPlan(PsPlan* plan) {
   for (size_t i = 0; i < plan->variables.size(); ++i) {
     VariableSpec& v = plan->variables[i];
     const std::string where = "variables[" + std::to_string(i) + "]: ";
-    if (v.rows <= 0) return bad(where + "\"rows\" must be > 0");
     if (v.dim == 0 || v.dim > (1u << 20)) return bad(where + "\"dim\" must be in 1..1048576");
-    if (v.partitions == 0 || v.partitions > v.rows || v.partitions > 65536) {
-      return bad(where + "\"partitions\" must be in 1..min(rows, 65536)");
+    if (v.dynamic) {
+      const DynamicTableSettings& d = *v.dynamic;
+      if (v.rows != 0) return bad(where + "a dynamic table has no \"rows\"");
+      if (v.scheme != PartitionScheme::kHash) return bad(where + "a dynamic table's \"scheme\" is hash");
+      if (v.partitions == 0 || v.partitions > 65536) {
+        return bad(where + "\"partitions\" must be in 1..65536");
+      }
+      if (d.admit_after < 1) return bad(where + "\"admit_after\" must be >= 1");
+      if (d.ttl_steps < 0) return bad(where + "\"ttl_steps\" must be >= 0");
+      if (d.max_rows < 0) return bad(where + "\"max_rows\" must be >= 0");
+    } else {
+      if (v.rows <= 0) return bad(where + "\"rows\" must be > 0");
+      if (v.partitions == 0 || v.partitions > v.rows || v.partitions > 65536) {
+        return bad(where + "\"partitions\" must be in 1..min(rows, 65536)");
+      }
     }
     if (!ids.insert(v.id).second) {
       return bad(where + "\"id\" " + std::to_string(v.id) + " is repeated");

@@ -12,6 +12,7 @@
 #define PARALLAX_CORE_PS_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ enum class PartitionScheme { kHash, kRange };
 struct VariableSpec {
   uint32_t id = 0;
   std::string name;
-  int64_t rows = 0;  // ids are 0 .. rows-1
+  int64_t rows = 0;  // ids are 0 .. rows-1; 0 for a dynamic table
   uint32_t dim = 0;
   uint32_t partitions = 1;
   PartitionScheme scheme = PartitionScheme::kHash;
@@ -34,6 +35,10 @@ struct VariableSpec {
   // core/ps/initializer.h), so a variable keeps them whichever path it takes.
   OptimizerSettings optimizer;
   Initializer init;
+  // A dynamic table (core/ps/dynamic_table.h): no row count, any 64-bit id,
+  // hash partitions only; its max_rows is the table's, split over the
+  // partitions. Empty: a table of `rows` rows.
+  std::optional<DynamicTableSettings> dynamic;
 };
 
 struct PsPlan {
@@ -64,9 +69,10 @@ struct PsPlan {
 // \"partition_shards\" ...").
 Status ValidatePsPlan(PsPlan* plan);
 
-// The partition of `id` in `var` (REQUIRES: 0 <= id < var.rows). Hash
-// partitions scatter ids by a 64-bit mix; range partitions are contiguous
-// blocks of ceil(rows / partitions) ids.
+// The partition of `id` in `var` (REQUIRES: 0 <= id < var.rows, or any id
+// of a dynamic table). Hash partitions scatter ids by a 64-bit mix of their
+// bits, whatever the table's size; range partitions are contiguous blocks of
+// ceil(rows / partitions) ids.
 uint32_t PartitionOf(const VariableSpec& var, int64_t id);
 
 // splitmix64's finalizer: a reversible mix of 64 bits. Inline: row

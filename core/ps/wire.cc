@@ -235,6 +235,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kSharedMemory: return "SHARED_MEMORY";
     case ErrorCode::kBadSetting: return "BAD_SETTING";
     case ErrorCode::kStaleGeneration: return "STALE_GENERATION";
+    case ErrorCode::kTableFull: return "TABLE_FULL";
   }
   return "UNKNOWN";
 }

@@ -151,6 +151,17 @@ class Session {
                                       const VariableOptions& options = {}) = 0;
   virtual StatusOr<int> RegisterSparse(const std::string& name, int64_t rows, uint32_t dim,
                                        const VariableOptions& options = {}) = 0;
+  // A dynamic table: an embedding table with no row count, as recommender
+  // models have them. Any int64 is an id (its 64 bits: a hash of a raw
+  // feature value); rows are created, admitted and evicted on the PS shards
+  // as `settings` says (include/parallax/settings.h). Only PS shards hold
+  // it: Start() fails, naming it, under arch "allreduce" or "allgather",
+  // without shards, or with a [[variable]] path other than "ps". Lookup of
+  // an id that is not a row reads the initializer's values. INVALID_ARGUMENT
+  // for dim 0, a setting out of range, or initial_values.
+  virtual StatusOr<int> RegisterDynamic(const std::string& name, uint32_t dim,
+                                        const DynamicTableSettings& settings = {},
+                                        const VariableOptions& options = {}) = 0;
   // Sparsity measurement: the ids one batch of the model's own generator
   // touches in `var` (call once per batch, over a few consecutive batches).
   // Rank 0's samples decide the plan: the variable's density (α) and, with
@@ -202,7 +213,8 @@ class Session {
   // eager pull); ssp within its bound.
   virtual Status Prefetch(int var, std::span<const int64_t> next_ids) = 0;
   // Rows of `ids` (ids.size() × dim into *rows) as of the start of this
-  // step. INVALID_ARGUMENT for an id outside [0, rows).
+  // step. INVALID_ARGUMENT for an id outside [0, rows) (any id of a dynamic
+  // table is valid).
   virtual Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) = 0;
 
   // Dense gradient of this step (size() elements), at most once per variable

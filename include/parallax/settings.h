@@ -87,6 +87,27 @@ struct Initializer {
 const char* InitializerTypeName(Initializer::Type type);
 std::optional<Initializer::Type> ParseInitializerType(std::string_view name);
 
+// A dynamic table (Session::RegisterDynamic): a sparse variable with no row
+// count, whose ids are any 64-bit values, held only by PS shards. An id
+// becomes a row once it was seen in `admit_after` contributions (one
+// worker's push of one step to a partition; with local aggregation one
+// host's); a row untouched for `ttl_steps` steps goes; at `max_rows` rows
+// (the table's, split over its partitions) the coldest row by `eviction`
+// makes room for a new one. 0 for ttl_steps or max_rows: none.
+enum class EvictionPolicy {
+  kLru,  // the row touched longest ago
+  kLfu,  // of a few rows drawn at random, the one touched least often
+};
+const char* EvictionPolicyName(EvictionPolicy policy);
+std::optional<EvictionPolicy> ParseEvictionPolicy(std::string_view name);
+
+struct DynamicTableSettings {
+  int64_t admit_after = 1;  // >= 1 (1: at once)
+  int64_t ttl_steps = 0;    // >= 0
+  int64_t max_rows = 0;     // >= 0
+  EvictionPolicy eviction = EvictionPolicy::kLru;
+};
+
 }  // namespace parallax
 
 #endif  // PARALLAX_INCLUDE_PARALLAX_SETTINGS_H_

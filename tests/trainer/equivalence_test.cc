@@ -41,6 +41,7 @@ struct JobKnobs {
   std::string consistency = "sync";
   std::string emb_path;  // a [[variable]] override for "emb"; empty: the plan decides
   bool shared_memory = false;  // [ps] shared_memory
+  bool dynamic_emb = false;    // emb registered as a dynamic table (TINY_DYNAMIC)
 };
 
 class TrainerEquivalenceTest : public ::testing::Test {
@@ -137,6 +138,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
       auto env = Env(job, job_file, shards);
       env.push_back("PARALLAX_ROLE=trainer");
       env.push_back("PARALLAX_RANK=" + std::to_string(r));
+      if (opt.dynamic_emb) env.push_back("TINY_DYNAMIC=1");
       std::vector<std::string> argv = {BinDir() + "/trainer_test_rank",
                                        dir_.File(tag + "-rank" + std::to_string(r) + ".out"),
                                        std::to_string(kSteps), std::to_string(kBatch)};
@@ -212,6 +214,62 @@ TEST_F(TrainerEquivalenceTest, AllGatherEqualsOneProcess) {
 
 TEST_F(TrainerEquivalenceTest, PsEqualsOneProcess) {
   RunAndCompare("ps", 2, {}, true, VariablePath::kPs, VariablePath::kPs);
+}
+
+// A dynamic table whose ids are 0..R-1 (admitted at once, no budget) trains
+// as the table of R rows does: 2 ranks, 2 shards, sync, Adagrad, the same
+// values to 1e-6 as the fixed table's run (rows no batch touched read the
+// initializer's values in both), and one process's.
+TEST_F(TrainerEquivalenceTest, DynamicTableEqualsTheFixedTable) {
+  JobKnobs dynamic_knobs;
+  dynamic_knobs.dynamic_emb = true;
+  std::vector<std::map<std::string, std::vector<float>>> fixed, dynamic;
+  ASSERT_NO_FATAL_FAILURE(
+      RunJob("ps", 2, {}, false, VariablePath::kPs, VariablePath::kPs, &fixed));
+  ASSERT_NO_FATAL_FAILURE(
+      RunJob("ps", 2, dynamic_knobs, false, VariablePath::kPs, VariablePath::kPs, &dynamic));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_LT(testing::RelativeDifference(dynamic[r]["emb"], fixed[r]["emb"]), 1e-6) << "rank " << r;
+    EXPECT_LT(testing::RelativeDifference(dynamic[r]["w"], fixed[r]["w"]), 1e-6) << "rank " << r;
+  }
+  OptimizerSettings sgd, adagrad;
+  sgd.lr = 0.1f;
+  adagrad.type = OptimizerType::kAdagrad;
+  adagrad.lr = 0.1f;
+  adagrad.initial_accumulator = 0.1f;
+  const testing::TinyResult ref = testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch);
+  EXPECT_LT(testing::RelativeDifference(dynamic[0]["emb"], ref.emb), 1e-5);
+}
+
+// Only PS shards hold a table with no row count: under arch = "allreduce"
+// rank 0 fails at Start() while it builds the plan, naming the table and
+// what to set.
+TEST_F(TrainerEquivalenceTest, ADynamicTableOffThePsIsRefusedByName) {
+  JobKnobs dynamic_knobs;
+  dynamic_knobs.dynamic_emb = true;
+  std::string job_file;
+  const int64_t job = Submit("allreduce", 0, dynamic_knobs, &job_file);
+  ASSERT_GT(job, 0);
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    auto env = Env(job, job_file, 0);
+    env.push_back("PARALLAX_ROLE=trainer");
+    env.push_back("PARALLAX_RANK=" + std::to_string(r));
+    env.push_back("TINY_DYNAMIC=1");
+    ranks.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{BinDir() + "/trainer_test_rank",
+                                 dir_.File("refused-rank" + std::to_string(r) + ".out"), "5", "8"},
+        dir_.File("refused-rank" + std::to_string(r) + ".log"), env));
+  }
+  // Rank 0 builds the plan and fails at once; rank 1, which waits for the
+  // plan, is not waited for.
+  const int status = ranks[0]->Wait(60'000);
+  EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
+  ranks[1]->Signal(SIGKILL);
+  ranks[1]->Wait(10'000);
+  const std::string log = testing::ReadWholeFile(dir_.File("refused-rank0.log"));
+  EXPECT_NE(log.find("variable \"emb\" is a dynamic table"), std::string::npos) << log;
+  EXPECT_NE(log.find("only PS shards hold it"), std::string::npos) << log;
 }
 
 // Shards on this machine map each rank's region: the rows come through

@@ -23,11 +23,18 @@ inline Initializer EmbInit() { return {Initializer::Type::kUniform, 7, 0.5f}; }
 inline Initializer WInit() { return {Initializer::Type::kUniform, 9, 0.5f}; }
 
 // Registration order fixes the ids: emb 0, w 1. `emb_dim` other than
-// kDim is for testing ranks that disagree.
+// kDim is for testing ranks that disagree. With TINY_DYNAMIC=1 in the
+// environment, emb is a dynamic table (Session::RegisterDynamic: admitted
+// at once, no budget) that the batches' ids 0..kRows-1 fill.
 inline Status RegisterTiny(Session* session, int* emb, int* w, uint32_t emb_dim = TinyModel::kDim) {
   VariableOptions eo;
   eo.init = EmbInit();
-  PX_ASSIGN_OR_RETURN(*emb, session->RegisterSparse("emb", TinyModel::kRows, emb_dim, eo));
+  const char* dynamic = std::getenv("TINY_DYNAMIC");
+  if (dynamic != nullptr && std::string(dynamic) == "1") {
+    PX_ASSIGN_OR_RETURN(*emb, session->RegisterDynamic("emb", emb_dim, {}, eo));
+  } else {
+    PX_ASSIGN_OR_RETURN(*emb, session->RegisterSparse("emb", TinyModel::kRows, emb_dim, eo));
+  }
   for (int s = 0; s < 3; ++s) {
     TinyModel::Batch b = TinyModel::MakeBatch(s, 0, 32);
     PX_RETURN_IF_ERROR(session->SampleIds(*emb, b.ids));

@@ -57,6 +57,10 @@ class FakeSession final : public Session {
     vars.push_back(std::move(v));
     return static_cast<int>(vars.size() - 1);
   }
+  StatusOr<int> RegisterDynamic(const std::string& name, uint32_t, const DynamicTableSettings&,
+                                const VariableOptions&) override {
+    return FailedPrecondition("FakeSession holds no dynamic table (\"" + name + "\")");
+  }
   Status SampleIds(int, std::span<const int64_t>) override { return Status::Ok(); }
   // Registered state is saved inside every Step(), as a checkpoint does.
   Status RegisterState(const std::string&, std::function<std::string()> save,
