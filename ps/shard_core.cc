@@ -957,6 +957,14 @@ int64_t ShardCore::rows_held() const {
   return rows;
 }
 
+std::vector<std::pair<std::string, DynamicTableStats>> ShardCore::dynamic_stats() const {
+  std::vector<std::pair<std::string, DynamicTableStats>> out;
+  for (const auto& [id, vs] : vars_) {
+    if (vs.dynamic) out.emplace_back(vs.spec->name, vs.dynamic->stats());
+  }
+  return out;
+}
+
 std::string ShardCore::StatsJson() const {
   nlohmann::json j;
   j["shard"] = options_.shard;
@@ -997,10 +1005,8 @@ std::string ShardCore::StatsJson() const {
   j["rows_held"] = rows_held();
   // Each dynamic table's share on this shard: rows, admission and eviction.
   nlohmann::json dynamic = nlohmann::json::object();
-  for (const auto& [id, vs] : vars_) {
-    if (!vs.dynamic) continue;
-    const DynamicTableStats d = vs.dynamic->stats();
-    dynamic[vs.spec->name] = {{"rows", d.rows},
+  for (const auto& [name, d] : dynamic_stats()) {
+    dynamic[name] = {{"rows", d.rows},
                               {"admitted", d.admitted},
                               {"not_admitted_reads", d.not_admitted_reads},
                               {"dropped_gradients", d.dropped_gradients},

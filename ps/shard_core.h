@@ -126,6 +126,8 @@ class ShardCore {
   std::optional<int64_t> lost_updates() const { return lost_updates_; }
   // Rows stored now, every variable together.
   int64_t rows_held() const;
+  // Each dynamic table held here, by name, with its counters.
+  std::vector<std::pair<std::string, DynamicTableStats>> dynamic_stats() const;
   std::string StatsJson() const;
   const ShardOptions& options() const { return options_; }
 

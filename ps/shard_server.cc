@@ -43,6 +43,7 @@ class ZmqShardServer final : public ShardServer {
     // What the shard is before it handles anything (a next generation's
     // lost updates are reported at once).
     snapshot_.rows_held = core_->rows_held();
+    snapshot_.dynamic_tables = core_->dynamic_stats();
     snapshot_.generation = core_->options().generation;
     snapshot_.lost_updates = core_->lost_updates();
   }
@@ -203,6 +204,7 @@ class ZmqShardServer final : public ShardServer {
       std::lock_guard<std::mutex> lock(snapshot_mu_);
       snapshot_.stats = core_->stats();
       snapshot_.rows_held = core_->rows_held();
+    snapshot_.dynamic_tables = core_->dynamic_stats();
       snapshot_.generation = core_->options().generation;
       snapshot_.lost_updates = core_->lost_updates();
     }

@@ -63,6 +63,8 @@ struct ShardSnapshot {
   uint32_t generation = 0;
   // ShardCore::lost_updates().
   std::optional<int64_t> lost_updates;
+  // ShardCore::dynamic_stats().
+  std::vector<std::pair<std::string, DynamicTableStats>> dynamic_tables;
 };
 
 class ShardServer {

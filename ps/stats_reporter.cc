@@ -25,6 +25,22 @@ rpc::ShardStatsReport ToShardStatsReport(const StatsReporterOptions& options,
   r.staleness_sum = s.staleness_sum;
   if (snapshot.generation > 0) r.__set_generation(static_cast<int32_t>(snapshot.generation));
   if (snapshot.lost_updates) r.__set_lost_updates(*snapshot.lost_updates);
+  if (!snapshot.dynamic_tables.empty()) {
+    std::vector<rpc::DynamicTableReport> tables;
+    for (const auto& [name, d] : snapshot.dynamic_tables) {
+      rpc::DynamicTableReport t;
+      t.name = name;
+      t.rows = d.rows;
+      t.admitted = d.admitted;
+      t.not_admitted_reads = d.not_admitted_reads;
+      t.dropped_gradients = d.dropped_gradients;
+      t.evicted_ttl = d.evicted_ttl;
+      t.evicted_budget = d.evicted_budget;
+      t.bytes = d.bytes;
+      tables.push_back(std::move(t));
+    }
+    r.__set_dynamic_tables(std::move(tables));
+  }
   return r;
 }
 

@@ -326,6 +326,19 @@ struct GetMetricsRequest {
 
 // ---- PS shards ----
 
+// One dynamic table's part on a shard (core/ps/dynamic_table.h): rows and
+// bytes now, the other counters since the shard started.
+struct DynamicTableReport {
+  1: required string name
+  2: required i64 rows
+  3: required i64 admitted            // ids that became rows
+  4: required i64 not_admitted_reads  // reads of ids that are not rows (the initializer's values)
+  5: required i64 dropped_gradients   // gradients of ids not (yet) admitted
+  6: required i64 evicted_ttl
+  7: required i64 evicted_budget
+  8: required i64 bytes               // rows, their bookkeeping, the index and the sketch
+}
+
 // What one PS shard served since it started (every counter only grows),
 // sent by the shard every few seconds for the coordinator's /metrics.
 struct ShardStatsReport {
@@ -351,6 +364,8 @@ struct ShardStatsReport {
   // after the checkpoint this process loaded; -1 when unknown (the
   // predecessor's count could not be read).
   15: optional i64 lost_updates
+  // The shard's dynamic tables, if any.
+  16: optional list<DynamicTableReport> dynamic_tables
 }
 
 // ---- Checkpoints ----

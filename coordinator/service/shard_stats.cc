@@ -21,6 +21,25 @@ Status ShardStatsBoard::Validate(const rpc::ShardStatsReport& r) {
   for (int64_t b : r.staleness_buckets) {
     if (b < 0) return InvalidArgument("shard stats: a staleness bucket is negative");
   }
+  if (r.dynamic_tables.size() > 4096) {
+    return InvalidArgument("shard stats: at most 4096 dynamic tables");
+  }
+  for (const rpc::DynamicTableReport& t : r.dynamic_tables) {
+    const std::pair<const char*, int64_t> table_counters[] = {
+        {"rows", t.rows},
+        {"admitted", t.admitted},
+        {"not_admitted_reads", t.not_admitted_reads},
+        {"dropped_gradients", t.dropped_gradients},
+        {"evicted_ttl", t.evicted_ttl},
+        {"evicted_budget", t.evicted_budget},
+        {"bytes", t.bytes}};
+    for (const auto& [name, value] : table_counters) {
+      if (value < 0) {
+        return InvalidArgument("shard stats: dynamic table \"" + t.name + "\": " + name +
+                               " is negative");
+      }
+    }
+  }
   if (r.__isset.generation && r.generation < 0) {
     return InvalidArgument("shard stats: generation is negative");
   }

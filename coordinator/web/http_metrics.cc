@@ -1,5 +1,6 @@
 #include "coordinator/web/http_metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -147,6 +148,54 @@ void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
   }
 }
 
+// Each dynamic table's part on each shard (core/ps/dynamic_table.h).
+void RenderDynamicTables(const std::vector<rpc::ShardStatsReport>& shards, PrometheusText& out) {
+  const bool any = std::any_of(shards.begin(), shards.end(),
+                               [](const auto& s) { return !s.dynamic_tables.empty(); });
+  if (!any) return;  // no families without samples
+  auto each = [&](const char* name, const char* type, const char* help, auto value_of) {
+    out.Family(name, type, help);
+    for (const auto& s : shards) {
+      for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
+        out.Sample(name,
+                   Labels{{"job_id", std::to_string(s.job_id)},
+                          {"shard", std::to_string(s.shard)},
+                          {"table", t.name}},
+                   static_cast<double>(value_of(t)));
+      }
+    }
+  };
+  each("parallax_ps_dynamic_rows", "gauge", "Rows a dynamic table holds on a PS shard now.",
+       [](const auto& t) { return t.rows; });
+  each("parallax_ps_dynamic_bytes", "gauge",
+       "Bytes of a dynamic table on a PS shard: rows, their bookkeeping, the index and the "
+       "admission sketch.",
+       [](const auto& t) { return t.bytes; });
+  each("parallax_ps_dynamic_admitted_total", "counter", "Ids a dynamic table admitted as rows.",
+       [](const auto& t) { return t.admitted; });
+  each("parallax_ps_dynamic_not_admitted_reads_total", "counter",
+       "Reads of ids that are not rows of a dynamic table (answered with the initializer's "
+       "values).",
+       [](const auto& t) { return t.not_admitted_reads; });
+  each("parallax_ps_dynamic_dropped_gradients_total", "counter",
+       "Gradients of ids a dynamic table has not (yet) admitted, dropped.",
+       [](const auto& t) { return t.dropped_gradients; });
+  out.Family("parallax_ps_dynamic_evicted_total", "counter",
+             "Rows a dynamic table evicted, by reason: ttl (untouched for ttl_steps) or budget "
+             "(room for a new row at max_rows).");
+  for (const auto& s : shards) {
+    for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
+      const Labels labels{{"job_id", std::to_string(s.job_id)},
+                          {"shard", std::to_string(s.shard)},
+                          {"table", t.name}};
+      out.Sample("parallax_ps_dynamic_evicted_total", With(labels, "reason", "ttl"),
+                 static_cast<double>(t.evicted_ttl));
+      out.Sample("parallax_ps_dynamic_evicted_total", With(labels, "reason", "budget"),
+                 static_cast<double>(t.evicted_budget));
+    }
+  }
+}
+
 void RenderShards(const std::vector<rpc::ShardStatsReport>& shards, PrometheusText& out) {
   auto labels = [](const rpc::ShardStatsReport& s) {
     return Labels{{"job_id", std::to_string(s.job_id)}, {"shard", std::to_string(s.shard)}};
@@ -171,6 +220,7 @@ void RenderShards(const std::vector<rpc::ShardStatsReport>& shards, PrometheusTe
           [](const auto& s) { return s.errors; });
   counter("parallax_ps_rows_held", "gauge", "Rows a PS shard stores now, every variable together.",
           [](const auto& s) { return s.rows_held; });
+  RenderDynamicTables(shards, out);
 
   out.Family("parallax_ps_push_staleness_steps", "histogram",
              "Staleness of the pushes a PS shard applied under async or ssp: how many updates "

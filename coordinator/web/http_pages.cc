@@ -149,10 +149,27 @@ std::string TasksAndShards(const JobPageData& d) {
                     Num(pushes > 0 ? Fixed(static_cast<double>(s.staleness_sum) / pushes, 2) : "-"),
                     Num(std::to_string(s.errors))});
   }
-  return html + "<h2>PS shards</h2>" +
-         Table("shards",
-               {"shard", "rows held", "requests", "rows pulled", "rows pushed",
-                "mean push staleness", "errors"},
+  html += "<h2>PS shards</h2>" +
+          Table("shards",
+                {"shard", "rows held", "requests", "rows pulled", "rows pushed",
+                 "mean push staleness", "errors"},
+                rows);
+  // Dynamic tables: each one's part on each shard.
+  rows.clear();
+  for (const rpc::ShardStatsReport& s : d.shards) {
+    for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
+      rows.push_back({Text("ps/" + std::to_string(s.shard)), Text(t.name),
+                      Num(std::to_string(t.rows)), Num(std::to_string(t.admitted)),
+                      Num(std::to_string(t.not_admitted_reads)),
+                      Num(std::to_string(t.dropped_gradients)), Num(std::to_string(t.evicted_ttl)),
+                      Num(std::to_string(t.evicted_budget)), Num(std::to_string(t.bytes))});
+    }
+  }
+  if (rows.empty()) return html;
+  return html + "<h2>Dynamic tables</h2>" +
+         Table("dynamic-tables",
+               {"shard", "table", "rows", "admitted", "reads not admitted", "gradients dropped",
+                "evicted (ttl)", "evicted (budget)", "bytes"},
                rows);
 }
 

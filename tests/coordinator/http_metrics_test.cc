@@ -105,6 +105,17 @@ TEST(ShardStatsBoardTest, KeepsTheNewestAttemptAndOnlyLiveJobs) {
   r.pulls = 0;
   r.staleness_buckets.assign(65, 0);
   EXPECT_EQ(ShardStatsBoard::Validate(r).code(), StatusCode::kInvalidArgument);
+  r.staleness_buckets.clear();
+  rpc::DynamicTableReport table;
+  table.name = "users";
+  table.rows = 4;
+  r.__set_dynamic_tables({table});
+  EXPECT_TRUE(ShardStatsBoard::Validate(r).ok());
+  r.dynamic_tables[0].evicted_budget = -2;
+  Status bad = ShardStatsBoard::Validate(r);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("\"users\": evicted_budget is negative"), std::string::npos)
+      << bad.message();
 }
 
 // Calls served over the real Thrift server are counted by method.

@@ -338,6 +338,16 @@ TEST_F(HttpSiteTest, MetricsHaveSeriesOfRunningJobsOnly) {
   shard.pulls = 12;
   shard.staleness_buckets = {3, 2, 1};
   shard.staleness_sum = 4;
+  rpc::DynamicTableReport users;
+  users.name = "users";
+  users.rows = 70;
+  users.admitted = 90;
+  users.not_admitted_reads = 8;
+  users.dropped_gradients = 3;
+  users.evicted_ttl = 5;
+  users.evicted_budget = 15;
+  users.bytes = 9000;
+  shard.__set_dynamic_tables({users});
   service_->ReportShardStats(testing::SqliteService::Header(), shard);
   shard.job_id = ended;
   service_->ReportShardStats(testing::SqliteService::Header(), shard);
@@ -366,8 +376,23 @@ TEST_F(HttpSiteTest, MetricsHaveSeriesOfRunningJobsOnly) {
   EXPECT_TRUE(
       Has(r.body, "parallax_ps_push_staleness_steps_bucket{" + job + ",shard=\"0\",le=\"1\"} 5\n"));
   EXPECT_TRUE(Has(r.body, "parallax_ps_push_staleness_steps_count{" + job + ",shard=\"0\"} 6\n"));
+  // A dynamic table's rows, admission and evictions, per shard and table.
+  const std::string table = "{" + job + ",shard=\"0\",table=\"users\"";
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_rows" + table + "} 70\n")) << r.body;
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_bytes" + table + "} 9000\n"));
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_admitted_total" + table + "} 90\n"));
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_not_admitted_reads_total" + table + "} 8\n"));
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_dropped_gradients_total" + table + "} 3\n"));
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_evicted_total" + table + ",reason=\"ttl\"} 5\n"));
+  EXPECT_TRUE(Has(r.body, "parallax_ps_dynamic_evicted_total" + table + ",reason=\"budget\"} 15\n"));
   // Nothing of the cancelled job: its series end with it.
   EXPECT_FALSE(Has(r.body, "job_id=\"" + std::to_string(ended) + "\"")) << r.body;
+  // The job page shows the same dynamic-table counters.
+  HttpResponse page = Get("/jobs/" + std::to_string(running));
+  ASSERT_EQ(page.status, 200);
+  EXPECT_TRUE(Has(page.body, "<td>ps/0</td><td>users</td><td class=\"num\">70</td>"
+                             "<td class=\"num\">90</td>"))
+      << page.body;
 }
 
 }  // namespace

@@ -81,6 +81,12 @@ class StatsReporterTest : public ::testing::Test {
     s.stats.staleness[3] = 1;
     s.stats.staleness_sum = 5;
     s.rows_held = 42;
+    DynamicTableStats users;
+    users.rows = 40;
+    users.admitted = 44;
+    users.evicted_budget = 4;
+    users.bytes = 4096;
+    s.dynamic_tables = {{"users", users}};
     return s;
   }
 
@@ -110,6 +116,12 @@ TEST_F(StatsReporterTest, SendsTheShardsCountersWithTheSecret) {
   EXPECT_EQ(r.staleness_buckets[0], 4);
   EXPECT_EQ(r.staleness_buckets[3], 1);
   EXPECT_EQ(r.staleness_sum, 5);
+  ASSERT_EQ(r.dynamic_tables.size(), 1u);  // over the wire (Thrift), a dynamic table's counters
+  EXPECT_EQ(r.dynamic_tables[0].name, "users");
+  EXPECT_EQ(r.dynamic_tables[0].rows, 40);
+  EXPECT_EQ(r.dynamic_tables[0].admitted, 44);
+  EXPECT_EQ(r.dynamic_tables[0].evicted_budget, 4);
+  EXPECT_EQ(r.dynamic_tables[0].bytes, 4096);
   EXPECT_EQ(fake_->tokens()[0], "the-secret");
 }
 
