@@ -65,6 +65,14 @@ struct Config {
   // shard's next generation (PsClientOptions::resolve_shard), as async and
   // ssp ranks do; no shard is lost here, so this measures the bookkeeping.
   bool shard_recovery = false;
+  // "fixed": a table of `rows` rows; "dynamic": a dynamic table (no row
+  // count, core/ps/dynamic_table.h, admitted at once, no budget) fed the
+  // same key stream.
+  std::string table = "fixed";
+  std::string scheme = "range";  // the fixed table's partitions (a dynamic table's are hash)
+  // "zipf": W1's ids in [0, rows); "u64": each of them mixed (a bijection)
+  // into the whole 64-bit range, negative int64 included (dynamic only).
+  std::string ids = "zipf";
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
 };
 
@@ -101,7 +109,8 @@ std::vector<std::vector<int64_t>> MakeIdStream(const Config& c, uint32_t worker,
       const int64_t r = std::min<int64_t>(rank, c.rows - 1);
       if (seen[r] == static_cast<uint32_t>(s + 1)) continue;
       seen[r] = s + 1;
-      ids.push_back(static_cast<int64_t>(Scramble(static_cast<uint64_t>(r), c.rows)));
+      const uint64_t id = Scramble(static_cast<uint64_t>(r), c.rows);
+      ids.push_back(static_cast<int64_t>(c.ids == "u64" ? Mix64(id) : id));
     }
   }
   return stream;
@@ -115,10 +124,11 @@ PsPlan MakePlan(const Config& c) {
   VariableSpec v;
   v.id = 0;
   v.name = "w1";
-  v.rows = c.rows;
+  v.rows = c.table == "dynamic" ? 0 : c.rows;
   v.dim = c.dim;
   v.partitions = 2;
-  v.scheme = PartitionScheme::kRange;
+  v.scheme = c.table == "fixed" && c.scheme == "range" ? PartitionScheme::kRange : PartitionScheme::kHash;
+  if (c.table == "dynamic") v.dynamic = DynamicTableSettings{};
   v.partition_shards = {0, 1};
   v.optimizer.type = OptimizerType::kSgd;
   v.optimizer.lr = 0.01f;
@@ -269,7 +279,8 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                              "--worker", std::to_string(w), "--mode", mode, "--dir", dir, "--rows",
                              std::to_string(c.rows), "--dim", std::to_string(c.dim), "--k",
                              std::to_string(c.k), "--warmup", std::to_string(c.warmup), "--steps",
-                             std::to_string(c.steps), "--transport", c.transport,
+                             std::to_string(c.steps), "--transport", c.transport, "--table",
+                             c.table, "--scheme", c.scheme, "--ids", c.ids,
                              "--shard-recovery=" + std::string(c.shard_recovery ? "true" : "false")}));
   }
   bool ok = WaitForFile(dir + "/ready0", 300'000) && WaitForFile(dir + "/ready1", 300'000);
@@ -310,7 +321,9 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
                       {"value", value},  {"workers", 2},       {"shards", 2},
                       {"mode", mode},    {"transport", c.transport}, {"rows", c.rows},
                       {"dim", c.dim},    {"k", c.k},           {"steps", c.steps},
-                      {"prefault_mb", c.prefault_mb}, {"shard_recovery", c.shard_recovery}};
+                      {"prefault_mb", c.prefault_mb}, {"shard_recovery", c.shard_recovery},
+                      {"table", c.table}, {"scheme", c.table == "dynamic" ? "hash" : c.scheme},
+                      {"ids", c.ids}};
   std::cout << j.dump() << std::endl;
 }
 
@@ -335,6 +348,19 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
   app.add_option("--ps-bin", c.ps_bin, "parallax-ps binary")->capture_default_str();
+  app.add_option("--table", c.table,
+                 "fixed: a table of --rows rows; dynamic: a dynamic table (no row count, admitted "
+                 "at once, no budget) fed the same ids")
+      ->check(CLI::IsMember({"fixed", "dynamic"}))
+      ->capture_default_str();
+  app.add_option("--scheme", c.scheme, "the fixed table's partitions: range or hash")
+      ->check(CLI::IsMember({"range", "hash"}))
+      ->capture_default_str();
+  app.add_option("--ids", c.ids,
+                 "zipf: W1's ids in [0, rows); u64: each mixed into the whole 64-bit range "
+                 "(--table dynamic)")
+      ->check(CLI::IsMember({"zipf", "u64"}))
+      ->capture_default_str();
   app.add_option("--shard-recovery", c.shard_recovery,
                  "workers keep each request until answered, for a lost shard's next generation "
                  "(as async/ssp ranks do; not with --transport shm)")
@@ -350,6 +376,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (c.rows > (int64_t{1} << 20) || c.rows < 2 * int64_t{c.k}) {
     std::cerr << "ps_bench: --rows must be at most 2^20 (the id scrambler's domain) and at least 2 × --k\n";
+    return 2;
+  }
+  if (c.ids == "u64" && c.table != "dynamic") {
+    std::cerr << "ps_bench: --ids u64 needs --table dynamic (a fixed table's ids are 0..rows-1)\n";
     return 2;
   }
   if (role == "worker") return RunWorker(c, plan_file, endpoints, worker, mode, dir);

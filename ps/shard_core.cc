@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <absl/container/flat_hash_map.h>
 #include <nlohmann/json.hpp>
 
 #include "core/base/finite.h"
@@ -592,12 +593,18 @@ bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
 
 void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst) {
   DynamicTable& table = *vs.dynamic;
+  const uint64_t* keys = reinterpret_cast<const uint64_t*>(ids.data());  // the same 64 bits
+  if (!fp16 && reinterpret_cast<uintptr_t>(dst) % alignof(float) == 0) {
+    // float32 rows are the wire's values: read them in place.
+    table.ReadAll(keys, ids.size(), reinterpret_cast<float*>(dst));
+    return;
+  }
   const uint32_t dim = vs.dim;
+  std::vector<float> rows(ids.size() * dim);
+  table.ReadAll(keys, ids.size(), rows.data());
   const size_t row_bytes = size_t{dim} * (fp16 ? 2 : 4);
-  std::vector<float> row(dim);
   for (size_t i = 0; i < ids.size(); ++i) {
-    table.Read(static_cast<uint64_t>(ids[i]), row.data());
-    EncodeValues(row.data(), dim, fp16, dst + i * row_bytes);
+    EncodeValues(rows.data() + i * dim, dim, fp16, dst + i * row_bytes);
   }
 }
 
@@ -607,7 +614,7 @@ Status ShardCore::PushDynamic(VarState& vs, int64_t step, const int64_t* ids, si
   const uint32_t dim = vs.dim;
   if (step > table.step()) table.AdvanceTo(step);
   // One contribution: each distinct id counts once, its gradients summed.
-  std::unordered_map<uint64_t, size_t> first;
+  absl::flat_hash_map<uint64_t, size_t> first;
   std::vector<uint64_t> distinct;
   std::vector<float> sums;
   first.reserve(n);

@@ -380,6 +380,16 @@ void Validator::ReadVariables(const toml::node& node, std::vector<VariableOverri
     if (ReadSetting(*t, prefix, "path", &path)) v.path = path;
     int partitions = 0;
     if (ReadInt(*t, prefix, "partitions", 1, &partitions)) v.partitions = partitions;
+    // A dynamic table's settings.
+    int64_t n = 0;
+    if (ReadInt(*t, prefix, "admit_after", 1, &n)) v.admit_after = n;
+    if (ReadInt(*t, prefix, "ttl_steps", 0, &n)) v.ttl_steps = n;
+    if (ReadInt(*t, prefix, "max_rows", 1, &n)) v.max_rows = n;
+    std::string eviction;
+    constexpr std::string_view kEvictions[] = {"lru", "lfu"};
+    if (ReadEnum(*t, prefix, "eviction", kEvictions, &eviction)) {
+      v.eviction = ParseEvictionPolicy(eviction);
+    }
     if (const toml::table* opt = GetTable(*t, prefix, "optimizer")) {
       OptimizerSettings optimizer;
       ReadOptimizer(*opt, prefix + ".optimizer", &optimizer);

@@ -50,7 +50,9 @@ inline constexpr std::string_view kPlanKeys[] = {
     "search_steps",          "search_warmup_steps",   "search_min_partitions",
     "search_max_partitions", "search_max_trials", "replan", "replan_factor",
     "replan_after_steps", "replan_window_steps"};
-inline constexpr std::string_view kVariableKeys[] = {"name", "path", "partitions", "optimizer"};
+inline constexpr std::string_view kVariableKeys[] = {"name",        "path",      "partitions",
+                                                     "optimizer",   "admit_after", "ttl_steps",
+                                                     "max_rows",    "eviction"};
 
 bool Contains(Names names, std::string_view s);
 std::string Join(Names names, std::string_view separator);

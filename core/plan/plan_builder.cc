@@ -136,6 +136,19 @@ Status ApplyOverride(const VariableOverride& over, const ClusterShape& cluster,
     }
   }
   if (over.optimizer) v->optimizer = *over.optimizer;
+  if (over.sets_dynamic()) {
+    if (!v->dynamic) {
+      return FailedPrecondition(
+          "[[variable]] \"" + v->name + "\" sets admit_after, ttl_steps, max_rows or eviction, "
+          "which only a dynamic table has; the trainer registered \"" + v->name + "\" with " +
+          std::to_string(v->rows) + " rows (register it with Session::RegisterDynamic, or drop "
+          "those keys)");
+    }
+    if (over.admit_after) v->dynamic->admit_after = *over.admit_after;
+    if (over.ttl_steps) v->dynamic->ttl_steps = *over.ttl_steps;
+    if (over.max_rows) v->dynamic->max_rows = *over.max_rows;
+    if (over.eviction) v->dynamic->eviction = *over.eviction;
+  }
   return Status::Ok();
 }
 

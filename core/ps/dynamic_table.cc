@@ -131,6 +131,26 @@ void DynamicTable::Read(uint64_t id, float* out) {
   }
 }
 
+void DynamicTable::ReadAll(const uint64_t* ids, size_t n, float* out) {
+  constexpr size_t kAhead = 8;
+  std::vector<int64_t> slots(n);
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
+    slots[i] = Find(ids[i]);
+    if (slots[i] != kNotARow) __builtin_prefetch(Row(slots[i]), 0);
+  }
+  const size_t d = dim();
+  for (size_t i = 0; i < n; ++i) {
+    if (slots[i] != kNotARow) {
+      Touch(slots[i]);
+      std::memcpy(out + i * d, Row(slots[i]), sizeof(float) * d);
+    } else {
+      Read(ids[i], out + i * d);  // the initializer's values, or zeros
+    }
+  }
+}
+
 StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
   if (const int64_t slot = Find(id); slot != kNotARow) {
     Touch(slot);

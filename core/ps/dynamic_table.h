@@ -97,6 +97,9 @@ class DynamicTable {
   // the step's), else the initializer's values without storing them (zeros
   // for a never-admitted id).
   void Read(uint64_t id, float* out);
+  // Read for n ids (n × dim values into `out`), their index entries and rows
+  // fetched ahead as AdmitAll does.
+  void ReadAll(const uint64_t* ids, size_t n, float* out);
   // Counts one contribution of `id` and returns its slot, creating the row
   // (from the initializer) when this contribution admits it; kNotARow while
   // it is not admitted (its gradient is then to be dropped: count it with

@@ -22,6 +22,13 @@ struct VariableOverride {
   std::optional<VariablePath> path;
   std::optional<OptimizerSettings> optimizer;
   std::optional<int> partitions;                // >= 1
+  // A dynamic table's settings (include/parallax/settings.h), over those its
+  // trainer registered; the plan refuses them for any other variable.
+  std::optional<int64_t> admit_after;  // >= 1
+  std::optional<int64_t> ttl_steps;    // >= 0
+  std::optional<int64_t> max_rows;     // >= 1
+  std::optional<EvictionPolicy> eviction;
+  bool sets_dynamic() const { return admit_after || ttl_steps || max_rows || eviction; }
 };
 
 struct JobConfig {

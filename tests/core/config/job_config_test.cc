@@ -184,6 +184,14 @@ TEST_F(JobConfigTest, EveryRangeIsChecked) {
        "key 'ps.partitions': expected 'auto' or an integer >= 1, got 'many'"},
       {job + trainer + "[[variable]]\nname = \"emb\"\npartitions = 0\n",
        "key 'variable[0].partitions': expected an integer >= 1, got 0"},
+      {job + trainer + "[[variable]]\nname = \"ids\"\nadmit_after = 0\n",
+       "key 'variable[0].admit_after': expected an integer >= 1, got 0"},
+      {job + trainer + "[[variable]]\nname = \"ids\"\nttl_steps = -1\n",
+       "key 'variable[0].ttl_steps': expected an integer >= 0, got -1"},
+      {job + trainer + "[[variable]]\nname = \"ids\"\nmax_rows = 0\n",
+       "key 'variable[0].max_rows': expected an integer >= 1, got 0"},
+      {job + trainer + "[[variable]]\nname = \"ids\"\neviction = \"fifo\"\n",
+       "key 'variable[0].eviction': expected one of lru, lfu, got 'fifo'"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(Error(c.text), HasSubstr(c.expected)) << c.text;
@@ -565,6 +573,20 @@ TEST_F(JobConfigTest, VariableOverrides) {
   EXPECT_FLOAT_EQ(c->variables[0].optimizer->lr, 0.2);
   EXPECT_FALSE(c->variables[1].path.has_value());
   EXPECT_FALSE(c->variables[1].optimizer.has_value());
+  EXPECT_FALSE(c->variables[1].sets_dynamic());
+
+  // A dynamic table's settings.
+  c = ParseJobConfig(std::string(kMinimal) +
+                         "[[variable]]\nname = \"ids\"\nadmit_after = 3\nttl_steps = 0\n"
+                         "max_rows = 1000000\neviction = \"lfu\"\n",
+                     "job.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->variables.size(), 1u);
+  EXPECT_TRUE(c->variables[0].sets_dynamic());
+  EXPECT_EQ(c->variables[0].admit_after, 3);
+  EXPECT_EQ(c->variables[0].ttl_steps, 0);
+  EXPECT_EQ(c->variables[0].max_rows, 1000000);
+  EXPECT_EQ(c->variables[0].eviction, EvictionPolicy::kLfu);
 
   EXPECT_EQ(Error(std::string(kMinimal) + "[[variable]]\npath = \"ps\"\n"),
             "job.toml:5:1: key 'variable[0].name': missing; expected the name of the variable "

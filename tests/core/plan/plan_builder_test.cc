@@ -241,6 +241,61 @@ TEST_F(JobPlanTest, ConsistencyReachesTheShards) {
   EXPECT_EQ(plan->cost.value_bytes, 2);
 }
 
+// A dynamic table (no row count) is always on the PS: under hybrid the
+// cost model is not asked, its [[variable]] settings reach the plan and its
+// JSON; allreduce, allgather, no shards or another [[variable]] path are
+// refused naming it; the dynamic settings on a fixed table are refused too.
+TEST_F(JobPlanTest, ADynamicTableLivesOnlyOnThePs) {
+  std::vector<VariableInput> regs = Regs();
+  regs[0].var.rows = 0;
+  regs[0].var.dynamic = DynamicTableSettings{};
+  regs[0].sampled_batches.clear();
+  JobConfig job = Job(Arch::kHybrid);
+  VariableOverride tuned;
+  tuned.name = "emb";
+  tuned.admit_after = 3;
+  tuned.max_rows = 1000;
+  tuned.eviction = EvictionPolicy::kLfu;
+  job.variables = {tuned};
+  auto plan = Build(job, 2, regs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->variables[0].path, VariablePath::kPs);
+  EXPECT_NE(plan->variables[0].reason.find("dynamic table"), std::string::npos);
+  ASSERT_EQ(plan->ps.variables.size(), 2u);
+  ASSERT_TRUE(plan->ps.variables[0].dynamic.has_value());
+  EXPECT_EQ(plan->ps.variables[0].dynamic->admit_after, 3);
+  EXPECT_EQ(plan->ps.variables[0].dynamic->max_rows, 1000);
+  EXPECT_EQ(plan->ps.variables[0].dynamic->eviction, EvictionPolicy::kLfu);
+  auto back = ParseJobPlan(JobPlanToJson(*plan));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->ps.variables[0].dynamic.has_value());
+  EXPECT_EQ(back->ps.variables[0].dynamic->max_rows, 1000);
+  EXPECT_EQ(back->ps.variables[0].rows, 0);
+
+  for (Arch arch : {Arch::kAllReduce, Arch::kAllGather}) {
+    Status st = Build(Job(arch), 2, regs).status();
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << ArchName(arch);
+    EXPECT_NE(st.message().find("variable \"emb\" is a dynamic table"), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find(std::string("arch = \"") + ArchName(arch) + "\""),
+              std::string::npos)
+        << st.message();
+  }
+  EXPECT_NE(Build(Job(Arch::kHybrid), 0, regs).status().message().find("no PS shards"),
+            std::string::npos);
+  Status pinned =
+      Build(Pinned(Job(Arch::kHybrid), VariablePath::kAllGather, VariablePath::kPs), 2, regs)
+          .status();
+  EXPECT_NE(pinned.message().find("[[variable]] in the job file asks for path \"allgather\""),
+            std::string::npos)
+      << pinned.message();
+  // The dynamic settings on the table of fixed rows.
+  Status fixed = Build(job, 2).status();
+  EXPECT_EQ(fixed.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(fixed.message().find("which only a dynamic table has"), std::string::npos)
+      << fixed.message();
+}
+
 TEST_F(JobPlanTest, VariableTablesWinOverTheRule) {
   JobConfig job = Pinned(Job(Arch::kHybrid), VariablePath::kAllGather, VariablePath::kPs);
   job.variables[1].optimizer = OptimizerSettings();

@@ -66,6 +66,28 @@ void Push(DynamicTable& t, const std::vector<uint64_t>& ids, float g) {
   }
 }
 
+// ReadAll (what a shard's pull uses) reads what Read does, id by id: rows,
+// the initializer's values of ids that are not rows, zeros of a
+// never-admitted id; and it counts the same.
+TEST(DynamicTableTest, ReadAllReadsWhatReadDoes) {
+  DynamicTableOptions o = Options();
+  o.never_admit = {0};
+  auto a = Make(o), b = Make(o);
+  ASSERT_TRUE(a && b);
+  for (DynamicTable* t : {a.get(), b.get()}) Push(*t, {5, ~uint64_t{0}, 1ull << 63}, 0.5f);
+  const std::vector<uint64_t> ids = {5, 0, 77, ~uint64_t{0}, 1ull << 63, 5};
+  std::vector<float> all(ids.size() * o.var.dim);
+  a->ReadAll(ids.data(), ids.size(), all.data());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<float> one = ReadRow(*b, ids[i]);
+    EXPECT_EQ(std::vector<float>(all.begin() + i * o.var.dim, all.begin() + (i + 1) * o.var.dim),
+              one)
+        << ids[i];
+  }
+  EXPECT_EQ(a->stats().not_admitted_reads, b->stats().not_admitted_reads);
+  EXPECT_EQ(a->stats().not_admitted_reads, 1);  // 77 (0 is never admitted: zeros, not counted)
+}
+
 TEST(DynamicTableTest, RowsStartFromTheFixedTablesInitializerAndUpdateTheSameWay) {
   for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kMomentum,
                              OptimizerType::kAdagrad, OptimizerType::kAdam}) {
