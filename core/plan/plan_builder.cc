@@ -7,6 +7,7 @@
 #include "core/plan/plan_cost.h"
 #include "core/plan/report.h"
 #include "core/plan/sparsity.h"
+#include "core/ps/dynamic_table.h"
 
 namespace parallax::plan {
 namespace {
@@ -50,6 +51,23 @@ Status CheckDynamicPath(const PlannedVariable& v, const ClusterShape& cluster,
         "and no [[variable]] path other than \"ps\" for it");
   }
   return Status::Ok();
+}
+
+// What a dynamic table's budget costs a shard, or a warning that it has
+// none (what `parallax plan` and `parallax status` show in its reason).
+std::string DynamicBudgetNote(const PlannedVariable& v, int shards) {
+  if (v.dynamic->max_rows <= 0) {
+    return "; no max_rows: its rows grow with every new id (set [[variable]] max_rows)";
+  }
+  ps::DynamicTableOptions o;
+  o.var.dim = v.dim;
+  o.var.optimizer = v.optimizer;
+  const int64_t per_shard = (v.dynamic->max_rows + std::max(1, shards) - 1) / std::max(1, shards);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "; max_rows %lld: about %.3g MB a shard at the budget",
+                static_cast<long long>(v.dynamic->max_rows),
+                static_cast<double>(per_shard * ps::DynamicTable::BytesPerRow(o)) / 1e6);
+  return buf;
 }
 
 // The path of `v` and why, before [[variable]] overrides.
@@ -344,6 +362,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
           v, cluster, "[[variable]] in the job file asks for path \"" +
                           std::string(VariablePathName(v.path)) + "\""));
     }
+    if (v.dynamic) v.reason += DynamicBudgetNote(v, cluster.shards);
     fixed.push_back(job.job.arch != Arch::kHybrid || (over && over->path) ||
                     (v.sparse && v.density < 0) || v.dynamic);
     plan.variables.push_back(std::move(v));

@@ -221,6 +221,16 @@ std::vector<uint64_t> DynamicTable::Ids() const {
   return ids;
 }
 
+int64_t DynamicTable::BytesPerRow(const DynamicTableOptions& o) {
+  const int64_t values = (1 + optim::StateSlots(o.var.optimizer.type)) * int64_t{o.var.dim};
+  const bool adam = o.var.optimizer.type == OptimizerType::kAdam;
+  // An index entry: the pair and a control byte, at Abseil's load of at
+  // most 7/8.
+  const int64_t index = (static_cast<int64_t>(sizeof(std::pair<uint64_t, int64_t>)) + 1) * 8 / 7;
+  return values * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(sizeof(Meta)) +
+         (adam ? 8 : 0) + index;
+}
+
 DynamicTableStats DynamicTable::stats() const {
   DynamicTableStats s = stats_;
   s.rows = static_cast<int64_t>(index_->slots.size());

@@ -84,6 +84,10 @@ class DynamicTable {
   // INVALID_ARGUMENT naming the setting when dim is 0, admit_after < 1,
   // ttl_steps or max_rows < 0, lfu_sample < 1 or sketch_width < 1.
   static StatusOr<std::unique_ptr<DynamicTable>> Create(DynamicTableOptions options);
+  // About the bytes one row of a table of these options costs: its weights
+  // and optimizer state, its bookkeeping and its index entry (what a budget
+  // of max_rows rows costs; the admission sketch comes on top).
+  static int64_t BytesPerRow(const DynamicTableOptions& options);
   ~DynamicTable();
 
   // Starts step `step` (steps only grow) and evicts the rows whose TTL ran

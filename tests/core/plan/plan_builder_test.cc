@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <map>
 #include <tuple>
 
 #include "core/plan/report.h"
+#include "core/ps/dynamic_table.h"
 
 namespace parallax::plan {
 namespace {
@@ -261,6 +263,26 @@ TEST_F(JobPlanTest, ADynamicTableLivesOnlyOnThePs) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->variables[0].path, VariablePath::kPs);
   EXPECT_NE(plan->variables[0].reason.find("dynamic table"), std::string::npos);
+  // What the budget costs a shard: 500 rows of 4 floats (SGD), their
+  // bookkeeping and index entries, on each of the 2 shards.
+  ps::DynamicTableOptions sized;
+  sized.var.dim = 4;
+  sized.var.optimizer = plan->variables[0].optimizer;
+  const int64_t row_bytes = ps::DynamicTable::BytesPerRow(sized);
+  EXPECT_GT(row_bytes, 16);
+  char expected[96];
+  std::snprintf(expected, sizeof(expected), "max_rows 1000: about %.3g MB a shard at the budget",
+                500.0 * static_cast<double>(row_bytes) / 1e6);
+  EXPECT_NE(plan->variables[0].reason.find(expected), std::string::npos)
+      << plan->variables[0].reason;
+  // Without a budget, a warning.
+  job.variables[0].max_rows.reset();
+  auto unbounded = Build(job, 2, regs);
+  ASSERT_TRUE(unbounded.ok());
+  EXPECT_NE(unbounded->variables[0].reason.find("no max_rows: its rows grow with every new id"),
+            std::string::npos)
+      << unbounded->variables[0].reason;
+  job.variables[0].max_rows = 1000;
   ASSERT_EQ(plan->ps.variables.size(), 2u);
   ASSERT_TRUE(plan->ps.variables[0].dynamic.has_value());
   EXPECT_EQ(plan->ps.variables[0].dynamic->admit_after, 3);
