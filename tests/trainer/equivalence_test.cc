@@ -41,7 +41,9 @@ struct JobKnobs {
   std::string consistency = "sync";
   std::string emb_path;  // a [[variable]] override for "emb"; empty: the plan decides
   bool shared_memory = false;  // [ps] shared_memory
-  bool dynamic_emb = false;    // emb registered as a dynamic table (TINY_DYNAMIC)
+  // emb registered as a dynamic table: TINY_DYNAMIC ("1": ids 0..R-1;
+  // "spread": mapped onto the whole 64-bit range); "": a table of R rows.
+  std::string dynamic_emb;
 };
 
 class TrainerEquivalenceTest : public ::testing::Test {
@@ -138,7 +140,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
       auto env = Env(job, job_file, shards);
       env.push_back("PARALLAX_ROLE=trainer");
       env.push_back("PARALLAX_RANK=" + std::to_string(r));
-      if (opt.dynamic_emb) env.push_back("TINY_DYNAMIC=1");
+      if (!opt.dynamic_emb.empty()) env.push_back("TINY_DYNAMIC=" + opt.dynamic_emb);
       std::vector<std::string> argv = {BinDir() + "/trainer_test_rank",
                                        dir_.File(tag + "-rank" + std::to_string(r) + ".out"),
                                        std::to_string(kSteps), std::to_string(kBatch)};
@@ -222,7 +224,7 @@ TEST_F(TrainerEquivalenceTest, PsEqualsOneProcess) {
 // initializer's values in both), and one process's.
 TEST_F(TrainerEquivalenceTest, DynamicTableEqualsTheFixedTable) {
   JobKnobs dynamic_knobs;
-  dynamic_knobs.dynamic_emb = true;
+  dynamic_knobs.dynamic_emb = "1";
   std::vector<std::map<std::string, std::vector<float>>> fixed, dynamic;
   ASSERT_NO_FATAL_FAILURE(
       RunJob("ps", 2, {}, false, VariablePath::kPs, VariablePath::kPs, &fixed));
@@ -241,12 +243,41 @@ TEST_F(TrainerEquivalenceTest, DynamicTableEqualsTheFixedTable) {
   EXPECT_LT(testing::RelativeDifference(dynamic[0]["emb"], ref.emb), 1e-5);
 }
 
+// The same over ids spread across the whole 64-bit range (negative int64
+// included, each of the model's rows r sent as a 64-bit mix of r): 2 ranks
+// × batch 32 equal one process with batch 64 whose rows start from the
+// initializer's values of those ids.
+TEST_F(TrainerEquivalenceTest, DynamicTableOverThe64BitRangeEqualsOneProcess) {
+  JobKnobs spread;
+  spread.dynamic_emb = "spread";
+  std::vector<std::map<std::string, std::vector<float>>> got;
+  ASSERT_NO_FATAL_FAILURE(RunJob("ps", 2, spread, true, VariablePath::kPs, VariablePath::kPs, &got));
+  int negative = 0;
+  for (int64_t r = 0; r < TinyModel::kRows; ++r) negative += testing::TinyId(r, true) < 0;
+  EXPECT_GT(negative, 20) << "the ids cover negative int64 too";
+  OptimizerSettings sgd, adagrad;
+  sgd.lr = 0.1f;
+  adagrad.type = OptimizerType::kAdagrad;
+  adagrad.lr = 0.1f;
+  adagrad.initial_accumulator = 0.1f;
+  const testing::TinyResult ref =
+      testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch, /*spread=*/true);
+  const testing::TinyResult ids_as_rows =
+      testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_LT(testing::RelativeDifference(got[r]["emb"], ref.emb), 1e-5) << "rank " << r;
+    EXPECT_LT(testing::RelativeDifference(got[r]["w"], ref.w), 1e-5) << "rank " << r;
+  }
+  // The ids matter: rows started from other initial values differ.
+  EXPECT_GT(testing::RelativeDifference(got[0]["emb"], ids_as_rows.emb), 1e-3);
+}
+
 // Only PS shards hold a table with no row count: under arch = "allreduce"
 // rank 0 fails at Start() while it builds the plan, naming the table and
 // what to set.
 TEST_F(TrainerEquivalenceTest, ADynamicTableOffThePsIsRefusedByName) {
   JobKnobs dynamic_knobs;
-  dynamic_knobs.dynamic_emb = true;
+  dynamic_knobs.dynamic_emb = "1";
   std::string job_file;
   const int64_t job = Submit("allreduce", 0, dynamic_knobs, &job_file);
   ASSERT_GT(job, 0);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/optim/optimizer.h"
+#include "core/ps/plan.h"
 #include "tests/trainer/tiny_model.h"
 #include "parallax/session.h"
 
@@ -22,15 +23,29 @@ namespace parallax::testing {
 inline Initializer EmbInit() { return {Initializer::Type::kUniform, 7, 0.5f}; }
 inline Initializer WInit() { return {Initializer::Type::kUniform, 9, 0.5f}; }
 
+// TINY_DYNAMIC in the environment: "1" makes emb a dynamic table
+// (Session::RegisterDynamic: admitted at once, no budget) that the batches'
+// ids 0..kRows-1 fill; "spread" too, with the model's row r sent as the id
+// TinyId(r): a bijection onto the whole 64-bit range, negative int64
+// included.
+inline std::string TinyDynamic() {
+  const char* d = std::getenv("TINY_DYNAMIC");
+  return d == nullptr ? "" : d;
+}
+inline int64_t TinyId(int64_t row, bool spread) {
+  return spread ? static_cast<int64_t>(ps::Mix64(static_cast<uint64_t>(row) + 1)) : row;
+}
+inline std::vector<int64_t> TinyIds(std::vector<int64_t> rows, bool spread) {
+  for (int64_t& r : rows) r = TinyId(r, spread);
+  return rows;
+}
+
 // Registration order fixes the ids: emb 0, w 1. `emb_dim` other than
-// kDim is for testing ranks that disagree. With TINY_DYNAMIC=1 in the
-// environment, emb is a dynamic table (Session::RegisterDynamic: admitted
-// at once, no budget) that the batches' ids 0..kRows-1 fill.
+// kDim is for testing ranks that disagree.
 inline Status RegisterTiny(Session* session, int* emb, int* w, uint32_t emb_dim = TinyModel::kDim) {
   VariableOptions eo;
   eo.init = EmbInit();
-  const char* dynamic = std::getenv("TINY_DYNAMIC");
-  if (dynamic != nullptr && std::string(dynamic) == "1") {
+  if (TinyDynamic() == "1" || TinyDynamic() == "spread") {
     PX_ASSIGN_OR_RETURN(*emb, session->RegisterDynamic("emb", emb_dim, {}, eo));
   } else {
     PX_ASSIGN_OR_RETURN(*emb, session->RegisterSparse("emb", TinyModel::kRows, emb_dim, eo));
@@ -77,17 +92,19 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
                         const std::function<void(int64_t)>& after_step = {},
                         bool prefetch_early = false) {
   const int64_t first = static_cast<int64_t>(session->options().rank) * batch;
+  const bool spread = TinyDynamic() == "spread";
   std::vector<float> rows;
   TinyReader local{session->step()};
   TinyReader* r = reader ? reader : &local;
   while (session->step() < steps) {
     const int64_t step = session->step();
     TinyModel::Batch b = TinyModel::MakeBatch(r->position, first, batch);
+    b.ids = TinyIds(std::move(b.ids), spread);
     PX_RETURN_IF_ERROR(session->Lookup(emb, b.ids, &rows));
     const bool prefetch_next = prefetch && step + 1 < steps;
     if (prefetch_next && prefetch_early) {
-      PX_RETURN_IF_ERROR(
-          session->Prefetch(emb, TinyModel::MakeBatch(r->position + 1, first, batch).ids));
+      PX_RETURN_IF_ERROR(session->Prefetch(
+          emb, TinyIds(TinyModel::MakeBatch(r->position + 1, first, batch).ids, spread)));
     }
     PX_ASSIGN_OR_RETURN(std::span<const float> wv, session->Dense(w));
     std::vector<float> wcopy(wv.begin(), wv.end());
@@ -95,8 +112,8 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
     PX_RETURN_IF_ERROR(session->Gradient(w, g.dw));
     PX_RETURN_IF_ERROR(session->Gradient(emb, b.ids, g.row_grads));
     if (prefetch_next && !prefetch_early) {
-      PX_RETURN_IF_ERROR(
-          session->Prefetch(emb, TinyModel::MakeBatch(r->position + 1, first, batch).ids));
+      PX_RETURN_IF_ERROR(session->Prefetch(
+          emb, TinyIds(TinyModel::MakeBatch(r->position + 1, first, batch).ids, spread)));
     }
     ++r->position;  // consumed: a checkpoint at this step saves the next position
     PX_RETURN_IF_ERROR(session->Step());
@@ -113,14 +130,17 @@ struct TinyResult {
 };
 
 // One process, batch `batch`, no Session: what N ranks × batch/N must equal.
+// With `spread`, row r starts from the initializer's values of id TinyId(r)
+// (TINY_DYNAMIC=spread): the same training over those ids.
 inline TinyResult TrainTinyReference(const OptimizerSettings& dense,
-                                     const OptimizerSettings& sparse, int steps, int64_t batch) {
+                                     const OptimizerSettings& sparse, int steps, int64_t batch,
+                                     bool spread = false) {
   constexpr uint32_t kEmbId = 0, kWId = 1, dim = TinyModel::kDim;
   TinyResult r;
   r.w = InitialDenseValues(WInit(), kWId, dim);
   r.emb.resize(TinyModel::kRows * dim);
   for (int64_t row = 0; row < TinyModel::kRows; ++row) {
-    InitialSparseRow(EmbInit(), kEmbId, row, dim, r.emb.data() + row * dim);
+    InitialSparseRow(EmbInit(), kEmbId, TinyId(row, spread), dim, r.emb.data() + row * dim);
   }
   optim::DenseOptimizer wopt(dense, dim);
   optim::SparseOptimizer eopt(sparse, TinyModel::kRows, dim);

@@ -84,11 +84,13 @@ parallax::Status WriteModel(parallax::Session* session, int emb, int w, const st
   std::fprintf(f, "w");
   for (float x : *wv) std::fprintf(f, " %.9g", x);
   std::fprintf(f, "\nemb");
-  // In chunks, as one would stream a large table from the shards.
+  // In chunks, as one would stream a large table from the shards; the
+  // spread ids (TINY_DYNAMIC=spread) one row at a time.
+  const bool spread = testing::TinyDynamic() == "spread";
   std::vector<float> rows;
-  for (int64_t first = 0; first < testing::TinyModel::kRows; first += 32) {
-    const int64_t count = std::min<int64_t>(32, testing::TinyModel::kRows - first);
-    Status st = session->ReadSparse(emb, first, count, &rows);
+  for (int64_t first = 0; first < testing::TinyModel::kRows; first += spread ? 1 : 32) {
+    const int64_t count = spread ? 1 : std::min<int64_t>(32, testing::TinyModel::kRows - first);
+    Status st = session->ReadSparse(emb, testing::TinyId(first, spread), count, &rows);
     if (!st.ok()) {
       std::fclose(f);
       return st;
