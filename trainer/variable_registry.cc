@@ -1,6 +1,7 @@
 #include "trainer/variable_registry.h"
 
 #include "core/optim/optimizer.h"
+#include "core/ps/plan.h"
 
 namespace parallax::trainer {
 
@@ -49,18 +50,7 @@ StatusOr<int> VariableRegistry::RegisterDynamic(const std::string& name, uint32_
                                                 const VariableOptions& options) {
   const std::string what = "dynamic table \"" + name + "\"";
   if (dim == 0) return InvalidArgument(what + " needs dim > 0");
-  if (settings.admit_after < 1) {
-    return InvalidArgument(what + ": admit_after is " + std::to_string(settings.admit_after) +
-                           "; it must be at least 1 (1: a row at an id's first push)");
-  }
-  if (settings.ttl_steps < 0) {
-    return InvalidArgument(what + ": ttl_steps is " + std::to_string(settings.ttl_steps) +
-                           "; it must be 0 (rows never expire) or more");
-  }
-  if (settings.max_rows < 0) {
-    return InvalidArgument(what + ": max_rows is " + std::to_string(settings.max_rows) +
-                           "; it must be 0 (no budget) or more");
-  }
+  PX_RETURN_IF_ERROR(ps::CheckDynamicTableSettings(settings).WithContext(what));
   if (!options.initial_values.empty()) {
     return InvalidArgument(what + " takes no initial_values: its rows start from the "
                            "initializer when their id is admitted");

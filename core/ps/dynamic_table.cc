@@ -69,12 +69,10 @@ struct DynamicTable::Index {
 StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions options) {
   const std::string name = "dynamic table '" + options.var.name + "'";
   if (options.var.dim == 0) return InvalidArgument(name + ": dim must be at least 1");
-  if (options.admit_after < 1) {
-    return InvalidArgument(name + ": admit_after must be at least 1 (1 admits at once)");
-  }
-  if (options.ttl_steps < 0) return InvalidArgument(name + ": ttl_steps must be 0 (off) or more");
-  if (options.max_rows < 0)
-    return InvalidArgument(name + ": max_rows must be 0 (no budget) or more");
+  PX_RETURN_IF_ERROR(
+      CheckDynamicTableSettings({options.admit_after, options.ttl_steps, options.max_rows,
+                                 options.policy})
+          .WithContext(name));
   if (options.lfu_sample < 1) return InvalidArgument(name + ": lfu_sample must be at least 1");
   if (options.sketch_width < 1) return InvalidArgument(name + ": sketch_width must be at least 1");
   PX_RETURN_IF_ERROR(optim::ValidateOptimizer(options.var.optimizer).WithContext(name));

@@ -14,6 +14,17 @@ const VariableSpec* PsPlan::FindVariable(uint32_t id) const {
   return nullptr;
 }
 
+Status CheckDynamicTableSettings(const DynamicTableSettings& s) {
+  auto bad = [](const char* what, int64_t value, const char* allowed) {
+    return InvalidArgument(std::string(what) + " is " + std::to_string(value) + "; it must be " +
+                           allowed);
+  };
+  if (s.admit_after < 1) return bad("admit_after", s.admit_after, "at least 1 (1 admits at once)");
+  if (s.ttl_steps < 0) return bad("ttl_steps", s.ttl_steps, "0 (rows never expire) or more");
+  if (s.max_rows < 0) return bad("max_rows", s.max_rows, "0 (no budget) or more");
+  return Status::Ok();
+}
+
 Status ValidatePsPlan(PsPlan* plan) {
   auto bad = [](const std::string& what) { return InvalidArgument("plan: ps." + what); };
   if (plan->num_workers == 0) return bad("\"num_workers\" must be > 0");
@@ -26,15 +37,14 @@ Status ValidatePsPlan(PsPlan* plan) {
     const std::string where = "variables[" + std::to_string(i) + "]: ";
     if (v.dim == 0 || v.dim > (1u << 20)) return bad(where + "\"dim\" must be in 1..1048576");
     if (v.dynamic) {
-      const DynamicTableSettings& d = *v.dynamic;
       if (v.rows != 0) return bad(where + "a dynamic table has no \"rows\"");
       if (v.scheme != PartitionScheme::kHash) return bad(where + "a dynamic table's \"scheme\" is hash");
       if (v.partitions == 0 || v.partitions > 65536) {
         return bad(where + "\"partitions\" must be in 1..65536");
       }
-      if (d.admit_after < 1) return bad(where + "\"admit_after\" must be >= 1");
-      if (d.ttl_steps < 0) return bad(where + "\"ttl_steps\" must be >= 0");
-      if (d.max_rows < 0) return bad(where + "\"max_rows\" must be >= 0");
+      if (Status st = CheckDynamicTableSettings(*v.dynamic); !st.ok()) {
+        return bad(where + "dynamic: " + st.message());
+      }
     } else {
       if (v.rows <= 0) return bad(where + "\"rows\" must be > 0");
       if (v.partitions == 0 || v.partitions > v.rows || v.partitions > 65536) {

@@ -62,6 +62,11 @@ struct PsPlan {
   const VariableSpec* FindVariable(uint32_t id) const;
 };
 
+// The one check of a dynamic table's settings (Session::RegisterDynamic,
+// the plan, DynamicTable::Create): INVALID_ARGUMENT naming the setting, its
+// value and what it may be.
+Status CheckDynamicTableSettings(const DynamicTableSettings& settings);
+
 // Checks what workers and shards rely on (rows, dims and partitions in
 // range, unique ids, every partition on a shard of the plan) and gives a
 // variable without `partition_shards` the default placement p % num_shards.
