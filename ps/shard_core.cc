@@ -6,9 +6,9 @@
 #include <cstring>
 #include <iterator>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <nlohmann/json.hpp>
 
 #include "core/base/finite.h"
@@ -608,6 +608,28 @@ void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool 
   }
 }
 
+bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint64_t>& distinct,
+                             std::vector<int64_t>* slots) {
+  slots->resize(distinct.size());
+  Status st = vs.dynamic->AdmitAll(distinct.data(), distinct.size(), slots->data());
+  if (st.ok()) return true;
+  vs.dynamic_full =
+      "shard " + std::to_string(options_.shard) + ", step " + std::to_string(step) + ": " + st.message();
+  return false;
+}
+
+void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
+                             float lr_scale) {
+  DynamicTable& table = *vs.dynamic;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] == DynamicTable::kNotARow) {
+      table.DropGradient();
+    } else {
+      table.Apply(slots[i], grads + i * size_t{vs.dim}, lr_scale);
+    }
+  }
+}
+
 Status ShardCore::PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n,
                               const float* grads, float lr_scale) {
   DynamicTable& table = *vs.dynamic;
@@ -628,20 +650,9 @@ Status ShardCore::PushDynamic(VarState& vs, int64_t step, const int64_t* ids, si
       for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
     }
   }
-  std::vector<int64_t> slots(distinct.size());
-  Status st = table.AdmitAll(distinct.data(), distinct.size(), slots.data());
-  if (!st.ok()) {
-    vs.dynamic_full = "shard " + std::to_string(options_.shard) + ", step " +
-                      std::to_string(step) + ": " + st.message();
-    return FailedPrecondition(vs.dynamic_full);
-  }
-  for (size_t i = 0; i < distinct.size(); ++i) {
-    if (slots[i] == DynamicTable::kNotARow) {
-      table.DropGradient();
-    } else {
-      table.Apply(slots[i], &sums[i * dim], lr_scale);
-    }
-  }
+  std::vector<int64_t> slots;
+  if (!AdmitDynamic(vs, step, distinct, &slots)) return FailedPrecondition(vs.dynamic_full);
+  ApplyDynamic(vs, slots, sums.data(), lr_scale);
   return Status::Ok();
 }
 
@@ -649,7 +660,7 @@ bool ShardCore::ApplySyncDynamic(VarState& vs, int64_t step,
                                  const std::vector<Contribution>& contribs, float lr_scale) {
   DynamicTable& table = *vs.dynamic;
   if (step > table.step()) table.AdvanceTo(step);
-  std::unordered_set<uint64_t> seen;
+  absl::flat_hash_set<uint64_t> seen;
   std::vector<uint64_t> distinct;
   std::vector<int64_t> slots;
   for (const Contribution& c : contribs) {
@@ -658,24 +669,14 @@ bool ShardCore::ApplySyncDynamic(VarState& vs, int64_t step,
     for (int64_t id : c.ids) {
       if (seen.insert(static_cast<uint64_t>(id)).second) distinct.push_back(static_cast<uint64_t>(id));
     }
-    slots.resize(distinct.size());
-    Status st = table.AdmitAll(distinct.data(), distinct.size(), slots.data());
-    if (!st.ok()) {
-      vs.dynamic_full = "shard " + std::to_string(options_.shard) + ", step " +
-                        std::to_string(step) + ": " + st.message();
-      return false;
-    }
+    if (!AdmitDynamic(vs, step, distinct, &slots)) return false;
   }
+  // The step's rows after every contribution's admission: the sums of the
+  // ids that are rows apply, the others are dropped.
   const std::vector<int64_t>& ids = sync_scratch_.slot_ids;
-  const std::vector<float>& acc = sync_scratch_.acc;
-  for (size_t s = 0; s < ids.size(); ++s) {
-    const int64_t slot = table.Find(static_cast<uint64_t>(ids[s]));
-    if (slot == DynamicTable::kNotARow) {
-      table.DropGradient();
-    } else {
-      table.Apply(slot, &acc[s * size_t{vs.dim}], lr_scale);
-    }
-  }
+  slots.resize(ids.size());
+  for (size_t s = 0; s < ids.size(); ++s) slots[s] = table.Find(static_cast<uint64_t>(ids[s]));
+  ApplyDynamic(vs, slots, sync_scratch_.acc.data(), lr_scale);
   return true;
 }
 

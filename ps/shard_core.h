@@ -256,6 +256,15 @@ class ShardCore {
   void ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst);
   Status PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n, const float* grads,
                      float lr_scale);
+  // One contribution's distinct ids admitted at `step`, their slots into
+  // *slots; false, with the table's dynamic_full set, when the budget cannot
+  // hold them.
+  bool AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint64_t>& distinct,
+                    std::vector<int64_t>* slots);
+  // Applies gradient row i to slots[i], or drops it (and counts it) when
+  // that id is not a row.
+  void ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
+                    float lr_scale);
   // Sync: step `step` of a dynamic table, its contributions in rank order
   // (admission counts each one's distinct ids; the same rows are admitted
   // and evicted whatever order the pushes arrived in), then the sums in
