@@ -153,15 +153,16 @@ void RenderDynamicTables(const std::vector<rpc::ShardStatsReport>& shards, Prome
   const bool any = std::any_of(shards.begin(), shards.end(),
                                [](const auto& s) { return !s.dynamic_tables.empty(); });
   if (!any) return;  // no families without samples
+  auto labels = [](const rpc::ShardStatsReport& s, const rpc::DynamicTableReport& t) {
+    return Labels{{"job_id", std::to_string(s.job_id)},
+                  {"shard", std::to_string(s.shard)},
+                  {"table", t.name}};
+  };
   auto each = [&](const char* name, const char* type, const char* help, auto value_of) {
     out.Family(name, type, help);
     for (const auto& s : shards) {
       for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
-        out.Sample(name,
-                   Labels{{"job_id", std::to_string(s.job_id)},
-                          {"shard", std::to_string(s.shard)},
-                          {"table", t.name}},
-                   static_cast<double>(value_of(t)));
+        out.Sample(name, labels(s, t), static_cast<double>(value_of(t)));
       }
     }
   };
@@ -185,12 +186,9 @@ void RenderDynamicTables(const std::vector<rpc::ShardStatsReport>& shards, Prome
              "(room for a new row at max_rows).");
   for (const auto& s : shards) {
     for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
-      const Labels labels{{"job_id", std::to_string(s.job_id)},
-                          {"shard", std::to_string(s.shard)},
-                          {"table", t.name}};
-      out.Sample("parallax_ps_dynamic_evicted_total", With(labels, "reason", "ttl"),
+      out.Sample("parallax_ps_dynamic_evicted_total", With(labels(s, t), "reason", "ttl"),
                  static_cast<double>(t.evicted_ttl));
-      out.Sample("parallax_ps_dynamic_evicted_total", With(labels, "reason", "budget"),
+      out.Sample("parallax_ps_dynamic_evicted_total", With(labels(s, t), "reason", "budget"),
                  static_cast<double>(t.evicted_budget));
     }
   }

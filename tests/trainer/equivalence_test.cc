@@ -99,15 +99,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
                      VariablePath emb_path, VariablePath w_path) {
     std::vector<std::map<std::string, std::vector<float>>> got;
     ASSERT_NO_FATAL_FAILURE(RunJob(arch, shards, opt, prefetch, emb_path, w_path, &got));
-    auto spec = [](const std::string& type) {
-      OptimizerSettings s;
-      s.type = *ParseOptimizerType(type);
-      s.lr = 0.1f;
-      s.initial_accumulator = 0.1f;  // the job file's default
-      return s;
-    };
-    testing::TinyResult ref =
-        testing::TrainTinyReference(spec(opt.dense), spec(opt.sparse), kSteps, kRanks * kBatch);
+    const testing::TinyResult ref = Reference(opt);
     for (int r = 0; r < kRanks; ++r) {
       const double dw = testing::RelativeDifference(got[r]["w"], ref.w);
       const double demb = testing::RelativeDifference(got[r]["emb"], ref.emb);
@@ -117,6 +109,21 @@ class TrainerEquivalenceTest : public ::testing::Test {
       diffs << std::scientific << "w " << dw << " emb " << demb;
       RecordProperty("rank" + std::to_string(r) + "_relative_difference", diffs.str());
     }
+  }
+
+  // The one-process run that 2 ranks of `opt`'s job must equal: batch
+  // kRanks × kBatch, the job file's optimizers (lr 0.1, Adagrad's initial
+  // accumulator its default 0.1); with `spread`, over TinyId's ids.
+  static testing::TinyResult Reference(const JobKnobs& opt, bool spread = false) {
+    auto spec = [](const std::string& type) {
+      OptimizerSettings s;
+      s.type = *ParseOptimizerType(type);
+      s.lr = 0.1f;
+      s.initial_accumulator = 0.1f;
+      return s;
+    };
+    return testing::TrainTinyReference(spec(opt.dense), spec(opt.sparse), kSteps, kRanks * kBatch,
+                                       spread);
   }
 
   // Runs the job; (*got)[rank] holds the variables each rank wrote.
@@ -234,13 +241,7 @@ TEST_F(TrainerEquivalenceTest, DynamicTableEqualsTheFixedTable) {
     EXPECT_LT(testing::RelativeDifference(dynamic[r]["emb"], fixed[r]["emb"]), 1e-6) << "rank " << r;
     EXPECT_LT(testing::RelativeDifference(dynamic[r]["w"], fixed[r]["w"]), 1e-6) << "rank " << r;
   }
-  OptimizerSettings sgd, adagrad;
-  sgd.lr = 0.1f;
-  adagrad.type = OptimizerType::kAdagrad;
-  adagrad.lr = 0.1f;
-  adagrad.initial_accumulator = 0.1f;
-  const testing::TinyResult ref = testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch);
-  EXPECT_LT(testing::RelativeDifference(dynamic[0]["emb"], ref.emb), 1e-5);
+  EXPECT_LT(testing::RelativeDifference(dynamic[0]["emb"], Reference(dynamic_knobs).emb), 1e-5);
 }
 
 // The same over ids spread across the whole 64-bit range (negative int64
@@ -255,15 +256,8 @@ TEST_F(TrainerEquivalenceTest, DynamicTableOverThe64BitRangeEqualsOneProcess) {
   int negative = 0;
   for (int64_t r = 0; r < TinyModel::kRows; ++r) negative += testing::TinyId(r, true) < 0;
   EXPECT_GT(negative, 20) << "the ids cover negative int64 too";
-  OptimizerSettings sgd, adagrad;
-  sgd.lr = 0.1f;
-  adagrad.type = OptimizerType::kAdagrad;
-  adagrad.lr = 0.1f;
-  adagrad.initial_accumulator = 0.1f;
-  const testing::TinyResult ref =
-      testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch, /*spread=*/true);
-  const testing::TinyResult ids_as_rows =
-      testing::TrainTinyReference(sgd, adagrad, kSteps, kRanks * kBatch);
+  const testing::TinyResult ref = Reference(spread, /*spread=*/true);
+  const testing::TinyResult ids_as_rows = Reference(spread);
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_LT(testing::RelativeDifference(got[r]["emb"], ref.emb), 1e-5) << "rank " << r;
     EXPECT_LT(testing::RelativeDifference(got[r]["w"], ref.w), 1e-5) << "rank " << r;
