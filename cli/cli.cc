@@ -379,6 +379,11 @@ int Cli::Status_() {
       out_ << "\nnewest metrics per rank (times and bytes per step, sent/received):\n";
       PrintTable(out_, *metrics);
     }
+    auto dynamic = DynamicTablesTable(client.get(), j.id);
+    if (dynamic.ok() && !dynamic->empty()) {
+      out_ << "\ndynamic tables (every shard together; counters since each shard started):\n";
+      PrintTable(out_, *dynamic);
+    }
     return kExitOk;
   }
   if (jobs.empty()) {
@@ -402,6 +407,8 @@ int Cli::StatusJson(CoordinatorClient& client, const std::vector<rpc::JobInfo>& 
   if (job_id_ > 0) {
     auto m = LatestMetricsJson(&client, job_id_, jobs[0].attempt, jobs[0].step, jobs[0].workers);
     if (m.ok()) arr[0]["metrics"] = nlohmann::json::parse(*m);
+    auto dynamic = DynamicTablesJson(&client, job_id_);
+    if (dynamic.ok() && *dynamic != "{}") arr[0]["dynamic_tables"] = nlohmann::json::parse(*dynamic);
     if (points_) {
       // Asked for: no "points" would read as a job without any.
       StatusOr<std::string> points = AttemptPointsJson(&client, job_id_, jobs[0].attempt);

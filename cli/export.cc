@@ -10,9 +10,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "core/base/durable_file.h"
+#include "core/ps/dynamic_file.h"
 #include "core/ps/initializer.h"
 #include "core/ps/partition_file.h"
 #include "trainer/checkpoint_files.h"
@@ -23,13 +25,14 @@ namespace {
 
 using plan::PlannedVariable;
 
-// NumPy format 1.0 header for a C-order float32 array of `shape`, padded so
-// the data starts at a multiple of 64 bytes.
-std::string NpyHeader(const std::vector<int64_t>& shape) {
+// NumPy format 1.0 header for a C-order array of `shape` (float32, or
+// `descr` "<i8" for int64), padded so the data starts at a multiple of 64
+// bytes.
+std::string NpyHeader(const std::vector<int64_t>& shape, const std::string& descr = "<f4") {
   std::string dims;  // "3, 4" or "3," (a one-element tuple)
   for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) dims += ",";
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   const size_t unpadded = 10 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
   dict += '\n';
@@ -143,6 +146,43 @@ Status WritePsTable(const std::string& ckpt_dir, const ps::VariableSpec& spec, s
   return Status::Ok();
 }
 
+// A dynamic table: the rows every shard's file holds, ordered by id as an
+// int64, into <base>.ids.npy (the ids) and <base>.npy (their rows, in that
+// order). An id absent was never admitted or was evicted. Returns the row
+// count.
+StatusOr<int64_t> WriteDynamicTable(const std::string& ckpt_dir, const ps::VariableSpec& spec,
+                                    const std::string& ids_path, const std::string& rows_path) {
+  PX_ASSIGN_OR_RETURN(std::vector<ps::DynamicFile> files, ps::ReadDynamicFiles(ckpt_dir, spec));
+  const uint32_t dim = spec.dim;
+  // (id, table, slot) of every row, then one pass in id order.
+  std::vector<std::unique_ptr<ps::DynamicTable>> tables;
+  std::vector<std::tuple<int64_t, size_t, int64_t>> rows;
+  for (const ps::DynamicFile& file : files) {
+    PX_ASSIGN_OR_RETURN(std::unique_ptr<ps::DynamicTable> t, ps::TableOfFile(file, spec));
+    for (uint64_t id : t->Ids()) rows.emplace_back(static_cast<int64_t>(id), tables.size(), t->Find(id));
+    tables.push_back(std::move(t));
+  }
+  std::sort(rows.begin(), rows.end());
+  const int64_t n = static_cast<int64_t>(rows.size());
+  OutFile ids_file, rows_file;
+  PX_RETURN_IF_ERROR(ids_file.Open(ids_path));
+  PX_RETURN_IF_ERROR(rows_file.Open(rows_path));
+  const std::string ids_header = NpyHeader({n}, "<i8");
+  const std::string rows_header = NpyHeader({n, static_cast<int64_t>(dim)});
+  std::string ids_data = ids_header, rows_data = rows_header;
+  ids_data.reserve(ids_header.size() + rows.size() * 8);
+  rows_data.reserve(rows_header.size() + rows.size() * dim * 4);
+  for (const auto& [id, t, slot] : rows) {
+    ids_data.append(reinterpret_cast<const char*>(&id), 8);
+    rows_data.append(reinterpret_cast<const char*>(tables[t]->weights(slot)), size_t{dim} * 4);
+  }
+  PX_RETURN_IF_ERROR(ids_file.WriteAt(0, ids_data.data(), ids_data.size()));
+  PX_RETURN_IF_ERROR(rows_file.WriteAt(0, rows_data.data(), rows_data.size()));
+  PX_RETURN_IF_ERROR(ids_file.Finish());
+  PX_RETURN_IF_ERROR(rows_file.Finish());
+  return n;
+}
+
 // Why job `job_id` has nothing to export: no checkpoint was committed, or
 // none of the committed ones can be read here (the directory of the newest
 // is named: checkpoint_dir is shared storage that this host may not mount).
@@ -183,6 +223,32 @@ Status ExportCheckpoint(CoordinatorClient* coord, const ExportOptions& options, 
   nlohmann::json vars = nlohmann::json::array();
   std::set<std::string> taken = {"manifest.json"};
   for (const PlannedVariable& v : plan.variables) {
+    if (v.dynamic) {
+      const ps::VariableSpec* spec = plan.ps.FindVariable(v.id);
+      if (!spec)
+        return FailedPrecondition("the checkpoint's plan has no PS spec for \"" + v.name + "\"");
+      const std::string file = FileNameFor(v, &taken);
+      const std::string ids = file.substr(0, file.size() - 4) + ".ids.npy";
+      taken.insert(ids);
+      const std::string path = options.out_dir + "/" + file;
+      const std::string ids_path = options.out_dir + "/" + ids;
+      PX_ASSIGN_OR_RETURN(int64_t n, WriteDynamicTable(ckpt.path, *spec, ids_path, path));
+      PX_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path));
+      PX_ASSIGN_OR_RETURN(std::string ids_sha, Sha256OfFile(ids_path));
+      vars.push_back({{"name", v.name},
+                      {"id", v.id},
+                      {"kind", "dynamic"},
+                      {"path", VariablePathName(v.path)},
+                      {"shape", {n, v.dim}},
+                      {"dtype", "float32"},
+                      {"file", file},
+                      {"sha256", sha},
+                      {"ids_file", ids},
+                      {"ids_dtype", "int64"},
+                      {"ids_sha256", ids_sha}});
+      out << v.name << " -> " << path << " (" << n << " rows; their ids in " << ids_path << ")\n";
+      continue;
+    }
     const std::vector<int64_t> shape =
         v.sparse ? std::vector<int64_t>{v.rows, static_cast<int64_t>(v.dim)}
                  : std::vector<int64_t>{static_cast<int64_t>(v.size)};

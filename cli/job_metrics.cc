@@ -1,6 +1,7 @@
 #include "cli/job_metrics.h"
 
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -94,6 +95,78 @@ StatusOr<std::string> AttemptPointsJson(CoordinatorClient* coord, int64_t job_id
   PX_RETURN_IF_ERROR(
       coord->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, coord->Header(), req); }));
   return AttemptPointsJson(points, attempt);
+}
+
+namespace {
+
+// A dynamic table's counters as status shows them, in this order.
+struct DynamicCounter {
+  const char* key;
+  int64_t rpc::DynamicTableReport::*field;
+};
+constexpr DynamicCounter kDynamicCounters[] = {
+    {"rows", &rpc::DynamicTableReport::rows},
+    {"admitted", &rpc::DynamicTableReport::admitted},
+    {"not_admitted_reads", &rpc::DynamicTableReport::not_admitted_reads},
+    {"dropped_gradients", &rpc::DynamicTableReport::dropped_gradients},
+    {"evicted_ttl", &rpc::DynamicTableReport::evicted_ttl},
+    {"evicted_budget", &rpc::DynamicTableReport::evicted_budget},
+    {"bytes", &rpc::DynamicTableReport::bytes},
+};
+
+nlohmann::json CountersJson(const rpc::DynamicTableReport& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const DynamicCounter& c : kDynamicCounters) j[c.key] = t.*c.field;
+  return j;
+}
+
+}  // namespace
+
+StatusOr<std::string> DynamicTablesJson(CoordinatorClient* coord, int64_t job_id) {
+  PX_ASSIGN_OR_RETURN(std::vector<rpc::ShardStatsReport> shards, coord->GetShardStats(job_id));
+  return DynamicTablesJson(shards);
+}
+
+std::string DynamicTablesJson(const std::vector<rpc::ShardStatsReport>& shards) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const rpc::ShardStatsReport& s : shards) {
+    for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
+      nlohmann::json& table = out[t.name];
+      if (table.is_null()) {
+        table = CountersJson(rpc::DynamicTableReport());
+        table["shards"] = nlohmann::json::array();
+      }
+      for (const DynamicCounter& c : kDynamicCounters) {
+        table[c.key] = table[c.key].get<int64_t>() + t.*c.field;
+      }
+      nlohmann::json one = CountersJson(t);
+      one["shard"] = s.shard;
+      table["shards"].push_back(one);
+    }
+  }
+  return out.dump();
+}
+
+StatusOr<std::vector<std::vector<std::string>>> DynamicTablesTable(CoordinatorClient* coord,
+                                                                   int64_t job_id) {
+  PX_ASSIGN_OR_RETURN(std::string text, DynamicTablesJson(coord, job_id));
+  const nlohmann::json tables = nlohmann::json::parse(text);
+  std::vector<std::vector<std::string>> rows;
+  if (tables.empty()) return rows;
+  rows.push_back({"TABLE", "SHARDS", "ROWS", "ADMITTED", "NOT-ADMITTED READS",
+                  "DROPPED GRADIENTS", "EVICTED TTL", "EVICTED BUDGET", "MIB"});
+  for (const auto& [name, t] : tables.items()) {
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.1f", static_cast<double>(t["bytes"].get<int64_t>()) / (1 << 20));
+    rows.push_back({name, std::to_string(t["shards"].size()),
+                    std::to_string(t["rows"].get<int64_t>()),
+                    std::to_string(t["admitted"].get<int64_t>()),
+                    std::to_string(t["not_admitted_reads"].get<int64_t>()),
+                    std::to_string(t["dropped_gradients"].get<int64_t>()),
+                    std::to_string(t["evicted_ttl"].get<int64_t>()),
+                    std::to_string(t["evicted_budget"].get<int64_t>()), mib});
+  }
+  return rows;
 }
 
 }  // namespace parallax::cli

@@ -15,6 +15,7 @@ namespace parallax {
 class CoordinatorClient;
 namespace rpc {
 class MetricPoint;
+class ShardStatsReport;
 }
 }  // namespace parallax
 
@@ -42,6 +43,18 @@ std::string AttemptPointsJson(const std::vector<rpc::MetricPoint>& points, int a
 // --points`. As many as the job reported: a long job with a point every step
 // has thousands per rank.
 StatusOr<std::string> AttemptPointsJson(CoordinatorClient* coord, int64_t job_id, int attempt);
+
+// The dynamic tables of the job's PS shards (their newest reports, while the
+// job runs): per table the counters summed over shards (rows, admitted,
+// not_admitted_reads, dropped_gradients, evicted_ttl, evicted_budget,
+// bytes) and "shards", each shard's own, as a JSON object text keyed by
+// table; "{}" when there is none.
+StatusOr<std::string> DynamicTablesJson(CoordinatorClient* coord, int64_t job_id);
+std::string DynamicTablesJson(const std::vector<rpc::ShardStatsReport>& shards);
+// The same as rows of a table (header first), one per table; empty when
+// there is none.
+StatusOr<std::vector<std::vector<std::string>>> DynamicTablesTable(CoordinatorClient* coord,
+                                                                   int64_t job_id);
 
 }  // namespace parallax::cli
 

@@ -32,6 +32,29 @@ Status WriteAll(int fd, const std::string& data, const std::string& path) {
   return Status::Ok();
 }
 
+// `data` into `path` (in `dir`): a temp file in the same directory, fsync,
+// rename, fsync of the directory.
+Status WriteAtomically(const std::string& dir, const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create \"" + tmp + "\": " + std::strerror(errno));
+  Status st = WriteAll(fd, data, tmp);
+  if (st.ok() && ::fsync(fd) != 0) st = IoError("cannot fsync \"" + tmp + "\": " + std::strerror(errno));
+  ::close(fd);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = IoError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + std::strerror(errno));
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SavePartition(const std::string& dir, const VariableTable& table, uint32_t partition,
@@ -70,25 +93,22 @@ Status SavePartition(const std::string& dir, const VariableTable& table, uint32_
   const uint64_t sum = Fnv1a(data.data(), data.size());
   Put(&data, &sum, 8);
 
-  const std::string path = dir + "/" + PartitionFileName(var.id, partition);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create \"" + tmp + "\": " + std::strerror(errno));
-  Status st = WriteAll(fd, data, tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = IoError("cannot fsync \"" + tmp + "\": " + std::strerror(errno));
-  ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    st = IoError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + std::strerror(errno));
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  return WriteAtomically(dir, dir + "/" + PartitionFileName(var.id, partition), data);
+}
+
+Status SaveDynamic(const std::string& dir, const VariableSpec& var, uint32_t shard,
+                   uint32_t shards, const std::vector<DynamicFilePart>& parts,
+                   const DynamicTable& table) {
+  DynamicFileHeader h;
+  h.variable = var.id;
+  h.shard = shard;
+  h.shards = shards;
+  h.partitions = var.partitions;
+  h.scheme = static_cast<uint32_t>(var.scheme);
+  h.dim = var.dim;
+  h.optimizer = static_cast<uint32_t>(var.optimizer.type);
+  return WriteAtomically(dir, dir + "/" + DynamicFileName(var.id, shard),
+                         EncodeDynamicFile(h, parts, table.Serialize()));
 }
 
 StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const VariableSpec& var,

@@ -76,4 +76,48 @@ StatusOr<std::vector<PartitionSnapshot>> LoadOwnedPartitions(const std::string& 
   return out;
 }
 
+StatusOr<LoadedDynamic> LoadDynamic(const std::string& dir, const VariableSpec& var,
+                                    uint32_t shard, uint32_t shards,
+                                    const std::vector<uint32_t>& owned) {
+  LoadedDynamic out;
+  PX_ASSIGN_OR_RETURN(out.table, DynamicTable::Create(ShardTableOptions(var, shard)));
+  const std::string own = dir + "/" + DynamicFileName(var.id, shard);
+  auto mine = ReadDynamicFile(own, var);
+  if (mine.ok()) {
+    const DynamicFileHeader& h = mine->header;
+    std::vector<uint32_t> held;
+    for (const DynamicFilePart& p : mine->parts) held.push_back(p.partition);
+    if (h.shards == shards && h.partitions == var.partitions &&
+        h.scheme == static_cast<uint32_t>(var.scheme) && held == owned) {
+      Status st = out.table->Restore(mine->state);
+      if (!st.ok()) return FailedPrecondition("\"" + own + "\": " + st.message());
+      out.parts = std::move(mine->parts);
+      return out;
+    }
+  } else if (mine.status().code() != StatusCode::kIoError) {
+    return mine.status();  // there, but not readable as one
+  }
+  // Another partitioning: every shard's rows, re-split.
+  PX_ASSIGN_OR_RETURN(std::vector<DynamicFile> files, ReadDynamicFiles(dir, var));
+  std::vector<bool> mine_now(var.partitions, false);
+  for (uint32_t p : owned) mine_now[p] = true;
+  out.resharded = true;
+  for (uint32_t p : owned) out.parts.push_back(DynamicFilePart{p, 0, 0, 0});
+  for (const DynamicFile& f : files) {
+    PX_ASSIGN_OR_RETURN(std::unique_ptr<DynamicTable> old, TableOfFile(f, var));
+    PX_RETURN_IF_ERROR(
+        out.table->Absorb(*old, [&](uint64_t id) {
+          return mine_now[PartitionOf(var, static_cast<int64_t>(id))];
+        }).WithContext("\"" + f.path + "\""));
+    for (DynamicFilePart& to : out.parts) {
+      for (const DynamicFilePart& from : f.parts) {
+        to.applied = std::max(to.applied, from.applied);
+        to.version = std::max(to.version, from.version);
+      }
+    }
+  }
+  out.evicted = out.table->FitBudget();
+  return out;
+}
+
 }  // namespace parallax::ps

@@ -12,9 +12,12 @@
 #define PARALLAX_PS_RESHARD_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/ps/dynamic_file.h"
+#include "core/ps/dynamic_table.h"
 #include "core/ps/plan.h"
 #include "parallax/status.h"
 #include "ps/checkpoint.h"
@@ -30,6 +33,25 @@ namespace parallax::ps {
 StatusOr<std::vector<PartitionSnapshot>> LoadOwnedPartitions(const std::string& dir,
                                                             const VariableSpec& var,
                                                             const std::vector<uint32_t>& owned);
+
+// A shard's table of dynamic variable `var` from the checkpoint in `dir`.
+struct LoadedDynamic {
+  std::unique_ptr<DynamicTable> table;
+  std::vector<DynamicFilePart> parts;  // steps applied and version of each partition `owned`
+  bool resharded = false;              // read from every shard's file
+  int64_t evicted = 0;                 // rows evicted to fit the new budget (resharded)
+};
+// When the checkpoint was written under the same partitioning and this
+// shard held the same partitions, its own file is restored as it was (a
+// resumed run continues exactly). Otherwise every shard's file is read, the
+// rows whose ids fall in the partitions `owned` (PartitionOf) are kept with
+// their state and counters, the admission counts add up, and rows over the
+// new budget are evicted by the table's policy. A partition's steps applied
+// and version are the largest of the old ones (as LoadOwnedPartitions).
+// Nothing is changed on failure; the message names the file or the part.
+StatusOr<LoadedDynamic> LoadDynamic(const std::string& dir, const VariableSpec& var,
+                                    uint32_t shard, uint32_t shards,
+                                    const std::vector<uint32_t>& owned);
 
 }  // namespace parallax::ps
 

@@ -44,29 +44,47 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
 
 Status ShardCore::LoadCheckpoint(const std::string& dir) {
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
+  std::map<uint32_t, LoadedDynamic> loaded_dynamic;
   for (auto& [id, vs] : vars_) {
-    if (vs.dynamic) {
-      return FailedPrecondition("dynamic table \"" + vs.spec->name +
-                                "\": checkpoints of dynamic tables are not read yet; nothing was "
-                                "loaded");
-    }
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
       if (vs.parts[p].owned) owned.push_back(p);
+    }
+    if (vs.dynamic) {
+      // One file per shard; another partitioning is re-split (ps/reshard.h).
+      auto table = LoadDynamic(dir, *vs.spec, options_.shard, options_.plan.num_shards, owned);
+      if (!table.ok()) return FailedPrecondition(table.status().message() + "; nothing was loaded");
+      loaded_dynamic[id] = std::move(table).value();
+      continue;
     }
     // Another partitioning than the checkpoint's is re-split (ps/reshard.h).
     auto snaps = LoadOwnedPartitions(dir, vs.table->spec(), owned);
     if (!snaps.ok()) return FailedPrecondition(snaps.status().message() + "; nothing was loaded");
     loaded[id] = std::move(snaps).value();
   }
+  auto set_part = [&](VarState& vs, uint32_t p, int64_t applied, int64_t version) {
+    PartitionState& ps = vs.parts[p];
+    ps.applied = applied;
+    ps.version = version;
+    ps.pending.clear();
+  };
   for (auto& [id, snaps] : loaded) {
     VarState& vs = vars_.at(id);
     RestoreTable(vs.table.get(), snaps);
-    for (const auto& snap : snaps) {
-      PartitionState& ps = vs.parts[snap.partition];
-      ps.applied = snap.applied;
-      ps.version = snap.version;
-      ps.pending.clear();
+    for (const auto& snap : snaps) set_part(vs, snap.partition, snap.applied, snap.version);
+  }
+  for (auto& [id, d] : loaded_dynamic) {
+    VarState& vs = vars_.at(id);
+    vs.dynamic = std::move(d.table);
+    vs.dynamic_full.clear();
+    for (const DynamicFilePart& p : d.parts) set_part(vs, p.partition, p.applied, p.version);
+    if (d.resharded) {
+      PX_LOG(INFO) << "shard " << options_.shard << ": dynamic table \"" << vs.spec->name
+                   << "\" resharded from the checkpoint in " << dir << ": "
+                   << vs.dynamic->stats().rows << " rows held"
+                   << (d.evicted > 0 ? ", " + std::to_string(d.evicted) +
+                                           " evicted to fit this shard's max_rows"
+                                     : std::string());
     }
   }
   if (updates_file_) updates_file_->Set(UpdatesApplied());
@@ -108,15 +126,7 @@ ShardCore::ShardCore(ShardOptions options)
     vs.spec = &var;
     vs.dim = var.dim;
     if (var.dynamic) {
-      DynamicTableOptions o;
-      o.var = var;
-      o.admit_after = var.dynamic->admit_after;
-      o.ttl_steps = var.dynamic->ttl_steps;
-      // The table's budget split by partition: this shard's share, rounded up.
-      o.max_rows = (var.dynamic->max_rows * owned + var.partitions - 1) / var.partitions;
-      o.policy = var.dynamic->eviction;
-      // The same on every run of this plan: a resumed shard evicts alike.
-      o.seed = Mix64(var.init.seed ^ (uint64_t{var.id} << 32) ^ options_.shard);
+      DynamicTableOptions o = ShardTableOptions(var, options_.shard);
       StatusOr<std::unique_ptr<DynamicTable>> table = DynamicTable::Create(std::move(o));
       if (!table.ok()) {
         init_status_ = table.status().WithContext("dynamic table \"" + var.name + "\"");
@@ -774,9 +784,13 @@ void ShardCore::TrySave(std::vector<OutMessage>* out) {
     }
     for (auto& [id, vs] : vars_) {
       if (vs.dynamic && st.ok()) {
-        st = FailedPrecondition("dynamic table \"" + vs.spec->name +
-                                "\": checkpoints of dynamic tables are not written yet; run the "
-                                "job without [trainer] checkpoint_every");
+        std::vector<DynamicFilePart> parts;
+        for (uint32_t p = 0; p < vs.parts.size(); ++p) {
+          if (vs.parts[p].owned)
+            parts.push_back(DynamicFilePart{p, 0, vs.parts[p].applied, vs.parts[p].version});
+        }
+        st = SaveDynamic(save.dir, *vs.spec, options_.shard, options_.plan.num_shards, parts,
+                         *vs.dynamic);
       }
       for (uint32_t p = 0; p < vs.parts.size() && st.ok() && vs.table; ++p) {
         if (vs.parts[p].owned)

@@ -467,6 +467,10 @@ service Coordinator {
   // in memory (not in the database). A report of an older attempt is FENCED.
   void ReportShardStats(1: RequestHeader header, 2: ShardStatsReport report)
       throws (1: CoordinatorError error)
+  // The newest report of each PS shard of a live job, by shard (`parallax
+  // status`); empty when no shard reported yet or the job ended.
+  list<ShardStatsReport> GetShardStats(1: RequestHeader header, 2: i64 job_id)
+      throws (1: CoordinatorError error)
 
   // Checkpoints: a checkpoint is committed once it is completely written.
   void CommitCheckpoint(1: RequestHeader header, 2: CheckpointInfo checkpoint)

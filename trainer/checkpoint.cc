@@ -7,6 +7,7 @@
 #include "core/base/logging.h"
 #include "core/plan/job_plan.h"
 #include "core/ps/client.h"
+#include "core/ps/dynamic_file.h"
 #include "core/ps/partition_file.h"
 #include "core/rpc/coordinator_client.h"
 #include "schemas/kv_keys.h"
@@ -102,6 +103,10 @@ Status Checkpointer::Write(int64_t step, const std::string& plan_json,
   std::vector<std::string> names = {kDenseFile};
   for (int r = 0; r < options_.world_size; ++r) names.push_back(RankStateFile(r));
   for (const ps::VariableSpec& v : plan.ps.variables) {
+    if (v.dynamic) {
+      for (std::string& name : ps::DynamicFileNames(v)) names.push_back(std::move(name));
+      continue;
+    }
     for (uint32_t p = 0; p < v.partitions; ++p) names.push_back(ps::PartitionFileName(v.id, p));
   }
   std::vector<std::string> announced;

@@ -6,6 +6,7 @@
 //                         all-reduce) with its optimizer state
 //     rank-<r>.state      rank r: the blobs of its RegisterState()s
 //     var<V>-part<P>.pxps every PS partition, written by its shard (SAVE)
+//     var<V>-shard<S>.pxdt every shard's part of a dynamic table (SAVE)
 //     MANIFEST.json       rank 0, last: job, attempt, step, world size, the
 //                         plan, and every file above with its size and
 //                         SHA-256

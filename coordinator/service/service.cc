@@ -815,6 +815,14 @@ void CoordinatorService::ReportShardStats(const rpc::RequestHeader& header,
   ThrowIfError(RecordLostUpdates(store_, report, clock_->NowMillis()));
 }
 
+void CoordinatorService::GetShardStats(std::vector<rpc::ShardStatsReport>& out,
+                                       const rpc::RequestHeader& header, int64_t job_id) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  ThrowIfError(store_->GetJob(job_id).status());
+  out = shard_stats_.OfJob(job_id);
+}
+
 void CoordinatorService::CommitCheckpoint(const rpc::RequestHeader& header,
                                           const rpc::CheckpointInfo& checkpoint) {
   CheckHeader(header);

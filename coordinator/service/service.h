@@ -153,6 +153,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
                   const rpc::GetMetricsRequest& request) override;
   void ReportShardStats(const rpc::RequestHeader& header,
                         const rpc::ShardStatsReport& report) override;
+  void GetShardStats(std::vector<rpc::ShardStatsReport>& out, const rpc::RequestHeader& header,
+                     int64_t job_id) override;
   void CommitCheckpoint(const rpc::RequestHeader& header,
                         const rpc::CheckpointInfo& checkpoint) override;
   void ListCheckpoints(std::vector<rpc::CheckpointInfo>& out, const rpc::RequestHeader& header,

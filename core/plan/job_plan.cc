@@ -92,6 +92,7 @@ PlannedVariable VariableFromJson(const json& jv) {
   v.path = ParseName(jv.at("path"), &ParseVariablePath, "path");
   v.density = jv.value("density", -1.0);
   v.density_host = jv.value("density_host", -1.0);
+  v.ids_per_step = jv.value("ids_per_step", -1.0);
   v.partitions = jv.value("partitions", 1u);
   v.reason = jv.value("reason", std::string());
   v.optimizer = OptimizerFromJson(jv.at("optimizer"));
@@ -246,6 +247,7 @@ std::string JobPlanToJson(const JobPlan& plan) {
               {"seed", v.init.seed},
               {"scale", v.init.scale}}}};
     if (!v.sparse) jv["size"] = v.size;
+    if (v.ids_per_step >= 0) jv["ids_per_step"] = v.ids_per_step;
     if (v.dynamic) {
       jv["dynamic"] = {{"admit_after", v.dynamic->admit_after},
                        {"ttl_steps", v.dynamic->ttl_steps},

@@ -59,6 +59,9 @@ struct PlannedVariable {
   // SampleIds).
   double density = -1;
   double density_host = -1;
+  // A dynamic table (no row count, so no density): the mean distinct ids of
+  // one rank's sampled batch; -1: not measured.
+  double ids_per_step = -1;
   // PS partitions: the variable's on the PS path (as ps.variables holds),
   // else what it would have there (what the cost model assumed).
   uint32_t partitions = 1;

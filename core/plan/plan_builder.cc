@@ -1,6 +1,7 @@
 #include "core/plan/plan_builder.h"
 
 #include <algorithm>
+#include <set>
 #include <cstdio>
 
 #include "core/plan/placement.h"
@@ -347,6 +348,13 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
       sparsity[i] = MeasureSparsity(in.sampled_batches, v.rows, cluster.workers_per_host());
       v.density = sparsity[i].alpha;
       v.density_host = sparsity[i].alpha_host;
+    }
+    if (v.dynamic && !in.sampled_batches.empty()) {
+      double distinct = 0;
+      for (const std::vector<int64_t>& batch : in.sampled_batches) {
+        distinct += static_cast<double>(std::set<int64_t>(batch.begin(), batch.end()).size());
+      }
+      v.ids_per_step = distinct / static_cast<double>(in.sampled_batches.size());
     }
     const VariableOverride* over = OverrideOf(job, v.name);
     v.partitions = PartitionsOf(job, over, v, cluster.shards);

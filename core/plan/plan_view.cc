@@ -1,5 +1,6 @@
 #include "core/plan/plan_view.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace parallax::plan {
@@ -12,7 +13,10 @@ PlanTable PlanTableOf(const JobPlan& plan) {
                               : v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim)
                                          : std::to_string(v.size);
     std::string alpha = "dense";
-    if (v.sparse) {
+    if (v.dynamic) {
+      // No row count, so no fraction of rows: what a batch touches.
+      alpha = v.ids_per_step < 0 ? "?" : "ids/step " + std::to_string(std::llround(v.ids_per_step));
+    } else if (v.sparse) {
       char buf[32];
       std::snprintf(buf, sizeof(buf), "%.4g", v.density);
       alpha = v.density < 0 ? "?" : buf;

@@ -119,7 +119,7 @@ void DynamicTable::AdvanceTo(int64_t step) {
 void DynamicTable::Read(uint64_t id, float* out) {
   // A never-admitted id is never in the index: only a miss needs the check.
   if (const int64_t slot = Find(id); slot != kNotARow) {
-    Touch(slot);
+    TouchRead(slot);
     std::memcpy(out, Row(slot), sizeof(float) * dim());
   } else if (NeverAdmitted(id)) {
     std::fill(out, out + dim(), 0.0f);
@@ -141,7 +141,7 @@ void DynamicTable::ReadAll(const uint64_t* ids, size_t n, float* out) {
   const size_t d = dim();
   for (size_t i = 0; i < n; ++i) {
     if (slots[i] != kNotARow) {
-      Touch(slots[i]);
+      TouchRead(slots[i]);
       std::memcpy(out + i * d, Row(slots[i]), sizeof(float) * d);
     } else {
       Read(ids[i], out + i * d);  // the initializer's values, or zeros
@@ -164,7 +164,7 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id) {
     return kNotARow;
   }
   if (options_.max_rows > 0 && static_cast<int64_t>(index_->slots.size()) >= options_.max_rows &&
-      !EvictForBudget()) {
+      !EvictForBudget(step_)) {
     return FailedPrecondition(
         "dynamic table '" + options_.var.name + "': step " + std::to_string(step_) +
         " alone touches more than max_rows = " + std::to_string(options_.max_rows) +
@@ -247,6 +247,12 @@ void DynamicTable::Touch(int64_t slot) {
   if (!ordered_) return;
   const size_t i = static_cast<size_t>(slot);
   if (meta_[i].touches != UINT32_MAX) ++meta_[i].touches;
+  TouchRead(slot);
+}
+
+void DynamicTable::TouchRead(int64_t slot) {
+  if (!ordered_) return;
+  const size_t i = static_cast<size_t>(slot);
   if (meta_[i].last_step == step_) return;
   meta_[i].last_step = step_;
   // The list is kept in order of last step (not of every touch within a
@@ -258,9 +264,9 @@ void DynamicTable::Touch(int64_t slot) {
   }
 }
 
-bool DynamicTable::EvictForBudget() {
-  if (head_ < 0 || meta_[static_cast<size_t>(head_)].last_step >= step_) {
-    return false;  // the oldest row is of this step, so every row is
+bool DynamicTable::EvictForBudget(int64_t protect_from) {
+  if (head_ < 0 || meta_[static_cast<size_t>(head_)].last_step >= protect_from) {
+    return false;  // the oldest row is of that step, so every row is
   }
   int64_t victim = head_;
   if (options_.policy == EvictionPolicy::kLfu) {
@@ -271,7 +277,7 @@ bool DynamicTable::EvictForBudget() {
     for (int tries = 0; found < options_.lfu_sample && tries < 4 * options_.lfu_sample; ++tries) {
       const int64_t s = static_cast<int64_t>(NextRandom() % n);
       const size_t i = static_cast<size_t>(s);
-      if (meta_[i].last_step == kFree || meta_[i].last_step >= step_) continue;
+      if (meta_[i].last_step == kFree || meta_[i].last_step >= protect_from) continue;
       ++found;
       const size_t v = static_cast<size_t>(victim);
       if (meta_[i].touches < meta_[v].touches ||
@@ -293,20 +299,24 @@ void DynamicTable::Evict(int64_t slot) {
   free_.push_back(slot);
 }
 
-int64_t DynamicTable::NewRow(uint64_t id) {
-  int64_t slot;
+int64_t DynamicTable::TakeSlot() {
   if (!free_.empty()) {
-    slot = free_.back();
+    const int64_t slot = free_.back();
     free_.pop_back();
-  } else {
-    slot = static_cast<int64_t>(meta_.size());
-    if ((meta_.size() & (kChunkRows - 1)) == 0) {
-      // Not value-initialised: each row is written when it is created.
-      chunks_.push_back(std::unique_ptr<float[]>(new float[kChunkRows * stride_]));
-    }
-    meta_.push_back(Meta{0, kFree, -1, -1, 0, 0});
-    if (options_.var.optimizer.type == OptimizerType::kAdam) adam_steps_.push_back(0);
+    return slot;
   }
+  const int64_t slot = static_cast<int64_t>(meta_.size());
+  if ((meta_.size() & (kChunkRows - 1)) == 0) {
+    // Not value-initialised: each row is written when it is created.
+    chunks_.push_back(std::unique_ptr<float[]>(new float[kChunkRows * stride_]));
+  }
+  meta_.push_back(Meta{0, kFree, -1, -1, 0, 0});
+  if (options_.var.optimizer.type == OptimizerType::kAdam) adam_steps_.push_back(0);
+  return slot;
+}
+
+int64_t DynamicTable::NewRow(uint64_t id) {
+  const int64_t slot = TakeSlot();
   const size_t i = static_cast<size_t>(slot);
   float* row = Row(slot);
   const size_t d = dim();
@@ -329,7 +339,7 @@ uint32_t DynamicTable::CountContribution(uint64_t id) {
   uint32_t least = UINT32_MAX;
   const uint64_t width = options_.sketch_width;
   for (int r = 0; r < kSketchDepth; ++r) {
-    const uint64_t h = Mix64(id ^ Mix64(options_.seed + static_cast<uint64_t>(r) + 1));
+    const uint64_t h = Mix64(id ^ Mix64(options_.sketch_seed + static_cast<uint64_t>(r) + 1));
     uint32_t& c = sketch_[static_cast<size_t>(r) * width + h % width];
     if (c != UINT32_MAX) ++c;
     least = std::min(least, c);
@@ -452,6 +462,95 @@ Status DynamicTable::Restore(std::string_view bytes) {
   tail_ = t.tail_;
   stats_ = t.stats_;
   return Status::Ok();
+}
+
+
+Status DynamicTable::Push(const uint64_t* ids, size_t n, const float* grads, float lr_scale) {
+  const size_t d = dim();
+  absl::flat_hash_map<uint64_t, size_t> first;
+  std::vector<uint64_t> distinct;
+  std::vector<float> sums;
+  first.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, inserted] = first.try_emplace(ids[i], distinct.size());
+    if (inserted) {
+      distinct.push_back(ids[i]);
+      sums.insert(sums.end(), grads + i * d, grads + (i + 1) * d);
+    } else {
+      float* a = &sums[it->second * d];
+      for (size_t j = 0; j < d; ++j) a[j] += grads[i * d + j];
+    }
+  }
+  std::vector<int64_t> slots(distinct.size());
+  PX_RETURN_IF_ERROR(AdmitAll(distinct.data(), distinct.size(), slots.data()));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] == kNotARow) {
+      DropGradient();
+    } else {
+      Apply(slots[i], &sums[i * d], lr_scale);
+    }
+  }
+  return Status::Ok();
+}
+
+Status DynamicTable::Absorb(const DynamicTable& from,
+                            const std::function<bool(uint64_t id)>& keep) {
+  const std::string what = "resharding dynamic table '" + options_.var.name + "'";
+  if (from.stride_ != stride_ || from.state_slots_ != state_slots_ ||
+      from.adam_steps_.empty() != adam_steps_.empty()) {
+    return InvalidArgument(what + ": the checkpoint's table has another dim or optimizer");
+  }
+  if (!from.sketch_.empty() && !sketch_.empty() && from.sketch_.size() != sketch_.size()) {
+    return InvalidArgument(what + ": the checkpoint's admission sketch has " +
+                           std::to_string(from.sketch_.size()) + " counters, this table's " +
+                           std::to_string(sketch_.size()));
+  }
+  std::vector<size_t> taken;
+  for (size_t i = 0; i < from.meta_.size(); ++i) {
+    const Meta& m = from.meta_[i];
+    if (m.last_step == kFree || !keep(m.id)) continue;
+    if (index_->slots.contains(m.id)) {
+      return InvalidArgument(what + ": id " + std::to_string(m.id) +
+                             " is in two of the checkpoint's files");
+    }
+    taken.push_back(i);
+  }
+  for (size_t i : taken) {
+    const Meta& m = from.meta_[i];
+    const int64_t slot = TakeSlot();
+    const size_t j = static_cast<size_t>(slot);
+    std::memcpy(Row(slot), from.Row(static_cast<int64_t>(i)), stride_ * sizeof(float));
+    if (!adam_steps_.empty()) adam_steps_[j] = from.adam_steps_[i];
+    meta_[j] = Meta{m.id, m.last_step, -1, -1, m.touches, 0};
+    if (ordered_) LinkTail(slot);  // FitBudget puts the list in order
+    index_->slots.emplace(m.id, slot);
+  }
+  for (size_t k = 0; k < from.sketch_.size() && k < sketch_.size(); ++k) {
+    const uint64_t sum = uint64_t{sketch_[k]} + from.sketch_[k];
+    sketch_[k] = static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX));
+  }
+  step_ = std::max(step_, from.step_);
+  return Status::Ok();
+}
+
+int64_t DynamicTable::FitBudget() {
+  if (!ordered_) return 0;
+  std::vector<int64_t> held;
+  held.reserve(index_->slots.size());
+  for (size_t i = 0; i < meta_.size(); ++i) {
+    if (meta_[i].last_step != kFree) held.push_back(static_cast<int64_t>(i));
+  }
+  std::stable_sort(held.begin(), held.end(), [this](int64_t a, int64_t b) {
+    return meta_[static_cast<size_t>(a)].last_step < meta_[static_cast<size_t>(b)].last_step;
+  });
+  head_ = tail_ = -1;
+  for (int64_t s : held) LinkTail(s);
+  int64_t evicted = 0;
+  while (options_.max_rows > 0 && static_cast<int64_t>(index_->slots.size()) > options_.max_rows &&
+         EvictForBudget(INT64_MAX)) {
+    ++evicted;
+  }
+  return evicted;
 }
 
 }  // namespace parallax::ps

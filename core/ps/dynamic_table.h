@@ -39,6 +39,7 @@
 #define PARALLAX_CORE_PS_DYNAMIC_TABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,7 +51,7 @@
 namespace parallax::ps {
 
 // kLru: the row touched longest ago; kLfu: of `lfu_sample` rows drawn at
-// random, the one touched least often (include/parallax/settings.h).
+// random, the one with the fewest contributions (include/parallax/settings.h).
 using parallax::EvictionPolicy;
 
 struct DynamicTableOptions {
@@ -64,7 +65,11 @@ struct DynamicTableOptions {
   int lfu_sample = 16;              // rows compared per LFU eviction
   uint32_t sketch_width = 1 << 20;  // counters per row of the admission sketch
   std::vector<uint64_t> never_admit;
-  uint64_t seed = 0;  // of the sampled eviction and the sketch's hashes
+  uint64_t seed = 0;  // of the sampled eviction
+  // Of the sketch's hashes: the same for every shard of a variable, so that
+  // the sketches of a checkpoint's shards add up under another partitioning
+  // (Absorb).
+  uint64_t sketch_seed = 0;
 };
 
 struct DynamicTableStats {
@@ -117,6 +122,11 @@ class DynamicTable {
   // first error.
   Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots);
   void DropGradient() { ++stats_.dropped_gradients; }
+  // One contribution (a process training alone, through the Python
+  // binding): the gradients of repeated ids summed, each distinct id
+  // admitted once (AdmitAll), the rows' gradients applied (Apply) and the
+  // others dropped. Stops at AdmitAll's error, nothing applied.
+  Status Push(const uint64_t* ids, size_t n, const float* grads, float lr_scale = 1.0f);
   // Applies gradient `g` (dim values) to the row in `slot` with the
   // variable's optimizer and lr × lr_scale.
   void Apply(int64_t slot, const float* g, float lr_scale = 1.0f);
@@ -138,6 +148,22 @@ class DynamicTable {
   // of a table with these options' dim and optimizer.
   Status Restore(std::string_view bytes);
 
+  // Resharding (a checkpoint read under another partitioning): copies into
+  // this table the rows of `from` (the same variable: dim, optimizer and
+  // admission sketch alike) whose id `keep` accepts, with their weights,
+  // optimizer state, last step and touches, and adds `from`'s admission
+  // counts to this table's (an id counted by another shard may be admitted
+  // a little early here, never late). The step becomes the larger of the
+  // two. INVALID_ARGUMENT, this table unchanged, when the tables disagree or
+  // `from` holds an id this one holds already. Call FitBudget once every
+  // source is absorbed.
+  Status Absorb(const DynamicTable& from, const std::function<bool(uint64_t id)>& keep);
+  // Orders the rows by last step (as a run would have) and, when they are
+  // more than max_rows, evicts by the policy until they fit, rows of the
+  // newest step included (no step is in progress). Returns how many it
+  // evicted (counted as evicted_budget).
+  int64_t FitBudget();
+
  private:
   struct Index;
   explicit DynamicTable(DynamicTableOptions options);
@@ -156,10 +182,19 @@ class DynamicTable {
   bool NeverAdmitted(uint64_t id) const;
   // Admit for an id the index does not hold.
   StatusOr<int64_t> AdmitMissing(uint64_t id);
+  // A contribution's touch: counts it (LFU) and makes the row the step's.
   void Touch(int64_t slot);
-  // Makes room for one row: evicts the policy's coldest row not of the step
-  // in progress. False when every row is of it.
-  bool EvictForBudget();
+  // A read's: makes the row the step's, counts nothing. Reading a row twice
+  // in a step changes nothing, so the pulls a resumed run repeats (those
+  // answered before its checkpoint was written) leave the table as one
+  // read left it.
+  void TouchRead(int64_t slot);
+  // Makes room for one row: evicts the policy's coldest row last touched
+  // before step `protect_from` (the step in progress, or INT64_MAX to spare
+  // none). False when every row is of that step or later.
+  bool EvictForBudget(int64_t protect_from);
+  // A slot for a new row: a freed one, or a new one at the end.
+  int64_t TakeSlot();
   void Evict(int64_t slot);
   int64_t NewRow(uint64_t id);
   // The sketch's count of `id` after adding one.

@@ -342,4 +342,12 @@ StatusOr<std::vector<rpc::CheckpointInfo>> CoordinatorClient::ListCheckpoints(in
   return out;
 }
 
+StatusOr<std::vector<rpc::ShardStatsReport>> CoordinatorClient::GetShardStats(int64_t job_id) {
+  std::vector<rpc::ShardStatsReport> out;
+  PX_RETURN_IF_ERROR(
+      Call([&](rpc::CoordinatorClient& c) { c.GetShardStats(out, Header(), job_id); }, 0,
+           Retry::kIdempotent));
+  return out;
+}
+
 }  // namespace parallax

@@ -104,6 +104,8 @@ class CoordinatorClient {
   StatusOr<std::string> GetPlan(int64_t job_id, int32_t attempt, int64_t timeout_ms);
   Status CommitCheckpoint(const rpc::CheckpointInfo& checkpoint);
   StatusOr<std::vector<rpc::CheckpointInfo>> ListCheckpoints(int64_t job_id);
+  // The newest counters of each PS shard of a live job.
+  StatusOr<std::vector<rpc::ShardStatsReport>> GetShardStats(int64_t job_id);
   // A trainer rank's consistency lease (idempotent: the coordinator keeps
   // the largest `until`); every switch of the job, oldest first.
   StatusOr<std::vector<rpc::ConsistencySwitch>> LeaseConsistency(

@@ -96,7 +96,7 @@ std::optional<Initializer::Type> ParseInitializerType(std::string_view name);
 // makes room for a new one. 0 for ttl_steps or max_rows: none.
 enum class EvictionPolicy {
   kLru,  // the row touched longest ago
-  kLfu,  // of a few rows drawn at random, the one touched least often
+  kLfu,  // of a few rows drawn at random, the one pushed to least often
 };
 const char* EvictionPolicyName(EvictionPolicy policy);
 std::optional<EvictionPolicy> ParseEvictionPolicy(std::string_view name);

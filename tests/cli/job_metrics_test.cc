@@ -55,5 +55,43 @@ TEST(AttemptPointsJsonTest, NoPointOfTheAttemptIsAnEmptyArray) {
   EXPECT_EQ(AttemptPointsJson({Point(1, 0, 0, 1.0)}, 2), "[]");
 }
 
+rpc::DynamicTableReport Table(const std::string& name, int64_t base) {
+  rpc::DynamicTableReport t;
+  t.name = name;
+  t.rows = base;
+  t.admitted = base + 1;
+  t.not_admitted_reads = base + 2;
+  t.dropped_gradients = base + 3;
+  t.evicted_ttl = base + 4;
+  t.evicted_budget = base + 5;
+  t.bytes = base + 6;
+  return t;
+}
+
+// `parallax status JOB --json`'s "dynamic_tables": per table the shards'
+// counters summed, and each shard's.
+TEST(DynamicTablesJsonTest, SumsEachTableOverItsShards) {
+  rpc::ShardStatsReport a, b, c;
+  a.shard = 0;
+  a.__set_dynamic_tables({Table("users", 10), Table("items", 100)});
+  b.shard = 1;
+  b.__set_dynamic_tables({Table("users", 20)});
+  c.shard = 2;  // holds no dynamic table
+  const nlohmann::json out = nlohmann::json::parse(DynamicTablesJson({a, b, c}));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out["users"]["rows"], 30);
+  EXPECT_EQ(out["users"]["admitted"], 32);
+  EXPECT_EQ(out["users"]["not_admitted_reads"], 34);
+  EXPECT_EQ(out["users"]["dropped_gradients"], 36);
+  EXPECT_EQ(out["users"]["evicted_ttl"], 38);
+  EXPECT_EQ(out["users"]["evicted_budget"], 40);
+  EXPECT_EQ(out["users"]["bytes"], 42);
+  ASSERT_EQ(out["users"]["shards"].size(), 2u);
+  EXPECT_EQ(out["users"]["shards"][1]["shard"], 1);
+  EXPECT_EQ(out["users"]["shards"][1]["rows"], 20);
+  EXPECT_EQ(out["items"]["evicted_budget"], 105);
+  EXPECT_EQ(DynamicTablesJson({c}), "{}");
+}
+
 }  // namespace
 }  // namespace parallax::cli

@@ -116,7 +116,8 @@ std::string WriteTinyJob(const TempDir& dir, const TinyJob& job) {
   f << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
     << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
     << "[ps]\nshards = " << job.shards << "\n"
-    << job.ps_extra << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+    << job.ps_extra << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n"
+    << job.variable_extra << "\n";
   return path;
 }
 

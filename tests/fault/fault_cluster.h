@@ -30,6 +30,7 @@ struct TinyJob {
   int workers = 2;
   int shards = 2;
   std::string ps_extra;  // more [ps] keys
+  std::string variable_extra;  // more keys of emb's [[variable]]
 };
 
 // Writes the tiny job's file, DIR/<tag>.toml (ranks' outputs and checkpoints

@@ -16,19 +16,39 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/fault/fault_cluster.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/trainer/tiny_model.h"
+#include "tests/trainer/tiny_trainer.h"
 
 namespace parallax::testing {
 namespace {
+
+// The data of a NumPy file (format 1.0: magic, version, a little-endian
+// header length, the header, then the array).
+template <typename T>
+std::vector<T> NpyData(const std::string& path) {
+  const std::string bytes = ReadWholeFile(path);
+  if (bytes.size() < 10) return {};
+  const size_t header = static_cast<unsigned char>(bytes[8]) |
+                        (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  const size_t at = 10 + header;
+  std::vector<T> out((bytes.size() - at) / sizeof(T));
+  std::memcpy(out.data(), bytes.data() + at, out.size() * sizeof(T));
+  return out;
+}
 
 enum class Victim { kRank1, kShard0, kAgent, kCoordinator };
 
@@ -38,6 +58,11 @@ struct KillCase {
   const char* moment;  // TINY_PAUSE_AT: start, step:N, ckpt:N
   int pause_rank;      // -1: every rank pauses
   int resumed;         // expected "resumed" step of the final attempt; -1: none
+  // emb a dynamic table over the whole 64-bit range (TINY_DYNAMIC=spread)
+  // under a budget smaller than the ids the job sees, with admission after
+  // 2 contributions and LFU eviction: what its checkpoint holds (rows, the
+  // eviction order, the sketch, the generator) decides the resumed run.
+  bool dynamic = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const KillCase& c) {
@@ -102,9 +127,15 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
   std::cout << "kill case " << c.name << ": victim " << static_cast<int>(c.victim) << ", moment "
             << c.moment << ", pause rank " << c.pause_rank << " (deterministic: no random seed)\n";
   std::filesystem::create_directories(PauseDir());
+  auto dynamic = [&](TinyJob* job) {
+    if (!c.dynamic) return;
+    job->env["TINY_DYNAMIC"] = "spread";
+    job->variable_extra = "max_rows = 90\nadmit_after = 2\neviction = \"lfu\"\n";
+  };
   TinyJob faulty;
   faulty.tag = "faulty";
   faulty.env = {{"TINY_PAUSE_AT", c.moment}, {"TINY_PAUSE_DIR", PauseDir()}};
+  dynamic(&faulty);
   if (c.pause_rank >= 0) faulty.env["TINY_PAUSE_RANK"] = std::to_string(c.pause_rank);
   const std::string id = cluster_.Submit(faulty);
   ASSERT_FALSE(id.empty());
@@ -124,6 +155,30 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
     EXPECT_FALSE(std::filesystem::exists(step_dir + "/MANIFEST.json"));
     RunResult e = cluster_.Cli({"export", id, "--checkpoint", "20", "--out", dir_.File("x20")});
     EXPECT_NE(e.exit_code, 0) << e.out;
+  }
+  if (c.dynamic && moment == "step:15") {
+    // While the ranks wait, `parallax status` shows the table's counters
+    // (the shards report every few seconds).
+    nlohmann::json table;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    // (A shard's first report may predate its first row: wait for one with rows.)
+    while ((table.is_null() || table["rows"].get<int64_t>() == 0) &&
+           std::chrono::steady_clock::now() < deadline) {
+      RunResult st = cluster_.Cli({"status", id, "--json"});
+      const nlohmann::json j = nlohmann::json::parse(st.out, nullptr, false);
+      if (!j.is_discarded() && j.contains("jobs") && j["jobs"][0].contains("dynamic_tables"))
+        table = j["jobs"][0]["dynamic_tables"]["emb"];
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ASSERT_FALSE(table.is_null()) << "no dynamic table in `parallax status`\n" << cluster_.Logs();
+    std::cout << "parallax status: emb " << table.dump() << "\n";
+    EXPECT_GT(table["rows"].get<int64_t>(), 0);
+    EXPECT_LE(table["rows"].get<int64_t>(), 90);
+    EXPECT_GE(table["admitted"].get<int64_t>(), table["rows"].get<int64_t>());
+    EXPECT_GT(table["dropped_gradients"].get<int64_t>(), 0);  // admit_after = 2
+    EXPECT_EQ(table["shards"].size(), 2u);
+    RunResult text = cluster_.Cli({"status", id});
+    EXPECT_NE(text.out.find("dynamic tables"), std::string::npos) << text.out;
   }
   ASSERT_NO_FATAL_FAILURE(KillAndRelease(c, id));
 
@@ -151,6 +206,7 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
   TinyJob clean;
   clean.tag = "clean";
   clean.max_restarts = 0;
+  dynamic(&clean);
   const std::string clean_id = cluster_.Submit(clean);
   ASSERT_FALSE(clean_id.empty());
   nlohmann::json clean_end = cluster_.WaitForEnd(clean_id);
@@ -172,6 +228,27 @@ TEST_P(KillTest, JobSucceedsWithTheUninterruptedModel) {
   // The newest checkpoint (step 30) is complete and exports.
   RunResult e = cluster_.Cli({"export", id, "--out", dir_.File("export")});
   EXPECT_EQ(e.exit_code, 0) << e.err;
+  if (c.dynamic && e.exit_code == 0) {
+    // A dynamic table exports as its ids, sorted, and their rows: each the
+    // final model's row of that id.
+    const std::vector<int64_t> ids = NpyData<int64_t>(dir_.File("export/emb.ids.npy"));
+    const std::vector<float> rows = NpyData<float>(dir_.File("export/emb.npy"));
+    ASSERT_FALSE(ids.empty());
+    EXPECT_LE(ids.size(), 90u);  // max_rows
+    ASSERT_EQ(rows.size(), ids.size() * TinyModel::kDim);
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+    const Model final_model = ReadModel(cluster_.Output("faulty", 0));
+    std::map<int64_t, int64_t> row_of;
+    for (int64_t r = 0; r < TinyModel::kRows; ++r) row_of[TinyId(r, true)] = r;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(row_of.count(ids[i])) << ids[i];
+      for (uint32_t j = 0; j < TinyModel::kDim; ++j) {
+        EXPECT_EQ(rows[i * TinyModel::kDim + j],
+                  final_model.at("emb")[static_cast<size_t>(row_of[ids[i]]) * TinyModel::kDim + j])
+            << "id " << ids[i];
+      }
+    }
+  }
   EXPECT_EQ(CheckDatabase(cluster_.Db()), "");
 }
 
@@ -181,7 +258,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(KillCase{"RankMidCheckpointWrite", Victim::kRank1, "ckpt:20", 1, 10},
                       KillCase{"ShardMidStep", Victim::kShard0, "step:15", -1, 10},
                       KillCase{"AgentMidStep", Victim::kAgent, "step:15", -1, -1},
-                      KillCase{"CoordinatorMidStep", Victim::kCoordinator, "step:15", -1, -1}),
+                      KillCase{"CoordinatorMidStep", Victim::kCoordinator, "step:15", -1, -1},
+                      KillCase{"ShardMidStepDynamicTable", Victim::kShard0, "step:15", -1, 10, true},
+                      KillCase{"RankMidStepDynamicTable", Victim::kRank1, "step:15", 1, 10, true}),
     [](const ::testing::TestParamInfo<KillCase>& i) { return std::string(i.param.name); });
 
 // The rest of the matrix: `slow`.

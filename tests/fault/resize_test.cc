@@ -15,9 +15,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/plan/job_plan.h"
+#include "core/ps/dynamic_file.h"
 #include "core/ps/partition_file.h"
 #include "tests/fault/fault_cluster.h"
 #include "tests/trainer/tiny_model.h"
+#include "tests/trainer/tiny_trainer.h"
 #include "trainer/checkpoint_files.h"
 
 namespace parallax::testing {
@@ -117,6 +120,71 @@ TEST_F(ResizeResumeTest, FourWorkersTwoShardsResumeOnTwoWorkersThreeShards) {
   EXPECT_EQ(next->world_size, 2);
   EXPECT_TRUE(std::filesystem::exists(step20 + "/" + ps::PartitionFileName(0, 2)));
   EXPECT_FALSE(std::filesystem::exists(dir_.File("resize-rank2.out")));
+}
+
+// The same with emb a dynamic table over the whole 64-bit range
+// (TINY_DYNAMIC=spread): the checkpoint has one file per shard, and the 3
+// shards of the resumed job re-split the 2 files' rows by the hash of their
+// ids (tests/ps/shard_dynamic_test.cc has the budget and the counts).
+TEST_F(ResizeResumeTest, ADynamicTableOnTwoShardsResumesOnThree) {
+  ASSERT_EQ(cluster_.StartCoordinator(), "");
+  cluster_.StartAgent("a", "", "127.0.0.1", 4);
+  TinyJob job;
+  job.tag = "dynresize";
+  job.max_restarts = 0;
+  job.workers = 2;
+  job.shards = 2;
+  job.env = {{"TINY_EXIT_AT_STEP", "15"},
+             {"TINY_EXIT_RANK", "0"},
+             {"TINY_DYNAMIC", "spread"},
+             {"TINY_DUMP_RESUMED", dir_.File("dynresumed-rank{rank}.out")}};
+  const std::string id = cluster_.Submit(job);
+  ASSERT_FALSE(id.empty());
+  ASSERT_EQ(cluster_.WaitForEnd(id)["state"], "FAILED") << cluster_.Logs();
+  const std::string step10 = cluster_.CheckpointRoot() + "/job-" + id + "/step-10";
+  auto manifest = trainer::ParseManifest(ReadAll(step10 + "/MANIFEST.json"), step10);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  auto plan = plan::ParseJobPlan(manifest->plan_json);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const ps::VariableSpec* emb = plan->ps.FindVariable(0);
+  ASSERT_TRUE(emb && emb->dynamic);
+  std::map<int64_t, std::vector<float>> saved_rows;  // by id
+  auto files = ps::ReadDynamicFiles(step10, *emb);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(files->size(), 2u);
+  for (const ps::DynamicFile& f : *files) {
+    auto table = ps::TableOfFile(f, *emb);
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    for (uint64_t i : (*table)->Ids()) {
+      const float* w = (*table)->weights((*table)->Find(i));
+      saved_rows[static_cast<int64_t>(i)].assign(w, w + TinyModel::kDim);
+    }
+  }
+  ASSERT_GT(saved_rows.size(), 50u);
+
+  RunResult resumed = cluster_.Cli({"resume", id, "--shards", "3"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  ASSERT_EQ(cluster_.WaitForEnd(id)["state"], "SUCCEEDED") << cluster_.Logs();
+  for (int r = 0; r < 2; ++r) {
+    Model m = ReadModel(dir_.File("dynresumed-rank" + std::to_string(r) + ".out"));
+    ASSERT_EQ(m["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r << "\n"
+                                                                   << cluster_.Logs();
+    size_t matched = 0;
+    for (int64_t row = 0; row < TinyModel::kRows; ++row) {
+      auto it = saved_rows.find(TinyId(row, true));
+      if (it == saved_rows.end()) continue;
+      const std::vector<float> served(m["emb"].begin() + row * TinyModel::kDim,
+                                      m["emb"].begin() + (row + 1) * TinyModel::kDim);
+      EXPECT_EQ(served, it->second) << "rank " << r << " row " << row;
+      ++matched;
+    }
+    EXPECT_EQ(matched, saved_rows.size()) << "rank " << r;
+  }
+  // The next checkpoint is written by the 3 shards.
+  const std::string step20 = cluster_.CheckpointRoot() + "/job-" + id + "/step-20";
+  for (uint32_t s = 0; s < 3; ++s) {
+    EXPECT_TRUE(std::filesystem::exists(step20 + "/" + ps::DynamicFileName(0, s))) << s;
+  }
 }
 
 // A resume that names a count the job cannot take is refused and the job

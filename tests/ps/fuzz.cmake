@@ -10,6 +10,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/ps/initializer.cc
     ${src}/core/ps/partition_file.cc
     ${src}/core/ps/dynamic_table.cc
+    ${src}/core/ps/dynamic_file.cc
     ${src}/ps/shard_core.cc
     ${src}/ps/shard_core_consistency.cc
     ${src}/ps/updates_file.cc

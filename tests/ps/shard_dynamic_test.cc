@@ -9,9 +9,15 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/ps/dynamic_file.h"
 #include "core/ps/initializer.h"
 #include "ps/shard_core.h"
 #include "tests/ps/ps_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace parallax::ps {
 namespace {
@@ -185,6 +191,195 @@ TEST(ShardDynamicTest, WriteIsRefused) {
                                       std::vector<float>(kDim, 1.0f)));
   ExpectOneErrorReply(out, ErrorCode::kBadFlags);
   EXPECT_EQ(TableStats(*core)["rows"], 0);
+}
+
+// Checkpoints (SAVE / LOAD) of a dynamic table: one file per shard.
+
+// `partitions` hash partitions over `shards` shards (partition p on shard
+// p % shards), Adagrad (so optimizer state travels too), LFU under a budget
+// and admission after 2 contributions (so the sketch, the eviction order and
+// the generator do), async: every push applies at once.
+PsPlan ShardedPlan(uint32_t shards, uint32_t partitions, int64_t max_rows) {
+  DynamicTableSettings s;
+  s.admit_after = 2;
+  s.max_rows = max_rows;
+  s.eviction = EvictionPolicy::kLfu;
+  PsPlan plan = DynamicPlan(Consistency::kAsync, 1, s);
+  plan.num_shards = shards;
+  VariableSpec& v = plan.variables[0];
+  v.partitions = partitions;
+  v.scheme = PartitionScheme::kHash;
+  v.optimizer.type = OptimizerType::kAdagrad;
+  v.partition_shards.clear();
+  EXPECT_TRUE(ValidatePsPlan(&plan).ok());
+  return plan;
+}
+
+std::unique_ptr<ShardCore> ShardOfPlan(const PsPlan& plan, uint32_t shard) {
+  ShardOptions o;
+  o.plan = plan;
+  o.shard = shard;
+  auto c = ShardCore::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// Step `step` of a drifting stream: 6 ids from a hot set of 8, 6 new ones
+// (each new in two consecutive steps), each pushed to the shard owning its
+// partition.
+void StreamStep(const PsPlan& plan, const std::vector<std::unique_ptr<ShardCore>>& cores,
+                int64_t step) {
+  const VariableSpec& v = plan.variables[0];
+  std::map<uint32_t, std::map<uint32_t, std::vector<int64_t>>> by_shard;  // shard -> part -> ids
+  for (int64_t k = 0; k < 12; ++k) {
+    // New ids come in two consecutive steps: the second admits them.
+    const uint64_t raw = k < 6 ? static_cast<uint64_t>((step + k) % 8)
+                               : static_cast<uint64_t>(100 + (step / 2) * 6 + k);
+    const int64_t id = static_cast<int64_t>(Mix64(raw + 1));
+    const uint32_t p = PartitionOf(v, id);
+    by_shard[ShardOf(v, p)][p].push_back(id);
+  }
+  for (auto& [shard, parts] : by_shard) {
+    for (auto& [p, ids] : parts) {
+      std::vector<float> g(ids.size() * kDim);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>((step + i) % 7) - 0.03f;
+      auto out = Send(cores[shard].get(),
+                      Request(MakeHeader(Op::kPush, 0, p, 0, static_cast<uint32_t>(ids.size()), kDim,
+                                         step),
+                              ids, g));
+      ASSERT_EQ(out.size(), 1u);
+      ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush)) << out[0].frames[1];
+    }
+  }
+}
+
+std::vector<OutMessage> Control(ShardCore* core, Op op, const std::string& dir) {
+  testing::Frames f = Request(MakeHeader(op, 0, 0, 0, 0, 0, 0), {}, {});
+  f.f[1] = dir;
+  return Send(core, f);
+}
+
+std::vector<std::unique_ptr<ShardCore>> Shards(const PsPlan& plan) {
+  std::vector<std::unique_ptr<ShardCore>> cores;
+  for (uint32_t s = 0; s < plan.num_shards; ++s) cores.push_back(ShardOfPlan(plan, s));
+  return cores;
+}
+
+void SaveAll(const std::vector<std::unique_ptr<ShardCore>>& cores, const std::string& dir) {
+  for (const auto& c : cores) {
+    auto out = Control(c.get(), Op::kSave, dir);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kSave)) << out[0].frames[1];
+  }
+}
+
+void LoadAll(const std::vector<std::unique_ptr<ShardCore>>& cores, const std::string& dir) {
+  for (const auto& c : cores) {
+    auto out = Control(c.get(), Op::kLoad, dir);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kLoad)) << out[0].frames[1];
+  }
+}
+
+// A run saved at step 30, loaded into new shards and continued for 30
+// steps is, byte for byte, the uninterrupted run: rows, optimizer state,
+// the eviction order, the admission sketch and the LFU generator.
+TEST(ShardDynamicCheckpointTest, ResumeOnTheSameShardsContinuesExactly) {
+  parallax::testing::TempDir dir;
+  const PsPlan plan = ShardedPlan(2, 4, 40);
+  auto run = Shards(plan);
+  for (int64_t s = 0; s < 30; ++s) ASSERT_NO_FATAL_FAILURE(StreamStep(plan, run, s));
+  ASSERT_NO_FATAL_FAILURE(SaveAll(run, dir.path()));
+  for (const std::string& name : DynamicFileNames(plan.variables[0]))
+    EXPECT_TRUE(std::filesystem::exists(dir.path() + "/" + name)) << name;
+  auto resumed = Shards(plan);
+  ASSERT_NO_FATAL_FAILURE(LoadAll(resumed, dir.path()));
+  for (uint32_t s = 0; s < 2; ++s)
+    EXPECT_EQ(resumed[s]->dynamic_table(0)->Serialize(), run[s]->dynamic_table(0)->Serialize());
+  for (int64_t s = 30; s < 60; ++s) {
+    ASSERT_NO_FATAL_FAILURE(StreamStep(plan, run, s));
+    ASSERT_NO_FATAL_FAILURE(StreamStep(plan, resumed, s));
+  }
+  for (uint32_t s = 0; s < 2; ++s) {
+    const DynamicTableStats st = run[s]->dynamic_table(0)->stats();
+    EXPECT_GT(st.evicted_budget, 0) << "the budget must have been used for this test to mean much";
+    EXPECT_LE(st.rows, 20);
+    EXPECT_EQ(resumed[s]->dynamic_table(0)->Serialize(), run[s]->dynamic_table(0)->Serialize())
+        << "shard " << s;
+  }
+}
+
+// 2 shards × 4 partitions to 3 shards × 6: every row lands once, on the
+// shard owning its id's new partition, with its values; a budget smaller
+// than what a new shard receives is met by evicting, counted.
+TEST(ShardDynamicCheckpointTest, ReshardsTwoShardsToThreeByTheHashOfTheIds) {
+  parallax::testing::TempDir dir;
+  const PsPlan before = ShardedPlan(2, 4, 0);
+  auto run = Shards(before);
+  for (int64_t s = 0; s < 20; ++s) ASSERT_NO_FATAL_FAILURE(StreamStep(before, run, s));
+  ASSERT_NO_FATAL_FAILURE(SaveAll(run, dir.path()));
+  std::map<uint64_t, std::vector<float>> rows;
+  for (const auto& c : run) {
+    const DynamicTable* t = c->dynamic_table(0);
+    for (uint64_t id : t->Ids()) {
+      const float* w = t->weights(t->Find(id));
+      rows[id].assign(w, w + kDim);
+    }
+  }
+  ASSERT_GT(rows.size(), 50u);
+
+  const PsPlan after = ShardedPlan(3, 6, 0);
+  auto resharded = Shards(after);
+  ASSERT_NO_FATAL_FAILURE(LoadAll(resharded, dir.path()));
+  std::set<uint64_t> seen;
+  for (uint32_t s = 0; s < 3; ++s) {
+    const DynamicTable* t = resharded[s]->dynamic_table(0);
+    for (uint64_t id : t->Ids()) {
+      EXPECT_TRUE(seen.insert(id).second) << "id " << id << " on two shards";
+      EXPECT_EQ(ShardOf(after.variables[0], PartitionOf(after.variables[0], static_cast<int64_t>(id))), s);
+      const float* w = t->weights(t->Find(id));
+      EXPECT_EQ(std::vector<float>(w, w + kDim), rows[id]) << id;
+    }
+  }
+  EXPECT_EQ(seen.size(), rows.size());
+
+  // The same checkpoint under a budget of 30 rows (10 a shard): each new
+  // shard evicts what is over it and counts it.
+  const PsPlan tight = ShardedPlan(3, 6, 30);
+  auto fitted = Shards(tight);
+  ASSERT_NO_FATAL_FAILURE(LoadAll(fitted, dir.path()));
+  int64_t held = 0, evicted = 0;
+  for (const auto& c : fitted) {
+    const DynamicTableStats st = c->dynamic_table(0)->stats();
+    EXPECT_LE(st.rows, 10);
+    held += st.rows;
+    evicted += st.evicted_budget;
+  }
+  EXPECT_EQ(held + evicted, static_cast<int64_t>(rows.size()));
+  // And they train on.
+  for (int64_t s = 20; s < 25; ++s) ASSERT_NO_FATAL_FAILURE(StreamStep(tight, fitted, s));
+}
+
+// A checkpoint that lacks a shard's file cannot be resharded: LOAD says
+// which partition is missing and the shard keeps what it had.
+TEST(ShardDynamicCheckpointTest, AMissingShardFileIsNamedAndNothingIsLoaded) {
+  parallax::testing::TempDir dir;
+  const PsPlan before = ShardedPlan(2, 4, 0);
+  auto run = Shards(before);
+  for (int64_t s = 0; s < 5; ++s) ASSERT_NO_FATAL_FAILURE(StreamStep(before, run, s));
+  ASSERT_NO_FATAL_FAILURE(SaveAll(run, dir.path()));
+  std::filesystem::remove(dir.path() + "/" + DynamicFileName(0, 1));
+  const PsPlan after = ShardedPlan(3, 6, 0);
+  auto targets = Shards(after);
+  for (int64_t s = 0; s < 3; ++s) ASSERT_NO_FATAL_FAILURE(StreamStep(after, targets, s));
+  ShardCore* target = targets[0].get();
+  const std::string state = target->dynamic_table(0)->Serialize();
+  ASSERT_GT(target->dynamic_table(0)->stats().rows, 0);
+  auto out = Control(target, Op::kLoad, dir.path());
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_NE(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kLoad));
+  EXPECT_NE(out[0].frames[1].find("lacks partition"), std::string::npos) << out[0].frames[1];
+  EXPECT_EQ(target->dynamic_table(0)->Serialize(), state);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // parallax-ps keeps the PS part of), and the cross-rank
 // registration check.
 #include "core/plan/plan_builder.h"
+#include "core/plan/plan_view.h"
 
 #include <gtest/gtest.h>
 
@@ -251,7 +252,8 @@ TEST_F(JobPlanTest, ADynamicTableLivesOnlyOnThePs) {
   std::vector<VariableInput> regs = Regs();
   regs[0].var.rows = 0;
   regs[0].var.dynamic = DynamicTableSettings{};
-  regs[0].sampled_batches.clear();
+  // Two sampled batches of 3 and 5 distinct 64-bit ids (repeats counted once).
+  regs[0].sampled_batches = {{-9, 5, 5, 1LL << 62}, {1, 2, 3, 4, -4, 2}};
   JobConfig job = Job(Arch::kHybrid);
   VariableOverride tuned;
   tuned.name = "emb";
@@ -293,6 +295,10 @@ TEST_F(JobPlanTest, ADynamicTableLivesOnlyOnThePs) {
   ASSERT_TRUE(back->ps.variables[0].dynamic.has_value());
   EXPECT_EQ(back->ps.variables[0].dynamic->max_rows, 1000);
   EXPECT_EQ(back->ps.variables[0].rows, 0);
+  // No row count, so no density: the plan shows the ids a step touches.
+  EXPECT_DOUBLE_EQ(plan->variables[0].density, -1);
+  EXPECT_DOUBLE_EQ(back->variables[0].ids_per_step, 4.0);
+  EXPECT_EQ(PlanTableOf(*back).rows[0][2], "ids/step 4");
 
   for (Arch arch : {Arch::kAllReduce, Arch::kAllGather}) {
     Status st = Build(Job(arch), 2, regs).status();
