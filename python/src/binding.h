@@ -21,6 +21,8 @@ void ThrowIfError(const Status& status);
 void BindOptions(pybind11::module_& m);
 // The Session (python/src/session.cc).
 void BindSession(pybind11::module_& m);
+// A dynamic table held in this process (python/src/dynamic_table.cc).
+void BindDynamicTable(pybind11::module_& m);
 
 }  // namespace parallax::python
 

@@ -39,4 +39,5 @@ PYBIND11_MODULE(_core, m) {
   m.attr("Error") = py::reinterpret_steal<py::object>(parallax::python::error_class);
   parallax::python::BindOptions(m);
   parallax::python::BindSession(m);
+  parallax::python::BindDynamicTable(m);
 }

@@ -64,6 +64,12 @@ py::dict JobDict(const SessionOptions& o) {
     over["name"] = v.name;
     over["path"] = v.path ? py::cast(std::string(VariablePathName(*v.path))) : py::none();
     over["optimizer"] = v.optimizer ? py::object(OptimizerDict(*v.optimizer)) : py::none();
+    // A dynamic table's settings, None where the entry leaves them.
+    over["admit_after"] = v.admit_after ? py::cast(*v.admit_after) : py::none();
+    over["ttl_steps"] = v.ttl_steps ? py::cast(*v.ttl_steps) : py::none();
+    over["max_rows"] = v.max_rows ? py::cast(*v.max_rows) : py::none();
+    over["eviction"] =
+        v.eviction ? py::cast(std::string(EvictionPolicyName(*v.eviction))) : py::none();
     overrides.append(over);
   }
   d["variables"] = overrides;

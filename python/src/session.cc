@@ -96,6 +96,24 @@ int RegisterSparse(Session& s, const std::string& name, int64_t rows, uint32_t d
   return *id;
 }
 
+int RegisterDynamic(Session& s, const std::string& name, uint32_t dim, int64_t admit_after,
+                    int64_t ttl_steps, int64_t max_rows, const std::string& eviction,
+                    const std::string& init, uint64_t seed, float scale) {
+  DynamicTableSettings settings;
+  settings.admit_after = admit_after;
+  settings.ttl_steps = ttl_steps;
+  settings.max_rows = max_rows;
+  std::optional<EvictionPolicy> policy = ParseEvictionPolicy(eviction);
+  if (!policy) {
+    ThrowIfError(InvalidArgument("dynamic table \"" + name + "\": eviction \"" + eviction +
+                                 "\" is not lru or lfu"));
+  }
+  settings.eviction = *policy;
+  StatusOr<int> id = s.RegisterDynamic(name, dim, settings, MakeVariableOptions(init, seed, scale));
+  ThrowIfError(id.status());
+  return *id;
+}
+
 // `save()` returns bytes; `restore(bytes)` may raise, which fails the
 // resume with the Python error's text.
 void RegisterState(Session& s, const std::string& name, py::function save, py::function restore) {
@@ -163,6 +181,12 @@ void BindSession(py::module_& m) {
            py::arg("init") = "uniform", py::arg("seed") = 1, py::arg("scale") = 0.05f,
            py::arg("initial_values") = py::none(),
            "initial_values: rows × dim values (rank 0's win) instead of the initializer")
+      .def("register_dynamic", &RegisterDynamic, py::arg("name"), py::arg("dim"),
+           py::arg("admit_after") = 1, py::arg("ttl_steps") = 0, py::arg("max_rows") = 0,
+           py::arg("eviction") = "lru", py::arg("init") = "uniform", py::arg("seed") = 1,
+           py::arg("scale") = 0.05f,
+           "a dynamic table (no row count, any int64 id) on the PS shards; the job file's "
+           "[[variable]] settings win")
       .def(
           "sample_ids",
           [](Session& s, int var, const Ids& ids) { ThrowIfError(s.SampleIds(var, Span(ids))); },

@@ -31,9 +31,11 @@ import torch.nn as nn
 from parallax._core import Error
 from parallax.torch import _context, _runtime, _tables
 from parallax.torch._context import error
+from parallax.torch._dynamic import DynamicEmbedding, DynamicEmbeddingBag
 from parallax.torch._sampler import DistributedSampler
 
 __all__ = ["Error", "init", "build", "Model", "Optimizer", "DistributedSampler",
+           "DynamicEmbedding", "DynamicEmbeddingBag", 
            "register_state", "random_state", "rank", "world_size", "local_rank", "job",
            "exported_state_dict"]
 
@@ -172,13 +174,38 @@ class Model(nn.Module):
         """The wrapped model's state_dict (its own keys, no "module." prefix) as plain CPU
         tensors, the sparse tables read back from Parallax: load it into the plain model."""
         out = OrderedDict()
-        tables = {t.name: t for t in self._rt.tables}
+        tables = {t.name: t for t in self._rt.tables if not t.dynamic}
         for key, value in self.module.state_dict().items():
             if key in tables:
                 out[key] = self._rt.read_table(tables[key])
             else:
                 out[key] = value.detach().cpu().clone()
         return out
+
+    def dynamic_rows(self, name):
+        """(ids, rows) of dynamic table `name` (its placeholder weight's name, e.g.
+        "user_emb.weight") trained in this process (no coordinator): the ids its rows hold,
+        sorted, as an int64 tensor and their rows as a (n, dim) tensor. A job's dynamic tables
+        live on the PS shards: `parallax export` writes them (<name>.ids.npy, <name>.npy)."""
+        for t in self._rt.tables:
+            if t.name == name and t.dynamic:
+                if t.local is None:
+                    raise error("FAILED_PRECONDITION", f"dynamic table '{name}' lives on the PS "
+                                "shards of the job: `parallax export JOB --out DIR` writes its "
+                                "ids and rows")
+                ids, rows = t.local.rows()
+                return torch.from_numpy(ids), torch.from_numpy(rows)
+        raise error("NOT_FOUND", f"no dynamic table '{name}'; the dynamic tables are: " +
+                    ", ".join(t.name for t in self._rt.tables if t.dynamic))
+
+    def dynamic_stats(self, name):
+        """Counters of a process-local dynamic table: rows, admitted, not_admitted_reads,
+        dropped_gradients, evicted_ttl, evicted_budget, bytes (a job's are in `parallax
+        status`)."""
+        for t in self._rt.tables:
+            if t.name == name and t.local is not None:
+                return t.local.stats()
+        raise error("NOT_FOUND", f"no dynamic table '{name}' in this process")
 
     def load_state_dict(self, *args, **kwargs):
         raise error("FAILED_PRECONDITION", "a parallax.torch.Model resumes from its job's "
@@ -218,6 +245,8 @@ class Optimizer(torch.optim.Optimizer):
                                             "_parallax_lr": config["lr"]})
             group["params"].append(v.module.weight if sparse else v.param)
             group["vars"].append(v.var)
+            if sparse and v.local is not None:
+                group.setdefault("local", []).append(v)
         super().__init__(list(groups.values()), {})
 
     @torch.no_grad()
@@ -242,6 +271,8 @@ def exported_state_dict(directory, module):
     params = dict(module.named_parameters())
     out = OrderedDict()
     for v in manifest["variables"]:
+        if v.get("kind") == "dynamic":
+            continue  # ids and rows, no parameter to fill: np.load its ids_file and file
         if v["name"] not in params:
             raise error("NOT_FOUND", f"exported variable '{v['name']}' is not a parameter of "
                         "the model given; export the job that trained this model")

@@ -42,11 +42,15 @@ def forward(runtime, table, input, offsets=None, per_sample_weights=None):
     """nn.Embedding / nn.EmbeddingBag forward over Parallax's rows of `table`."""
     ids = _flat_ids(input)
     if runtime.capturing:
-        runtime.session.sample_ids(table.var, ids)
+        if table.local is None:  # a process-local dynamic table needs no plan
+            runtime.session.sample_ids(table.var, ids)
         return torch.zeros(_shape_out(table, input, offsets), device=input.device)
     runtime.check_usable(f"forward of '{table.name}'")
     try:
-        flat = runtime.session.lookup(table.var, ids)
+        if table.local is not None:
+            flat = table.local.read(ids)
+        else:
+            flat = runtime.session.lookup(table.var, ids)
     except Exception as e:
         raise runtime.context_error(e, f"looking up rows of '{table.name}'") from None
     rows = torch.from_numpy(flat).view(len(ids), table.dim)
@@ -80,6 +84,8 @@ def prefetch(runtime, table, next_ids):
     """Starts pulling the rows of `next_ids` (the next step's input to this table) while this
     step computes; the next step's forward with the same ids waits on it instead of pulling."""
     runtime.check_usable(f"prefetch of '{table.name}'")
+    if table.local is not None:
+        return  # rows in this process: nothing to fetch ahead
     try:
         runtime.session.prefetch(table.var, _flat_ids(next_ids))
     except Exception as e:

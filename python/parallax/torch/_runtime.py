@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from parallax import _core
-from parallax.torch import _lookup, _sampling, _tables
+from parallax.torch import _context, _dynamic, _lookup, _sampling, _tables
 from parallax.torch._context import error
 from parallax.torch._variables import Dense, Table, collect
 
@@ -50,7 +50,8 @@ class Runtime:
             _sampling.sample(self, sample, sample_batches, sample_forward)
         self._call(self.session.start, "starting the job")
         self.started = True
-        self.paths = {v.name: self.session.path_of(v.var) for v in self.variables}
+        self.paths = {v.name: "local" if getattr(v, "local", None) is not None
+                      else self.session.path_of(v.var) for v in self.variables}
         self._pull_dense()
         for v in self.dense:
             v.param.register_hook(functools.partial(self.on_dense_grad, v))
@@ -63,7 +64,12 @@ class Runtime:
         values (rank 0's win: broadcast to the other ranks, written to the PS shards by rank 0),
         after which a table's weight is replaced by one on the meta device (its values live in
         Parallax)."""
-        for v in self.variables:
+        settings = _context.job_settings(self.ctx)
+        overrides = {o["name"]: o for o in settings["variables"]}
+        for index, v in enumerate(self.variables):
+            if isinstance(v, Table) and v.dynamic:
+                self._register_dynamic(v, index, overrides.get(v.name), settings, seed)
+                continue
             if isinstance(v, Table):
                 init = _tables.table_init(v.module.weight)
                 values = None
@@ -82,6 +88,26 @@ class Runtime:
                 v.var = self._call(
                     lambda: self.session.register_dense(v.name, v.param.numel(), values),
                     f"registering '{v.name}'")
+
+    def _register_dynamic(self, v, index, override, settings, seed):
+        """A dynamic table: on the PS shards in a job; kept in this process (the C++ table the
+        shards use) when there is no coordinator, with the job file's settings for it and its
+        optimizer, its rows saved with every checkpoint as this rank's state."""
+        m = v.module
+        if self.ctx.options.coordinator:
+            v.var = self._call(
+                lambda: self.session.register_dynamic(v.name, v.dim, m.admit_after, m.ttl_steps,
+                                                      m.max_rows, m.eviction, m.init, seed,
+                                                      m.scale),
+                f"registering dynamic table '{v.name}'")
+            return
+        optimizer = (override or {}).get("optimizer") or settings["sparse_optimizer"]
+        v.local = self._call(lambda: _dynamic.local_table(v, index, override, optimizer, seed),
+                             f"creating dynamic table '{v.name}'")
+        table = v.local
+        self._call(lambda: self.session.register_state(
+            f"dynamic-table:{v.name}", lambda: table.serialize(), table.restore),
+            f"registering the rows of '{v.name}' with checkpoints")
 
     # ---- errors --------------------------------------------------------------------------
 
@@ -139,6 +165,9 @@ class Runtime:
         try:
             ids, rows = _lookup.gradient_rows(ids, pad, grad)
             self.grads_this_step += 1
+            if table.local is not None:
+                table.pending.append((ids, np.array(rows, dtype=np.float32).reshape(-1)))
+                return
             self._gradient(lambda: self.session.sparse_gradient(table.var, ids, rows), table.name)
         except Exception as e:  # noqa: BLE001 (kept for step(), see above)
             self.deferred = self.deferred or e
@@ -184,6 +213,9 @@ class Runtime:
                         "optimizer.step()")
         self._apply_learning_rates(groups)
         step = self.session.steps
+        for t in self.tables:
+            if t.local is not None:
+                self._checked(lambda: self._apply_local(t, step), f"step {step} of '{t.name}'")
         if loss is not None:
             value = float(loss.detach() if isinstance(loss, torch.Tensor) else loss)
             count = samples if samples is not None else (self.last_samples or 0)
@@ -193,6 +225,16 @@ class Runtime:
         self.grads_this_step = 0
         self.given.clear()
         self._pull_dense()
+
+    @staticmethod
+    def _apply_local(table, step):
+        """A process-local dynamic table's step: its rows of this step, one contribution."""
+        table.local.advance_to(step)
+        if table.pending:
+            ids = np.concatenate([i for i, _ in table.pending])
+            rows = np.concatenate([r for _, r in table.pending])
+            table.pending = []
+            table.local.push(ids, rows, table.lr_scale)
 
     def _checked(self, fn, what):
         """Runs a Session call whose failure ends the job on this rank."""
@@ -212,8 +254,12 @@ class Runtime:
                 raise error("INVALID_ARGUMENT", f"{self.where}: learning rate {lr!r} of the "
                             f"'{g['name']}' parameter group must be a finite number > 0")
             for var in g["vars"]:
+                if var is None:
+                    continue  # a process-local dynamic table: below
                 self._checked(lambda: self.session.set_learning_rate(var, float(lr)),
                               f"setting the learning rate of group '{g['name']}' to {lr}")
+            for t in g.get("local", []):
+                t.lr_scale = float(lr) / g["optimizer"]["lr"]
             g["_parallax_lr"] = lr
 
     def _pull_dense(self):
@@ -238,6 +284,10 @@ class Runtime:
     def read_table(self, table, first=0, count=None, chunk=1 << 16):
         """Rows [first, first + count) of `table` as a (count, dim) tensor."""
         self.check_usable(f"reading '{table.name}'")
+        if table.dynamic:
+            raise error("FAILED_PRECONDITION", f"'{table.name}' is a dynamic table: it has no "
+                        "rows 0..N-1 to read; use model.dynamic_rows(name) when it trains in "
+                        "this process, or `parallax export` for a job")
         count = table.rows - first if count is None else count
         out = torch.empty((count, table.dim), dtype=torch.float32)
         for at in range(0, count, chunk):

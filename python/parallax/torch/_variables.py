@@ -4,20 +4,28 @@ what the paths can honour."""
 import torch
 import torch.nn as nn
 
-from parallax.torch import _tables
+from parallax.torch import _dynamic, _tables
 from parallax.torch._context import error
 
 
 class Table:
-    """An nn.Embedding / nn.EmbeddingBag with sparse=True: a sparse variable."""
+    """An nn.Embedding / nn.EmbeddingBag with sparse=True: a sparse variable; or a
+    px.DynamicEmbedding(Bag): a dynamic table (no row count)."""
 
     def __init__(self, name, module):
         self.name = name  # the weight's name in the model's state_dict, e.g. "inp.weight"
         self.module = module
-        self.rows, self.dim = module.num_embeddings, module.embedding_dim
-        self.bag = isinstance(module, nn.EmbeddingBag)
+        self.dynamic = _dynamic.is_dynamic(module)
+        self.rows = None if self.dynamic else module.num_embeddings
+        self.dim = module.embedding_dim
+        self.bag = module.bag if self.dynamic else isinstance(module, nn.EmbeddingBag)
         self.padding_idx = module.padding_idx
         self.var = None  # the Session's variable id
+        # A dynamic table of a job without a coordinator: the process-local table, the
+        # gradients of the step not yet applied, the learning rate over the configured one.
+        self.local = None
+        self.pending = []
+        self.lr_scale = 1.0
 
 
 class Dense:
@@ -59,9 +67,12 @@ def collect(model, where):
     what the paths cannot honour: tables with max_norm or scale_grad_by_freq, a table's weight
     shared with another module (tied weights), non-float32 parameters."""
     tables = {}
+    dynamic = {}  # the placeholder weight of each dynamic table -> its module
     for module_name, module in model.named_modules():
         if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse:
             tables[id(module.weight)] = (module_name, module)
+        elif _dynamic.is_dynamic(module):
+            dynamic[id(module.weight)] = module
     owners = {}  # every name a parameter is reachable under
     for module_name, module in model.named_modules(remove_duplicate=False):
         for local, param in module._parameters.items():
@@ -72,6 +83,9 @@ def collect(model, where):
                     owners[id(param)].append(name)
     variables = []
     for name, param in model.named_parameters():
+        if id(param) in dynamic:
+            variables.append(Table(name, dynamic[id(param)]))
+            continue
         if id(param) in tables:
             module_name, module = tables[id(param)]
             if len(owners[id(param)]) > 1:
