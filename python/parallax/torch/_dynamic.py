@@ -15,8 +15,8 @@ Wrapped by ``parallax.torch.Model``:
   shards use (``parallax._core.DynamicTable``), with the same admission, eviction and optimizer,
   so the same model file trains alone and distributed.
 
-Outside a Model the module reads rows of a table of its own (zeros-free initializer values for
-ids never trained) and does not train: wrap the model to train it.
+Outside a Model the module reads rows of an empty table of its own (the initializer's values;
+zeros for padding_idx) and does not train: wrap the model to train it.
 """
 
 import numpy as np
