@@ -8,6 +8,7 @@ core/ps/dynamic_table.cc); a fixed row its weights and optimizer state. So for e
 fixed variant gets floor(max_rows * dynamic_bytes / fixed_bytes) rows.
 
     bench/e2e/ctr_quality.py --bin build/bin [--seeds 1,2,3] [--train 300000] [--budget 10000]
+        [--passes 1] [--eviction lru|lfu] [--ttl-steps 0] [--distinct]
 
 For each seed: `parallax-data synthetic-ctr` (with --drift-shift and --drift-new) writes the data
 and its Bayes AUC (generator.json), then `parallax run` trains one pass over the training split
@@ -97,7 +98,8 @@ def generate(args, workdir, seed):
     out = os.path.join(workdir, f"data-{seed}")
     argv = [os.path.join(args.bin, "parallax-data"), "synthetic-ctr", out, "--seed", str(seed),
             "--train", str(args.train), "--heldout", str(args.heldout),
-            "--drift-shift", str(args.drift_shift), "--drift-new", str(args.drift_new)]
+            "--drift-shift", str(args.drift_shift), "--drift-new", str(args.drift_new),
+            "--zipf", str(args.zipf)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         sys.exit(f"ctr_quality: {' '.join(argv)} failed:\n{r.stdout}{r.stderr}")
@@ -105,8 +107,22 @@ def generate(args, workdir, seed):
         return out, json.load(f)
 
 
+def distinct_per_table(data):
+    """Distinct raw values of each categorical column of the training split (its TSV: label, 13
+    dense, 26 hex values; an empty field is a missing value): what a table would need to hold
+    every value without collision or eviction."""
+    seen = [set() for _ in TABLE_SIZES]
+    with open(os.path.join(data, "train.tsv"), encoding="utf-8") as f:
+        for line in f:
+            fields = line.rstrip("\n").split("\t")[14:]
+            for s, v in zip(seen, fields):
+                if v:
+                    s.add(v)
+    return [len(s) for s in seen]
+
+
 def run(args, workdir, data, impl, seed):
-    steps = args.steps or args.train // args.batch
+    steps = args.steps or args.passes * (args.train // args.batch)
     job = os.path.join(workdir, f"{impl}-{seed}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(args, os.path.join(data, "train.tsv"), impl, steps, seed))
@@ -148,6 +164,9 @@ def main():
     p.add_argument("--heldout", type=int, default=50000)
     p.add_argument("--drift-shift", type=float, default=0.3)
     p.add_argument("--drift-new", type=float, default=0.1)
+    p.add_argument("--zipf", type=float, default=1.2,
+                   help="the generator's Zipf exponent: lower spreads the clicks' signal over "
+                        "more values (the hot set that decides AUC grows)")
     p.add_argument("--budget", type=int, default=10000,
                    help="dynamic rows of each table too large to fit (max_rows)")
     p.add_argument("--eviction", default="lru", choices=["lru", "lfu"])
@@ -156,7 +175,10 @@ def main():
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05, help="sparse Adagrad's")
-    p.add_argument("--steps", type=int, default=0, help="0: one pass over the training split")
+    p.add_argument("--steps", type=int, default=0, help="0: --passes over the training split")
+    p.add_argument("--passes", type=int, default=1)
+    p.add_argument("--distinct", action="store_true",
+                   help="count each table's distinct training values (printed with --per-run)")
     p.add_argument("--impls", default="dynamic,hashed")
     p.add_argument("--workdir", default="")
     p.add_argument("--timeout", type=int, default=900)
@@ -173,17 +195,22 @@ def main():
         "hashed": sum(r for _, r in sizes) * fixed_row_bytes(args.dim, "adagrad"),
     }
     params = {"train": args.train, "heldout": args.heldout, "drift_shift": args.drift_shift,
-              "drift_new": args.drift_new, "budget": args.budget, "eviction": args.eviction,
-              "admit_after": args.admit_after, "ttl_steps": args.ttl_steps, "dim": args.dim,
-              "batch": args.batch, "workers": 1, "shards": 1}
+              "drift_new": args.drift_new, "zipf": args.zipf, "budget": args.budget,
+              "eviction": args.eviction, "admit_after": args.admit_after, "ttl_steps": args.ttl_steps, "dim": args.dim,
+              "batch": args.batch, "passes": args.passes, "lr": args.lr, "workers": 1,
+              "shards": 1}
+    rows_of = {"dynamic": [m for m, _ in sizes], "hashed": [r for _, r in sizes]}
     results = {impl: [] for impl in impls}
     bayes = []
     for seed in seeds:
         data, gen = generate(args, workdir, seed)
         bayes.append(gen["bayes_auc"])
+        distinct = distinct_per_table(data) if args.distinct else None
         for impl in impls:
             r = run(args, workdir, data, impl, seed)
-            r.update(seed=seed, bayes_auc=gen["bayes_auc"])
+            r.update(seed=seed, bayes_auc=gen["bayes_auc"], rows_per_table=rows_of[impl])
+            if distinct:
+                r["distinct_per_table"] = distinct
             results[impl].append(r)
             if args.per_run:
                 print(json.dumps({"bench": "ctr_quality", "impl": impl, "stat": "run", **r,
