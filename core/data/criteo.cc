@@ -30,6 +30,7 @@ Status CheckOptions(const CriteoReaderOptions& options) {
                            std::to_string(options.num_shards) +
                            " is out of range (need 0 <= shard < num_shards)");
   }
+  if (options.raw_ids) return Status::Ok();
   if (options.table_sizes.size() != kCriteoCategorical) {
     return InvalidArgument(
         "Criteo reader needs 26 table sizes (one per categorical feature), got " +
@@ -65,10 +66,11 @@ Status SplitFields(std::string_view line, const std::string& where,
 }
 
 // One example: its label, log1p of its 13 counts, and its 26 hashed ids
-// (each modulo its table's size), appended to the three arrays.
+// (each modulo its table's size, or whole with raw_ids), appended to the
+// three arrays.
 Status ParseExample(std::string_view line, const std::string& where,
-                    const std::vector<int64_t>& table_sizes, std::vector<float>* labels,
-                    std::vector<float>* dense, std::vector<uint32_t>* categorical) {
+                    const CriteoReaderOptions& options, std::vector<float>* labels,
+                    std::vector<float>* dense, std::vector<uint64_t>* categorical) {
   std::string_view fields[kFields];
   PX_RETURN_IF_ERROR(SplitFields(line, where, fields));
   if (fields[0] != "0" && fields[0] != "1") {
@@ -102,9 +104,9 @@ Status ParseExample(std::string_view line, const std::string& where,
                                FieldName(field) + ") \"" + std::string(f.substr(0, 40)) +
                                "\" is not a hex value of at most 64 bits");
       }
-      id = x % static_cast<uint64_t>(table_sizes[c]);
+      id = options.raw_ids ? x : x % static_cast<uint64_t>(options.table_sizes[c]);
     }
-    categorical->push_back(static_cast<uint32_t>(id));
+    categorical->push_back(id);
   }
   return Status::Ok();
 }
@@ -132,7 +134,7 @@ StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(const std::string& pa
     ++line_no;
     if ((line_no - 1) % options.num_shards != static_cast<uint64_t>(options.shard)) continue;
     PX_RETURN_IF_ERROR(ParseExample(line, path + ":" + std::to_string(line_no) + ": ",
-                                    options.table_sizes, &reader->labels_, &reader->dense_,
+                                    options, &reader->labels_, &reader->dense_,
                                     &reader->categorical_));
   }
   if (in.bad()) return IoError("cannot read Criteo file '" + path + "': " + std::strerror(errno));
@@ -162,8 +164,11 @@ void CriteoReader::Next(size_t batch_size, CtrBatch* out) {
     out->labels[j] = labels_[i];
     std::copy_n(dense_.begin() + i * kCriteoDense, kCriteoDense,
                 out->dense.begin() + j * kCriteoDense);
-    std::copy_n(categorical_.begin() + i * kCriteoCategorical, kCriteoCategorical,
-                out->categorical.begin() + j * kCriteoCategorical);
+    // A raw 64-bit value becomes the int64 of the same bits.
+    std::transform(categorical_.begin() + i * kCriteoCategorical,
+                   categorical_.begin() + (i + 1) * kCriteoCategorical,
+                   out->categorical.begin() + j * kCriteoCategorical,
+                   [](uint64_t id) { return static_cast<int64_t>(id); });
   }
 }
 

@@ -21,12 +21,15 @@ struct CriteoReaderOptions {
   int shard = 0, num_shards = 1;
   // 26 entries; categorical id = (parsed hex value) mod table size; missing -> 0
   std::vector<int64_t> table_sizes;
+  // Keep each categorical value's 64 bits as its id (an int64 with those
+  // bits: a dynamic table's id) instead; table_sizes is then not used.
+  bool raw_ids = false;
 };
 
 struct CtrBatch {
   std::vector<float> labels;         // batch
   std::vector<float> dense;          // batch × 13, log(1 + max(x, 0)); missing -> 0
-  std::vector<int64_t> categorical;  // batch × 26 row ids, each < its table size
+  std::vector<int64_t> categorical;  // batch × 26 row ids, each < its table size (raw_ids: any)
 };
 
 // Not thread-safe: one reader per rank.
@@ -57,7 +60,7 @@ class CriteoReader {
   uint64_t fingerprint_ = 0;           // of the parsed examples
   std::vector<float> labels_;          // size()
   std::vector<float> dense_;           // size() × 13
-  std::vector<uint32_t> categorical_;  // size() × 26 (table sizes < 2^32)
+  std::vector<uint64_t> categorical_;  // size() × 26
 
   uint64_t consumed_ = 0;  // examples of this shard handed out
 };

@@ -27,7 +27,11 @@ constexpr double kDenseSpread = 0.75;  // std dev of log(1 + x_d) around its mea
 
 // Independent streams: the parameters, the training split and the held-out
 // split, so the held-out set does not change with --train.
-enum Stream : uint64_t { kParameters = 0, kTrain = 1, kHeldout = 2 };
+// The raw values have a stream of their own (kValues), keyed by feature and
+// row rather than drawn in sequence, so a row's value is the same wherever
+// it is drawn; fresh values (drift_new) are keyed by split, example and
+// feature.
+enum Stream : uint64_t { kParameters = 0, kTrain = 1, kHeldout = 2, kValues = 3, kFresh = 4 };
 SplitMix64 StreamRng(uint64_t seed, Stream stream) {
   SplitMix64 mix(seed);
   return SplitMix64(mix.Next() ^ (0xd1b54a32d192ed03ULL * (static_cast<uint64_t>(stream) + 1)));
@@ -103,16 +107,38 @@ Status ValidateOptions(const SyntheticCtrOptions& o) {
       !(o.categorical_missing >= 0 && o.categorical_missing < 1)) {
     return InvalidArgument("synthetic CTR needs zipf_exponent > 0 and missing rates in [0, 1)");
   }
+  if (!(o.drift_shift >= 0 && o.drift_shift <= 1000) || !(o.drift_new >= 0 && o.drift_new < 1)) {
+    return InvalidArgument("synthetic CTR needs drift_shift in [0, 1000] and drift_new in [0, 1)");
+  }
   return Status::Ok();
 }
 
+// Where a split sits in the drift's time: example i of the training split
+// at i / total of it, every held-out example at its end (at_end).
+struct SplitTime {
+  Stream stream;
+  uint64_t total = 1;
+  bool at_end = false;
+};
+
+// Zipf rank r of a table of `size` rows, rotated by the drift as of example
+// `i` of `t`: rank r then stands for the row of rank r + offset.
+uint64_t DriftedRank(uint64_t rank, int64_t size, double shift, uint64_t i, const SplitTime& t) {
+  if (shift <= 0) return rank;
+  const uint64_t n = static_cast<uint64_t>(size - 1);
+  const double when = t.at_end ? 1.0 : static_cast<double>(i) / static_cast<double>(t.total);
+  const auto offset = static_cast<uint64_t>(shift * static_cast<double>(n) * when);
+  return (rank - 1 + offset % n) % n + 1;
+}
+
 // One split's lines into `path` (atomically); calls `row(dense, categorical,
-// label, p)` for every example drawn.
+// label, p)` for every example drawn (a fresh value's row is -1).
 template <typename RowFn>
 Status WriteSplit(const std::string& path, uint64_t examples, SplitMix64 rng,
                   const SyntheticCtrOptions& o, const CtrGroundTruth& truth,
                   const std::vector<ZipfSampler>& zipf, const std::vector<RankScatter>& scatter,
-                  RowFn&& row) {
+                  const SplitTime& time, RowFn&& row) {
+  const uint64_t fresh_key = StreamRng(o.seed, kFresh).Next() ^ (static_cast<uint64_t>(time.stream) << 62);
   const std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) return IoError("cannot create '" + tmp + "': " + std::strerror(errno));
@@ -139,13 +165,23 @@ Status WriteSplit(const std::string& path, uint64_t examples, SplitMix64 rng,
       categorical[c] = 0;
       if (rng.Uniform() < o.categorical_missing) continue;
       const auto size = static_cast<uint64_t>(o.table_sizes[c]);
-      const int64_t r = scatter[c].Row(zipf[c].Sample(rng));
-      // Criteo's values are 32-bit hashes: write one whose residue is the row.
-      const uint64_t value =
-          static_cast<uint64_t>(r) + size * rng.Below((0xffffffffULL - r) / size + 1);
-      categorical[c] = r;
-      std::snprintf(f, 24, "%08llx", static_cast<unsigned long long>(value));
-      len = 8;
+      const int64_t r = scatter[c].Row(
+          DriftedRank(zipf[c].Sample(rng), o.table_sizes[c], o.drift_shift, i, time));
+      // Draws what earlier versions drew here (a fresh 32-bit value per
+      // occurrence), so that without drift every example (rows, dense values,
+      // labels) is the same as before and so are the figures of docs/DATA.md.
+      rng.Below((0xffffffffULL - r) / size + 1);
+      uint64_t value;
+      if (o.drift_new > 0 && rng.Uniform() < o.drift_new) {
+        SplitMix64 h(fresh_key ^ (i * kCriteoCategorical + static_cast<uint64_t>(c)));
+        value = h.Next();
+        categorical[c] = -1;
+      } else {
+        value = CtrRawValue(o.seed, c, r, o.table_sizes[c]);
+        categorical[c] = r;
+      }
+      std::snprintf(f, 24, "%016llx", static_cast<unsigned long long>(value));
+      len = 16;
     }
     const double p = truth.Probability(dense, categorical);
     const bool label = rng.Uniform() < p;
@@ -170,7 +206,52 @@ Status WriteSplit(const std::string& path, uint64_t examples, SplitMix64 rng,
   return Status::Ok();
 }
 
+// generator.json's contents: the options, the drawn dense parameters and the
+// measured figures.
+std::string GeneratorJson(const SyntheticCtrOptions& o, const CtrGroundTruth& truth,
+                          const SyntheticCtrResult& result) {
+  nlohmann::json j = {
+      {"format", "criteo: label, 13 integer features, 26 hex categorical features, tab-separated"},
+      {"model",
+       "p = sigmoid(base_logit + sum_f w_f[row_f] + sum_d dense_weights[d] * (log(1 + x_d) - "
+       "dense_means[d])); row_f = hex value mod table_sizes[f], 0 when missing; a missing x_d "
+       "counts as log(1 + x_d) = 0; w_f[row] ~ N(0, categorical_scale^2); each row has one "
+       "64-bit hex value; a fresh value (drift_new) adds 0"},
+      {"seed", o.seed},
+      {"train_examples", o.train_examples},
+      {"heldout_examples", o.heldout_examples},
+      {"table_sizes", o.table_sizes},
+      {"zipf_exponent", o.zipf_exponent},
+      {"categorical_scale", o.categorical_scale},
+      {"dense_scale", o.dense_scale},
+      {"dense_spread", kDenseSpread},
+      {"base_logit", o.base_logit},
+      {"dense_missing", o.dense_missing},
+      {"categorical_missing", o.categorical_missing},
+      {"drift_shift", o.drift_shift},
+      {"drift_new", o.drift_new},
+      {"train_distinct_values", result.train_distinct_values},
+      {"heldout_unseen_values", result.heldout_unseen_values},
+      {"dense_means", truth.dense_means()},
+      {"dense_weights", truth.dense_weights()},
+      {"train_positive_rate", result.train_positive_rate},
+      {"heldout_positive_rate", result.heldout_positive_rate},
+      {"bayes_auc", result.bayes_auc},
+      {"seen_rows_auc", result.seen_rows_auc},
+      {"seen_rows_threshold", kSeenThreshold},
+  };
+  return j.dump(2);
+}
+
 }  // namespace
+
+uint64_t CtrRawValue(uint64_t seed, int feature, int64_t row, int64_t size) {
+  const uint64_t key = StreamRng(seed, kValues).Next();
+  SplitMix64 h(key ^ (static_cast<uint64_t>(feature) << 56) ^ static_cast<uint64_t>(row));
+  const auto n = static_cast<uint64_t>(size), r = static_cast<uint64_t>(row);
+  // The largest multiple k with r + n·k < 2^64.
+  return r + n * h.Below((~uint64_t{0} - r) / n + 1);
+}
 
 std::vector<int64_t> DefaultCtrTableSizes() {
   return {1'000'000, 1'000'000, 300'000, 100'000, 100'000, 30'000, 10'000, 10'000, 10'000,
@@ -198,7 +279,9 @@ double CtrGroundTruth::Logit(const float* dense, const int64_t* categorical) con
     // A missing field reads as 0, which the true model sees as such.
     logit += dense_weights_[d] * (static_cast<double>(dense[d]) - dense_means_[d]);
   }
-  for (int f = 0; f < kCriteoCategorical; ++f) logit += row_weights_[f][categorical[f]];
+  for (int f = 0; f < kCriteoCategorical; ++f) {
+    if (categorical[f] >= 0) logit += row_weights_[f][categorical[f]];
+  }
   return logit;
 }
 
@@ -223,12 +306,17 @@ StatusOr<SyntheticCtrResult> WriteSyntheticCtr(const std::string& out_dir,
     seen.emplace_back(static_cast<size_t>(size), 0);
   }
 
-  uint64_t train_positives = 0;
+  uint64_t train_positives = 0, train_fresh = 0, heldout_fresh = 0;
+  const SplitTime train_time{kTrain, o.train_examples, false};
   PX_RETURN_IF_ERROR(WriteSplit(out_dir + "/train.tsv", o.train_examples, StreamRng(o.seed, kTrain),
-                                o, truth, zipf, scatter,
+                                o, truth, zipf, scatter, train_time,
                                 [&](const float*, const int64_t* categorical, bool label, double) {
                                   train_positives += label;
                                   for (int f = 0; f < kCriteoCategorical; ++f) {
+                                    if (categorical[f] < 0) {
+                                      ++train_fresh;
+                                      continue;
+                                    }
                                     uint32_t& n = seen[f][categorical[f]];
                                     if (n < kSeenThreshold) ++n;
                                   }
@@ -236,15 +324,27 @@ StatusOr<SyntheticCtrResult> WriteSyntheticCtr(const std::string& out_dir,
 
   std::vector<double> p_true, logit_seen;
   std::vector<float> labels;
+  std::vector<std::vector<bool>> unseen_marked(kCriteoCategorical);
+  for (int f = 0; f < kCriteoCategorical; ++f) unseen_marked[f].resize(o.table_sizes[f]);
+  uint64_t heldout_unseen_rows = 0;
+  const SplitTime heldout_time{kHeldout, o.train_examples, true};
   PX_RETURN_IF_ERROR(WriteSplit(
       out_dir + "/heldout.tsv", o.heldout_examples, StreamRng(o.seed, kHeldout), o, truth, zipf,
-      scatter, [&](const float* dense, const int64_t* categorical, bool label, double p) {
+      scatter, heldout_time,
+      [&](const float* dense, const int64_t* categorical, bool label, double p) {
         p_true.push_back(p);
         labels.push_back(label ? 1.0f : 0.0f);
         double logit = truth.Logit(dense, categorical);
         for (int f = 0; f < kCriteoCategorical; ++f) {
-          if (seen[f][categorical[f]] < kSeenThreshold) {
-            logit -= truth.row_weight(f, categorical[f]);
+          const int64_t r = categorical[f];
+          if (r < 0) {
+            ++heldout_fresh;
+            continue;
+          }
+          if (seen[f][r] < kSeenThreshold) logit -= truth.row_weight(f, r);
+          if (seen[f][r] == 0 && !unseen_marked[f][r]) {
+            unseen_marked[f][r] = true;
+            ++heldout_unseen_rows;
           }
         }
         logit_seen.push_back(logit);
@@ -257,32 +357,12 @@ StatusOr<SyntheticCtrResult> WriteSyntheticCtr(const std::string& out_dir,
       static_cast<double>(train_positives) / static_cast<double>(o.train_examples);
   result.heldout_positive_rate =
       std::accumulate(labels.begin(), labels.end(), 0.0) / static_cast<double>(labels.size());
-  nlohmann::json j = {
-      {"format", "criteo: label, 13 integer features, 26 hex categorical features, tab-separated"},
-      {"model",
-       "p = sigmoid(base_logit + sum_f w_f[row_f] + sum_d dense_weights[d] * (log(1 + x_d) - "
-       "dense_means[d])); row_f = hex value mod table_sizes[f], 0 when missing; a missing x_d "
-       "counts as log(1 + x_d) = 0; w_f[row] ~ N(0, categorical_scale^2)"},
-      {"seed", o.seed},
-      {"train_examples", o.train_examples},
-      {"heldout_examples", o.heldout_examples},
-      {"table_sizes", o.table_sizes},
-      {"zipf_exponent", o.zipf_exponent},
-      {"categorical_scale", o.categorical_scale},
-      {"dense_scale", o.dense_scale},
-      {"dense_spread", kDenseSpread},
-      {"base_logit", o.base_logit},
-      {"dense_missing", o.dense_missing},
-      {"categorical_missing", o.categorical_missing},
-      {"dense_means", truth.dense_means()},
-      {"dense_weights", truth.dense_weights()},
-      {"train_positive_rate", result.train_positive_rate},
-      {"heldout_positive_rate", result.heldout_positive_rate},
-      {"bayes_auc", result.bayes_auc},
-      {"seen_rows_auc", result.seen_rows_auc},
-      {"seen_rows_threshold", kSeenThreshold},
-  };
-  result.json = j.dump(2);
+  result.train_distinct_values = train_fresh;
+  for (const auto& rows : seen) {
+    result.train_distinct_values += rows.size() - std::count(rows.begin(), rows.end(), 0u);
+  }
+  result.heldout_unseen_values = heldout_unseen_rows + heldout_fresh;
+  result.json = GeneratorJson(o, truth, result);
   PX_RETURN_IF_ERROR(WriteFileAtomically(out_dir + "/generator.json", result.json + "\n"));
   return result;
 }

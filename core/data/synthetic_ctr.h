@@ -28,11 +28,28 @@ struct SyntheticCtrOptions {
   double base_logit = -2.2;           // bias of the true model
   double dense_missing = 0.05;        // chance that a dense field is empty
   double categorical_missing = 0.02;  // chance that a categorical field is empty (row 0)
+  // Drift (0: none). Time is an example's place in the training split; the
+  // held-out split is drawn as of its end. Over the training split each
+  // table's Zipf ranking rotates by drift_shift × (size − 1) ranks: the hot
+  // set moves onto rows that were cold or never drawn, and the rows it leaves
+  // go cold. drift_new: the chance that a present categorical value is a
+  // fresh one, written once and never again (weight 0 in the hidden model:
+  // noise that a table should not spend a row on).
+  double drift_shift = 0;
+  double drift_new = 0;
 };
+
+// The raw 64-bit value the generator writes for `row` of feature `feature`
+// (a table of `size` rows) under `seed`: the same every time the row is
+// drawn, ≡ row (mod size) so that CriteoReader with the generator's table
+// sizes recovers the row, and otherwise spread over the whole 64-bit range
+// like a hash of a raw feature value.
+uint64_t CtrRawValue(uint64_t seed, int feature, int64_t row, int64_t size);
 
 // The hidden model: logit = base_logit + sum_f w_f[row_f] + sum_d u_d (z_d - m_d),
 // z_d = log(1 + x_d) as CriteoReader computes it (0 when missing), row_f the
-// reader's categorical row id (0 when missing); p = sigmoid(logit).
+// reader's categorical row id (0 when missing; a negative row, a fresh value
+// of drift_new, adds nothing); p = sigmoid(logit).
 class CtrGroundTruth {
  public:
   // Draws the parameters from options.seed. REQUIRES: options valid (26 sizes >= 2).
@@ -60,6 +77,9 @@ struct SyntheticCtrResult {
   // a model that learns each row from the training data alone can reach.
   double seen_rows_auc = 0;
   double train_positive_rate = 0, heldout_positive_rate = 0;
+  // Distinct raw values of the training split, all tables together, and of
+  // the held-out split those the training split never had.
+  uint64_t train_distinct_values = 0, heldout_unseen_values = 0;
   std::string json;  // generator.json's contents
 };
 

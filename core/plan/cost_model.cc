@@ -65,6 +65,16 @@ std::string Predicted(const PathCost& c) {
   return buf;
 }
 
+// All-reduce or all-gather of a dynamic table: a replica of a table with no
+// row count cannot exist, so those paths are infeasible, with the reason
+// `parallax plan` prints beside its single-path columns.
+PathCost OnlyOnThePs() {
+  PathCost cost;
+  cost.feasible = false;
+  cost.why_not = "a dynamic table (no row count, any 64-bit id) lives only on the PS";
+  return cost;
+}
+
 }  // namespace
 
 double LoopbackBytesPerS(const CostOptions& options) {
@@ -141,6 +151,7 @@ double PsPushBytes(double rows_touched, int64_t dim, int value_bytes, int messag
 PathCost AllReduceCost(const VariableStats& var, const ClusterShape& cluster,
                        const CostOptions& options) {
   PathCost cost;
+  if (var.dynamic) return OnlyOnThePs();
   const double n = std::max(1, cluster.workers);
   if (n <= 1) return cost;
   const double buffer = static_cast<double>(var.elements()) * 4;
@@ -195,6 +206,7 @@ PathCost AllReduceFusionOvercount(std::span<const int64_t> elements, const Clust
 PathCost AllGatherCost(const VariableStats& var, const ClusterShape& cluster,
                        const CostOptions& options) {
   PathCost cost;
+  if (var.dynamic) return OnlyOnThePs();
   if (!var.sparse) {
     cost.feasible = false;
     cost.why_not = "dense";
@@ -340,6 +352,12 @@ Choice ChoosePath(const VariableStats& var, const ClusterShape& cluster,
       best = &c;
       choice.path = p;
     }
+  }
+  if (best == nullptr) {  // a dynamic table in a job without shards (BuildPlan refuses it)
+    choice.path = VariablePath::kPs;
+    choice.reason = std::string(alpha) + ": no feasible path (" + choice.ps.why_not + "; " +
+                    choice.allreduce.why_not + ")";
+    return choice;
   }
   std::string others;
   for (VariablePath p : order) {

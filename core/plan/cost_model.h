@@ -147,6 +147,10 @@ struct VariableStats {
   double alpha = 1.0;         // fraction of rows one worker's batch touches
   double alpha_host = -1.0;   // fraction the workers of one host touch together; <0: unknown
   int partitions = 1;         // PS partitions (messages per PS request)
+  // A dynamic table (no row count, any 64-bit id): only PS shards, which
+  // create rows as ids come, can hold it, so all-reduce and all-gather are
+  // infeasible for it (its rows of 0 would otherwise price them at nothing).
+  bool dynamic = false;
   int64_t elements() const { return rows * dim; }
 };
 

@@ -206,7 +206,15 @@ VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions) {
   stats.alpha = v.density >= 0 ? v.density : 1.0;
   stats.alpha_host = v.density_host;
   stats.partitions = static_cast<int>(std::max<uint32_t>(1, partitions));
+  stats.dynamic = v.dynamic.has_value();
   return stats;
+}
+
+json DynamicSettingsToJson(const DynamicTableSettings& d) {
+  return {{"admit_after", d.admit_after},
+          {"ttl_steps", d.ttl_steps},
+          {"max_rows", d.max_rows},
+          {"eviction", EvictionPolicyName(d.eviction)}};
 }
 
 std::string JobPlanToJson(const JobPlan& plan) {
@@ -249,10 +257,7 @@ std::string JobPlanToJson(const JobPlan& plan) {
     if (!v.sparse) jv["size"] = v.size;
     if (v.ids_per_step >= 0) jv["ids_per_step"] = v.ids_per_step;
     if (v.dynamic) {
-      jv["dynamic"] = {{"admit_after", v.dynamic->admit_after},
-                       {"ttl_steps", v.dynamic->ttl_steps},
-                       {"max_rows", v.dynamic->max_rows},
-                       {"eviction", EvictionPolicyName(v.dynamic->eviction)}};
+      jv["dynamic"] = DynamicSettingsToJson(*v.dynamic);
     }
     doc["variables"].push_back(std::move(jv));
   }

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -103,6 +104,11 @@ VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions);
 inline VariableStats CostInputs(const PlannedVariable& v) { return CostInputs(v, v.partitions); }
 
 std::string JobPlanToJson(const JobPlan& plan);
+
+// A dynamic table's settings as the plan writes them under "dynamic", and
+// as `parallax plan --json` shows them: {"admit_after": 1, "ttl_steps": 0,
+// "max_rows": 0, "eviction": "lru"}.
+nlohmann::json DynamicSettingsToJson(const DynamicTableSettings& d);
 
 // A plan of PS variables only (arch "ps"), for shards run without a
 // trainer: tests and benchmarks write JobPlanToJson of it for parallax-ps

@@ -11,6 +11,7 @@ namespace parallax::plan {
 namespace {
 
 std::string Shape(const VariableStats& v) {
+  if (v.dynamic) return "dynamic x" + std::to_string(v.dim);  // no row count
   return v.sparse ? std::to_string(v.rows) + "x" + std::to_string(v.dim) : std::to_string(v.dim);
 }
 
@@ -31,6 +32,7 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
     row.choice = ChoosePath(row.var, plan.cluster, plan.cost);
     row.path = v.path;
     row.reason = v.reason;
+    row.dynamic = v.dynamic;
     if (const ps::VariableSpec* spec = plan.ps.FindVariable(v.id)) {
       row.partition_shards = spec->partition_shards;
     }
@@ -69,12 +71,14 @@ std::string FormatPlanReport(const PlanReport& report) {
     } else {
       std::snprintf(alpha, sizeof(alpha), "dense");
     }
+    const std::string ar =
+        r.choice.allreduce.feasible ? FormatBytes(r.choice.allreduce.bytes) : std::string("n/a");
     const std::string ag =
         r.choice.allgather.feasible ? FormatBytes(r.choice.allgather.bytes) : std::string("n/a");
     std::snprintf(line, sizeof(line), "%-24s %-14s %-9s %-10s %4s  %12s %12s %12s\n",
                   r.var.name.c_str(), Shape(r.var).c_str(), alpha, VariablePathName(r.path),
                   r.path == VariablePath::kPs ? std::to_string(r.var.partitions).c_str() : "-",
-                  FormatBytes(r.choice.allreduce.bytes).c_str(), ag.c_str(),
+                  ar.c_str(), ag.c_str(),
                   FormatBytes(r.choice.cost(VariablePath::kPs).bytes).c_str());
     out << line;
     // The plan's reason, and the cost model's view when the plan's path was
@@ -151,17 +155,23 @@ std::string PlanReportJson(const PlanReport& report) {
                     {"partitions", r.path == VariablePath::kPs ? r.var.partitions : 0},
                     {"partition_shards", r.partition_shards},
                     {"bytes_per_worker",
-                     {{"allreduce", r.choice.allreduce.bytes},
+                     {{"allreduce", r.choice.allreduce.feasible ? nlohmann::json(r.choice.allreduce.bytes)
+                                                                : nlohmann::json(nullptr)},
                       {"allgather", r.choice.allgather.feasible ? nlohmann::json(r.choice.allgather.bytes)
                                                                 : nlohmann::json(nullptr)},
                       {"ps", r.choice.cost(VariablePath::kPs).bytes}}},
                     {"predicted_seconds_per_step",
-                     {{"allreduce", r.choice.allreduce.seconds},
+                     {{"allreduce", r.choice.allreduce.feasible
+                                        ? nlohmann::json(r.choice.allreduce.seconds)
+                                        : nlohmann::json(nullptr)},
                       {"allgather", r.choice.allgather.feasible
                                         ? nlohmann::json(r.choice.allgather.seconds)
                                         : nlohmann::json(nullptr)},
                       {"ps", r.choice.cost(VariablePath::kPs).seconds}}},
                     {"reason", r.reason}});
+    // As the plan's own JSON writes it (JobPlanToJson), so that a script
+    // reads a table's budget and policy the same from either.
+    if (r.dynamic) vars.back()["dynamic"] = DynamicSettingsToJson(*r.dynamic);
   }
   const PlanTotals& t = report.totals;
   nlohmann::json doc = {

@@ -6,6 +6,7 @@
 #ifndef PARALLAX_CORE_PLAN_REPORT_H_
 #define PARALLAX_CORE_PLAN_REPORT_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct PlannedRow {
   VariablePath path = VariablePath::kAllReduce;  // the plan's path
   std::string reason;   // the plan's reason
   std::vector<uint32_t> partition_shards;  // on the PS: partition -> shard
+  std::optional<DynamicTableSettings> dynamic;  // a dynamic table's settings
 };
 
 // The plan's predicted cost (core/plan/plan_cost.h) and that of forcing one

@@ -94,7 +94,65 @@ TEST_F(CheapestPlanTest, TheChosenPlanIsAtOrBelowEverySinglePathPlan) {
       }
     }
   }
-  EXPECT_GE(checked, 30);  // w3, brown-lm, ctr, mlp: 4 × 2 × 5 minus the forced arches
+  // w3, brown-lm, ctr, ctr-hashed, mlp: 5 × 2 × 5 minus the forced arches.
+  EXPECT_GE(checked, 40);
+}
+
+// examples/ctr-hashed.toml (ids = "hashed"): the 26 categorical tables are
+// dynamic tables on the PS with the [model] section's settings, whatever the
+// shape, and `parallax plan --json` shows those settings as the plan's JSON
+// writes them; the MLPs are planned as in examples/ctr.toml. A single-path
+// plan that puts the tables off the PS is infeasible, and says why.
+TEST_F(CheapestPlanTest, HashedCtrPlansItsTablesAsDynamicPsTables) {
+  const fs::path example = fs::path(PARALLAX_SOURCE_DIR) / "examples" / "ctr-hashed.toml";
+  const std::string job = dir_.File("hashed.toml");
+  std::ofstream(job) << WithTestData(example);
+  for (auto [workers, hosts] : {std::pair{2, 1}, {8, 2}}) {
+    StatusOr<nlohmann::json> planned = PlanJson(job, workers, hosts);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    const nlohmann::json& doc = *planned;
+    int dynamic = 0;
+    for (const auto& v : doc["variables"]) {
+      const std::string name = v["name"];
+      if (name.rfind("ctr/table", 0) != 0) {
+        EXPECT_FALSE(v.contains("dynamic")) << name;
+        continue;
+      }
+      ++dynamic;
+      EXPECT_EQ(v["path"], "ps") << name;
+      EXPECT_EQ(v["rows"], 0) << name;  // no row count
+      const std::string reason = v["reason"];
+      EXPECT_NE(reason.find("dynamic table"), std::string::npos) << reason;
+      EXPECT_NE(reason.find("max_rows 200000"), std::string::npos) << reason;
+      ASSERT_TRUE(v.contains("dynamic")) << name;
+      EXPECT_EQ(v["dynamic"],
+                nlohmann::json({{"admit_after", 1},
+                                {"ttl_steps", 0},
+                                {"max_rows", 200000},
+                                {"eviction", "lru"}}))
+          << v["dynamic"].dump();
+      // Off the PS it has no cost: the single-variable columns are null.
+      EXPECT_TRUE(v["bytes_per_worker"]["allreduce"].is_null()) << name;
+      EXPECT_TRUE(v["bytes_per_worker"]["allgather"].is_null()) << name;
+      EXPECT_TRUE(v["predicted_seconds_per_step"]["allreduce"].is_null()) << name;
+    }
+    EXPECT_EQ(dynamic, 26);
+    EXPECT_TRUE(doc["feasible"]["plan"].get<bool>());
+    EXPECT_TRUE(doc["feasible"]["ps"].get<bool>());
+    EXPECT_FALSE(doc["feasible"]["allreduce"].get<bool>());
+    EXPECT_FALSE(doc["feasible"]["allgather"].get<bool>());
+  }
+  // The text says why those columns are n/a.
+  PlanCommandOptions o;
+  o.job_file = job;
+  o.workers = 2;
+  std::ostringstream text;
+  ASSERT_TRUE(RunPlanCommand(o, text).ok());
+  EXPECT_NE(text.str().find("on allreduce: a dynamic table (no row count, any 64-bit id) lives "
+                            "only on the PS"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("dynamic x16"), std::string::npos) << text.str();
 }
 
 }  // namespace

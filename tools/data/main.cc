@@ -101,7 +101,8 @@ void AddSyntheticCtr(CLI::App& app, int* result) {
   auto* cmd = app.add_subcommand(
       "synthetic-ctr",
       "Writes OUT_DIR/{train.tsv, heldout.tsv} in the Criteo format, drawn from a hidden "
-      "logistic model over Zipf-distributed categorical ids and 13 dense features, and "
+      "logistic model over Zipf-distributed categorical ids (one stable 64-bit hex value per "
+      "table row; optionally drifting) and 13 dense features, and "
       "OUT_DIR/generator.json with its parameters and its Bayes AUC on the held-out split");
   cmd->add_option("OUT_DIR", args->out, "Output directory (created)")->required();
   cmd->add_option("--train", ctr.train_examples, "Training examples")
@@ -129,6 +130,17 @@ void AddSyntheticCtr(CLI::App& app, int* result) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--base-logit", ctr.base_logit, "Bias of the hidden model")
       ->capture_default_str();
+  cmd->add_option("--drift-shift", ctr.drift_shift,
+                  "Drift: over the training split each table's Zipf ranking rotates by this "
+                  "fraction of its rows (the hot set moves onto new values; the held-out split "
+                  "is drawn as of the end)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--drift-new", ctr.drift_new,
+                  "Drift: chance that a categorical value is a fresh one, written once "
+                  "(weight 0 in the hidden model)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999));
   cmd->callback([args, result] {
     auto r = parallax::data::WriteSyntheticCtr(args->out, args->ctr);
     if (!r.ok()) {
@@ -139,7 +151,9 @@ void AddSyntheticCtr(CLI::App& app, int* result) {
     nlohmann::json line = {{"bayes_auc", r->bayes_auc},
                            {"seen_rows_auc", r->seen_rows_auc},
                            {"train_positive_rate", r->train_positive_rate},
-                           {"heldout_positive_rate", r->heldout_positive_rate}};
+                           {"heldout_positive_rate", r->heldout_positive_rate},
+                           {"train_distinct_values", r->train_distinct_values},
+                           {"heldout_unseen_values", r->heldout_unseen_values}};
     std::cout << line.dump() << std::endl;
   });
 }

@@ -1,9 +1,13 @@
 // The "ctr" model, DLRM-like: one embedding table per categorical feature
-// (sparse, sizes from `tables`), a bottom MLP over the dense features (ReLU
+// (sparse, sizes from `tables`; with ids = "hashed" a dynamic table per
+// feature whose ids are the raw 64-bit values), a bottom MLP over the dense features (ReLU
 // on every layer, last width = dim), pairwise dot interaction of the bottom
 // output and the embeddings, a top MLP over [bottom output, dots] to one
 // logit, log loss. Evaluation: held-out AUC.
 #include <algorithm>
+#include <cmath>
+
+#include "core/data/criteo.h"
 
 #include "trainer/models/layers.h"
 #include "trainer/models/model_config.h"
@@ -15,6 +19,12 @@ namespace {
 struct CtrConfig {
   std::string data, heldout_path;
   std::vector<int64_t> tables = std::vector<int64_t>(26, 100'000);
+  // "hashed": each feature's table is dynamic (Session::RegisterDynamic) and
+  // its ids are the raw values' 64 bits; `dynamic` is what is registered
+  // (a [[variable]] entry of the job still wins).
+  bool hashed = false;
+  std::vector<int64_t> max_rows;  // hashed: per table (one entry: every table); empty: none
+  DynamicTableSettings dynamic;
   int dense = 13;
   int dim = 16;
   std::vector<int64_t> bottom = {64};
@@ -30,8 +40,40 @@ Status ParseCtrConfig(const std::string& toml, CtrConfig* c) {
   PX_ASSIGN_OR_RETURN(ModelConfig m, ModelConfig::Parse(toml, "ctr"));
   PX_RETURN_IF_ERROR(m.String("data", &c->data));
   PX_RETURN_IF_ERROR(m.String("heldout_path", &c->heldout_path));
-  PX_RETURN_IF_ERROR(m.IntList("tables", 1, int64_t{1} << 40, &c->tables));
-  if (c->tables.empty()) return InvalidArgument("key 'model.tables' of model 'ctr': expected at least one table size");
+  std::string ids = "fixed";
+  PX_RETURN_IF_ERROR(m.Choice("ids", {"fixed", "hashed"}, &ids));
+  c->hashed = ids == "hashed";
+  std::vector<int64_t> tables;
+  PX_RETURN_IF_ERROR(m.IntList("tables", 1, int64_t{1} << 40, &tables));
+  std::string eviction = EvictionPolicyName(c->dynamic.eviction);
+  PX_RETURN_IF_ERROR(m.IntList("max_rows", 1, INT64_MAX, &c->max_rows));
+  PX_RETURN_IF_ERROR(m.Int("admit_after", 1, INT64_MAX, &c->dynamic.admit_after));
+  PX_RETURN_IF_ERROR(m.Int("ttl_steps", 0, INT64_MAX, &c->dynamic.ttl_steps));
+  PX_RETURN_IF_ERROR(m.Choice("eviction", {"lru", "lfu"}, &eviction));
+  c->dynamic.eviction = *ParseEvictionPolicy(eviction);
+  if (c->hashed) {
+    // A hashed value has no table to fit in: the Criteo format's 26
+    // features, each a dynamic table.
+    if (m.Has("tables")) {
+      return InvalidArgument("key 'model.tables' of model 'ctr': ids = \"hashed\" takes no table "
+                             "sizes (its tables are dynamic; bound them with max_rows)");
+    }
+    c->tables.assign(data::kCriteoCategorical, 0);
+    if (c->max_rows.size() > 1 && c->max_rows.size() != c->tables.size()) {
+      return InvalidArgument("key 'model.max_rows' of model 'ctr': expected one entry or " +
+                             std::to_string(c->tables.size()) + " (one per table), got " +
+                             std::to_string(c->max_rows.size()));
+    }
+  } else {
+    for (const char* key : {"max_rows", "admit_after", "ttl_steps", "eviction"}) {
+      if (m.Has(key)) {
+        return InvalidArgument("key 'model." + std::string(key) +
+                               "' of model 'ctr': only with ids = \"hashed\" (dynamic tables)");
+      }
+    }
+    if (m.Has("tables")) c->tables = std::move(tables);
+    if (c->tables.empty()) return InvalidArgument("key 'model.tables' of model 'ctr': expected at least one table size");
+  }
   PX_RETURN_IF_ERROR(m.Int("dense_features", 1, 4096, &c->dense));
   PX_RETURN_IF_ERROR(m.Int("dim", 1, 1024, &c->dim));
   PX_RETURN_IF_ERROR(m.IntList("bottom", 1, 1 << 16, &c->bottom));
@@ -62,6 +104,11 @@ class CtrModel final : public Model {
     emb.init = {Initializer::Type::kUniform, seed, static_cast<float>(c.init_scale)};
     for (size_t f = 0; f < c.tables.size(); ++f) {
       vars_.push_back(Sparse("ctr/table" + std::to_string(f), c.tables[f], static_cast<uint32_t>(c.dim), emb));
+      if (c.hashed) {
+        vars_.back().dynamic = true;
+        vars_.back().dynamic_settings = c.dynamic;
+        if (!c.max_rows.empty()) vars_.back().dynamic_settings.max_rows = c.max_rows[c.max_rows.size() == 1 ? 0 : f];
+      }
     }
     bottom_.widths.push_back(c.dense);
     for (int64_t w : c.bottom) bottom_.widths.push_back(static_cast<int>(w));
@@ -82,6 +129,7 @@ class CtrModel final : public Model {
     DataSpec d;
     d.paths = {{"data", c_.data}, {"heldout_path", c_.heldout_path}};
     d.tables = c_.tables;
+    d.raw_ids = c_.hashed;
     d.seed = static_cast<uint64_t>(c_.seed);
     return d;
   }
@@ -154,6 +202,7 @@ class CtrModel final : public Model {
                              std::to_string(n) + " examples; expected " + std::to_string(c_.dense) +
                              " and " + std::to_string(t) + " per example");
     }
+    if (c_.hashed) return Status::Ok();  // any 64-bit value is an id
     for (size_t i = 0; i < b.categorical.size(); ++i) {
       const int64_t id = b.categorical[i];
       if (id < 0 || id >= c_.tables[i % t]) {
@@ -334,6 +383,7 @@ Status CtrModel::Evaluate(Session* s, EvalStats* out) {
   if (total == 0) return InvalidArgument("model 'ctr': the held-out split is empty");
   constexpr int64_t kBlock = 2048;
   std::vector<float> scores, labels;
+  double log_loss = 0;
   Batch b;
   std::vector<std::vector<float>> rows(t);
   for (int64_t first = 0; first < total; first += kBlock) {
@@ -350,11 +400,18 @@ Status CtrModel::Evaluate(Session* s, EvalStats* out) {
     const Matrix& logits = top_.acts.back();
     scores.insert(scores.end(), logits.data(), logits.data() + m);
     labels.insert(labels.end(), b.data.labels.begin(), b.data.labels.end());
+    for (int64_t i = 0; i < m; ++i) {
+      // −log σ(±z) = softplus(∓z), computed without overflow.
+      const double z = logits.data()[i], y = b.data.labels[static_cast<size_t>(i)];
+      const double signed_z = y > 0.5 ? -z : z;
+      log_loss += std::max(signed_z, 0.0) + std::log1p(std::exp(-std::abs(signed_z)));
+    }
   }
   out->metric = "auc";
   out->value = Auc(scores, labels);
   out->baseline_metric = data_.ctr_bayes_auc > 0 ? "bayes_auc" : "";
   out->baseline = data_.ctr_bayes_auc;
+  out->extra = {{"log_loss", log_loss / static_cast<double>(total)}};
   out->examples = total;
   return Status::Ok();
 }

@@ -36,6 +36,9 @@ struct VariableSpec {
   size_t size = 0;   // dense: elements
   int64_t rows = 0;  // sparse: rows × dim
   uint32_t dim = 0;
+  // Sparse with no row count (Session::RegisterDynamic; `rows` unused).
+  bool dynamic = false;
+  DynamicTableSettings dynamic_settings;
   VariableOptions options;
 };
 
@@ -63,6 +66,9 @@ struct EvalStats {
   double value = 0;
   std::string baseline_metric;  // e.g. "unigram_perplexity", "bayes_auc"; empty: none
   double baseline = 0;
+  // Further held-out figures, printed after the baseline (ctr: "log_loss",
+  // the mean log loss in nats).
+  std::vector<std::pair<std::string, double>> extra;
   int64_t examples = 0;
 };
 
@@ -87,6 +93,7 @@ class Model {
     std::map<std::string, std::string> paths;  // [model] key -> path ("" when not set)
     uint32_t context = 0;                      // lm: tokens of context
     std::vector<int64_t> tables;               // ctr: table sizes
+    bool raw_ids = false;                      // ctr: 64-bit ids, no table sizes
     uint64_t seed = 1;                         // shuffling seed
   };
   virtual DataSpec data_spec() const = 0;
@@ -101,8 +108,8 @@ class Model {
   Status Register(Session* session, int sample_batches = kPlanSampleBatches) {
     return RegisterWith(session, sample_batches);
   }
-  // The same into anything with the Session's RegisterDense, RegisterSparse
-  // and SampleIds: `parallax plan` registers into the VariableRegistry the
+  // The same into anything with the Session's RegisterDense, RegisterSparse,
+  // RegisterDynamic and SampleIds: `parallax plan` registers into the VariableRegistry the
   // plan is built from, exactly as a rank does.
   template <typename Target>
   Status RegisterWith(Target* target, int sample_batches);
@@ -130,8 +137,10 @@ Status Model::RegisterWith(Target* target, int sample_batches) {
   var_ids_.clear();
   std::map<std::string, int> by_name;
   for (const VariableSpec& v : Variables()) {
-    StatusOr<int> id = v.sparse ? target->RegisterSparse(v.name, v.rows, v.dim, v.options)
-                                : target->RegisterDense(v.name, v.size, v.options);
+    StatusOr<int> id =
+        v.dynamic  ? target->RegisterDynamic(v.name, v.dim, v.dynamic_settings, v.options)
+        : v.sparse ? target->RegisterSparse(v.name, v.rows, v.dim, v.options)
+                   : target->RegisterDense(v.name, v.size, v.options);
     if (!id.ok()) return id.status().WithContext("model '" + name() + "'");
     var_ids_.push_back(*id);
     by_name[v.name] = *id;

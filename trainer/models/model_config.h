@@ -36,6 +36,9 @@ class ModelConfig {
   // An array of integers, each in [min, max].
   Status IntList(const std::string& key, int64_t min, int64_t max, std::vector<int64_t>* out);
 
+  // Whether the table sets `key` (a key that depends on another one's value).
+  bool Has(const std::string& key) const { return values_.count(key) > 0 || bad_.count(key) > 0; }
+
   // INVALID_ARGUMENT naming the first unknown key and the keys asked for.
   Status Finish() const;
 

@@ -106,6 +106,7 @@ StatusOr<ModelData> OpenCtr(const Model::DataSpec& spec, const ModelOptions& o) 
   ro.shard = o.rank;
   ro.num_shards = o.world_size;
   ro.table_sizes = spec.tables;
+  ro.raw_ids = spec.raw_ids;
   PX_ASSIGN_OR_RETURN(auto reader, data::CriteoReader::Open(train, ro));
   d.ctr = std::make_unique<CriteoSource>(std::move(reader));
   data::CriteoReaderOptions ho = ro;

@@ -19,6 +19,10 @@ void PrintEval(const Session& s, const EvalStats& e, double seconds, std::ostrea
     std::snprintf(line, sizeof line, " %s %.4f", e.baseline_metric.c_str(), e.baseline);
     out << line;
   }
+  for (const auto& [name, value] : e.extra) {
+    std::snprintf(line, sizeof line, " %s %.4f", name.c_str(), value);
+    out << line;
+  }
   std::snprintf(line, sizeof line, " examples %lld (%.1f s)", static_cast<long long>(e.examples),
                 seconds);
   out << line << std::endl;

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 
 #include "core/data/auc.h"
 #include "tests/testing/temp_dir.h"
@@ -184,6 +185,109 @@ TEST_F(SyntheticCtrTest, APerRowLogisticRegressionComesCloseToTheBayesAuc) {
   const double auc = Auc(std::span<const double>(scores), b.labels);
   EXPECT_GT(auc, result->bayes_auc - 0.03) << "Bayes AUC " << result->bayes_auc;
   EXPECT_LE(auc, result->bayes_auc + 0.01);
+}
+
+// The categorical values of a split as the raw 64-bit ids a dynamic table
+// gets (CriteoReader with raw_ids), example-major.
+std::vector<int64_t> RawIds(const std::string& path, size_t* examples) {
+  CriteoReaderOptions ro;
+  ro.raw_ids = true;
+  auto reader = std::move(CriteoReader::Open(path, ro)).value();
+  CtrBatch b;
+  *examples = reader->size();
+  reader->Next(reader->size(), &b);
+  return b.categorical;
+}
+
+// Each table row is one raw 64-bit value wherever it is drawn, and that
+// value is what a fixed table of the generator's size reads as the row.
+TEST_F(SyntheticCtrTest, EachRowHasOneStableSixtyFourBitValue) {
+  const SyntheticCtrOptions o = Small();
+  ASSERT_TRUE(WriteSyntheticCtr(dir_.path(), o).ok());
+  CriteoReaderOptions fixed;
+  fixed.table_sizes = o.table_sizes;
+  auto reader = std::move(CriteoReader::Open(dir_.File("train.tsv"), fixed)).value();
+  CtrBatch rows;
+  reader->Next(reader->size(), &rows);
+  size_t n = 0;
+  const std::vector<int64_t> raw = RawIds(dir_.File("train.tsv"), &n);
+  ASSERT_EQ(raw.size(), rows.categorical.size());
+  std::map<std::pair<int, int64_t>, int64_t> value_of_row, row_of_value;
+  int above_32_bits = 0;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const int f = static_cast<int>(i % kCriteoCategorical);
+    const int64_t row = rows.categorical[i];
+    if (row == 0) continue;  // missing
+    const auto value = static_cast<uint64_t>(raw[i]);
+    EXPECT_EQ(value, CtrRawValue(o.seed, f, row, o.table_sizes[f]));
+    EXPECT_EQ(static_cast<int64_t>(value % static_cast<uint64_t>(o.table_sizes[f])), row);
+    auto [it, fresh] = value_of_row.emplace(std::pair{f, row}, raw[i]);
+    EXPECT_EQ(it->second, raw[i]) << "row " << row << " of C" << f + 1 << " has two values";
+    auto [jt, new_value] = row_of_value.emplace(std::pair{f, raw[i]}, row);
+    EXPECT_EQ(jt->second, row);
+    above_32_bits += value >> 32 != 0;
+  }
+  EXPECT_GT(above_32_bits, static_cast<int>(value_of_row.size()) / 2);
+  // Another seed, other values for the same rows.
+  EXPECT_NE(CtrRawValue(o.seed, 0, 7, 1000), CtrRawValue(o.seed + 1, 0, 7, 1000));
+}
+
+// Drift: new values keep arriving, the hot set moves, and fresh values are
+// written once each. The Bayes AUC is written with the data and is a real
+// AUC whatever the drift.
+TEST_F(SyntheticCtrTest, DriftBringsNewValuesAndMovesTheHotSet) {
+  struct Seen {
+    double new_in_second_half;  // of its present C1 values, the share the first half lacked
+    double last_in_first_tenth;  // of the last tenth's, the share the first tenth had
+    uint64_t distinct;           // generator.json's train_distinct_values
+  };
+  auto look = [&](const SyntheticCtrOptions& o, const std::string& dir) {
+    auto r = WriteSyntheticCtr(dir, o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    auto json = nlohmann::json::parse(Slurp(dir + "/generator.json"));
+    EXPECT_GT(json["bayes_auc"].get<double>(), 0.5);
+    EXPECT_LT(json["bayes_auc"].get<double>(), 1.0);
+    EXPECT_EQ(json["drift_shift"].get<double>(), o.drift_shift);
+    EXPECT_EQ(json["drift_new"].get<double>(), o.drift_new);
+    size_t n = 0;
+    const std::vector<int64_t> raw = RawIds(dir + "/train.tsv", &n);
+    std::set<int64_t> first_half, first_tenth;
+    int second = 0, second_new = 0, last = 0, last_seen = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t v = raw[i * kCriteoCategorical];
+      if (v == 0) continue;  // missing
+      if (i < n / 10) first_tenth.insert(v);
+      if (i < n / 2) {
+        first_half.insert(v);
+      } else {
+        ++second;
+        second_new += first_half.count(v) == 0;
+      }
+      if (i >= n - n / 10) {
+        ++last;
+        last_seen += first_tenth.count(v) > 0;
+      }
+    }
+    return Seen{static_cast<double>(second_new) / second, static_cast<double>(last_seen) / last,
+                json["train_distinct_values"].get<uint64_t>()};
+  };
+  SyntheticCtrOptions still = Small();
+  still.train_examples = 20000;
+  still.table_sizes[0] = 100000;
+  const Seen without = look(still, dir_.File("still"));
+  EXPECT_GT(without.last_in_first_tenth, 0.6) << "without drift the hot values stay";
+  SyntheticCtrOptions moving = still;
+  moving.drift_shift = 0.2;  // 20,000 ranks over 20,000 examples
+  const Seen shifted = look(moving, dir_.File("shift"));
+  EXPECT_LT(shifted.last_in_first_tenth, 0.2) << "the hot set moves";
+  EXPECT_GT(shifted.new_in_second_half, 2 * without.new_in_second_half);
+  SyntheticCtrOptions noisy = still;
+  noisy.drift_new = 0.1;
+  const Seen fresh = look(noisy, dir_.File("fresh"));
+  EXPECT_GT(fresh.last_in_first_tenth, 0.5);
+  EXPECT_NEAR(fresh.new_in_second_half - without.new_in_second_half, 0.1, 0.04);
+  // 10% of 26 × 20,000 × 0.98 present values, each a value of its own.
+  EXPECT_NEAR(static_cast<double>(fresh.distinct - without.distinct), 50960, 3000);
 }
 
 TEST_F(SyntheticCtrTest, RejectsBadOptions) {

@@ -97,6 +97,26 @@ TEST(CostModelTest, SharedMemoryAndHierarchicalAllReduce) {
               4000e-9 + 10e-6 + 1.5 * 100e-6 + 4 * 4000 / 2e9, 1e-12);
 }
 
+// A dynamic table has rows = 0: priced by its rows, a replica would cost
+// nothing. Only the PS can hold it, so the other paths are infeasible, with
+// the reason, and the choice is the PS (or nothing without shards).
+TEST(CostModelTest, ADynamicTableIsFeasibleOnlyOnThePs) {
+  VariableStats v = Sparse(0, 16, 1.0);
+  v.dynamic = true;
+  ClusterShape c{.workers = 4, .hosts = 2, .shards = 2};
+  const Choice choice = ChoosePath(v, c, Ring());
+  EXPECT_EQ(choice.path, VariablePath::kPs);
+  EXPECT_TRUE(choice.ps.feasible);
+  for (const PathCost* off : {&choice.allreduce, &choice.allgather}) {
+    EXPECT_FALSE(off->feasible);
+    EXPECT_NE(off->why_not.find("dynamic table"), std::string::npos) << off->why_not;
+  }
+  c.shards = 0;
+  const Choice none = ChoosePath(v, c, Ring());
+  EXPECT_EQ(none.path, VariablePath::kPs);
+  EXPECT_NE(none.reason.find("no feasible path"), std::string::npos) << none.reason;
+}
+
 TEST(CostModelTest, GlooFramingOfAnAllGatheredVariable) {
   // Per direction, 2 workers: 1 gloo::allgather (the row counts) of 2
   // transfers and 1 gloo::allgatherv (the packed rows) of 1, 3 preambles of

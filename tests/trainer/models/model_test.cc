@@ -252,6 +252,55 @@ TEST_F(ModelTest, CtrRejectsIdsOutsideTheirTable) {
   EXPECT_NE(st.message().find("feature 1"), std::string::npos) << st.ToString();
 }
 
+// ids = "hashed": 26 dynamic tables with the [model] section's settings and
+// no row counts; any 64-bit value is an id.
+TEST_F(ModelTest, HashedCtrDeclaresDynamicTables) {
+  auto m = Make("ctr", "ids = \"hashed\"\nmax_rows = [5000]\nadmit_after = 2\nttl_steps = 7\n"
+                "eviction = \"lfu\"\ndense_features = 2\n", 8);
+  ASSERT_TRUE(m);
+  int dynamic = 0;
+  for (const auto& v : m->Variables()) {
+    if (!v.dynamic) continue;
+    ++dynamic;
+    EXPECT_TRUE(v.sparse);
+    EXPECT_EQ(v.dynamic_settings.max_rows, 5000);
+    EXPECT_EQ(v.dynamic_settings.admit_after, 2);
+    EXPECT_EQ(v.dynamic_settings.ttl_steps, 7);
+    EXPECT_EQ(v.dynamic_settings.eviction, EvictionPolicy::kLfu);
+  }
+  EXPECT_EQ(dynamic, 26);
+  EXPECT_TRUE(m->data_spec().raw_ids);
+  std::vector<int64_t> huge(26, int64_t{1} << 62);
+  ModelData d = CtrData(huge, 2, 16);
+  d.ctr_heldout.categorical[3] = -5;  // a value with the top bit set
+  EXPECT_TRUE(m->SetData(std::move(d)).ok());
+  // One budget per table; none: no budget.
+  std::string per_table = "ids = \"hashed\"\nmax_rows = [";
+  for (int f = 0; f < 26; ++f) per_table += std::to_string(100 + f) + (f < 25 ? ", " : "]\n");
+  auto each = Make("ctr", per_table, 8);
+  ASSERT_TRUE(each);
+  EXPECT_EQ(each->Variables()[25].dynamic_settings.max_rows, 125);
+  auto none = Make("ctr", "ids = \"hashed\"\n", 8);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->Variables()[0].dynamic_settings.max_rows, 0);
+  EXPECT_FALSE(Make("ctr", "", 8)->Variables()[0].dynamic);
+}
+
+TEST_F(ModelTest, HashedCtrSettingsAreCheckedAgainstIds) {
+  auto bad = [](const std::string& toml, const std::string& expect) {
+    auto m = CreateModel("ctr", toml, {});
+    ASSERT_FALSE(m.ok()) << toml;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find(expect), std::string::npos) << m.status().ToString();
+  };
+  bad("ids = \"hashed\"\ntables = [10]\n", "takes no table sizes");
+  bad("max_rows = [10]\n", "only with ids = \"hashed\"");
+  bad("eviction = \"lfu\"\n", "model.eviction");
+  bad("ids = \"hashed\"\nmax_rows = [1, 2]\n", "one entry or 26");
+  bad("ids = \"random\"\n", "model.ids");
+  bad("ids = \"hashed\"\nadmit_after = 0\n", "model.admit_after");
+}
+
 TEST_F(ModelTest, MlpWholeLossGradients) {
   auto m = Make("mlp", "features = 3\nclasses = 3\nhidden = [4, 4]\n", 5);
   ASSERT_TRUE(m);
