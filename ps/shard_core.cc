@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <nlohmann/json.hpp>
 
 #include "core/base/finite.h"
@@ -561,8 +560,8 @@ bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
   if (vs.dynamic) {
     // The step in progress of an async or ssp table is the newest step any
     // push named: rows a push touches are never evicted under it.
-    if (!PushDynamic(vs, h.clock, ids.data(), ids.size(), grads, scale).ok()) return false;
-    if (rows_out != nullptr) ReadDynamic(vs, ids, h.flags & ps_wire::kFlagFp16, rows_out);
+    if (!PushDynamic(vs, h.clock, ids, grads, scale, rows_out, h.flags & ps_wire::kFlagFp16).ok())
+      return false;
     ++ps.version;
     NoteUpdateApplied();
     return true;
@@ -591,27 +590,36 @@ bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
   return true;
 }
 
-void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst) {
+void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst,
+                            const int64_t* slots) {
   DynamicTable& table = *vs.dynamic;
   const uint64_t* keys = reinterpret_cast<const uint64_t*>(ids.data());  // the same 64 bits
+  auto read = [&](float* out) {
+    if (slots != nullptr) {
+      table.ReadSlots(keys, slots, ids.size(), out);
+    } else {
+      table.ReadAll(keys, ids.size(), out);
+    }
+  };
   if (!fp16 && reinterpret_cast<uintptr_t>(dst) % alignof(float) == 0) {
     // float32 rows are the wire's values: read them in place.
-    table.ReadAll(keys, ids.size(), reinterpret_cast<float*>(dst));
+    read(reinterpret_cast<float*>(dst));
     return;
   }
   const uint32_t dim = vs.dim;
   std::vector<float> rows(ids.size() * dim);
-  table.ReadAll(keys, ids.size(), rows.data());
+  read(rows.data());
   const size_t row_bytes = size_t{dim} * (fp16 ? 2 : 4);
   for (size_t i = 0; i < ids.size(); ++i) {
     EncodeValues(rows.data() + i * dim, dim, fp16, dst + i * row_bytes);
   }
 }
 
-bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint64_t>& distinct,
-                             std::vector<int64_t>* slots) {
-  slots->resize(distinct.size());
-  Status st = vs.dynamic->AdmitAll(distinct.data(), distinct.size(), slots->data());
+bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
+                             std::vector<int64_t>* slots, bool* distinct) {
+  slots->resize(ids.size());
+  Status st = vs.dynamic->AdmitAll(reinterpret_cast<const uint64_t*>(ids.data()), ids.size(),
+                                   slots->data(), distinct);
   if (st.ok()) return true;
   vs.dynamic_full =
       "shard " + std::to_string(options_.shard) + ", step " + std::to_string(step) + ": " + st.message();
@@ -621,7 +629,11 @@ bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint6
 void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
                              float lr_scale) {
   DynamicTable& table = *vs.dynamic;
+  constexpr size_t kAhead = 4;  // rows fetched ahead, as the fixed table's loops do
   for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kAhead < slots.size() && slots[i + kAhead] != DynamicTable::kNotARow) {
+      table.PrefetchRow(slots[i + kAhead]);
+    }
     if (slots[i] == DynamicTable::kNotARow) {
       table.DropGradient();
     } else {
@@ -630,29 +642,38 @@ void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, co
   }
 }
 
-Status ShardCore::PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n,
-                              const float* grads, float lr_scale) {
+Status ShardCore::PushDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
+                              const float* grads, float lr_scale, char* rows_out, bool fp16) {
   DynamicTable& table = *vs.dynamic;
   const uint32_t dim = vs.dim;
   if (step > table.step()) table.AdvanceTo(step);
-  // One contribution: each distinct id counts once, its gradients summed.
-  absl::flat_hash_map<uint64_t, size_t> first;
-  std::vector<uint64_t> distinct;
-  std::vector<float> sums;
-  first.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = first.try_emplace(static_cast<uint64_t>(ids[i]), distinct.size());
-    if (inserted) {
-      distinct.push_back(static_cast<uint64_t>(ids[i]));
-      sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
-    } else {
-      float* a = &sums[it->second * dim];
-      for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
-    }
-  }
+  // One contribution: each distinct id counts once (AdmitAll), its
+  // gradients summed.
   std::vector<int64_t> slots;
-  if (!AdmitDynamic(vs, step, distinct, &slots)) return FailedPrecondition(vs.dynamic_full);
-  ApplyDynamic(vs, slots, sums.data(), lr_scale);
+  bool distinct = true;
+  if (!AdmitDynamic(vs, step, ids, &slots, &distinct)) return FailedPrecondition(vs.dynamic_full);
+  if (distinct) {
+    ApplyDynamic(vs, slots, grads, lr_scale);  // no id repeats: the gradients as they came
+  } else {
+    absl::flat_hash_map<int64_t, size_t> first;
+    std::vector<int64_t> distinct_slots;
+    std::vector<float> sums;
+    first.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto [it, inserted] = first.try_emplace(ids[i], distinct_slots.size());
+      if (inserted) {
+        distinct_slots.push_back(slots[i]);
+        sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
+      } else {
+        float* a = &sums[it->second * dim];
+        for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
+      }
+    }
+    ApplyDynamic(vs, distinct_slots, sums.data(), lr_scale);
+  }
+  // The rows after the whole push, from the slots just found (nothing was
+  // admitted or evicted since).
+  if (rows_out != nullptr) ReadDynamic(vs, ids, fp16, rows_out, slots.data());
   return Status::Ok();
 }
 
@@ -660,16 +681,9 @@ bool ShardCore::ApplySyncDynamic(VarState& vs, int64_t step,
                                  const std::vector<Contribution>& contribs, float lr_scale) {
   DynamicTable& table = *vs.dynamic;
   if (step > table.step()) table.AdvanceTo(step);
-  absl::flat_hash_set<uint64_t> seen;
-  std::vector<uint64_t> distinct;
   std::vector<int64_t> slots;
   for (const Contribution& c : contribs) {
-    seen.clear();
-    distinct.clear();
-    for (int64_t id : c.ids) {
-      if (seen.insert(static_cast<uint64_t>(id)).second) distinct.push_back(static_cast<uint64_t>(id));
-    }
-    if (!AdmitDynamic(vs, step, distinct, &slots)) return false;
+    if (!AdmitDynamic(vs, step, c.ids, &slots)) return false;  // each distinct id once
   }
   // The step's rows after every contribution's admission: the sums of the
   // ids that are rows apply, the others are dropped.

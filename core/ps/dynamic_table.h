@@ -104,6 +104,9 @@ class DynamicTable {
   // Read for n ids (n × dim values into `out`), their index entries and rows
   // fetched ahead as AdmitAll does.
   void ReadAll(const uint64_t* ids, size_t n, float* out);
+  // ReadAll for ids whose slots AdmitAll gave in the step in progress, with
+  // nothing admitted since (a push's rows after it applied): no lookup.
+  void ReadSlots(const uint64_t* ids, const int64_t* slots, size_t n, float* out);
   // Counts one contribution of `id` and returns its slot, creating the row
   // (from the initializer) when this contribution admits it; kNotARow while
   // it is not admitted (its gradient is then to be dropped: count it with
@@ -111,12 +114,16 @@ class DynamicTable {
   // every row belongs to the step in progress. Call once per distinct id of
   // a contribution.
   StatusOr<int64_t> Admit(uint64_t id);
-  // Admit for the n distinct ids of one contribution, `slots[i]` for
-  // `ids[i]`; the rows held are looked up first and their memory fetched
+  // Admit for the n ids of one contribution, `slots[i]` for `ids[i]`: each
+  // distinct id counts once (a repeat gets its first occurrence's slot), in
+  // the order of first occurrence; with `distinct`, also whether no id
+  // repeats. The rows held are looked up first, their index entries fetched
   // ahead (a shard's batch is scattered over a large table). Stops at the
   // first error.
-  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots);
+  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct = nullptr);
   void DropGradient() { ++stats_.dropped_gradients; }
+  // Fetches the row in `slot` into the cache ahead of Apply or a read.
+  void PrefetchRow(int64_t slot) const;
   // Applies gradient `g` (dim values) to the row in `slot` with the
   // variable's optimizer and lr × lr_scale.
   void Apply(int64_t slot, const float* g, float lr_scale = 1.0f);
@@ -154,6 +161,7 @@ class DynamicTable {
     return chunks_[i / kChunkRows].get() + (i % kChunkRows) * stride_;
   }
   bool NeverAdmitted(uint64_t id) const;
+  void PrefetchWeights(int64_t slot) const;
   // Admit for an id the index does not hold.
   StatusOr<int64_t> AdmitMissing(uint64_t id);
   void Touch(int64_t slot);
@@ -172,7 +180,17 @@ class DynamicTable {
   const int state_slots_;
   const size_t stride_;  // floats per row: weights and state
   std::unique_ptr<Index> index_;
-  std::vector<std::unique_ptr<float[]>> chunks_;
+  // A chunk's rows: new[]'d, or (NewChunk, a chunk of 2 MiB or more) on
+  // transparent huge pages (dynamic_table.cc says why); freed as they came.
+  struct ChunkFree {
+    ChunkFree() = default;
+    ChunkFree(std::default_delete<float[]>) {}  // a new[]'d chunk
+    bool aligned = false;
+    void operator()(float* p) const;
+  };
+  using Chunk = std::unique_ptr<float[], ChunkFree>;
+  Chunk NewChunk() const;
+  std::vector<Chunk> chunks_;
   // A slot's bookkeeping, together so that touching a row costs one cache
   // line besides the row.
   struct Meta {
@@ -187,6 +205,11 @@ class DynamicTable {
   int64_t head_ = -1, tail_ = -1;
   std::vector<int64_t> free_;     // slots to reuse
   std::vector<uint32_t> sketch_;  // 4 × sketch_width
+  // AdmitAll's check for repeats: marks_[slot] == epoch_ when the row was
+  // seen in the current call (sized to meta_ on use; not state).
+  std::vector<uint32_t> marks_;
+  uint32_t epoch_ = 0;
+  std::vector<int64_t> read_slots_;  // ReadAll's scratch, kept between calls
   int64_t step_ = 0;
   uint64_t rng_;
   // Whether rows' last steps, touch counts and the list are kept: only TTL
