@@ -627,8 +627,13 @@ bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64
 }
 
 void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
-                             float lr_scale) {
+                             float lr_scale, const int64_t* ids, char* rows_out, bool fp16) {
   DynamicTable& table = *vs.dynamic;
+  const size_t dim = vs.dim;
+  const size_t row_bytes = dim * (fp16 ? 2 : 4);
+  // float32 rows are the wire's values: read in place where aligned.
+  const bool in_place = !fp16 && reinterpret_cast<uintptr_t>(rows_out) % alignof(float) == 0;
+  std::vector<float> row(rows_out != nullptr && !in_place ? dim : 0);
   constexpr size_t kAhead = 4;  // rows fetched ahead, as the fixed table's loops do
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kAhead < slots.size() && slots[i + kAhead] != DynamicTable::kNotARow) {
@@ -637,7 +642,17 @@ void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, co
     if (slots[i] == DynamicTable::kNotARow) {
       table.DropGradient();
     } else {
-      table.Apply(slots[i], grads + i * size_t{vs.dim}, lr_scale);
+      table.Apply(slots[i], grads + i * dim, lr_scale);
+    }
+    if (rows_out == nullptr) continue;
+    // The row after its update, while it is in the cache (what ReadDynamic
+    // with these slots reads after the whole push, when no id repeats).
+    const uint64_t key = static_cast<uint64_t>(ids[i]);
+    if (in_place) {
+      table.ReadSlots(&key, &slots[i], 1, reinterpret_cast<float*>(rows_out + i * row_bytes));
+    } else {
+      table.ReadSlots(&key, &slots[i], 1, row.data());
+      EncodeValues(row.data(), vs.dim, fp16, rows_out + i * row_bytes);
     }
   }
 }
@@ -653,26 +668,29 @@ Status ShardCore::PushDynamic(VarState& vs, int64_t step, const std::vector<int6
   bool distinct = true;
   if (!AdmitDynamic(vs, step, ids, &slots, &distinct)) return FailedPrecondition(vs.dynamic_full);
   if (distinct) {
-    ApplyDynamic(vs, slots, grads, lr_scale);  // no id repeats: the gradients as they came
-  } else {
-    absl::flat_hash_map<int64_t, size_t> first;
-    std::vector<int64_t> distinct_slots;
-    std::vector<float> sums;
-    first.reserve(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto [it, inserted] = first.try_emplace(ids[i], distinct_slots.size());
-      if (inserted) {
-        distinct_slots.push_back(slots[i]);
-        sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
-      } else {
-        float* a = &sums[it->second * dim];
-        for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
-      }
-    }
-    ApplyDynamic(vs, distinct_slots, sums.data(), lr_scale);
+    // No id repeats: the gradients as they came, each row read right after
+    // its update.
+    ApplyDynamic(vs, slots, grads, lr_scale, ids.data(), rows_out, fp16);
+    return Status::Ok();
   }
-  // The rows after the whole push, from the slots just found (nothing was
-  // admitted or evicted since).
+  absl::flat_hash_map<int64_t, size_t> first;
+  std::vector<int64_t> distinct_slots;
+  std::vector<float> sums;
+  first.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto [it, inserted] = first.try_emplace(ids[i], distinct_slots.size());
+    if (inserted) {
+      distinct_slots.push_back(slots[i]);
+      sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
+    } else {
+      float* a = &sums[it->second * dim];
+      for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
+    }
+  }
+  ApplyDynamic(vs, distinct_slots, sums.data(), lr_scale);
+  // The rows after the whole push (a repeated id's after its last
+  // gradient), from the slots just found: nothing was admitted or evicted
+  // since.
   if (rows_out != nullptr) ReadDynamic(vs, ids, fp16, rows_out, slots.data());
   return Status::Ok();
 }

@@ -268,9 +268,11 @@ class ShardCore {
   bool AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
                     std::vector<int64_t>* slots, bool* distinct = nullptr);
   // Applies gradient row i to slots[i], or drops it (and counts it) when
-  // that id is not a row.
+  // that id is not a row. With `rows_out` (the slots of distinct `ids`),
+  // also writes each row after its update there, as ReadDynamic does.
   void ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
-                    float lr_scale);
+                    float lr_scale, const int64_t* ids = nullptr, char* rows_out = nullptr,
+                    bool fp16 = false);
   // Sync: step `step` of a dynamic table, its contributions in rank order
   // (admission counts each one's distinct ids; the same rows are admitted
   // and evicted whatever order the pushes arrived in), then the sums in

@@ -352,14 +352,17 @@ int64_t DynamicTable::BytesPerRow(const DynamicTableOptions& o) {
   // most 7/8.
   const int64_t index = (static_cast<int64_t>(sizeof(std::pair<uint64_t, int64_t>)) + 1) * 8 / 7;
   return values * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(sizeof(Meta)) +
-         (adam ? 8 : 0) + index;
+         (adam ? 8 : 0) + static_cast<int64_t>(sizeof(uint32_t)) /* AdmitAll's mark */ + index;
 }
 
 DynamicTableStats DynamicTable::stats() const {
   DynamicTableStats s = stats_;
   s.rows = static_cast<int64_t>(index_->slots.size());
   const size_t slots = meta_.size();
-  const size_t per_slot = sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t));
+  // A slot's bookkeeping, its Adam step, and its mark (AdmitAll sizes the
+  // marks to the slots).
+  const size_t per_slot =
+      sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t)) + sizeof(uint32_t);
   s.bytes = static_cast<int64_t>(
       chunks_.size() * kChunkRows * stride_ * sizeof(float) + slots * per_slot +
       index_->slots.capacity() * (sizeof(std::pair<uint64_t, int64_t>) + 1) +
