@@ -13,7 +13,8 @@
 // current one; a hash miss per id is what the dynamic table pays over the
 // fixed table's dense index) from id to a 64-bit slot; each slot holds the
 // row's weights and optimizer state together, contiguous (1 + StateSlots
-// floats × dim), in chunks of 16,384 rows (growing never copies rows), plus
+// floats × dim), in chunks of 16,384 rows (growing never copies rows; on
+// transparent huge pages, as the table's other large arrays), plus
 // its id and, when TTL or a budget needs them, the step it was last touched,
 // how often, and its place in a list ordered by last step. A freed slot is
 // reused by the next new row, so memory stays at the budget under a stream
@@ -102,7 +103,7 @@ class DynamicTable {
   // for a never-admitted id).
   void Read(uint64_t id, float* out);
   // Read for n ids (n × dim values into `out`), their index entries and rows
-  // fetched ahead as AdmitAll does.
+  // fetched ahead.
   void ReadAll(const uint64_t* ids, size_t n, float* out);
   // ReadAll for ids whose slots AdmitAll gave in the step in progress, with
   // nothing admitted since (a push's rows after it applied): no lookup.
