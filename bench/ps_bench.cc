@@ -17,6 +17,17 @@
 // Modes: "pullpush" (waited pull, then waited push, per step) and "pushpull"
 // (one combined PUSH_PULL per step). Prints one JSON object per line and
 // statistic (median, min, max over --runs).
+//
+// Mode "stream" (alone): a dynamic table with a row budget (--max-rows, LRU)
+// under a stream with drift, served by the 2 shard processes (sync): per step each
+// worker sends one PUSH_PULL of K ids, half from a hot set of --hot ids that
+// moves by --hot-drift ids a step, half never seen before (a counter through
+// Mix64, a bijection: generated on the fly, nothing stored), until
+// --stream-ids new ids went in. Every --every steps worker 0 samples each
+// shard's rows held (STATS, "dynamic_tables") and RSS (/proc/PID/status,
+// VmRSS), and at steps 1, 2, 4, ... before the first of those; prints a point per sample and shard, then per shard the most rows
+// held against the shard's share of the budget and its RSS after warm-up
+// (from the first sample at which the shard held its share).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -36,6 +47,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/plan/job_plan.h"
@@ -74,7 +86,26 @@ struct Config {
   // into the whole 64-bit range, negative int64 included (dynamic only).
   std::string ids = "zipf";
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
+  // Mode "stream".
+  int64_t max_rows = 1'000'000;       // the table's budget, split over the shards
+  int64_t hot = 100'000;              // ids in the hot set
+  int64_t hot_drift = 100;            // how far it moves a step
+  int64_t stream_ids = 100'000'000;   // new ids in all, both workers
+  int every = 500;                    // steps between samples
+  std::string shard_pids;             // (internal) for worker 0's samples
 };
+
+bool IsStream(const Config& c) { return c.modes == "stream"; }
+
+// Steps of the stream: each worker sends K/2 new ids a step.
+int64_t StreamSteps(const Config& c) {
+  const int64_t per_step = 2 * int64_t{c.k / 2};
+  return (c.stream_ids + per_step - 1) / per_step;
+}
+
+// A shard's share of the budget: the table's, split by partition, rounded up
+// (as ShardCore does; each shard owns 1 of the 2 partitions).
+int64_t ShardBudget(const Config& c) { return (c.max_rows + 1) / 2; }
 
 // A bijection of [0, 2^20) (splitmix64's finalizer shape: xor-shift,
 // multiply by an odd constant, modulo 2^20), cycle-walked into [0, v).
@@ -118,7 +149,11 @@ std::vector<std::vector<int64_t>> MakeIdStream(const Config& c, uint32_t worker,
 
 PsPlan MakePlan(const Config& c) {
   PsPlan plan;
-  plan.consistency = Consistency::kAsync;
+  // The stream runs sync: under async a worker that runs ahead makes the
+  // newest step the one "in progress" for the other's pushes too, whose
+  // rows then cannot be evicted (docs/ARCHITECTURE.md, "Dynamic tables"):
+  // with a lag of max_rows / (K/2) steps the table is full (TABLE_FULL).
+  plan.consistency = IsStream(c) ? Consistency::kSync : Consistency::kAsync;
   plan.num_workers = 2;
   plan.num_shards = 2;
   VariableSpec v;
@@ -129,6 +164,10 @@ PsPlan MakePlan(const Config& c) {
   v.partitions = 2;
   v.scheme = c.table == "fixed" && c.scheme == "range" ? PartitionScheme::kRange : PartitionScheme::kHash;
   if (c.table == "dynamic") v.dynamic = DynamicTableSettings{};
+  if (IsStream(c)) {
+    v.dynamic->max_rows = c.max_rows;
+    v.dynamic->eviction = EvictionPolicy::kLru;
+  }
   v.partition_shards = {0, 1};
   v.optimizer.type = OptimizerType::kSgd;
   v.optimizer.lr = 0.01f;
@@ -177,6 +216,58 @@ double ChildCpuSeconds(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// Resident memory of process `pid` in bytes (VmRSS); -1 if unreadable.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// The ids worker `worker` sends at stream step `s` (1-based): K/2 draws from
+// the hot window [s·drift, s·drift + hot) (repeats dropped) and K/2 ids never
+// sent before by any worker (`*fresh` counts them). Hot and new ids are
+// Mix64 of disjoint inputs, so they never meet.
+void StreamIds(const Config& c, uint32_t worker, int64_t s, std::mt19937_64* rng,
+               uint64_t* fresh, std::vector<int64_t>* ids) {
+  ids->clear();
+  const uint64_t base = static_cast<uint64_t>(s) * static_cast<uint64_t>(c.hot_drift);
+  for (uint32_t i = 0; i < c.k / 2; ++i) {
+    const uint64_t hot = base + (*rng)() % static_cast<uint64_t>(c.hot);
+    ids->push_back(static_cast<int64_t>(Mix64((uint64_t{1} << 62) | hot)));
+  }
+  std::sort(ids->begin(), ids->end());
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  for (uint32_t i = 0; i < c.k / 2; ++i) {
+    ids->push_back(static_cast<int64_t>(Mix64((uint64_t{worker} << 48) | (*fresh)++)));
+  }
+}
+
+// Worker 0's sample of every shard after step `s`: one line per shard into
+// `out` (rows held, the table's counters, RSS).
+bool SampleShards(const Config& c, PsClient& ps, const std::vector<pid_t>& pids, int64_t s,
+                  uint64_t new_ids, double secs, std::ostream& out) {
+  std::vector<std::string> texts;
+  auto t = ps.Stats(&texts);
+  if (!t.ok() || !ps.Wait(*t, DeadlineIn(60'000)).ok()) return false;
+  for (size_t i = 0; i < texts.size() && i < pids.size(); ++i) {
+    const nlohmann::json stats = nlohmann::json::parse(texts[i]);
+    const nlohmann::json& table = stats.at("dynamic_tables").at("w1");
+    out << nlohmann::json{{"shard", i},
+                          {"step", s},
+                          {"new_ids", new_ids},
+                          {"secs", secs},
+                          {"rows", table.at("rows")},
+                          {"evicted_budget", table.at("evicted_budget")},
+                          {"table_bytes", table.at("bytes")},
+                          {"rss_bytes", ResidentBytes(pids[i])}}
+               .dump()
+        << std::endl;
+  }
+  return true;
+}
+
 // ---- worker process ----
 
 int RunWorker(const Config& c, const std::string& plan_file, const std::string& endpoints_csv,
@@ -206,13 +297,45 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
     return 1;
   }
   PsClient& ps = **client;
+  if (IsStream(c)) {
+    std::vector<pid_t> pids;
+    std::stringstream ps_ids(c.shard_pids);
+    for (std::string p; std::getline(ps_ids, p, ',');) pids.push_back(std::stoi(p));
+    std::ofstream samples(dir + "/samples" + std::to_string(worker));
+    std::mt19937_64 rng(99 + worker);
+    uint64_t fresh = 0;
+    std::vector<int64_t> ids;
+    std::vector<float> grads, rows;
+    const int64_t steps = StreamSteps(c);
+    const auto start = Clock::now();
+    for (int64_t s = 1; s <= steps; ++s) {
+      StreamIds(c, worker, s, &rng, &fresh, &ids);
+      grads.assign(ids.size() * c.dim, 0.001f);
+      auto t = ps.PushPull(0, ids, grads, s - 1, &rows);  // sync steps count from 0
+      Status st = t.ok() ? ps.Wait(*t, DeadlineIn(60'000)) : t.status();
+      if (!st.ok()) {
+        std::cerr << "stream step " << s << ": " << st.ToString() << "\n";
+        return 1;
+      }
+      // Both workers' new ids so far (they go at the same pace).
+      // Every --every steps, and at steps 1, 2, 4, ... before (the table
+      // filling up).
+      const bool sample = s % c.every == 0 || s == steps || (s < c.every && (s & (s - 1)) == 0);
+      if (worker == 0 && sample &&
+          !SampleShards(c, ps, pids, s, 2 * fresh,
+                        std::chrono::duration<double>(Clock::now() - start).count(), samples)) {
+        return 1;
+      }
+    }
+    return 0;
+  }
   const int total = c.warmup + c.steps;
   const auto stream = MakeIdStream(c, worker, total);
   std::vector<float> grads(size_t{c.k} * c.dim, 0.001f), rows;
   auto step = [&](int s) -> bool {
     const auto& ids = stream[s];
     if (mode == "pushpull") {
-      auto t = ps.PushPull(0, ids, grads, s, &rows);
+      auto t = ps.PushPull(0, ids, grads, s - 1, &rows);  // sync steps count from 0
       return t.ok() && ps.Wait(*t, DeadlineIn(60'000)).ok();
     }
     auto p = ps.Pull(0, ids, s, &rows);
@@ -252,27 +375,35 @@ struct RunResult {
   double socket_bytes = 0;  // ZeroMQ frame bytes the workers sent and received, whole run
 };
 
-// One run.
-RunResult RunOnce(const Config& c, const std::string& self, const std::string& mode, int run) {
-  const std::string dir = "/tmp/ps_bench." + std::to_string(getpid()) + "." + mode + "." + std::to_string(run);
+// Writes the plan to `dir` and starts the 2 shard processes; false if one
+// does not come up.
+bool StartShards(const Config& c, const std::string& dir, std::string* plan_file,
+                 std::vector<pid_t>* shards, std::string* endpoints) {
   std::filesystem::create_directories(dir);
-  const std::string plan_file = dir + "/plan.json";
-  std::ofstream(plan_file) << plan::JobPlanToJson(plan::JobPlanOfPs(MakePlan(c)));
-  std::vector<pid_t> shards;
-  std::string endpoints;
+  *plan_file = dir + "/plan.json";
+  std::ofstream(*plan_file) << plan::JobPlanToJson(plan::JobPlanOfPs(MakePlan(c)));
   for (int s = 0; s < 2; ++s) {
     const std::string listen = c.transport != "tcp" ? "ipc://" + dir + "/shard" + std::to_string(s)
                                                     : "tcp://127.0.0.1:0";
     const std::string port_file = dir + "/endpoint" + std::to_string(s);
-    shards.push_back(Spawn({c.ps_bin, "--plan", plan_file, "--shard", std::to_string(s), "--listen",
-                            listen, "--port-file", port_file, "--prefault-mb",
-                            std::to_string(c.prefault_mb)}));
-    if (!WaitForFile(port_file, 20'000)) return {};
+    shards->push_back(Spawn({c.ps_bin, "--plan", *plan_file, "--shard", std::to_string(s),
+                             "--listen", listen, "--port-file", port_file, "--prefault-mb",
+                             std::to_string(c.prefault_mb)}));
+    if (!WaitForFile(port_file, 20'000)) return false;
     std::ifstream in(port_file);
     std::string ep;
     in >> ep;
-    endpoints += (s ? "," : "") + ep;
+    *endpoints += (s ? "," : "") + ep;
   }
+  return true;
+}
+
+// One run.
+RunResult RunOnce(const Config& c, const std::string& self, const std::string& mode, int run) {
+  const std::string dir = "/tmp/ps_bench." + std::to_string(getpid()) + "." + mode + "." + std::to_string(run);
+  std::string plan_file, endpoints;
+  std::vector<pid_t> shards;
+  if (!StartShards(c, dir, &plan_file, &shards, &endpoints)) return {};
   std::vector<pid_t> workers;
   for (int w = 0; w < 2; ++w) {
     workers.push_back(Spawn({self, "--role", "worker", "--plan", plan_file, "--endpoints", endpoints,
@@ -327,6 +458,113 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
   std::cout << j.dump() << std::endl;
 }
 
+nlohmann::json StreamLine(const Config& c, const std::string& metric, const std::string& unit,
+                          const std::string& stat, double value) {
+  return {{"bench", "ps"},         {"impl", "parallax"},          {"metric", metric},
+          {"unit", unit},          {"stat", stat},                {"runs", 1},
+          {"value", value},        {"workers", 2},                {"shards", 2},
+          {"mode", "stream"},      {"consistency", "sync"},       {"transport", c.transport},
+          {"dim", c.dim},
+          {"k", c.k},              {"table", "dynamic"},          {"eviction", "lru"},
+          {"max_rows", c.max_rows}, {"shard_budget", ShardBudget(c)}, {"hot", c.hot},
+          {"hot_drift", c.hot_drift}, {"stream_ids", c.stream_ids}, {"every", c.every}};
+}
+
+// Mode "stream": one run; prints the samples and the summary.
+int RunStream(const Config& c, const std::string& self) {
+  const std::string dir = "/tmp/ps_bench." + std::to_string(getpid()) + ".stream";
+  std::string plan_file, endpoints;
+  std::vector<pid_t> shards;
+  int rc = 0;
+  const auto start = Clock::now();
+  if (StartShards(c, dir, &plan_file, &shards, &endpoints)) {
+    const std::string pids = std::to_string(shards[0]) + "," + std::to_string(shards[1]);
+    std::vector<pid_t> workers;
+    for (int w = 0; w < 2; ++w) {
+      workers.push_back(Spawn(
+          {self, "--role", "worker", "--plan", plan_file, "--endpoints", endpoints, "--worker",
+           std::to_string(w), "--modes", "stream", "--dir", dir, "--dim", std::to_string(c.dim),
+           "--k", std::to_string(c.k), "--transport", c.transport, "--table", "dynamic",
+           "--max-rows", std::to_string(c.max_rows), "--hot", std::to_string(c.hot),
+           "--hot-drift", std::to_string(c.hot_drift), "--stream-ids",
+           std::to_string(c.stream_ids), "--every", std::to_string(c.every), "--shard-pids",
+           pids}));
+    }
+    for (pid_t p : workers) {
+      int status = 0;
+      waitpid(p, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+    }
+  } else {
+    rc = 1;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  for (pid_t p : shards) {
+    kill(p, SIGTERM);
+    waitpid(p, nullptr, 0);
+  }
+  // Per shard: the samples in order of step.
+  std::vector<std::vector<nlohmann::json>> by_shard(2);
+  std::ifstream in(dir + "/samples0");
+  uint64_t new_ids = 0;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    new_ids = std::max<uint64_t>(new_ids, j.at("new_ids").get<uint64_t>());
+    by_shard.at(j.at("shard").get<size_t>()).push_back(j);
+  }
+  std::filesystem::remove_all(dir);
+  if (rc != 0) {
+    std::cerr << "ps_bench: the stream failed\n";
+    return 1;
+  }
+  for (size_t shard = 0; shard < 2; ++shard) {
+    for (const nlohmann::json& j : by_shard[shard]) {
+      for (auto [metric, unit, key] : {std::tuple{"shard_rows_held", "rows", "rows"},
+                                       std::tuple{"shard_rss_bytes", "B", "rss_bytes"}}) {
+        nlohmann::json l = StreamLine(c, metric, unit, "point", j.at(key).get<double>());
+        for (const char* k : {"shard", "step", "new_ids", "secs", "evicted_budget", "table_bytes"})
+          l[k] = j.at(k);
+        std::cout << l.dump() << "\n";
+      }
+    }
+  }
+  for (size_t shard = 0; shard < 2; ++shard) {
+    const auto& samples = by_shard[shard];
+    if (samples.empty()) continue;
+    double most = 0;
+    std::vector<double> warm;  // RSS from the first sample at the shard's budget on
+    for (const nlohmann::json& j : samples) {
+      most = std::max(most, j.at("rows").get<double>());
+      if (!warm.empty() || j.at("rows").get<int64_t>() >= ShardBudget(c))
+        warm.push_back(j.at("rss_bytes").get<double>());
+    }
+    nlohmann::json l = StreamLine(c, "shard_rows_held", "rows", "max", most);
+    l["shard"] = shard;
+    std::cout << l.dump() << "\n";
+    if (warm.empty()) continue;
+    const double first = warm.front(), last = warm.back();
+    std::sort(warm.begin(), warm.end());
+    for (auto [stat, v] : {std::pair{"min", warm.front()}, {"max", warm.back()},
+                           {"median", warm[warm.size() / 2]}}) {
+      l = StreamLine(c, "shard_rss_after_warmup_bytes", "B", stat, v);
+      l["shard"] = shard;
+      l["samples"] = warm.size();
+      std::cout << l.dump() << "\n";
+    }
+    l = StreamLine(c, "shard_rss_after_warmup_max_over_min", "ratio", "point",
+                   warm.back() / warm.front());
+    l["shard"] = shard;
+    std::cout << l.dump() << "\n";
+    l = StreamLine(c, "shard_rss_last_over_warm", "ratio", "point", last / first);
+    l["shard"] = shard;
+    std::cout << l.dump() << "\n";
+  }
+  std::cout << StreamLine(c, "new_ids", "ids", "point", static_cast<double>(new_ids)).dump()
+            << "\n";
+  std::cout << StreamLine(c, "run_seconds", "s", "point", secs).dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,7 +579,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", c.warmup, "untimed steps")->capture_default_str();
   app.add_option("--steps", c.steps, "timed steps")->capture_default_str();
   app.add_option("--runs", c.runs, "runs per mode")->capture_default_str();
-  app.add_option("--modes", c.modes, "comma-separated: pullpush,pushpull")->capture_default_str();
+  app.add_option("--modes", c.modes, "comma-separated: pullpush,pushpull; or stream (alone)")
+      ->capture_default_str();
   app.add_option("--transport", c.transport,
                  "ipc, tcp (loopback), or shm (ipc sockets for headers and ids, rows and gradients "
                  "in shared memory)")
@@ -368,6 +607,15 @@ int main(int argc, char** argv) {
   app.add_option("--prefault-mb", c.prefault_mb,
                  "the shards' --prefault-mb (0: table pages committed on first touch)")
       ->capture_default_str();
+  app.add_option("--max-rows", c.max_rows, "stream: the dynamic table's max_rows")
+      ->capture_default_str();
+  app.add_option("--hot", c.hot, "stream: ids in the hot set")->capture_default_str();
+  app.add_option("--hot-drift", c.hot_drift, "stream: how far the hot set moves a step")
+      ->capture_default_str();
+  app.add_option("--stream-ids", c.stream_ids, "stream: new ids in all (both workers)")
+      ->capture_default_str();
+  app.add_option("--every", c.every, "stream: steps between samples")->capture_default_str();
+  app.add_option("--shard-pids", c.shard_pids);
   app.add_option("--plan", plan_file);
   app.add_option("--endpoints", endpoints);
   app.add_option("--worker", worker);
@@ -382,9 +630,15 @@ int main(int argc, char** argv) {
     std::cerr << "ps_bench: --ids u64 needs --table dynamic (a fixed table's ids are 0..rows-1)\n";
     return 2;
   }
+  if (IsStream(c)) c.table = "dynamic";
+  if (IsStream(c) && (c.max_rows < 1 || c.hot < 1 || c.every < 1 || c.k < 2)) {
+    std::cerr << "ps_bench: --modes stream needs --max-rows, --hot, --every >= 1 and --k >= 2\n";
+    return 2;
+  }
   if (role == "worker") return RunWorker(c, plan_file, endpoints, worker, mode, dir);
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (IsStream(c)) return RunStream(c, self);
   std::stringstream ss(c.modes);
   for (std::string m; std::getline(ss, m, ',');) {
     std::vector<double> rates, cpu_ns, socket_bytes;

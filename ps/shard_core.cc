@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <nlohmann/json.hpp>
 
 #include "core/base/finite.h"
@@ -571,8 +570,8 @@ bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
   if (vs.dynamic) {
     // The step in progress of an async or ssp table is the newest step any
     // push named: rows a push touches are never evicted under it.
-    if (!PushDynamic(vs, h.clock, ids.data(), ids.size(), grads, scale).ok()) return false;
-    if (rows_out != nullptr) ReadDynamic(vs, ids, h.flags & ps_wire::kFlagFp16, rows_out);
+    if (!PushDynamic(vs, h.clock, ids, grads, scale, rows_out, h.flags & ps_wire::kFlagFp16).ok())
+      return false;
     ++ps.version;
     NoteUpdateApplied();
     return true;
@@ -601,27 +600,36 @@ bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
   return true;
 }
 
-void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst) {
+void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst,
+                            const int64_t* slots) {
   DynamicTable& table = *vs.dynamic;
   const uint64_t* keys = reinterpret_cast<const uint64_t*>(ids.data());  // the same 64 bits
+  auto read = [&](float* out) {
+    if (slots != nullptr) {
+      table.ReadSlots(keys, slots, ids.size(), out);
+    } else {
+      table.ReadAll(keys, ids.size(), out);
+    }
+  };
   if (!fp16 && reinterpret_cast<uintptr_t>(dst) % alignof(float) == 0) {
     // float32 rows are the wire's values: read them in place.
-    table.ReadAll(keys, ids.size(), reinterpret_cast<float*>(dst));
+    read(reinterpret_cast<float*>(dst));
     return;
   }
   const uint32_t dim = vs.dim;
   std::vector<float> rows(ids.size() * dim);
-  table.ReadAll(keys, ids.size(), rows.data());
+  read(rows.data());
   const size_t row_bytes = size_t{dim} * (fp16 ? 2 : 4);
   for (size_t i = 0; i < ids.size(); ++i) {
     EncodeValues(rows.data() + i * dim, dim, fp16, dst + i * row_bytes);
   }
 }
 
-bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint64_t>& distinct,
-                             std::vector<int64_t>* slots) {
-  slots->resize(distinct.size());
-  Status st = vs.dynamic->AdmitAll(distinct.data(), distinct.size(), slots->data());
+bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
+                             std::vector<int64_t>* slots, bool* distinct) {
+  slots->resize(ids.size());
+  Status st = vs.dynamic->AdmitAll(reinterpret_cast<const uint64_t*>(ids.data()), ids.size(),
+                                   slots->data(), distinct);
   if (st.ok()) return true;
   vs.dynamic_full =
       "shard " + std::to_string(options_.shard) + ", step " + std::to_string(step) + ": " + st.message();
@@ -629,40 +637,71 @@ bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint6
 }
 
 void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
-                             float lr_scale) {
+                             float lr_scale, const int64_t* ids, char* rows_out, bool fp16) {
   DynamicTable& table = *vs.dynamic;
+  const size_t dim = vs.dim;
+  const size_t row_bytes = dim * (fp16 ? 2 : 4);
+  // float32 rows are the wire's values: read in place where aligned.
+  const bool in_place = !fp16 && reinterpret_cast<uintptr_t>(rows_out) % alignof(float) == 0;
+  std::vector<float> row(rows_out != nullptr && !in_place ? dim : 0);
+  constexpr size_t kAhead = 4;  // rows fetched ahead, as the fixed table's loops do
   for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kAhead < slots.size() && slots[i + kAhead] != DynamicTable::kNotARow) {
+      table.PrefetchRow(slots[i + kAhead]);
+    }
     if (slots[i] == DynamicTable::kNotARow) {
       table.DropGradient();
     } else {
-      table.Apply(slots[i], grads + i * size_t{vs.dim}, lr_scale);
+      table.Apply(slots[i], grads + i * dim, lr_scale);
+    }
+    if (rows_out == nullptr) continue;
+    // The row after its update, while it is in the cache (what ReadDynamic
+    // with these slots reads after the whole push, when no id repeats).
+    const uint64_t key = static_cast<uint64_t>(ids[i]);
+    if (in_place) {
+      table.ReadSlots(&key, &slots[i], 1, reinterpret_cast<float*>(rows_out + i * row_bytes));
+    } else {
+      table.ReadSlots(&key, &slots[i], 1, row.data());
+      EncodeValues(row.data(), vs.dim, fp16, rows_out + i * row_bytes);
     }
   }
 }
 
-Status ShardCore::PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n,
-                              const float* grads, float lr_scale) {
+Status ShardCore::PushDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
+                              const float* grads, float lr_scale, char* rows_out, bool fp16) {
   DynamicTable& table = *vs.dynamic;
   const uint32_t dim = vs.dim;
   if (step > table.step()) table.AdvanceTo(step);
-  // One contribution: each distinct id counts once, its gradients summed.
-  absl::flat_hash_map<uint64_t, size_t> first;
-  std::vector<uint64_t> distinct;
+  // One contribution: each distinct id counts once (AdmitAll), its
+  // gradients summed.
+  std::vector<int64_t> slots;
+  bool distinct = true;
+  if (!AdmitDynamic(vs, step, ids, &slots, &distinct)) return FailedPrecondition(vs.dynamic_full);
+  if (distinct) {
+    // No id repeats: the gradients as they came, each row read right after
+    // its update.
+    ApplyDynamic(vs, slots, grads, lr_scale, ids.data(), rows_out, fp16);
+    return Status::Ok();
+  }
+  absl::flat_hash_map<int64_t, size_t> first;
+  std::vector<int64_t> distinct_slots;
   std::vector<float> sums;
-  first.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = first.try_emplace(static_cast<uint64_t>(ids[i]), distinct.size());
+  first.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto [it, inserted] = first.try_emplace(ids[i], distinct_slots.size());
     if (inserted) {
-      distinct.push_back(static_cast<uint64_t>(ids[i]));
+      distinct_slots.push_back(slots[i]);
       sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
     } else {
       float* a = &sums[it->second * dim];
       for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
     }
   }
-  std::vector<int64_t> slots;
-  if (!AdmitDynamic(vs, step, distinct, &slots)) return FailedPrecondition(vs.dynamic_full);
-  ApplyDynamic(vs, slots, sums.data(), lr_scale);
+  ApplyDynamic(vs, distinct_slots, sums.data(), lr_scale);
+  // The rows after the whole push (a repeated id's after its last
+  // gradient), from the slots just found: nothing was admitted or evicted
+  // since.
+  if (rows_out != nullptr) ReadDynamic(vs, ids, fp16, rows_out, slots.data());
   return Status::Ok();
 }
 
@@ -670,16 +709,9 @@ bool ShardCore::ApplySyncDynamic(VarState& vs, int64_t step,
                                  const std::vector<Contribution>& contribs, float lr_scale) {
   DynamicTable& table = *vs.dynamic;
   if (step > table.step()) table.AdvanceTo(step);
-  absl::flat_hash_set<uint64_t> seen;
-  std::vector<uint64_t> distinct;
   std::vector<int64_t> slots;
   for (const Contribution& c : contribs) {
-    seen.clear();
-    distinct.clear();
-    for (int64_t id : c.ids) {
-      if (seen.insert(static_cast<uint64_t>(id)).second) distinct.push_back(static_cast<uint64_t>(id));
-    }
-    if (!AdmitDynamic(vs, step, distinct, &slots)) return false;
+    if (!AdmitDynamic(vs, step, c.ids, &slots)) return false;  // each distinct id once
   }
   // The step's rows after every contribution's admission: the sums of the
   // ids that are rows apply, the others are dropped.

@@ -252,19 +252,27 @@ class ShardCore {
   // distinct id of `ids` counts one contribution) and applies the gradients
   // of the rows that are admitted (the others are dropped and counted).
   // TABLE_FULL (the table's dynamic_full set) when the budget cannot hold
-  // the step's rows.
-  void ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst);
-  Status PushDynamic(VarState& vs, int64_t step, const int64_t* ids, size_t n, const float* grads,
-                     float lr_scale);
-  // One contribution's distinct ids admitted at `step`, their slots into
-  // *slots; false, with the table's dynamic_full set, when the budget cannot
-  // hold them.
-  bool AdmitDynamic(VarState& vs, int64_t step, const std::vector<uint64_t>& distinct,
-                    std::vector<int64_t>* slots);
+  // the step's rows. With `slots` (what AdmitDynamic gave for `ids`, nothing
+  // admitted since), a read looks nothing up; with `rows_out` (a PUSH_PULL
+  // answered at once), a push also writes every row after it there, as
+  // ReadDynamic does, from the slots it found.
+  void ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool fp16, char* dst,
+                   const int64_t* slots = nullptr);
+  Status PushDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
+                     const float* grads, float lr_scale, char* rows_out = nullptr,
+                     bool fp16 = false);
+  // One contribution's ids admitted at `step` (each distinct id counts
+  // once), the slot of ids[i] into (*slots)[i], and with `distinct` whether
+  // no id repeats; false, with the table's dynamic_full set, when the budget
+  // cannot hold them.
+  bool AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
+                    std::vector<int64_t>* slots, bool* distinct = nullptr);
   // Applies gradient row i to slots[i], or drops it (and counts it) when
-  // that id is not a row.
+  // that id is not a row. With `rows_out` (the slots of distinct `ids`),
+  // also writes each row after its update there, as ReadDynamic does.
   void ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, const float* grads,
-                    float lr_scale);
+                    float lr_scale, const int64_t* ids = nullptr, char* rows_out = nullptr,
+                    bool fp16 = false);
   // Sync: step `step` of a dynamic table, its contributions in rank order
   // (admission counts each one's distinct ids; the same rows are admitted
   // and evicted whatever order the pushes arrived in), then the sums in

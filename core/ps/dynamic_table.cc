@@ -1,9 +1,13 @@
 #include "core/ps/dynamic_table.h"
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "core/optim/optimizer.h"
 #include "core/ps/initializer.h"
@@ -58,12 +62,79 @@ class Reader {
   std::string_view in_;
 };
 
+// The table's large arrays go on transparent huge pages (madvise: the
+// machine's THP setting may be "madvise"). Rows and their index entries are
+// created in memory never written before and a shard's batch touches them
+// at random: on 4 KiB pages a new row faults a page in every few rows (a
+// fault costs microseconds on a VM) and most lookups miss the TLB, where the
+// fixed table's arrays are committed at start on huge pages
+// (ps/variable_table.cc). perf on a shard serving W1: about a third of its
+// time.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// `bytes` (rounded up to whole huge pages), 2 MiB-aligned, advised before
+// anything is written to it. Free with std::free.
+void* AllocateHuge(size_t bytes) {
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  madvise(p, rounded, MADV_HUGEPAGE);
+  return p;
+}
+
+// Advises the 2 MiB-aligned part of [p, p + bytes), for memory that
+// std::allocator gave.
+void AdviseHugePages(const void* p, size_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = (b + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  const uintptr_t hi = (b + bytes) & ~uintptr_t{kHugePage - 1};
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
+// The index's allocator: arrays of 2 MiB or more from AllocateHuge (a
+// rehash writes a whole new array), smaller ones as std::allocator's.
+template <typename T>
+struct HugeAllocator {
+  using value_type = T;
+  HugeAllocator() = default;
+  template <typename U>
+  HugeAllocator(const HugeAllocator<U>&) {}  // NOLINT: rebinding is implicit
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    return static_cast<T*>(bytes >= kHugePage ? AllocateHuge(bytes) : ::operator new(bytes));
+  }
+  void deallocate(T* p, size_t n) {
+    if (n * sizeof(T) >= kHugePage) {
+      std::free(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+  template <typename U>
+  bool operator==(const HugeAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const HugeAllocator<U>&) const { return false; }
+};
+
+// Grows `v` before a push_back at its capacity, as push_back would (twice
+// the capacity), but advises the new array before the old one is copied in.
+template <typename T>
+void GrowAdvised(std::vector<T>* v) {
+  std::vector<T> bigger;
+  bigger.reserve(std::max<size_t>(2 * v->capacity(), 1024));
+  AdviseHugePages(bigger.data(), bigger.capacity() * sizeof(T));
+  bigger.insert(bigger.end(), v->begin(), v->end());
+  v->swap(bigger);
+}
+
 }  // namespace
 
 struct DynamicTable::Index {
   // absl::Hash mixes every bit of an id; nothing here depends on the
   // map's iteration order, which that hash makes differ between processes.
-  absl::flat_hash_map<uint64_t, int64_t> slots;
+  absl::flat_hash_map<uint64_t, int64_t, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
+                      HugeAllocator<std::pair<const uint64_t, int64_t>>>
+      slots;
 };
 
 StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions options) {
@@ -92,6 +163,7 @@ DynamicTable::DynamicTable(DynamicTableOptions options)
     const size_t n = static_cast<size_t>(std::min<int64_t>(options_.max_rows, 1 << 24));
     index_->slots.reserve(n);
     meta_.reserve(n);
+    AdviseHugePages(meta_.data(), n * sizeof(Meta));
   }
 }
 
@@ -130,23 +202,50 @@ void DynamicTable::Read(uint64_t id, float* out) {
 }
 
 void DynamicTable::ReadAll(const uint64_t* ids, size_t n, float* out) {
+  // Three stages kAhead ids apart: the index entry of id i + 2·kAhead is
+  // fetched, id i + kAhead is looked up and its row fetched, row i is
+  // copied. Each line is then in the cache when it is used, and a batch's
+  // rows never need to fit in it all at once.
   constexpr size_t kAhead = 8;
-  std::vector<int64_t> slots(n);
-  for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
+  std::vector<int64_t>& slots = read_slots_;
+  slots.resize(n);
+  auto look_up = [&](size_t i) {
     slots[i] = Find(ids[i]);
-    if (slots[i] != kNotARow) __builtin_prefetch(Row(slots[i]), 0);
+    if (slots[i] != kNotARow) PrefetchWeights(slots[i]);
+  };
+  for (size_t i = 0; i < std::min(n, 2 * kAhead); ++i) index_->slots.prefetch(ids[i]);
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) look_up(i);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 2 * kAhead < n) index_->slots.prefetch(ids[i + 2 * kAhead]);
+    if (i + kAhead < n) look_up(i + kAhead);
   }
+  ReadSlots(ids, slots.data(), n, out);
+}
+
+void DynamicTable::ReadSlots(const uint64_t* ids, const int64_t* slots, size_t n, float* out) {
   const size_t d = dim();
   for (size_t i = 0; i < n; ++i) {
     if (slots[i] != kNotARow) {
       TouchRead(slots[i]);
       std::memcpy(out + i * d, Row(slots[i]), sizeof(float) * d);
+    } else if (NeverAdmitted(ids[i])) {
+      std::fill(out + i * d, out + (i + 1) * d, 0.0f);
     } else {
-      Read(ids[i], out + i * d);  // the initializer's values, or zeros
+      ++stats_.not_admitted_reads;
+      InitializeRow(options_.var.init, options_.var.id, static_cast<int64_t>(ids[i]), dim(),
+                    out + i * d);
     }
   }
+}
+
+void DynamicTable::PrefetchWeights(int64_t slot) const {
+  const char* row = reinterpret_cast<const char*>(Row(slot));
+  for (size_t b = 0; b < sizeof(float) * dim(); b += 64) __builtin_prefetch(row + b, 0);
+}
+
+void DynamicTable::PrefetchRow(int64_t slot) const {
+  const char* row = reinterpret_cast<const char*>(Row(slot));
+  for (size_t b = 0; b < sizeof(float) * stride_; b += 64) __builtin_prefetch(row + b, 1);
 }
 
 StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
@@ -177,30 +276,57 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id) {
   return slot;
 }
 
-Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots) {
+Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct) {
   // Lookups are cache misses in a large table: the index fetches a few ids
-  // ahead (absl's prefetch), and each found row's memory is fetched before
-  // it is touched.
+  // ahead (absl's prefetch), and the bookkeeping of each row found before
+  // it is touched. (Its row is fetched by whoever applies to it: a batch's
+  // rows need not fit in the cache.)
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
   for (size_t i = 0; i < n; ++i) {
     if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
     slots[i] = Find(ids[i]);
-    if (slots[i] != kNotARow) {
-      if (ordered_) __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
-      __builtin_prefetch(Row(slots[i]), 1);
-    }
+    if (ordered_ && slots[i] != kNotARow) __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
   }
   // Every row found becomes the step's before a new one may evict: a row
-  // this contribution reads is never the one that makes room.
-  for (size_t i = 0; i < n; ++i) {
-    if (slots[i] != kNotARow) Touch(slots[i]);
+  // this contribution reads is never the one that makes room. A repeated
+  // row is touched once (marked in this call's epoch).
+  if (++epoch_ == 0) {  // wrapped: forget every old mark
+    std::fill(marks_.begin(), marks_.end(), 0);
+    epoch_ = 1;
   }
+  if (marks_.size() < meta_.size()) marks_.resize(meta_.size(), 0);
+  bool all_distinct = true, missing = false;
   for (size_t i = 0; i < n; ++i) {
     if (slots[i] == kNotARow) {
+      missing = true;
+      continue;
+    }
+    uint32_t& mark = marks_[static_cast<size_t>(slots[i])];
+    if (mark == epoch_) {
+      all_distinct = false;
+      continue;
+    }
+    mark = epoch_;
+    Touch(slots[i]);
+  }
+  if (missing) {
+    // In order of first occurrence. A repeat of an id admitted at an earlier
+    // position finds its row; one of an id not admitted must not count a
+    // second contribution, so those are remembered (few: not yet admitted,
+    // or never).
+    absl::flat_hash_set<uint64_t> not_rows;
+    for (size_t i = 0; i < n; ++i) {
+      if (slots[i] != kNotARow) continue;
+      if ((slots[i] = Find(ids[i])) != kNotARow || not_rows.contains(ids[i])) {
+        all_distinct = false;
+        continue;
+      }
       PX_ASSIGN_OR_RETURN(slots[i], AdmitMissing(ids[i]));
+      if (slots[i] == kNotARow) not_rows.insert(ids[i]);
     }
   }
+  if (distinct != nullptr) *distinct = all_distinct;
   return Status::Ok();
 }
 
@@ -226,14 +352,17 @@ int64_t DynamicTable::BytesPerRow(const DynamicTableOptions& o) {
   // most 7/8.
   const int64_t index = (static_cast<int64_t>(sizeof(std::pair<uint64_t, int64_t>)) + 1) * 8 / 7;
   return values * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(sizeof(Meta)) +
-         (adam ? 8 : 0) + index;
+         (adam ? 8 : 0) + static_cast<int64_t>(sizeof(uint32_t)) /* AdmitAll's mark */ + index;
 }
 
 DynamicTableStats DynamicTable::stats() const {
   DynamicTableStats s = stats_;
   s.rows = static_cast<int64_t>(index_->slots.size());
   const size_t slots = meta_.size();
-  const size_t per_slot = sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t));
+  // A slot's bookkeeping, its Adam step, and its mark (AdmitAll sizes the
+  // marks to the slots).
+  const size_t per_slot =
+      sizeof(Meta) + (adam_steps_.empty() ? 0 : sizeof(int64_t)) + sizeof(uint32_t);
   s.bytes = static_cast<int64_t>(
       chunks_.size() * kChunkRows * stride_ * sizeof(float) + slots * per_slot +
       index_->slots.capacity() * (sizeof(std::pair<uint64_t, int64_t>) + 1) +
@@ -299,6 +428,24 @@ void DynamicTable::Evict(int64_t slot) {
   free_.push_back(slot);
 }
 
+DynamicTable::Chunk DynamicTable::NewChunk() const {
+  // A chunk under 2 MiB stays on small pages: a huge page would commit more
+  // than the chunk holds.
+  const size_t bytes = kChunkRows * stride_ * sizeof(float);
+  if (bytes < kHugePage) return Chunk(new float[kChunkRows * stride_]);
+  ChunkFree free_aligned;
+  free_aligned.aligned = true;
+  return Chunk(static_cast<float*>(AllocateHuge(bytes)), free_aligned);
+}
+
+void DynamicTable::ChunkFree::operator()(float* p) const {
+  if (aligned) {
+    std::free(p);
+  } else {
+    delete[] p;
+  }
+}
+
 int64_t DynamicTable::TakeSlot() {
   if (!free_.empty()) {
     const int64_t slot = free_.back();
@@ -308,10 +455,14 @@ int64_t DynamicTable::TakeSlot() {
   const int64_t slot = static_cast<int64_t>(meta_.size());
   if ((meta_.size() & (kChunkRows - 1)) == 0) {
     // Not value-initialised: each row is written when it is created.
-    chunks_.push_back(std::unique_ptr<float[]>(new float[kChunkRows * stride_]));
+    chunks_.push_back(NewChunk());
   }
+  if (meta_.size() == meta_.capacity()) GrowAdvised(&meta_);
   meta_.push_back(Meta{0, kFree, -1, -1, 0, 0});
-  if (options_.var.optimizer.type == OptimizerType::kAdam) adam_steps_.push_back(0);
+  if (options_.var.optimizer.type == OptimizerType::kAdam) {
+    if (adam_steps_.size() == adam_steps_.capacity()) GrowAdvised(&adam_steps_);
+    adam_steps_.push_back(0);
+  }
   return slot;
 }
 

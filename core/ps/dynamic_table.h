@@ -13,7 +13,8 @@
 // current one; a hash miss per id is what the dynamic table pays over the
 // fixed table's dense index) from id to a 64-bit slot; each slot holds the
 // row's weights and optimizer state together, contiguous (1 + StateSlots
-// floats × dim), in chunks of 16,384 rows (growing never copies rows), plus
+// floats × dim), in chunks of 16,384 rows (growing never copies rows; on
+// transparent huge pages, as the table's other large arrays), plus
 // its id and, when TTL or a budget needs them, the step it was last touched,
 // how often, and its place in a list ordered by last step. A freed slot is
 // reused by the next new row, so memory stays at the budget under a stream
@@ -107,8 +108,11 @@ class DynamicTable {
   // for a never-admitted id).
   void Read(uint64_t id, float* out);
   // Read for n ids (n × dim values into `out`), their index entries and rows
-  // fetched ahead as AdmitAll does.
+  // fetched ahead.
   void ReadAll(const uint64_t* ids, size_t n, float* out);
+  // ReadAll for ids whose slots AdmitAll gave in the step in progress, with
+  // nothing admitted since (a push's rows after it applied): no lookup.
+  void ReadSlots(const uint64_t* ids, const int64_t* slots, size_t n, float* out);
   // Counts one contribution of `id` and returns its slot, creating the row
   // (from the initializer) when this contribution admits it; kNotARow while
   // it is not admitted (its gradient is then to be dropped: count it with
@@ -116,17 +120,21 @@ class DynamicTable {
   // every row belongs to the step in progress. Call once per distinct id of
   // a contribution.
   StatusOr<int64_t> Admit(uint64_t id);
-  // Admit for the n distinct ids of one contribution, `slots[i]` for
-  // `ids[i]`; the rows held are looked up first and their memory fetched
+  // Admit for the n ids of one contribution, `slots[i]` for `ids[i]`: each
+  // distinct id counts once (a repeat gets its first occurrence's slot), in
+  // the order of first occurrence; with `distinct`, also whether no id
+  // repeats. The rows held are looked up first, their index entries fetched
   // ahead (a shard's batch is scattered over a large table). Stops at the
   // first error.
-  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots);
+  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct = nullptr);
   void DropGradient() { ++stats_.dropped_gradients; }
   // One contribution (a process training alone, through the Python
   // binding): the gradients of repeated ids summed, each distinct id
   // admitted once (AdmitAll), the rows' gradients applied (Apply) and the
   // others dropped. Stops at AdmitAll's error, nothing applied.
   Status Push(const uint64_t* ids, size_t n, const float* grads, float lr_scale = 1.0f);
+  // Fetches the row in `slot` into the cache ahead of Apply or a read.
+  void PrefetchRow(int64_t slot) const;
   // Applies gradient `g` (dim values) to the row in `slot` with the
   // variable's optimizer and lr × lr_scale.
   void Apply(int64_t slot, const float* g, float lr_scale = 1.0f);
@@ -180,6 +188,7 @@ class DynamicTable {
     return chunks_[i / kChunkRows].get() + (i % kChunkRows) * stride_;
   }
   bool NeverAdmitted(uint64_t id) const;
+  void PrefetchWeights(int64_t slot) const;
   // Admit for an id the index does not hold.
   StatusOr<int64_t> AdmitMissing(uint64_t id);
   // A contribution's touch: counts it (LFU) and makes the row the step's.
@@ -207,7 +216,17 @@ class DynamicTable {
   const int state_slots_;
   const size_t stride_;  // floats per row: weights and state
   std::unique_ptr<Index> index_;
-  std::vector<std::unique_ptr<float[]>> chunks_;
+  // A chunk's rows: new[]'d, or (NewChunk, a chunk of 2 MiB or more) on
+  // transparent huge pages (dynamic_table.cc says why); freed as they came.
+  struct ChunkFree {
+    ChunkFree() = default;
+    ChunkFree(std::default_delete<float[]>) {}  // a new[]'d chunk
+    bool aligned = false;
+    void operator()(float* p) const;
+  };
+  using Chunk = std::unique_ptr<float[], ChunkFree>;
+  Chunk NewChunk() const;
+  std::vector<Chunk> chunks_;
   // A slot's bookkeeping, together so that touching a row costs one cache
   // line besides the row.
   struct Meta {
@@ -222,6 +241,11 @@ class DynamicTable {
   int64_t head_ = -1, tail_ = -1;
   std::vector<int64_t> free_;     // slots to reuse
   std::vector<uint32_t> sketch_;  // 4 × sketch_width
+  // AdmitAll's check for repeats: marks_[slot] == epoch_ when the row was
+  // seen in the current call (sized to meta_ on use; not state).
+  std::vector<uint32_t> marks_;
+  uint32_t epoch_ = 0;
+  std::vector<int64_t> read_slots_;  // ReadAll's scratch, kept between calls
   int64_t step_ = 0;
   uint64_t rng_;
   // Whether rows' last steps, touch counts and the list are kept: only TTL
