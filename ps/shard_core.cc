@@ -670,7 +670,6 @@ void ShardCore::ApplyDynamic(VarState& vs, const std::vector<int64_t>& slots, co
 Status ShardCore::PushDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
                               const float* grads, float lr_scale, char* rows_out, bool fp16) {
   DynamicTable& table = *vs.dynamic;
-  const uint32_t dim = vs.dim;
   if (step > table.step()) table.AdvanceTo(step);
   // One contribution: each distinct id counts once (AdmitAll), its
   // gradients summed.
@@ -683,21 +682,8 @@ Status ShardCore::PushDynamic(VarState& vs, int64_t step, const std::vector<int6
     ApplyDynamic(vs, slots, grads, lr_scale, ids.data(), rows_out, fp16);
     return Status::Ok();
   }
-  absl::flat_hash_map<int64_t, size_t> first;
-  std::vector<int64_t> distinct_slots;
-  std::vector<float> sums;
-  first.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto [it, inserted] = first.try_emplace(ids[i], distinct_slots.size());
-    if (inserted) {
-      distinct_slots.push_back(slots[i]);
-      sums.insert(sums.end(), grads + i * dim, grads + (i + 1) * dim);
-    } else {
-      float* a = &sums[it->second * dim];
-      for (uint32_t j = 0; j < dim; ++j) a[j] += grads[i * dim + j];
-    }
-  }
-  ApplyDynamic(vs, distinct_slots, sums.data(), lr_scale);
+  table.ApplyRepeated(reinterpret_cast<const uint64_t*>(ids.data()), slots.data(), ids.size(),
+                      grads, lr_scale);
   // The rows after the whole push (a repeated id's after its last
   // gradient), from the slots just found: nothing was admitted or evicted
   // since.
@@ -1060,13 +1046,7 @@ std::string ShardCore::StatsJson() const {
   // Each dynamic table's share on this shard: rows, admission and eviction.
   nlohmann::json dynamic = nlohmann::json::object();
   for (const auto& [name, d] : dynamic_stats()) {
-    dynamic[name] = {{"rows", d.rows},
-                              {"admitted", d.admitted},
-                              {"not_admitted_reads", d.not_admitted_reads},
-                              {"dropped_gradients", d.dropped_gradients},
-                              {"evicted_ttl", d.evicted_ttl},
-                              {"evicted_budget", d.evicted_budget},
-                              {"bytes", d.bytes}};
+    for (const DynamicCounter& c : kDynamicCounters) dynamic[name][c.name] = d.*c.field;
   }
   if (!dynamic.empty()) j["dynamic_tables"] = dynamic;
   j["shm_regions"] = regions_.size();  // connections whose values go through shared memory

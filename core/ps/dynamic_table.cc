@@ -189,16 +189,8 @@ void DynamicTable::AdvanceTo(int64_t step) {
 }
 
 void DynamicTable::Read(uint64_t id, float* out) {
-  // A never-admitted id is never in the index: only a miss needs the check.
-  if (const int64_t slot = Find(id); slot != kNotARow) {
-    TouchRead(slot);
-    std::memcpy(out, Row(slot), sizeof(float) * dim());
-  } else if (NeverAdmitted(id)) {
-    std::fill(out, out + dim(), 0.0f);
-  } else {
-    ++stats_.not_admitted_reads;
-    InitializeRow(options_.var.init, options_.var.id, static_cast<int64_t>(id), dim(), out);
-  }
+  const int64_t slot = Find(id);
+  ReadSlots(&id, &slot, 1, out);
 }
 
 void DynamicTable::ReadAll(const uint64_t* ids, size_t n, float* out) {
@@ -597,7 +589,7 @@ Status DynamicTable::Restore(std::string_view bytes) {
   }
   t.chunks_.clear();
   for (size_t i = 0; i < n; i += kChunkRows) {
-    t.chunks_.push_back(std::unique_ptr<float[]>(new float[kChunkRows * stride_]));
+    t.chunks_.push_back(NewChunk());
     const size_t count = std::min(kChunkRows, n - i);
     std::memcpy(t.chunks_.back().get(), &rows[i * stride_], count * stride_ * sizeof(float));
   }
@@ -617,31 +609,36 @@ Status DynamicTable::Restore(std::string_view bytes) {
 
 
 Status DynamicTable::Push(const uint64_t* ids, size_t n, const float* grads, float lr_scale) {
+  std::vector<int64_t> slots(n);
+  PX_RETURN_IF_ERROR(AdmitAll(ids, n, slots.data()));
+  ApplyRepeated(ids, slots.data(), n, grads, lr_scale);
+  return Status::Ok();
+}
+
+void DynamicTable::ApplyRepeated(const uint64_t* ids, const int64_t* slots, size_t n,
+                                 const float* grads, float lr_scale) {
   const size_t d = dim();
   absl::flat_hash_map<uint64_t, size_t> first;
-  std::vector<uint64_t> distinct;
+  std::vector<int64_t> distinct_slots;
   std::vector<float> sums;
   first.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = first.try_emplace(ids[i], distinct.size());
+    auto [it, inserted] = first.try_emplace(ids[i], distinct_slots.size());
     if (inserted) {
-      distinct.push_back(ids[i]);
+      distinct_slots.push_back(slots[i]);
       sums.insert(sums.end(), grads + i * d, grads + (i + 1) * d);
     } else {
       float* a = &sums[it->second * d];
       for (size_t j = 0; j < d; ++j) a[j] += grads[i * d + j];
     }
   }
-  std::vector<int64_t> slots(distinct.size());
-  PX_RETURN_IF_ERROR(AdmitAll(distinct.data(), distinct.size(), slots.data()));
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i] == kNotARow) {
+  for (size_t k = 0; k < distinct_slots.size(); ++k) {
+    if (distinct_slots[k] == kNotARow) {
       DropGradient();
     } else {
-      Apply(slots[i], &sums[i * d], lr_scale);
+      Apply(distinct_slots[k], &sums[k * d], lr_scale);
     }
   }
-  return Status::Ok();
 }
 
 Status DynamicTable::Absorb(const DynamicTable& from,

@@ -73,6 +73,13 @@ struct DynamicTableOptions {
   uint64_t sketch_seed = 0;
 };
 
+// The counters, by the names STATS, `parallax status` and Python give them.
+struct DynamicTableStats;
+struct DynamicCounter {
+  const char* name;
+  int64_t DynamicTableStats::*field;
+};
+
 struct DynamicTableStats {
   int64_t rows = 0;                // held now
   int64_t admitted = 0;            // ids that became rows
@@ -82,6 +89,16 @@ struct DynamicTableStats {
   int64_t evicted_budget = 0;
   int64_t bytes = 0;  // rows, their bookkeeping, the index and the sketch
 };
+inline constexpr DynamicCounter kDynamicCounters[] = {
+    {"rows", &DynamicTableStats::rows},
+    {"admitted", &DynamicTableStats::admitted},
+    {"not_admitted_reads", &DynamicTableStats::not_admitted_reads},
+    {"dropped_gradients", &DynamicTableStats::dropped_gradients},
+    {"evicted_ttl", &DynamicTableStats::evicted_ttl},
+    {"evicted_budget", &DynamicTableStats::evicted_budget},
+    {"bytes", &DynamicTableStats::bytes},
+};
+
 
 class DynamicTable {
  public:
@@ -129,10 +146,14 @@ class DynamicTable {
   Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct = nullptr);
   void DropGradient() { ++stats_.dropped_gradients; }
   // One contribution (a process training alone, through the Python
-  // binding): the gradients of repeated ids summed, each distinct id
-  // admitted once (AdmitAll), the rows' gradients applied (Apply) and the
-  // others dropped. Stops at AdmitAll's error, nothing applied.
+  // binding): AdmitAll, then ApplyRepeated. Stops at AdmitAll's error,
+  // nothing applied.
   Status Push(const uint64_t* ids, size_t n, const float* grads, float lr_scale = 1.0f);
+  // The gradients of one contribution's n ids (`slots` from AdmitAll):
+  // those of a repeated id summed in order, each distinct id's sum applied
+  // to its row (Apply), or dropped when it is not a row.
+  void ApplyRepeated(const uint64_t* ids, const int64_t* slots, size_t n, const float* grads,
+                     float lr_scale = 1.0f);
   // Fetches the row in `slot` into the cache ahead of Apply or a read.
   void PrefetchRow(int64_t slot) const;
   // Applies gradient `g` (dim values) to the row in `slot` with the

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/optim/optimizer.h"
+#include "core/ps/dynamic_file.h"
 #include "python/src/binding.h"
 
 namespace py = pybind11;
@@ -54,25 +55,24 @@ std::unique_ptr<ps::DynamicTable> Make(const std::string& name, uint32_t var_id,
                                        const std::vector<int64_t>& never_admit,
                                        const std::string& init, uint64_t seed, float scale,
                                        const py::dict& optimizer) {
-  ps::DynamicTableOptions o;
-  o.var.id = var_id;
-  o.var.name = name;
-  o.var.dim = dim;
-  o.var.optimizer = OptimizerOf(optimizer);
+  ps::VariableSpec var;
+  var.id = var_id;
+  var.name = name;
+  var.dim = dim;
+  var.optimizer = OptimizerOf(optimizer);
   std::optional<Initializer::Type> type = ParseInitializerType(init);
   if (!type) ThrowIfError(InvalidArgument("initializer \"" + init + "\" is not uniform, normal or zeros"));
-  o.var.init.type = *type;
-  o.var.init.seed = seed;
-  o.var.init.scale = scale;
+  var.init.type = *type;
+  var.init.seed = seed;
+  var.init.scale = scale;
   std::optional<EvictionPolicy> policy = ParseEvictionPolicy(eviction);
   if (!policy) ThrowIfError(InvalidArgument("eviction \"" + eviction + "\" is not lru or lfu"));
-  o.admit_after = admit_after;
-  o.ttl_steps = ttl_steps;
-  o.max_rows = max_rows;
-  o.policy = *policy;
+  var.dynamic = DynamicTableSettings{admit_after, ttl_steps, max_rows, *policy};
+  // One partition on "shard 0": a shard's table of the whole variable, with
+  // the seeds a shard of this plan would use.
+  var.partition_shards = {0};
+  ps::DynamicTableOptions o = ps::ShardTableOptions(var, 0);
   for (int64_t id : never_admit) o.never_admit.push_back(static_cast<uint64_t>(id));
-  o.seed = ps::Mix64(seed ^ (uint64_t{var_id} << 32));
-  o.sketch_seed = ps::Mix64(seed ^ (uint64_t{var_id} << 32) ^ 0x5ce7c4);
   StatusOr<std::unique_ptr<ps::DynamicTable>> t = ps::DynamicTable::Create(std::move(o));
   ThrowIfError(t.status());
   return std::move(t).value();
@@ -112,13 +112,7 @@ py::tuple Rows(const ps::DynamicTable& t) {
 py::dict Stats(const ps::DynamicTable& t) {
   const ps::DynamicTableStats s = t.stats();
   py::dict d;
-  d["rows"] = s.rows;
-  d["admitted"] = s.admitted;
-  d["not_admitted_reads"] = s.not_admitted_reads;
-  d["dropped_gradients"] = s.dropped_gradients;
-  d["evicted_ttl"] = s.evicted_ttl;
-  d["evicted_budget"] = s.evicted_budget;
-  d["bytes"] = s.bytes;
+  for (const ps::DynamicCounter& c : ps::kDynamicCounters) d[c.name] = s.*c.field;
   return d;
 }
 
