@@ -1,12 +1,10 @@
 #include "ps/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "core/base/durable_file.h"
 
 namespace parallax::ps {
 namespace {
@@ -18,42 +16,6 @@ using FileHeader = PartitionFileHeader;
 uint64_t Fnv1a(const char* p, size_t n) { return Fnv1a64(p, n); }
 
 void Put(std::string* s, const void* p, size_t n) { s->append(static_cast<const char*>(p), n); }
-
-Status WriteAll(int fd, const std::string& data, const std::string& path) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return IoError("cannot write \"" + path + "\": " + std::strerror(errno));
-    }
-    off += static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
-// `data` into `path` (in `dir`): a temp file in the same directory, fsync,
-// rename, fsync of the directory.
-Status WriteAtomically(const std::string& dir, const std::string& path, const std::string& data) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create \"" + tmp + "\": " + std::strerror(errno));
-  Status st = WriteAll(fd, data, tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = IoError("cannot fsync \"" + tmp + "\": " + std::strerror(errno));
-  ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    st = IoError("cannot rename \"" + tmp + "\" to \"" + path + "\": " + std::strerror(errno));
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -93,7 +55,7 @@ Status SavePartition(const std::string& dir, const VariableTable& table, uint32_
   const uint64_t sum = Fnv1a(data.data(), data.size());
   Put(&data, &sum, 8);
 
-  return WriteAtomically(dir, dir + "/" + PartitionFileName(var.id, partition), data);
+  return WriteFileDurably(dir + "/" + PartitionFileName(var.id, partition), data);
 }
 
 Status SaveDynamic(const std::string& dir, const VariableSpec& var, uint32_t shard,
@@ -107,8 +69,8 @@ Status SaveDynamic(const std::string& dir, const VariableSpec& var, uint32_t sha
   h.scheme = static_cast<uint32_t>(var.scheme);
   h.dim = var.dim;
   h.optimizer = static_cast<uint32_t>(var.optimizer.type);
-  return WriteAtomically(dir, dir + "/" + DynamicFileName(var.id, shard),
-                         EncodeDynamicFile(h, parts, table.Serialize()));
+  return WriteFileDurably(dir + "/" + DynamicFileName(var.id, shard),
+                          EncodeDynamicFile(h, parts, table.Serialize()));
 }
 
 StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const VariableSpec& var,

@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "core/base/durable_file.h"
 #include "core/ps/partition_file.h"
 
 namespace parallax::ps {
@@ -68,11 +67,9 @@ std::string EncodeDynamicFile(const DynamicFileHeader& header,
 }
 
 StatusOr<DynamicFile> ReadDynamicFile(const std::string& path, const VariableSpec& var) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("dynamic table checkpoint file \"" + path + "\" cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+  StatusOr<std::string> read = ReadWholeFile(path);
+  if (!read.ok()) return read.status().WithContext("dynamic table checkpoint file");
+  const std::string& data = *read;
   auto bad = [&](const std::string& what) {
     return FailedPrecondition("dynamic table checkpoint file \"" + path + "\" " + what);
   };
