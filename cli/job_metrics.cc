@@ -120,14 +120,8 @@ nlohmann::json CountersJson(const rpc::DynamicTableReport& t) {
   return j;
 }
 
-}  // namespace
-
-StatusOr<std::string> DynamicTablesJson(CoordinatorClient* coord, int64_t job_id) {
-  PX_ASSIGN_OR_RETURN(std::vector<rpc::ShardStatsReport> shards, coord->GetShardStats(job_id));
-  return DynamicTablesJson(shards);
-}
-
-std::string DynamicTablesJson(const std::vector<rpc::ShardStatsReport>& shards) {
+// Per table: the counters summed over `shards`, and "shards", each one's.
+nlohmann::json DynamicTables(const std::vector<rpc::ShardStatsReport>& shards) {
   nlohmann::json out = nlohmann::json::object();
   for (const rpc::ShardStatsReport& s : shards) {
     for (const rpc::DynamicTableReport& t : s.dynamic_tables) {
@@ -144,13 +138,24 @@ std::string DynamicTablesJson(const std::vector<rpc::ShardStatsReport>& shards) 
       table["shards"].push_back(one);
     }
   }
-  return out.dump();
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::string> DynamicTablesJson(CoordinatorClient* coord, int64_t job_id) {
+  PX_ASSIGN_OR_RETURN(std::vector<rpc::ShardStatsReport> shards, coord->GetShardStats(job_id));
+  return DynamicTablesJson(shards);
+}
+
+std::string DynamicTablesJson(const std::vector<rpc::ShardStatsReport>& shards) {
+  return DynamicTables(shards).dump();
 }
 
 StatusOr<std::vector<std::vector<std::string>>> DynamicTablesTable(CoordinatorClient* coord,
                                                                    int64_t job_id) {
-  PX_ASSIGN_OR_RETURN(std::string text, DynamicTablesJson(coord, job_id));
-  const nlohmann::json tables = nlohmann::json::parse(text);
+  PX_ASSIGN_OR_RETURN(std::vector<rpc::ShardStatsReport> shards, coord->GetShardStats(job_id));
+  const nlohmann::json tables = DynamicTables(shards);
   std::vector<std::vector<std::string>> rows;
   if (tables.empty()) return rows;
   rows.push_back({"TABLE", "SHARDS", "ROWS", "ADMITTED", "NOT-ADMITTED READS",

@@ -19,7 +19,6 @@ Outside a Model the module reads rows of an empty table of its own (the initiali
 zeros for padding_idx) and does not train: wrap the model to train it.
 """
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -117,7 +116,3 @@ def local_table(table, var_id, settings, optimizer, seed):
                               pick("admit_after", m.admit_after), pick("ttl_steps", m.ttl_steps),
                               pick("max_rows", m.max_rows), pick("eviction", m.eviction), never,
                               m.init, seed, m.scale, optimizer)
-
-
-def as_int64(ids):
-    return np.ascontiguousarray(ids, dtype=np.int64)

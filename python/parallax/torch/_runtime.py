@@ -50,7 +50,7 @@ class Runtime:
             _sampling.sample(self, sample, sample_batches, sample_forward)
         self._call(self.session.start, "starting the job")
         self.started = True
-        self.paths = {v.name: "local" if getattr(v, "local", None) is not None
+        self.paths = {v.name: "local" if isinstance(v, Table) and v.local is not None
                       else self.session.path_of(v.var) for v in self.variables}
         self._pull_dense()
         for v in self.dense:
@@ -106,7 +106,7 @@ class Runtime:
                              f"creating dynamic table '{v.name}'")
         table = v.local
         self._call(lambda: self.session.register_state(
-            f"dynamic-table:{v.name}", lambda: table.serialize(), table.restore),
+            f"dynamic-table:{v.name}", table.serialize, table.restore),
             f"registering the rows of '{v.name}' with checkpoints")
 
     # ---- errors --------------------------------------------------------------------------
