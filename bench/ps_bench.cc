@@ -335,8 +335,10 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   auto step = [&](int s) -> bool {
     const auto& ids = stream[s];
     if (mode == "pushpull") {
-      auto t = ps.PushPull(0, ids, grads, s - 1, &rows);  // sync steps count from 0
-      return t.ok() && ps.Wait(*t, DeadlineIn(60'000)).ok();
+      auto t = ps.PushPull(0, ids, grads, s, &rows);
+      Status st = t.ok() ? ps.Wait(*t, DeadlineIn(60'000)) : t.status();
+      if (!st.ok()) std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << st.ToString() << "\n";
+      return st.ok();
     }
     auto p = ps.Pull(0, ids, s, &rows);
     if (!p.ok() || !ps.Wait(*p, DeadlineIn(60'000)).ok()) return false;
@@ -414,13 +416,38 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                              c.table, "--scheme", c.scheme, "--ids", c.ids,
                              "--shard-recovery=" + std::string(c.shard_recovery ? "true" : "false")}));
   }
-  bool ok = WaitForFile(dir + "/ready0", 300'000) && WaitForFile(dir + "/ready1", 300'000);
+  // Both workers ready, or one gone: a worker that fails a warm-up step
+  // exits (and says why), and waiting on would only time out.
+  std::vector<bool> exited(workers.size(), false);
+  bool ok = true;
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  while (!(std::filesystem::exists(dir + "/ready0") && std::filesystem::exists(dir + "/ready1"))) {
+    for (size_t w = 0; w < workers.size(); ++w) {
+      int status = 0;
+      if (!exited[w] && waitpid(workers[w], &status, WNOHANG) == workers[w]) {
+        exited[w] = true;
+        ok = false;
+      }
+    }
+    if (!ok || Clock::now() > deadline) {
+      ok = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   double shard_cpu = 0;
   for (pid_t p : shards) shard_cpu -= ChildCpuSeconds(p);
-  if (ok) std::ofstream(dir + "/go") << "1";
-  for (pid_t p : workers) {
+  if (ok) {
+    std::ofstream(dir + "/go") << "1";
+  } else {
+    for (size_t w = 0; w < workers.size(); ++w) {
+      if (!exited[w]) kill(workers[w], SIGTERM);
+    }
+  }
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (exited[w]) continue;
     int status = 0;
-    waitpid(p, &status, 0);
+    waitpid(workers[w], &status, 0);
     ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   for (pid_t p : shards) shard_cpu += ChildCpuSeconds(p);
