@@ -524,6 +524,21 @@ bool Agent::ReadyToPoll() {
 
 bool Agent::FlushReports() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  bool stopping = false;
+  if (!options_.report_on_stop) {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping = stopping_;
+  }
+  if (stopping) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reports_.empty() && !withheld_logged_) {
+      PX_LOG(INFO) << "stopping: " << reports_.size()
+                   << " task reports withheld (--no-report-on-stop; results saved in the task "
+                      "directories)";
+      withheld_logged_ = true;
+    }
+    return true;
+  }
   std::vector<rpc::TaskReport> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -91,6 +91,14 @@ struct AgentOptions {
   // (SIGTERM, SIGKILL after grace_ms) and reports them before returning.
   // Off for cluster agents, whose tasks survive agent restarts.
   bool stop_tasks_on_exit = false;
+  // Off for `parallax slurm`'s agents: once Stop() was called (a signal),
+  // the ends of tasks are not reported, only saved in their task
+  // directories. Slurm signals the agents and the ranks of a cancelled
+  // allocation at once: ranks killed that way are not the job failing, and
+  // parallax slurm records the cancel itself (cli/slurm_command.cc). The
+  // coordinator keeps the tasks of a deregistered agent for the agent
+  // timeout, as for any agent that went away.
+  bool report_on_stop = true;
 };
 
 class Agent : public LogSource {
@@ -219,6 +227,7 @@ class Agent : public LogSource {
   std::mutex stop_mu_;
   std::condition_variable cv_;
   bool stopping_ = false;  // GUARDED_BY(stop_mu_)
+  bool withheld_logged_ = false;  // GUARDED_BY(mu_): FlushReports said it withholds reports
   Status fatal_;           // GUARDED_BY(stop_mu_)
 };
 

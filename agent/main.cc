@@ -91,6 +91,10 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_flag("--stop-tasks-on-exit", f->options.stop_tasks_on_exit,
                 "stop every task when the agent exits, and let tasks die with it (for `parallax "
                 "run`; a cluster agent leaves tasks running across restarts)");
+  app->add_flag("!--no-report-on-stop", f->options.report_on_stop,
+                "once stopped by a signal, do not report the ends of tasks (they stay saved in "
+                "their task directories): for a launcher that records the job's outcome itself "
+                "(parallax slurm, whose allocation's ranks Slurm signals with the agents)");
   app->add_option("--port-file", f->port_file, "write the log service's port here once listening");
   app->add_option("--calibrate", f->calibrate,
                   "measure this host's loopback and shared-memory rates at start (well under a "

@@ -589,7 +589,8 @@ void StartAgentStep(const SlurmOptions& options, const JobConfig& config,
   if (!ps_nodes.empty()) argv.insert(argv.end(), {"--ps-nodes", JoinComma(ps_nodes)});
   argv.insert(argv.end(), {"--", options.bin_dir + "/parallax-agent", "--coordinator",
                            r->address, "--slots", std::to_string(r->alloc.tasks_per_node),
-                           "--grace-ms", "2000", "--stop-tasks-on-exit", "--allow-exec",
+                           "--grace-ms", "2000", "--stop-tasks-on-exit", "--no-report-on-stop",
+                           "--allow-exec",
                            options.bin_dir, "--allow-exec", job_dir});
   for (const auto& [name, value] : config.trainer.env) {
     argv.insert(argv.end(), {"--allow-env", name});
