@@ -87,7 +87,9 @@ struct Config {
   std::string ids = "zipf";
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
   // Mode "stream".
-  int64_t max_rows = 1'000'000;       // the table's budget, split over the shards
+  // The dynamic table's budget (max_rows, LRU), split over the shards; -1:
+  // 10^6 for the stream, none for the other modes.
+  int64_t max_rows = -1;
   int64_t hot = 100'000;              // ids in the hot set
   int64_t hot_drift = 100;            // how far it moves a step
   int64_t stream_ids = 100'000'000;   // new ids in all, both workers
@@ -164,7 +166,7 @@ PsPlan MakePlan(const Config& c) {
   v.partitions = 2;
   v.scheme = c.table == "fixed" && c.scheme == "range" ? PartitionScheme::kRange : PartitionScheme::kHash;
   if (c.table == "dynamic") v.dynamic = DynamicTableSettings{};
-  if (IsStream(c)) {
+  if (c.table == "dynamic" && c.max_rows > 0) {
     v.dynamic->max_rows = c.max_rows;
     v.dynamic->eviction = EvictionPolicy::kLru;
   }
@@ -482,6 +484,7 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
                       {"prefault_mb", c.prefault_mb}, {"shard_recovery", c.shard_recovery},
                       {"table", c.table}, {"scheme", c.table == "dynamic" ? "hash" : c.scheme},
                       {"ids", c.ids}};
+  if (c.table == "dynamic") j["max_rows"] = c.max_rows;
   std::cout << j.dump() << std::endl;
 }
 
@@ -634,7 +637,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefault-mb", c.prefault_mb,
                  "the shards' --prefault-mb (0: table pages committed on first touch)")
       ->capture_default_str();
-  app.add_option("--max-rows", c.max_rows, "stream: the dynamic table's max_rows")
+  app.add_option("--max-rows", c.max_rows,
+                 "the dynamic table's max_rows (LRU; default: 10^6 for the stream, none otherwise)")
       ->capture_default_str();
   app.add_option("--hot", c.hot, "stream: ids in the hot set")->capture_default_str();
   app.add_option("--hot-drift", c.hot_drift, "stream: how far the hot set moves a step")
@@ -658,6 +662,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (IsStream(c)) c.table = "dynamic";
+  if (c.max_rows < 0) c.max_rows = IsStream(c) ? 1'000'000 : 0;
   if (IsStream(c) && (c.max_rows < 1 || c.hot < 1 || c.every < 1 || c.k < 2)) {
     std::cerr << "ps_bench: --modes stream needs --max-rows, --hot, --every >= 1 and --k >= 2\n";
     return 2;

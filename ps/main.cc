@@ -91,7 +91,8 @@ void AddFlags(CLI::App* app, Flags* f) {
   app->add_option(
          "--prefault-mb", f->prefault_mb,
          "commit each table array (weights, an optimizer slot) of this shard's share up to "
-         "this size at start, on huge pages (faster row access; 0: commit on first touch)")
+         "this size at start, on huge pages, and of a dynamic table with max_rows its "
+         "share of the budget (faster row access; 0: commit on first touch)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app->add_option("--plan-timeout-ms", f->plan_timeout_ms, "how long to wait for the plan")

@@ -126,6 +126,7 @@ ShardCore::ShardCore(ShardOptions options)
     vs.dim = var.dim;
     if (var.dynamic) {
       DynamicTableOptions o = ShardTableOptions(var, options_.shard);
+      o.commit_bytes = options_.prefault_bytes;  // as a fixed table's arrays
       StatusOr<std::unique_ptr<DynamicTable>> table = DynamicTable::Create(std::move(o));
       if (!table.ok()) {
         init_status_ = table.status().WithContext("dynamic table \"" + var.name + "\"");

@@ -1,7 +1,6 @@
 #include "core/ps/dynamic_table.h"
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -73,12 +72,15 @@ class Reader {
 constexpr size_t kHugePage = size_t{2} << 20;
 
 // `bytes` (rounded up to whole huge pages), 2 MiB-aligned, advised before
-// anything is written to it. Free with std::free.
-void* AllocateHuge(size_t bytes) {
+// anything is written to it; with `commit`, also written once now (the
+// pages faulted in and zeroed here, not while a shard serves). Free with
+// std::free.
+void* AllocateHuge(size_t bytes, bool commit = false) {
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, rounded);
   if (p == nullptr) throw std::bad_alloc();
   madvise(p, rounded, MADV_HUGEPAGE);
+  if (commit) std::memset(p, 0, rounded);
   return p;
 }
 
@@ -92,16 +94,18 @@ void AdviseHugePages(const void* p, size_t bytes) {
 }
 
 // The index's allocator: arrays of 2 MiB or more from AllocateHuge (a
-// rehash writes a whole new array), smaller ones as std::allocator's.
+// rehash writes a whole new array; `commit`: see DynamicTable::Commit),
+// smaller ones as std::allocator's.
 template <typename T>
 struct HugeAllocator {
   using value_type = T;
   HugeAllocator() = default;
+  explicit HugeAllocator(bool commit_arrays) : commit(commit_arrays) {}
   template <typename U>
-  HugeAllocator(const HugeAllocator<U>&) {}  // NOLINT: rebinding is implicit
+  HugeAllocator(const HugeAllocator<U>& other) : commit(other.commit) {}  // NOLINT: rebinding is implicit
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    return static_cast<T*>(bytes >= kHugePage ? AllocateHuge(bytes) : ::operator new(bytes));
+    return static_cast<T*>(bytes >= kHugePage ? AllocateHuge(bytes, commit) : ::operator new(bytes));
   }
   void deallocate(T* p, size_t n) {
     if (n * sizeof(T) >= kHugePage) {
@@ -111,9 +115,10 @@ struct HugeAllocator {
     }
   }
   template <typename U>
-  bool operator==(const HugeAllocator<U>&) const { return true; }
+  bool operator==(const HugeAllocator<U>&) const { return true; }  // any frees any's arrays
   template <typename U>
   bool operator!=(const HugeAllocator<U>&) const { return false; }
+  bool commit = false;
 };
 
 // Grows `v` before a push_back at its capacity, as push_back would (twice
@@ -130,10 +135,11 @@ void GrowAdvised(std::vector<T>* v) {
 }  // namespace
 
 struct DynamicTable::Index {
+  using Allocator = HugeAllocator<std::pair<const uint64_t, int64_t>>;
+  explicit Index(bool commit) : slots(0, absl::Hash<uint64_t>(), std::equal_to<uint64_t>(), Allocator(commit)) {}
   // absl::Hash mixes every bit of an id; nothing here depends on the
   // map's iteration order, which that hash makes differ between processes.
-  absl::flat_hash_map<uint64_t, int64_t, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
-                      HugeAllocator<std::pair<const uint64_t, int64_t>>>
+  absl::flat_hash_map<uint64_t, int64_t, absl::Hash<uint64_t>, std::equal_to<uint64_t>, Allocator>
       slots;
 };
 
@@ -147,23 +153,51 @@ StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions
   if (options.lfu_sample < 1) return InvalidArgument(name + ": lfu_sample must be at least 1");
   if (options.sketch_width < 1) return InvalidArgument(name + ": sketch_width must be at least 1");
   PX_RETURN_IF_ERROR(optim::ValidateOptimizer(options.var.optimizer).WithContext(name));
-  return std::unique_ptr<DynamicTable>(new DynamicTable(std::move(options)));
+  return std::unique_ptr<DynamicTable>(new DynamicTable(std::move(options), /*commit=*/true));
 }
 
-DynamicTable::DynamicTable(DynamicTableOptions options)
+size_t DynamicTable::CommittedRows(const DynamicTableOptions& o) {
+  if (o.max_rows <= 0 || o.commit_bytes == 0) return 0;
+  const size_t budget = static_cast<size_t>(std::min<int64_t>(o.max_rows, kReservedRows));
+  return std::min(budget, o.commit_bytes / static_cast<size_t>(BytesPerRow(o)));
+}
+
+DynamicTable::DynamicTable(DynamicTableOptions options, bool commit)
     : options_(std::move(options)),
       state_slots_(optim::StateSlots(options_.var.optimizer.type)),
       stride_((1 + static_cast<size_t>(state_slots_)) * options_.var.dim),
-      index_(std::make_unique<Index>()),
+      index_(std::make_unique<Index>(commit && CommittedRows(options_) > 0)),
       rng_(Mix64(options_.seed ^ 0x5eed)),
       ordered_(options_.ttl_steps > 0 || options_.max_rows > 0) {
   if (options_.admit_after > 1) sketch_.assign(kSketchDepth * size_t{options_.sketch_width}, 0);
   if (options_.max_rows > 0) {
     // The budget bounds the slots: their bookkeeping never moves again.
-    const size_t n = static_cast<size_t>(std::min<int64_t>(options_.max_rows, 1 << 24));
+    const size_t n = static_cast<size_t>(std::min<int64_t>(options_.max_rows, kReservedRows));
     index_->slots.reserve(n);
     meta_.reserve(n);
     AdviseHugePages(meta_.data(), n * sizeof(Meta));
+  }
+  if (commit) Commit();
+}
+
+void DynamicTable::Commit() {
+  // The index was reserved (and written once: Index(commit)) above.
+  const size_t rows = CommittedRows(options_);
+  if (rows == 0) return;
+  meta_.resize(rows);  // writes the bookkeeping's pages, and keeps them
+  meta_.clear();
+  if (options_.var.optimizer.type == OptimizerType::kAdam) {
+    adam_steps_.reserve(rows);
+    AdviseHugePages(adam_steps_.data(), rows * sizeof(int64_t));
+    adam_steps_.resize(rows);
+    adam_steps_.clear();
+  }
+  marks_.reserve(rows);
+  AdviseHugePages(marks_.data(), rows * sizeof(uint32_t));
+  marks_.resize(rows, 0);  // AdmitAll's marks: zeros are "not seen in a call"
+  while (chunks_.size() * kChunkRows < rows) {
+    chunks_.push_back(NewChunk());
+    std::memset(chunks_.back().get(), 0, kChunkRows * stride_ * sizeof(float));
   }
 }
 
@@ -203,7 +237,10 @@ void DynamicTable::ReadAll(const uint64_t* ids, size_t n, float* out) {
   slots.resize(n);
   auto look_up = [&](size_t i) {
     slots[i] = Find(ids[i]);
-    if (slots[i] != kNotARow) PrefetchWeights(slots[i]);
+    if (slots[i] == kNotARow) return;
+    PrefetchWeights(slots[i]);
+    // The read makes the row the step's (TouchRead): its bookkeeping too.
+    if (ordered_) __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
   };
   for (size_t i = 0; i < std::min(n, 2 * kAhead); ++i) index_->slots.prefetch(ids[i]);
   for (size_t i = 0; i < std::min(n, kAhead); ++i) look_up(i);
@@ -273,21 +310,25 @@ Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, boo
   // ahead (absl's prefetch), and the bookkeeping of each row found before
   // it is touched. (Its row is fetched by whoever applies to it: a batch's
   // rows need not fit in the cache.)
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
-    slots[i] = Find(ids[i]);
-    if (ordered_ && slots[i] != kNotARow) __builtin_prefetch(&meta_[static_cast<size_t>(slots[i])], 1);
-  }
-  // Every row found becomes the step's before a new one may evict: a row
-  // this contribution reads is never the one that makes room. A repeated
-  // row is touched once (marked in this call's epoch).
+  // A repeated row is touched once: marked in this call's epoch (the marks
+  // are fetched ahead with the bookkeeping, each a miss in a large table).
   if (++epoch_ == 0) {  // wrapped: forget every old mark
     std::fill(marks_.begin(), marks_.end(), 0);
     epoch_ = 1;
   }
   if (marks_.size() < meta_.size()) marks_.resize(meta_.size(), 0);
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index_->slots.prefetch(ids[i + kAhead]);
+    slots[i] = Find(ids[i]);
+    if (slots[i] == kNotARow) continue;
+    const size_t s = static_cast<size_t>(slots[i]);
+    __builtin_prefetch(&marks_[s], 1);
+    if (ordered_) __builtin_prefetch(&meta_[s], 1);
+  }
+  // Every row found becomes the step's before a new one may evict: a row
+  // this contribution reads is never the one that makes room.
   bool all_distinct = true, missing = false;
   for (size_t i = 0; i < n; ++i) {
     if (slots[i] == kNotARow) {
@@ -303,19 +344,22 @@ Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, boo
     Touch(slots[i]);
   }
   if (missing) {
-    // In order of first occurrence. A repeat of an id admitted at an earlier
-    // position finds its row; one of an id not admitted must not count a
-    // second contribution, so those are remembered (few: not yet admitted,
-    // or never).
-    absl::flat_hash_set<uint64_t> not_rows;
+    // In order of first occurrence. The ids missing are remembered with
+    // what their first occurrence got (a new row's slot, or kNotARow: not
+    // admitted, and a repeat must not count a second contribution): a repeat
+    // looks there, not in the index. Rows made here are the step's, so no
+    // later admission in this call evicts them.
+    absl::flat_hash_map<uint64_t, int64_t> firsts;
     for (size_t i = 0; i < n; ++i) {
       if (slots[i] != kNotARow) continue;
-      if ((slots[i] = Find(ids[i])) != kNotARow || not_rows.contains(ids[i])) {
+      auto [first, inserted] = firsts.try_emplace(ids[i], kNotARow);
+      if (!inserted) {
+        slots[i] = first->second;
         all_distinct = false;
         continue;
       }
       PX_ASSIGN_OR_RETURN(slots[i], AdmitMissing(ids[i]));
-      if (slots[i] == kNotARow) not_rows.insert(ids[i]);
+      first->second = slots[i];
     }
   }
   if (distinct != nullptr) *distinct = all_distinct;
@@ -445,7 +489,7 @@ int64_t DynamicTable::TakeSlot() {
     return slot;
   }
   const int64_t slot = static_cast<int64_t>(meta_.size());
-  if ((meta_.size() & (kChunkRows - 1)) == 0) {
+  if (meta_.size() == chunks_.size() * kChunkRows) {
     // Not value-initialised: each row is written when it is created.
     chunks_.push_back(NewChunk());
   }

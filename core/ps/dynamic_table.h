@@ -71,6 +71,14 @@ struct DynamicTableOptions {
   // the sketches of a checkpoint's shards add up under another partitioning
   // (Absorb).
   uint64_t sketch_seed = 0;
+  // A table with a budget commits the memory of its first rows when it is
+  // created (Create; not Restore, which holds what it restores): their
+  // values, bookkeeping and index entries, written once on huge pages, up to
+  // this many bytes (whole when the budget fits). A shard passes its
+  // --prefault-mb, as a fixed table's arrays get it: rows then land in
+  // memory already mapped instead of faulting in (and being zeroed by the
+  // kernel) while the shard serves. 0: none.
+  size_t commit_bytes = 0;
 };
 
 // The counters, by the names STATS, `parallax status` and Python give them.
@@ -111,6 +119,8 @@ class DynamicTable {
   // and optimizer state, its bookkeeping and its index entry (what a budget
   // of max_rows rows costs; the admission sketch comes on top).
   static int64_t BytesPerRow(const DynamicTableOptions& options);
+  // How many rows' memory Create commits (DynamicTableOptions::commit_bytes).
+  static size_t CommittedRows(const DynamicTableOptions& options);
   ~DynamicTable();
 
   // Starts step `step` (steps only grow) and evicts the rows whose TTL ran
@@ -195,7 +205,13 @@ class DynamicTable {
 
  private:
   struct Index;
-  explicit DynamicTable(DynamicTableOptions options);
+  // With `commit`, Commit()s (Create; Restore's scratch table does not).
+  DynamicTable(DynamicTableOptions options, bool commit = false);
+  // Writes once the memory of CommittedRows rows: chunks, bookkeeping,
+  // marks and (Index) the index's arrays.
+  void Commit();
+  // Slots reserved up front for a budget (larger budgets grow as needed).
+  static constexpr int64_t kReservedRows = int64_t{1} << 24;
 
   // Rows live in chunks of kChunkRows, so the table grows without copying
   // what it holds.

@@ -328,6 +328,52 @@ TEST(DynamicTableTest, ARestoredTableContinuesExactlyAsTheOriginal) {
   EXPECT_GT(a->stats().evicted_budget + a->stats().evicted_ttl, 0);
 }
 
+// A table with a budget commits its rows' memory when it is created (a
+// shard's --prefault-mb): all of it when the budget fits, part of it
+// otherwise, none without a budget; and it trains exactly as a table that
+// commits nothing (slots, evictions, checkpoint bytes), contributions with
+// repeated ids and ids not yet admitted included.
+TEST(DynamicTableTest, ATableThatCommitsItsMemoryTrainsExactlyAsOneThatDoesNot) {
+  DynamicTableOptions o = Options(OptimizerType::kAdam);
+  o.max_rows = 20000;  // more than one chunk of rows
+  o.ttl_steps = 40;
+  o.admit_after = 2;
+  o.policy = EvictionPolicy::kLfu;
+  DynamicTableOptions whole = o, part = o, none = o, no_budget = o;
+  whole.commit_bytes = size_t{1} << 30;
+  part.commit_bytes = static_cast<size_t>(DynamicTable::BytesPerRow(o)) * 5000;
+  no_budget.max_rows = 0;
+  no_budget.commit_bytes = size_t{1} << 30;
+  EXPECT_EQ(DynamicTable::CommittedRows(whole), 20000u);
+  EXPECT_EQ(DynamicTable::CommittedRows(part), 5000u);
+  EXPECT_EQ(DynamicTable::CommittedRows(none), 0u);
+  EXPECT_EQ(DynamicTable::CommittedRows(no_budget), 0u);
+  std::vector<std::unique_ptr<DynamicTable>> tables;
+  for (const DynamicTableOptions* x : {&none, &whole, &part}) tables.push_back(Make(*x));
+  const int64_t row_values = 20000 * 3 * int64_t{kDim} * int64_t{sizeof(float)};
+  // The rows' memory, before any row (both reserved the index alike).
+  EXPECT_GE(tables[1]->stats().bytes - tables[0]->stats().bytes, row_values);
+  EXPECT_EQ(tables[1]->stats().rows, 0);
+  std::mt19937_64 gen(21);
+  for (int step = 1; step <= 120; ++step) {
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 400; ++i) ids.push_back(gen() % 60000);  // repeats, new ids, cold ids
+    std::vector<float> grads(ids.size() * kDim);
+    for (float& g : grads) g = static_cast<float>(gen() % 1000) / 1000.0f - 0.5f;
+    for (auto& t : tables) {
+      t->AdvanceTo(step);
+      ASSERT_TRUE(t->Push(ids.data(), ids.size(), grads.data()).ok());
+    }
+  }
+  const std::string expected = tables[0]->Serialize();
+  EXPECT_GT(tables[0]->stats().evicted_budget + tables[0]->stats().evicted_ttl, 0);
+  EXPECT_GT(tables[0]->stats().dropped_gradients, 0);
+  for (size_t i = 1; i < tables.size(); ++i) {
+    EXPECT_EQ(tables[i]->Serialize(), expected) << "table " << i;
+    EXPECT_EQ(tables[i]->stats().rows, tables[0]->stats().rows);
+  }
+}
+
 TEST(DynamicTableTest, BadSettingsAndBadCheckpointsAreRefused) {
   DynamicTableOptions o = Options();
   o.admit_after = 0;
