@@ -304,6 +304,35 @@ TEST_F(AgentProcessTest, StopTasksOnExitStopsEveryTaskWhenRunEnds) {
   }
 }
 
+// parallax slurm's agents (--no-report-on-stop): Slurm kills the ranks with
+// the same SIGTERM as the agent, and reporting those ends would fail the job
+// before parallax slurm records the cancel. Once stopped, an agent reports
+// nothing more; what the tasks ended with stays in their directories.
+TEST_F(AgentProcessTest, WithoutReportOnStopTheEndsOfStoppedTasksAreSavedNotReported) {
+  AgentOptions o;
+  o.name = "slurm-node";
+  o.workdir = dir_.File("work");
+  o.coordinator = "127.0.0.1:1";
+  o.grace_ms = 200;
+  o.tick_ms = 5;
+  o.heartbeat_ms = 5;
+  o.stop_tasks_on_exit = true;
+  o.report_on_stop = false;
+  Agent agent(o, &link_, launcher_.get(), RealClock());
+  ASSERT_TRUE(agent.Init().ok());
+  rpc::TaskKey key = Key(1, 1, 0);
+  link_.QueuePoll(Start({Assignment(key, {"/bin/sleep", "1000"})}));
+  std::thread run([&] { EXPECT_TRUE(agent.Run().ok()); });
+  ASSERT_TRUE(link_.WaitForReports([](const std::vector<rpc::TaskReport>& r) { return r.size() == 1; }));
+  agent.Stop();
+  run.join();
+  EXPECT_TRUE(agent.RunningTasks().empty());
+  const auto reports = link_.reports();
+  ASSERT_EQ(reports.size(), 1u);  // RUNNING, before the stop
+  EXPECT_EQ(reports[0].state, rpc::TaskState::RUNNING);
+  EXPECT_FALSE(ReadAll(agent.TaskDir(key) + "/result").empty()) << "the end is saved";
+}
+
 TEST_F(AgentProcessTest, DeadPidFileIsNotAdopted) {
   rpc::TaskKey key = Key(4, 1, 0);
   std::string task_dir = dir_.File("work") + "/tasks/" + TaskDirName(key);
