@@ -16,7 +16,12 @@
 //
 // Modes: "pullpush" (waited pull, then waited push, per step) and "pushpull"
 // (one combined PUSH_PULL per step). Prints one JSON object per line and
-// statistic (median, min, max over --runs).
+// statistic (median, min, max over --runs), and the requests each shard
+// received per worker-step (its own count, STATS).
+//
+// --tables N: N tables of rows / N rows share the stream (a step's id goes to
+// table id mod N as id / N; a CTR model's categorical fields, N = 26 and
+// --dim 16), and a worker-step sends every table's request at once.
 //
 // Mode "stream" (alone): a dynamic table with a row budget (--max-rows, LRU)
 // under a stream with drift, served by the 2 shard processes (sync): per step each
@@ -85,6 +90,11 @@ struct Config {
   // "zipf": W1's ids in [0, rows); "u64": each of them mixed (a bijection)
   // into the whole 64-bit range, negative int64 included (dynamic only).
   std::string ids = "zipf";
+  // Tables sharing the stream (--tables N): a step's K ids go to table
+  // id mod N as id / N, each table of rows / N rows (a CTR model's
+  // categorical fields); every worker-step sends each table's pull, push or
+  // push-pull at once and waits for them all. 1: W1's one table.
+  int tables = 1;
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
   // Mode "stream".
   // The dynamic table's budget (max_rows, LRU), split over the shards; -1:
@@ -158,10 +168,11 @@ PsPlan MakePlan(const Config& c) {
   plan.consistency = IsStream(c) ? Consistency::kSync : Consistency::kAsync;
   plan.num_workers = 2;
   plan.num_shards = 2;
+  for (int t = 0; t < c.tables; ++t) {
   VariableSpec v;
-  v.id = 0;
-  v.name = "w1";
-  v.rows = c.table == "dynamic" ? 0 : c.rows;
+  v.id = static_cast<uint32_t>(t);
+  v.name = t == 0 ? "w1" : "w1_" + std::to_string(t);
+  v.rows = c.table == "dynamic" ? 0 : (c.rows + c.tables - 1) / c.tables;
   v.dim = c.dim;
   v.partitions = 2;
   v.scheme = c.table == "fixed" && c.scheme == "range" ? PartitionScheme::kRange : PartitionScheme::kHash;
@@ -174,6 +185,7 @@ PsPlan MakePlan(const Config& c) {
   v.optimizer.type = OptimizerType::kSgd;
   v.optimizer.lr = 0.01f;
   plan.variables.push_back(v);
+  }
   return plan;
 }
 
@@ -334,7 +346,44 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   const int total = c.warmup + c.steps;
   const auto stream = MakeIdStream(c, worker, total);
   std::vector<float> grads(size_t{c.k} * c.dim, 0.001f), rows;
+  // --tables N: each step's ids by table, and each table's rows.
+  std::vector<std::vector<int64_t>> table_ids(c.tables);
+  std::vector<std::vector<float>> table_rows(c.tables);
+  auto tables_step = [&](int s) -> bool {
+    for (auto& t : table_ids) t.clear();
+    for (int64_t id : stream[s]) {
+      const uint64_t u = static_cast<uint64_t>(id);
+      table_ids[u % c.tables].push_back(static_cast<int64_t>(u / c.tables));
+    }
+    // Every table's request at once, then all their replies (a trainer's
+    // step over a model's tables); pull then push: all pulls first.
+    auto all = [&](const char* op) -> bool {
+      std::vector<Ticket> tickets;
+      for (int t = 0; t < c.tables; ++t) {
+        const auto& ids = table_ids[t];
+        const std::span<const float> g(grads.data(), ids.size() * c.dim);
+        const uint32_t var = static_cast<uint32_t>(t);
+        StatusOr<Ticket> k = std::string(op) == "pull"   ? ps.Pull(var, ids, s, &table_rows[t])
+                             : std::string(op) == "push" ? ps.Push(var, ids, g, s)
+                                                         : ps.PushPull(var, ids, g, s, &table_rows[t]);
+        if (!k.ok()) {
+          std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << k.status().ToString() << "\n";
+          return false;
+        }
+        tickets.push_back(*k);
+      }
+      for (Ticket k : tickets) {
+        if (Status st = ps.Wait(k, DeadlineIn(60'000)); !st.ok()) {
+          std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << st.ToString() << "\n";
+          return false;
+        }
+      }
+      return true;
+    };
+    return mode == "pushpull" ? all("pushpull") : all("pull") && all("push");
+  };
   auto step = [&](int s) -> bool {
+    if (c.tables > 1) return tables_step(s);
     const auto& ids = stream[s];
     if (mode == "pushpull") {
       auto t = ps.PushPull(0, ids, grads, s, &rows);
@@ -367,6 +416,21 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   const int64_t socket_bytes = t.push_sent + t.push_received + t.pull_sent + t.pull_received +
                                t.other_sent + t.other_received;
   std::ofstream(dir + "/result" + std::to_string(worker)) << secs << " " << cpu << " " << socket_bytes << "\n";
+  if (worker == 0) {
+    // Requests each shard received in all (both workers, warm-up included),
+    // counted by the shard (STATS), once worker 1 is done too.
+    if (!WaitForFile(dir + "/result1", 120'000)) return 1;
+    std::vector<std::string> texts;
+    auto t = ps.Stats(&texts);
+    if (!t.ok() || !ps.Wait(*t, DeadlineIn(60'000)).ok()) return 1;
+    std::ofstream requests(dir + "/requests");
+    for (const std::string& text : texts) {
+      const nlohmann::json j = nlohmann::json::parse(text);
+      requests << j.at("pulls").get<int64_t>() + j.at("pushes").get<int64_t>() +
+                      j.at("push_pulls").get<int64_t>()
+               << "\n";
+    }
+  }
   return 0;
 }
 
@@ -377,6 +441,7 @@ struct RunResult {
   double cpu = 0;         // CPU seconds of the workers and shards over the timed steps
   double shard_cpu = 0;   // of which the shards'
   double socket_bytes = 0;  // ZeroMQ frame bytes the workers sent and received, whole run
+  double shard_requests = 0;  // requests the shards received (STATS), whole run, all shards
 };
 
 // Writes the plan to `dir` and starts the 2 shard processes; false if one
@@ -415,7 +480,8 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                              std::to_string(c.rows), "--dim", std::to_string(c.dim), "--k",
                              std::to_string(c.k), "--warmup", std::to_string(c.warmup), "--steps",
                              std::to_string(c.steps), "--transport", c.transport, "--table",
-                             c.table, "--scheme", c.scheme, "--ids", c.ids,
+                             c.table, "--scheme", c.scheme, "--ids", c.ids, "--tables",
+                             std::to_string(c.tables),
                              "--shard-recovery=" + std::string(c.shard_recovery ? "true" : "false")}));
   }
   // Both workers ready, or one gone: a worker that fails a warm-up step
@@ -469,6 +535,8 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
       result.cpu += cpu;
       result.socket_bytes += bytes;
     }
+    std::ifstream requests(dir + "/requests");
+    for (double n = 0; requests >> n;) result.shard_requests += n;
   }
   std::filesystem::remove_all(dir);
   return result;
@@ -483,7 +551,7 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
                       {"dim", c.dim},    {"k", c.k},           {"steps", c.steps},
                       {"prefault_mb", c.prefault_mb}, {"shard_recovery", c.shard_recovery},
                       {"table", c.table}, {"scheme", c.table == "dynamic" ? "hash" : c.scheme},
-                      {"ids", c.ids}};
+                      {"ids", c.ids}, {"tables", c.tables}};
   if (c.table == "dynamic") j["max_rows"] = c.max_rows;
   std::cout << j.dump() << std::endl;
 }
@@ -637,6 +705,11 @@ int main(int argc, char** argv) {
   app.add_option("--prefault-mb", c.prefault_mb,
                  "the shards' --prefault-mb (0: table pages committed on first touch)")
       ->capture_default_str();
+  app.add_option("--tables", c.tables,
+                 "tables sharing each step's K ids (id mod N; dim --dim each), every table's "
+                 "request sent at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--max-rows", c.max_rows,
                  "the dynamic table's max_rows (LRU; default: 10^6 for the stream, none otherwise)")
       ->capture_default_str();
@@ -673,7 +746,7 @@ int main(int argc, char** argv) {
   if (IsStream(c)) return RunStream(c, self);
   std::stringstream ss(c.modes);
   for (std::string m; std::getline(ss, m, ',');) {
-    std::vector<double> rates, cpu_ns, socket_bytes;
+    std::vector<double> rates, cpu_ns, socket_bytes, requests;
     for (int r = 0; r < c.runs; ++r) {
       const RunResult run = RunOnce(c, self, m, r);
       if (run.secs <= 0) {
@@ -685,6 +758,8 @@ int main(int argc, char** argv) {
       cpu_ns.push_back(run.cpu * 1e9 / rows);
       // Over warm-up and timed steps: bytes per row moved.
       socket_bytes.push_back(run.socket_bytes / (2.0 * 2.0 * c.k * (c.steps + c.warmup)));
+      // Requests a shard receives per worker-step (2 shards, 2 workers).
+      requests.push_back(run.shard_requests / (2.0 * 2.0 * (c.steps + c.warmup)));
       std::cerr << "ps_bench: mode " << m << " run " << r << ": " << rates.back() << " rows/s, "
                 << cpu_ns.back() << " CPU ns/row (shards " << run.shard_cpu * 1e9 / rows
                 << ", workers " << (run.cpu - run.shard_cpu) * 1e9 / rows << ")\n";
@@ -705,6 +780,9 @@ int main(int argc, char** argv) {
     }
     std::sort(socket_bytes.begin(), socket_bytes.end());
     Emit("socket_bytes_per_row", "B", "median", c.runs, socket_bytes[socket_bytes.size() / 2], m, c);
+    std::sort(requests.begin(), requests.end());
+    Emit("shard_requests_per_worker_step", "requests", "median", c.runs,
+         requests[requests.size() / 2], m, c);
   }
   return 0;
 }

@@ -13,6 +13,10 @@ if(PARALLAX_BUILD_TESTS)
                      --modes pullpush,pushpull --table ${table} --scheme hash --prefault-mb 4)
     set_tests_properties(ps_bench_smoke_${table} PROPERTIES LABELS integration TIMEOUT 120)
   endforeach()
+  add_test(NAME ps_bench_smoke_tables
+           COMMAND ps_bench --rows 20000 --k 256 --warmup 2 --steps 5 --runs 1 --tables 3 --dim 16
+                   --modes pullpush,pushpull --scheme hash --prefault-mb 4)
+  set_tests_properties(ps_bench_smoke_tables PROPERTIES LABELS integration TIMEOUT 120)
   add_test(NAME ps_bench_smoke_stream
            COMMAND ps_bench --modes stream --stream-ids 200000 --max-rows 20000 --hot 1000 --k 512
                    --every 50 --prefault-mb 4)
