@@ -627,10 +627,11 @@ void ShardCore::ReadDynamic(VarState& vs, const std::vector<int64_t>& ids, bool 
 }
 
 bool ShardCore::AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
-                             std::vector<int64_t>* slots, bool* distinct) {
+                             std::vector<int64_t>* slots, bool* distinct,
+                             DynamicTable::Spare spare) {
   slots->resize(ids.size());
   Status st = vs.dynamic->AdmitAll(reinterpret_cast<const uint64_t*>(ids.data()), ids.size(),
-                                   slots->data(), distinct);
+                                   slots->data(), distinct, spare);
   if (st.ok()) return true;
   vs.dynamic_full =
       "shard " + std::to_string(options_.shard) + ", step " + std::to_string(step) + ": " + st.message();
@@ -676,7 +677,11 @@ Status ShardCore::PushDynamic(VarState& vs, int64_t step, const std::vector<int6
   // gradients summed.
   std::vector<int64_t> slots;
   bool distinct = true;
-  if (!AdmitDynamic(vs, step, ids, &slots, &distinct)) return FailedPrecondition(vs.dynamic_full);
+  // An async or ssp push (PushDynamic's only caller): the rows of other
+  // steps may be evicted for it, only its own are spared.
+  if (!AdmitDynamic(vs, step, ids, &slots, &distinct, DynamicTable::Spare::kContribution)) {
+    return FailedPrecondition(vs.dynamic_full);
+  }
   if (distinct) {
     // No id repeats: the gradients as they came, each row read right after
     // its update.

@@ -264,9 +264,11 @@ class ShardCore {
   // One contribution's ids admitted at `step` (each distinct id counts
   // once), the slot of ids[i] into (*slots)[i], and with `distinct` whether
   // no id repeats; false, with the table's dynamic_full set, when the budget
-  // cannot hold them.
+  // cannot hold them. `spare`: which rows a new one must not evict
+  // (DynamicTable::AdmitAll): the step's (sync), or only the call's.
   bool AdmitDynamic(VarState& vs, int64_t step, const std::vector<int64_t>& ids,
-                    std::vector<int64_t>* slots, bool* distinct = nullptr);
+                    std::vector<int64_t>* slots, bool* distinct = nullptr,
+                    DynamicTable::Spare spare = DynamicTable::Spare::kStep);
   // Applies gradient row i to slots[i], or drops it (and counts it) when
   // that id is not a row. With `rows_out` (the slots of distinct `ids`),
   // also writes each row after its update there, as ReadDynamic does.

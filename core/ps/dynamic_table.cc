@@ -294,10 +294,14 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id) {
   if (options_.max_rows > 0 && static_cast<int64_t>(index_->slots.size()) >= options_.max_rows &&
       !EvictForBudget(step_)) {
     return FailedPrecondition(
-        "dynamic table '" + options_.var.name + "': step " + std::to_string(step_) +
-        " alone touches more than max_rows = " + std::to_string(options_.max_rows) +
-        " rows of this shard, and rows of the step in progress are never evicted; raise the "
-        "table's max_rows (or add shards, or lower the batch size)");
+        "dynamic table '" + options_.var.name + "': " +
+        (spare_ == Spare::kStep
+             ? "step " + std::to_string(step_) + " alone touches more than max_rows = " +
+                   std::to_string(options_.max_rows) +
+                   " rows of this shard, and rows of the step in progress are never evicted"
+             : "one push alone touches more than max_rows = " +
+                   std::to_string(options_.max_rows) + " rows of this shard") +
+        "; raise the table's max_rows (or add shards, or lower the batch size)");
   }
   const int64_t slot = NewRow(id);
   ++stats_.admitted;
@@ -305,17 +309,29 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id) {
   return slot;
 }
 
-Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct) {
+void DynamicTable::NewEpoch() {
+  if (++epoch_ == 0) {  // wrapped: forget every old mark
+    std::fill(marks_.begin(), marks_.end(), 0);
+    epoch_ = 1;
+  }
+}
+
+Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct,
+                              Spare spare) {
+  spare_ = spare;
+  Status st = AdmitAllSparing(ids, n, slots, distinct);
+  spare_ = Spare::kStep;
+  return st;
+}
+
+Status DynamicTable::AdmitAllSparing(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct) {
   // Lookups are cache misses in a large table: the index fetches a few ids
   // ahead (absl's prefetch), and the bookkeeping of each row found before
   // it is touched. (Its row is fetched by whoever applies to it: a batch's
   // rows need not fit in the cache.)
   // A repeated row is touched once: marked in this call's epoch (the marks
   // are fetched ahead with the bookkeeping, each a miss in a large table).
-  if (++epoch_ == 0) {  // wrapped: forget every old mark
-    std::fill(marks_.begin(), marks_.end(), 0);
-    epoch_ = 1;
-  }
+  NewEpoch();
   if (marks_.size() < meta_.size()) marks_.resize(meta_.size(), 0);
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < std::min(n, kAhead); ++i) index_->slots.prefetch(ids[i]);
@@ -360,6 +376,10 @@ Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, boo
       }
       PX_ASSIGN_OR_RETURN(slots[i], AdmitMissing(ids[i]));
       first->second = slots[i];
+      if (slots[i] == kNotARow) continue;
+      // A new row is of this call too (Spare::kContribution spares it).
+      if (marks_.size() < meta_.size()) marks_.resize(meta_.size(), 0);
+      marks_[static_cast<size_t>(slots[i])] = epoch_;
     }
   }
   if (distinct != nullptr) *distinct = all_distinct;
@@ -429,11 +449,21 @@ void DynamicTable::TouchRead(int64_t slot) {
   }
 }
 
+bool DynamicTable::Spared(size_t slot, int64_t protect_from) const {
+  if (spare_ == Spare::kStep) return meta_[slot].last_step >= protect_from;
+  return slot < marks_.size() && marks_[slot] == epoch_;
+}
+
 bool DynamicTable::EvictForBudget(int64_t protect_from) {
-  if (head_ < 0 || meta_[static_cast<size_t>(head_)].last_step >= protect_from) {
-    return false;  // the oldest row is of that step, so every row is
-  }
+  // The oldest row not spared: under kStep the head or none (the list is in
+  // order of last step); under kContribution this call's rows are at the
+  // tail end, so the walk is short unless the call holds nearly every row.
   int64_t victim = head_;
+  while (victim >= 0 && Spared(static_cast<size_t>(victim), protect_from)) {
+    if (spare_ == Spare::kStep) return false;  // the oldest row is of that step, so every row is
+    victim = meta_[static_cast<size_t>(victim)].next;
+  }
+  if (victim < 0) return false;
   if (options_.policy == EvictionPolicy::kLfu) {
     // Sampled LFU: of lfu_sample rows drawn at random (not of this step),
     // the least touched; ties go to the one touched longer ago.
@@ -442,7 +472,7 @@ bool DynamicTable::EvictForBudget(int64_t protect_from) {
     for (int tries = 0; found < options_.lfu_sample && tries < 4 * options_.lfu_sample; ++tries) {
       const int64_t s = static_cast<int64_t>(NextRandom() % n);
       const size_t i = static_cast<size_t>(s);
-      if (meta_[i].last_step == kFree || meta_[i].last_step >= protect_from) continue;
+      if (meta_[i].last_step == kFree || Spared(i, protect_from)) continue;
       ++found;
       const size_t v = static_cast<size_t>(victim);
       if (meta_[i].touches < meta_[v].touches ||

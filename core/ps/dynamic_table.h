@@ -153,7 +153,16 @@ class DynamicTable {
   // repeats. The rows held are looked up first, their index entries fetched
   // ahead (a shard's batch is scattered over a large table). Stops at the
   // first error.
-  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct = nullptr);
+  //
+  // What a row that makes room for a new one must not be: with kStep (sync),
+  // a row of the step in progress; with kContribution (async, ssp: a push
+  // of any step may come at any time), a row of this call. Under async, a
+  // worker far behind the others pushes at an old step while the table's
+  // step is the newest any push named: sparing that step's rows would spare
+  // every row the late worker touches until the budget is full.
+  enum class Spare { kStep, kContribution };
+  Status AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct = nullptr,
+                  Spare spare = Spare::kStep);
   void DropGradient() { ++stats_.dropped_gradients; }
   // One contribution (a process training alone, through the Python
   // binding): AdmitAll, then ApplyRepeated. Stops at AdmitAll's error,
@@ -226,6 +235,8 @@ class DynamicTable {
   }
   bool NeverAdmitted(uint64_t id) const;
   void PrefetchWeights(int64_t slot) const;
+  // AdmitAll with spare_ set.
+  Status AdmitAllSparing(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct);
   // Admit for an id the index does not hold.
   StatusOr<int64_t> AdmitMissing(uint64_t id);
   // A contribution's touch: counts it (LFU) and makes the row the step's.
@@ -239,6 +250,10 @@ class DynamicTable {
   // before step `protect_from` (the step in progress, or INT64_MAX to spare
   // none). False when every row is of that step or later.
   bool EvictForBudget(int64_t protect_from);
+  // Whether EvictForBudget(protect_from) must spare the row in `slot` (spare_).
+  bool Spared(size_t slot, int64_t protect_from) const;
+  // AdmitAll's marks start over: no row is of the call to come.
+  void NewEpoch();
   // A slot for a new row: a freed one, or a new one at the end.
   int64_t TakeSlot();
   void Evict(int64_t slot);
@@ -282,6 +297,7 @@ class DynamicTable {
   // seen in the current call (sized to meta_ on use; not state).
   std::vector<uint32_t> marks_;
   uint32_t epoch_ = 0;
+  Spare spare_ = Spare::kStep;  // AdmitAll's, for its duration
   std::vector<int64_t> read_slots_;  // ReadAll's scratch, kept between calls
   int64_t step_ = 0;
   uint64_t rng_;

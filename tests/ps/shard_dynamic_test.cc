@@ -183,6 +183,34 @@ TEST(ShardDynamicTest, AStepOverTheBudgetIsTableFullAndSaysWhatToSet) {
   EXPECT_LE(TableStats(*core)["rows"].get<int64_t>(), 2);
 }
 
+// Async: worker 1 is at step 10 while worker 0, far behind, keeps pushing
+// new ids at step 0. The table's newest step is 10; before, every row
+// worker 0 touched counted as step 10's and was never evicted, so the budget
+// filled and the job stopped with TABLE_FULL. Only a push's own rows are
+// spared now.
+TEST(ShardDynamicTest, ALateAsyncWorkerNeverFillsTheBudget) {
+  DynamicTableSettings budget;
+  budget.max_rows = 4;
+  const PsPlan plan = DynamicPlan(Consistency::kAsync, 2, budget);
+  auto core = Core(plan);
+  ASSERT_TRUE(core);
+  auto out = Push(core.get(), 1, 10, {1000}, std::vector<float>(kDim, 1.0f));
+  ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush)) << out[0].frames[1];
+  for (int64_t push = 0; push < 20; ++push) {
+    const std::vector<int64_t> ids = {3 * push, 3 * push + 1, 3 * push + 2};
+    out = Push(core.get(), 0, 0, ids, std::vector<float>(3 * kDim, 1.0f));
+    ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush))
+        << "push " << push << ": " << out[0].frames[1];
+    ASSERT_LE(TableStats(*core)["rows"].get<int64_t>(), 4);
+  }
+  EXPECT_EQ(TableStats(*core)["evicted_budget"].get<int64_t>(), 1 + 20 * 3 - 4);
+  // The last push's rows are held, with its update.
+  std::vector<float> expected = Init(plan, 59);
+  for (float& w : expected) w -= kLr;
+  out = Pull(core.get(), {59}, 1);
+  EXPECT_EQ(ReplyValues(out[0]), expected);
+}
+
 TEST(ShardDynamicTest, WriteIsRefused) {
   const PsPlan plan = DynamicPlan(Consistency::kAsync, 1, {});
   auto core = Core(plan);

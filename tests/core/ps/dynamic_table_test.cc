@@ -374,6 +374,56 @@ TEST(DynamicTableTest, ATableThatCommitsItsMemoryTrainsExactlyAsOneThatDoesNot) 
   }
 }
 
+// Async and ssp: a worker far behind pushes while the table's step is the
+// newest any push named. Sparing that step's rows (sync's rule) would fill
+// the budget with every row the late worker touches and stop the job
+// (TABLE_FULL); Spare::kContribution spares only the push's own rows.
+TEST(DynamicTableTest, UnderAsyncOnlyAPushsOwnRowsAreSparedSoALateWorkerNeverFillsTheBudget) {
+  for (EvictionPolicy policy : {EvictionPolicy::kLru, EvictionPolicy::kLfu}) {
+    DynamicTableOptions o = Options();
+    o.max_rows = 100;
+    o.policy = policy;
+    auto sync_rule = Make(o), async_rule = Make(o);
+    sync_rule->AdvanceTo(7);  // the newest step; every push below is a late one
+    async_rule->AdvanceTo(7);
+    std::mt19937_64 gen(13);
+    bool sync_full = false;
+    for (int push = 0; push < 50; ++push) {
+      std::vector<uint64_t> ids;
+      for (int i = 0; i < 20; ++i) ids.push_back(gen());
+      ids.push_back(ids[3]);  // a repeat
+      std::vector<int64_t> slots(ids.size());
+      Status st = async_rule->AdmitAll(ids.data(), ids.size(), slots.data(), nullptr,
+                                       DynamicTable::Spare::kContribution);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_LE(async_rule->stats().rows, 100);
+      for (size_t i = 0; i < ids.size(); ++i) {  // the push's own rows are all held
+        ASSERT_NE(slots[i], DynamicTable::kNotARow);
+        ASSERT_EQ(async_rule->Find(ids[i]), slots[i]) << "push " << push << " id " << i;
+      }
+      if (!sync_full) {
+        std::vector<int64_t> sync_slots(ids.size());
+        Status s = sync_rule->AdmitAll(ids.data(), ids.size(), sync_slots.data());
+        if (!s.ok()) {
+          sync_full = true;
+          EXPECT_NE(s.message().find("step 7 alone"), std::string::npos) << s.message();
+        }
+      }
+    }
+    EXPECT_TRUE(sync_full) << "sync's rule spares step 7's rows: the budget fills";
+    EXPECT_EQ(async_rule->stats().rows, 100);
+    EXPECT_EQ(async_rule->stats().evicted_budget, 50 * 20 - 100);
+    // One push alone over the budget still fails, saying so.
+    std::vector<uint64_t> big;
+    for (int i = 0; i < 101; ++i) big.push_back(gen());
+    std::vector<int64_t> slots(big.size());
+    Status st = async_rule->AdmitAll(big.data(), big.size(), slots.data(), nullptr,
+                                     DynamicTable::Spare::kContribution);
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(st.message().find("one push alone"), std::string::npos) << st.message();
+  }
+}
+
 TEST(DynamicTableTest, BadSettingsAndBadCheckpointsAreRefused) {
   DynamicTableOptions o = Options();
   o.admit_after = 0;
