@@ -273,16 +273,22 @@ TEST_F(ProcessLauncherTest, SupervisorRecordsAndMirrorsTheTasksEnd) {
   EXPECT_FALSE(ReadExitStatus(dir_.File("missing")).has_value());
 }
 
-TEST_F(AgentProcessTest, StopTasksOnExitStopsEveryTaskWhenRunEnds) {
+// An agent that stops its tasks when Run() ends (parallax run's, parallax
+// slurm's), fast ticks.
+AgentOptions StoppingAgent(const std::string& name, const std::string& workdir) {
   AgentOptions o;
-  o.name = "run";
-  o.workdir = dir_.File("work");
+  o.name = name;
+  o.workdir = workdir;
   o.coordinator = "127.0.0.1:1";
   o.grace_ms = 200;
   o.tick_ms = 5;
   o.heartbeat_ms = 5;
   o.stop_tasks_on_exit = true;
-  Agent agent(o, &link_, launcher_.get(), RealClock());
+  return o;
+}
+
+TEST_F(AgentProcessTest, StopTasksOnExitStopsEveryTaskWhenRunEnds) {
+  Agent agent(StoppingAgent("run", dir_.File("work")), &link_, launcher_.get(), RealClock());
   ASSERT_TRUE(agent.Init().ok());
   rpc::TaskKey polite = Key(1, 1, 0), stubborn = Key(1, 1, 1);
   link_.QueuePoll(Start({Assignment(polite, {"/bin/sleep", "1000"}),
@@ -309,14 +315,7 @@ TEST_F(AgentProcessTest, StopTasksOnExitStopsEveryTaskWhenRunEnds) {
 // before parallax slurm records the cancel. Once stopped, an agent reports
 // nothing more; what the tasks ended with stays in their directories.
 TEST_F(AgentProcessTest, WithoutReportOnStopTheEndsOfStoppedTasksAreSavedNotReported) {
-  AgentOptions o;
-  o.name = "slurm-node";
-  o.workdir = dir_.File("work");
-  o.coordinator = "127.0.0.1:1";
-  o.grace_ms = 200;
-  o.tick_ms = 5;
-  o.heartbeat_ms = 5;
-  o.stop_tasks_on_exit = true;
+  AgentOptions o = StoppingAgent("slurm-node", dir_.File("work"));
   o.report_on_stop = false;
   Agent agent(o, &link_, launcher_.get(), RealClock());
   ASSERT_TRUE(agent.Init().ok());
