@@ -107,6 +107,7 @@ PlannedVariable VariableFromJson(const json& jv) {
     s.ttl_steps = d.value("ttl_steps", s.ttl_steps);
     s.max_rows = d.value("max_rows", s.max_rows);
     if (d.contains("eviction")) s.eviction = ParseName(d["eviction"], &ParseEvictionPolicy, "eviction");
+    if (d.contains("never_admit")) s.never_admit = d["never_admit"].get<std::vector<int64_t>>();
     v.dynamic = s;
   }
   return v;
@@ -211,10 +212,12 @@ VariableStats CostInputs(const PlannedVariable& v, uint32_t partitions) {
 }
 
 json DynamicSettingsToJson(const DynamicTableSettings& d) {
-  return {{"admit_after", d.admit_after},
-          {"ttl_steps", d.ttl_steps},
-          {"max_rows", d.max_rows},
-          {"eviction", EvictionPolicyName(d.eviction)}};
+  json j = {{"admit_after", d.admit_after},
+            {"ttl_steps", d.ttl_steps},
+            {"max_rows", d.max_rows},
+            {"eviction", EvictionPolicyName(d.eviction)}};
+  if (!d.never_admit.empty()) j["never_admit"] = d.never_admit;
+  return j;
 }
 
 std::string JobPlanToJson(const JobPlan& plan) {

@@ -71,7 +71,8 @@ struct PlannedVariable {
   Initializer init;
   // A dynamic table (Session::RegisterDynamic): rows is 0, the path is
   // always the PS. Written as "dynamic": {"admit_after": 1, "ttl_steps": 0,
-  // "max_rows": 0, "eviction": "lru"|"lfu"}; absent for other variables.
+  // "max_rows": 0, "eviction": "lru"|"lfu"} and, when there are any,
+  // "never_admit": [ids]; absent for other variables.
   std::optional<DynamicTableSettings> dynamic;
 };
 

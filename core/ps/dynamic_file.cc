@@ -43,6 +43,7 @@ DynamicTableOptions ShardTableOptions(const VariableSpec& var, uint32_t shard) {
   // The table's budget split by partition: this shard's share, rounded up.
   o.max_rows = (var.dynamic->max_rows * owned + var.partitions - 1) / var.partitions;
   o.policy = var.dynamic->eviction;
+  for (int64_t id : var.dynamic->never_admit) o.never_admit.push_back(static_cast<uint64_t>(id));
   // The same on every run of this plan: a resumed shard evicts alike.
   o.seed = Mix64(var.init.seed ^ (uint64_t{var.id} << 32) ^ shard);
   // The same on every shard: the sketches of a checkpoint's shards add up

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace parallax {
 
@@ -106,6 +107,9 @@ struct DynamicTableSettings {
   int64_t ttl_steps = 0;    // >= 0
   int64_t max_rows = 0;     // >= 0
   EvictionPolicy eviction = EvictionPolicy::kLru;
+  // Ids that are never rows (a padding id, a model's "missing value"): they
+  // read as zeros and their gradients are dropped (counted).
+  std::vector<int64_t> never_admit;
 };
 
 }  // namespace parallax

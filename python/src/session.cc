@@ -98,11 +98,13 @@ int RegisterSparse(Session& s, const std::string& name, int64_t rows, uint32_t d
 
 int RegisterDynamic(Session& s, const std::string& name, uint32_t dim, int64_t admit_after,
                     int64_t ttl_steps, int64_t max_rows, const std::string& eviction,
-                    const std::string& init, uint64_t seed, float scale) {
+                    const std::string& init, uint64_t seed, float scale,
+                    const std::vector<int64_t>& never_admit) {
   DynamicTableSettings settings;
   settings.admit_after = admit_after;
   settings.ttl_steps = ttl_steps;
   settings.max_rows = max_rows;
+  settings.never_admit = never_admit;
   std::optional<EvictionPolicy> policy = ParseEvictionPolicy(eviction);
   if (!policy) {
     ThrowIfError(InvalidArgument("dynamic table \"" + name + "\": eviction \"" + eviction +
@@ -184,9 +186,9 @@ void BindSession(py::module_& m) {
       .def("register_dynamic", &RegisterDynamic, py::arg("name"), py::arg("dim"),
            py::arg("admit_after") = 1, py::arg("ttl_steps") = 0, py::arg("max_rows") = 0,
            py::arg("eviction") = "lru", py::arg("init") = "uniform", py::arg("seed") = 1,
-           py::arg("scale") = 0.05f,
+           py::arg("scale") = 0.05f, py::arg("never_admit") = std::vector<int64_t>(),
            "a dynamic table (no row count, any int64 id) on the PS shards; the job file's "
-           "[[variable]] settings win")
+           "[[variable]] settings win; never_admit: ids never rows (read as zeros)")
       .def(
           "sample_ids",
           [](Session& s, int var, const Ids& ids) { ThrowIfError(s.SampleIds(var, Span(ids))); },

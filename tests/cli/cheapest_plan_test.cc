@@ -129,7 +129,8 @@ TEST_F(CheapestPlanTest, HashedCtrPlansItsTablesAsDynamicPsTables) {
                 nlohmann::json({{"admit_after", 1},
                                 {"ttl_steps", 0},
                                 {"max_rows", 200000},
-                                {"eviction", "lfu"}}))
+                                {"eviction", "lfu"},
+                                {"never_admit", {0}}}))  // the missing value
           << v["dynamic"].dump();
       // Off the PS it has no cost: the single-variable columns are null.
       EXPECT_TRUE(v["bytes_per_worker"]["allreduce"].is_null()) << name;

@@ -211,6 +211,26 @@ TEST(ShardDynamicTest, ALateAsyncWorkerNeverFillsTheBudget) {
   EXPECT_EQ(ReplyValues(out[0]), expected);
 }
 
+// Ids the plan says are never rows (a padding id, the ctr model's missing
+// value 0) read as zeros and their gradients are dropped and counted.
+TEST(ShardDynamicTest, NeverAdmittedIdsFromThePlanReadAsZerosAndTakeNoRow) {
+  DynamicTableSettings settings;
+  settings.never_admit = {0, -7};
+  const PsPlan plan = DynamicPlan(Consistency::kAsync, 1, settings);
+  auto core = Core(plan);
+  ASSERT_TRUE(core);
+  auto out = Push(core.get(), 0, 0, {0, 5, -7}, std::vector<float>(3 * kDim, 1.0f));
+  ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush)) << out[0].frames[1];
+  EXPECT_EQ(TableStats(*core)["rows"], 1);
+  EXPECT_EQ(TableStats(*core)["dropped_gradients"], 2);
+  out = Pull(core.get(), {0, -7, 5}, 1);
+  std::vector<float> expected(2 * kDim, 0.0f);
+  std::vector<float> five = Init(plan, 5);
+  for (float w : five) expected.push_back(w - kLr);
+  EXPECT_EQ(ReplyValues(out[0]), expected);
+  EXPECT_EQ(TableStats(*core)["not_admitted_reads"], 0) << "zeros, not the initializer's values";
+}
+
 TEST(ShardDynamicTest, WriteIsRefused) {
   const PsPlan plan = DynamicPlan(Consistency::kAsync, 1, {});
   auto core = Core(plan);

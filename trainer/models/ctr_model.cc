@@ -107,6 +107,8 @@ class CtrModel final : public Model {
       if (c.hashed) {
         vars_.back().dynamic = true;
         vars_.back().dynamic_settings = c.dynamic;
+        // A missing value (an empty field) reads as id 0: never a row, zeros.
+        vars_.back().dynamic_settings.never_admit = {0};
         if (!c.max_rows.empty()) vars_.back().dynamic_settings.max_rows = c.max_rows[c.max_rows.size() == 1 ? 0 : f];
       }
     }

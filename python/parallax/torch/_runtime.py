@@ -96,9 +96,9 @@ class Runtime:
         m = v.module
         if self.ctx.options.coordinator:
             v.var = self._call(
-                lambda: self.session.register_dynamic(v.name, v.dim, m.admit_after, m.ttl_steps,
-                                                      m.max_rows, m.eviction, m.init, seed,
-                                                      m.scale),
+                lambda: self.session.register_dynamic(
+                    v.name, v.dim, m.admit_after, m.ttl_steps, m.max_rows, m.eviction, m.init,
+                    seed, m.scale, [] if m.padding_idx is None else [m.padding_idx]),
                 f"registering dynamic table '{v.name}'")
             return
         optimizer = (override or {}).get("optimizer") or settings["sparse_optimizer"]

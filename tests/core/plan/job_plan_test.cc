@@ -75,6 +75,33 @@ TEST(JobPlanJsonTest, ThePsPartIsDerivedFromThePlansVariables) {
   EXPECT_EQ(JobPlanToJson(*again), JobPlanToJson(*plan));
 }
 
+// A dynamic table's settings go to the shards whole, the ids that are
+// never rows included (written only when there are any).
+TEST(JobPlanJsonTest, ADynamicTablesSettingsAndNeverAdmittedIdsRoundTrip) {
+  ps::PsPlan p = TwoTables();
+  p.variables[0].rows = 0;
+  p.variables[0].scheme = ps::PartitionScheme::kHash;
+  p.variables[0].dynamic = DynamicTableSettings{};
+  p.variables[0].dynamic->admit_after = 2;
+  p.variables[0].dynamic->max_rows = 500;
+  p.variables[0].dynamic->eviction = EvictionPolicy::kLfu;
+  p.variables[0].dynamic->never_admit = {0, -1};
+  const std::string text = JobPlanToJson(JobPlanOfPs(p));
+  StatusOr<JobPlan> plan = ParseJobPlan(text);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->ps.variables[0].dynamic.has_value());
+  const DynamicTableSettings& d = *plan->ps.variables[0].dynamic;
+  EXPECT_EQ(d.admit_after, 2);
+  EXPECT_EQ(d.max_rows, 500);
+  EXPECT_EQ(d.eviction, EvictionPolicy::kLfu);
+  EXPECT_EQ(d.never_admit, (std::vector<int64_t>{0, -1}));
+  StatusOr<JobPlan> again = ParseJobPlan(JobPlanToJson(*plan));  // (the placement written out)
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(JobPlanToJson(*again), JobPlanToJson(*plan));
+  p.variables[0].dynamic->never_admit.clear();
+  EXPECT_EQ(JobPlanToJson(JobPlanOfPs(p)).find("never_admit"), std::string::npos);
+}
+
 TEST(JobPlanJsonTest, EachFieldIsWrittenOnce) {
   const json doc = json::parse(JobPlanToJson(JobPlanOfPs(TwoTables())));
   EXPECT_FALSE(doc.contains("world_size")) << "cluster.workers says it";

@@ -267,6 +267,8 @@ TEST_F(ModelTest, HashedCtrDeclaresDynamicTables) {
     EXPECT_EQ(v.dynamic_settings.admit_after, 2);
     EXPECT_EQ(v.dynamic_settings.ttl_steps, 7);
     EXPECT_EQ(v.dynamic_settings.eviction, EvictionPolicy::kLfu);
+    // An empty field reads as id 0, the missing value: never a row.
+    EXPECT_EQ(v.dynamic_settings.never_admit, (std::vector<int64_t>{0}));
   }
   EXPECT_EQ(dynamic, 26);
   EXPECT_TRUE(m->data_spec().raw_ids);
