@@ -736,6 +736,11 @@ int main(int argc, char** argv) {
   }
   if (IsStream(c)) c.table = "dynamic";
   if (c.max_rows < 0) c.max_rows = IsStream(c) ? 1'000'000 : 0;
+  if (c.tables > static_cast<int>(c.k) || (IsStream(c) && c.tables != 1)) {
+    std::cerr << "ps_bench: --tables must be at most --k (each table gets ids), and 1 with --modes "
+                 "stream\n";
+    return 2;
+  }
   if (IsStream(c) && (c.max_rows < 1 || c.hot < 1 || c.every < 1 || c.k < 2)) {
     std::cerr << "ps_bench: --modes stream needs --max-rows, --hot, --every >= 1 and --k >= 2\n";
     return 2;
