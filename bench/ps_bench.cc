@@ -161,30 +161,29 @@ std::vector<std::vector<int64_t>> MakeIdStream(const Config& c, uint32_t worker,
 
 PsPlan MakePlan(const Config& c) {
   PsPlan plan;
-  // The stream runs sync: under async a worker that runs ahead makes the
-  // newest step the one "in progress" for the other's pushes too, whose
-  // rows then cannot be evicted (docs/ARCHITECTURE.md, "Dynamic tables"):
-  // with a lag of max_rows / (K/2) steps the table is full (TABLE_FULL).
+  // The stream runs sync: both workers at the same step, so the rows held
+  // and evicted at each sample are those of one step of both.
   plan.consistency = IsStream(c) ? Consistency::kSync : Consistency::kAsync;
   plan.num_workers = 2;
   plan.num_shards = 2;
   for (int t = 0; t < c.tables; ++t) {
-  VariableSpec v;
-  v.id = static_cast<uint32_t>(t);
-  v.name = t == 0 ? "w1" : "w1_" + std::to_string(t);
-  v.rows = c.table == "dynamic" ? 0 : (c.rows + c.tables - 1) / c.tables;
-  v.dim = c.dim;
-  v.partitions = 2;
-  v.scheme = c.table == "fixed" && c.scheme == "range" ? PartitionScheme::kRange : PartitionScheme::kHash;
-  if (c.table == "dynamic") v.dynamic = DynamicTableSettings{};
-  if (c.table == "dynamic" && c.max_rows > 0) {
-    v.dynamic->max_rows = c.max_rows;
-    v.dynamic->eviction = EvictionPolicy::kLru;
-  }
-  v.partition_shards = {0, 1};
-  v.optimizer.type = OptimizerType::kSgd;
-  v.optimizer.lr = 0.01f;
-  plan.variables.push_back(v);
+    VariableSpec v;
+    v.id = static_cast<uint32_t>(t);
+    v.name = t == 0 ? "w1" : "w1_" + std::to_string(t);
+    v.rows = c.table == "dynamic" ? 0 : (c.rows + c.tables - 1) / c.tables;
+    v.dim = c.dim;
+    v.partitions = 2;
+    v.scheme = c.table == "fixed" && c.scheme == "range" ? PartitionScheme::kRange
+                                                         : PartitionScheme::kHash;
+    if (c.table == "dynamic") v.dynamic = DynamicTableSettings{};
+    if (c.table == "dynamic" && c.max_rows > 0) {
+      v.dynamic->max_rows = c.max_rows;
+      v.dynamic->eviction = EvictionPolicy::kLru;
+    }
+    v.partition_shards = {0, 1};
+    v.optimizer.type = OptimizerType::kSgd;
+    v.optimizer.lr = 0.01f;
+    plan.variables.push_back(v);
   }
   return plan;
 }
@@ -357,15 +356,16 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
     }
     // Every table's request at once, then all their replies (a trainer's
     // step over a model's tables); pull then push: all pulls first.
-    auto all = [&](const char* op) -> bool {
+    enum class TableOp { kPull, kPush, kPushPull };
+    auto all = [&](TableOp op) -> bool {
       std::vector<Ticket> tickets;
       for (int t = 0; t < c.tables; ++t) {
         const auto& ids = table_ids[t];
         const std::span<const float> g(grads.data(), ids.size() * c.dim);
         const uint32_t var = static_cast<uint32_t>(t);
-        StatusOr<Ticket> k = std::string(op) == "pull"   ? ps.Pull(var, ids, s, &table_rows[t])
-                             : std::string(op) == "push" ? ps.Push(var, ids, g, s)
-                                                         : ps.PushPull(var, ids, g, s, &table_rows[t]);
+        StatusOr<Ticket> k = op == TableOp::kPull   ? ps.Pull(var, ids, s, &table_rows[t])
+                             : op == TableOp::kPush ? ps.Push(var, ids, g, s)
+                                                    : ps.PushPull(var, ids, g, s, &table_rows[t]);
         if (!k.ok()) {
           std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << k.status().ToString() << "\n";
           return false;
@@ -380,7 +380,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
       }
       return true;
     };
-    return mode == "pushpull" ? all("pushpull") : all("pull") && all("push");
+    return mode == "pushpull" ? all(TableOp::kPushPull) : all(TableOp::kPull) && all(TableOp::kPush);
   };
   auto step = [&](int s) -> bool {
     if (c.tables > 1) return tables_step(s);

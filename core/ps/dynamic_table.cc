@@ -282,20 +282,20 @@ StatusOr<int64_t> DynamicTable::Admit(uint64_t id) {
     Touch(slot);
     return slot;
   }
-  return AdmitMissing(id);
+  return AdmitMissing(id, Spare::kStep);
 }
 
-StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id) {
+StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id, Spare spare) {
   if (NeverAdmitted(id)) return kNotARow;
   if (options_.admit_after > 1 &&
       CountContribution(id) < static_cast<uint64_t>(options_.admit_after)) {
     return kNotARow;
   }
   if (options_.max_rows > 0 && static_cast<int64_t>(index_->slots.size()) >= options_.max_rows &&
-      !EvictForBudget(step_)) {
+      !EvictForBudget(step_, spare)) {
     return FailedPrecondition(
         "dynamic table '" + options_.var.name + "': " +
-        (spare_ == Spare::kStep
+        (spare == Spare::kStep
              ? "step " + std::to_string(step_) + " alone touches more than max_rows = " +
                    std::to_string(options_.max_rows) +
                    " rows of this shard, and rows of the step in progress are never evicted"
@@ -318,13 +318,6 @@ void DynamicTable::NewEpoch() {
 
 Status DynamicTable::AdmitAll(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct,
                               Spare spare) {
-  spare_ = spare;
-  Status st = AdmitAllSparing(ids, n, slots, distinct);
-  spare_ = Spare::kStep;
-  return st;
-}
-
-Status DynamicTable::AdmitAllSparing(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct) {
   // Lookups are cache misses in a large table: the index fetches a few ids
   // ahead (absl's prefetch), and the bookkeeping of each row found before
   // it is touched. (Its row is fetched by whoever applies to it: a batch's
@@ -374,7 +367,7 @@ Status DynamicTable::AdmitAllSparing(const uint64_t* ids, size_t n, int64_t* slo
         all_distinct = false;
         continue;
       }
-      PX_ASSIGN_OR_RETURN(slots[i], AdmitMissing(ids[i]));
+      PX_ASSIGN_OR_RETURN(slots[i], AdmitMissing(ids[i], spare));
       first->second = slots[i];
       if (slots[i] == kNotARow) continue;
       // A new row is of this call too (Spare::kContribution spares it).
@@ -449,18 +442,18 @@ void DynamicTable::TouchRead(int64_t slot) {
   }
 }
 
-bool DynamicTable::Spared(size_t slot, int64_t protect_from) const {
-  if (spare_ == Spare::kStep) return meta_[slot].last_step >= protect_from;
+bool DynamicTable::Spared(size_t slot, int64_t protect_from, Spare spare) const {
+  if (spare == Spare::kStep) return meta_[slot].last_step >= protect_from;
   return slot < marks_.size() && marks_[slot] == epoch_;
 }
 
-bool DynamicTable::EvictForBudget(int64_t protect_from) {
+bool DynamicTable::EvictForBudget(int64_t protect_from, Spare spare) {
   // The oldest row not spared: under kStep the head or none (the list is in
   // order of last step); under kContribution this call's rows are at the
   // tail end, so the walk is short unless the call holds nearly every row.
   int64_t victim = head_;
-  while (victim >= 0 && Spared(static_cast<size_t>(victim), protect_from)) {
-    if (spare_ == Spare::kStep) return false;  // the oldest row is of that step, so every row is
+  while (victim >= 0 && Spared(static_cast<size_t>(victim), protect_from, spare)) {
+    if (spare == Spare::kStep) return false;  // the oldest row is of that step, so every row is
     victim = meta_[static_cast<size_t>(victim)].next;
   }
   if (victim < 0) return false;
@@ -472,7 +465,7 @@ bool DynamicTable::EvictForBudget(int64_t protect_from) {
     for (int tries = 0; found < options_.lfu_sample && tries < 4 * options_.lfu_sample; ++tries) {
       const int64_t s = static_cast<int64_t>(NextRandom() % n);
       const size_t i = static_cast<size_t>(s);
-      if (meta_[i].last_step == kFree || Spared(i, protect_from)) continue;
+      if (meta_[i].last_step == kFree || Spared(i, protect_from, spare)) continue;
       ++found;
       const size_t v = static_cast<size_t>(victim);
       if (meta_[i].touches < meta_[v].touches ||
@@ -769,7 +762,7 @@ int64_t DynamicTable::FitBudget() {
   for (int64_t s : held) LinkTail(s);
   int64_t evicted = 0;
   while (options_.max_rows > 0 && static_cast<int64_t>(index_->slots.size()) > options_.max_rows &&
-         EvictForBudget(INT64_MAX)) {
+         EvictForBudget(INT64_MAX, Spare::kStep)) {
     ++evicted;
   }
   return evicted;

@@ -235,10 +235,8 @@ class DynamicTable {
   }
   bool NeverAdmitted(uint64_t id) const;
   void PrefetchWeights(int64_t slot) const;
-  // AdmitAll with spare_ set.
-  Status AdmitAllSparing(const uint64_t* ids, size_t n, int64_t* slots, bool* distinct);
   // Admit for an id the index does not hold.
-  StatusOr<int64_t> AdmitMissing(uint64_t id);
+  StatusOr<int64_t> AdmitMissing(uint64_t id, Spare spare);
   // A contribution's touch: counts it (LFU) and makes the row the step's.
   void Touch(int64_t slot);
   // A read's: makes the row the step's, counts nothing. Reading a row twice
@@ -246,12 +244,13 @@ class DynamicTable {
   // answered before its checkpoint was written) leave the table as one
   // read left it.
   void TouchRead(int64_t slot);
-  // Makes room for one row: evicts the policy's coldest row last touched
-  // before step `protect_from` (the step in progress, or INT64_MAX to spare
-  // none). False when every row is of that step or later.
-  bool EvictForBudget(int64_t protect_from);
-  // Whether EvictForBudget(protect_from) must spare the row in `slot` (spare_).
-  bool Spared(size_t slot, int64_t protect_from) const;
+  // Makes room for one row: evicts the policy's coldest row that `spare`
+  // allows: with kStep one last touched before step `protect_from` (the step
+  // in progress, or INT64_MAX to spare none), with kContribution one not of
+  // the AdmitAll call in progress. False when no row may go.
+  bool EvictForBudget(int64_t protect_from, Spare spare);
+  // Whether EvictForBudget(protect_from, spare) must spare the row in `slot`.
+  bool Spared(size_t slot, int64_t protect_from, Spare spare) const;
   // AdmitAll's marks start over: no row is of the call to come.
   void NewEpoch();
   // A slot for a new row: a freed one, or a new one at the end.
@@ -297,7 +296,6 @@ class DynamicTable {
   // seen in the current call (sized to meta_ on use; not state).
   std::vector<uint32_t> marks_;
   uint32_t epoch_ = 0;
-  Spare spare_ = Spare::kStep;  // AdmitAll's, for its duration
   std::vector<int64_t> read_slots_;  // ReadAll's scratch, kept between calls
   int64_t step_ = 0;
   uint64_t rng_;
