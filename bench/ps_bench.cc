@@ -95,6 +95,10 @@ struct Config {
   // categorical fields); every worker-step sends each table's pull, push or
   // push-pull at once and waits for them all. 1: W1's one table.
   int tables = 1;
+  // With --tables: each worker-step's calls go as one PsClient::Batch (one
+  // message per shard, wire version 2) instead of one request per table and
+  // partition.
+  bool batch = false;
   std::string ps_bin = PARALLAX_BIN_DIR "/parallax-ps";
   // Mode "stream".
   // The dynamic table's budget (max_rows, LRU), split over the shards; -1:
@@ -348,6 +352,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   // --tables N: each step's ids by table, and each table's rows.
   std::vector<std::vector<int64_t>> table_ids(c.tables);
   std::vector<std::vector<float>> table_rows(c.tables);
+  std::vector<BatchCall> calls;
   auto tables_step = [&](int s) -> bool {
     for (auto& t : table_ids) t.clear();
     for (int64_t id : stream[s]) {
@@ -359,24 +364,36 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
     enum class TableOp { kPull, kPush, kPushPull };
     auto all = [&](TableOp op) -> bool {
       std::vector<Ticket> tickets;
-      for (int t = 0; t < c.tables; ++t) {
+      auto failed = [&](const Status& st) {
+        std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << st.ToString() << "\n";
+        return false;
+      };
+      if (c.batch) {
+        calls.clear();
+        for (int t = 0; t < c.tables; ++t) {
+          const auto& ids = table_ids[t];
+          const std::span<const float> g(grads.data(), ids.size() * c.dim);
+          const uint32_t var = static_cast<uint32_t>(t);
+          calls.push_back(op == TableOp::kPull   ? BatchCall{BatchCall::Kind::kPull, var, ids, {}, &table_rows[t]}
+                          : op == TableOp::kPush ? BatchCall{BatchCall::Kind::kPush, var, ids, g, nullptr}
+                                                 : BatchCall{BatchCall::Kind::kPushPull, var, ids, g, &table_rows[t]});
+        }
+        StatusOr<std::vector<Ticket>> k = ps.Batch(calls, s);
+        if (!k.ok()) return failed(k.status());
+        tickets = std::move(k).value();
+      }
+      for (int t = 0; t < c.tables && !c.batch; ++t) {
         const auto& ids = table_ids[t];
         const std::span<const float> g(grads.data(), ids.size() * c.dim);
         const uint32_t var = static_cast<uint32_t>(t);
         StatusOr<Ticket> k = op == TableOp::kPull   ? ps.Pull(var, ids, s, &table_rows[t])
                              : op == TableOp::kPush ? ps.Push(var, ids, g, s)
                                                     : ps.PushPull(var, ids, g, s, &table_rows[t]);
-        if (!k.ok()) {
-          std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << k.status().ToString() << "\n";
-          return false;
-        }
+        if (!k.ok()) return failed(k.status());
         tickets.push_back(*k);
       }
       for (Ticket k : tickets) {
-        if (Status st = ps.Wait(k, DeadlineIn(60'000)); !st.ok()) {
-          std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << st.ToString() << "\n";
-          return false;
-        }
+        if (Status st = ps.Wait(k, DeadlineIn(60'000)); !st.ok()) return failed(st);
       }
       return true;
     };
@@ -426,9 +443,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
     std::ofstream requests(dir + "/requests");
     for (const std::string& text : texts) {
       const nlohmann::json j = nlohmann::json::parse(text);
-      requests << j.at("pulls").get<int64_t>() + j.at("pushes").get<int64_t>() +
-                      j.at("push_pulls").get<int64_t>()
-               << "\n";
+      requests << j.at("requests").get<int64_t>() << "\n";
     }
   }
   return 0;
@@ -481,7 +496,7 @@ RunResult RunOnce(const Config& c, const std::string& self, const std::string& m
                              std::to_string(c.k), "--warmup", std::to_string(c.warmup), "--steps",
                              std::to_string(c.steps), "--transport", c.transport, "--table",
                              c.table, "--scheme", c.scheme, "--ids", c.ids, "--tables",
-                             std::to_string(c.tables),
+                             std::to_string(c.tables), "--batch=" + std::string(c.batch ? "true" : "false"),
                              "--shard-recovery=" + std::string(c.shard_recovery ? "true" : "false")}));
   }
   // Both workers ready, or one gone: a worker that fails a warm-up step
@@ -551,7 +566,7 @@ void Emit(const std::string& metric, const std::string& unit, const std::string&
                       {"dim", c.dim},    {"k", c.k},           {"steps", c.steps},
                       {"prefault_mb", c.prefault_mb}, {"shard_recovery", c.shard_recovery},
                       {"table", c.table}, {"scheme", c.table == "dynamic" ? "hash" : c.scheme},
-                      {"ids", c.ids}, {"tables", c.tables}};
+                      {"ids", c.ids}, {"tables", c.tables}, {"batch", c.batch}};
   if (c.table == "dynamic") j["max_rows"] = c.max_rows;
   std::cout << j.dump() << std::endl;
 }
@@ -710,6 +725,10 @@ int main(int argc, char** argv) {
                  "request sent at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  app.add_option("--batch", c.batch,
+                 "with --tables: a worker-step's calls as one batch (one message per shard, wire "
+                 "version 2) instead of one request per table and partition")
+      ->capture_default_str();
   app.add_option("--max-rows", c.max_rows,
                  "the dynamic table's max_rows (LRU; default: 10^6 for the stream, none otherwise)")
       ->capture_default_str();
@@ -739,6 +758,11 @@ int main(int argc, char** argv) {
   if (c.tables > static_cast<int>(c.k) || (IsStream(c) && c.tables != 1)) {
     std::cerr << "ps_bench: --tables must be at most --k (each table gets ids), and 1 with --modes "
                  "stream\n";
+    return 2;
+  }
+  if (c.batch && c.tables < 2) {
+    std::cerr << "ps_bench: --batch needs --tables 2 or more (one table sends one request per "
+                 "shard already)\n";
     return 2;
   }
   if (IsStream(c) && (c.max_rows < 1 || c.hot < 1 || c.every < 1 || c.k < 2)) {

@@ -17,6 +17,13 @@ if(PARALLAX_BUILD_TESTS)
            COMMAND ps_bench --rows 20000 --k 256 --warmup 2 --steps 5 --runs 1 --tables 3 --dim 16
                    --modes pullpush,pushpull --scheme hash --prefault-mb 4)
   set_tests_properties(ps_bench_smoke_tables PROPERTIES LABELS integration TIMEOUT 120)
+  # Batched: one request per shard per worker-step (push-pull), which the
+  # shards count themselves.
+  add_test(NAME ps_bench_smoke_batch
+           COMMAND ps_bench --rows 20000 --k 256 --warmup 2 --steps 5 --runs 1 --tables 3 --dim 16
+                   --modes pushpull --scheme hash --prefault-mb 4 --batch true)
+  set_tests_properties(ps_bench_smoke_batch PROPERTIES LABELS integration TIMEOUT 120
+                       PASS_REGULAR_EXPRESSION "\"shard_requests_per_worker_step\".*\"value\":1\\.0[,}]")
   add_test(NAME ps_bench_smoke_stream
            COMMAND ps_bench --modes stream --stream-ids 200000 --max-rows 20000 --hot 1000 --k 512
                    --every 50 --prefault-mb 4)

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <absl/container/flat_hash_map.h>
@@ -199,6 +201,41 @@ void ShardCore::Error(const std::string& identity, const Header& request, ErrorC
 
 void ShardCore::Handle(const std::string& identity, const void* const* frames, const size_t* sizes,
                        size_t num_frames, std::vector<OutMessage>* out) {
+  const size_t first = out->size();
+  HandleMessage(identity, frames, sizes, num_frames, out);
+  if (!batch_parts_.empty()) CollectBatchReplies(first, out);
+}
+
+bool ShardCore::CheckFencing(const std::string& identity, const Header& h,
+                             std::vector<OutMessage>* out) {
+  if (options_.attempt != 0 && h.attempt != 0 && h.attempt != options_.attempt) {
+    Error(identity, h, ErrorCode::kStaleAttempt,
+          "request from attempt " + std::to_string(h.attempt) + ", this shard serves attempt " +
+              std::to_string(options_.attempt),
+          out);
+    return false;
+  }
+  if (options_.generation != 0 && h.generation != 0 && h.generation != options_.generation) {
+    Error(identity, h, ErrorCode::kStaleGeneration,
+          "request for generation " + std::to_string(h.generation) + " of PS shard " +
+              std::to_string(options_.shard) + ", this process serves generation " +
+              std::to_string(options_.generation) +
+              " (the shard was started again: resolve its endpoint anew)",
+          out);
+    return false;
+  }
+  return true;
+}
+
+void ShardCore::HandleMessage(const std::string& identity, const void* const* frames,
+                              const size_t* sizes, size_t num_frames,
+                              std::vector<OutMessage>* out) {
+  if (IsBatch(frames, sizes, num_frames)) {
+    ++stats_.requests;
+    ++stats_.batches;
+    HandleBatch(identity, frames, sizes, num_frames, out);
+    return;
+  }
   MessageView m;
   WireError e = ParseMessage(frames, sizes, num_frames, options_.limits, /*expect_reply=*/false, &m);
   if (!e.ok()) {
@@ -208,24 +245,10 @@ void ShardCore::Handle(const std::string& identity, const void* const* frames, c
     return;
   }
   const Header& h = m.header;
-  if (options_.attempt != 0 && h.attempt != 0 && h.attempt != options_.attempt) {
-    Error(identity, h, ErrorCode::kStaleAttempt,
-          "request from attempt " + std::to_string(h.attempt) + ", this shard serves attempt " +
-              std::to_string(options_.attempt),
-          out);
-    return;
-  }
-  if (options_.generation != 0 && h.generation != 0 && h.generation != options_.generation) {
-    Error(identity, h, ErrorCode::kStaleGeneration,
-          "request for generation " + std::to_string(h.generation) + " of PS shard " +
-              std::to_string(options_.shard) + ", this process serves generation " +
-              std::to_string(options_.generation) +
-              " (the shard was started again: resolve its endpoint anew)",
-          out);
-    return;
-  }
+  if (!CheckFencing(identity, h, out)) return;
   const Op op = static_cast<Op>(h.op);
   if (op == Op::kPull || op == Op::kPush || op == Op::kPushPull || op == Op::kWrite) {
+    ++stats_.requests;
     HandleData(identity, m, out);
   } else {
     HandleControl(identity, m, out);
@@ -234,19 +257,31 @@ void ShardCore::Handle(const std::string& identity, const void* const* frames, c
 
 void ShardCore::HandleData(const std::string& identity, const MessageView& m,
                            std::vector<OutMessage>* out) {
-  const Header& h = m.header;
   DataRequest r;
   if (!CheckData(identity, m, &r, out) || !ReadGradients(identity, m, &r, out)) return;
+  const Op op = static_cast<Op>(m.header.op);
+  if (op != Op::kPush && op != Op::kWrite && held_.size() >= options_.max_held) {
+    Error(identity, m.header, ErrorCode::kBadClock,
+          std::to_string(held_.size()) + " requests already wait for their step; refusing more", out);
+    return;
+  }
+  if (IsPushOp(m.header.op) && schedule_.At(m.header.clock).consistency == Consistency::kSync) {
+    if (std::string why = SyncPushRefusal(m.header, *r.ps, r.spec->name); !why.empty()) {
+      Error(identity, m.header, ErrorCode::kBadClock, why, out);
+      return;
+    }
+  }
+  ApplyData(identity, m.header, &r, out);
+}
+
+void ShardCore::ApplyData(const std::string& identity, const Header& h, DataRequest* rp,
+                          std::vector<OutMessage>* out) {
+  DataRequest& r = *rp;
   max_clock_seen_ = std::max(max_clock_seen_, h.clock);
   const Op op = static_cast<Op>(h.op);
   if (op == Op::kWrite) {
     WriteRows(*r.vs, r.ids, r.gp);
     out->push_back(Reply(identity, h, Op::kWrite));
-    return;
-  }
-  if (op != Op::kPush && held_.size() >= options_.max_held) {
-    Error(identity, h, ErrorCode::kBadClock,
-          std::to_string(held_.size()) + " requests already wait for their step; refusing more", out);
     return;
   }
   if (op == Op::kPull) {
@@ -268,6 +303,182 @@ void ShardCore::HandleData(const std::string& identity, const MessageView& m,
   } else {
     PushAsync(identity, h, &r, out);
   }
+}
+
+// An ERROR reply (already counted by Error()) made the refusal of a whole
+// batch: the envelope's header, the text saying which part; nothing of the
+// batch was applied.
+OutMessage ShardCore::AsBatchError(OutMessage m, const Header& env, const std::string& where) {
+  const Header eh = ps_wire::ReadHeader(m.frames[0].data());
+  Header h = env;
+  h.version = ps_wire::kBatchVersion;
+  h.op = static_cast<uint8_t>(Op::kError);
+  h.flags = ps_wire::kFlagReply;
+  h.error_code = eh.error_code;
+  h.count = 0;
+  h.dim = 0;
+  h.clock = eh.clock;
+  h.version_seen = 0;
+  ps_wire::WriteHeader(h, m.frames[0].data());
+  if (!where.empty()) m.frames[1] = where + m.frames[1] + "; nothing in the batch was applied";
+  m.values = ValueFrame();
+  return m;
+}
+
+void ShardCore::HandleBatch(const std::string& identity, const void* const* frames,
+                            const size_t* sizes, size_t num_frames, std::vector<OutMessage>* out) {
+  Header env;
+  std::vector<OutMessage> refused;
+  auto refuse = [&](ErrorCode code, const std::string& text, const std::string& where) {
+    Error(identity, env, code, text, &refused);
+    out->push_back(AsBatchError(std::move(refused.back()), env, where));
+  };
+  std::vector<BatchPart> parts;
+  if (WireError e = ParseBatch(frames, sizes, num_frames, options_.limits, /*expect_reply=*/false,
+                               &env, &parts);
+      !e.ok()) {
+    refuse(e.code, e.text, "");
+    return;
+  }
+  if (!CheckFencing(identity, env, &refused)) {
+    out->push_back(AsBatchError(std::move(refused.back()), env, ""));
+    return;
+  }
+  const size_t n = env.count;
+  std::vector<MessageView> views(n);
+  std::vector<DataRequest> reqs(n);
+  BatchSeen seen;
+  for (size_t k = 0; k < n; ++k) {
+    if (!CheckBatchPart(identity, env, parts[k], &seen, &views[k], &reqs[k], &refused)) {
+      const Header& h = views[k].header;
+      const std::string where = "batch part " + std::to_string(k) + " of " + std::to_string(n) +
+                                " (" + OpName(h.op) + " of variable " +
+                                std::to_string(h.variable) + " partition " +
+                                std::to_string(h.partition) + "): ";
+      out->push_back(AsBatchError(std::move(refused.back()), env, where));
+      return;
+    }
+  }
+  if (held_.size() + seen.pulls > options_.max_held) {
+    refuse(ErrorCode::kBadClock,
+           std::to_string(held_.size()) + " requests already wait for their step; refusing " +
+               std::to_string(seen.pulls) + " more",
+           "batch: ");
+    return;
+  }
+  // Every part is sound: register the batch, then apply the parts in order.
+  // Their replies (now, or when a held pull is answered) are gathered by
+  // CollectBatchReplies.
+  const uint64_t serial = ++batch_serial_;
+  PendingBatch& b = batches_[serial];
+  b.identity = identity;
+  b.header = env;
+  b.replies.resize(n);
+  b.missing = n;
+  for (size_t k = 0; k < n; ++k) {
+    const Header& h = views[k].header;
+    batch_parts_[{identity, h.request_id, h.variable, h.partition}] = {serial, k};
+  }
+  for (size_t k = 0; k < n; ++k) ApplyData(identity, views[k].header, &reqs[k], out);
+}
+
+bool ShardCore::CheckBatchPart(const std::string& identity, const Header& env,
+                               const BatchPart& part, BatchSeen* seen, MessageView* m,
+                               DataRequest* r, std::vector<OutMessage>* refused) {
+  WireError e = ParseMessage(part.frames, part.sizes, 3, options_.limits, /*expect_reply=*/false, m);
+  if (!e.ok()) {
+    Error(identity, m->header, e.code, e.text, refused);
+    return false;
+  }
+  const Op op = static_cast<Op>(m->header.op);
+  if (op != Op::kPull && op != Op::kPush && op != Op::kPushPull && op != Op::kWrite) {
+    Error(identity, m->header, ErrorCode::kUnknownOp,
+          "a batch carries PULL, PUSH, PUSH_PULL and WRITE only", refused);
+    return false;
+  }
+  // The envelope fences the whole batch.
+  m->header.attempt = env.attempt;
+  m->header.generation = env.generation;
+  const Header& h = m->header;
+  if (!seen->keys.insert({h.request_id, h.variable, h.partition}).second ||
+      batch_parts_.count({identity, h.request_id, h.variable, h.partition})) {
+    Error(identity, h, ErrorCode::kBadPartition,
+          "request " + std::to_string(h.request_id) +
+              " names this partition twice (in this batch, or in one still waiting)",
+          refused);
+    return false;
+  }
+  if (!CheckData(identity, *m, r, refused) || !ReadGradients(identity, *m, r, refused)) return false;
+  if (op == Op::kPull || op == Op::kPushPull) ++seen->pulls;
+  if (IsPushOp(h.op) && schedule_.At(h.clock).consistency == Consistency::kSync) {
+    std::string why = SyncPushRefusal(h, *r->ps, r->spec->name);
+    if (why.empty() && !seen->sync_pushes.insert({h.variable, h.partition, h.clock}).second) {
+      why = "worker " + std::to_string(h.worker) + " pushes step " + std::to_string(h.clock) +
+            " to partition " + std::to_string(h.partition) + " twice";
+    }
+    if (!why.empty()) {
+      Error(identity, h, ErrorCode::kBadClock, why, refused);
+      return false;
+    }
+  }
+  return true;
+}
+
+void ShardCore::CollectBatchReplies(size_t first, std::vector<OutMessage>* out) {
+  std::vector<OutMessage> done;
+  size_t kept = first;
+  for (size_t i = first; i < out->size(); ++i) {
+    OutMessage& m = (*out)[i];
+    bool taken = false;
+    if (!m.part_headers && m.frames[0].size() == ps_wire::kHeaderSize) {
+      const Header h = ps_wire::ReadHeader(m.frames[0].data());
+      auto it = batch_parts_.find({m.identity, h.request_id, h.variable, h.partition});
+      if (h.version == ps_wire::kVersion && it != batch_parts_.end()) {
+        auto [serial, k] = it->second;
+        batch_parts_.erase(it);
+        PendingBatch& b = batches_.at(serial);
+        b.replies[k] = std::move(m);
+        taken = true;
+        if (--b.missing == 0) {
+          done.push_back(BatchReply(b));
+          batches_.erase(serial);
+        }
+      }
+    }
+    if (!taken) {
+      if (kept != i) (*out)[kept] = std::move(m);
+      ++kept;
+    }
+  }
+  out->resize(kept);
+  for (auto& m : done) out->push_back(std::move(m));
+}
+
+// The three frames of a batch's reply: the envelope and every part's
+// header; the parts' texts (an ERROR part's count is its text's length);
+// the parts' rows.
+OutMessage ShardCore::BatchReply(PendingBatch& b) {
+  OutMessage reply;
+  reply.identity = std::move(b.identity);
+  Header env = b.header;
+  env.flags = ps_wire::kFlagReply;
+  reply.frames[0].resize(ps_wire::kHeaderSize);
+  ps_wire::WriteHeader(env, reply.frames[0].data());
+  reply.part_headers.emplace(ps_wire::kHeaderSize * b.replies.size(), '\0');
+  size_t value_bytes = 0;
+  for (const OutMessage& part : b.replies) value_bytes += part.values.size();
+  reply.values = ValueFrame(value_bytes);
+  size_t at = 0;
+  for (size_t k = 0; k < b.replies.size(); ++k) {
+    OutMessage& part = b.replies[k];
+    Header h = ps_wire::ReadHeader(part.frames[0].data());
+    if (h.op == static_cast<uint8_t>(Op::kError)) h.count = static_cast<uint32_t>(part.frames[1].size());
+    ps_wire::WriteHeader(h, reply.part_headers->data() + ps_wire::kHeaderSize * k);
+    reply.frames[1] += part.frames[1];
+    if (!part.values.empty()) std::memcpy(reply.values.data() + at, part.values.data(), part.values.size());
+    at += part.values.size();
+  }
+  return reply;
 }
 
 bool ShardCore::CheckData(const std::string& identity, const MessageView& m, DataRequest* r,
@@ -469,31 +680,14 @@ void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequ
 void ShardCore::PushSync(const std::string& identity, const Header& h, DataRequest* r,
                          std::vector<OutMessage>* out) {
   PartitionState& ps = *r->ps;
-  const std::string& name = r->spec->name;
   // The first sync step of a period after async or ssp ones: the steps
   // before it were applied on arrival, so this partition's sync steps start
-  // there.
+  // there (SyncPushRefusal checked the push against that).
   ps.applied = std::max(ps.applied, schedule_.PeriodStart(h.clock));
-  if (h.clock < ps.applied) {
-    Error(identity, h, ErrorCode::kBadClock,
-          "push for step " + std::to_string(h.clock) + " but partition " +
-              std::to_string(h.partition) + " of \"" + name + "\" already applied step " +
-              std::to_string(ps.applied - 1),
-          out);
-    return;
-  }
-  if (h.clock >= ps.applied + options_.max_steps_ahead) {
-    Error(identity, h, ErrorCode::kBadClock,
-          "push for step " + std::to_string(h.clock) + " is more than " +
-              std::to_string(options_.max_steps_ahead) + " steps ahead of step " +
-              std::to_string(ps.applied),
-          out);
-    return;
-  }
   auto& step = ps.pending[h.clock];
   step.resize(options_.plan.contributors());
   Contribution& c = step[h.worker];
-  if (c.present) {
+  if (c.present) {  // HandleData and HandleBatch refuse it first
     Error(identity, h, ErrorCode::kBadClock,
           "worker " + std::to_string(h.worker) + " already pushed step " + std::to_string(h.clock) +
               " to partition " + std::to_string(h.partition),
@@ -514,6 +708,27 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
   }
   if (TryApplySync(*r->vs, ps)) TrySave(out);
   ReleaseHeld(out);
+}
+
+std::string ShardCore::SyncPushRefusal(const Header& h, const PartitionState& ps,
+                                       const std::string& name) const {
+  const int64_t applied = std::max(ps.applied, schedule_.PeriodStart(h.clock));
+  if (h.clock < applied) {
+    return "push for step " + std::to_string(h.clock) + " but partition " +
+           std::to_string(h.partition) + " of \"" + name + "\" already applied step " +
+           std::to_string(applied - 1);
+  }
+  if (h.clock >= applied + options_.max_steps_ahead) {
+    return "push for step " + std::to_string(h.clock) + " is more than " +
+           std::to_string(options_.max_steps_ahead) + " steps ahead of step " +
+           std::to_string(applied);
+  }
+  auto it = ps.pending.find(h.clock);
+  if (it != ps.pending.end() && h.worker < it->second.size() && it->second[h.worker].present) {
+    return "worker " + std::to_string(h.worker) + " already pushed step " +
+           std::to_string(h.clock) + " to partition " + std::to_string(h.partition);
+  }
+  return "";
 }
 
 OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, size_t n,
@@ -1021,6 +1236,8 @@ std::string ShardCore::StatsJson() const {
   if (lost_updates_) {
     j["lost_updates"] = *lost_updates_ >= 0 ? nlohmann::json(*lost_updates_) : nlohmann::json();
   }
+  j["requests"] = stats_.requests;
+  j["batches"] = stats_.batches;
   j["pulls"] = stats_.pulls;
   j["pushes"] = stats_.pushes;
   j["push_pulls"] = stats_.push_pulls;

@@ -15,7 +15,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -77,14 +79,19 @@ class ValueFrame {
 
 // A message to send: the peer's ROUTER identity and the three wire frames:
 // frames[0] the header, frames[1] the text (errors, STATS), `values` the rows.
+// A batch's reply (wire version 2) has `part_headers` set and is sent as
+// frames[0] (the envelope), part_headers, frames[1] (the parts' texts), values.
 struct OutMessage {
   std::string identity;
   std::array<std::string, 2> frames;
   ValueFrame values;
+  std::optional<std::string> part_headers;
 };
 
 // Counters reported by STATS.
 struct ShardStats {
+  int64_t requests = 0;  // data messages received (a batch counts once, a refused one too)
+  int64_t batches = 0;   // of them, batches (wire version 2)
   int64_t pulls = 0, pushes = 0, push_pulls = 0, clocks = 0;
   int64_t rows_pulled = 0, rows_pushed = 0;
   int64_t errors = 0;
@@ -198,7 +205,41 @@ class ShardCore {
     uint64_t shm_reply = 0;
   };
 
+  // Handle() without the batch replies' collection.
+  void HandleMessage(const std::string& identity, const void* const* frames, const size_t* sizes,
+                     size_t num_frames, std::vector<OutMessage>* out);
   void HandleData(const std::string& identity, const MessageView& m, std::vector<OutMessage>* out);
+  // A checked data request applied (or held); its reply, if any, to `out`.
+  void ApplyData(const std::string& identity, const Header& h, DataRequest* r,
+                 std::vector<OutMessage>* out);
+  // Fencing of a request: false after STALE_ATTEMPT / STALE_GENERATION.
+  bool CheckFencing(const std::string& identity, const Header& h, std::vector<OutMessage>* out);
+  // A version-2 batch: every part checked, then every part applied; one
+  // reply once every part is answered (CollectBatchReplies), or one ERROR
+  // for the whole batch when any part is refused (nothing applied).
+  void HandleBatch(const std::string& identity, const void* const* frames, const size_t* sizes,
+                   size_t num_frames, std::vector<OutMessage>* out);
+  // What a batch's parts checked so far hold: (request id, variable,
+  // partition) keys, sync pushes (variable, partition, step), pulls.
+  struct BatchSeen {
+    std::set<std::tuple<uint64_t, uint32_t, uint32_t>> keys;
+    std::set<std::tuple<uint32_t, uint32_t, int64_t>> sync_pushes;
+    size_t pulls = 0;
+  };
+  // Checks one part of batch `env` into *m and *r, as if it came alone, and
+  // against the parts before it; false with the ERROR reply appended to
+  // `refused`.
+  bool CheckBatchPart(const std::string& identity, const Header& env, const BatchPart& part,
+                      BatchSeen* seen, MessageView* m, DataRequest* r,
+                      std::vector<OutMessage>* refused);
+  static OutMessage AsBatchError(OutMessage m, const Header& env, const std::string& where);
+  // Moves the replies to batch parts among out[first..] into their batches,
+  // and appends each batch whose parts are all answered as one message.
+  void CollectBatchReplies(size_t first, std::vector<OutMessage>* out);
+  struct PendingBatch;
+  static OutMessage BatchReply(PendingBatch& b);
+  // Sync: why push `h` to `ps` cannot be buffered (empty: it can).
+  std::string SyncPushRefusal(const Header& h, const PartitionState& ps, const std::string& name) const;
   // Each returns false after an error reply (nothing changed).
   bool CheckData(const std::string& identity, const MessageView& m, DataRequest* r,
                  std::vector<OutMessage>* out);
@@ -315,6 +356,19 @@ class ShardCore {
     std::string dir;
   };
   std::vector<PendingSave> pending_saves_;
+  // Batches whose parts are not all answered yet (a held pull among them),
+  // by serial; and each unanswered part by (peer, request id, variable,
+  // partition) → (serial, part index).
+  struct PendingBatch {
+    std::string identity;
+    Header header;                     // the envelope
+    std::vector<OutMessage> replies;   // by part
+    size_t missing = 0;
+  };
+  std::map<uint64_t, PendingBatch> batches_;
+  std::map<std::tuple<std::string, uint64_t, uint32_t, uint32_t>, std::pair<uint64_t, size_t>>
+      batch_parts_;
+  uint64_t batch_serial_ = 0;
   // Shared memory regions by peer identity (ATTACH).
   std::map<std::string, std::unique_ptr<ShmRegion>> regions_;
   ShardStats stats_;

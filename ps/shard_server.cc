@@ -214,6 +214,7 @@ class ZmqShardServer final : public ShardServer {
     try {
       router_.send(zmq::buffer(m.identity), zmq::send_flags::sndmore);
       router_.send(ToMessage(std::move(m.frames[0])), zmq::send_flags::sndmore);
+      if (m.part_headers) router_.send(ToMessage(std::move(*m.part_headers)), zmq::send_flags::sndmore);
       router_.send(ToMessage(std::move(m.frames[1])), zmq::send_flags::sndmore);
       router_.send(ToMessage(std::move(m.values)), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {

@@ -33,6 +33,9 @@ inline constexpr char kDenseWaitMs[] = "dense_wait_ms";
 inline constexpr char kSparseWaitMs[] = "sparse_wait_ms";
 inline constexpr char kSteps[] = "steps";
 inline constexpr char kLossMean[] = "loss_mean";
+// Messages a rank sent to the PS shards per step (a batch, schemas/ps_wire.md
+// "Batches", counts once).
+inline constexpr char kPsRequests[] = "ps_requests";
 
 // The value `name` of a point's values; 0 when the point has none (an older
 // trainer, or a path the job does not use).

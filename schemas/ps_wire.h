@@ -16,6 +16,15 @@
 // (The shard's ROUTER socket adds the peer identity in front; it is not
 // part of the format.)
 //
+// Version 2, a batch (schemas/ps_wire.md, "Batches"): N version-1 data
+// messages (PULL, PUSH, PUSH_PULL, WRITE) in 4 frames: [0] the envelope
+// header (version kBatchVersion, op kOpBatch, count = N parts), [1] the N
+// parts' headers, [2] their frame-1 bytes (ids) one after another, [3]
+// their frame-2 bytes (values, or SHM references) one after another. The
+// reply has the same shape, one version-1 reply per part in the request's
+// order (an ERROR part's count = its text's bytes, in frame 2), or is a
+// 3-frame kError envelope that refuses the whole batch (nothing applied).
+//
 // This header depends on nothing but the standard library so that any
 // process can include it.
 #ifndef PARALLAX_SCHEMAS_PS_WIRE_H_
@@ -33,6 +42,9 @@ static_assert(std::endian::native == std::endian::little,
 
 constexpr uint32_t kMagic = 0x53505850;  // "PXPS" in memory order
 constexpr uint16_t kVersion = 1;
+// A batch envelope (below): one message carrying several version-1 data
+// messages to one shard, answered by one message.
+constexpr uint16_t kBatchVersion = 2;
 constexpr uint32_t kHeaderSize = 64;
 constexpr uint32_t kNumFrames = 3;
 // header.clock and header.version lie in [0, kMaxClock].
@@ -54,7 +66,14 @@ enum class Op : uint8_t {
   kWrite = 11,    // ids + values → ack: the rows' weights become the values (initial
                   // values a worker gives, before the first step)
 };
-constexpr uint8_t kMaxOp = 11;
+constexpr uint8_t kMaxOp = 11;  // of a version-1 message
+// The op of a version-2 envelope (its reply: kBatch, or kError refusing the
+// whole batch).
+constexpr uint8_t kOpBatch = 12;
+// Parts in one envelope, at most.
+constexpr uint32_t kMaxBatchParts = 65536;
+// Frames of a batch: envelope, part headers, ids, values.
+constexpr uint32_t kBatchFrames = 4;
 
 // header.variable of a kSet request that applies to every variable.
 constexpr uint32_t kAllVariables = 0xFFFFFFFFu;

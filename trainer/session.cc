@@ -92,6 +92,8 @@ class SessionImpl final : public Session {
   }
 
   Status Prefetch(int var, std::span<const int64_t> next_ids) override;
+  Status PrefetchMany(std::span<const int> vars,
+                      std::span<const std::span<const int64_t>> next_ids) override;
   Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) override;
   Status Gradient(int var, std::span<const float> grad) override;
   Status Gradient(int var, std::span<const int64_t> ids, std::span<const float> row_grads) override;
@@ -410,6 +412,7 @@ Status SessionImpl::CreateParts() {
   sparse_options.rank = options_.rank;
   sparse_options.local_rank = options_.local_rank;
   sparse_options.step_timeout = options_.step_timeout;
+  sparse_options.batch = options_.config.ps.batch;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
                                          std::move(ps), &timeline_, &metrics_);
   device_ = std::make_unique<DeviceSync>(
@@ -545,6 +548,24 @@ Status SessionImpl::Prefetch(int var, std::span<const int64_t> next_ids) {
   PX_RETURN_IF_ERROR(CheckIds(v, next_ids));
   if (v.path != VariablePath::kPs) return Status::Ok();  // a local table: nothing to fetch
   Status st = sparse_->Prefetch(v.id, next_ids, step_ + 1);
+  return st.ok() ? st : Fail(st.WithContext(StepName()));
+}
+
+Status SessionImpl::PrefetchMany(std::span<const int> vars,
+                                 std::span<const std::span<const int64_t>> next_ids) {
+  PX_RETURN_IF_ERROR(Usable("PrefetchMany"));
+  if (vars.size() != next_ids.size()) {
+    return InvalidArgument("PrefetchMany: " + std::to_string(vars.size()) + " variables but " +
+                           std::to_string(next_ids.size()) + " id lists");
+  }
+  std::vector<std::pair<uint32_t, std::span<const int64_t>>> on_ps;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    PX_RETURN_IF_ERROR(registry_.Check(vars[i], /*sparse=*/true, "PrefetchMany"));
+    const plan::PlannedVariable& v = Planned(vars[i]);
+    PX_RETURN_IF_ERROR(CheckIds(v, next_ids[i]));
+    if (v.path == VariablePath::kPs) on_ps.emplace_back(v.id, next_ids[i]);  // else: local
+  }
+  Status st = sparse_->PrefetchMany(on_ps, step_ + 1);
   return st.ok() ? st : Fail(st.WithContext(StepName()));
 }
 

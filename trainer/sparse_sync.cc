@@ -231,19 +231,55 @@ std::string SparseSync::ShardsOf(const Slot& s) const {
 }
 
 Status SparseSync::Prefetch(uint32_t id, std::span<const int64_t> next_ids, int64_t step) {
-  Slot& s = At(id);
-  if (s.var.path != VariablePath::kPs) return Status::Ok();  // a replica: nothing to fetch
-  if (s.prefetch) {  // an unused earlier prefetch
-    std::unique_ptr<Prefetched> old = std::move(s.prefetch);
-    std::vector<float> unused;
-    PX_RETURN_IF_ERROR(AwaitPull(old->ticket, std::move(old->rows), &unused)
-                           .WithContext("earlier prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
+  const std::pair<uint32_t, std::span<const int64_t>> one[] = {{id, next_ids}};
+  return PrefetchMany(one, step);
+}
+
+Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<const int64_t>>> vars,
+                                int64_t step) {
+  for (size_t i = 0; i < vars.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (vars[j].first == vars[i].first)
+        return InvalidArgument("prefetching \"" + At(vars[i].first).var.name + "\" twice at once");
+    }
   }
-  auto pf = std::make_unique<Prefetched>();
-  pf->clock = step;
-  pf->ids.assign(next_ids.begin(), next_ids.end());
-  PX_ASSIGN_OR_RETURN(pf->ticket, ps_->Pull(s.var.id, pf->ids, pf->clock, pf->rows.get()));
-  s.prefetch = std::move(pf);
+  std::vector<ps::BatchCall> calls;
+  std::vector<Slot*> slots;
+  for (const auto& [id, next_ids] : vars) {
+    Slot& s = At(id);
+    if (s.var.path != VariablePath::kPs) continue;  // a replica: nothing to fetch
+    if (s.prefetch) {  // an unused earlier prefetch
+      std::unique_ptr<Prefetched> old = std::move(s.prefetch);
+      std::vector<float> unused;
+      PX_RETURN_IF_ERROR(AwaitPull(old->ticket, std::move(old->rows), &unused)
+                             .WithContext("earlier prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
+    }
+    auto pf = std::make_unique<Prefetched>();
+    pf->clock = step;
+    pf->ids.assign(next_ids.begin(), next_ids.end());
+    calls.push_back({ps::BatchCall::Kind::kPull, s.var.id, pf->ids, {}, pf->rows.get()});
+    s.prefetch = std::move(pf);
+    slots.push_back(&s);
+  }
+  if (calls.empty()) return Status::Ok();
+  auto fail = [&](const Status& st, Slot* s) {
+    for (Slot* t : slots) t->prefetch.reset();  // nothing of them was sent
+    return st.WithContext("prefetching \"" + s->var.name + "\"" + ShardsOf(*s));
+  };
+  if (options_.batch && calls.size() > 1) {
+    StatusOr<std::vector<ps::Ticket>> tickets = ps_->Batch(calls, step);
+    if (!tickets.ok()) return fail(tickets.status(), slots[0]);
+    for (size_t i = 0; i < slots.size(); ++i) slots[i]->prefetch->ticket = (*tickets)[i];
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    StatusOr<ps::Ticket> t = ps_->Pull(calls[i].var, calls[i].ids, step, calls[i].out);
+    if (!t.ok()) {
+      for (size_t j = i; j < slots.size(); ++j) slots[j]->prefetch.reset();  // not sent
+      return t.status().WithContext("prefetching \"" + slots[i]->var.name + "\"" + ShardsOf(*slots[i]));
+    }
+    slots[i]->prefetch->ticket = *t;
+  }
   return Status::Ok();
 }
 
@@ -333,17 +369,44 @@ Status SparseSync::StartPushes(int64_t step) {
     pushed_mode_ = mode;
   }
   if (plan_->local_aggregation) {
-    PX_RETURN_IF_ERROR(PushHostAggregated(step).WithContext("local aggregation of PS gradients"));
+    return PushHostAggregated(step).WithContext("local aggregation of PS gradients");
   }
+  std::vector<ps::BatchCall> calls;
+  std::vector<Slot*> called;
+  std::vector<std::vector<int64_t>> all_rows;  // the ids of dense variables' calls
+  all_rows.reserve(slots_.size());             // no reallocation: calls keep spans of them
   for (Slot& s : slots_) {
-    if (s.var.path != VariablePath::kPs || plan_->local_aggregation) continue;
+    if (s.var.path != VariablePath::kPs) continue;
     // A dense variable on the PS pushes every row and gets the updated
     // values back.
-    StatusOr<ps::Ticket> t =
-        s.var.sparse ? ps_->Push(s.var.id, s.pending_ids, s.pending_grads, step)
-                     : ps_->PushPull(s.var.id, AllRows(s.var.rows), s.grad, step, &s.pulled);
-    if (!t.ok()) return t.status().WithContext("pushing \"" + s.var.name + "\"" + ShardsOf(s));
-    pushes_.emplace_back(*t, &s);
+    if (s.var.sparse) {
+      calls.push_back({ps::BatchCall::Kind::kPush, s.var.id, s.pending_ids, s.pending_grads, nullptr});
+    } else {
+      all_rows.push_back(AllRows(s.var.rows));
+      calls.push_back({ps::BatchCall::Kind::kPushPull, s.var.id, all_rows.back(), s.grad, &s.pulled});
+    }
+    called.push_back(&s);
+  }
+  return SubmitPushes(calls, called, step);
+}
+
+// The step's pushes: one batch (a message per shard), or a call each.
+Status SparseSync::SubmitPushes(std::span<const ps::BatchCall> calls, std::span<Slot* const> slots,
+                                int64_t step) {
+  if (calls.empty()) return Status::Ok();
+  if (options_.batch) {
+    StatusOr<std::vector<ps::Ticket>> tickets = ps_->Batch(calls, step);
+    if (!tickets.ok()) return tickets.status().WithContext("pushing this step's PS variables");
+    for (size_t i = 0; i < calls.size(); ++i) pushes_.emplace_back((*tickets)[i], slots[i]);
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const ps::BatchCall& c = calls[i];
+    StatusOr<ps::Ticket> t = c.kind == ps::BatchCall::Kind::kPush
+                                 ? ps_->Push(c.var, c.ids, c.grads, step)
+                                 : ps_->PushPull(c.var, c.ids, c.grads, step, c.out);
+    if (!t.ok()) return t.status().WithContext("pushing \"" + slots[i]->var.name + "\"" + ShardsOf(*slots[i]));
+    pushes_.emplace_back(*t, slots[i]);
   }
   return Status::Ok();
 }
@@ -370,15 +433,11 @@ Status SparseSync::PushHostAggregated(int64_t step) {
                                               Deadline(), /*merge_rank=*/0));
   }
   if (options_.local_rank != 0) return Status::Ok();
+  std::vector<ps::BatchCall> calls;
   for (size_t t = 0; t < vars.size(); ++t) {
-    StatusOr<ps::Ticket> ticket = ps_->Push(vars[t]->var.id, rows[t].ids, rows[t].values, step);
-    if (!ticket.ok()) {
-      return ticket.status().WithContext("pushing \"" + vars[t]->var.name + "\"" +
-                                         ShardsOf(*vars[t]));
-    }
-    pushes_.emplace_back(*ticket, vars[t]);
+    calls.push_back({ps::BatchCall::Kind::kPush, vars[t]->var.id, rows[t].ids, rows[t].values, nullptr});
   }
-  return Status::Ok();
+  return SubmitPushes(calls, vars, step);
 }
 
 // Sums every rank's (ids, rows) of each all-gather table in rank order,

@@ -60,6 +60,9 @@ class SparseSync {
     int rank = 0;  // for log lines
     int local_rank = 0;
     std::chrono::milliseconds step_timeout{300'000};
+    // A step's pushes to the PS as one message per shard (PsClient::Batch,
+    // the job's [ps] batch); false: one per variable and partition.
+    bool batch = true;
   };
 
   // `plan`, `world` (the job's communicator; null with one rank),
@@ -97,6 +100,10 @@ class SparseSync {
   // one); a second prefetch of the variable in one step replaces the first.
   // A replica needs no prefetch.
   Status Prefetch(uint32_t id, std::span<const int64_t> next_ids, int64_t step);
+  // Prefetch() of each (variable, ids), their pulls as one batch (one
+  // message per shard) with options.batch.
+  Status PrefetchMany(std::span<const std::pair<uint32_t, std::span<const int64_t>>> vars,
+                      int64_t step);
   // Rows of `ids` as of the start of step `step`: from the replica, from the
   // step's prefetch when it holds every id of `ids` (as often as the model
   // looks the table up), or a pull.
@@ -180,6 +187,10 @@ class SparseSync {
   Status LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64_t step,
                           std::vector<float>* rows, bool* served);
   Status PushHostAggregated(int64_t step);
+  // Submits a step's pushes (calls[i] for slots[i]) into pushes_: as one
+  // batch with options_.batch, else a call each.
+  Status SubmitPushes(std::span<const ps::BatchCall> calls, std::span<Slot* const> slots,
+                      int64_t step);
   // " (on PS shard 0 at tcp://...)", for errors.
   std::string ShardsOf(const Slot& s) const;
 

@@ -52,6 +52,7 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     now.v[5] = t.push_received;
     now.v[6] = t.pull_sent;
     now.v[7] = t.pull_received;
+    now.ps_requests = t.messages_sent;
   }
   // now.v holds sent, received for each path in metric_names::kPaths order.
   namespace names = metric_names;
@@ -63,6 +64,7 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
     out[names::RecvBytes(names::kPaths[i])] =
         static_cast<double>(now.v[2 * i + 1] - last_.v[2 * i + 1]) / steps;
   }
+  if (ps) out[names::kPsRequests] = static_cast<double>(now.ps_requests - last_.ps_requests) / steps;
   out[names::kComputeMs] = Ms(compute_) / steps;
   out[names::kDenseWaitMs] = Ms(total_dense_) / steps;
   out[names::kSparseWaitMs] = Ms(total_sparse_) / steps;

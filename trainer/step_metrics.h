@@ -50,7 +50,7 @@ class StepMetrics {
   // "allreduce_recv_bytes", "allgather_sent_bytes", "allgather_recv_bytes",
   // "ps_push_sent_bytes", "ps_push_recv_bytes", "ps_pull_sent_bytes",
   // "ps_pull_recv_bytes", "local_agg_sent_bytes", "local_agg_recv_bytes",
-  // "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps", and
+  // "ps_requests", "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps", and
   // "loss_mean", the mean of the losses AddLoss() was given, when it was
   // given any), then starts a
   // new interval. `comm` and `ps` may be null. `host`: the communicator of
@@ -62,6 +62,7 @@ class StepMetrics {
  private:
   struct Snapshot {
     int64_t v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t ps_requests = 0;
   };
   Snapshot last_;
   Clock::duration dense_wait_{}, sparse_wait_{}, total_dense_{}, total_sparse_{}, compute_{};

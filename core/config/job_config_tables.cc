@@ -294,6 +294,7 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
   ReadSetting(t, "ps", "value_encoding", &ps->value_encoding);
   ReadBool(t, "ps", "curve", &ps->curve);
   ReadBool(t, "ps", "shared_memory", &ps->shared_memory);
+  ReadBool(t, "ps", "batch", &ps->batch);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
     const auto v = mb->value<int64_t>();
     if (!v || *v < 1 || *v > 4096) {

@@ -218,6 +218,7 @@ class ZmqPsClient final : public PsClient {
     frames[0] = HeaderMessage(h);
     frames[1] = zmq::message_t(name.data(), name.size());
     CountFrames(h.op, frames[0].size() + frames[1].size(), /*sent=*/true);
+    messages_sent_.fetch_add(1, std::memory_order_relaxed);
     dealers_[shard].send(frames[0], zmq::send_flags::sndmore);
     dealers_[shard].send(frames[1], zmq::send_flags::sndmore);
     dealers_[shard].send(frames[2], zmq::send_flags::none);
@@ -418,14 +419,25 @@ class ZmqPsClient final : public PsClient {
     return frames;
   }
 
-  StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
-                              std::span<const float> grads, int64_t clock, std::vector<float>* out) {
-    const PsPlan& plan = options_.plan;
+  // A data request checked and split, its frames built (headers not yet):
+  // what SubmitData and Batch send.
+  struct Prepared {
+    std::unique_ptr<Request> request;
+    std::vector<std::array<zmq::message_t, 3>> frames;  // by part
+    uint32_t var_id = 0;
+  };
+
+  StatusOr<Prepared> Prepare(Op op, uint32_t var_id, std::span<const int64_t> ids,
+                             std::span<const float> grads, int64_t clock,
+                             std::vector<float>* out) {
     PX_ASSIGN_OR_RETURN(const VariableSpec* var, CheckData(op, var_id, ids, grads));
+    const PsPlan& plan = options_.plan;
     const uint32_t dim = var->dim;
     const bool pushes = op != Op::kPull;
-    auto req = std::make_unique<Request>();
-    Request& r = *req;
+    Prepared prepared;
+    prepared.var_id = var_id;
+    prepared.request = std::make_unique<Request>();
+    Request& r = *prepared.request;
     r.op = op;
     r.var = var;
     if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
@@ -449,12 +461,19 @@ class ZmqPsClient final : public PsClient {
       }
     }
     if (out != nullptr) out->resize(ids.size() * dim);
-    std::vector<std::array<zmq::message_t, 3>> frames =
-        BuildFrames(r, d, pushes, out != nullptr, [&](uint32_t u) {
-          return r.has_duplicates ? summed.data() + size_t{u} * dim
-                                  : grads.data() + size_t{r.first_pos[u]} * dim;
-        });
+    prepared.frames = BuildFrames(r, d, pushes, out != nullptr, [&](uint32_t u) {
+      return r.has_duplicates ? summed.data() + size_t{u} * dim
+                              : grads.data() + size_t{r.first_pos[u]} * dim;
+    });
     if (r.has_duplicates) r.index_of = std::move(d.index_of);
+    return prepared;
+  }
+
+  // Registers a prepared request under a new ticket and writes its parts'
+  // headers (the versions last pulled are read under the same lock).
+  Ticket Register(Prepared& p, int64_t clock) {
+    Request& r = *p.request;
+    const Op op = r.op;
     Ticket ticket;
     std::vector<int64_t> versions(r.parts.size());
     {
@@ -464,26 +483,126 @@ class ZmqPsClient final : public PsClient {
         versions[k] = last_version_[r.var_index][r.parts[k].partition];
       r.remaining = r.parts.size();
       r.done = r.remaining == 0;
-      requests_.emplace(ticket, std::move(req));
+      requests_.emplace(ticket, std::move(p.request));
     }
-    for (size_t k = 0; k < frames.size(); ++k) {
+    for (size_t k = 0; k < p.frames.size(); ++k) {
       Header h;
       h.op = static_cast<uint8_t>(op);
-      h.flags = plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16 : 0;
+      h.flags = options_.plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16 : 0;
       if (r.parts[k].shm()) h.flags |= ps_wire::kFlagShm;
-      h.variable = var_id;
+      h.variable = p.var_id;
       h.partition = r.parts[k].partition;
       h.worker = options_.worker;
       h.count = static_cast<uint32_t>(r.parts[k].uniq.size());
-      h.dim = dim;
+      h.dim = r.var->dim;
       h.request_id = ticket;
       h.clock = clock;
       h.version_seen = versions[k];
       h.attempt = options_.attempt;
-      frames[k][0] = HeaderMessage(h);
-      SendToLoop(r.parts[k].shard, frames[k]);
+      p.frames[k][0] = HeaderMessage(h);
     }
     return ticket;
+  }
+
+  StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
+                              std::span<const float> grads, int64_t clock, std::vector<float>* out) {
+    PX_ASSIGN_OR_RETURN(Prepared p, Prepare(op, var_id, ids, grads, clock, out));
+    const Request& r = *p.request;  // registered below; owned by requests_ then
+    const Ticket ticket = Register(p, clock);
+    for (size_t k = 0; k < p.frames.size(); ++k) SendToLoop(r.parts[k].shard, p.frames[k]);
+    return ticket;
+  }
+
+  StatusOr<std::vector<Ticket>> Batch(std::span<const BatchCall> calls, int64_t clock) override {
+    std::vector<Prepared> prepared;
+    prepared.reserve(calls.size());
+    for (size_t c = 0; c < calls.size(); ++c) {
+      const BatchCall& call = calls[c];
+      const Op op = call.kind == BatchCall::Kind::kPull       ? Op::kPull
+                    : call.kind == BatchCall::Kind::kPush     ? Op::kPush
+                    : call.kind == BatchCall::Kind::kPushPull ? Op::kPushPull
+                                                              : Op::kWrite;
+      if ((op == Op::kPull || op == Op::kPushPull) != (call.out != nullptr)) {
+        Unprepare(prepared);
+        return InvalidArgument("PS batch call " + std::to_string(c) + ": " + OpName(static_cast<uint8_t>(op)) +
+                               (call.out == nullptr ? " needs" : " takes no") + " output buffer");
+      }
+      StatusOr<Prepared> p = Prepare(op, call.var, call.ids, call.grads,
+                                     op == Op::kWrite ? 0 : clock, call.out);
+      if (!p.ok()) {
+        Unprepare(prepared);
+        return p.status().WithContext("PS batch call " + std::to_string(c));
+      }
+      prepared.push_back(std::move(p).value());
+    }
+    std::vector<Ticket> tickets;
+    tickets.reserve(prepared.size());
+    // Each shard's parts, in the calls' order.
+    std::vector<std::vector<zmq::message_t>> by_shard(options_.plan.num_shards);
+    for (Prepared& p : prepared) {
+      const Request& r = *p.request;
+      tickets.push_back(Register(p, r.op == Op::kWrite ? 0 : clock));
+      for (size_t k = 0; k < p.frames.size(); ++k) {
+        auto& f = by_shard[r.parts[k].shard];
+        for (auto& frame : p.frames[k]) f.push_back(std::move(frame));
+      }
+    }
+    for (uint32_t shard = 0; shard < by_shard.size(); ++shard) SendBatches(shard, by_shard[shard], clock);
+    return tickets;
+  }
+
+  // Frees what Prepare reserved of requests that will not be sent.
+  void Unprepare(std::vector<Prepared>& prepared) {
+    for (Prepared& p : prepared)
+      for (const Part& part : p.request->parts) ReleaseShm(part);
+  }
+
+  // Sends a shard's parts (3 frames each) as batches of at most
+  // max_batch_bytes; a batch of one part goes as a plain version-1 message.
+  void SendBatches(uint32_t shard, std::vector<zmq::message_t>& parts, int64_t clock) {
+    size_t begin = 0;
+    while (begin < parts.size()) {
+      size_t end = begin, bytes = ps_wire::kHeaderSize;
+      while (end < parts.size()) {
+        const size_t part_bytes = parts[end].size() + parts[end + 1].size() + parts[end + 2].size();
+        if (end > begin && bytes + part_bytes > options_.max_batch_bytes) break;
+        bytes += part_bytes;
+        end += 3;
+      }
+      const size_t n = (end - begin) / 3;
+      std::vector<zmq::message_t> frames;
+      if (n == 1) {
+        for (size_t i = begin; i < end; ++i) frames.push_back(std::move(parts[i]));
+      } else {
+        Header h;
+        h.version = ps_wire::kBatchVersion;
+        h.op = ps_wire::kOpBatch;
+        h.partition = shard;
+        h.worker = options_.worker;
+        h.count = static_cast<uint32_t>(n);
+        h.clock = clock;
+        h.attempt = options_.attempt;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          h.request_id = ++next_ticket_;  // never registered: names the batch
+        }
+        frames.push_back(HeaderMessage(h));
+        // The parts' headers, ids and values, each one after another.
+        size_t sizes[3] = {0, 0, 0};
+        for (size_t i = begin; i < end; ++i) sizes[(i - begin) % 3] += parts[i].size();
+        for (size_t f = 0; f < 3; ++f) {
+          zmq::message_t joined(sizes[f]);
+          char* at = static_cast<char*>(joined.data());
+          for (size_t i = begin + f; i < end; i += 3) {
+            if (parts[i].size() > 0) std::memcpy(at, parts[i].data(), parts[i].size());
+            at += parts[i].size();
+          }
+          frames.push_back(std::move(joined));
+        }
+      }
+      SendToLoop(shard, frames.data(), frames.size());
+      begin = end;
+    }
   }
 
   StatusOr<Ticket> SubmitControl(Op op, const std::string& text, int64_t clock,
@@ -525,12 +644,14 @@ class ZmqPsClient final : public PsClient {
 
   // Hands a message to the loop thread, which owns the shard sockets.
   // inproc moves message bodies without copying them.
-  void SendToLoop(uint32_t shard, std::array<zmq::message_t, 3>& frames) {
+  void SendToLoop(uint32_t shard, zmq::message_t* frames, size_t n) {
     std::lock_guard<std::mutex> lock(send_mu_);
     cmd_send_.send(zmq::const_buffer(&shard, sizeof shard), zmq::send_flags::sndmore);
-    cmd_send_.send(frames[0], zmq::send_flags::sndmore);
-    cmd_send_.send(frames[1], zmq::send_flags::sndmore);
-    cmd_send_.send(frames[2], zmq::send_flags::none);
+    for (size_t i = 0; i < n; ++i)
+      cmd_send_.send(frames[i], i + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  void SendToLoop(uint32_t shard, std::array<zmq::message_t, 3>& frames) {
+    SendToLoop(shard, frames.data(), frames.size());
   }
 
   // Loop thread: the sockets to poll: commands, every dealer, and with
@@ -563,8 +684,8 @@ class ZmqPsClient final : public PsClient {
             replaced |= TakeRecoveries();
             continue;
           }
-          std::array<zmq::message_t, 3> frames = {std::move(msgs[1]), std::move(msgs[2]),
-                                                  std::move(msgs[3])};
+          std::vector<zmq::message_t> frames(std::make_move_iterator(msgs.begin() + 1),
+                                             std::make_move_iterator(msgs.end()));
           SendToShard(shard, frames);
         }
       }
@@ -592,28 +713,63 @@ class ZmqPsClient final : public PsClient {
     }
   }
 
-  // Loop thread: sends a request to its shard, or with recovery keeps it
-  // (a shared copy: ZeroMQ counts references) until the shard answers, to
-  // send it again to the shard's next generation if this one is lost.
-  void SendToShard(uint32_t shard, std::array<zmq::message_t, 3>& frames) {
+  // Loop thread: sends a request (3 frames, or a batch) to its shard, or
+  // with recovery keeps it (a shared copy: ZeroMQ counts references) until
+  // the shard answers, to send it again to the shard's next generation if
+  // this one is lost.
+  void SendToShard(uint32_t shard, std::vector<zmq::message_t>& frames) {
     Header h = ps_wire::ReadHeader(frames[0].data());
     if (h.generation != lost_->generation(shard)) {  // a header no one else holds yet
       h.generation = lost_->generation(shard);
       ps_wire::WriteHeader(h, frames[0].data());
     }
+    const bool batch = h.version == ps_wire::kBatchVersion;
+    if (batch && !batches_.count(h.request_id)) {
+      // Its parts, to finish them from the batch's one answer.
+      auto& parts = batches_[h.request_id];
+      const char* headers = static_cast<const char*>(frames[1].data());
+      for (size_t at = 0; at + ps_wire::kHeaderSize <= frames[1].size(); at += ps_wire::kHeaderSize) {
+        const Header ph = ps_wire::ReadHeader(headers + at);
+        parts.push_back({ph.request_id, ph.partition});
+      }
+    }
     if (lost_->enabled() && h.request_id != kAttachRequestId) {
       if (!lost_->gone(shard).ok()) {
-        FailPart(h.request_id, h.partition, lost_->gone(shard));
+        FailRequest(h.request_id, h.partition, lost_->gone(shard));
         return;
       }
       lost_->Keep(shard, h.request_id, h.partition, frames);
       if (lost_->lost(shard)) return;  // sent once the next generation is found
     }
-    CountFrames(h.op, frames[0].size() + frames[1].size() + frames[2].size(), /*sent=*/true);
+    if (batch) {
+      const char* headers = static_cast<const char*>(frames[1].data());
+      for (size_t at = 0; at + ps_wire::kHeaderSize <= frames[1].size(); at += ps_wire::kHeaderSize) {
+        const Header ph = ps_wire::ReadHeader(headers + at);
+        size_t id_bytes = 0, value_bytes = 0;
+        PartFrameSizes(ph, /*is_reply=*/false, &id_bytes, &value_bytes);
+        CountFrames(ph.op, ps_wire::kHeaderSize + id_bytes + value_bytes, /*sent=*/true);
+      }
+      CountFrames(ps_wire::kOpBatch, frames[0].size(), /*sent=*/true);
+    } else {
+      CountFrames(h.op, frames[0].size() + frames[1].size() + frames[2].size(), /*sent=*/true);
+    }
     auto& d = dealers_[shard];
-    d.send(frames[0], zmq::send_flags::sndmore);
-    d.send(frames[1], zmq::send_flags::sndmore);
-    d.send(frames[2], zmq::send_flags::none);
+    messages_sent_.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < frames.size(); ++i)
+      d.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+
+  // Loop thread: request `id`'s part for `partition` ends with `status`
+  // without a reply; for a batch, every part in it.
+  void FailRequest(uint64_t id, uint32_t partition, const Status& status) {
+    auto it = batches_.find(id);
+    if (it == batches_.end()) {
+      FailPart(id, partition, status);
+      return;
+    }
+    const auto parts = std::move(it->second);
+    batches_.erase(it);
+    for (const auto& [ticket, part] : parts) FailPart(ticket, part, status);
   }
 
   // Loop thread: connects to the shards whose next generation was found
@@ -627,7 +783,7 @@ class ZmqPsClient final : public PsClient {
       if (st.ok()) st = Reconnect(shard, found.value());
       if (st.ok()) continue;
       for (const auto& [key, frames] : lost_->Gone(shard, st.message()))
-        FailPart(key.first, key.second, lost_->gone(shard));
+        FailRequest(key.first, key.second, lost_->gone(shard));
     }
     return replaced;
   }
@@ -644,35 +800,111 @@ class ZmqPsClient final : public PsClient {
     for (auto& [key, frames] : lost_->Recovered(shard, address.generation)) {
       Header h = ps_wire::ReadHeader(frames[0].data());
       h.generation = address.generation;
-      std::array<zmq::message_t, 3> again;
-      again[0] = HeaderMessage(h);
-      again[1] = std::move(frames[1]);
-      again[2] = std::move(frames[2]);
+      std::vector<zmq::message_t> again;
+      again.push_back(HeaderMessage(h));
+      for (size_t i = 1; i < frames.size(); ++i) again.push_back(std::move(frames[i]));
       SendToShard(shard, again);
     }
     return Status::Ok();
   }
 
+  // Loop thread: a batch's answer: each part's reply handled as if it had
+  // come alone, or the batch's ERROR for every part.
+  void HandleBatchReply(uint32_t shard, std::vector<zmq::message_t>& msgs) {
+    std::vector<const void*> data(msgs.size());
+    std::vector<size_t> sizes(msgs.size());
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      data[i] = msgs[i].data();
+      sizes[i] = msgs[i].size();
+    }
+    Header h;
+    std::string_view text;
+    std::vector<BatchPart> parts;
+    WireLimits limits;
+    limits.max_message_bytes = ~size_t{0};
+    WireError err = ParseBatch(data.data(), sizes.data(), msgs.size(), limits, /*expect_reply=*/true,
+                               &h, &parts, &text);
+    if (!err.ok()) {
+      PX_LOG(WARNING) << "PS shard " << shard << " sent a malformed batch reply: " << err.text;
+      return;
+    }
+    CountFrames(ps_wire::kOpBatch, msgs[0].size() + (h.op == ps_wire::kOpBatch ? 0 : msgs[1].size()),
+                /*sent=*/false);
+    auto it = batches_.find(h.request_id);
+    if (it == batches_.end()) return;  // answered already (sent again to a next generation)
+    if (h.op == static_cast<uint8_t>(Op::kError)) {
+      const auto code = static_cast<ErrorCode>(h.error_code);
+      if (options_.resolve_shard && code == ErrorCode::kStaleGeneration) {
+        lost_->Lose(shard, std::string(text));  // the batch stays held
+        return;
+      }
+      if (options_.resolve_shard) lost_->Answered(shard, h.request_id, h.partition);
+      FailRequest(h.request_id, h.partition,
+                  Status(CodeFor(code), "PS shard " + std::to_string(shard) + ": " +
+                                            ErrorCodeName(code) + ": " + std::string(text)));
+      return;
+    }
+    if (options_.resolve_shard) lost_->Answered(shard, h.request_id, h.partition);
+    batches_.erase(it);
+    for (BatchPart& part : parts) {
+      // An ERROR part's count is its text's length here, 0 when alone.
+      Header ph = ps_wire::ReadHeader(part.frames[0]);
+      char fixed[ps_wire::kHeaderSize];
+      if (ph.op == static_cast<uint8_t>(Op::kError)) {
+        ph.count = 0;
+        ps_wire::WriteHeader(ph, fixed);
+        part.frames[0] = fixed;
+      }
+      HandleParsedReply(shard, part.frames, part.sizes, 3,
+                        part.sizes[0] + part.sizes[1] + part.sizes[2]);
+    }
+  }
+
   void HandleReply(uint32_t shard, std::vector<zmq::message_t>& msgs) {
+    if (!msgs.empty() && msgs[0].size() == ps_wire::kHeaderSize &&
+        ps_wire::ReadHeader(msgs[0].data()).version == ps_wire::kBatchVersion) {
+      HandleBatchReply(shard, msgs);
+      return;
+    }
     const void* data[3] = {nullptr, nullptr, nullptr};
     size_t sizes[3] = {0, 0, 0};
     const size_t n = std::min<size_t>(msgs.size(), 3);
+    size_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
       data[i] = msgs[i].data();
       sizes[i] = msgs[i].size();
     }
+    for (const auto& msg : msgs) bytes += msg.size();
+    HandleParsedReply(shard, data, sizes, msgs.size(), bytes);
+  }
+
+  // Loop thread: one version-1 reply (alone, or a part of a batch's),
+  // `bytes` long in all.
+  void HandleParsedReply(uint32_t shard, const void* const* data, const size_t* sizes,
+                         size_t num_frames, size_t bytes) {
     MessageView m;
-    WireError err = ParseMessage(data, sizes, msgs.size(), WireLimits{}, /*expect_reply=*/true, &m);
+    WireError err = ParseMessage(data, sizes, num_frames, WireLimits{}, /*expect_reply=*/true, &m);
     if (!err.ok()) {
       PX_LOG(WARNING) << "PS shard " << shard << " sent a malformed reply: " << err.text;
       return;
     }
     const Header& h = m.header;
-    size_t bytes = 0;
-    for (const auto& msg : msgs) bytes += msg.size();
     CountFrames(h.op, bytes, /*sent=*/false);
     if (h.request_id == kAttachRequestId) {
       HandleAttachReply(shard, m);
+      return;
+    }
+    if (auto b = batches_.find(h.request_id); b != batches_.end()) {
+      // A version-1 answer to a batch: a shard that speaks only version 1
+      // refused it (BAD_VERSION or BAD_FRAMES).
+      if (options_.resolve_shard) lost_->Answered(shard, h.request_id, h.partition);
+      const auto code = static_cast<ErrorCode>(h.error_code);
+      FailRequest(h.request_id, h.partition,
+                  Status(StatusCode::kFailedPrecondition,
+                         "PS shard " + std::to_string(shard) + " refused a batch (wire version 2): " +
+                             ErrorCodeName(code) + ": " + std::string(m.text) +
+                             "; it speaks only version 1: start the job's shards from this build, "
+                             "or turn batching off ([ps] batch = false)"));
       return;
     }
     if (options_.resolve_shard) {
@@ -789,6 +1021,7 @@ class ZmqPsClient final : public PsClient {
     t.pull_received = bytes_[1][1];
     t.other_sent = bytes_[2][0];
     t.other_received = bytes_[2][1];
+    t.messages_sent = messages_sent_.load(std::memory_order_relaxed);
     return t;
   }
 
@@ -805,6 +1038,7 @@ class ZmqPsClient final : public PsClient {
   const PsClientOptions options_;
   zmq::context_t ctx_;
   std::atomic<int64_t> bytes_[3][2] = {};
+  std::atomic<int64_t> messages_sent_{0};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -830,6 +1064,8 @@ class ZmqPsClient final : public PsClient {
   std::unique_ptr<LostShards> lost_;
   std::vector<zmq::socket_t> monitors_;
   uint64_t monitor_serial_ = 0;
+  // Batches sent and not answered: their parts (ticket, partition).
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, uint32_t>>> batches_;
 };
 
 }  // namespace

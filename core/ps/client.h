@@ -108,6 +108,10 @@ struct PsClientOptions {
   // machine: the region is then freed, and the refusal logged once).
   bool shared_memory = false;
   size_t shared_memory_bytes = size_t{64} << 20;
+  // Batch(): the largest message (all frames) sent to one shard; a shard's
+  // parts over it go as several batches (a single part over it goes alone).
+  // Keep it under the shards' --max-message-mb.
+  size_t max_batch_bytes = size_t{64} << 20;
   // For tracing (trainer/timeline.h): called on the I/O thread, with the
   // client's lock held, when a request's last shard answered (never for a
   // request sent to no shard). Must be quick and must not call the client.
@@ -126,6 +130,20 @@ struct TransportBytes {
   int64_t push_sent = 0, push_received = 0;
   int64_t pull_sent = 0, pull_received = 0;
   int64_t other_sent = 0, other_received = 0;
+  // Messages handed to the shard sockets, every op (a batch counts once,
+  // a request sent again to a recovered shard again).
+  int64_t messages_sent = 0;
+};
+
+// One call of a batch (PsClient::Batch): what Pull, Push, PushPull or Write
+// would be given.
+struct BatchCall {
+  enum class Kind { kPull, kPush, kPushPull, kWrite };
+  Kind kind = Kind::kPull;
+  uint32_t var = 0;
+  std::span<const int64_t> ids;
+  std::span<const float> grads;       // kPush, kPushPull: gradients; kWrite: values
+  std::vector<float>* out = nullptr;  // kPull, kPushPull: the rows
 };
 
 class PsClient {
@@ -161,6 +179,21 @@ class PsClient {
   // for repeated ids.
   virtual StatusOr<Ticket> Write(uint32_t var, std::span<const int64_t> ids,
                                  std::span<const float> values) = 0;
+
+  // Several calls of step `clock` (Write: outside steps, clock 0), every
+  // part a shard owns sent to it in one message and answered in one
+  // (schemas/ps_wire.md, "Batches"): one request per shard instead of one
+  // per variable and partition. Each call behaves as its own Pull, Push,
+  // PushPull or Write would, and gets its own ticket (in `calls`' order);
+  // a shard's answer completes them all together, since it comes once
+  // every part is answerable (a sync pull of step t after step t−1
+  // applied). A shard refuses a batch whole: one bad part fails every call
+  // with parts on that shard and nothing of the batch applies there. A
+  // batch over `max_batch_bytes` for one shard goes as several. Nothing is
+  // sent when a call is invalid (INVALID_ARGUMENT naming it). A shard
+  // applies its parts in the calls' order.
+  virtual StatusOr<std::vector<Ticket>> Batch(std::span<const BatchCall> calls,
+                                              int64_t clock) = 0;
 
   // Tells every shard this worker finished step `clock` (ssp progress for
   // workers that push nothing to some shard).

@@ -27,6 +27,7 @@ LostShards::~LostShards() {
 
 void LostShards::Keep(uint32_t shard, uint64_t request_id, uint32_t partition, Frames& frames) {
   Frames& kept = held_[shard][{request_id, partition}];
+  kept.resize(frames.size());
   for (size_t i = 0; i < frames.size(); ++i) kept[i].copy(frames[i]);
 }
 

@@ -31,9 +31,9 @@ namespace parallax::ps {
 
 class LostShards {
  public:
-  // A request's three frames, kept by (request id, partition): in ticket
-  // order when iterated.
-  using Frames = std::array<zmq::message_t, 3>;
+  // A request's frames (three, or a batch's four), kept by
+  // (request id, partition): in ticket order when iterated.
+  using Frames = std::vector<zmq::message_t>;
   using Held = std::map<std::pair<uint64_t, uint32_t>, Frames>;
 
   // Generations from options.shard_generations (missing ones: 0); `wake`

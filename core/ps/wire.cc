@@ -40,8 +40,11 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
   out->header = h;
   if (h.magic != ps_wire::kMagic) return Err(ErrorCode::kBadMagic, "bad magic number");
   if (h.version != ps_wire::kVersion)
-    return Err(ErrorCode::kBadVersion, "wire version " + std::to_string(h.version) +
-                                           " is not supported (this build speaks 1)");
+    return Err(ErrorCode::kBadVersion,
+               "wire version " + std::to_string(h.version) +
+                   (h.version == ps_wire::kBatchVersion
+                        ? " (a batch envelope) is not allowed here: a batch's parts are version 1"
+                        : " is not supported (this build speaks 1, and 2 for batches)"));
   if (h.op == 0 || h.op > ps_wire::kMaxOp)
     return Err(ErrorCode::kUnknownOp, "unknown op " + std::to_string(h.op));
   if (h.flags & ~ps_wire::kKnownFlags)
@@ -101,6 +104,109 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
                                          " bytes of values, got " + std::to_string(sizes[2]));
   out->values = static_cast<const char*>(frames[2]);
   out->values_bytes = sizes[2];
+  return {};
+}
+
+bool IsBatch(const void* const* frames, const size_t* sizes, size_t num_frames) {
+  if (num_frames < 1 || sizes[0] != ps_wire::kHeaderSize) return false;
+  const Header h = ps_wire::ReadHeader(frames[0]);
+  return h.magic == ps_wire::kMagic && h.version == ps_wire::kBatchVersion;
+}
+
+bool PartFrameSizes(const Header& h, bool is_reply, size_t* ids_bytes, size_t* values_bytes) {
+  const uint64_t count = h.count;
+  if (is_reply && h.op == static_cast<uint8_t>(Op::kError)) {
+    *ids_bytes = count;  // the text
+    *values_bytes = 0;
+    return true;
+  }
+  if (!IsDataOp(h.op)) return false;
+  const Op op = static_cast<Op>(h.op);
+  *ids_bytes = is_reply ? 0 : count * sizeof(int64_t);
+  if (h.flags & ps_wire::kFlagShm) {
+    *values_bytes = is_reply ? 0 : ps_wire::kShmRefSize;
+  } else {
+    const bool has_values = is_reply ? op != Op::kPush && op != Op::kWrite : op != Op::kPull;
+    // dim ≤ 2^20 is checked later (ParseMessage); this product cannot
+    // overflow 64 bits for any u32 count and dim.
+    *values_bytes = has_values ? count * h.dim * ValueBytes(h.flags) : 0;
+  }
+  return true;
+}
+
+WireError ParseBatch(const void* const* frames, const size_t* sizes, size_t num_frames,
+                     const WireLimits& limits, bool expect_reply, Header* out,
+                     std::vector<BatchPart>* parts, std::string_view* text) {
+  *out = Header{};
+  parts->clear();
+  if (num_frames < 1 || sizes[0] != ps_wire::kHeaderSize)
+    return Err(ErrorCode::kBadFrames, "a batch starts with a 64-byte header frame");
+  size_t total = 0;
+  for (size_t i = 0; i < num_frames; ++i) total += sizes[i];
+  if (total > limits.max_message_bytes)
+    return Err(ErrorCode::kTooLarge, "batch of " + std::to_string(total) +
+                                         " bytes is over the limit of " +
+                                         std::to_string(limits.max_message_bytes));
+  const Header h = ps_wire::ReadHeader(frames[0]);
+  *out = h;
+  if (h.magic != ps_wire::kMagic) return Err(ErrorCode::kBadMagic, "bad magic number");
+  if (h.version != ps_wire::kBatchVersion)
+    return Err(ErrorCode::kBadVersion, "a batch envelope has version 2, not " +
+                                           std::to_string(h.version));
+  if (h.flags & ~ps_wire::kFlagReply)
+    return Err(ErrorCode::kBadFlags, "a batch envelope's flags may only be REPLY, got " +
+                                         std::to_string(h.flags));
+  const bool is_reply = h.flags & ps_wire::kFlagReply;
+  if (is_reply != expect_reply)
+    return Err(ErrorCode::kBadFlags, expect_reply ? "expected a reply" : "a reply sent to a shard");
+  if (is_reply && h.op == static_cast<uint8_t>(Op::kError)) {
+    if (num_frames != ps_wire::kNumFrames || sizes[2] != 0)
+      return Err(ErrorCode::kBadFrames, "a batch's ERROR reply is a header, a text and nothing");
+    if (text != nullptr) *text = std::string_view(static_cast<const char*>(frames[1]), sizes[1]);
+    return {};
+  }
+  if (h.op != ps_wire::kOpBatch)
+    return Err(ErrorCode::kUnknownOp, "op " + std::to_string(h.op) +
+                                          " in a version-2 header: only BATCH (12) is");
+  if (h.count == 0 || h.count > ps_wire::kMaxBatchParts)
+    return Err(ErrorCode::kBadCount, "a batch has 1 to " + std::to_string(ps_wire::kMaxBatchParts) +
+                                         " parts, the header says " + std::to_string(h.count));
+  if (num_frames != ps_wire::kBatchFrames)
+    return Err(ErrorCode::kBadFrames, "a batch has 4 frames (envelope, part headers, ids, "
+                                      "values), got " + std::to_string(num_frames));
+  if (sizes[1] != ps_wire::kHeaderSize * size_t{h.count})
+    return Err(ErrorCode::kBadFrames, "a batch of " + std::to_string(h.count) + " parts has " +
+                                          std::to_string(ps_wire::kHeaderSize * size_t{h.count}) +
+                                          " bytes of part headers, got " + std::to_string(sizes[1]));
+  const char* hdrs = static_cast<const char*>(frames[1]);
+  const char* ids = static_cast<const char*>(frames[2]);
+  const char* values = static_cast<const char*>(frames[3]);
+  size_t id_at = 0, value_at = 0;
+  parts->resize(h.count);
+  for (uint32_t k = 0; k < h.count; ++k) {
+    const char* ph = hdrs + ps_wire::kHeaderSize * size_t{k};
+    size_t id_bytes = 0, value_bytes = 0;
+    if (!PartFrameSizes(ps_wire::ReadHeader(ph), is_reply, &id_bytes, &value_bytes)) {
+      id_bytes = value_bytes = 0;  // not a data op: ParseMessage of the part says so
+    }
+    if (id_bytes > sizes[2] - id_at || value_bytes > sizes[3] - value_at)
+      return Err(ErrorCode::kBadCount, "batch part " + std::to_string(k) +
+                                           "'s ids or values run past the end of frame 2 or 3");
+    BatchPart& p = (*parts)[k];
+    p.frames[0] = ph;
+    p.sizes[0] = ps_wire::kHeaderSize;
+    p.frames[1] = ids + id_at;
+    p.sizes[1] = id_bytes;
+    p.frames[2] = values + value_at;
+    p.sizes[2] = value_bytes;
+    id_at += id_bytes;
+    value_at += value_bytes;
+  }
+  if (id_at != sizes[2] || value_at != sizes[3])
+    return Err(ErrorCode::kBadCount, "a batch's frames 2 and 3 have " + std::to_string(sizes[2]) +
+                                         " and " + std::to_string(sizes[3]) +
+                                         " bytes, its parts' headers " + std::to_string(id_at) +
+                                         " and " + std::to_string(value_at));
   return {};
 }
 
@@ -208,6 +314,7 @@ const char* OpName(uint8_t op) {
     case 9: return "ATTACH";
     case 10: return "SET";
     case 11: return "WRITE";
+    case 12: return "BATCH";
   }
   return "UNKNOWN";
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "schemas/ps_wire.h"
 
@@ -51,6 +52,32 @@ struct WireError {
 // message must travel (kFlagReply set or clear).
 WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t num_frames,
                        const WireLimits& limits, bool expect_reply, MessageView* out);
+
+// Whether a message's header frame says version 2 (a batch envelope).
+bool IsBatch(const void* const* frames, const size_t* sizes, size_t num_frames);
+
+// A version-2 batch (schemas/ps_wire.md, "Batches") is four frames: the
+// envelope header; every part's header; every part's frame 1 (ids, or an
+// ERROR reply's text); every part's frame 2 (values). Checks the
+// envelope (header size, magic, version, op: kOpBatch, or kError for a
+// 3-frame reply refusing the whole batch, whose text goes to `*text`;
+// flags; part count against frame 1) and all frames together against `limits`, and
+// cuts the parts out: parts[k] are part k's three frames, as a version-1
+// message would have them, to check with ParseMessage. BAD_COUNT when the
+// parts' sizes (from their headers) do not add up to frames 1 and 2.
+struct BatchPart {
+  const void* frames[3] = {nullptr, nullptr, nullptr};
+  size_t sizes[3] = {0, 0, 0};
+};
+WireError ParseBatch(const void* const* frames, const size_t* sizes, size_t num_frames,
+                     const WireLimits& limits, bool expect_reply, Header* out,
+                     std::vector<BatchPart>* parts, std::string_view* text = nullptr);
+
+// The sizes of frames 1 and 2 of a version-1 data message (request or
+// reply) with header `h`, as the format defines them; in a batch's reply an
+// ERROR part's frame 1 is its text, of h.count bytes. False for a header
+// whose op carries no data.
+bool PartFrameSizes(const Header& h, bool is_reply, size_t* ids_bytes, size_t* values_bytes);
 
 // Frame 1 of a SET request: "name=value" (schemas/ps_wire.md, "Settings").
 // Views into the text.

@@ -94,6 +94,9 @@ struct JobConfig {
     // (schemas/ps_wire.md), a region of shared_memory_mb per worker and shard.
     bool shared_memory = false;
     int shared_memory_mb = 64;
+    // A rank's pushes of a step, every PS variable and partition, go to
+    // each shard as one message (schemas/ps_wire.md, "Batches").
+    bool batch = true;
   } ps;
 
   std::vector<VariableOverride> variables;

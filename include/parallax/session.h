@@ -212,6 +212,11 @@ class Session {
   // answers at once, so the rows miss this step's own update (the decoupled
   // eager pull); ssp within its bound.
   virtual Status Prefetch(int var, std::span<const int64_t> next_ids) = 0;
+  // Prefetch() of several variables at once (vars[i] with next_ids[i]): with
+  // the job's [ps] batch, their pulls go to each PS shard as one message
+  // (a model of many tables, one request per shard instead of one per table).
+  virtual Status PrefetchMany(std::span<const int> vars,
+                              std::span<const std::span<const int64_t>> next_ids) = 0;
   // Rows of `ids` (ids.size() × dim into *rows) as of the start of this
   // step. INVALID_ARGUMENT for an id outside [0, rows) (any id of a dynamic
   // table is valid).

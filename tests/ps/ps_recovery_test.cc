@@ -222,5 +222,44 @@ TEST_F(PsRecoveryTest, WithoutACheckpointTheNextGenerationStartsFromTheInitializ
   second->Wait(10'000);
 }
 
+// A batch (wire version 2) the lost process did not answer goes whole to
+// the next generation, and every call in it completes from its one answer.
+TEST_F(PsRecoveryTest, AnUnansweredBatchIsSentWholeToTheNextGeneration) {
+  auto first = StartShard(1);
+  std::unique_ptr<PsClient> owned = Client();
+  ASSERT_NE(owned, nullptr);
+  PsClient* client = owned.get();
+  PushAcked(client, 0);
+  ASSERT_TRUE(first->Stop(20'000)) << "generation 1 did not stop; see " << dir_.path();
+  std::vector<float> rows;
+  const std::vector<BatchCall> calls = {{BatchCall::Kind::kPush, 0, kRow, kGrad, nullptr},
+                                        {BatchCall::Kind::kPushPull, 0, kRow, kGrad, &rows}};
+  auto tickets = client->Batch(calls, 1);
+  ASSERT_TRUE(tickets.ok()) << tickets.status().ToString();
+  ASSERT_EQ(tickets->size(), 2u);
+  first->Signal(SIGKILL);
+  first->Wait(10'000);
+  for (Ticket t : *tickets)
+    EXPECT_EQ(client->Wait(t, DeadlineIn(0)).code(), StatusCode::kDeadlineExceeded);
+
+  auto second = StartShard(2);
+  for (Ticket t : *tickets) {
+    Status s = client->Wait(t, DeadlineIn(20'000));
+    ASSERT_TRUE(s.ok()) << s.ToString() << "; see " << dir_.path();
+  }
+  // No checkpoint: the next generation starts from zeros and applies the
+  // batch's two pushes, in order; the push-pull answers the row after both.
+  ASSERT_EQ(rows.size(), kDim);
+  EXPECT_FLOAT_EQ(rows[0], -kLr * 2);
+  const nlohmann::json after = Stats(client);
+  EXPECT_EQ(after["generation"], 2);
+  EXPECT_EQ(after["updates_applied"], 2) << after.dump();
+  EXPECT_EQ(after["batches"], 1) << after.dump();
+  EXPECT_EQ(after["requests"], 1) << after.dump();  // the batch, sent once to generation 2
+  EXPECT_FLOAT_EQ(RowValue(client), -kLr * 2);
+  second->Signal(SIGTERM);
+  second->Wait(10'000);
+}
+
 }  // namespace
 }  // namespace parallax::ps

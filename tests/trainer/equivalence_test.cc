@@ -23,6 +23,7 @@
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
 #include "core/plan/job_plan.h"
+#include "schemas/metric_names.h"
 
 namespace parallax {
 namespace {
@@ -41,6 +42,7 @@ struct JobKnobs {
   std::string consistency = "sync";
   std::string emb_path;  // a [[variable]] override for "emb"; empty: the plan decides
   bool shared_memory = false;  // [ps] shared_memory
+  bool batch = true;           // [ps] batch
   // emb registered as a dynamic table: TINY_DYNAMIC ("1": ids 0..R-1;
   // "spread": mapped onto the whole 64-bit range); "": a table of R rows.
   std::string dynamic_emb;
@@ -72,6 +74,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
     }
     if (shards > 0) text += "[ps]\nshards = " + std::to_string(shards) + "\n";
     if (shards > 0 && opt.shared_memory) text += "shared_memory = true\n";
+    if (shards > 0 && !opt.batch) text += "batch = false\n";
     if (!opt.emb_path.empty()) text += "[[variable]]\nname = \"emb\"\npath = \"" + opt.emb_path + "\"\n";
     // The dense weights stay all-reduced under hybrid (the cost model would
     // put them on the PS with the default figures): what these runs compare.
@@ -196,17 +199,20 @@ class TrainerEquivalenceTest : public ::testing::Test {
             .ok());
     int per_rank[kRanks] = {0, 0};
     pull_recv_bytes_ = 0;
+    ps_requests_ = 0;
     for (const auto& p : points) {
       if (p.rank >= 0 && p.rank < kRanks) ++per_rank[p.rank];
       EXPECT_GT(p.loss, 0.0);
       auto it = p.values.find("ps_pull_recv_bytes");
       if (it != p.values.end()) pull_recv_bytes_ += it->second;
+      ps_requests_ += metric_names::ValueOf(p.values, metric_names::kPsRequests);
     }
     EXPECT_EQ(per_rank[0], kSteps / 5);
     EXPECT_EQ(per_rank[1], kSteps / 5);
   }
 
   double pull_recv_bytes_ = 0;  // the last RunJob: sum over its points of ps_pull_recv_bytes
+  double ps_requests_ = 0;      // the last RunJob: sum over its points of ps_requests
   testing::TempDir dir_;
   std::string port_;
   std::unique_ptr<testing::CoordinatorProcess> coordinator_;
@@ -309,6 +315,19 @@ TEST_F(TrainerEquivalenceTest, PsWithSharedMemoryEqualsOneProcessAndMovesRowsOff
   EXPECT_GT(socket, 0);
   EXPECT_LT(pull_recv_bytes_, socket * 0.75) << "with shared memory " << pull_recv_bytes_ << ", without " << socket;
   RecordProperty("ps_pull_recv_bytes", std::to_string(socket) + " -> " + std::to_string(pull_recv_bytes_));
+}
+
+// [ps] batch (the default) sends a step's pushes of both PS variables to
+// each shard as one message; off, one per variable and partition. The same
+// training either way, with fewer messages batched.
+TEST_F(TrainerEquivalenceTest, PsPushesBatchedOrNotEqualOneProcess) {
+  RunAndCompare("ps", 2, {}, true, VariablePath::kPs, VariablePath::kPs);
+  const double batched = ps_requests_;
+  RunAndCompare("ps", 2, {.batch = false}, true, VariablePath::kPs, VariablePath::kPs);
+  EXPECT_GT(batched, 0);
+  EXPECT_LT(batched, ps_requests_) << "PS messages per step, summed over the points: batched "
+                                    << batched << ", one per variable and partition " << ps_requests_;
+  RecordProperty("ps_requests", std::to_string(ps_requests_) + " -> " + std::to_string(batched));
 }
 
 // The cost model's choice with its default figures (core/plan/cost_model.h):

@@ -340,7 +340,9 @@ Status CtrModel::TrainStep(Session* s, StepStats* stats) {
   const bool prefetch = o_.steps == 0 || step + 1 < o_.steps;
   if (prefetch) {
     PX_RETURN_IF_ERROR(Draw(&next_));
-    for (size_t f = 0; f < t; ++f) PX_RETURN_IF_ERROR(s->Prefetch(var_ids_[f], next_.unique[f]));
+    // Every table's pull in one message per shard ([ps] batch).
+    std::vector<std::span<const int64_t>> next_ids(next_.unique.begin(), next_.unique.end());
+    PX_RETURN_IF_ERROR(s->PrefetchMany(std::span<const int>(var_ids_).first(t), next_ids));
   }
   PX_RETURN_IF_ERROR(Forward(s, cur_, rows_));
   dlogit_.resize(static_cast<size_t>(n));

@@ -275,9 +275,9 @@ Status LmModel::TrainStep(Session* s, StepStats* stats) {
   // The next batch's rows are pulled while this one computes.
   if (o_.steps == 0 || step + 1 < o_.steps) {
     PX_RETURN_IF_ERROR(Draw(step + 1, &next_));
-    PX_RETURN_IF_ERROR(s->Prefetch(in, next_.in_unique));
-    PX_RETURN_IF_ERROR(s->Prefetch(out, next_.out_unique));
-    PX_RETURN_IF_ERROR(s->Prefetch(bias, next_.out_unique));
+    const int vars[] = {in, out, bias};
+    const std::span<const int64_t> ids[] = {next_.in_unique, next_.out_unique, next_.out_unique};
+    PX_RETURN_IF_ERROR(s->PrefetchMany(vars, ids));
   }
   PX_ASSIGN_OR_RETURN(std::span<const float> w1, s->Dense(var_ids_[kW1]));
   PX_ASSIGN_OR_RETURN(std::span<const float> b1, s->Dense(var_ids_[kB1]));

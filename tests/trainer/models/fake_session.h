@@ -76,6 +76,9 @@ class FakeSession final : public Session {
     return vars[static_cast<size_t>(var)].sparse ? VariablePath::kAllGather : VariablePath::kAllReduce;
   }
   Status Prefetch(int, std::span<const int64_t>) override { return Status::Ok(); }
+  Status PrefetchMany(std::span<const int>, std::span<const std::span<const int64_t>>) override {
+    return Status::Ok();
+  }
   Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) override {
     const Var& v = vars[static_cast<size_t>(var)];
     rows->resize(ids.size() * v.dim);

@@ -146,5 +146,11 @@ TEST_F(LmEquivalenceTest, HybridTwoRanksEqualOneRankWithTwiceTheBatch) {
   RunAndCompare("hybrid", 1);
 }
 
+// Every variable on 2 shards: each step's prefetch of the 3 tables and the
+// pushes of all variables go to each shard as one batch ([ps] batch).
+TEST_F(LmEquivalenceTest, PsOnTwoShardsTwoRanksEqualOneRankWithTwiceTheBatch) {
+  RunAndCompare("ps", 2);
+}
+
 }  // namespace
 }  // namespace parallax
