@@ -133,6 +133,13 @@ void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
       }
     }
   }
+  out.Family("parallax_job_ps_messages_per_step", "gauge",
+             "Messages per step and rank to the PS shards (a batch of a step's tables, [ps] "
+             "batch, counts once; mean over ranks).");
+  for (const JobSeries& j : jobs) {
+    auto it = j.figures.values.find(metric_names::kPsRequests);
+    if (it != j.figures.values.end()) out.Sample("parallax_job_ps_messages_per_step", JobLabels(j), it->second);
+  }
   out.Family("parallax_job_step_phase_seconds", "gauge",
              "Time per step and rank in computing, waiting for dense (all-reduce) and for sparse "
              "(PS, all-gather) communication (mean over ranks).");

@@ -9,6 +9,7 @@
 
 #include "core/metrics/rank_table.h"
 #include "core/plan/job_plan.h"
+#include "schemas/metric_names.h"
 #include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
@@ -168,7 +169,8 @@ class HttpSiteTest : public ::testing::Test {
         p.step = step;
         p.loss = 10.0 - step / 20.0 + rank;  // ranks differ by 1
         p.throughput = 100.0 * (rank + 1);   // 100 and 200 samples/s
-        p.values = {{"ps_pull_recv_bytes", 1000.0 * (rank + 1)}, {"compute_ms", 4.0}};
+        p.values = {{"ps_pull_recv_bytes", 1000.0 * (rank + 1)}, {"compute_ms", 4.0},
+                    {metric_names::kPsRequests, 2.0 * (rank + 1)}};
         points.push_back(p);
       }
       clock_.Advance(1000);  // a step of 10 per second
@@ -373,6 +375,8 @@ TEST_F(HttpSiteTest, MetricsHaveSeriesOfRunningJobsOnly) {
   EXPECT_TRUE(Has(r.body, "parallax_job_step_phase_seconds{" + job +
                               ",job_name=\"site-<b>test</b>\",phase=\"compute\"} 0.004\n"));
   EXPECT_TRUE(Has(r.body, "parallax_ps_requests_total{" + job + ",shard=\"0\",op=\"pull\"} 12\n"));
+  // Messages a rank sends the shards a step (mean over the 2 ranks' 2 and 4).
+  EXPECT_TRUE(Has(r.body, "parallax_job_ps_messages_per_step" + labels + " 3\n")) << r.body;
   EXPECT_TRUE(
       Has(r.body, "parallax_ps_push_staleness_steps_bucket{" + job + ",shard=\"0\",le=\"1\"} 5\n"));
   EXPECT_TRUE(Has(r.body, "parallax_ps_push_staleness_steps_count{" + job + ",shard=\"0\"} 6\n"));
