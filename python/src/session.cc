@@ -210,6 +210,15 @@ void BindSession(py::module_& m) {
             WithoutGil([&] { return s.Prefetch(var, Span(ids)); });
           },
           py::arg("var"), py::arg("next_ids"))
+      .def(
+          "prefetch_many",
+          [](Session& s, const std::vector<int>& vars, const std::vector<Ids>& ids) {
+            std::vector<std::span<const int64_t>> spans;
+            for (const Ids& a : ids) spans.push_back(Span(a));
+            WithoutGil([&] { return s.PrefetchMany(vars, spans); });
+          },
+          py::arg("vars"), py::arg("next_ids"),
+          "prefetch of several tables at once: with [ps] batch, one pull message per shard")
       .def("lookup", &Lookup, py::arg("var"), py::arg("ids"),
            "rows of `ids` as a flat float32 array (len(ids) × dim)")
       .def(

@@ -129,6 +129,10 @@ def test_one_process_trains_like_plain_pytorch():
                           "fc.weight": "allreduce", "fc.bias": "allreduce"}
     assert torch.equal(model.read_table("emb.weight", 5, 2), got["emb.weight"][5:7])
     model.module.emb.prefetch(data[0][0])  # a local replica: nothing to pull, no error
+    model.prefetch({model.module.emb: data[0][0], "bag.weight": data[0][1]})  # the same, both
+    with pytest.raises(px.Error, match="'fc.weight' is not a sparse table; the tables are: "
+                       "emb.weight, bag.weight"):
+        model.prefetch({"fc.weight": data[0][0]})
 
 
 def test_a_learning_rate_scheduler_drives_the_job_optimizer():

@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 
 from parallax._core import Error
-from parallax.torch import _context, _runtime, _tables
+from parallax.torch import _context, _lookup, _runtime, _tables
 from parallax.torch._context import error
 from parallax.torch._dynamic import DynamicEmbedding, DynamicEmbeddingBag
 from parallax.torch._sampler import DistributedSampler
@@ -160,6 +160,21 @@ class Model(nn.Module):
     def plan(self):
         """{parameter name: "allreduce" | "allgather" | "ps"} as the plan decided."""
         return dict(self._rt.paths)
+
+    def prefetch(self, next_ids):
+        """Starts pulling the next step's rows of several tables at once: `next_ids` maps each
+        table (its module, or its weight's name, e.g. "emb.weight") to the next step's ids. On
+        the PS their pulls go to each shard as one message ([ps] batch); the next forward of
+        each table with those ids uses them, as with module.prefetch(next_ids)."""
+        tables, ids = [], []
+        for key, value in next_ids.items():
+            found = [t for t in self._rt.tables if t.module is key or t.name == key]
+            if not found:
+                raise error("NOT_FOUND", f"prefetch: {key!r} is not a sparse table; the tables "
+                            "are: " + ", ".join(t.name for t in self._rt.tables))
+            tables.append(found[0])
+            ids.append(value)
+        _lookup.prefetch_many(self._rt, tables, ids)
 
     def read_table(self, name, first=0, count=None):
         """Rows [first, first + count) of sparse table `name` (its weight's name, e.g.

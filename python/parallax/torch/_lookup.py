@@ -92,6 +92,21 @@ def prefetch(runtime, table, next_ids):
         raise runtime.context_error(e, f"prefetching rows of '{table.name}'") from None
 
 
+def prefetch_many(runtime, tables, next_ids):
+    """prefetch() of several tables at once: their pulls go to each PS shard as one message
+    (the job's [ps] batch)."""
+    runtime.check_usable("prefetch of " + ", ".join(repr(t.name) for t in tables))
+    on_ps = [(t, ids) for t, ids in zip(tables, next_ids) if t.local is None]
+    if not on_ps:
+        return
+    try:
+        runtime.session.prefetch_many([t.var for t, _ in on_ps],
+                                      [_flat_ids(ids) for _, ids in on_ps])
+    except Exception as e:
+        names = ", ".join(repr(t.name) for t, _ in on_ps)
+        raise runtime.context_error(e, f"prefetching rows of {names}") from None
+
+
 def gradient_rows(ids, pad, grad):
     """(ids, rows) to hand to the Session: a row per position, without padding_idx's."""
     grad = grad.detach()

@@ -100,7 +100,9 @@ def main():
             dense["lr"] = learning_rate(lr_at, model.steps, base_lr)
             loss = model(*batch)
             if i + 1 < len(epoch):
-                model.module.words.prefetch(epoch[i + 1][0])
+                # Both tables' next rows at once (one pull message per shard on the PS), by
+                # module and by name.
+                model.prefetch({model.module.words: epoch[i + 1][0], "tags.weight": epoch[i + 1][1]})
             opt.zero_grad()
             loss.backward()
             seen.append(model.steps)
