@@ -9,6 +9,9 @@
 #include <random>
 #include <thread>
 
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
 #include "core/ps/client.h"
 #include "core/ps/initializer.h"
 #include "ps/shard_server.h"
@@ -476,6 +479,55 @@ TEST_F(BatchClientTest, ABadCallSendsNothingAndARefusedBatchFailsEveryCallOnThat
   for (size_t i = 0; i < good.size(); ++i)
     InitializeRow(plan.variables[0].init, 0, good[i], 4, init.data() + i * 4);
   EXPECT_EQ(rows, init);
+}
+
+// A shard of a build before batches: it takes 3 frames, answers anything else
+// BAD_FRAMES with the header of frame 0 echoed (as version 1 did). The
+// worker fails every call of the batch saying so, instead of waiting.
+TEST(BatchOldShardTest, AShardThatSpeaksOnlyVersion1RefusesABatchByName) {
+  zmq::context_t ctx(1);
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::thread old_shard([&] {
+    std::vector<zmq::message_t> msgs;
+    if (!zmq::recv_multipart(router, std::back_inserter(msgs))) return;
+    Header h = ps_wire::ReadHeader(msgs[1].data());  // frame 0 after the identity: 64 bytes
+    Header r;
+    r.op = static_cast<uint8_t>(Op::kError);
+    r.flags = ps_wire::kFlagReply;
+    r.error_code = static_cast<uint16_t>(ErrorCode::kBadFrames);
+    r.request_id = h.request_id;
+    r.partition = h.partition;
+    std::string header(ps_wire::kHeaderSize, '\0');
+    ps_wire::WriteHeader(r, header.data());
+    const std::string text = "expected 3 frames (header, ids, values), got " +
+                             std::to_string(msgs.size() - 1);
+    std::array<zmq::const_buffer, 4> reply = {zmq::buffer(msgs[0].data(), msgs[0].size()),
+                                              zmq::buffer(header), zmq::buffer(text),
+                                              zmq::const_buffer(nullptr, 0)};
+    zmq::send_multipart(router, reply);
+  });
+  PsPlan plan = TwoVariables(Consistency::kAsync, 1);
+  PsClientOptions o;
+  o.plan = plan;
+  o.shard_endpoints = {endpoint};
+  auto c = PsClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<int64_t> ids = {1};
+  std::vector<float> a, b;
+  auto t = (*c)->Batch(std::vector<BatchCall>{{BatchCall::Kind::kPull, 0, ids, {}, &a},
+                                              {BatchCall::Kind::kPull, 1, ids, {}, &b}},
+                       0);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (Ticket k : *t) {
+    Status s = (*c)->Wait(k, DeadlineIn(kWaitMs));
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+    EXPECT_NE(s.message().find("BAD_FRAMES"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("speaks only version 1"), std::string::npos) << s.ToString();
+  }
+  old_shard.join();
 }
 
 }  // namespace
