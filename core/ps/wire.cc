@@ -13,6 +13,26 @@ bool IsDataOp(uint8_t op) {
          op == static_cast<uint8_t>(Op::kPushPull) || op == static_cast<uint8_t>(Op::kWrite);
 }
 
+// All frames together against the limit; `what` names the message.
+WireError CheckTotal(const size_t* sizes, size_t num_frames, const WireLimits& limits,
+                     const char* what) {
+  size_t total = 0;
+  for (size_t i = 0; i < num_frames; ++i) total += sizes[i];
+  if (total > limits.max_message_bytes)
+    return Err(ErrorCode::kTooLarge, std::string(what) + " of " + std::to_string(total) +
+                                         " bytes is over the limit of " +
+                                         std::to_string(limits.max_message_bytes));
+  return {};
+}
+
+// The REPLY flag against the direction the message must travel.
+WireError CheckDirection(const Header& h, bool expect_reply) {
+  const bool is_reply = h.flags & ps_wire::kFlagReply;
+  if (is_reply != expect_reply)
+    return Err(ErrorCode::kBadFlags, expect_reply ? "expected a reply" : "a reply sent to a shard");
+  return {};
+}
+
 }  // namespace
 
 int64_t MessageView::IdAt(size_t i) const {
@@ -27,12 +47,7 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
   if (num_frames != ps_wire::kNumFrames)
     return Err(ErrorCode::kBadFrames, "expected 3 frames (header, ids, values), got " +
                                           std::to_string(num_frames));
-  size_t total = 0;
-  for (size_t i = 0; i < num_frames; ++i) total += sizes[i];
-  if (total > limits.max_message_bytes)
-    return Err(ErrorCode::kTooLarge, "message of " + std::to_string(total) +
-                                         " bytes is over the limit of " +
-                                         std::to_string(limits.max_message_bytes));
+  if (WireError e = CheckTotal(sizes, num_frames, limits, "message"); !e.ok()) return e;
   if (sizes[0] != ps_wire::kHeaderSize)
     return Err(ErrorCode::kBadFrames, "header frame has " + std::to_string(sizes[0]) +
                                           " bytes, expected 64");
@@ -49,9 +64,8 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
     return Err(ErrorCode::kUnknownOp, "unknown op " + std::to_string(h.op));
   if (h.flags & ~ps_wire::kKnownFlags)
     return Err(ErrorCode::kBadFlags, "unknown flag bits " + std::to_string(h.flags));
-  const bool is_reply = h.flags & ps_wire::kFlagReply;
-  if (is_reply != expect_reply)
-    return Err(ErrorCode::kBadFlags, expect_reply ? "expected a reply" : "a reply sent to a shard");
+  if (WireError e = CheckDirection(h, expect_reply); !e.ok()) return e;
+  const bool is_reply = expect_reply;
   // Clocks and versions are step and update counts: never negative, and
   // far from overflow when the shard adds to them.
   if (h.clock < 0 || h.clock > ps_wire::kMaxClock || h.version_seen < 0 ||
@@ -70,20 +84,19 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
   const uint64_t count = h.count;
   if (count > 0 && h.dim == 0) return Err(ErrorCode::kBadDim, "dim is 0");
   if (h.dim > (1u << 20)) return Err(ErrorCode::kBadDim, "dim " + std::to_string(h.dim) + " is over 1048576");
-  const uint64_t want_ids = is_reply ? 0 : count * sizeof(int64_t);
+  size_t want_ids = 0, want_values = 0;
+  PartFrameSizes(h, is_reply, &want_ids, &want_values);
   if (sizes[1] != want_ids)
     return Err(ErrorCode::kBadCount, "count " + std::to_string(count) + " needs " +
                                          std::to_string(want_ids) + " bytes of ids, got " +
                                          std::to_string(sizes[1]));
-  const Op op = static_cast<Op>(h.op);
   out->ids = static_cast<const char*>(frames[1]);
   if (shm) {
     // Values live in shared memory: a request names where (ShmRef), a reply
     // carries nothing more. The shard checks the offsets against its region.
-    const size_t want_ref = is_reply ? 0 : ps_wire::kShmRefSize;
-    if (sizes[2] != want_ref)
+    if (sizes[2] != want_values)
       return Err(ErrorCode::kBadCount, "a shared-memory " + std::string(is_reply ? "reply" : "request") +
-                                           " needs " + std::to_string(want_ref) +
+                                           " needs " + std::to_string(want_values) +
                                            " bytes in the values frame, got " + std::to_string(sizes[2]));
     if (!is_reply) {
       std::memcpy(&out->shm_ref, frames[2], sizeof out->shm_ref);
@@ -94,13 +107,9 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
     }
     return {};
   }
-  // Requests: PUSH, PUSH_PULL and WRITE carry values, PULL does not.
-  // Replies: PULL and PUSH_PULL carry values, PUSH and WRITE do not.
-  const bool has_values = is_reply ? op != Op::kPush && op != Op::kWrite : op != Op::kPull;
-  const uint64_t want = has_values ? count * h.dim * ValueBytes(h.flags) : 0;
-  if (sizes[2] != want)
+  if (sizes[2] != want_values)
     return Err(ErrorCode::kBadCount, "count " + std::to_string(count) + " × dim " +
-                                         std::to_string(h.dim) + " needs " + std::to_string(want) +
+                                         std::to_string(h.dim) + " needs " + std::to_string(want_values) +
                                          " bytes of values, got " + std::to_string(sizes[2]));
   out->values = static_cast<const char*>(frames[2]);
   out->values_bytes = sizes[2];
@@ -126,8 +135,10 @@ bool PartFrameSizes(const Header& h, bool is_reply, size_t* ids_bytes, size_t* v
   if (h.flags & ps_wire::kFlagShm) {
     *values_bytes = is_reply ? 0 : ps_wire::kShmRefSize;
   } else {
+    // Requests: PUSH, PUSH_PULL and WRITE carry values, PULL does not.
+    // Replies: PULL and PUSH_PULL carry values, PUSH and WRITE do not.
     const bool has_values = is_reply ? op != Op::kPush && op != Op::kWrite : op != Op::kPull;
-    // dim ≤ 2^20 is checked later (ParseMessage); this product cannot
+    // ParseMessage checks dim ≤ 2^20; this product cannot
     // overflow 64 bits for any u32 count and dim.
     *values_bytes = has_values ? count * h.dim * ValueBytes(h.flags) : 0;
   }
@@ -141,12 +152,7 @@ WireError ParseBatch(const void* const* frames, const size_t* sizes, size_t num_
   parts->clear();
   if (num_frames < 1 || sizes[0] != ps_wire::kHeaderSize)
     return Err(ErrorCode::kBadFrames, "a batch starts with a 64-byte header frame");
-  size_t total = 0;
-  for (size_t i = 0; i < num_frames; ++i) total += sizes[i];
-  if (total > limits.max_message_bytes)
-    return Err(ErrorCode::kTooLarge, "batch of " + std::to_string(total) +
-                                         " bytes is over the limit of " +
-                                         std::to_string(limits.max_message_bytes));
+  if (WireError e = CheckTotal(sizes, num_frames, limits, "batch"); !e.ok()) return e;
   const Header h = ps_wire::ReadHeader(frames[0]);
   *out = h;
   if (h.magic != ps_wire::kMagic) return Err(ErrorCode::kBadMagic, "bad magic number");
@@ -156,9 +162,8 @@ WireError ParseBatch(const void* const* frames, const size_t* sizes, size_t num_
   if (h.flags & ~ps_wire::kFlagReply)
     return Err(ErrorCode::kBadFlags, "a batch envelope's flags may only be REPLY, got " +
                                          std::to_string(h.flags));
-  const bool is_reply = h.flags & ps_wire::kFlagReply;
-  if (is_reply != expect_reply)
-    return Err(ErrorCode::kBadFlags, expect_reply ? "expected a reply" : "a reply sent to a shard");
+  if (WireError e = CheckDirection(h, expect_reply); !e.ok()) return e;
+  const bool is_reply = expect_reply;
   if (is_reply && h.op == static_cast<uint8_t>(Op::kError)) {
     if (num_frames != ps_wire::kNumFrames || sizes[2] != 0)
       return Err(ErrorCode::kBadFrames, "a batch's ERROR reply is a header, a text and nothing");
