@@ -687,14 +687,7 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
   auto& step = ps.pending[h.clock];
   step.resize(options_.plan.contributors());
   Contribution& c = step[h.worker];
-  if (c.present) {  // HandleData and HandleBatch refuse it first
-    Error(identity, h, ErrorCode::kBadClock,
-          "worker " + std::to_string(h.worker) + " already pushed step " + std::to_string(h.clock) +
-              " to partition " + std::to_string(h.partition),
-          out);
-    return;
-  }
-  c.present = true;
+  c.present = true;  // not before: HandleData and HandleBatch refuse a repeat (SyncPushRefusal)
   c.ids = std::move(r->ids);
   c.grads = std::move(r->grads);
   if (static_cast<Op>(h.op) == Op::kPush) {
