@@ -353,6 +353,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
   std::vector<std::vector<int64_t>> table_ids(c.tables);
   std::vector<std::vector<float>> table_rows(c.tables);
   std::vector<BatchCall> calls;
+  std::vector<Ticket> tickets;
   auto tables_step = [&](int s) -> bool {
     for (auto& t : table_ids) t.clear();
     for (int64_t id : stream[s]) {
@@ -361,43 +362,22 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
     }
     // Every table's request at once, then all their replies (a trainer's
     // step over a model's tables); pull then push: all pulls first.
-    enum class TableOp { kPull, kPush, kPushPull };
-    auto all = [&](TableOp op) -> bool {
-      std::vector<Ticket> tickets;
-      auto failed = [&](const Status& st) {
-        std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << st.ToString() << "\n";
-        return false;
-      };
-      if (c.batch) {
-        calls.clear();
-        for (int t = 0; t < c.tables; ++t) {
-          const auto& ids = table_ids[t];
-          const std::span<const float> g(grads.data(), ids.size() * c.dim);
-          const uint32_t var = static_cast<uint32_t>(t);
-          calls.push_back(op == TableOp::kPull   ? BatchCall{BatchCall::Kind::kPull, var, ids, {}, &table_rows[t]}
-                          : op == TableOp::kPush ? BatchCall{BatchCall::Kind::kPush, var, ids, g, nullptr}
-                                                 : BatchCall{BatchCall::Kind::kPushPull, var, ids, g, &table_rows[t]});
-        }
-        StatusOr<std::vector<Ticket>> k = ps.Batch(calls, s);
-        if (!k.ok()) return failed(k.status());
-        tickets = std::move(k).value();
-      }
-      for (int t = 0; t < c.tables && !c.batch; ++t) {
+    using Kind = BatchCall::Kind;
+    auto all = [&](Kind kind) -> bool {
+      calls.clear();
+      for (int t = 0; t < c.tables; ++t) {
         const auto& ids = table_ids[t];
-        const std::span<const float> g(grads.data(), ids.size() * c.dim);
-        const uint32_t var = static_cast<uint32_t>(t);
-        StatusOr<Ticket> k = op == TableOp::kPull   ? ps.Pull(var, ids, s, &table_rows[t])
-                             : op == TableOp::kPush ? ps.Push(var, ids, g, s)
-                                                    : ps.PushPull(var, ids, g, s, &table_rows[t]);
-        if (!k.ok()) return failed(k.status());
-        tickets.push_back(*k);
+        const std::span<const float> g(grads.data(), kind == Kind::kPull ? 0 : ids.size() * c.dim);
+        calls.push_back({kind, static_cast<uint32_t>(t), ids, g,
+                         kind == Kind::kPush ? nullptr : &table_rows[t]});
       }
-      for (Ticket k : tickets) {
-        if (Status st = ps.Wait(k, DeadlineIn(60'000)); !st.ok()) return failed(st);
-      }
-      return true;
+      tickets.clear();
+      Status st = SubmitCalls(&ps, calls, s, c.batch, &tickets);
+      for (size_t k = 0; k < tickets.size() && st.ok(); ++k) st = ps.Wait(tickets[k], DeadlineIn(60'000));
+      if (!st.ok()) std::cerr << "ps_bench worker " << worker << ": step " << s << ": " << st.ToString() << "\n";
+      return st.ok();
     };
-    return mode == "pushpull" ? all(TableOp::kPushPull) : all(TableOp::kPull) && all(TableOp::kPush);
+    return mode == "pushpull" ? all(Kind::kPushPull) : all(Kind::kPull) && all(Kind::kPush);
   };
   auto step = [&](int s) -> bool {
     if (c.tables > 1) return tables_step(s);

@@ -94,6 +94,9 @@ class SessionImpl final : public Session {
   Status Prefetch(int var, std::span<const int64_t> next_ids) override;
   Status PrefetchMany(std::span<const int> vars,
                       std::span<const std::span<const int64_t>> next_ids) override;
+  // Prefetch and PrefetchMany; `what` names the call in errors.
+  Status PrefetchVars(const char* what, std::span<const int> vars,
+                      std::span<const std::span<const int64_t>> next_ids);
   Status Lookup(int var, std::span<const int64_t> ids, std::vector<float>* rows) override;
   Status Gradient(int var, std::span<const float> grad) override;
   Status Gradient(int var, std::span<const int64_t> ids, std::span<const float> row_grads) override;
@@ -542,29 +545,31 @@ Status SessionImpl::Start() {
 // ---- Per step ----
 
 Status SessionImpl::Prefetch(int var, std::span<const int64_t> next_ids) {
-  PX_RETURN_IF_ERROR(Usable("Prefetch"));
-  PX_RETURN_IF_ERROR(registry_.Check(var, /*sparse=*/true, "Prefetch"));
-  const plan::PlannedVariable& v = Planned(var);
-  PX_RETURN_IF_ERROR(CheckIds(v, next_ids));
-  if (v.path != VariablePath::kPs) return Status::Ok();  // a local table: nothing to fetch
-  Status st = sparse_->Prefetch(v.id, next_ids, step_ + 1);
-  return st.ok() ? st : Fail(st.WithContext(StepName()));
+  const int vars[] = {var};
+  const std::span<const int64_t> ids[] = {next_ids};
+  return PrefetchVars("Prefetch", vars, ids);
 }
 
 Status SessionImpl::PrefetchMany(std::span<const int> vars,
                                  std::span<const std::span<const int64_t>> next_ids) {
-  PX_RETURN_IF_ERROR(Usable("PrefetchMany"));
+  return PrefetchVars("PrefetchMany", vars, next_ids);
+}
+
+Status SessionImpl::PrefetchVars(const char* what, std::span<const int> vars,
+                                 std::span<const std::span<const int64_t>> next_ids) {
+  PX_RETURN_IF_ERROR(Usable(what));
   if (vars.size() != next_ids.size()) {
-    return InvalidArgument("PrefetchMany: " + std::to_string(vars.size()) + " variables but " +
-                           std::to_string(next_ids.size()) + " id lists");
+    return InvalidArgument(std::string(what) + ": " + std::to_string(vars.size()) +
+                           " variables but " + std::to_string(next_ids.size()) + " id lists");
   }
   std::vector<std::pair<uint32_t, std::span<const int64_t>>> on_ps;
   for (size_t i = 0; i < vars.size(); ++i) {
-    PX_RETURN_IF_ERROR(registry_.Check(vars[i], /*sparse=*/true, "PrefetchMany"));
+    PX_RETURN_IF_ERROR(registry_.Check(vars[i], /*sparse=*/true, what));
     const plan::PlannedVariable& v = Planned(vars[i]);
     PX_RETURN_IF_ERROR(CheckIds(v, next_ids[i]));
     if (v.path == VariablePath::kPs) on_ps.emplace_back(v.id, next_ids[i]);  // else: local
   }
+  if (on_ps.empty()) return Status::Ok();  // local tables: nothing to fetch
   Status st = sparse_->PrefetchMany(on_ps, step_ + 1);
   return st.ok() ? st : Fail(st.WithContext(StepName()));
 }

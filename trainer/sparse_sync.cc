@@ -262,25 +262,19 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
     slots.push_back(&s);
   }
   if (calls.empty()) return Status::Ok();
-  auto fail = [&](const Status& st, Slot* s) {
-    for (Slot* t : slots) t->prefetch.reset();  // nothing of them was sent
-    return st.WithContext("prefetching \"" + s->var.name + "\"" + ShardsOf(*s));
-  };
-  if (options_.batch && calls.size() > 1) {
-    StatusOr<std::vector<ps::Ticket>> tickets = ps_->Batch(calls, step);
-    if (!tickets.ok()) return fail(tickets.status(), slots[0]);
-    for (size_t i = 0; i < slots.size(); ++i) slots[i]->prefetch->ticket = (*tickets)[i];
-    return Status::Ok();
-  }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    StatusOr<ps::Ticket> t = ps_->Pull(calls[i].var, calls[i].ids, step, calls[i].out);
-    if (!t.ok()) {
-      for (size_t j = i; j < slots.size(); ++j) slots[j]->prefetch.reset();  // not sent
-      return t.status().WithContext("prefetching \"" + slots[i]->var.name + "\"" + ShardsOf(*slots[i]));
+  std::vector<ps::Ticket> tickets;
+  const Status st =
+      ps::SubmitCalls(ps_.get(), calls, step, options_.batch && calls.size() > 1, &tickets);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (i < tickets.size()) {
+      slots[i]->prefetch->ticket = tickets[i];
+    } else {
+      slots[i]->prefetch.reset();  // not sent
     }
-    slots[i]->prefetch->ticket = *t;
   }
-  return Status::Ok();
+  if (st.ok()) return st;
+  Slot* s = slots[tickets.size()];  // the call that failed (a batch: the first)
+  return st.WithContext("prefetching \"" + s->var.name + "\"" + ShardsOf(*s));
 }
 
 Status SparseSync::Lookup(uint32_t id, std::span<const int64_t> ids, int64_t step,
@@ -393,22 +387,14 @@ Status SparseSync::StartPushes(int64_t step) {
 // The step's pushes: one batch (a message per shard), or a call each.
 Status SparseSync::SubmitPushes(std::span<const ps::BatchCall> calls, std::span<Slot* const> slots,
                                 int64_t step) {
-  if (calls.empty()) return Status::Ok();
-  if (options_.batch) {
-    StatusOr<std::vector<ps::Ticket>> tickets = ps_->Batch(calls, step);
-    if (!tickets.ok()) return tickets.status().WithContext("pushing this step's PS variables");
-    for (size_t i = 0; i < calls.size(); ++i) pushes_.emplace_back((*tickets)[i], slots[i]);
-    return Status::Ok();
-  }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const ps::BatchCall& c = calls[i];
-    StatusOr<ps::Ticket> t = c.kind == ps::BatchCall::Kind::kPush
-                                 ? ps_->Push(c.var, c.ids, c.grads, step)
-                                 : ps_->PushPull(c.var, c.ids, c.grads, step, c.out);
-    if (!t.ok()) return t.status().WithContext("pushing \"" + slots[i]->var.name + "\"" + ShardsOf(*slots[i]));
-    pushes_.emplace_back(*t, slots[i]);
-  }
-  return Status::Ok();
+  if (calls.empty()) return Status::Ok();  // (and no PS client without PS variables)
+  std::vector<ps::Ticket> tickets;
+  const Status st = ps::SubmitCalls(ps_.get(), calls, step, options_.batch, &tickets);
+  for (size_t i = 0; i < tickets.size(); ++i) pushes_.emplace_back(tickets[i], slots[i]);
+  if (st.ok()) return st;
+  if (options_.batch) return st.WithContext("pushing this step's PS variables");
+  Slot* s = slots[tickets.size()];
+  return st.WithContext("pushing \"" + s->var.name + "\"" + ShardsOf(*s));
 }
 
 // Local aggregation: the ranks of this host sum their rows of every PS

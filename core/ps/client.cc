@@ -1070,6 +1070,26 @@ class ZmqPsClient final : public PsClient {
 
 }  // namespace
 
+Status SubmitCalls(PsClient* ps, std::span<const BatchCall> calls, int64_t clock, bool batch,
+                   std::vector<Ticket>* tickets) {
+  if (batch) {
+    PX_ASSIGN_OR_RETURN(std::vector<Ticket> all, ps->Batch(calls, clock));
+    tickets->insert(tickets->end(), all.begin(), all.end());
+    return Status::Ok();
+  }
+  for (const BatchCall& c : calls) {
+    using Kind = BatchCall::Kind;
+    StatusOr<Ticket> t = c.kind == Kind::kPull   ? ps->Pull(c.var, c.ids, clock, c.out)
+                         : c.kind == Kind::kPush ? ps->Push(c.var, c.ids, c.grads, clock)
+                         : c.kind == Kind::kPushPull
+                             ? ps->PushPull(c.var, c.ids, c.grads, clock, c.out)
+                             : ps->Write(c.var, c.ids, c.grads);
+    if (!t.ok()) return t.status();
+    tickets->push_back(*t);
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
   auto client = std::make_unique<ZmqPsClient>(options);
   PX_RETURN_IF_ERROR(client->Start());

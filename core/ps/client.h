@@ -242,6 +242,13 @@ class PsClient {
   virtual TransportBytes transport_bytes() const = 0;
 };
 
+// Submits `calls` at step `clock` as one Batch (`batch`), or each as its
+// own Pull, Push, PushPull or Write; appends the tickets of the calls sent to
+// *tickets, in order. On an error the calls before index tickets->size()
+// were sent (with `batch`: none).
+Status SubmitCalls(PsClient* ps, std::span<const BatchCall> calls, int64_t clock, bool batch,
+                   std::vector<Ticket>* tickets);
+
 }  // namespace parallax::ps
 
 #endif  // PARALLAX_CORE_PS_CLIENT_H_

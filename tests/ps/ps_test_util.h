@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "core/ps/wire.h"
 #include "ps/shard_core.h"
+#include "ps/shard_server.h"
 
 namespace parallax::ps::testing {
 
@@ -81,6 +83,28 @@ inline std::unique_ptr<ShardCore> MakeShard(const PsPlan& plan) {
   auto core = ShardCore::Create(o);
   EXPECT_TRUE(core.ok()) << core.status().ToString();
   return core.ok() ? std::move(core).value() : nullptr;
+}
+
+// A ShardServer per shard of `plan`, on loopback TCP unless `adjust` (given
+// each shard's index and options) says otherwise, appended to *servers;
+// their endpoints. A server that does not start is a test failure and ends
+// the list there.
+inline std::vector<std::string> StartShardServers(
+    const PsPlan& plan, std::vector<std::unique_ptr<ShardServer>>* servers,
+    const std::function<void(uint32_t, ShardServerOptions*)>& adjust = {}) {
+  std::vector<std::string> endpoints;
+  for (uint32_t s = 0; s < plan.num_shards; ++s) {
+    ShardServerOptions o;
+    o.shard.plan = plan;
+    o.shard.shard = s;
+    if (adjust) adjust(s, &o);
+    auto server = ShardServer::Start(o);
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    if (!server.ok()) break;
+    endpoints.push_back((*server)->endpoint());
+    servers->push_back(std::move(server).value());
+  }
+  return endpoints;
 }
 
 inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.frames[0].data()); }

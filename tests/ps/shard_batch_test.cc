@@ -306,18 +306,7 @@ class BatchClientTest : public ::testing::Test {
   }
 
   std::vector<std::string> StartShards(const PsPlan& plan) {
-    std::vector<std::string> endpoints;
-    for (uint32_t s = 0; s < plan.num_shards; ++s) {
-      ShardServerOptions o;
-      o.shard.plan = plan;
-      o.shard.shard = s;
-      auto server = ShardServer::Start(o);
-      EXPECT_TRUE(server.ok()) << server.status().ToString();
-      if (!server.ok()) return {};
-      endpoints.push_back((*server)->endpoint());
-      servers_.push_back(std::move(server).value());
-    }
-    return endpoints;
+    return testing::StartShardServers(plan, &servers_);
   }
 
   static std::unique_ptr<PsClient> Client(const PsPlan& plan, std::vector<std::string> endpoints,

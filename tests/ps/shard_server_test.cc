@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/ps/client.h"
+#include "tests/ps/ps_test_util.h"
 #include "core/ps/initializer.h"
 
 namespace parallax::ps {
@@ -43,15 +44,8 @@ class ShardServerTest : public ::testing::Test {
 
   void StartShards(const PsPlan& plan) {
     plan_ = plan;
-    for (uint32_t s = 0; s < plan.num_shards; ++s) {
-      ShardServerOptions o;
-      o.shard.plan = plan;
-      o.shard.shard = s;
-      auto server = ShardServer::Start(o);
-      ASSERT_TRUE(server.ok()) << server.status().ToString();
-      endpoints_.push_back((*server)->endpoint());
-      servers_.push_back(std::move(server).value());
-    }
+    endpoints_ = testing::StartShardServers(plan, &servers_);
+    ASSERT_EQ(endpoints_.size(), plan.num_shards);
   }
 
   std::unique_ptr<PsClient> Client(uint32_t worker) {

@@ -252,17 +252,10 @@ class ShmClientTest : public ::testing::Test {
   // Two shards of plan_ on ipc://<dir_>/<name><s>, replacing any running.
   void StartShards(const std::string& name) {
     servers_.clear();
-    endpoints_.clear();
-    for (uint32_t s = 0; s < 2; ++s) {
-      ShardServerOptions o;
-      o.shard.plan = plan_;
-      o.shard.shard = s;
-      o.listen = "ipc://" + (dir_ / (name + std::to_string(s))).string();
-      auto server = ShardServer::Start(o);
-      ASSERT_TRUE(server.ok()) << server.status().ToString();
-      endpoints_.push_back((*server)->endpoint());
-      servers_.push_back(std::move(server).value());
-    }
+    endpoints_ = testing::StartShardServers(plan_, &servers_, [&](uint32_t s, ShardServerOptions* o) {
+      o->listen = "ipc://" + (dir_ / (name + std::to_string(s))).string();
+    });
+    ASSERT_EQ(endpoints_.size(), plan_.num_shards);
   }
   void TearDown() override {
     servers_.clear();
@@ -410,17 +403,11 @@ TEST_F(ShmClientTest, TcpShardsOnThisMachineUseItAndShardsThatCannotMapItDoNot) 
   // in a job: one on another machine) refuses ATTACH and the values stay on
   // the socket.
   std::vector<std::unique_ptr<ShardServer>> tcp;
-  std::vector<std::string> eps;
-  for (uint32_t s = 0; s < 2; ++s) {
-    ShardServerOptions o;
-    o.shard.plan = plan_;
-    o.shard.shard = s;
-    if (s == 1) o.shard.max_shm_bytes = 1 << 20;
-    auto server = ShardServer::Start(o);
-    ASSERT_TRUE(server.ok());
-    eps.push_back((*server)->endpoint());
-    tcp.push_back(std::move(server).value());
-  }
+  const std::vector<std::string> eps =
+      testing::StartShardServers(plan_, &tcp, [](uint32_t s, ShardServerOptions* o) {
+        if (s == 1) o->shard.max_shm_bytes = 1 << 20;
+      });
+  ASSERT_EQ(eps.size(), 2u);
   PsClientOptions o;
   o.plan = plan_;
   o.shard_endpoints = eps;

@@ -83,13 +83,7 @@ def forward(runtime, table, input, offsets=None, per_sample_weights=None):
 def prefetch(runtime, table, next_ids):
     """Starts pulling the rows of `next_ids` (the next step's input to this table) while this
     step computes; the next step's forward with the same ids waits on it instead of pulling."""
-    runtime.check_usable(f"prefetch of '{table.name}'")
-    if table.local is not None:
-        return  # rows in this process: nothing to fetch ahead
-    try:
-        runtime.session.prefetch(table.var, _flat_ids(next_ids))
-    except Exception as e:
-        raise runtime.context_error(e, f"prefetching rows of '{table.name}'") from None
+    prefetch_many(runtime, [table], [next_ids])
 
 
 def prefetch_many(runtime, tables, next_ids):
