@@ -88,6 +88,8 @@ Status ShardCore::LoadCheckpoint(const std::string& dir) {
                                      : std::string());
     }
   }
+  // Every row may differ from what a worker's row cache holds.
+  for (auto& [id, vs] : vars_) ++vs.resets;
   if (updates_file_) updates_file_->Set(UpdatesApplied());
   return Status::Ok();
 }
@@ -180,6 +182,16 @@ OutMessage ShardCore::Reply(const std::string& identity, const Header& request, 
   h.attempt = request.attempt;
   h.generation = request.generation;
   m.frames[0].resize(ps_wire::kHeaderSize);
+  ps_wire::WriteHeader(h, m.frames[0].data());
+  return m;
+}
+
+OutMessage ShardCore::DataReply(const std::string& identity, const Header& request, Op op) const {
+  OutMessage m = Reply(identity, request, op);
+  const VarState& vs = vars_.at(request.variable);
+  const int64_t evicted = vs.dynamic ? vs.dynamic->evictions() : 0;
+  Header h = ps_wire::ReadHeader(m.frames[0].data());
+  h.resets = static_cast<uint16_t>(static_cast<uint64_t>(vs.resets + evicted) & 0xFFFF);
   ps_wire::WriteHeader(h, m.frames[0].data());
   return m;
 }
@@ -281,7 +293,8 @@ void ShardCore::ApplyData(const std::string& identity, const Header& h, DataRequ
   const Op op = static_cast<Op>(h.op);
   if (op == Op::kWrite) {
     WriteRows(*r.vs, r.ids, r.gp);
-    out->push_back(Reply(identity, h, Op::kWrite));
+    ++r.vs->resets;
+    out->push_back(DataReply(identity, h, Op::kWrite));
     return;
   }
   if (op == Op::kPull) {
@@ -655,7 +668,7 @@ void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequ
   };
   if (static_cast<Op>(h.op) == Op::kPush) {
     if (!apply(nullptr)) return;
-    out->push_back(Reply(identity, h, Op::kPush));
+    out->push_back(DataReply(identity, h, Op::kPush));
   } else if (PullReady(pull) && !r->pull_ids.empty()) {
     if (!apply(nullptr)) return;
     AnswerPull(identity, pull, r->pull_ids, r->shm_reply, out);
@@ -691,7 +704,7 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
   c.ids = std::move(r->ids);
   c.grads = std::move(r->grads);
   if (static_cast<Op>(h.op) == Op::kPush) {
-    out->push_back(Reply(identity, h, Op::kPush));
+    out->push_back(DataReply(identity, h, Op::kPush));
   } else {
     Header pull = h;
     pull.clock = h.clock + 1;
@@ -727,7 +740,7 @@ std::string ShardCore::SyncPushRefusal(const Header& h, const PartitionState& ps
 OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, size_t n,
                                 ValueFrame values) {
   const VarState& vs = vars_.at(h.variable);
-  OutMessage m = Reply(identity, h, static_cast<Op>(h.op));
+  OutMessage m = DataReply(identity, h, static_cast<Op>(h.op));
   Header rh = ps_wire::ReadHeader(m.frames[0].data());
   rh.count = static_cast<uint32_t>(n);
   rh.dim = vs.dim;

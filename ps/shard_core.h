@@ -180,6 +180,9 @@ class ShardCore {
     // for the table gets TABLE_FULL with it (the step did not apply).
     std::string dynamic_full;
     std::vector<PartitionState> parts;
+    // Times rows were set outside training (WRITE, LOAD); replies add the
+    // dynamic table's evictions (a worker's row cache drops what it holds).
+    int64_t resets = 0;
     // SET lr: step → the learning rate from that step on (empty: the plan's).
     std::map<int64_t, float> lr_from_step;
   };
@@ -328,6 +331,9 @@ class ShardCore {
   void Error(const std::string& identity, const Header& h, ErrorCode code, const std::string& text,
              std::vector<OutMessage>* out);
   static OutMessage Reply(const std::string& identity, const Header& request, Op op);
+  // Reply() to a data request, with the variable's `resets` (schemas/ps_wire.md,
+  // "Row cache").
+  OutMessage DataReply(const std::string& identity, const Header& request, Op op) const;
 
   const ShardOptions options_;
   // The mode of each step: the plan's, then every SET "consistency".

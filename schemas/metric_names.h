@@ -36,6 +36,13 @@ inline constexpr char kLossMean[] = "loss_mean";
 // Messages a rank sent to the PS shards per step (a batch, schemas/ps_wire.md
 // "Batches", counts once).
 inline constexpr char kPsRequests[] = "ps_requests";
+// Per step, with row caches ([ps] cache_staleness; core/ps/row_cache.h):
+// distinct rows a step served from the cache, pulled because not held, and
+// pulled again because too old; the pull bytes the hits saved.
+inline constexpr char kRowCacheHits[] = "row_cache_hits";
+inline constexpr char kRowCacheMisses[] = "row_cache_misses";
+inline constexpr char kRowCacheStaleRefreshes[] = "row_cache_stale_refreshes";
+inline constexpr char kRowCacheBytesSaved[] = "row_cache_bytes_saved";
 
 // The value `name` of a point's values; 0 when the point has none (an older
 // trainer, or a path the job does not use).

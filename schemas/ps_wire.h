@@ -128,7 +128,7 @@ static_assert(sizeof(ShmRef) == kShmRefSize, "ShmRef must have no padding");
 //    6 u8  op           Op
 //    7 u8  reserved0    0
 //    8 u16 flags        kFlag*
-//   10 u16 error_code   ErrorCode (replies)
+//   10 u16 error_code   ErrorCode (ERROR replies); resets (data replies)
 //   12 u32 variable     variable id from the plan
 //   16 u32 partition    partition index within the variable
 //   20 u32 worker       contributor rank (worker, or host with local aggregation)
@@ -145,7 +145,12 @@ struct Header {
   uint8_t op = 0;
   uint8_t reserved0 = 0;
   uint16_t flags = 0;
-  uint16_t error_code = 0;
+  // ERROR replies: the ErrorCode. PULL, PUSH, PUSH_PULL and WRITE replies:
+  // the variable's resets on this shard mod 2^16 ("Row cache").
+  union {
+    uint16_t error_code = 0;
+    uint16_t resets;
+  };
   uint32_t variable = 0;
   uint32_t partition = 0;
   uint32_t worker = 0;

@@ -416,6 +416,8 @@ Status SessionImpl::CreateParts() {
   sparse_options.local_rank = options_.local_rank;
   sparse_options.step_timeout = options_.step_timeout;
   sparse_options.batch = options_.config.ps.batch;
+  sparse_options.cache_staleness = options_.config.ps.cache_staleness;
+  sparse_options.cache_rows = static_cast<size_t>(options_.config.ps.cache_rows);
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
                                          std::move(ps), &timeline_, &metrics_);
   device_ = std::make_unique<DeviceSync>(
@@ -666,7 +668,13 @@ Status SessionImpl::Step() {
   // PS pushes leave first (asynchronous), the dense all-reduce runs while
   // they travel, then the all-gather exchange; last, the PS results (sync:
   // the step applied on every shard).
-  Status st = sparse_->StartPushes(step_);
+  // Row caches hold gradients back: a checkpoint and the last step get all.
+  const JobConfig::Trainer& trainer = options_.config.trainer;
+  const int64_t next = step_ + 1;
+  const bool flush = next >= trainer.steps ||
+                     (!trainer.checkpoint_dir.empty() && trainer.checkpoint_every > 0 &&
+                      next % trainer.checkpoint_every == 0);
+  Status st = sparse_->StartPushes(step_, flush);
   if (st.ok()) st = dense_->Finish();
   if (st.ok()) st = sparse_->ExchangeAllGather();
   if (st.ok()) st = sparse_->FinishPushes(step_);

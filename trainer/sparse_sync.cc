@@ -11,6 +11,7 @@
 #include "core/ps/aggregate.h"
 #include "core/ps/curve.h"
 #include "core/ps/discovery.h"
+#include "core/ps/row_cache.h"
 #include "parallax/session.h"
 #include "trainer/sparse_allgather.h"
 
@@ -132,6 +133,12 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
   if (!v.sparse) {
     s.values.assign(v.size, 0.0f);
     s.grad.assign(static_cast<size_t>(v.rows) * v.dim, 0.0f);
+  } else if (options_.cache_staleness > 0) {
+    const ps::VariableSpec* spec = plan_->ps.FindVariable(v.id);
+    PX_CHECK(spec != nullptr) << "PS variable \"" << v.name << "\" not in the PS plan";
+    const size_t value_bytes = plan_->ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
+    s.cache = std::make_unique<ps::RowCache>(*spec, options_.cache_staleness,
+                                             std::max<size_t>(1, options_.cache_rows), value_bytes);
   }
   index_[v.id] = slots_.size();
   slots_.push_back(std::move(s));
@@ -256,7 +263,13 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
     }
     auto pf = std::make_unique<Prefetched>();
     pf->clock = step;
-    pf->ids.assign(next_ids.begin(), next_ids.end());
+    if (CacheAt(s, step)) {
+      // Only the rows the cache cannot serve at `step`.
+      s.cache->Plan(next_ids, step, &pf->ids);
+      if (pf->ids.empty()) continue;
+    } else {
+      pf->ids.assign(next_ids.begin(), next_ids.end());
+    }
     calls.push_back({ps::BatchCall::Kind::kPull, s.var.id, pf->ids, {}, pf->rows.get()});
     s.prefetch = std::move(pf);
     slots.push_back(&s);
@@ -284,6 +297,7 @@ Status SparseSync::Lookup(uint32_t id, std::span<const int64_t> ids, int64_t ste
     GatherRows(s.values, s.var.dim, ids, rows);
     return Status::Ok();
   }
+  if (CacheAt(s, step)) return LookupCached(s, ids, step, rows);
   bool served = false;
   PX_RETURN_IF_ERROR(LookupPrefetched(s, ids, step, rows, &served));
   if (served) return Status::Ok();
@@ -324,8 +338,82 @@ Status SparseSync::LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64
   return Status::Ok();
 }
 
+bool SparseSync::CacheAt(const Slot& s, int64_t step) const {
+  return s.cache != nullptr && ps_->ConsistencyAt(step).consistency != Consistency::kSync;
+}
+
+void SparseSync::NoteResets(Slot& s) {
+  const std::vector<uint16_t> now = ps_->PartitionResets(s.var.id);
+  if (s.resets_seen.size() != now.size()) s.resets_seen.assign(now.size(), 0);
+  for (size_t p = 0; p < now.size(); ++p) {
+    if (now[p] == s.resets_seen[p]) continue;
+    s.cache->DropPartition(static_cast<uint32_t>(p));
+    s.resets_seen[p] = now[p];
+  }
+}
+
+Status SparseSync::CachePrefetched(Slot& s, int64_t step) {
+  Prefetched* pf = s.prefetched.get();
+  if (pf == nullptr || pf->clock != step || pf->arrived) return Status::Ok();
+  auto buf = std::make_unique<std::vector<float>>();
+  std::swap(buf, pf->rows);
+  Status st = AwaitPull(pf->ticket, std::move(buf), pf->rows.get());
+  if (!st.ok()) {
+    s.prefetched.reset();
+    return st.WithContext("pulling \"" + s.var.name + "\"" + ShardsOf(s));
+  }
+  pf->arrived = true;
+  NoteResets(s);  // before the fresh rows join
+  s.cache->Insert(pf->ids, *pf->rows, step);
+  return Status::Ok();
+}
+
+Status SparseSync::LookupCached(Slot& s, std::span<const int64_t> ids, int64_t step,
+                                std::vector<float>* rows) {
+  PX_RETURN_IF_ERROR(CachePrefetched(s, step));
+  const size_t dim = s.var.dim;
+  rows->resize(ids.size() * dim);
+  std::vector<size_t> unserved;
+  s.cache->Read(ids, step, rows->data(), &unserved);
+  if (unserved.empty()) return Status::Ok();
+  std::vector<int64_t> missing;  // distinct
+  std::unordered_map<int64_t, size_t> row_of;
+  for (size_t i : unserved) {
+    if (row_of.try_emplace(ids[i], missing.size()).second) missing.push_back(ids[i]);
+  }
+  const std::string what = "pulling \"" + s.var.name + "\"" + ShardsOf(s);
+  auto buf = std::make_unique<std::vector<float>>();
+  StatusOr<ps::Ticket> t = ps_->Pull(s.var.id, missing, step, buf.get());
+  if (!t.ok()) return t.status().WithContext(what);
+  std::vector<float> pulled;
+  PX_RETURN_IF_ERROR(AwaitPull(*t, std::move(buf), &pulled).WithContext(what));
+  for (size_t i : unserved) {
+    std::memcpy(rows->data() + i * dim, pulled.data() + row_of[ids[i]] * dim, dim * sizeof(float));
+  }
+  NoteResets(s);
+  s.cache->Insert(missing, pulled, step);
+  return Status::Ok();
+}
+
+void SparseSync::CacheGradients(Slot& s, int64_t step, bool flush) {
+  ps::RowsToPush push;
+  s.cache->AddGradients(s.pending_ids, s.pending_grads, &push);
+  // The next step is sync (or a checkpoint or the end comes): nothing waits.
+  if (flush || !CacheAt(s, step + 1)) {
+    s.cache->Clear(&push);
+  } else {
+    s.cache->TakeDue(step, &push);
+  }
+  s.pending_ids = std::move(push.ids);
+  s.pending_grads = std::move(push.grads);
+}
+
 Status SparseSync::AdvancePrefetches() {
   for (Slot& s : slots_) {
+    // A cached table's prefetch no lookup used still joins the cache.
+    if (s.prefetched && !s.prefetched->arrived && CacheAt(s, s.prefetched->clock)) {
+      PX_RETURN_IF_ERROR(CachePrefetched(s, s.prefetched->clock));
+    }
     if (s.prefetched && !s.prefetched->arrived) {
       std::vector<float> unused;
       PX_RETURN_IF_ERROR(
@@ -352,8 +440,11 @@ void SparseSync::DenseGradient(uint32_t id, std::span<const float> grad) {
 
 bool SparseSync::HasGradient(uint32_t id) const { return At(id).grad_given; }
 
-Status SparseSync::StartPushes(int64_t step) {
+Status SparseSync::StartPushes(int64_t step, bool flush_caches) {
   pushes_.clear();
+  for (Slot& s : slots_) {
+    if (CacheAt(s, step)) CacheGradients(s, step, flush_caches);
+  }
   if (ps_) {
     const ps::ConsistencyMode mode = ps_->ConsistencyAt(step);
     if (pushed_mode_ && *pushed_mode_ != mode) {
@@ -477,6 +568,19 @@ Status SparseSync::FinishPushes(int64_t step) {
     }
   }
   pushes_.clear();
+  ps::RowCacheCounters cached;
+  bool caches = false;
+  for (Slot& s : slots_) {
+    if (s.cache == nullptr) continue;
+    caches = true;
+    NoteResets(s);  // the push acks carry them too
+    const ps::RowCacheCounters& c = s.cache->counters();
+    cached.hits += c.hits;
+    cached.misses += c.misses;
+    cached.stale_refreshes += c.stale_refreshes;
+    cached.bytes_saved += c.bytes_saved;
+  }
+  if (caches) metrics_->SetRowCache(cached.hits, cached.misses, cached.stale_refreshes, cached.bytes_saved);
   for (Slot& s : slots_) {
     if (s.var.path == VariablePath::kPs && !s.var.sparse) {
       std::copy(s.pulled.begin(), s.pulled.begin() + static_cast<std::ptrdiff_t>(s.var.size),

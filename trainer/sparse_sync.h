@@ -33,6 +33,10 @@
 #include "trainer/step_metrics.h"
 #include "trainer/timeline.h"
 
+namespace parallax::ps {
+class RowCache;  // core/ps/row_cache.h
+}  // namespace parallax::ps
+
 namespace parallax {
 class CoordinatorClient;
 struct SessionOptions;
@@ -63,6 +67,11 @@ class SparseSync {
     // A step's pushes to the PS as one message per shard (PsClient::Batch,
     // the job's [ps] batch); false: one per variable and partition.
     bool batch = true;
+    // async and ssp steps: a row cache per sparse PS table
+    // (core/ps/row_cache.h; the job's [ps] cache_staleness and cache_rows).
+    // 0: none.
+    int64_t cache_staleness = 0;
+    size_t cache_rows = 100'000;
   };
 
   // `plan`, `world` (the job's communicator; null with one rank),
@@ -122,7 +131,10 @@ class SparseSync {
   // when there was no gradient); ExchangeAllGather updates the replicas;
   // FinishPushes waits for the pushes (sync: the step applied on every
   // shard) and, under ssp, tells the shards this rank finished the step.
-  Status StartPushes(int64_t step);
+  // With row caches, the gradients of cached rows wait in the cache until
+  // due; `flush_caches` (a checkpoint or the last step follows) pushes them
+  // all and empties the caches.
+  Status StartPushes(int64_t step, bool flush_caches = false);
   Status ExchangeAllGather();
   Status FinishPushes(int64_t step);
 
@@ -175,6 +187,10 @@ class SparseSync {
     std::unique_ptr<optim::SparseOptimizer> optimizer;  // replicas
     std::unique_ptr<Prefetched> prefetch;    // Prefetch() of this step, for the next one
     std::unique_ptr<Prefetched> prefetched;  // the one for this step (moved by AdvancePrefetches)
+    // A sparse PS table's row cache (Options::cache_staleness), and the
+    // partitions' resets it has seen (ps::PsClient::PartitionResets).
+    std::unique_ptr<ps::RowCache> cache;
+    std::vector<uint16_t> resets_seen;
   };
 
   Slot& At(uint32_t id) { return slots_[index_.at(id)]; }
@@ -187,6 +203,18 @@ class SparseSync {
   Status LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64_t step,
                           std::vector<float>* rows, bool* served);
   Status PushHostAggregated(int64_t step);
+  // Whether `s`'s row cache serves step `step` (not in sync steps).
+  bool CacheAt(const Slot& s, int64_t step) const;
+  // Lookup() through the row cache: the step's prefetch joins it, rows it
+  // cannot serve are pulled (and join it).
+  Status LookupCached(Slot& s, std::span<const int64_t> ids, int64_t step,
+                      std::vector<float>* rows);
+  // Drops the cached rows of partitions whose shard reset rows since.
+  void NoteResets(Slot& s);
+  // Waits for `s`'s prefetch for step `step` and puts its rows in the cache.
+  Status CachePrefetched(Slot& s, int64_t step);
+  // The step's gradient rows of a cached table become what is pushed now.
+  void CacheGradients(Slot& s, int64_t step, bool flush);
   // Submits a step's pushes (calls[i] for slots[i]) into pushes_: as one
   // batch with options_.batch, else a call each.
   Status SubmitPushes(std::span<const ps::BatchCall> calls, std::span<Slot* const> slots,

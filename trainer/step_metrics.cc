@@ -65,6 +65,14 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
         static_cast<double>(now.v[2 * i + 1] - last_.v[2 * i + 1]) / steps;
   }
   if (ps) out[names::kPsRequests] = static_cast<double>(now.ps_requests - last_.ps_requests) / steps;
+  if (row_cache_) {
+    const char* cache_names[4] = {names::kRowCacheHits, names::kRowCacheMisses,
+                                  names::kRowCacheStaleRefreshes, names::kRowCacheBytesSaved};
+    for (int i = 0; i < 4; ++i) {
+      now.cache[i] = cache_now_[i];
+      out[cache_names[i]] = static_cast<double>(now.cache[i] - last_.cache[i]) / steps;
+    }
+  }
   out[names::kComputeMs] = Ms(compute_) / steps;
   out[names::kDenseWaitMs] = Ms(total_dense_) / steps;
   out[names::kSparseWaitMs] = Ms(total_sparse_) / steps;

@@ -42,6 +42,15 @@ class StepMetrics {
     loss_sum_ += loss;
     ++losses_;
   }
+  // The row caches' counters since the session started (core/ps/row_cache.h),
+  // summed over the tables: Take() reports them per step from then on.
+  void SetRowCache(int64_t hits, int64_t misses, int64_t stale_refreshes, int64_t bytes_saved) {
+    row_cache_ = true;
+    cache_now_[0] = hits;
+    cache_now_[1] = misses;
+    cache_now_[2] = stale_refreshes;
+    cache_now_[3] = bytes_saved;
+  }
   // Marks the end of a step: everything since the previous end that was not
   // a wait is compute.
   void EndStep(Clock::time_point step_started, Clock::time_point now);
@@ -50,7 +59,9 @@ class StepMetrics {
   // "allreduce_recv_bytes", "allgather_sent_bytes", "allgather_recv_bytes",
   // "ps_push_sent_bytes", "ps_push_recv_bytes", "ps_pull_sent_bytes",
   // "ps_pull_recv_bytes", "local_agg_sent_bytes", "local_agg_recv_bytes",
-  // "ps_requests", "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps", and
+  // "ps_requests", "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps",
+  // with row caches "row_cache_hits", "row_cache_misses",
+  // "row_cache_stale_refreshes" and "row_cache_bytes_saved", and
   // "loss_mean", the mean of the losses AddLoss() was given, when it was
   // given any), then starts a
   // new interval. `comm` and `ps` may be null. `host`: the communicator of
@@ -63,8 +74,11 @@ class StepMetrics {
   struct Snapshot {
     int64_t v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     int64_t ps_requests = 0;
+    int64_t cache[4] = {0, 0, 0, 0};  // hits, misses, stale refreshes, bytes saved
   };
   Snapshot last_;
+  bool row_cache_ = false;
+  int64_t cache_now_[4] = {0, 0, 0, 0};
   Clock::duration dense_wait_{}, sparse_wait_{}, total_dense_{}, total_sparse_{}, compute_{};
   int64_t steps_ = 0;
   double loss_sum_ = 0;

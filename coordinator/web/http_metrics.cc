@@ -140,6 +140,28 @@ void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
     auto it = j.figures.values.find(metric_names::kPsRequests);
     if (it != j.figures.values.end()) out.Sample("parallax_job_ps_messages_per_step", JobLabels(j), it->second);
   }
+  out.Family("parallax_job_row_cache_rows_per_step", "gauge",
+             "Distinct rows per step and rank the row cache ([ps] cache_staleness) served "
+             "(hit), pulled as not held (miss) or pulled again as too old (stale_refresh); mean "
+             "over ranks.");
+  for (const JobSeries& j : jobs) {
+    for (auto [result, name] : {std::pair{"hit", metric_names::kRowCacheHits},
+                                std::pair{"miss", metric_names::kRowCacheMisses},
+                                std::pair{"stale_refresh", metric_names::kRowCacheStaleRefreshes}}) {
+      auto it = j.figures.values.find(name);
+      if (it == j.figures.values.end()) continue;
+      out.Sample("parallax_job_row_cache_rows_per_step", With(JobLabels(j), "result", result),
+                 it->second);
+    }
+  }
+  out.Family("parallax_job_row_cache_saved_bytes_per_step", "gauge",
+             "Pull bytes per step and rank the row cache's hits did not send or receive (mean "
+             "over ranks).");
+  for (const JobSeries& j : jobs) {
+    auto it = j.figures.values.find(metric_names::kRowCacheBytesSaved);
+    if (it != j.figures.values.end())
+      out.Sample("parallax_job_row_cache_saved_bytes_per_step", JobLabels(j), it->second);
+  }
   out.Family("parallax_job_step_phase_seconds", "gauge",
              "Time per step and rank in computing, waiting for dense (all-reduce) and for sparse "
              "(PS, all-gather) communication (mean over ranks).");

@@ -295,6 +295,13 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
   ReadBool(t, "ps", "curve", &ps->curve);
   ReadBool(t, "ps", "shared_memory", &ps->shared_memory);
   ReadBool(t, "ps", "batch", &ps->batch);
+  if (ReadInt(t, "ps", "cache_staleness", 0, 1'000'000, &ps->cache_staleness) &&
+      ps->cache_staleness > 0 && consistency == Consistency::kSync) {
+    KeyError(*t.get("cache_staleness"), "ps.cache_staleness",
+             "cache_staleness only applies to consistency = 'async' or 'ssp' (a sync step reads "
+             "every row as of the step before); remove it or set consistency");
+  }
+  ReadInt(t, "ps", "cache_rows", 1, int64_t{1} << 40, &ps->cache_rows);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
     const auto v = mb->value<int64_t>();
     if (!v || *v < 1 || *v > 4096) {

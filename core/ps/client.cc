@@ -91,6 +91,9 @@ class ZmqPsClient final : public PsClient {
     last_version_.resize(options_.plan.variables.size());
     for (size_t i = 0; i < last_version_.size(); ++i)
       last_version_[i].assign(options_.plan.variables[i].partitions, 0);
+    last_resets_.resize(last_version_.size());
+    for (size_t i = 0; i < last_resets_.size(); ++i)
+      last_resets_[i].assign(options_.plan.variables[i].partitions, 0);
   }
 
   ~ZmqPsClient() override {
@@ -336,6 +339,13 @@ class ZmqPsClient final : public PsClient {
   }
 
   const PsPlan& plan() const override { return options_.plan; }
+
+  std::vector<uint16_t> PartitionResets(uint32_t var) const override {
+    const VariableSpec* spec = options_.plan.FindVariable(var);
+    if (spec == nullptr) return {};
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_resets_[static_cast<size_t>(spec - options_.plan.variables.data())];
+  }
 
  private:
   // INVALID_ARGUMENT naming the variable and the bad id or size.
@@ -964,7 +974,12 @@ class ZmqPsClient final : public PsClient {
         (h.op == static_cast<uint8_t>(Op::kPull) || h.op == static_cast<uint8_t>(Op::kPushPull))) {
       version = h.version_seen;
     }
-    FinishPart(r, h.partition, status, version);
+    std::optional<uint16_t> resets;
+    if (k >= 0 && status.ok() &&
+        (r->op == Op::kPull || r->op == Op::kPush || r->op == Op::kPushPull || r->op == Op::kWrite)) {
+      resets = h.resets;
+    }
+    FinishPart(r, h.partition, status, version, resets);
   }
 
   // Loop thread: the part of request `id` for `partition` (control ops: the
@@ -979,14 +994,15 @@ class ZmqPsClient final : public PsClient {
     }
     if (partition < r->part_of.size() && r->part_of[partition] >= 0)
       ReleaseShm(r->parts[r->part_of[partition]]);
-    FinishPart(r, partition, status, std::nullopt);
+    FinishPart(r, partition, status, std::nullopt, std::nullopt);
   }
 
   // Loop thread: one part of `r` ended; the last one completes the ticket.
   void FinishPart(Request* r, uint32_t partition, const Status& status,
-                  std::optional<int64_t> version) {
+                  std::optional<int64_t> version, std::optional<uint16_t> resets) {
     std::lock_guard<std::mutex> lock(mu_);
     if (version) last_version_[r->var_index][partition] = *version;
+    if (resets) last_resets_[r->var_index][partition] = *resets;
     if (!status.ok() && r->status.ok()) r->status = status;
     if (r->remaining > 0 && --r->remaining == 0) {
       if (r->has_duplicates && r->out != nullptr && r->status.ok()) {
@@ -1046,6 +1062,7 @@ class ZmqPsClient final : public PsClient {
   Ticket next_ticket_ = 0;                                          // guarded by mu_
   std::unordered_map<Ticket, std::unique_ptr<Request>> requests_;   // guarded by mu_
   std::vector<std::vector<int64_t>> last_version_;                  // guarded by mu_
+  std::vector<std::vector<uint16_t>> last_resets_;                  // guarded by mu_
 
   std::mutex send_mu_;
   zmq::socket_t cmd_send_;  // guarded by send_mu_

@@ -238,6 +238,12 @@ class PsClient {
 
   virtual const PsPlan& plan() const = 0;
 
+  // Each partition of variable `var`'s `resets` as of the last data reply
+  // from it (schemas/ps_wire.md, "Row cache"; 0 before any): a change means
+  // the shard evicted or re-initialised rows of that partition. Empty for an
+  // unknown variable.
+  virtual std::vector<uint16_t> PartitionResets(uint32_t var) const = 0;
+
   // Totals since Create(); safe to call from any thread.
   virtual TransportBytes transport_bytes() const = 0;
 };

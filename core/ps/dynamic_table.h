@@ -187,6 +187,8 @@ class DynamicTable {
   // The ids held now, in no particular order.
   std::vector<uint64_t> Ids() const;
   DynamicTableStats stats() const;
+  // Rows evicted so far (TTL and budget).
+  int64_t evictions() const { return stats_.evicted_ttl + stats_.evicted_budget; }
 
   // Everything that decides the table's future: rows (ids, weights, state,
   // last step, touches), the LRU order, the sketch, the generator and the

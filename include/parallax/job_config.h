@@ -97,6 +97,12 @@ struct JobConfig {
     // A rank's pushes of a step, every PS variable and partition, go to
     // each shard as one message (schemas/ps_wire.md, "Batches").
     bool batch = true;
+    // async and ssp: each worker keeps the rows it pulled of every sparse PS
+    // table and reuses a row while it is at most cache_staleness of its own
+    // steps old (schemas/ps_wire.md, "Row cache"), up to cache_rows rows per
+    // table. 0: no cache.
+    int64_t cache_staleness = 0;
+    int64_t cache_rows = 100'000;
   } ps;
 
   std::vector<VariableOverride> variables;

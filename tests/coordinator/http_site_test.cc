@@ -170,7 +170,11 @@ class HttpSiteTest : public ::testing::Test {
         p.loss = 10.0 - step / 20.0 + rank;  // ranks differ by 1
         p.throughput = 100.0 * (rank + 1);   // 100 and 200 samples/s
         p.values = {{"ps_pull_recv_bytes", 1000.0 * (rank + 1)}, {"compute_ms", 4.0},
-                    {metric_names::kPsRequests, 2.0 * (rank + 1)}};
+                    {metric_names::kPsRequests, 2.0 * (rank + 1)},
+                    {metric_names::kRowCacheHits, 30.0 * (rank + 1)},
+                    {metric_names::kRowCacheMisses, 10.0},
+                    {metric_names::kRowCacheStaleRefreshes, 4.0},
+                    {metric_names::kRowCacheBytesSaved, 720.0 * (rank + 1)}};
         points.push_back(p);
       }
       clock_.Advance(1000);  // a step of 10 per second
@@ -377,6 +381,13 @@ TEST_F(HttpSiteTest, MetricsHaveSeriesOfRunningJobsOnly) {
   EXPECT_TRUE(Has(r.body, "parallax_ps_requests_total{" + job + ",shard=\"0\",op=\"pull\"} 12\n"));
   // Messages a rank sends the shards a step (mean over the 2 ranks' 2 and 4).
   EXPECT_TRUE(Has(r.body, "parallax_job_ps_messages_per_step" + labels + " 3\n")) << r.body;
+  // The row cache's figures, means over the two ranks.
+  const std::string cache_labels = labels.substr(0, labels.size() - 1);
+  EXPECT_TRUE(Has(r.body, "parallax_job_row_cache_rows_per_step" + cache_labels + ",result=\"hit\"} 45\n"))
+      << r.body;
+  EXPECT_TRUE(Has(r.body, "parallax_job_row_cache_rows_per_step" + cache_labels +
+                              ",result=\"stale_refresh\"} 4\n"));
+  EXPECT_TRUE(Has(r.body, "parallax_job_row_cache_saved_bytes_per_step" + labels + " 1080\n"));
   EXPECT_TRUE(
       Has(r.body, "parallax_ps_push_staleness_steps_bucket{" + job + ",shard=\"0\",le=\"1\"} 5\n"));
   EXPECT_TRUE(Has(r.body, "parallax_ps_push_staleness_steps_count{" + job + ",shard=\"0\"} 6\n"));

@@ -86,6 +86,32 @@ std::vector<float> InitRow(const PsPlan& plan, int64_t id) {
   return w;
 }
 
+// A WRITE and a LOAD set rows other than by training: the variable's
+// resets, in every later data reply, count them (schemas/ps_wire.md, "Row
+// cache"); training does not.
+TEST(ShardResetsTest, DataRepliesCountWritesAndLoadsAsResets) {
+  PsPlan plan = OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd);
+  auto core = MakeCore(plan);
+  auto out = Push(core.get(), 0, 0, {1}, std::vector<float>(kDim, 1.0f));
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 0);
+  out = Send(core.get(), Request(MakeHeader(Op::kWrite, 0, 0, 0, 1, kDim, 0), {4},
+                                 std::vector<float>(kDim, 2.0f)));
+  ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kWrite)) << out[0].frames[1];
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 1);
+  out = Send(core.get(), Request(MakeHeader(Op::kPull, 0, 0, 0, 1, kDim, 1), {4}, {}));
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 1);
+  parallax::testing::TempDir dir;
+  for (Op op : {Op::kSave, Op::kLoad}) {
+    testing::Frames f = Request(MakeHeader(op, 0, 0, 0, 0, 0, 0), {}, {});
+    f.f[1] = dir.path();
+    out = Send(core.get(), f);
+    ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(op)) << out[0].frames[1];
+  }
+  out = Push(core.get(), 0, 2, {1}, std::vector<float>(kDim, 1.0f));
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 2);
+  EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush));
+}
+
 // ---- Optimizers against references computed here ----
 
 class ShardOptimizerTest : public ::testing::TestWithParam<OptimizerType> {};

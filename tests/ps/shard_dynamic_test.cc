@@ -211,6 +211,26 @@ TEST(ShardDynamicTest, ALateAsyncWorkerNeverFillsTheBudget) {
   EXPECT_EQ(ReplyValues(out[0]), expected);
 }
 
+// Every data reply carries the table's resets (schemas/ps_wire.md, "Row
+// cache"): a row evicted to fit the budget changes it, so a worker's row
+// cache learns that rows it may hold are gone.
+TEST(ShardDynamicTest, DataRepliesCountTheRowsEvicted) {
+  DynamicTableSettings budget;
+  budget.max_rows = 2;
+  const PsPlan plan = DynamicPlan(Consistency::kAsync, 1, budget);
+  auto core = Core(plan);
+  ASSERT_TRUE(core);
+  auto out = Push(core.get(), 0, 0, {1, 2}, std::vector<float>(2 * kDim, 1.0f));
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 0);
+  out = Pull(core.get(), {1}, 1);
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 0);
+  out = Push(core.get(), 0, 1, {3}, std::vector<float>(kDim, 1.0f));  // evicts a row
+  ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush)) << out[0].frames[1];
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 1);
+  out = Pull(core.get(), {3}, 2);
+  EXPECT_EQ(ReplyHeader(out[0]).resets, 1);
+}
+
 // Ids the plan says are never rows (a padding id, the ctr model's missing
 // value 0) read as zeros and their gradients are dropped and counted.
 TEST(ShardDynamicTest, NeverAdmittedIdsFromThePlanReadAsZerosAndTakeNoRow) {

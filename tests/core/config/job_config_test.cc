@@ -442,6 +442,25 @@ TEST_F(JobConfigTest, StalenessLrOnlyWhereAPushCanBeStale) {
                         "consistency = 'async' or 'ssp'"));
 }
 
+TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
+  StatusOr<JobConfig> off = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->ps.cache_staleness, 0);
+  EXPECT_EQ(off->ps.cache_rows, 100'000);
+  StatusOr<JobConfig> on = ParseJobConfig(
+      "[job]\nname = \"t\"\nconsistency = \"ssp\"\nstaleness = 2\n[trainer]\nmodel = \"lm\"\n"
+      "[ps]\ncache_staleness = 4\ncache_rows = 5000\n",
+      "job.toml");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_EQ(on->ps.cache_staleness, 4);
+  EXPECT_EQ(on->ps.cache_rows, 5000);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_staleness = 4\n"),
+              HasSubstr("key 'ps.cache_staleness': cache_staleness only applies to "
+                        "consistency = 'async' or 'ssp'"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_rows = 0\n"),
+              HasSubstr("key 'ps.cache_rows': expected an integer >= 1, got 0"));
+}
+
 TEST_F(JobConfigTest, SharedMemoryIsOptInWithABoundedRegionSize) {
   StatusOr<JobConfig> off = ParseJobConfig(kMinimal, "job.toml");
   ASSERT_TRUE(off.ok()) << off.status().ToString();

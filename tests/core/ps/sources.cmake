@@ -6,5 +6,6 @@ list(APPEND PX_CORE_TEST_SOURCES
   ps/client_test.cc
   ps/dynamic_table_test.cc
   ps/plan_test.cc
+  ps/row_cache_test.cc
   ps/wire_test.cc)
 list(APPEND PX_CORE_TEST_LIBS px_ps cppzmq PkgConfig::ZMQ)

@@ -1,0 +1,220 @@
+#include "core/ps/row_cache.h"
+
+#include <cstring>
+
+#include "core/base/logging.h"
+
+namespace parallax::ps {
+
+RowCache::RowCache(const VariableSpec& var, int64_t staleness, size_t capacity,
+                   size_t value_bytes)
+    : dim_(var.dim),
+      staleness_(staleness),
+      capacity_(capacity),
+      row_pull_bytes_(sizeof(int64_t) + size_t{var.dim} * value_bytes),
+      partition_of_(var) {
+  PX_CHECK(staleness >= 1 && capacity >= 1 && var.dim >= 1)
+      << "row cache of \"" << var.name << "\": staleness " << staleness << ", capacity "
+      << capacity;
+}
+
+void RowCache::Count(int64_t id, int64_t step, const Entry* held) {
+  const size_t k = static_cast<size_t>(step & 1);
+  if (counted_step_[k] != step) {
+    counted_[k].clear();
+    counted_step_[k] = step;
+  }
+  if (!counted_[k].insert(id).second) return;
+  if (held == nullptr) {
+    ++counters_.misses;
+  } else if (Fresh(*held, step)) {
+    ++counters_.hits;
+    counters_.bytes_saved += static_cast<int64_t>(row_pull_bytes_);
+  } else {
+    ++counters_.stale_refreshes;
+  }
+}
+
+void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull) {
+  absl::flat_hash_set<int64_t> seen;
+  seen.reserve(ids.size());
+  for (int64_t id : ids) {
+    if (!seen.insert(id).second) continue;
+    auto it = index_.find(id);
+    const Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
+    Count(id, step, held);
+    if (held != nullptr && Fresh(*held, step)) {
+      Touch(it->second);
+    } else {
+      to_pull->push_back(id);
+    }
+  }
+}
+
+void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
+                    std::vector<size_t>* unserved) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = index_.find(ids[i]);
+    const Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
+    Count(ids[i], step, held);
+    if (held != nullptr && Fresh(*held, step)) {
+      std::memcpy(out + i * dim_, Row(it->second), dim_ * sizeof(float));
+      Touch(it->second);
+    } else {
+      unserved->push_back(i);
+    }
+  }
+}
+
+void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows, int64_t step) {
+  PX_CHECK(rows.size() == ids.size() * dim_) << "row cache: " << rows.size() << " values for "
+                                             << ids.size() << " rows of dim " << dim_;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = index_.find(ids[i]);
+    uint32_t slot;
+    if (it != index_.end()) {
+      slot = it->second;
+      // A pull answered after a newer one (two lookups of a step) must not
+      // make the row look younger than what it holds.
+      if (entries_[slot].pulled_at > step) continue;
+    } else {
+      slot = NewSlot();
+      Entry& e = entries_[slot];
+      e.id = ids[i];
+      e.partition = partition_of_(ids[i]);
+      e.has_grad = false;
+      index_.emplace(ids[i], slot);
+    }
+    entries_[slot].pulled_at = step;
+    std::memcpy(Row(slot), rows.data() + i * dim_, dim_ * sizeof(float));
+    Touch(slot);
+  }
+}
+
+void RowCache::AddGradients(std::span<const int64_t> ids, std::span<const float> grads,
+                            RowsToPush* push) {
+  PX_CHECK(grads.size() == ids.size() * dim_) << "row cache: " << grads.size()
+                                              << " gradient values for " << ids.size() << " rows";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* g = grads.data() + i * dim_;
+    auto it = index_.find(ids[i]);
+    if (it == index_.end()) {
+      push->ids.push_back(ids[i]);
+      push->grads.insert(push->grads.end(), g, g + dim_);
+      continue;
+    }
+    const uint32_t slot = it->second;
+    Entry& e = entries_[slot];
+    float* acc = Grad(slot);
+    if (!e.has_grad) {
+      std::memcpy(acc, g, dim_ * sizeof(float));
+      e.has_grad = true;
+    } else {
+      for (uint32_t d = 0; d < dim_; ++d) acc[d] += g[d];
+    }
+    if (!e.listed) {
+      e.listed = true;
+      graded_.push_back(slot);
+    }
+  }
+}
+
+void RowCache::MoveGradient(uint32_t slot, RowsToPush* push) {
+  Entry& e = entries_[slot];
+  if (!e.has_grad) return;
+  push->ids.push_back(e.id);
+  const float* g = Grad(slot);
+  push->grads.insert(push->grads.end(), g, g + dim_);
+  e.has_grad = false;
+}
+
+void RowCache::TakeDue(int64_t step, RowsToPush* push) {
+  push->ids.insert(push->ids.end(), due_.ids.begin(), due_.ids.end());
+  push->grads.insert(push->grads.end(), due_.grads.begin(), due_.grads.end());
+  due_.ids.clear();
+  due_.grads.clear();
+  size_t kept = 0;
+  for (uint32_t slot : graded_) {
+    Entry& e = entries_[slot];
+    // Its last step to serve is this one: the next lookup pulls it again,
+    // and the gradient goes first.
+    if (e.has_grad && !Fresh(e, step + 1)) MoveGradient(slot, push);
+    if (e.has_grad) {
+      graded_[kept++] = slot;
+    } else {
+      e.listed = false;
+    }
+  }
+  graded_.resize(kept);
+}
+
+void RowCache::DropPartition(uint32_t partition) {
+  std::vector<uint32_t> drop;
+  for (const auto& [id, slot] : index_) {
+    if (entries_[slot].partition == partition) drop.push_back(slot);
+  }
+  for (uint32_t slot : drop) Remove(slot);
+  counters_.resets += static_cast<int64_t>(drop.size());
+}
+
+void RowCache::Clear(RowsToPush* push) {
+  for (const auto& [id, slot] : index_) MoveGradient(slot, push);
+  push->ids.insert(push->ids.end(), due_.ids.begin(), due_.ids.end());
+  push->grads.insert(push->grads.end(), due_.grads.begin(), due_.grads.end());
+  due_ = RowsToPush{};
+  index_.clear();
+  entries_.clear();
+  rows_.clear();
+  grads_.clear();
+  free_.clear();
+  graded_.clear();
+  head_ = tail_ = kNone;
+}
+
+void RowCache::Touch(uint32_t slot) {
+  if (head_ == slot) return;
+  Unlink(slot);
+  Entry& e = entries_[slot];
+  e.prev = kNone;
+  e.next = head_;
+  if (head_ != kNone) entries_[head_].prev = slot;
+  head_ = slot;
+  if (tail_ == kNone) tail_ = slot;
+}
+
+void RowCache::Unlink(uint32_t slot) {
+  Entry& e = entries_[slot];
+  if (e.prev != kNone) entries_[e.prev].next = e.next;
+  if (e.next != kNone) entries_[e.next].prev = e.prev;
+  if (head_ == slot) head_ = e.next;
+  if (tail_ == slot) tail_ = e.prev;
+  e.prev = e.next = kNone;
+}
+
+void RowCache::Remove(uint32_t slot) {
+  MoveGradient(slot, &due_);
+  Unlink(slot);
+  index_.erase(entries_[slot].id);
+  free_.push_back(slot);
+  // It stays in graded_ (listed) until TakeDue sees it has no gradient.
+}
+
+uint32_t RowCache::NewSlot() {
+  if (index_.size() >= capacity_) {
+    ++counters_.evictions;
+    Remove(tail_);
+  }
+  uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(entries_.size());
+    entries_.emplace_back();
+    rows_.resize(rows_.size() + dim_);
+    grads_.resize(grads_.size() + dim_);
+  }
+  return slot;
+}
+
+}  // namespace parallax::ps

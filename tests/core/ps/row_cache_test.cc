@@ -1,0 +1,149 @@
+#include "core/ps/row_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace parallax::ps {
+namespace {
+
+VariableSpec Table(uint32_t dim = 2, uint32_t partitions = 2) {
+  VariableSpec v;
+  v.id = 0;
+  v.name = "emb";
+  v.rows = 1000;
+  v.dim = dim;
+  v.partitions = partitions;
+  v.scheme = PartitionScheme::kRange;  // ids < 500: partition 0
+  v.partition_shards.assign(partitions, 0);
+  return v;
+}
+
+std::vector<float> RowsOf(std::vector<int64_t> ids, float step, uint32_t dim = 2) {
+  std::vector<float> out;
+  for (int64_t id : ids)
+    for (uint32_t d = 0; d < dim; ++d) out.push_back(static_cast<float>(id) + step / 100.0f);
+  return out;
+}
+
+// What a gradient push list sums to, by id.
+std::map<int64_t, float> Sums(const RowsToPush& p, uint32_t dim = 2) {
+  std::map<int64_t, float> out;
+  for (size_t i = 0; i < p.ids.size(); ++i) out[p.ids[i]] += p.grads[i * dim];
+  return out;
+}
+
+TEST(RowCacheTest, ARowServesAtMostStalenessStepsAfterItsPull) {
+  RowCache cache(Table(), /*staleness=*/2, /*capacity=*/100, /*value_bytes=*/4);
+  std::vector<int64_t> pull;
+  cache.Plan(std::vector<int64_t>{7, 8, 7}, 10, &pull);
+  EXPECT_EQ(pull, (std::vector<int64_t>{7, 8}));  // distinct, first-seen order
+  cache.Insert(pull, RowsOf(pull, 10), 10);
+  // Steps 10, 11, 12 are served; step 13 is 3 steps after the pull.
+  for (int64_t step : {10, 11, 12}) {
+    std::vector<float> out(4, -1.0f);
+    std::vector<size_t> unserved;
+    cache.Read(std::vector<int64_t>{8, 7}, step, out.data(), &unserved);
+    EXPECT_TRUE(unserved.empty()) << "step " << step;
+    EXPECT_FLOAT_EQ(out[0], 8.10f);
+    EXPECT_FLOAT_EQ(out[2], 7.10f);
+  }
+  std::vector<float> out(4);
+  std::vector<size_t> unserved;
+  cache.Read(std::vector<int64_t>{8, 7}, 13, out.data(), &unserved);
+  EXPECT_EQ(unserved, (std::vector<size_t>{0, 1}));
+  pull.clear();
+  cache.Plan(std::vector<int64_t>{7}, 13, &pull);
+  EXPECT_EQ(pull, (std::vector<int64_t>{7}));
+  // Step 10: 2 misses (the prefetch's plan); 11, 12: 2 hits each (the read
+  // of step 10 was counted by its plan); 13: 2 stale refreshes.
+  EXPECT_EQ(cache.counters().misses, 2);
+  EXPECT_EQ(cache.counters().hits, 4);
+  EXPECT_EQ(cache.counters().stale_refreshes, 2);
+  EXPECT_EQ(cache.counters().bytes_saved, 4 * (8 + 2 * 4));
+}
+
+TEST(RowCacheTest, GradientsOfHeldRowsArePushedByTheLastStepTheRowServes) {
+  RowCache cache(Table(), /*staleness=*/2, 100, 4);
+  cache.Insert(std::vector<int64_t>{1, 2}, RowsOf({1, 2}, 0), 0);
+  for (int64_t step = 0; step <= 2; ++step) {
+    RowsToPush push;
+    // Row 3 is not held: pushed at once, every step.
+    cache.AddGradients(std::vector<int64_t>{1, 3, 1}, std::vector<float>{1, 1, 5, 5, 2, 2}, &push);
+    cache.TakeDue(step, &push);
+    if (step < 2) {
+      EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{3, 5}})) << "step " << step;
+    } else {
+      // Row 1 pulled for step 0 serves steps 0-2: its 3 steps' sums go now.
+      EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{1, 9}, {3, 5}}));
+    }
+  }
+  RowsToPush rest;
+  cache.Clear(&rest);
+  EXPECT_TRUE(rest.ids.empty());
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(RowCacheTest, EvictionAndResetsPushTheRowsGradientsAndDropTheRows) {
+  RowCache cache(Table(), /*staleness=*/4, /*capacity=*/2, 4);
+  cache.Insert(std::vector<int64_t>{1, 600}, RowsOf({1, 600}, 0), 0);
+  RowsToPush push;
+  cache.AddGradients(std::vector<int64_t>{1, 600}, std::vector<float>{1, 1, 2, 2}, &push);
+  EXPECT_TRUE(push.ids.empty());
+  std::vector<float> out(2);
+  std::vector<size_t> unserved;
+  cache.Read(std::vector<int64_t>{600}, 1, out.data(), &unserved);  // 1 is now the LRU row
+  cache.Insert(std::vector<int64_t>{2}, RowsOf({2}, 1), 1);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.counters().evictions, 1);
+  cache.TakeDue(1, &push);
+  EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{1, 1}}));
+  // Partition 1 (ids ≥ 500) reset on its shard: row 600 goes, with its gradient.
+  cache.DropPartition(1);
+  EXPECT_EQ(cache.counters().resets, 1);
+  unserved.clear();
+  cache.Read(std::vector<int64_t>{600, 2}, 2, std::vector<float>(4).data(), &unserved);
+  EXPECT_EQ(unserved, (std::vector<size_t>{0}));
+  push = {};
+  cache.TakeDue(2, &push);
+  EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{600, 2}}));
+  // A reused slot's new row starts without the old one's gradient.
+  cache.Insert(std::vector<int64_t>{3}, RowsOf({3}, 2), 2);
+  RowsToPush all;
+  cache.Clear(&all);
+  EXPECT_TRUE(all.ids.empty());
+}
+
+TEST(RowCacheTest, AnOlderPullDoesNotMakeAHeldRowLookYounger) {
+  RowCache cache(Table(), 1, 10, 4);
+  cache.Insert(std::vector<int64_t>{5}, RowsOf({5}, 7), 7);
+  cache.Insert(std::vector<int64_t>{5}, RowsOf({5}, 6), 6);
+  std::vector<float> out(2);
+  std::vector<size_t> unserved;
+  cache.Read(std::vector<int64_t>{5}, 8, out.data(), &unserved);
+  EXPECT_TRUE(unserved.empty());
+  EXPECT_FLOAT_EQ(out[0], 5.07f);
+}
+
+// A prefetch for the next step may come before this step's lookups: each
+// distinct id still counts once per step.
+TEST(RowCacheTest, CountsEachIdOncePerStepWhenStepsInterleave) {
+  RowCache cache(Table(), 4, 10, 4);
+  std::vector<int64_t> pull;
+  cache.Plan(std::vector<int64_t>{1}, 0, &pull);  // miss
+  cache.Insert(pull, RowsOf(pull, 0), 0);
+  for (int64_t step = 0; step < 3; ++step) {
+    pull.clear();
+    cache.Plan(std::vector<int64_t>{1}, step + 1, &pull);  // the next step's prefetch: a hit
+    EXPECT_TRUE(pull.empty());
+    std::vector<float> out(2);
+    std::vector<size_t> unserved;
+    cache.Read(std::vector<int64_t>{1, 1}, step, out.data(), &unserved);  // counted already
+    EXPECT_TRUE(unserved.empty());
+  }
+  EXPECT_EQ(cache.counters().misses, 1);
+  EXPECT_EQ(cache.counters().hits, 3);
+}
+
+}  // namespace
+}  // namespace parallax::ps
