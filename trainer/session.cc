@@ -418,6 +418,7 @@ Status SessionImpl::CreateParts() {
   sparse_options.batch = options_.config.ps.batch;
   sparse_options.cache_staleness = options_.config.ps.cache_staleness;
   sparse_options.cache_rows = static_cast<size_t>(options_.config.ps.cache_rows);
+  sparse_options.cache_accumulate = options_.config.ps.cache_accumulate;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
                                          std::move(ps), &timeline_, &metrics_);
   device_ = std::make_unique<DeviceSync>(

@@ -138,7 +138,8 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
     PX_CHECK(spec != nullptr) << "PS variable \"" << v.name << "\" not in the PS plan";
     const size_t value_bytes = plan_->ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
     s.cache = std::make_unique<ps::RowCache>(*spec, options_.cache_staleness,
-                                             std::max<size_t>(1, options_.cache_rows), value_bytes);
+                                             std::max<size_t>(1, options_.cache_rows), value_bytes,
+                                             options_.cache_accumulate);
   }
   index_[v.id] = slots_.size();
   slots_.push_back(std::move(s));

@@ -72,6 +72,7 @@ class SparseSync {
     // 0: none.
     int64_t cache_staleness = 0;
     size_t cache_rows = 100'000;
+    bool cache_accumulate = false;  // gradients of cached rows summed until due
   };
 
   // `plan`, `world` (the job's communicator; null with one rank),
@@ -131,9 +132,9 @@ class SparseSync {
   // when there was no gradient); ExchangeAllGather updates the replicas;
   // FinishPushes waits for the pushes (sync: the step applied on every
   // shard) and, under ssp, tells the shards this rank finished the step.
-  // With row caches, the gradients of cached rows wait in the cache until
-  // due; `flush_caches` (a checkpoint or the last step follows) pushes them
-  // all and empties the caches.
+  // With row caches that accumulate, the gradients of cached rows wait in
+  // the cache until due; `flush_caches` (a checkpoint or the last step
+  // follows) pushes them all and empties the caches.
   Status StartPushes(int64_t step, bool flush_caches = false);
   Status ExchangeAllGather();
   Status FinishPushes(int64_t step);

@@ -302,6 +302,7 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
              "every row as of the step before); remove it or set consistency");
   }
   ReadInt(t, "ps", "cache_rows", 1, int64_t{1} << 40, &ps->cache_rows);
+  ReadBool(t, "ps", "cache_accumulate", &ps->cache_accumulate);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
     const auto v = mb->value<int64_t>();
     if (!v || *v < 1 || *v > 4096) {

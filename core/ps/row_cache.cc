@@ -7,43 +7,59 @@
 namespace parallax::ps {
 
 RowCache::RowCache(const VariableSpec& var, int64_t staleness, size_t capacity,
-                   size_t value_bytes)
+                   size_t value_bytes, bool accumulate)
     : dim_(var.dim),
       staleness_(staleness),
       capacity_(capacity),
       row_pull_bytes_(sizeof(int64_t) + size_t{var.dim} * value_bytes),
+      accumulate_(accumulate),
       partition_of_(var) {
   PX_CHECK(staleness >= 1 && capacity >= 1 && var.dim >= 1)
       << "row cache of \"" << var.name << "\": staleness " << staleness << ", capacity "
       << capacity;
 }
 
-void RowCache::Count(int64_t id, int64_t step, const Entry* held) {
+void RowCache::Count(int64_t id, int64_t step, Entry* held) {
   const size_t k = static_cast<size_t>(step & 1);
-  if (counted_step_[k] != step) {
-    counted_[k].clear();
-    counted_step_[k] = step;
+  if (held != nullptr) {
+    if (held->counted_step[k] == step) return;
+    held->counted_step[k] = step;
+    if (Fresh(*held, step)) {
+      ++counters_.hits;
+      counters_.bytes_saved += static_cast<int64_t>(row_pull_bytes_);
+    } else {
+      ++counters_.stale_refreshes;
+    }
+    return;
   }
-  if (!counted_[k].insert(id).second) return;
-  if (held == nullptr) {
-    ++counters_.misses;
-  } else if (Fresh(*held, step)) {
-    ++counters_.hits;
-    counters_.bytes_saved += static_cast<int64_t>(row_pull_bytes_);
-  } else {
+  if (missed_step_[k] != step) {
+    missed_[k].clear();
+    missed_step_[k] = step;
+  }
+  if (!missed_[k].insert(id).second) return;
+  if (expired_at_ == step - 1 && expired_.contains(id)) {
     ++counters_.stale_refreshes;
+  } else {
+    ++counters_.misses;
   }
 }
 
 void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull) {
-  absl::flat_hash_set<int64_t> seen;
-  seen.reserve(ids.size());
+  const uint64_t mark = ++plans_;
+  absl::flat_hash_set<int64_t> not_held;  // this call's, listed once
   for (int64_t id : ids) {
-    if (!seen.insert(id).second) continue;
     auto it = index_.find(id);
-    const Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
-    Count(id, step, held);
-    if (held != nullptr && Fresh(*held, step)) {
+    if (it == index_.end()) {
+      if (!not_held.insert(id).second) continue;
+      Count(id, step, nullptr);
+      to_pull->push_back(id);
+      continue;
+    }
+    Entry& e = entries_[it->second];
+    if (e.plan_mark == mark) continue;
+    e.plan_mark = mark;
+    Count(id, step, &e);
+    if (Fresh(e, step)) {
       Touch(it->second);
     } else {
       to_pull->push_back(id);
@@ -55,7 +71,7 @@ void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
                     std::vector<size_t>* unserved) {
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = index_.find(ids[i]);
-    const Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
+    Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
     Count(ids[i], step, held);
     if (held != nullptr && Fresh(*held, step)) {
       std::memcpy(out + i * dim_, Row(it->second), dim_ * sizeof(float));
@@ -83,9 +99,15 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
       e.id = ids[i];
       e.partition = partition_of_(ids[i]);
       e.has_grad = false;
+      // Pulled for `step` because it was not held: counted as that step's
+      // miss already (Plan or Read).
+      e.counted_step[step & 1] = step;
+      e.counted_step[(step + 1) & 1] = -1;
+      e.plan_mark = 0;
       index_.emplace(ids[i], slot);
     }
     entries_[slot].pulled_at = step;
+    by_pull_[step].emplace_back(slot, ids[i]);
     std::memcpy(Row(slot), rows.data() + i * dim_, dim_ * sizeof(float));
     Touch(slot);
   }
@@ -95,6 +117,11 @@ void RowCache::AddGradients(std::span<const int64_t> ids, std::span<const float>
                             RowsToPush* push) {
   PX_CHECK(grads.size() == ids.size() * dim_) << "row cache: " << grads.size()
                                               << " gradient values for " << ids.size() << " rows";
+  if (!accumulate_) {
+    push->ids.insert(push->ids.end(), ids.begin(), ids.end());
+    push->grads.insert(push->grads.end(), grads.begin(), grads.end());
+    return;
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     const float* g = grads.data() + i * dim_;
     auto it = index_.find(ids[i]);
@@ -112,10 +139,6 @@ void RowCache::AddGradients(std::span<const int64_t> ids, std::span<const float>
     } else {
       for (uint32_t d = 0; d < dim_; ++d) acc[d] += g[d];
     }
-    if (!e.listed) {
-      e.listed = true;
-      graded_.push_back(slot);
-    }
   }
 }
 
@@ -129,23 +152,23 @@ void RowCache::MoveGradient(uint32_t slot, RowsToPush* push) {
 }
 
 void RowCache::TakeDue(int64_t step, RowsToPush* push) {
+  // Rows pulled for a step ≤ step − staleness serve no later step.
+  expired_.clear();
+  expired_at_ = step;
+  while (!by_pull_.empty() && by_pull_.begin()->first <= step - staleness_) {
+    const int64_t pulled_at = by_pull_.begin()->first;
+    for (const auto& [slot, id] : by_pull_.begin()->second) {
+      auto it = index_.find(id);
+      if (it == index_.end() || it->second != slot || entries_[slot].pulled_at != pulled_at) continue;
+      expired_.insert(id);
+      Remove(slot);
+    }
+    by_pull_.erase(by_pull_.begin());
+  }
   push->ids.insert(push->ids.end(), due_.ids.begin(), due_.ids.end());
   push->grads.insert(push->grads.end(), due_.grads.begin(), due_.grads.end());
   due_.ids.clear();
   due_.grads.clear();
-  size_t kept = 0;
-  for (uint32_t slot : graded_) {
-    Entry& e = entries_[slot];
-    // Its last step to serve is this one: the next lookup pulls it again,
-    // and the gradient goes first.
-    if (e.has_grad && !Fresh(e, step + 1)) MoveGradient(slot, push);
-    if (e.has_grad) {
-      graded_[kept++] = slot;
-    } else {
-      e.listed = false;
-    }
-  }
-  graded_.resize(kept);
 }
 
 void RowCache::DropPartition(uint32_t partition) {
@@ -167,7 +190,7 @@ void RowCache::Clear(RowsToPush* push) {
   rows_.clear();
   grads_.clear();
   free_.clear();
-  graded_.clear();
+  by_pull_.clear();
   head_ = tail_ = kNone;
 }
 
@@ -196,7 +219,6 @@ void RowCache::Remove(uint32_t slot) {
   Unlink(slot);
   index_.erase(entries_[slot].id);
   free_.push_back(slot);
-  // It stays in graded_ (listed) until TakeDue sees it has no gradient.
 }
 
 uint32_t RowCache::NewSlot() {

@@ -7,19 +7,25 @@
 // holds every update its shard had applied when the worker pulled it for a
 // step at or after c − staleness.
 //
-// Gradients of held rows accumulate here (summed) instead of being pushed
-// every step: a row's sum is pushed at the end of the last step the row may
-// serve (c − p = staleness), when it is evicted to make room, when its
-// partition is reset on the shard (DropPartition), and by Clear(). So a
-// gradient waits at most `staleness` steps. Gradients of rows not held are
-// pushed at once.
+// Gradients are pushed every step, or with `accumulate` those of held rows
+// are summed here instead: a row's sum is pushed at the end of the last step
+// the row may serve (c − p = staleness), when it is evicted to make room,
+// when its partition is reset on the shard (DropPartition), and by Clear().
+// So a gradient waits at most `staleness` steps; gradients of rows not held
+// are pushed at once. Summing saves push bytes as the cache saves pull
+// bytes, but a shard's Adagrad or Adam then takes one step of the sum where
+// it would have taken several: the training differs (docs/PERFORMANCE.md,
+// "Row cache").
 //
-// Capacity: at most `capacity` rows; a new row evicts the least recently
-// used one.
+// A row leaves the cache at the end of the last step it may serve (it could
+// serve no later lookup), so the cache holds about `staleness` + 1 steps of
+// rows and stays small. Capacity: at most `capacity` rows; a new row evicts
+// the least recently used one.
 //
 // Counters, per distinct id of a step (the first time the step asks for it,
-// by a prefetch or a lookup): a hit (served by a row held and fresh), a miss
-// (not held, pulled) or a stale refresh (held but too old, pulled again).
+// by a prefetch or a lookup): a hit (served by a row held and fresh), a
+// stale refresh (a row held, or held until the step before, too old: pulled
+// again) or a miss (pulled).
 // bytes_saved: the pull bytes the hits did not send or receive (the id's 8
 // bytes and the row).
 //
@@ -29,7 +35,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -57,7 +65,8 @@ class RowCache {
  public:
   // REQUIRES: staleness ≥ 1, capacity ≥ 1, var.dim ≥ 1. `value_bytes`: the
   // bytes of one value on the wire (4, or 2 with fp16), for bytes_saved.
-  RowCache(const VariableSpec& var, int64_t staleness, size_t capacity, size_t value_bytes);
+  RowCache(const VariableSpec& var, int64_t staleness, size_t capacity, size_t value_bytes,
+           bool accumulate);
 
   // Step `step` needs the rows of `ids`: appends to *to_pull each distinct id
   // the cache cannot serve at `step` (not held, or pulled before
@@ -72,11 +81,12 @@ class RowCache {
   // from now on (replacing older copies; a replaced row keeps its gradient).
   void Insert(std::span<const int64_t> ids, std::span<const float> rows, int64_t step);
 
-  // This step's gradient rows: those of held rows accumulate, the others are
-  // appended to *push.
+  // This step's gradient rows: with `accumulate` those of held rows
+  // accumulate; the others are appended to *push.
   void AddGradients(std::span<const int64_t> ids, std::span<const float> grads, RowsToPush* push);
-  // End of step `step`: appends to *push the gradients now due (rows whose
-  // last step to serve is `step`, rows evicted or reset since the last call).
+  // End of step `step`: the rows whose last step to serve is `step` leave,
+  // and *push gets the gradients now due (theirs, and those of rows evicted
+  // or reset since the last call).
   void TakeDue(int64_t step, RowsToPush* push);
   // Every row of partition `partition` is dropped (the shard evicted or
   // re-initialised rows there); their gradients are due.
@@ -93,17 +103,20 @@ class RowCache {
   static constexpr uint32_t kNone = UINT32_MAX;
   struct Entry {
     int64_t id = 0;
-    int64_t pulled_at = 0;  // the step the row was pulled for
+    int64_t pulled_at = 0;      // the step the row was pulled for
+    // The steps whose counters include this id, by step parity (a prefetch
+    // for the next step may come before this step's lookups).
+    int64_t counted_step[2] = {-1, -1};
+    uint64_t plan_mark = 0;     // the Plan() call that last saw it
     uint32_t partition = 0;
     uint32_t prev = kNone, next = kNone;  // LRU list: head = most recent
     bool has_grad = false;
-    bool listed = false;  // in graded_
   };
 
   bool Fresh(const Entry& e, int64_t step) const { return step - e.pulled_at <= staleness_; }
   // Counts `id` for step `step` unless the step counted it already;
   // `held`: its entry, or null.
-  void Count(int64_t id, int64_t step, const Entry* held);
+  void Count(int64_t id, int64_t step, Entry* held);
   float* Row(uint32_t slot) { return rows_.data() + size_t{slot} * dim_; }
   float* Grad(uint32_t slot) { return grads_.data() + size_t{slot} * dim_; }
   void Touch(uint32_t slot);
@@ -117,19 +130,28 @@ class RowCache {
   const int64_t staleness_;
   const size_t capacity_;
   const size_t row_pull_bytes_;
+  const bool accumulate_;
   const Partitioner partition_of_;
 
   std::vector<Entry> entries_;  // by slot
   std::vector<float> rows_, grads_;
   std::vector<uint32_t> free_;
   absl::flat_hash_map<int64_t, uint32_t> index_;  // id → slot
-  // The ids counted for a step, for two steps at once (a prefetch for the
-  // next step may come before the lookups of this one): by step parity.
-  absl::flat_hash_set<int64_t> counted_[2];
-  int64_t counted_step_[2] = {-1, -1};
+  // Ids not held counted as misses for a step, for two steps at once (a
+  // prefetch for the next step may come before the lookups of this one): by
+  // step parity. A held id's entry says when it was counted.
+  absl::flat_hash_set<int64_t> missed_[2];
+  int64_t missed_step_[2] = {-1, -1};
+  uint64_t plans_ = 0;  // Plan() calls so far
   uint32_t head_ = kNone, tail_ = kNone;
-  std::vector<uint32_t> graded_;  // slots that may hold a gradient
-  RowsToPush due_;                // gradients of rows removed since the last TakeDue
+  // By the step rows were pulled for: (slot, id) as inserted; a record whose
+  // slot no longer holds that id pulled at that step is spent.
+  std::map<int64_t, std::vector<std::pair<uint32_t, int64_t>>> by_pull_;
+  // The ids that left at the last TakeDue (step expired_at_): a pull of one
+  // at the next step is a stale refresh, not a miss.
+  absl::flat_hash_set<int64_t> expired_;
+  int64_t expired_at_ = -1;
+  RowsToPush due_;  // gradients of rows removed since the last TakeDue
   RowCacheCounters counters_;
 };
 

@@ -103,6 +103,9 @@ struct JobConfig {
     // table. 0: no cache.
     int64_t cache_staleness = 0;
     int64_t cache_rows = 100'000;
+    // The cache sums the gradients of its rows and pushes each row's sum
+    // when due, instead of pushing every step.
+    bool cache_accumulate = false;
   } ps;
 
   std::vector<VariableOverride> variables;

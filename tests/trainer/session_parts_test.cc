@@ -393,14 +393,15 @@ std::unique_ptr<CachedPs> StartCachedPs() {
 // The bound, with another worker updating a row before every step: a row
 // read at step c holds every update applied before the pull for a step at
 // or after c − staleness (3 of them at most missing), and the cache does
-// serve it in between. Gradients of a cached row wait in the cache and go
-// at the last step the row serves. With the shard gone, the cache serves
+// serve it in between. Accumulated, gradients of a cached row wait in the
+// cache and go at the last step the row serves. With the shard gone, the cache serves
 // what it may and no further: the next lookup waits for the shard.
 TEST_F(SparseSyncTest, RowCacheReadsNoRowOlderThanItsStaleness) {
   auto c = StartCachedPs();
   ASSERT_NE(c, nullptr);
   SparseSync::Options o;
   o.cache_staleness = 2;
+  o.cache_accumulate = true;
   o.step_timeout = std::chrono::milliseconds(1500);
   StepMetrics metrics;
   SparseSync sparse(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn), &timeline_, &metrics);

@@ -449,9 +449,11 @@ TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
   EXPECT_EQ(off->ps.cache_rows, 100'000);
   StatusOr<JobConfig> on = ParseJobConfig(
       "[job]\nname = \"t\"\nconsistency = \"ssp\"\nstaleness = 2\n[trainer]\nmodel = \"lm\"\n"
-      "[ps]\ncache_staleness = 4\ncache_rows = 5000\n",
+      "[ps]\ncache_staleness = 4\ncache_rows = 5000\ncache_accumulate = true\n",
       "job.toml");
   ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_FALSE(off->ps.cache_accumulate);
+  EXPECT_TRUE(on->ps.cache_accumulate);
   EXPECT_EQ(on->ps.cache_staleness, 4);
   EXPECT_EQ(on->ps.cache_rows, 5000);
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_staleness = 4\n"),

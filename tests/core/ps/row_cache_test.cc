@@ -34,7 +34,7 @@ std::map<int64_t, float> Sums(const RowsToPush& p, uint32_t dim = 2) {
 }
 
 TEST(RowCacheTest, ARowServesAtMostStalenessStepsAfterItsPull) {
-  RowCache cache(Table(), /*staleness=*/2, /*capacity=*/100, /*value_bytes=*/4);
+  RowCache cache(Table(), /*staleness=*/2, /*capacity=*/100, /*value_bytes=*/4, false);
   std::vector<int64_t> pull;
   cache.Plan(std::vector<int64_t>{7, 8, 7}, 10, &pull);
   EXPECT_EQ(pull, (std::vector<int64_t>{7, 8}));  // distinct, first-seen order
@@ -63,8 +63,8 @@ TEST(RowCacheTest, ARowServesAtMostStalenessStepsAfterItsPull) {
   EXPECT_EQ(cache.counters().bytes_saved, 4 * (8 + 2 * 4));
 }
 
-TEST(RowCacheTest, GradientsOfHeldRowsArePushedByTheLastStepTheRowServes) {
-  RowCache cache(Table(), /*staleness=*/2, 100, 4);
+TEST(RowCacheTest, RowsLeaveWithTheirGradientsAfterTheLastStepTheyServe) {
+  RowCache cache(Table(), /*staleness=*/2, 100, 4, /*accumulate=*/true);
   cache.Insert(std::vector<int64_t>{1, 2}, RowsOf({1, 2}, 0), 0);
   for (int64_t step = 0; step <= 2; ++step) {
     RowsToPush push;
@@ -78,14 +78,15 @@ TEST(RowCacheTest, GradientsOfHeldRowsArePushedByTheLastStepTheRowServes) {
       EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{1, 9}, {3, 5}}));
     }
   }
+  // Rows 1 and 2 served their last step: they left with their gradients.
+  EXPECT_EQ(cache.size(), 0u);
   RowsToPush rest;
   cache.Clear(&rest);
   EXPECT_TRUE(rest.ids.empty());
-  EXPECT_EQ(cache.size(), 0u);
 }
 
 TEST(RowCacheTest, EvictionAndResetsPushTheRowsGradientsAndDropTheRows) {
-  RowCache cache(Table(), /*staleness=*/4, /*capacity=*/2, 4);
+  RowCache cache(Table(), /*staleness=*/4, /*capacity=*/2, 4, /*accumulate=*/true);
   cache.Insert(std::vector<int64_t>{1, 600}, RowsOf({1, 600}, 0), 0);
   RowsToPush push;
   cache.AddGradients(std::vector<int64_t>{1, 600}, std::vector<float>{1, 1, 2, 2}, &push);
@@ -115,7 +116,7 @@ TEST(RowCacheTest, EvictionAndResetsPushTheRowsGradientsAndDropTheRows) {
 }
 
 TEST(RowCacheTest, AnOlderPullDoesNotMakeAHeldRowLookYounger) {
-  RowCache cache(Table(), 1, 10, 4);
+  RowCache cache(Table(), 1, 10, 4, false);
   cache.Insert(std::vector<int64_t>{5}, RowsOf({5}, 7), 7);
   cache.Insert(std::vector<int64_t>{5}, RowsOf({5}, 6), 6);
   std::vector<float> out(2);
@@ -125,10 +126,22 @@ TEST(RowCacheTest, AnOlderPullDoesNotMakeAHeldRowLookYounger) {
   EXPECT_FLOAT_EQ(out[0], 5.07f);
 }
 
+// Without accumulation every gradient goes the step it is given, cached
+// row or not.
+TEST(RowCacheTest, WithoutAccumulationEveryGradientIsPushedAtOnce) {
+  RowCache cache(Table(), 4, 10, 4, /*accumulate=*/false);
+  cache.Insert(std::vector<int64_t>{1}, RowsOf({1}, 0), 0);
+  RowsToPush push;
+  cache.AddGradients(std::vector<int64_t>{1, 3, 1}, std::vector<float>{1, 1, 5, 5, 2, 2}, &push);
+  cache.TakeDue(0, &push);
+  EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{1, 3}, {3, 5}}));
+  EXPECT_EQ(cache.size(), 1u);  // the row still serves
+}
+
 // A prefetch for the next step may come before this step's lookups: each
 // distinct id still counts once per step.
 TEST(RowCacheTest, CountsEachIdOncePerStepWhenStepsInterleave) {
-  RowCache cache(Table(), 4, 10, 4);
+  RowCache cache(Table(), 4, 10, 4, false);
   std::vector<int64_t> pull;
   cache.Plan(std::vector<int64_t>{1}, 0, &pull);  // miss
   cache.Insert(pull, RowsOf(pull, 0), 0);

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The row cache on the built-in `ctr` model: pull bytes per step and held-out log loss of its
+26 tables on the PS, sync against async without a cache and with `[ps] cache_staleness` S.
+
+    bench/e2e/ctr_cache.py --bin build/bin [--seeds 1,2,3] [--variants sync,async,cache4]
+        [--steps 1000] [--workers 2] [--shards 2] [--per-run]
+
+A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S) or `cacheSacc` (the same
+with cache_accumulate), and with the suffix
+`-unbatched` the same with `[ps] batch = false` (one message per table and partition). For each seed,
+`parallax-data synthetic-ctr` writes the data (bench/e2e/ctr_quality.py's generator settings),
+then `parallax run` trains each variant for the same steps (every table on the PS, the MLPs
+all-reduced).
+The bytes are the ranks' transport counters (`ps_pull_sent_bytes` + `ps_pull_recv_bytes`, and
+the push ones) from `parallax status --json --points`, averaged over the points after the first
+--skip steps and over the ranks; the cache's counters likewise (hit rate: hits over hits,
+misses and stale refreshes). The log loss is rank 0's last `eval ... log_loss L` line. Prints
+one JSON line per variant, metric and statistic (median over seeds), one per run with
+--per-run, and per cache variant the median over seeds of its pull bytes against async's
+(`pull_bytes_ratio`) and of its log loss against sync's (`log_loss_ratio`).
+"""
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ctr_quality  # noqa: E402  (the generator and the eval line)
+import job_status  # noqa: E402
+
+METRICS = (("pull_bytes", "B/step"), ("push_bytes", "B/step"), ("ps_requests", "messages/step"),
+           ("cache_hit_rate", ""), ("log_loss", "nats"), ("auc", ""), ("samples_per_s", "samples/s"))
+
+
+def job_text(args, data, variant, seed):
+    unbatched = variant.endswith("-unbatched")
+    variant = variant.removesuffix("-unbatched")
+    consistency = "sync" if variant == "sync" else "async"
+    # The MLPs all-reduced, every table on the PS: the PS bytes are the tables' alone (with
+    # arch "ps" the MLPs' push-pull would be most of the pull bytes, and no cache's business).
+    lines = ["[job]", f'name = "ctr-cache-{variant}"', f"workers = {args.workers}",
+             'arch = "hybrid"', f'consistency = "{consistency}"', "", "[ps]",
+             f"shards = {args.shards}"]
+    if variant.startswith("cache"):
+        lines.append(f"cache_staleness = {int(variant[len('cache'):].removesuffix('acc'))}")
+        if variant.endswith("acc"):
+            lines.append("cache_accumulate = true")
+    if unbatched:
+        lines.append("batch = false")
+    lines += ["", "[trainer]", 'model = "ctr"', f"steps = {args.steps}",
+              f"batch_size = {args.batch}", f"metrics_every = {args.metrics_every}", "",
+              "[model]", f'data = "{data}"', f"tables = {ctr_quality.TABLE_SIZES}",
+              f"dim = {args.dim}", "bottom = [64]", "top = [64]", f"eval_every = {args.steps}",
+              f"eval_examples = {args.heldout}", f"seed = {seed}", "", "[optimizer.dense]",
+              'type = "adam"', "lr = 1e-3", "", "[optimizer.sparse]", 'type = "adagrad"',
+              f"lr = {args.lr}", ""]
+    for t in range(len(ctr_quality.TABLE_SIZES)):
+        lines += ["[[variable]]", f'name = "ctr/table{t}"', 'path = "ps"', ""]
+    return "\n".join(lines)
+
+
+def mean_over(points, name):
+    return statistics.fmean(p["values"].get(name, 0.0) for p in points)
+
+
+def run(args, workdir, data, variant, seed):
+    job = os.path.join(workdir, f"{variant}-{seed}.toml")
+    with open(job, "w", encoding="utf-8") as f:
+        f.write(job_text(args, os.path.join(data, "train.tsv"), variant, seed))
+    state = os.path.join(workdir, f"{variant}-{seed}.state")
+    t0 = time.monotonic()
+    proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
+                          capture_output=True, text=True, timeout=args.timeout)
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0:
+        sys.exit(f"ctr_cache: {variant} seed {seed} failed (exit {proc.returncode}); its state "
+                 f"is in {state}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    status = job_status.finished(args.bin, state)
+    if status.get("state") != "SUCCEEDED":
+        sys.exit(f"ctr_cache: {variant} seed {seed}: the job is {status.get('state')}")
+    points = job_status.points_between(status, args.skip, args.steps + 1)
+    if not points:
+        sys.exit(f"ctr_cache: {variant} seed {seed}: no metric points after step {args.skip}")
+    logs = ""
+    for log in sorted(glob.glob(os.path.join(state, "agent", "tasks", "*-trainer-0",
+                                             "task.log")))[-1:]:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            logs = f.read()
+    found = ctr_quality.EVAL_LINE.findall(logs)
+    if not found or not found[-1][3]:
+        sys.exit(f"ctr_cache: {variant} seed {seed}: no eval line with log_loss in trainer/0's "
+                 f"log:\n{logs[-3000:]}")
+    _, auc, _, log_loss = found[-1]
+    looked = sum(mean_over(points, n) for n in
+                 ("row_cache_hits", "row_cache_misses", "row_cache_stale_refreshes"))
+    return {
+        "pull_bytes": mean_over(points, "ps_pull_sent_bytes") + mean_over(points, "ps_pull_recv_bytes"),
+        "push_bytes": mean_over(points, "ps_push_sent_bytes") + mean_over(points, "ps_push_recv_bytes"),
+        "ps_requests": mean_over(points, "ps_requests"),
+        "cache_hit_rate": mean_over(points, "row_cache_hits") / looked if looked else 0.0,
+        "log_loss": float(log_loss), "auc": float(auc),
+        "samples_per_s": statistics.fmean(p["throughput"] for p in points),
+        "seconds": seconds}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bin", default="build/bin")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--variants", default="sync,async,cache1,cache4,cache16")
+    p.add_argument("--train", type=int, default=500000)
+    p.add_argument("--heldout", type=int, default=50000)
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--skip", type=int, default=100, help="steps left out of the byte means")
+    p.add_argument("--metrics-every", type=int, default=50)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--dim", type=int, default=16)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--lr", type=float, default=0.05, help="sparse Adagrad's")
+    p.add_argument("--workdir", default="")
+    p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--per-run", action="store_true")
+    args = p.parse_args()
+    args.bin = os.path.abspath(args.bin)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="ctr-cache-")
+    os.makedirs(workdir, exist_ok=True)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    variants = args.variants.split(",")
+    for v in variants:
+        base = v.removesuffix("-unbatched")
+        if base not in ("sync", "async") and not (base.startswith("cache") and
+                                                  base[5:].removesuffix("acc").isdigit()):
+            sys.exit(f"ctr_cache: unknown variant {v!r}: sync, async, cacheS or cacheSacc "
+                     "(S ≥ 1), each with -unbatched or not")
+    # The generator's defaults of bench/e2e/ctr_quality.py, without drift.
+    gen_args = argparse.Namespace(bin=args.bin, train=args.train, heldout=args.heldout,
+                                  drift_shift=0.0, drift_new=0.0, zipf=1.2)
+    params = {"steps": args.steps, "workers": args.workers, "shards": args.shards,
+              "dim": args.dim, "batch": args.batch, "lr": args.lr, "train": args.train,
+              "arch": "hybrid, tables on ps"}
+    results = {v: [] for v in variants}
+    for seed in seeds:
+        data, _ = ctr_quality.generate(gen_args, workdir, seed)
+        for v in variants:
+            r = run(args, workdir, data, v, seed)
+            r["seed"] = seed
+            results[v].append(r)
+            if args.per_run:
+                print(json.dumps({"bench": "ctr_cache", "impl": v, "stat": "run", **r, **params}),
+                      flush=True)
+    for v in variants:
+        rs = results[v]
+        for metric, unit in METRICS:
+            print(json.dumps({"bench": "ctr_cache", "impl": v, "metric": metric, "unit": unit,
+                              "stat": "median", "runs": len(rs),
+                              "value": statistics.median(r[metric] for r in rs),
+                              "values": [r[metric] for r in rs], "seeds": seeds, **params}),
+                  flush=True)
+    for v in variants:
+        if not v.startswith("cache") or v.endswith("-unbatched"):
+            continue
+        for metric, base in (("pull_bytes", "async"), ("log_loss", "sync")):
+            if base not in results:
+                continue
+            ratios = [c[metric] / b[metric] for c, b in zip(results[v], results[base])]
+            print(json.dumps({"bench": "ctr_cache", "impl": v, "metric": f"{metric}_ratio",
+                              "unit": f"x {base}", "stat": "median", "runs": len(ratios),
+                              "value": statistics.median(ratios), "values": ratios,
+                              "seeds": seeds, **params}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
