@@ -1,5 +1,6 @@
 """Helpers of the Python tests: running a job with `parallax run`, and the plain-PyTorch
 reference a Parallax run must equal."""
+import contextlib
 import importlib.util
 import json
 import os
@@ -51,11 +52,14 @@ class Job:
                     logs += f"--- {task}\n{f.read()[-3000:]}"
         return proc.returncode, proc.stdout + proc.stderr + logs
 
-    def export(self, out):
-        """`parallax export 1 --out OUT` of the finished job, through a coordinator on its state
-        database (the embedded one ended with `parallax run`): (exit code, output)."""
+    @contextlib.contextmanager
+    def coordinator(self):
+        """A coordinator on the finished job's state database (the embedded one ended with
+        `parallax run`): yields its address, or raises RuntimeError when it does not start."""
         state = os.path.join(self.dir, "state")
-        port_file = os.path.join(self.dir, "export.port")
+        port_file = os.path.join(self.dir, "coordinator.port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
         coordinator = subprocess.Popen(
             [os.path.join(BIN_DIR, "parallax-coordinator"), "--db",
              os.path.join(state, "state.db"), "--listen", "127.0.0.1:0", "--port-file",
@@ -64,17 +68,33 @@ class Job:
             deadline = time.monotonic() + 60
             while not os.path.exists(port_file) or not open(port_file).read().strip():
                 if coordinator.poll() is not None or time.monotonic() > deadline:
-                    return 1, "the coordinator did not start: " + coordinator.stderr.read()
+                    raise RuntimeError("the coordinator did not start: " + coordinator.stderr.read())
                 time.sleep(0.05)
             with open(port_file) as f:
-                port = f.read().strip()
-            proc = subprocess.run([os.path.join(BIN_DIR, "parallax"), "--coordinator",
-                                   f"127.0.0.1:{port}", "export", "1", "--out", out],
-                                  capture_output=True, text=True, timeout=120)
-            return proc.returncode, proc.stdout + proc.stderr
+                yield "127.0.0.1:" + f.read().strip()
         finally:
             coordinator.terminate()
             coordinator.wait(timeout=30)
+
+    def export(self, out):
+        """`parallax export 1 --out OUT` of the finished job: (exit code, output)."""
+        try:
+            with self.coordinator() as address:
+                proc = subprocess.run([os.path.join(BIN_DIR, "parallax"), "--coordinator",
+                                       address, "export", "1", "--out", out],
+                                      capture_output=True, text=True, timeout=120)
+                return proc.returncode, proc.stdout + proc.stderr
+        except RuntimeError as e:
+            return 1, str(e)
+
+    def status(self):
+        """`parallax status 1 --json --points` of the finished job: its object."""
+        with self.coordinator() as address:
+            proc = subprocess.run([os.path.join(BIN_DIR, "parallax"), "--coordinator", address,
+                                   "status", "1", "--json", "--points"],
+                                  capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(proc.stdout)["jobs"][0]
 
     def rank_result(self, rank):
         with open(os.path.join(self.out, f"rank-{rank}.json")) as f:

@@ -1,5 +1,6 @@
 """parallax.torch jobs under `parallax run` (2 ranks, a PS shard): an interrupted job resumes to
-the same model, async and SSP jobs run to the end, ranks with different models stop with an
+the same model, async and SSP jobs run to the end (one with a row cache, whose counters reach
+`parallax status`), ranks with different models stop with an
 error naming the rank and the parameter, a rank never holds a PS table, and small fusion
 buckets all-reduce dense gradients while backward goes on."""
 import json
@@ -39,9 +40,9 @@ def test_an_interrupted_job_resumes_to_the_same_model_and_exports_it(tmp_path):
     pxtest.assert_close(plain.state_dict(), want, "exported checkpoint of the last step")
 
 
-def run_to_the_end(tmp_path, consistency):
+def run_to_the_end(tmp_path, consistency, ps=""):
     job = pxtest.Job(tmp_path, "tiny", ref.job_toml("hybrid", consistency=consistency,
-                                                    tags_on_ps=True))
+                                                    tags_on_ps=True, ps=ps))
     code, output = job.run()
     assert code == 0, output
     for rank in range(2):
@@ -50,6 +51,7 @@ def run_to_the_end(tmp_path, consistency):
     final = job.state("final.pt")
     assert all(math.isfinite(v) for t in final.values() for v in t.flatten().tolist())
     assert not all((final[k] == job.state("initial.pt")[k]).all() for k in final)
+    return job
 
 
 def test_an_async_job_runs_to_the_end(tmp_path):
@@ -58,6 +60,20 @@ def test_an_async_job_runs_to_the_end(tmp_path):
 
 def test_an_ssp_job_runs_to_the_end(tmp_path):
     run_to_the_end(tmp_path, "ssp")
+
+
+def test_an_ssp_job_with_a_row_cache_runs_to_the_end_and_reports_it(tmp_path):
+    # The tiny model's PS table under `[ps] cache_staleness`: its lookups are served from the
+    # rank's cache between pulls, and the cache's counters reach `parallax status --json`.
+    job = run_to_the_end(tmp_path, "ssp", ps="cache_staleness = 3")
+    points = [p for p in job.status()["points"] if p["values"].get("steps", 0) > 0]
+    assert points, "no metric points of steps"
+    total = {k: sum(p["values"].get(k, 0.0) * p["values"]["steps"] for p in points)
+             for k in ("row_cache_hits", "row_cache_misses", "row_cache_stale_refreshes",
+                       "row_cache_bytes_saved")}
+    assert all(k in p["values"] for p in points for k in total), points
+    assert total["row_cache_misses"] > 0, total
+    assert total["row_cache_hits"] > 0 and total["row_cache_bytes_saved"] > 0, total
 
 
 def test_ranks_with_different_models_stop_naming_the_rank_and_the_parameter(tmp_path):

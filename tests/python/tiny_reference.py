@@ -39,6 +39,7 @@ optimizer = {{ type = "adagrad", lr = {out_lr}, initial_accumulator = 0.0, epsil
 {extra_variables}
 [ps]
 shards = 1
+{ps}
 [user]
 out = "@OUT@"
 lr_at = {{ {lr_at} }}
@@ -47,8 +48,9 @@ lr_at = {{ {lr_at} }}
 
 
 def job_toml(arch, consistency="sync", tags_on_ps=False, checkpoint_every=0, max_restarts=0,
-             user="", extra_variables=""):
-    """The tiny job; `user` adds [user] lines, `extra_variables` [[variable]] tables."""
+             user="", extra_variables="", ps=""):
+    """The tiny job; `user` adds [user] lines, `extra_variables` [[variable]] tables, `ps` [ps]
+    lines."""
     return JOB.format(
         arch=arch, consistency=consistency,
         staleness="staleness = 2\n" if consistency == "ssp" else "", max_restarts=max_restarts, steps=STEPS, batch=BATCH,
@@ -56,7 +58,7 @@ def job_toml(arch, consistency="sync", tags_on_ps=False, checkpoint_every=0, max
         checkpoint_dir='checkpoint_dir = "checkpoints"' if checkpoint_every else "",
         dense_lr=DENSE_LR, sparse_lr=SPARSE_LR, tags_lr=TAGS_LR, out_lr=OUT_LR,
         tags_path='path = "ps"' if tags_on_ps else "", extra_variables=extra_variables,
-        lr_at=", ".join(f'"{k}" = {v}' for k, v in LR_AT.items()), user=user)
+        lr_at=", ".join(f'"{k}" = {v}' for k, v in LR_AT.items()), user=user, ps=ps)
 
 
 def plain_pytorch(tiny, initial, steps=STEPS):
