@@ -478,5 +478,45 @@ TEST_F(SparseSyncTest, RowCacheDropsRowsItsShardReset) {
   EXPECT_EQ(rows[0], 100.0f);
 }
 
+// Sync steps bypass the cache, and the step before one empties it: the
+// sync warm-up pulls every step, async steps are served from the cache,
+// and before a switch back to sync the gradients the cache held are pushed.
+TEST_F(SparseSyncTest, RowCacheServesOnlyAsyncStepsAndFlushesBeforeSync) {
+  plan::JobPlan plan;
+  plan.ps.consistency = Consistency::kAsync;
+  plan.ps.sync_warmup_steps = 2;
+  AddToPs(Table(0, "emb", 50, 2, VariablePath::kPs, 1.0f), 1, &plan);
+  PsServer ps = StartPs(plan);
+  ASSERT_NE(ps.conn.client, nullptr);
+  SparseSync::Options o;
+  o.cache_staleness = 4;
+  o.cache_accumulate = true;
+  StepMetrics metrics;
+  SparseSync sparse(o, &plan, nullptr, nullptr, std::move(ps.conn), &timeline_, &metrics);
+  sparse.AddPs(plan.variables[0]);
+  std::vector<float> initial(2);
+  ps::InitializeRow(plan.variables[0].init, 0, 7, 2, initial.data());
+  ASSERT_TRUE(sparse.SetConsistency(5, {Consistency::kSync, 0}, 0).ok());
+  std::vector<bool> pulled;
+  std::vector<float> rows;
+  for (int64_t step = 0; step < 6; ++step) {
+    const int64_t before = sparse.ps()->transport_bytes().pull_sent;
+    ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, step, &rows).ok()) << step;
+    pulled.push_back(sparse.ps()->transport_bytes().pull_sent > before);
+    // Gradients of 1: SGD lr 1 takes 1 off per step once pushed.
+    sparse.AddRows(0, std::vector<int64_t>{7}, std::vector<float>{1, 1});
+    ASSERT_TRUE(sparse.StartPushes(step).ok()) << step;
+    ASSERT_TRUE(sparse.FinishPushes(step).ok()) << step;
+    ASSERT_TRUE(sparse.AdvancePrefetches().ok());
+    if (step == 1) EXPECT_FLOAT_EQ(rows[0], initial[0] - 1);  // sync: step 0 applied
+    if (step == 3) EXPECT_FLOAT_EQ(rows[0], initial[0] - 2);  // cached since step 2's pull
+  }
+  // Sync steps 0, 1 and 5 pull; async step 2 pulls, 3 and 4 are served.
+  EXPECT_EQ(pulled, (std::vector<bool>{true, true, true, false, false, true}));
+  // Step 5 read every gradient before it: steps 2-4's waited in the cache
+  // until step 4, the last before sync.
+  EXPECT_FLOAT_EQ(rows[0], initial[0] - 5);
+}
+
 }  // namespace
 }  // namespace parallax::trainer
