@@ -15,7 +15,7 @@
 // are pushed at once. Summing saves push bytes as the cache saves pull
 // bytes, but a shard's Adagrad or Adam then takes one step of the sum where
 // it would have taken several: the training differs (docs/PERFORMANCE.md,
-// "Row cache").
+// "Row cache on workers").
 //
 // A row leaves the cache at the end of the last step it may serve (it could
 // serve no later lookup), so the cache holds about `staleness` + 1 steps of
