@@ -34,6 +34,12 @@ RankTable BuildRankTable(const std::vector<RankPoint>& points, RankTableStyle st
   RankTable table;
   table.columns = {"rank", "step", "loss", "samples/s", "compute", "dense wait", "sparse wait"};
   for (names::Path path : names::kPaths) table.columns.push_back(PathColumn(path));
+  // A job with row caches: the share of a step's distinct rows they served.
+  bool cached = false;
+  for (const RankPoint& p : points) {
+    cached = cached || (p.values != nullptr && p.values->count(names::kRowCacheHits) > 0);
+  }
+  if (cached) table.columns.push_back("cache hits");
   const std::map<std::string, double> none;
   for (const RankPoint& p : points) {
     const std::map<std::string, double>& v = p.values != nullptr ? *p.values : none;
@@ -49,6 +55,12 @@ RankTable BuildRankTable(const std::vector<RankPoint>& points, RankTableStyle st
       row.push_back(FormatBytes(names::ValueOf(v, names::SentBytes(path)), sep) +
                     (page ? " / " : "/") +
                     FormatBytes(names::ValueOf(v, names::RecvBytes(path)), sep));
+    }
+    if (cached) {
+      const double hits = names::ValueOf(v, names::kRowCacheHits);
+      const double rows = hits + names::ValueOf(v, names::kRowCacheMisses) +
+                          names::ValueOf(v, names::kRowCacheStaleRefreshes);
+      row.push_back(rows > 0 ? Fixed(100.0 * hits / rows, 1) + (page ? " %" : "%") : "-");
     }
     table.rows.push_back(std::move(row));
   }

@@ -28,7 +28,8 @@ enum class RankTableStyle {
 struct RankTable {
   // rank, step, loss, samples/s, compute, dense wait, sparse wait, then
   // "<path> S/R" (bytes sent / received per step) for every path of
-  // schemas/metric_names.h.
+  // schemas/metric_names.h, and when a point has row-cache values "cache
+  // hits" (the share of a step's distinct rows the caches served).
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> rows;  // one per point, in the given order
 };

@@ -52,6 +52,28 @@ TEST(RankTableTest, TerminalAndPageHaveTheSameColumnsAndFigures) {
   EXPECT_EQ(terminal.rows[1][4], "0.00ms");      // absent values read as 0
 }
 
+// A job with row caches gets a column of the share of rows they served;
+// a point without the cache's values reads "-".
+TEST(RankTableTest, RowCachesAddTheirHitShare) {
+  const std::map<std::string, double> r0 = {{names::kRowCacheHits, 30},
+                                            {names::kRowCacheMisses, 8},
+                                            {names::kRowCacheStaleRefreshes, 2}};
+  const std::map<std::string, double> r1;
+  const std::vector<RankPoint> points = {{0, 10, 1, 1, &r0}, {1, 10, 1, 1, &r1}};
+  const RankTable terminal = BuildRankTable(points, RankTableStyle::kTerminal);
+  const RankTable page = BuildRankTable(points, RankTableStyle::kPage);
+  ASSERT_EQ(terminal.columns.size(), 8 + names::kPaths.size());
+  EXPECT_EQ(terminal.columns.back(), "cache hits");
+  EXPECT_EQ(page.columns, terminal.columns);
+  EXPECT_EQ(terminal.rows[0].back(), "75.0%");
+  EXPECT_EQ(page.rows[0].back(), "75.0 %");
+  EXPECT_EQ(terminal.rows[1].back(), "-");
+  // Without caches the column is not there.
+  const std::vector<RankPoint> plain = {{1, 10, 1, 1, &r1}};
+  EXPECT_EQ(BuildRankTable(plain, RankTableStyle::kTerminal).columns.size(),
+            7 + names::kPaths.size());
+}
+
 TEST(RankTableTest, NoPointsIsJustTheColumns) {
   const RankTable t = BuildRankTable({}, RankTableStyle::kPage);
   EXPECT_TRUE(t.rows.empty());
