@@ -21,14 +21,11 @@ one JSON line per variant, metric and statistic (median over seeds), one per run
 """
 
 import argparse
-import glob
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ctr_quality  # noqa: E402  (the generator and the eval line)
@@ -70,33 +67,12 @@ def mean_over(points, name):
 
 
 def run(args, workdir, data, variant, seed):
-    job = os.path.join(workdir, f"{variant}-{seed}.toml")
-    with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, os.path.join(data, "train.tsv"), variant, seed))
-    state = os.path.join(workdir, f"{variant}-{seed}.state")
-    t0 = time.monotonic()
-    proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
-                          capture_output=True, text=True, timeout=args.timeout)
-    seconds = time.monotonic() - t0
-    if proc.returncode != 0:
-        sys.exit(f"ctr_cache: {variant} seed {seed} failed (exit {proc.returncode}); its state "
-                 f"is in {state}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    status = job_status.finished(args.bin, state)
-    if status.get("state") != "SUCCEEDED":
-        sys.exit(f"ctr_cache: {variant} seed {seed}: the job is {status.get('state')}")
+    text = job_text(args, os.path.join(data, "train.tsv"), variant, seed)
+    status, seconds, (auc, log_loss) = ctr_quality.train(
+        "ctr_cache", args.bin, workdir, f"{variant}-{seed}", text, args.timeout, points=True)
     points = job_status.points_between(status, args.skip, args.steps + 1)
     if not points:
         sys.exit(f"ctr_cache: {variant} seed {seed}: no metric points after step {args.skip}")
-    logs = ""
-    for log in sorted(glob.glob(os.path.join(state, "agent", "tasks", "*-trainer-0",
-                                             "task.log")))[-1:]:
-        with open(log, encoding="utf-8", errors="replace") as f:
-            logs = f.read()
-    found = ctr_quality.EVAL_LINE.findall(logs)
-    if not found or not found[-1][3]:
-        sys.exit(f"ctr_cache: {variant} seed {seed}: no eval line with log_loss in trainer/0's "
-                 f"log:\n{logs[-3000:]}")
-    _, auc, _, log_loss = found[-1]
     looked = sum(mean_over(points, n) for n in
                  ("row_cache_hits", "row_cache_misses", "row_cache_stale_refreshes"))
     return {
@@ -104,7 +80,7 @@ def run(args, workdir, data, variant, seed):
         "push_bytes": mean_over(points, "ps_push_sent_bytes") + mean_over(points, "ps_push_recv_bytes"),
         "ps_requests": mean_over(points, "ps_requests"),
         "cache_hit_rate": mean_over(points, "row_cache_hits") / looked if looked else 0.0,
-        "log_loss": float(log_loss), "auc": float(auc),
+        "log_loss": log_loss, "auc": auc,
         "samples_per_s": statistics.fmean(p["throughput"] for p in points),
         "seconds": seconds}
 

@@ -121,26 +121,28 @@ def distinct_per_table(data):
     return [len(s) for s in seen]
 
 
-def run(args, workdir, data, impl, seed):
-    steps = args.steps or args.passes * (args.train // args.batch)
-    job = os.path.join(workdir, f"{impl}-{seed}.toml")
+def train(bench, bin_dir, workdir, name, text, timeout, points=False):
+    """`parallax run` of job `text` (written to WORKDIR/NAME.toml, its state in NAME.state) to
+    its end: (its `parallax status --json` object, with the metric points when `points`; the
+    run's seconds; rank 0's last evaluation (auc, log_loss)). Exits naming `bench` and `name`
+    when the run fails, the job did not succeed, or rank 0's log has no evaluation."""
+    job = os.path.join(workdir, f"{name}.toml")
     with open(job, "w", encoding="utf-8") as f:
-        f.write(job_text(args, os.path.join(data, "train.tsv"), impl, steps, seed))
-    state = os.path.join(workdir, f"{impl}-{seed}.state")
+        f.write(text)
+    state = os.path.join(workdir, f"{name}.state")
     t0 = time.monotonic()
-    proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
-                          capture_output=True, text=True, timeout=args.timeout)
+    proc = subprocess.run([os.path.join(bin_dir, "parallax"), "run", "--state-dir", state, job],
+                          capture_output=True, text=True, timeout=timeout)
     seconds = time.monotonic() - t0
     if proc.returncode != 0:
-        sys.exit(f"ctr_quality: {impl} seed {seed} failed (exit {proc.returncode}); its state is "
-                 f"in {state}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        sys.exit(f"{bench}: {name} failed (exit {proc.returncode}); its state is in {state}:\n"
+                 f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     try:
-        status = job_status.finished(args.bin, state, points=False)
+        status = job_status.finished(bin_dir, state, points=points)
     except job_status.StatusError as e:
-        sys.exit(f"ctr_quality: cannot read the job run in {state}: {e}")
-    if status.get("state") != "SUCCEEDED" or status.get("step", steps) < steps - 1:  # the last step's index
-        sys.exit(f"ctr_quality: {impl} seed {seed}: the job is {status.get('state')} at step "
-                 f"{status.get('step')} of {steps}")
+        sys.exit(f"{bench}: cannot read the job run in {state}: {e}")
+    if status.get("state") != "SUCCEEDED":
+        sys.exit(f"{bench}: {name}: the job is {status.get('state')} at step {status.get('step')}")
     # The agent of a `parallax run` is gone with it (so is `parallax logs`): rank 0's output is
     # the task log it left in the state directory.
     task_logs = sorted(glob.glob(os.path.join(state, "agent", "tasks", "*-trainer-0", "task.log")))
@@ -150,10 +152,21 @@ def run(args, workdir, data, impl, seed):
             logs = f.read()
     found = EVAL_LINE.findall(logs)
     if not found or not found[-1][3]:
-        sys.exit(f"ctr_quality: {impl} seed {seed}: no `eval step S auc A ... log_loss L` line "
-                 f"in trainer/0's log:\n{logs[-3000:]}")
+        sys.exit(f"{bench}: {name}: no `eval step S auc A ... log_loss L` line in trainer/0's "
+                 f"log:\n{logs[-3000:]}")
     _, auc, _, log_loss = found[-1]
-    return {"auc": float(auc), "log_loss": float(log_loss), "seconds": seconds, "steps": steps}
+    return status, seconds, (float(auc), float(log_loss))
+
+
+def run(args, workdir, data, impl, seed):
+    steps = args.steps or args.passes * (args.train // args.batch)
+    text = job_text(args, os.path.join(data, "train.tsv"), impl, steps, seed)
+    status, seconds, (auc, log_loss) = train("ctr_quality", args.bin, workdir, f"{impl}-{seed}",
+                                             text, args.timeout)
+    if status.get("step", steps) < steps - 1:  # the last step's index
+        sys.exit(f"ctr_quality: {impl} seed {seed}: the job stopped at step "
+                 f"{status.get('step')} of {steps}")
+    return {"auc": auc, "log_loss": log_loss, "seconds": seconds, "steps": steps}
 
 
 def main():
