@@ -314,14 +314,7 @@ Status SparseSync::LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64
   Prefetched* pf = s.prefetched.get();
   if (pf == nullptr || pf->clock != step) return Status::Ok();
   if (!pf->arrived) {
-    auto buf = std::make_unique<std::vector<float>>();
-    std::swap(buf, pf->rows);
-    Status st = AwaitPull(pf->ticket, std::move(buf), pf->rows.get());
-    if (!st.ok()) {
-      s.prefetched.reset();
-      return st.WithContext("pulling \"" + s.var.name + "\"" + ShardsOf(s));
-    }
-    pf->arrived = true;
+    PX_RETURN_IF_ERROR(AwaitPrefetched(s));
     pf->row_of.reserve(pf->ids.size());
     for (size_t i = 0; i < pf->ids.size(); ++i)
       pf->row_of.try_emplace(pf->ids[i], static_cast<uint32_t>(i));
@@ -353,9 +346,8 @@ void SparseSync::NoteResets(Slot& s) {
   }
 }
 
-Status SparseSync::CachePrefetched(Slot& s, int64_t step) {
+Status SparseSync::AwaitPrefetched(Slot& s) {
   Prefetched* pf = s.prefetched.get();
-  if (pf == nullptr || pf->clock != step || pf->arrived) return Status::Ok();
   auto buf = std::make_unique<std::vector<float>>();
   std::swap(buf, pf->rows);
   Status st = AwaitPull(pf->ticket, std::move(buf), pf->rows.get());
@@ -364,6 +356,13 @@ Status SparseSync::CachePrefetched(Slot& s, int64_t step) {
     return st.WithContext("pulling \"" + s.var.name + "\"" + ShardsOf(s));
   }
   pf->arrived = true;
+  return Status::Ok();
+}
+
+Status SparseSync::CachePrefetched(Slot& s, int64_t step) {
+  Prefetched* pf = s.prefetched.get();
+  if (pf == nullptr || pf->clock != step || pf->arrived) return Status::Ok();
+  PX_RETURN_IF_ERROR(AwaitPrefetched(s));
   NoteResets(s);  // before the fresh rows join
   s.cache->Insert(pf->ids, *pf->rows, step);
   return Status::Ok();
@@ -377,22 +376,22 @@ Status SparseSync::LookupCached(Slot& s, std::span<const int64_t> ids, int64_t s
   std::vector<size_t> unserved;
   s.cache->Read(ids, step, rows->data(), &unserved);
   if (unserved.empty()) return Status::Ok();
-  std::vector<int64_t> missing;  // distinct
-  std::unordered_map<int64_t, size_t> row_of;
-  for (size_t i : unserved) {
-    if (row_of.try_emplace(ids[i], missing.size()).second) missing.push_back(ids[i]);
-  }
+  std::vector<int64_t> wanted(unserved.size());
+  for (size_t k = 0; k < unserved.size(); ++k) wanted[k] = ids[unserved[k]];
+  std::vector<uint32_t> first;
+  const ps::Dedupe missing = ps::DedupeIdsFirstSeen(wanted, &first);
   const std::string what = "pulling \"" + s.var.name + "\"" + ShardsOf(s);
   auto buf = std::make_unique<std::vector<float>>();
-  StatusOr<ps::Ticket> t = ps_->Pull(s.var.id, missing, step, buf.get());
+  StatusOr<ps::Ticket> t = ps_->Pull(s.var.id, missing.unique, step, buf.get());
   if (!t.ok()) return t.status().WithContext(what);
   std::vector<float> pulled;
   PX_RETURN_IF_ERROR(AwaitPull(*t, std::move(buf), &pulled).WithContext(what));
-  for (size_t i : unserved) {
-    std::memcpy(rows->data() + i * dim, pulled.data() + row_of[ids[i]] * dim, dim * sizeof(float));
+  for (size_t k = 0; k < unserved.size(); ++k) {
+    std::memcpy(rows->data() + unserved[k] * dim,
+                pulled.data() + size_t{missing.index_of[k]} * dim, dim * sizeof(float));
   }
   NoteResets(s);
-  s.cache->Insert(missing, pulled, step);
+  s.cache->Insert(missing.unique, pulled, step);
   return Status::Ok();
 }
 

@@ -212,6 +212,9 @@ class SparseSync {
                       std::vector<float>* rows);
   // Drops the cached rows of partitions whose shard reset rows since.
   void NoteResets(Slot& s);
+  // Waits for the rows of `s.prefetched` (not arrived yet); on an error the
+  // prefetch is dropped and the error names the variable.
+  Status AwaitPrefetched(Slot& s);
   // Waits for `s`'s prefetch for step `step` and puts its rows in the cache.
   Status CachePrefetched(Slot& s, int64_t step);
   // The step's gradient rows of a cached table become what is pushed now.
