@@ -143,6 +143,8 @@ class SessionImpl final : public Session {
   std::vector<HeldVariable> Held();
   Status WriteCheckpoint();
   Status AfterStep();
+  // Whether a checkpoint is written once `steps` steps have run.
+  bool CheckpointAfter(int64_t steps) const;
   // Before running step_: renews the consistency lease and passes the
   // switches it brings to the PS shards (nothing without a PS).
   Status FollowConsistency();
@@ -670,11 +672,8 @@ Status SessionImpl::Step() {
   // they travel, then the all-gather exchange; last, the PS results (sync:
   // the step applied on every shard).
   // Row caches hold gradients back: a checkpoint and the last step get all.
-  const JobConfig::Trainer& trainer = options_.config.trainer;
   const int64_t next = step_ + 1;
-  const bool flush = next >= trainer.steps ||
-                     (!trainer.checkpoint_dir.empty() && trainer.checkpoint_every > 0 &&
-                      next % trainer.checkpoint_every == 0);
+  const bool flush = next >= options_.config.trainer.steps || CheckpointAfter(next);
   Status st = sparse_->StartPushes(step_, flush);
   if (st.ok()) st = dense_->Finish();
   if (st.ok()) st = sparse_->ExchangeAllGather();
@@ -684,6 +683,13 @@ Status SessionImpl::Step() {
   ++step_;
   timeline_.SetStep(step_);
   return AfterStep();
+}
+
+bool SessionImpl::CheckpointAfter(int64_t steps) const {
+  const JobConfig::Trainer& trainer = options_.config.trainer;
+  // The job's last step too, so what it ends with is what export finds.
+  return !trainer.checkpoint_dir.empty() && trainer.checkpoint_every > 0 &&
+         (steps % trainer.checkpoint_every == 0 || steps == trainer.steps);
 }
 
 // The step's time, a partition-search trial's timing, and the checkpoint.
@@ -696,10 +702,7 @@ Status SessionImpl::AfterStep() {
     if (!st.ok()) return Fail(st);
   }
   step_started_ = now;
-  const JobConfig::Trainer& trainer = options_.config.trainer;
-  // The job's last step too, so what it ends with is what export finds.
-  if (!trainer.checkpoint_dir.empty() && trainer.checkpoint_every > 0 &&
-      (step_ % trainer.checkpoint_every == 0 || step_ == trainer.steps)) {
+  if (CheckpointAfter(step_)) {
     Status st = WriteCheckpoint();
     timeline_.Record(Lane::kCheckpoint, now, std::chrono::steady_clock::now());
     if (!st.ok()) return Fail(st);
