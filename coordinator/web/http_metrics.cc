@@ -89,6 +89,24 @@ void RenderCluster(const ClusterFigures& f, PrometheusText& out) {
   }
 }
 
+// A gauge family of the jobs' metric figures: per job, a sample of each
+// figure `name` it has, divided by `divisor`, labelled `label`="<value>" (no
+// label when `label` is empty).
+void JobFigures(const std::vector<JobSeries>& jobs, const char* family, const char* help,
+                const char* label,
+                std::initializer_list<std::pair<const char*, const char*>> figures, double divisor,
+                PrometheusText& out) {
+  out.Family(family, "gauge", help);
+  for (const JobSeries& j : jobs) {
+    for (const auto& [value, name] : figures) {
+      auto it = j.figures.values.find(name);
+      if (it == j.figures.values.end()) continue;
+      out.Sample(family, *label ? With(JobLabels(j), label, value) : JobLabels(j),
+                 it->second / divisor);
+    }
+  }
+}
+
 void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
   auto gauge = [&](const char* name, const char* help, auto value_of, bool need_points) {
     out.Family(name, "gauge", help);
@@ -133,48 +151,31 @@ void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
       }
     }
   }
-  out.Family("parallax_job_ps_messages_per_step", "gauge",
+  JobFigures(jobs, "parallax_job_ps_messages_per_step",
              "Messages per step and rank to the PS shards (a batch of a step's tables, [ps] "
-             "batch, counts once; mean over ranks).");
-  for (const JobSeries& j : jobs) {
-    auto it = j.figures.values.find(metric_names::kPsRequests);
-    if (it != j.figures.values.end()) out.Sample("parallax_job_ps_messages_per_step", JobLabels(j), it->second);
-  }
-  out.Family("parallax_job_row_cache_rows_per_step", "gauge",
+             "batch, counts once; mean over ranks).",
+             "", {{"", metric_names::kPsRequests}}, 1.0, out);
+  JobFigures(jobs, "parallax_job_row_cache_rows_per_step",
              "Distinct rows per step and rank the row cache ([ps] cache_staleness) served "
              "(hit), pulled as not held (miss) or pulled again as too old (stale_refresh); mean "
-             "over ranks.");
-  for (const JobSeries& j : jobs) {
-    for (auto [result, name] : {std::pair{"hit", metric_names::kRowCacheHits},
-                                std::pair{"miss", metric_names::kRowCacheMisses},
-                                std::pair{"stale_refresh", metric_names::kRowCacheStaleRefreshes}}) {
-      auto it = j.figures.values.find(name);
-      if (it == j.figures.values.end()) continue;
-      out.Sample("parallax_job_row_cache_rows_per_step", With(JobLabels(j), "result", result),
-                 it->second);
-    }
-  }
-  out.Family("parallax_job_row_cache_saved_bytes_per_step", "gauge",
+             "over ranks.",
+             "result",
+             {{"hit", metric_names::kRowCacheHits},
+              {"miss", metric_names::kRowCacheMisses},
+              {"stale_refresh", metric_names::kRowCacheStaleRefreshes}},
+             1.0, out);
+  JobFigures(jobs, "parallax_job_row_cache_saved_bytes_per_step",
              "Pull bytes per step and rank the row cache's hits did not send or receive (mean "
-             "over ranks).");
-  for (const JobSeries& j : jobs) {
-    auto it = j.figures.values.find(metric_names::kRowCacheBytesSaved);
-    if (it != j.figures.values.end())
-      out.Sample("parallax_job_row_cache_saved_bytes_per_step", JobLabels(j), it->second);
-  }
-  out.Family("parallax_job_step_phase_seconds", "gauge",
+             "over ranks).",
+             "", {{"", metric_names::kRowCacheBytesSaved}}, 1.0, out);
+  JobFigures(jobs, "parallax_job_step_phase_seconds",
              "Time per step and rank in computing, waiting for dense (all-reduce) and for sparse "
-             "(PS, all-gather) communication (mean over ranks).");
-  for (const JobSeries& j : jobs) {
-    for (auto [phase, name] : {std::pair{"compute", metric_names::kComputeMs},
-                               std::pair{"dense_wait", metric_names::kDenseWaitMs},
-                               std::pair{"sparse_wait", metric_names::kSparseWaitMs}}) {
-      auto it = j.figures.values.find(name);
-      if (it == j.figures.values.end()) continue;
-      out.Sample("parallax_job_step_phase_seconds", With(JobLabels(j), "phase", phase),
-                 it->second / 1000.0);
-    }
-  }
+             "(PS, all-gather) communication (mean over ranks).",
+             "phase",
+             {{"compute", metric_names::kComputeMs},
+              {"dense_wait", metric_names::kDenseWaitMs},
+              {"sparse_wait", metric_names::kSparseWaitMs}},
+             1000.0, out);
 }
 
 // Each dynamic table's part on each shard (core/ps/dynamic_table.h).
