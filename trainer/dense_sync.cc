@@ -64,7 +64,7 @@ void DenseSync::AddRows(uint32_t id, std::span<const int64_t> ids, std::span<con
   s.grad_given = true;
 }
 
-Status DenseSync::Finish() {
+Status DenseSync::Finish(std::span<const std::span<float>> extra) {
   // Registration order: the dense gradients given (in backward order), the
   // missing ones as zeros, then the whole-table gradients of sparse tables;
   // every rank registers the same sequence.
@@ -77,6 +77,10 @@ Status DenseSync::Finish() {
     for (Slot& s : slots_) {
       if (!s.var.sparse) continue;
       PX_RETURN_IF_ERROR(fusion_->Register(s.grad.data(), s.grad.size()).WithContext("all-reduce"));
+    }
+    for (std::span<float> block : extra) {
+      if (block.empty()) continue;
+      PX_RETURN_IF_ERROR(fusion_->Register(block.data(), block.size()).WithContext("all-reduce of hot rows"));
     }
     WaitTimer timer(metrics_, /*dense=*/true, timeline_);
     PX_RETURN_IF_ERROR(fusion_->Synchronize(Deadline()).WithContext("all-reduce of dense gradients"));

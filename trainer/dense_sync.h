@@ -65,8 +65,11 @@ class DenseSync {
   // Ends the step: dense variables with no gradient count as zero, the
   // whole-table gradients of sparse tables follow them into the buckets,
   // every rank's gradients are averaged, and each optimizer is applied.
-  // The waiting is charged to `metrics` as dense wait.
-  Status Finish();
+  // `extra` buffers (the PS tables' hot-row blocks, SparseSync::HotBlocks;
+  // the same sizes in the same order on every rank) are averaged with them,
+  // in the last buckets; their owner applies them. The waiting is charged
+  // to `metrics` as dense wait.
+  Status Finish(std::span<const std::span<float>> extra = {});
 
   std::span<const float> Values(uint32_t id) const;
   // The learning rate of `id`'s optimizer from the next Finish() on.

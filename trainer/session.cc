@@ -523,7 +523,11 @@ Status SessionImpl::Start() {
   } else if (plan_.has_ps()) {
     PX_RETURN_IF_ERROR(WriteInitialPsValues());
   }
-  if (plan_.has_ps()) PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
+  if (plan_.has_ps()) {
+    PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
+    PX_RETURN_IF_ERROR(sparse_->PullHotRows(step_));
+    if (*rp) PX_RETURN_IF_ERROR(sparse_->RestoreHotState((*rp)->rank_state).WithContext(RankName()));
+  }
   if (plan_.has_ps() && coord_) {
     lease_.emplace(ConsistencyLease::Options{.job_id = options_.job_id,
                                              .attempt = options_.attempt,
@@ -675,7 +679,8 @@ Status SessionImpl::Step() {
   const int64_t next = step_ + 1;
   const bool flush = next >= options_.config.trainer.steps || CheckpointAfter(next);
   Status st = sparse_->StartPushes(step_, flush);
-  if (st.ok()) st = dense_->Finish();
+  if (st.ok()) st = dense_->Finish(sparse_->HotBlocks());
+  if (st.ok()) st = sparse_->ApplyHotRows();
   if (st.ok()) st = sparse_->ExchangeAllGather();
   if (st.ok()) st = sparse_->FinishPushes(step_);
   if (st.ok()) st = sparse_->AdvancePrefetches();
@@ -726,8 +731,14 @@ Status SessionImpl::FollowConsistency() {
 
 Status SessionImpl::WriteCheckpoint() {
   std::vector<DenseEntry> dense;
-  if (options_.rank == 0) dense = SnapshotHeld(Held());
-  return checkpointer_->Write(step_, plan_json_, dense, states_.SaveAll(), sparse_->ps());
+  if (options_.rank == 0) {
+    dense = SnapshotHeld(Held());
+    // The shards save the hot rows as this rank has them.
+    PX_RETURN_IF_ERROR(sparse_->WriteHotRows().WithContext("checkpoint of step " + std::to_string(step_)));
+  }
+  std::map<std::string, std::string> state = states_.SaveAll();
+  sparse_->SaveHotState(&state);
+  return checkpointer_->Write(step_, plan_json_, dense, state, sparse_->ps());
 }
 
 StatusOr<std::span<const float>> SessionImpl::Dense(int var) const {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 
 #include "core/base/logging.h"
 #include "core/ps/aggregate.h"
@@ -141,6 +142,16 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
                                              std::max<size_t>(1, options_.cache_rows), value_bytes,
                                              options_.cache_accumulate);
   }
+  if (!v.hot_rows.empty()) {
+    auto hot = std::make_unique<Hot>();
+    const size_t h = v.hot_rows.size();
+    hot->index.reserve(h);
+    for (size_t i = 0; i < h; ++i) hot->index.emplace(v.hot_rows[i], static_cast<uint32_t>(i));
+    hot->values.assign(h * v.dim, 0.0f);
+    hot->optimizer = std::make_unique<optim::SparseOptimizer>(v.optimizer, static_cast<int64_t>(h), v.dim);
+    hot->block.assign(h * (v.dim + 1), 0.0f);
+    s.hot = std::move(hot);
+  }
   index_[v.id] = slots_.size();
   slots_.push_back(std::move(s));
 }
@@ -264,12 +275,21 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
     }
     auto pf = std::make_unique<Prefetched>();
     pf->clock = step;
+    std::span<const int64_t> wanted = next_ids;
+    std::vector<int64_t> cold;  // a table with hot rows: the others
+    if (s.hot) {
+      for (int64_t id : next_ids) {
+        if (!s.hot->index.contains(id)) cold.push_back(id);
+      }
+      if (cold.empty()) continue;
+      wanted = cold;
+    }
     if (CacheAt(s, step)) {
       // Only the rows the cache cannot serve at `step`.
-      s.cache->Plan(next_ids, step, &pf->ids);
+      s.cache->Plan(wanted, step, &pf->ids);
       if (pf->ids.empty()) continue;
     } else {
-      pf->ids.assign(next_ids.begin(), next_ids.end());
+      pf->ids.assign(wanted.begin(), wanted.end());
     }
     calls.push_back({ps::BatchCall::Kind::kPull, s.var.id, pf->ids, {}, pf->rows.get()});
     s.prefetch = std::move(pf);
@@ -298,6 +318,39 @@ Status SparseSync::Lookup(uint32_t id, std::span<const int64_t> ids, int64_t ste
     GatherRows(s.values, s.var.dim, ids, rows);
     return Status::Ok();
   }
+  if (s.hot) return LookupHot(s, ids, step, rows);
+  return LookupPs(s, ids, step, rows);
+}
+
+Status SparseSync::LookupHot(Slot& s, std::span<const int64_t> ids, int64_t step,
+                             std::vector<float>* rows) {
+  const size_t dim = s.var.dim;
+  std::vector<float> out(ids.size() * dim);
+  std::vector<int64_t> cold;
+  std::vector<size_t> cold_at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = s.hot->index.find(ids[i]);
+    if (it == s.hot->index.end()) {
+      cold.push_back(ids[i]);
+      cold_at.push_back(i);
+    } else {
+      std::memcpy(out.data() + i * dim, s.hot->values.data() + size_t{it->second} * dim,
+                  dim * sizeof(float));
+    }
+  }
+  if (!cold.empty()) {
+    std::vector<float> cold_rows;
+    PX_RETURN_IF_ERROR(LookupPs(s, cold, step, &cold_rows));
+    for (size_t k = 0; k < cold.size(); ++k) {
+      std::memcpy(out.data() + cold_at[k] * dim, cold_rows.data() + k * dim, dim * sizeof(float));
+    }
+  }
+  *rows = std::move(out);
+  return Status::Ok();
+}
+
+Status SparseSync::LookupPs(Slot& s, std::span<const int64_t> ids, int64_t step,
+                            std::vector<float>* rows) {
   if (CacheAt(s, step)) return LookupCached(s, ids, step, rows);
   bool served = false;
   PX_RETURN_IF_ERROR(LookupPrefetched(s, ids, step, rows, &served));
@@ -443,6 +496,7 @@ bool SparseSync::HasGradient(uint32_t id) const { return At(id).grad_given; }
 Status SparseSync::StartPushes(int64_t step, bool flush_caches) {
   pushes_.clear();
   for (Slot& s : slots_) {
+    if (s.hot) SplitHotGradients(s);
     if (CacheAt(s, step)) CacheGradients(s, step, flush_caches);
   }
   if (ps_) {
@@ -515,6 +569,164 @@ Status SparseSync::PushHostAggregated(int64_t step) {
     calls.push_back({ps::BatchCall::Kind::kPush, vars[t]->var.id, rows[t].ids, rows[t].values, nullptr});
   }
   return SubmitPushes(calls, vars, step);
+}
+
+void SparseSync::SplitHotGradients(Slot& s) {
+  Hot& hot = *s.hot;
+  const size_t dim = s.var.dim;
+  const size_t h = s.var.hot_rows.size();
+  std::fill(hot.block.begin(), hot.block.end(), 0.0f);
+  float* touched = hot.block.data() + h * dim;
+  size_t kept = 0;  // cold rows, compacted in place
+  for (size_t i = 0; i < s.pending_ids.size(); ++i) {
+    const float* g = s.pending_grads.data() + i * dim;
+    auto it = hot.index.find(s.pending_ids[i]);
+    if (it == hot.index.end()) {
+      if (kept != i) {
+        s.pending_ids[kept] = s.pending_ids[i];
+        std::memmove(s.pending_grads.data() + kept * dim, g, dim * sizeof(float));
+      }
+      ++kept;
+      continue;
+    }
+    float* row = hot.block.data() + size_t{it->second} * dim;
+    for (size_t j = 0; j < dim; ++j) row[j] += g[j];
+    touched[it->second] = 1;  // the mean over ranks stays > 0 iff some rank touched it
+  }
+  s.pending_ids.resize(kept);
+  s.pending_grads.resize(kept * dim);
+}
+
+std::vector<std::span<float>> SparseSync::HotBlocks() {
+  std::vector<std::span<float>> blocks;
+  for (Slot& s : slots_) {
+    if (s.hot) blocks.emplace_back(s.hot->block);
+  }
+  return blocks;
+}
+
+Status SparseSync::ApplyHotRows() {
+  // The shard's rule (its sync step): the sum over contributions, divided
+  // by the workers under "mean"; the block arrives as the mean over ranks.
+  const float scale = plan_->ps.sync_mean ? 1.0f : static_cast<float>(world_ ? world_->world_size() : 1);
+  std::vector<int64_t> rows;
+  std::vector<float> grads;
+  for (Slot& s : slots_) {
+    if (!s.hot) continue;
+    const size_t dim = s.var.dim;
+    const size_t h = s.var.hot_rows.size();
+    const float* touched = s.hot->block.data() + h * dim;
+    rows.clear();
+    grads.clear();
+    for (size_t r = 0; r < h; ++r) {
+      if (touched[r] <= 0) continue;
+      rows.push_back(static_cast<int64_t>(r));
+      const float* g = s.hot->block.data() + r * dim;
+      for (size_t j = 0; j < dim; ++j) grads.push_back(g[j] * scale);
+    }
+    PX_RETURN_IF_ERROR(s.hot->optimizer->Apply(rows, grads, s.hot->values)
+                           .WithContext("applying the hot rows of \"" + s.var.name + "\""));
+  }
+  return Status::Ok();
+}
+
+Status SparseSync::PullHotRows(int64_t step) {
+  for (Slot& s : slots_) {
+    if (!s.hot) continue;
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, s.var.hot_rows, step, &s.pulled));
+    PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
+                           .WithContext("pulling the hot rows of \"" + s.var.name + "\" from PS" +
+                                        ShardsOf(s)));
+    s.hot->values = std::move(s.pulled);
+    s.pulled.clear();
+  }
+  return Status::Ok();
+}
+
+Status SparseSync::WriteHotRows() {
+  for (Slot& s : slots_) {
+    if (!s.hot) continue;
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Write(s.var.id, s.var.hot_rows, s.hot->values));
+    PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
+                           .WithContext("writing the hot rows of \"" + s.var.name + "\" to PS" +
+                                        ShardsOf(s)));
+  }
+  return Status::Ok();
+}
+
+namespace {
+// Rank-state blobs of the hot rows: their optimizer state (dense.pxck's
+// format, an entry per table) and their ids (a line per table: the
+// variable's id, then the rows).
+constexpr char kHotStateBlob[] = "parallax.hot_rows";
+constexpr char kHotIdsBlob[] = "parallax.hot_row_ids";
+}  // namespace
+
+void SparseSync::SaveHotState(std::map<std::string, std::string>* blobs) const {
+  std::vector<DenseEntry> entries;
+  std::string ids;
+  for (const Slot& s : slots_) {
+    if (!s.hot) continue;
+    entries.push_back({s.var.id, s.var.name, s.hot->values, s.hot->optimizer->State()});
+    ids += std::to_string(s.var.id);
+    for (int64_t id : s.var.hot_rows) ids += " " + std::to_string(id);
+    ids += "\n";
+  }
+  if (entries.empty()) return;
+  (*blobs)[kHotStateBlob] = EncodeDenseFile(entries);
+  (*blobs)[kHotIdsBlob] = ids;
+}
+
+Status SparseSync::RestoreHotState(const std::map<std::string, std::string>& blobs) {
+  auto state = blobs.find(kHotStateBlob);
+  auto ids_blob = blobs.find(kHotIdsBlob);
+  if (state == blobs.end() || ids_blob == blobs.end()) return Status::Ok();  // none were hot
+  PX_ASSIGN_OR_RETURN(std::vector<DenseEntry> entries,
+                      DecodeDenseFile(state->second, std::string("state \"") + kHotStateBlob + "\""));
+  std::map<uint32_t, std::vector<int64_t>> saved_ids;
+  std::istringstream lines(ids_blob->second);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    uint32_t var = 0;
+    if (!(in >> var)) continue;
+    std::vector<int64_t>& ids = saved_ids[var];
+    for (int64_t id; in >> id;) ids.push_back(id);
+  }
+  for (Slot& s : slots_) {
+    if (!s.hot) continue;
+    auto entry = std::find_if(entries.begin(), entries.end(),
+                              [&](const DenseEntry& e) { return e.id == s.var.id; });
+    auto old_ids = saved_ids.find(s.var.id);
+    if (entry == entries.end() || old_ids == saved_ids.end()) continue;
+    const size_t dim = s.var.dim;
+    const std::vector<int64_t>& was = old_ids->second;
+    const optim::OptimizerState& from = entry->optimizer;
+    if (entry->values.size() != was.size() * dim) {
+      return FailedPrecondition("the checkpoint's hot rows of \"" + s.var.name + "\" hold " +
+                                std::to_string(entry->values.size()) + " values for " +
+                                std::to_string(was.size()) + " rows of dim " + std::to_string(dim));
+    }
+    // Rows hot in both take the checkpoint's state; rows hot only now keep
+    // the shard's values and start their optimizer state afresh.
+    optim::OptimizerState to = s.hot->optimizer->State();
+    for (size_t o = 0; o < was.size(); ++o) {
+      auto it = s.hot->index.find(was[o]);
+      if (it == s.hot->index.end()) continue;
+      const size_t n = it->second;
+      auto copy_row = [&](const std::vector<float>& src, std::vector<float>* dst) {
+        if (src.size() >= (o + 1) * dim && dst->size() >= (n + 1) * dim)
+          std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(o * dim), dim,
+                      dst->begin() + static_cast<std::ptrdiff_t>(n * dim));
+      };
+      copy_row(entry->values, &s.hot->values);
+      copy_row(from.s1, &to.s1);
+      copy_row(from.s2, &to.s2);
+      if (o < from.steps.size() && n < to.steps.size()) to.steps[n] = from.steps[o];
+    }
+    PX_RETURN_IF_ERROR(s.hot->optimizer->Restore(std::move(to))
+                           .WithContext("restoring the hot rows of \"" + s.var.name + "\""));
+  }
+  return Status::Ok();
 }
 
 // Sums every rank's (ids, rows) of each all-gather table in rank order,
@@ -607,7 +819,17 @@ Status SparseSync::ReadSparse(uint32_t id, int64_t first_row, int64_t count, int
   std::iota(ids.begin(), ids.end(), first_row);
   auto buf = std::make_unique<std::vector<float>>();
   PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
-  return AwaitPull(t, std::move(buf), out).WithContext("reading \"" + s.var.name + "\"" + ShardsOf(s));
+  PX_RETURN_IF_ERROR(
+      AwaitPull(t, std::move(buf), out).WithContext("reading \"" + s.var.name + "\"" + ShardsOf(s)));
+  if (s.hot) {  // the shards' copies of hot rows are stale: this rank's are current
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = s.hot->index.find(ids[i]);
+      if (it == s.hot->index.end()) continue;
+      std::memcpy(out->data() + i * dim, s.hot->values.data() + size_t{it->second} * dim,
+                  dim * sizeof(float));
+    }
+  }
+  return Status::Ok();
 }
 
 Status SparseSync::SetConsistency(int64_t from, const ps::ConsistencyMode& mode, int64_t now) {
@@ -632,7 +854,9 @@ Status SparseSync::SetLearningRate(uint32_t id, double lr, int64_t step) {
   const std::string what = "setting the learning rate of \"" + s.var.name + "\"" + ShardsOf(s);
   StatusOr<ps::Ticket> t = ps_->Set(s.var.id, "lr", text, step);
   if (!t.ok()) return t.status().WithContext(what);
-  return ps_->Wait(*t, Deadline()).WithContext(what);
+  PX_RETURN_IF_ERROR(ps_->Wait(*t, Deadline()).WithContext(what));
+  if (s.hot) s.hot->optimizer->set_lr(static_cast<float>(lr));
+  return Status::Ok();
 }
 
 std::span<const float> SparseSync::DenseValues(uint32_t id) const {

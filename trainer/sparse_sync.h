@@ -106,6 +106,27 @@ class SparseSync {
   // Start(): the current values of the dense variables on the PS.
   Status PullDenseValues();
 
+  // Hot rows (plan::PlannedVariable::hot_rows, core/plan/hot_rows.h): every
+  // rank keeps a copy of a PS table's hot rows with their lazy optimizer,
+  // looks them up locally, and sums their gradients with the dense ones.
+  // Start(): their values from the shards (initial, written or loaded),
+  // as of step `step`.
+  Status PullHotRows(int64_t step);
+  // Step: StartPushes() leaves each hot table's gradient block here, one
+  // buffer a table: rows × dim gradients, then a count per row of the ranks
+  // that touched it. DenseSync::Finish() averages them over the ranks with
+  // the dense gradients; ApplyHotRows() then applies them as a shard applies
+  // a sync step (the rows some rank touched, the mean or the sum).
+  std::vector<std::span<float>> HotBlocks();
+  Status ApplyHotRows();
+  // A checkpoint: rank 0 writes the hot rows' values to their shards before
+  // they save (what export and a resume read); every rank adds their
+  // optimizer state to its state blobs, which RestoreHotState() reads back
+  // after PullHotRows() (rows hot in both the checkpoint and the plan).
+  Status WriteHotRows();
+  void SaveHotState(std::map<std::string, std::string>* blobs) const;
+  Status RestoreHotState(const std::map<std::string, std::string>& blobs);
+
   // Starts pulling `next_ids` of PS variable `id` for step `step` (the next
   // one); a second prefetch of the variable in one step replaces the first.
   // A replica needs no prefetch.
@@ -177,6 +198,13 @@ class SparseSync {
     bool arrived = false;                          // rows holds ids.size() × dim values
     std::unordered_map<int64_t, uint32_t> row_of;  // id → its first position in ids, once arrived
   };
+  // A PS table's hot rows on this rank.
+  struct Hot {
+    std::unordered_map<int64_t, uint32_t> index;  // row id → position in var.hot_rows
+    std::vector<float> values;                     // rows × dim
+    std::unique_ptr<optim::SparseOptimizer> optimizer;
+    std::vector<float> block;  // this step's: rows × dim gradients, then rows touched counts
+  };
   struct Slot {
     plan::PlannedVariable var;
     std::vector<float> values;  // replica, or a dense PS variable's copy
@@ -192,6 +220,7 @@ class SparseSync {
     // partitions' resets it has seen (ps::PsClient::PartitionResets).
     std::unique_ptr<ps::RowCache> cache;
     std::vector<uint16_t> resets_seen;
+    std::unique_ptr<Hot> hot;  // a table with hot rows
   };
 
   Slot& At(uint32_t id) { return slots_[index_.at(id)]; }
@@ -199,6 +228,15 @@ class SparseSync {
   ps::Deadline Deadline() const { return std::chrono::steady_clock::now() + options_.step_timeout; }
   // Waits for a pull into `buf`; on success moves the rows to *out.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out);
+  // Lookup() of a PS table's rows from the PS: the cache, the prefetch, or
+  // a pull.
+  Status LookupPs(Slot& s, std::span<const int64_t> ids, int64_t step, std::vector<float>* rows);
+  // Lookup() of a table with hot rows: those from this rank's copy, the
+  // others by LookupPs.
+  Status LookupHot(Slot& s, std::span<const int64_t> ids, int64_t step, std::vector<float>* rows);
+  // The step's gradient rows of hot rows go into the hot block, the others
+  // stay pending for the shards.
+  void SplitHotGradients(Slot& s);
   // Serves a lookup of step `step` from its prefetch when that holds every
   // id of `ids`; *served says whether it did.
   Status LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64_t step,

@@ -303,6 +303,7 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
   }
   ReadInt(t, "ps", "cache_rows", 1, int64_t{1} << 40, &ps->cache_rows);
   ReadBool(t, "ps", "cache_accumulate", &ps->cache_accumulate);
+  ReadHotRows(t, consistency, ps);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
     const auto v = mb->value<int64_t>();
     if (!v || *v < 1 || *v > 4096) {
@@ -312,6 +313,28 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
     } else {
       ps->shared_memory_mb = static_cast<int>(*v);
     }
+  }
+}
+
+void Validator::ReadHotRows(const toml::table& t, Consistency consistency, JobConfig::Ps* ps) {
+  const toml::node* n = t.get("hot_rows");
+  if (n == nullptr) return;
+  const std::string expected = "expected 'auto' or an integer from 0 to 1000000, got ";
+  if (n->is_string()) {
+    const std::string& v = n->as_string()->get();
+    if (v != "auto") return KeyError(*n, "ps.hot_rows", expected + Quote(v));
+    ps->hot_rows = JobConfig::Ps::kHotRowsAuto;
+  } else if (!n->is_integer()) {
+    return KeyError(*n, "ps.hot_rows", expected + TypeName(*n));
+  } else {
+    const int64_t v = n->as_integer()->get();
+    if (v < 0 || v > 1'000'000) return KeyError(*n, "ps.hot_rows", expected + std::to_string(v));
+    ps->hot_rows = v;
+  }
+  if (ps->hot_rows != 0 && consistency != Consistency::kSync) {
+    KeyError(*n, "ps.hot_rows",
+             "hot_rows only applies to consistency = 'sync' (hot rows are all-reduced every step, "
+             "which is the sync rule); remove it or set consistency = 'sync'");
   }
 }
 

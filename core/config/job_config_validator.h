@@ -44,7 +44,7 @@ inline constexpr std::string_view kJobOptimizerKeys[] = {
 inline constexpr std::string_view kPsKeys[] = {
     "shards",       "partitions",    "local_aggregation", "value_encoding", "curve",
     "staleness_lr", "shared_memory", "shared_memory_mb",  "hosts",          "batch",
-    "cache_staleness", "cache_rows", "cache_accumulate"};
+    "cache_staleness", "cache_rows", "cache_accumulate", "hot_rows"};
 inline constexpr std::string_view kPlanKeys[] = {
     "link_bytes_per_s",      "collective_latency_us", "ps_rtt_us",
     "loopback_bytes_per_s",  "shm_bytes_per_s",
@@ -150,6 +150,8 @@ class Validator {
   void ReadOptimizer(const toml::table& t, std::string_view prefix, OptimizerSettings* out,
                      bool* scale_lr_with_workers = nullptr);
   void ReadPs(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
+  // [ps] hot_rows: "auto", or a count (0 off); sync jobs only.
+  void ReadHotRows(const toml::table& t, Consistency consistency, JobConfig::Ps* ps);
   void ReadPlan(const toml::table& t, JobConfig::Plan* plan);
   void ReadVariables(const toml::node& node, std::vector<VariableOverride>* out);
   // Resolves `data` and `*_path` strings of `in` (recursively) into `out`;

@@ -81,6 +81,24 @@ CostOptions CostFromJson(const json& c) {
   return o;
 }
 
+// Hot rows belong to a fixed sparse table on the PS: distinct ids of its
+// rows, ascending.
+Status CheckHotRows(const PlannedVariable& v, const std::string& where) {
+  if (v.hot_rows.empty()) return Status::Ok();
+  if (!v.sparse || v.dynamic || v.path != VariablePath::kPs) {
+    return InvalidArgument(where + "\"hot_rows\" only for a sparse table of fixed rows on the PS");
+  }
+  for (size_t i = 0; i < v.hot_rows.size(); ++i) {
+    const int64_t id = v.hot_rows[i];
+    if (id < 0 || id >= v.rows || (i > 0 && id <= v.hot_rows[i - 1])) {
+      return InvalidArgument(where + "\"hot_rows\"[" + std::to_string(i) + "] = " +
+                             std::to_string(id) + ": hot rows must be distinct rows of [0, " +
+                             std::to_string(v.rows) + ") in ascending order");
+    }
+  }
+  return Status::Ok();
+}
+
 PlannedVariable VariableFromJson(const json& jv) {
   PlannedVariable v;
   v.id = jv.at("id").get<uint32_t>();
@@ -95,6 +113,7 @@ PlannedVariable VariableFromJson(const json& jv) {
   v.ids_per_step = jv.value("ids_per_step", -1.0);
   v.partitions = jv.value("partitions", 1u);
   v.reason = jv.value("reason", std::string());
+  if (jv.contains("hot_rows")) v.hot_rows = jv["hot_rows"].get<std::vector<int64_t>>();
   v.optimizer = OptimizerFromJson(jv.at("optimizer"));
   const json& in = jv.at("init");
   v.init.type = ParseName(in.at("type"), &ParseInitializerType, "init type");
@@ -259,6 +278,7 @@ std::string JobPlanToJson(const JobPlan& plan) {
               {"scale", v.init.scale}}}};
     if (!v.sparse) jv["size"] = v.size;
     if (v.ids_per_step >= 0) jv["ids_per_step"] = v.ids_per_step;
+    if (!v.hot_rows.empty()) jv["hot_rows"] = v.hot_rows;
     if (v.dynamic) {
       jv["dynamic"] = DynamicSettingsToJson(*v.dynamic);
     }
@@ -331,6 +351,7 @@ StatusOr<JobPlan> ParseJobPlan(std::string_view text) {
         return InvalidArgument(where + e.what());
       }
       if (plan.variables.back().id != i) return InvalidArgument(where + "\"id\" must equal its index");
+      PX_RETURN_IF_ERROR(CheckHotRows(plan.variables.back(), where));
     }
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("plan: ") + e.what());

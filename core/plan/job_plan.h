@@ -14,7 +14,8 @@
 //    "local_aggregation": false, "predicted_comm_s": 0.0123,
 //    "variables": [{"id": 0, "name": "emb", "kind": "sparse", "rows": 100,
 //                   "dim": 4, "path": "ps", "density": 0.1, "density_host": 0.18,
-//                   "reason": "...", "optimizer": {...}, "init": {...}},
+//                   "reason": "...", "optimizer": {...}, "init": {...},
+//                   "hot_rows": [0, 7]},
 //                  {"id": 1, "name": "w", "kind": "dense", "size": 4,
 //                   "rows": 1, "dim": 4, "path": "allreduce", ...}],
 //    "ps": {"staleness": 0, "sync_warmup_steps": 0, "num_workers": 2,
@@ -74,6 +75,11 @@ struct PlannedVariable {
   // "max_rows": 0, "eviction": "lru"|"lfu"} and, when there are any,
   // "never_admit": [ids]; absent for other variables.
   std::optional<DynamicTableSettings> dynamic;
+  // A sparse PS table's hot rows (core/plan/hot_rows.h), ascending: every
+  // rank keeps them and all-reduces their gradients as one dense block with
+  // the dense variables; the PS serves the others. Written as "hot_rows":
+  // [ids], absent when there are none.
+  std::vector<int64_t> hot_rows;
 };
 
 struct JobPlan {

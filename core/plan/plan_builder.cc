@@ -1,9 +1,11 @@
 #include "core/plan/plan_builder.h"
 
+
 #include <algorithm>
 #include <set>
 #include <cstdio>
 
+#include "core/plan/hot_rows.h"
 #include "core/plan/placement.h"
 #include "core/plan/plan_cost.h"
 #include "core/plan/report.h"
@@ -324,6 +326,32 @@ CostOptions CostOptionsFor(const JobConfig& job, const PlanInputs& inputs,
   return cost;
 }
 
+namespace {
+
+// [ps] hot_rows: each sampled sparse table of fixed rows on the PS gets its
+// hot rows (core/plan/hot_rows.h), the choice and its figures in its reason.
+void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity, JobPlan* plan) {
+  if (job.ps.hot_rows == 0 || plan->consistency != Consistency::kSync) return;
+  const bool shares_call =
+      std::any_of(plan->variables.begin(), plan->variables.end(),
+                  [](const PlannedVariable& v) { return v.path == VariablePath::kAllReduce; });
+  for (size_t i = 0; i < plan->variables.size(); ++i) {
+    PlannedVariable& v = plan->variables[i];
+    if (!v.sparse || v.dynamic || v.path != VariablePath::kPs) continue;
+    if (sparsity[i].batches == 0) {
+      v.reason += "; hot rows: none (not sampled: SampleIds finds them)";
+      continue;
+    }
+    const HotRowsChoice hot = ChooseHotRows(CostInputs(v), sparsity[i], job.ps.hot_rows,
+                                            plan->cluster, plan->cost, plan->local_aggregation,
+                                            shares_call);
+    v.hot_rows = hot.rows;
+    v.reason += "; " + hot.reason;
+  }
+}
+
+}  // namespace
+
 StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
   const ClusterShape& cluster = inputs.cluster;
   if (job.job.arch == Arch::kPs && cluster.shards <= 0) {
@@ -395,6 +423,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
     plan.local_aggregation = true;
     plan.ps.num_contributors = static_cast<uint32_t>(cluster.hosts);
   }
+  ChooseHotRowsOf(job, sparsity, &plan);
   plan.predicted_comm_s = BuildPlanReport(plan).totals.hybrid.seconds;
   return plan;
 }

@@ -106,6 +106,12 @@ struct JobConfig {
     // The cache sums the gradients of its rows and pushes each row's sum
     // when due, instead of pushing every step.
     bool cache_accumulate = false;
+    // Sync jobs: the hot rows of a sparse PS table are replicated on every
+    // rank and all-reduced with the dense gradients (core/plan/hot_rows.h).
+    // 0: none; kHotRowsAuto: the cost model chooses how many per table; N:
+    // the N most frequent sampled rows of every table that was sampled.
+    int64_t hot_rows = 0;
+    static constexpr int64_t kHotRowsAuto = -1;
   } ps;
 
   std::vector<VariableOverride> variables;

@@ -46,6 +46,7 @@ struct JobKnobs {
   // emb registered as a dynamic table: TINY_DYNAMIC ("1": ids 0..R-1;
   // "spread": mapped onto the whole 64-bit range); "": a table of R rows.
   std::string dynamic_emb;
+  int hot_rows = 0;  // [ps] hot_rows
 };
 
 class TrainerEquivalenceTest : public ::testing::Test {
@@ -75,6 +76,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
     if (shards > 0) text += "[ps]\nshards = " + std::to_string(shards) + "\n";
     if (shards > 0 && opt.shared_memory) text += "shared_memory = true\n";
     if (shards > 0 && !opt.batch) text += "batch = false\n";
+    if (shards > 0 && opt.hot_rows > 0) text += "hot_rows = " + std::to_string(opt.hot_rows) + "\n";
     if (!opt.emb_path.empty()) text += "[[variable]]\nname = \"emb\"\npath = \"" + opt.emb_path + "\"\n";
     // The dense weights stay all-reduced under hybrid (the cost model would
     // put them on the PS with the default figures): what these runs compare.
@@ -181,6 +183,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
     ASSERT_EQ(parsed->variables.size(), 2u);
     EXPECT_EQ(parsed->variables[0].path, emb_path) << plan_json;
     EXPECT_EQ(parsed->variables[1].path, w_path) << plan_json;
+    plan_ = *parsed;
 
     got->assign(kRanks, {});
     for (int r = 0; r < kRanks; ++r) {
@@ -211,6 +214,7 @@ class TrainerEquivalenceTest : public ::testing::Test {
     EXPECT_EQ(per_rank[1], kSteps / 5);
   }
 
+  plan::JobPlan plan_;           // the last RunJob's
   double pull_recv_bytes_ = 0;  // the last RunJob: sum over its points of ps_pull_recv_bytes
   double ps_requests_ = 0;      // the last RunJob: sum over its points of ps_requests
   testing::TempDir dir_;
@@ -343,6 +347,36 @@ TEST_F(TrainerEquivalenceTest, HybridEqualsOneProcess) {
 TEST_F(TrainerEquivalenceTest, HybridWithEmbeddingOnPsEqualsOneProcess) {
   RunAndCompare("hybrid", 2, {.emb_path = "ps"}, true, VariablePath::kPs,
                 VariablePath::kAllReduce);
+}
+
+// [ps] hot_rows = 16: the 16 rows rank 0's sampled batches touch most are
+// kept on both ranks and all-reduced, the other 84 stay on the shards. The
+// same training as one process (and so as the PS alone) to 1e-5 with every
+// sparse optimizer: SGD and Adagrad, and lazy momentum and Adam, which must
+// update only the hot rows some rank touched, as a shard does. Under arch
+// "ps" the hot block is the only all-reduce of a step; under hybrid it
+// joins the dense weights' bucket. Fewer pull bytes reach the ranks.
+TEST_F(TrainerEquivalenceTest, PsWithHotRowsEqualsOneProcessForEveryOptimizer) {
+  RunAndCompare("ps", 2, {}, true, VariablePath::kPs, VariablePath::kPs);
+  const double without = pull_recv_bytes_;
+  EXPECT_TRUE(plan_.variables[0].hot_rows.empty());
+  for (const char* sparse : {"adagrad", "sgd", "momentum", "adam"}) {
+    SCOPED_TRACE(sparse);
+    RunAndCompare("ps", 2, {.sparse = sparse, .hot_rows = 16}, true, VariablePath::kPs,
+                  VariablePath::kPs);
+    ASSERT_EQ(plan_.variables[0].hot_rows.size(), 16u);
+    EXPECT_NE(plan_.variables[0].reason.find("hot rows: 16 of 100"), std::string::npos)
+        << plan_.variables[0].reason;
+    if (std::string(sparse) == "adagrad") {
+      EXPECT_GT(without, 0);
+      EXPECT_LT(pull_recv_bytes_, without * 0.8)
+          << "pull bytes with hot rows " << pull_recv_bytes_ << ", without " << without;
+      RecordProperty("ps_pull_recv_bytes", std::to_string(without) + " -> " + std::to_string(pull_recv_bytes_));
+    }
+  }
+  RunAndCompare("hybrid", 2, {.emb_path = "ps", .hot_rows = 16}, false, VariablePath::kPs,
+                VariablePath::kAllReduce);
+  EXPECT_EQ(plan_.variables[0].hot_rows.size(), 16u);
 }
 
 TEST_F(TrainerEquivalenceTest, HybridWithSwappedOptimizersEqualsOneProcess) {

@@ -463,6 +463,25 @@ TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
               HasSubstr("key 'ps.cache_rows': expected an integer >= 1, got 0"));
 }
 
+TEST_F(JobConfigTest, HotRowsAreOffByDefaultAutoOrACountAndOnlySync) {
+  StatusOr<JobConfig> off = ParseJobConfig(kMinimal, "job.toml");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->ps.hot_rows, 0);
+  StatusOr<JobConfig> autod = ParseJobConfig(std::string(kMinimal) + "[ps]\nhot_rows = \"auto\"\n", "job.toml");
+  ASSERT_TRUE(autod.ok()) << autod.status().ToString();
+  EXPECT_EQ(autod->ps.hot_rows, JobConfig::Ps::kHotRowsAuto);
+  StatusOr<JobConfig> count = ParseJobConfig(std::string(kMinimal) + "[ps]\nhot_rows = 512\n", "job.toml");
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(count->ps.hot_rows, 512);
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nhot_rows = \"many\"\n"),
+              HasSubstr("key 'ps.hot_rows': expected 'auto' or an integer from 0 to 1000000, got 'many'"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\nhot_rows = -3\n"),
+              HasSubstr("key 'ps.hot_rows': expected 'auto' or an integer from 0 to 1000000, got -3"));
+  EXPECT_THAT(Error("[job]\nname = \"t\"\nconsistency = \"async\"\n[trainer]\nmodel = \"lm\"\n"
+                    "[ps]\nhot_rows = \"auto\"\n"),
+              HasSubstr("key 'ps.hot_rows': hot_rows only applies to consistency = 'sync'"));
+}
+
 TEST_F(JobConfigTest, SharedMemoryIsOptInWithABoundedRegionSize) {
   StatusOr<JobConfig> off = ParseJobConfig(kMinimal, "job.toml");
   ASSERT_TRUE(off.ok()) << off.status().ToString();

@@ -520,5 +520,95 @@ TEST_F(JobPlanTest, PartitionsArePlacedOnShardsBySampledLoad) {
   for (uint32_t i = 0; i < w.partitions; ++i) EXPECT_EQ(w.partition_shards[i], i % 4);
 }
 
+// Hot rows ([ps] hot_rows): "emb" of 20,000 rows × 64 on the PS, 8 sampled
+// batches that each hold rows 0..49 and 400 rows of their own.
+class HotRowsPlanTest : public JobPlanTest {
+ protected:
+  static std::vector<VariableInput> Skewed() {
+    std::vector<VariableInput> regs = Regs(20'000);
+    regs[0].var.dim = 64;
+    regs[0].sampled_batches.assign(8, {});
+    for (int64_t b = 0; b < 8; ++b) {
+      auto& batch = regs[0].sampled_batches[static_cast<size_t>(b)];
+      for (int64_t id = 0; id < 50; ++id) batch.insert(batch.end(), 3, id);  // repeats count once
+      for (int64_t k = 0; k < 400; ++k) batch.push_back(1000 + b * 400 + k);
+    }
+    return regs;
+  }
+  static StatusOr<JobPlan> BuildHot(int64_t hot_rows, std::vector<VariableInput> regs, int workers,
+                                    int hosts) {
+    JobConfig job = Pinned(Job(Arch::kHybrid), VariablePath::kPs, VariablePath::kAllReduce);
+    job.ps.hot_rows = hot_rows;
+    return Build(job, hosts, std::move(regs), workers, hosts, /*shm_allreduce=*/true);
+  }
+};
+
+TEST_F(HotRowsPlanTest, TheCostModelTakesTheRowsEveryBatchHoldsWhereTheyPay) {
+  // 8 hosts of one worker, 1 Gbit/s-like default links: a row every batch
+  // pulls and pushes costs a worker 2 × (8 + 256) B a step on the PS, and
+  // about 2 × 7/8 × 65 × 4 B in the ring; a row one batch in 8 holds costs
+  // the ring as much and saves an eighth.
+  auto plan = BuildHot(JobConfig::Ps::kHotRowsAuto, Skewed(), 8, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const PlannedVariable& emb = plan->variables[0];
+  RecordProperty("reason", emb.reason);
+  ASSERT_FALSE(emb.hot_rows.empty()) << emb.reason;
+  EXPECT_EQ(emb.hot_rows.size(), 50u) << emb.reason;
+  for (int64_t id : emb.hot_rows) EXPECT_LT(id, 50) << "a row only one batch holds";
+  EXPECT_TRUE(std::is_sorted(emb.hot_rows.begin(), emb.hot_rows.end()));
+  EXPECT_NE(emb.reason.find("the cost model's choice of the most frequent sampled"), std::string::npos)
+      << emb.reason;
+  // The plan's JSON carries them; the dense "w" has none.
+  auto again = ParseJobPlan(JobPlanToJson(*plan));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->variables[0].hot_rows, emb.hot_rows);
+  EXPECT_TRUE(again->variables[1].hot_rows.empty());
+}
+
+TEST_F(HotRowsPlanTest, NoneWhereEveryRowIsRare) {
+  std::vector<VariableInput> regs = Skewed();
+  for (auto& batch : regs[0].sampled_batches) batch.erase(batch.begin(), batch.begin() + 150);
+  auto plan = BuildHot(JobConfig::Ps::kHotRowsAuto, regs, 8, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  RecordProperty("reason", plan->variables[0].reason);
+  EXPECT_TRUE(plan->variables[0].hot_rows.empty()) << plan->variables[0].reason;
+  EXPECT_NE(plan->variables[0].reason.find("hot rows: none pay"), std::string::npos)
+      << plan->variables[0].reason;
+}
+
+TEST_F(HotRowsPlanTest, ACountTakesThatManyOfTheMostFrequentRowsAndOffTakesNone) {
+  std::vector<VariableInput> regs = Skewed();
+  // Row 30 is in no batch: the 10 are among the 49 others every batch holds.
+  for (auto& batch : regs[0].sampled_batches) {
+    batch.erase(std::remove(batch.begin(), batch.end(), 30), batch.end());
+  }
+  auto plan = BuildHot(10, regs, 2, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<int64_t>& hot = plan->variables[0].hot_rows;
+  ASSERT_EQ(hot.size(), 10u) << plan->variables[0].reason;
+  for (int64_t id : hot) EXPECT_TRUE(id < 50 && id != 30) << id;
+  EXPECT_NE(plan->variables[0].reason.find("hot rows: 10 of 20000 ([ps] hot_rows"), std::string::npos)
+      << plan->variables[0].reason;
+  auto off = BuildHot(0, regs, 2, 1);
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->variables[0].hot_rows.empty());
+  EXPECT_EQ(off->variables[0].reason.find("hot rows"), std::string::npos);
+}
+
+TEST_F(HotRowsPlanTest, APlanWithBadHotRowsIsRefusedByName) {
+  auto plan = BuildHot(10, Skewed(), 2, 1);
+  ASSERT_TRUE(plan.ok());
+  JobPlan bad = *plan;
+  bad.variables[0].hot_rows = {3, 3};
+  EXPECT_NE(ParseJobPlan(JobPlanToJson(bad)).status().message().find(
+                "variables[0]: \"hot_rows\"[1] = 3: hot rows must be distinct rows of [0, 20000)"),
+            std::string::npos);
+  bad = *plan;
+  bad.variables[1].hot_rows = {0};
+  EXPECT_NE(ParseJobPlan(JobPlanToJson(bad)).status().message().find(
+                "\"hot_rows\" only for a sparse table of fixed rows on the PS"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace parallax::plan

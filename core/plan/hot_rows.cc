@@ -1,0 +1,125 @@
+#include "core/plan/hot_rows.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+namespace parallax::plan {
+
+namespace {
+
+// The PS part's predicted time when a worker's batch touches `k` distinct
+// rows of the table a step (its host's batches k_host).
+double PsSeconds(VariableStats var, double k, double k_host, const ClusterShape& cluster,
+                 const CostOptions& options, bool local_aggregation) {
+  const double rows = static_cast<double>(std::max<int64_t>(1, var.rows));
+  var.alpha = std::max(0.0, k) / rows;
+  if (var.alpha_host >= 0) var.alpha_host = std::max(0.0, k_host) / rows;
+  return PsCost(var, cluster, options, local_aggregation).seconds * options.ps_time_scale;
+}
+
+// The all-reduce of h hot rows' block (gradients and touched counts).
+double BlockSeconds(int64_t h, int64_t dim, const ClusterShape& cluster, const CostOptions& options,
+                    bool shares_call) {
+  if (h == 0) return 0;
+  auto seconds = [&](int64_t elements) {
+    VariableStats block;
+    block.rows = 1;
+    block.dim = elements;
+    return AllReduceCost(block, cluster, options).seconds;
+  };
+  const double full = seconds(h * (dim + 1));
+  // Joining other variables' buckets adds bytes, not a call.
+  const double added = shares_call ? full - seconds(1) : full;
+  return std::max(0.0, added) * options.collective_time_scale;
+}
+
+std::string Ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
+  return buf;
+}
+
+}  // namespace
+
+HotRowsChoice ChooseHotRows(const VariableStats& var, const Sparsity& sparsity, int64_t requested,
+                            const ClusterShape& cluster, const CostOptions& options,
+                            bool local_aggregation, bool shares_call) {
+  HotRowsChoice out;
+  std::vector<std::pair<double, int64_t>> by_presence;  // (presence, row), most present first
+  by_presence.reserve(sparsity.row_presence.size());
+  for (const auto& [row, p] : sparsity.row_presence) by_presence.emplace_back(p, row);
+  std::sort(by_presence.begin(), by_presence.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  const double rows = static_cast<double>(std::max<int64_t>(1, var.rows));
+  const double k = var.alpha * rows;
+  const double k_host = var.alpha_host >= 0 ? var.alpha_host * rows : -1;
+  auto predicted = [&](size_t h, double taken) {
+    // A host's batches hold the hot rows about as a worker's do: its rows
+    // shrink by the same share.
+    const double left = k > 0 ? std::max(0.0, k - taken) / k : 1;
+    return PsSeconds(var, k - taken, k_host * left, cluster, options, local_aggregation) +
+           BlockSeconds(static_cast<int64_t>(h), var.dim, cluster, options, shares_call);
+  };
+  out.seconds_without = predicted(0, 0);
+  out.seconds = out.seconds_without;
+  if (by_presence.empty()) {
+    out.reason = "hot rows: none (no rows sampled)";
+    return out;
+  }
+  // Candidates: 1, 2, 4, ..., and every row down to each presence level the
+  // samples show (all rows in every batch, ...); or the N requested.
+  std::vector<size_t> candidates;
+  if (requested > 0) {
+    candidates.push_back(std::min<size_t>(static_cast<size_t>(requested), by_presence.size()));
+  } else {
+    for (size_t h = 1; h < by_presence.size(); h *= 2) candidates.push_back(h);
+    for (size_t h = 1; h < by_presence.size(); ++h) {
+      if (by_presence[h].first != by_presence[h - 1].first) candidates.push_back(h);
+    }
+    candidates.push_back(by_presence.size());
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  }
+  size_t best = 0, at = 0;
+  double taken = 0, best_taken = 0, best_seconds = out.seconds_without;
+  double best_candidate_seconds = -1;
+  size_t best_candidate = 0;
+  for (size_t h : candidates) {
+    for (; at < h; ++at) taken += by_presence[at].first;
+    const double s = predicted(h, taken);
+    if (best_candidate_seconds < 0 || s < best_candidate_seconds) {
+      best_candidate_seconds = s;
+      best_candidate = h;
+    }
+    if (requested > 0 || s < best_seconds) {
+      best = h;
+      best_taken = taken;
+      best_seconds = s;
+    }
+  }
+  char buf[256];
+  if (best == 0) {
+    std::snprintf(buf, sizeof buf,
+                  "hot rows: none pay (the best, %zu, predicts %s a step against %s without)",
+                  best_candidate, Ms(best_candidate_seconds).c_str(), Ms(out.seconds_without).c_str());
+    out.reason = buf;
+    return out;
+  }
+  out.rows.reserve(best);
+  for (size_t i = 0; i < best; ++i) out.rows.push_back(by_presence[i].second);
+  std::sort(out.rows.begin(), out.rows.end());
+  out.share = k > 0 ? std::min(1.0, best_taken / k) : 0;
+  out.seconds = best_seconds;
+  std::snprintf(buf, sizeof buf,
+                "hot rows: %zu of %lld (%s; %.0f%% of a batch's distinct rows), all-reduced: "
+                "predicted %s a step against %s with none",
+                best, static_cast<long long>(var.rows),
+                requested > 0 ? "[ps] hot_rows, the most frequent sampled"
+                              : "the cost model's choice of the most frequent sampled",
+                100.0 * out.share, Ms(out.seconds).c_str(), Ms(out.seconds_without).c_str());
+  out.reason = buf;
+  return out;
+}
+
+}  // namespace parallax::plan
