@@ -874,10 +874,10 @@ void Cli::AddLocalCommands(CLI::App* app) {
                    "per PS host; default: as many as --hosts)")
       ->check(CLI::PositiveNumber);
   plan->add_option("--sample-batches", plan_.sample_batches,
-                   "batches of rank 0 sampled to measure alpha (the job itself samples 4: "
-                   "another number may predict another plan than the job records)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+                   "batches of rank 0 sampled to measure alpha and hot rows (default: what "
+                   "the job itself samples, 4, or 16 with [ps] hot_rows: another number may "
+                   "predict another plan than the job records)")
+      ->check(CLI::PositiveNumber);
   plan->add_flag("--measure", plan_.measure,
                  "measure this machine's loopback and shared-memory rates first (well under a "
                  "second) and plan with them where the job's [plan] sets none");

@@ -96,7 +96,9 @@ Status RunPlanCommand(const PlanCommandOptions& options, std::ostream& out) {
     return InvalidArgument("--hosts " + std::to_string(hosts) + " is more than the " +
                            std::to_string(workers) + " workers");
   }
-  const int sample_batches = std::max(1, options.sample_batches);
+  const int sample_batches = options.sample_batches > 0
+                                 ? options.sample_batches
+                                 : models::PlanSampleBatches(job.ps.hot_rows);
   plan::PlanInputs inputs;
   // Shards "auto" are one per host of theirs: PS hosts under [ps] hosts = "ps".
   const bool on_ps_hosts = job.ps.hosts == PsHosts::kPs && options.ps_hosts > 0;

@@ -23,7 +23,7 @@ struct PlanCommandOptions {
   int workers = 0;         // 0: the job's [job] workers
   int hosts = 1;           // hosts the workers are spread over
   int ps_hosts = 0;        // [ps] hosts = "ps": PS hosts (0: as many as `hosts`)
-  int sample_batches = 4;  // rank 0's batches sampled for α (what the job samples)
+  int sample_batches = 0;  // rank 0's batches sampled for α; 0: what the job samples
   bool json = false;
   // Probe this machine (core/comm/host_probe.h) and plan with its figures.
   bool measure = false;

@@ -42,7 +42,7 @@ Status Run() {
   PX_ASSIGN_OR_RETURN(auto model, models::CreateModel(job.trainer.model, job.model_toml, mo));
   PX_ASSIGN_OR_RETURN(models::ModelData data, models::OpenModelData(*model, mo));
   PX_RETURN_IF_ERROR(model->SetData(std::move(data)));
-  PX_RETURN_IF_ERROR(model->Register(session.get()));
+  PX_RETURN_IF_ERROR(model->Register(session.get(), models::PlanSampleBatches(job.ps.hot_rows)));
   // The data position goes into every checkpoint, so a resumed job reads on
   // where it stopped (negative samples are a function of the step: no RNG
   // state to keep).

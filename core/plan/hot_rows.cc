@@ -46,9 +46,20 @@ HotRowsChoice ChooseHotRows(const VariableStats& var, const Sparsity& sparsity, 
                             const ClusterShape& cluster, const CostOptions& options,
                             bool local_aggregation, bool shares_call) {
   HotRowsChoice out;
-  std::vector<std::pair<double, int64_t>> by_presence;  // (presence, row), most present first
+  // (presence, row), most present first. The presence a hot row is expected
+  // to have in the steps to come is its leave-one-out share: in how many of
+  // the other sampled batches it appears, (c − 1) / (B − 1) for a row c of
+  // the B batches hold. The rows are picked from the same samples, and the
+  // in-sample share would count every row seen once (most of a long tail) as
+  // if it recurred, and the most-present-first order as a saving the next
+  // batches do not make.
+  const int b = sparsity.batches;
+  auto expected = [b](double p) {
+    return b > 1 ? std::max(0.0, (p * b - 1) / (b - 1)) : p;
+  };
+  std::vector<std::pair<double, int64_t>> by_presence;
   by_presence.reserve(sparsity.row_presence.size());
-  for (const auto& [row, p] : sparsity.row_presence) by_presence.emplace_back(p, row);
+  for (const auto& [row, p] : sparsity.row_presence) by_presence.emplace_back(expected(p), row);
   std::sort(by_presence.begin(), by_presence.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   const double rows = static_cast<double>(std::max<int64_t>(1, var.rows));

@@ -88,6 +88,10 @@ Status CheckHotRows(const PlannedVariable& v, const std::string& where) {
   if (!v.sparse || v.dynamic || v.path != VariablePath::kPs) {
     return InvalidArgument(where + "\"hot_rows\" only for a sparse table of fixed rows on the PS");
   }
+  if (!(v.hot_share >= 0 && v.hot_share <= 1)) {
+    return InvalidArgument(where + "\"hot_rows_share\" = " + std::to_string(v.hot_share) +
+                           ": a share of the rows a step touches, in [0, 1]");
+  }
   for (size_t i = 0; i < v.hot_rows.size(); ++i) {
     const int64_t id = v.hot_rows[i];
     if (id < 0 || id >= v.rows || (i > 0 && id <= v.hot_rows[i - 1])) {
@@ -114,6 +118,7 @@ PlannedVariable VariableFromJson(const json& jv) {
   v.partitions = jv.value("partitions", 1u);
   v.reason = jv.value("reason", std::string());
   if (jv.contains("hot_rows")) v.hot_rows = jv["hot_rows"].get<std::vector<int64_t>>();
+  v.hot_share = jv.value("hot_rows_share", 0.0);
   v.optimizer = OptimizerFromJson(jv.at("optimizer"));
   const json& in = jv.at("init");
   v.init.type = ParseName(in.at("type"), &ParseInitializerType, "init type");
@@ -278,7 +283,10 @@ std::string JobPlanToJson(const JobPlan& plan) {
               {"scale", v.init.scale}}}};
     if (!v.sparse) jv["size"] = v.size;
     if (v.ids_per_step >= 0) jv["ids_per_step"] = v.ids_per_step;
-    if (!v.hot_rows.empty()) jv["hot_rows"] = v.hot_rows;
+    if (!v.hot_rows.empty()) {
+      jv["hot_rows"] = v.hot_rows;
+      jv["hot_rows_share"] = v.hot_share;
+    }
     if (v.dynamic) {
       jv["dynamic"] = DynamicSettingsToJson(*v.dynamic);
     }

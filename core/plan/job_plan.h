@@ -15,7 +15,7 @@
 //    "variables": [{"id": 0, "name": "emb", "kind": "sparse", "rows": 100,
 //                   "dim": 4, "path": "ps", "density": 0.1, "density_host": 0.18,
 //                   "reason": "...", "optimizer": {...}, "init": {...},
-//                   "hot_rows": [0, 7]},
+//                   "hot_rows": [0, 7], "hot_rows_share": 0.4},
 //                  {"id": 1, "name": "w", "kind": "dense", "size": 4,
 //                   "rows": 1, "dim": 4, "path": "allreduce", ...}],
 //    "ps": {"staleness": 0, "sync_warmup_steps": 0, "num_workers": 2,
@@ -80,6 +80,11 @@ struct PlannedVariable {
   // the dense variables; the PS serves the others. Written as "hot_rows":
   // [ids], absent when there are none.
   std::vector<int64_t> hot_rows;
+  // The share of a worker's distinct rows of the table a step that the hot
+  // rows are expected to be (HotRowsChoice::share): the PS rows they take
+  // off, what the plan's predicted cost counts (core/plan/report.h).
+  // "hot_rows_share", written with "hot_rows".
+  double hot_share = 0;
 };
 
 struct JobPlan {

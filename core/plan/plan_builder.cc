@@ -346,6 +346,7 @@ void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity
                                             plan->cluster, plan->cost, plan->local_aggregation,
                                             shares_call);
     v.hot_rows = hot.rows;
+    v.hot_share = hot.share;
     v.reason += "; " + hot.reason;
   }
 }

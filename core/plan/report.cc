@@ -41,7 +41,26 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
     report.rows.push_back(std::move(row));
   }
   PlanTotals& t = report.totals;
-  t.hybrid = PlanCost(vars, paths, plan.cluster, plan.cost, t.hybrid_by_path);
+  // This plan's hot rows (core/plan/hot_rows.h): the PS serves the rest of a
+  // table's rows, and each table's block joins the all-reduce.
+  std::vector<CostedVariable> with_hot = vars;
+  std::vector<VariablePath> with_hot_paths = paths;
+  for (size_t i = 0; i < plan.variables.size(); ++i) {
+    const PlannedVariable& v = plan.variables[i];
+    if (v.hot_rows.empty()) continue;
+    VariableStats cold = vars[i].stats;
+    cold.alpha *= 1 - v.hot_share;
+    if (cold.alpha_host >= 0) cold.alpha_host *= 1 - v.hot_share;
+    with_hot[i] = {cold, ChoosePath(cold, plan.cluster, plan.cost)};
+    VariableStats block;
+    block.name = v.name + " (hot rows)";
+    block.sparse = false;
+    block.rows = 1;
+    block.dim = static_cast<int64_t>(v.hot_rows.size()) * (static_cast<int64_t>(v.dim) + 1);
+    with_hot.push_back({block, ChoosePath(block, plan.cluster, plan.cost)});
+    with_hot_paths.push_back(VariablePath::kAllReduce);
+  }
+  t.hybrid = PlanCost(with_hot, with_hot_paths, plan.cluster, plan.cost, t.hybrid_by_path);
   for (auto [sum, path] : {std::pair{&t.allreduce, VariablePath::kAllReduce},
                            std::pair{&t.allgather, VariablePath::kAllGather},
                            std::pair{&t.ps, VariablePath::kPs}}) {

@@ -29,7 +29,11 @@ struct PlannedRow {
 // The plan's predicted cost (core/plan/plan_cost.h) and that of forcing one
 // path for every variable.
 struct PlanTotals {
-  PlanBytes hybrid, allreduce, allgather, ps;  // `hybrid`: this plan, whatever its arch
+  // `hybrid`: this plan, whatever its arch, with its hot rows (a PS table's
+  // rows a step pulls and pushes fewer by their share, their block of
+  // H × (dim + 1) floats all-reduced with the dense gradients); the others
+  // without hot rows.
+  PlanBytes hybrid, allreduce, allgather, ps;
   // This plan's bytes by the path they take (index: VariablePath), what the
   // transport counters of a run of it show per path.
   PlanBytes hybrid_by_path[3];

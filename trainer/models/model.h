@@ -47,6 +47,14 @@ struct VariableSpec {
 // measure each sparse variable's density: parallax-trainer's rank 0 and
 // `parallax plan` alike.
 inline constexpr int kPlanSampleBatches = 4;
+// With [ps] hot_rows on: a hot row's expected share of the steps to come is
+// its share of the other sampled batches (core/plan/hot_rows.h), which 4
+// batches measure only in thirds.
+inline constexpr int kHotRowsSampleBatches = 16;
+// The batches a job whose [ps] hot_rows is `hot_rows` samples.
+inline int PlanSampleBatches(int64_t hot_rows) {
+  return hot_rows != 0 ? kHotRowsSampleBatches : kPlanSampleBatches;
+}
 
 struct ModelOptions {
   int rank = 0;

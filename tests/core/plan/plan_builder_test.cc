@@ -558,11 +558,26 @@ TEST_F(HotRowsPlanTest, TheCostModelTakesTheRowsEveryBatchHoldsWhereTheyPay) {
   EXPECT_TRUE(std::is_sorted(emb.hot_rows.begin(), emb.hot_rows.end()));
   EXPECT_NE(emb.reason.find("the cost model's choice of the most frequent sampled"), std::string::npos)
       << emb.reason;
+  // 50 of a batch's 450 distinct rows, in every batch.
+  EXPECT_NEAR(emb.hot_share, 50.0 / 450, 1e-9);
   // The plan's JSON carries them; the dense "w" has none.
   auto again = ParseJobPlan(JobPlanToJson(*plan));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->variables[0].hot_rows, emb.hot_rows);
+  EXPECT_EQ(again->variables[0].hot_share, emb.hot_share);
   EXPECT_TRUE(again->variables[1].hot_rows.empty());
+  // The plan's predicted cost counts them: the PS moves the other rows, and
+  // the block (50 × 65 floats) joins the all-reduce.
+  JobPlan cold = *plan;
+  cold.variables[0].hot_rows.clear();
+  const PlanReport with = BuildPlanReport(*plan), without = BuildPlanReport(cold);
+  const int ps = static_cast<int>(VariablePath::kPs);
+  const int ar = static_cast<int>(VariablePath::kAllReduce);
+  EXPECT_LT(with.totals.hybrid_by_path[ps].worker, 0.95 * without.totals.hybrid_by_path[ps].worker);
+  EXPECT_GT(with.totals.hybrid_by_path[ar].worker - without.totals.hybrid_by_path[ar].worker,
+            50.0 * 65 * 4);
+  EXPECT_DOUBLE_EQ(plan->predicted_comm_s, with.totals.hybrid.seconds);
+  EXPECT_NE(plan->predicted_comm_s, without.totals.hybrid.seconds);
 }
 
 TEST_F(HotRowsPlanTest, NoneWhereEveryRowIsRare) {
@@ -574,6 +589,22 @@ TEST_F(HotRowsPlanTest, NoneWhereEveryRowIsRare) {
   EXPECT_TRUE(plan->variables[0].hot_rows.empty()) << plan->variables[0].reason;
   EXPECT_NE(plan->variables[0].reason.find("hot rows: none pay"), std::string::npos)
       << plan->variables[0].reason;
+}
+
+TEST_F(HotRowsPlanTest, ARowOnlyOneSampledBatchHoldsIsNotCountedOnToRecur) {
+  // One host, its all-reduce through shared memory: a hot row costs next to
+  // nothing, so any row expected in the next batches pays. Each batch's own
+  // 400 rows appear in no other sampled batch: their expected share of the
+  // batches to come is 0 (leave-one-out), not the 1/8 they have in the
+  // samples, so they are left on the PS and the 50 that recur are taken.
+  auto plan = BuildHot(JobConfig::Ps::kHotRowsAuto, Skewed(), 2, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const PlannedVariable& emb = plan->variables[0];
+  RecordProperty("reason", emb.reason);
+  EXPECT_EQ(emb.hot_rows.size(), 50u) << emb.reason;
+  for (int64_t id : emb.hot_rows) EXPECT_LT(id, 50) << "a row only one batch holds";
+  // 50 of a batch's 450 distinct rows.
+  EXPECT_NE(emb.reason.find("11% of a batch's distinct rows"), std::string::npos) << emb.reason;
 }
 
 TEST_F(HotRowsPlanTest, ACountTakesThatManyOfTheMostFrequentRowsAndOffTakesNone) {
@@ -608,6 +639,12 @@ TEST_F(HotRowsPlanTest, APlanWithBadHotRowsIsRefusedByName) {
   EXPECT_NE(ParseJobPlan(JobPlanToJson(bad)).status().message().find(
                 "\"hot_rows\" only for a sparse table of fixed rows on the PS"),
             std::string::npos);
+  bad = *plan;
+  bad.variables[0].hot_share = 1.5;
+  EXPECT_NE(ParseJobPlan(JobPlanToJson(bad)).status().message().find(
+                "variables[0]: \"hot_rows_share\" = 1.500000: a share of the rows a step touches"),
+            std::string::npos)
+      << ParseJobPlan(JobPlanToJson(bad)).status().message();
 }
 
 }  // namespace
