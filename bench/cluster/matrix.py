@@ -29,7 +29,8 @@ same loss" (W3 at lr 0.5 is chaotic; a 20-step mean is uncertain by ~0.13 nats).
 standard error (`sem`).
 
 - parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
-  planner's choice with `[ps] local_aggregation = false`): the job is submitted
+  planner's choice with `[ps] local_aggregation = false`, hybrid-unbatched with `batch = false`,
+  hybrid-hot with `hot_rows = 1024`, hybrid-hotauto with `hot_rows = "auto"`): the job is submitted
   to the cluster's coordinator; PS shards: one per host (`shards = "auto"`). Its figures come from
   the ranks' metric points (tokens/s from the slower rank's step times, loss, compute time,
   dense and sparse wait per step, from `parallax status JOB --json --points` once it ended;
@@ -106,10 +107,18 @@ from e2e import (TORCH_TRAINER, eval_loss_from_log, job_metrics,  # noqa: E402
                  torch_job_text, w3_text, write_batches)  # as the one-host bench
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
-            "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid"}
+            "parallax-allreduce": "allreduce", "parallax-hybrid-noagg": "hybrid",
+            "parallax-hybrid-unbatched": "hybrid", "parallax-hybrid-hot": "hybrid",
+            "parallax-hybrid-hotauto": "hybrid"}
 # A [ps] table for a variant: the planner's choice with the ranks of a host pushing each their own
-# sparse gradients (no local aggregation), to see what aggregating costs and saves.
-PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"]}
+# sparse gradients (no local aggregation), to see what aggregating costs and saves; with one
+# message per variable and partition instead of one per shard (-unbatched); with each PS table's
+# 1,024 most frequent sampled rows on every worker, all-reduced (-hot: the per-row hybrid forced),
+# or as many as the planner's cost model chooses (-hotauto; schemas/job.md, [ps] hot_rows).
+PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"],
+           "parallax-hybrid-unbatched": ["batch = false"],
+           "parallax-hybrid-hot": ["hot_rows = 1024"],
+           "parallax-hybrid-hotauto": ['hot_rows = "auto"']}
 TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
          "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
 # The PyTorch front-end (`parallax.torch`): the torch side's W3 model trained through Parallax

@@ -5,8 +5,10 @@
     bench/e2e/ctr_cache.py --bin build/bin [--seeds 1,2,3] [--variants sync,async,cache4]
         [--steps 1000] [--workers 2] [--shards 2] [--per-run]
 
-A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S) or `cacheSacc` (the same
-with cache_accumulate), and with the suffix
+A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S), `cacheSacc` (the same
+with cache_accumulate), `hotN` (sync with `[ps] hot_rows = N`: each table's N most frequent
+sampled rows on every worker, all-reduced with the MLPs) or `hotauto` (`hot_rows = "auto"`, as
+many as the planner's cost model chooses), and with the suffix
 `-unbatched` the same with `[ps] batch = false` (one message per table and partition). For each seed,
 `parallax-data synthetic-ctr` writes the data (bench/e2e/ctr_quality.py's generator settings),
 then `parallax run` trains each variant for the same steps (every table on the PS, the MLPs
@@ -17,7 +19,9 @@ the push ones) from `parallax status --json --points`, averaged over the points 
 misses and stale refreshes). The log loss is rank 0's last `eval ... log_loss L` line. Prints
 one JSON line per variant, metric and statistic (median over seeds), one per run with
 --per-run, and per cache variant the median over seeds of its pull bytes against async's
-(`pull_bytes_ratio`) and of its log loss against sync's (`log_loss_ratio`).
+(`pull_bytes_ratio`) and of its log loss against sync's (`log_loss_ratio`); per hot variant the
+same against sync's. `allreduce_bytes` is what the ranks' all-reduce sockets carried (none when
+the ranks' all-reduce goes through shared memory, as on one host).
 """
 
 import argparse
@@ -31,14 +35,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ctr_quality  # noqa: E402  (the generator and the eval line)
 import job_status  # noqa: E402
 
-METRICS = (("pull_bytes", "B/step"), ("push_bytes", "B/step"), ("ps_requests", "messages/step"),
+METRICS = (("pull_bytes", "B/step"), ("push_bytes", "B/step"), ("allreduce_bytes", "B/step"),
+           ("ps_requests", "messages/step"),
            ("cache_hit_rate", ""), ("log_loss", "nats"), ("auc", ""), ("samples_per_s", "samples/s"))
 
 
 def job_text(args, data, variant, seed):
     unbatched = variant.endswith("-unbatched")
     variant = variant.removesuffix("-unbatched")
-    consistency = "sync" if variant == "sync" else "async"
+    hot = variant.startswith("hot")
+    consistency = "sync" if variant == "sync" or hot else "async"
     # The MLPs all-reduced, every table on the PS: the PS bytes are the tables' alone (with
     # arch "ps" the MLPs' push-pull would be most of the pull bytes, and no cache's business).
     lines = ["[job]", f'name = "ctr-cache-{variant}"', f"workers = {args.workers}",
@@ -48,6 +54,9 @@ def job_text(args, data, variant, seed):
         lines.append(f"cache_staleness = {int(variant[len('cache'):].removesuffix('acc'))}")
         if variant.endswith("acc"):
             lines.append("cache_accumulate = true")
+    if hot:
+        count = variant[len("hot"):]
+        lines.append(f'hot_rows = "{count}"' if count == "auto" else f"hot_rows = {int(count)}")
     if unbatched:
         lines.append("batch = false")
     lines += ["", "[trainer]", 'model = "ctr"', f"steps = {args.steps}",
@@ -78,6 +87,8 @@ def run(args, workdir, data, variant, seed):
     return {
         "pull_bytes": mean_over(points, "ps_pull_sent_bytes") + mean_over(points, "ps_pull_recv_bytes"),
         "push_bytes": mean_over(points, "ps_push_sent_bytes") + mean_over(points, "ps_push_recv_bytes"),
+        "allreduce_bytes": mean_over(points, "allreduce_sent_bytes") +
+        mean_over(points, "allreduce_recv_bytes"),
         "ps_requests": mean_over(points, "ps_requests"),
         "cache_hit_rate": mean_over(points, "row_cache_hits") / looked if looked else 0.0,
         "log_loss": log_loss, "auc": auc,
@@ -111,10 +122,11 @@ def main():
     variants = args.variants.split(",")
     for v in variants:
         base = v.removesuffix("-unbatched")
-        if base not in ("sync", "async") and not (base.startswith("cache") and
-                                                  base[5:].removesuffix("acc").isdigit()):
+        if base not in ("sync", "async", "hotauto") and not (
+                (base.startswith("cache") and base[5:].removesuffix("acc").isdigit()) or
+                (base.startswith("hot") and base[3:].isdigit() and int(base[3:]) > 0)):
             sys.exit(f"ctr_cache: unknown variant {v!r}: sync, async, cacheS or cacheSacc "
-                     "(S ≥ 1), each with -unbatched or not")
+                     "(S ≥ 1), hotN (N ≥ 1) or hotauto, each with -unbatched or not")
     # The generator's defaults of bench/e2e/ctr_quality.py, without drift.
     gen_args = argparse.Namespace(bin=args.bin, train=args.train, heldout=args.heldout,
                                   drift_shift=0.0, drift_new=0.0, zipf=1.2)
@@ -140,9 +152,10 @@ def main():
                               "values": [r[metric] for r in rs], "seeds": seeds, **params}),
                   flush=True)
     for v in variants:
-        if not v.startswith("cache") or v.endswith("-unbatched"):
+        if not v.startswith(("cache", "hot")) or v.endswith("-unbatched"):
             continue
-        for metric, base in (("pull_bytes", "async"), ("log_loss", "sync")):
+        pull_base = "async" if v.startswith("cache") else "sync"
+        for metric, base in (("pull_bytes", pull_base), ("log_loss", "sync")):
             if base not in results:
                 continue
             ratios = [c[metric] / b[metric] for c, b in zip(results[v], results[base])]

@@ -7,7 +7,8 @@ Run through bench/e2e/run.sh (it checks the data, the binaries and torch first):
 
 Each round runs every variant once, in order, so the variants alternate; --runs rounds. A
 Parallax variant is examples/w3.toml with [job] arch changed (and, for the ones on the PS,
-[ps] shards = 1 and local_aggregation), written into a temporary directory with
+[ps] shards = 1 and local_aggregation; -unbatched, -hot and -hotauto add the [ps] keys of
+PS_KEYS), written into a temporary directory with
 `[trainer] metrics_every = 1`, and run with `parallax run`. Its figures come from the job's
 own metric points (`parallax status 1 --json --points`, from a parallax-coordinator started on
 the run's state directory once it ended: bench/e2e/job_status.py): per step, the rank's
@@ -98,6 +99,15 @@ PARALLAX = {
 # same-machine shard through shared memory, schemas/ps_wire.md).
 for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
     PARALLAX[_name + "-shm"] = PARALLAX[_name]
+# More [ps] keys of a variant: "-unbatched" sends one message per variable and partition instead
+# of one per shard; "-hot" keeps each PS table's 1,024 most frequent sampled rows on every worker,
+# all-reduced with the dense gradients (the per-row hybrid forced), "-hotauto" as many as the
+# planner's cost model chooses (schemas/job.md, [ps] batch and hot_rows).
+PS_KEYS = {"parallax-hybrid-ps-unbatched": ("batch = false",),
+           "parallax-hybrid-ps-ar-hot": ("hot_rows = 1024",),
+           "parallax-hybrid-ps-ar-hotauto": ('hot_rows = "auto"',)}
+for _name, _keys in PS_KEYS.items():
+    PARALLAX[_name] = PARALLAX[_name.rsplit("-", 1)[0]]
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
 # Parallax running the PyTorch model (bench/e2e/w3_parallax_torch.py) -> arch.
 PARALLAX_TORCH = {"parallax-torch-hybrid": "hybrid"}
@@ -138,8 +148,10 @@ def load1():
     return os.getloadavg()[0]
 
 
-def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=False):
-    """examples/w3.toml with the variant's settings (absolute data path)."""
+def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=False,
+             ps_keys=()):
+    """examples/w3.toml with the variant's settings (absolute data path); `ps_keys`: more lines
+    of its [ps] table."""
     text = base
     text = re.sub(r'(?m)^arch = "[a-z]+"', f'arch = "{arch}"', text)
     text = re.sub(r'(?m)^consistency = "[a-z]+"', f'consistency = "{consistency}"'
@@ -150,6 +162,7 @@ def job_text(base, arch, consistency, staleness, overrides, steps, workers, shm=
     text = re.sub(r"(?m)^eval_tokens = \d+", "eval_tokens = 1", text)
     # One shard, one partition per table: a fixed number skips the partition search.
     text += "\n[ps]\nshards = 1\npartitions = 1\n" + ("shared_memory = true\n" if shm else "")
+    text += "".join(key + "\n" for key in ps_keys)
     for name in overrides:
         name, path = (name, "ps") if isinstance(name, str) else name
         text += f'\n[[variable]]\nname = "{name}"\npath = "{path}"\n'
@@ -213,7 +226,7 @@ def parallax_run(args, impl, workdir, run):
     with open(os.path.join(ROOT, "examples", "w3.toml"), encoding="utf-8") as f:
         base = f.read()
     text = job_text(base + plan_table(args), arch, consistency, staleness, overrides, args.steps,
-                    2, shm=name.endswith("-shm"))
+                    2, shm=name.endswith("-shm"), ps_keys=PS_KEYS.get(name, ()))
     if args.seed_per_run:
         text = with_model_seed(text, round_seed(args, run))
     seed = model_seed(text)
