@@ -3,7 +3,7 @@
 // agent sets them), sync mode, the sparse table on 2 real parallax-ps shards.
 // The ranks of a host sum their sparse gradients and the host's first rank
 // pushes them; the trained variables equal a one-process run with the whole
-// batch, and only the hosts' first ranks sent PS pushes.
+// batch, and only the hosts' first ranks sent PS pushes; with hot rows too.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -32,7 +32,15 @@ constexpr int kShards = 2, kSteps = 20, kBatch = 16;
 
 std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
 
-TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPush) {
+// What a run of the 4 ranks left: the plan and each rank's bytes per path.
+struct TwoHostsRun {
+  plan::JobPlan plan;
+  std::map<int, double> push_bytes, gather_bytes;
+};
+
+// Runs the 4 ranks with `more_ps` in the job's [ps] table and checks that
+// every rank's variables equal the one-process run with the whole batch.
+void RunTwoHosts(const std::string& more_ps, TwoHostsRun* out) {
   testing::TempDir dir;
   testing::CoordinatorProcess coordinator(BinDir(), dir.path());
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
@@ -46,7 +54,7 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
       "[trainer]\ncommand = [\"./trainer_test_rank\"]\n"
       "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
       "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
-      "[ps]\nshards = 2\nlocal_aggregation = true\n"
+      "[ps]\nshards = 2\nlocal_aggregation = true\n" + more_ps +
       "[[variable]]\nname = \"emb\"\npath = \"ps\"\n"
       // The dense weights all-reduced (the cost model may put them on the PS).
       "[[variable]]\nname = \"w\"\npath = \"allreduce\"\n";
@@ -109,6 +117,7 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_TRUE(parsed->local_aggregation) << plan_json;
   EXPECT_EQ(parsed->ps.contributors(), static_cast<uint32_t>(kHosts)) << plan_json;
+  out->plan = *parsed;
 
   // Every rank's variables equal the one-process run with the whole batch.
   OptimizerSettings dense, sparse;
@@ -125,8 +134,7 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
     EXPECT_LT(testing::RelativeDifference(got["emb"], ref.emb), 1e-5) << "rank " << r;
   }
 
-  // PS push bytes at the transport: only local rank 0 of each host pushed;
-  // the others sent their rows to it over the host's collective instead.
+  // Each rank's bytes per path, as its transports counted them.
   rpc::GetMetricsRequest req;
   req.job_id = id;
   std::vector<rpc::MetricPoint> points;
@@ -134,21 +142,47 @@ TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPu
       (*coord)
           ->Call([&](rpc::CoordinatorClient& c) { c.GetMetrics(points, (*coord)->Header(), req); })
           .ok());
-  std::map<int, double> push_bytes, gather_bytes;
+  auto value = [](const rpc::MetricPoint& p, const char* name) {
+    return p.values.count(name) ? p.values.at(name) : 0.0;
+  };
   for (const auto& p : points) {
-    push_bytes[p.rank] += p.values.count("ps_push_sent_bytes") ? p.values.at("ps_push_sent_bytes") : 0;
-    gather_bytes[p.rank] +=
-        p.values.count("local_agg_sent_bytes") ? p.values.at("local_agg_sent_bytes") : 0;
+    out->push_bytes[p.rank] += value(p, "ps_push_sent_bytes");
+    out->gather_bytes[p.rank] += value(p, "local_agg_sent_bytes");
   }
-  ASSERT_EQ(push_bytes.size(), static_cast<size_t>(kRanks));
+}
+
+// PS push bytes at the transport: only local rank 0 of each host pushed;
+// the others sent their rows to it over the host's collective instead.
+void ExpectOnlyHostLeadersPush(const TwoHostsRun& run) {
+  ASSERT_EQ(run.push_bytes.size(), static_cast<size_t>(kRanks));
   for (int r = 0; r < kRanks; ++r) {
     if (r % kPerHost == 0) {
-      EXPECT_GT(push_bytes[r], 0) << "rank " << r << " leads its host and pushes";
+      EXPECT_GT(run.push_bytes.at(r), 0) << "rank " << r << " leads its host and pushes";
     } else {
-      EXPECT_EQ(push_bytes[r], 0) << "rank " << r << " must leave the push to its host's rank";
+      EXPECT_EQ(run.push_bytes.at(r), 0) << "rank " << r << " must leave the push to its host's rank";
     }
-    EXPECT_GT(gather_bytes[r], 0) << "rank " << r << " exchanged rows within its host";
+    EXPECT_GT(run.gather_bytes.at(r), 0) << "rank " << r << " exchanged rows within its host";
   }
+}
+
+TEST(LocalAggregationTest, TwoHostsOfTwoRanksEqualOneProcessAndOnlyHostLeadersPush) {
+  TwoHostsRun run;
+  ASSERT_NO_FATAL_FAILURE(RunTwoHosts("", &run));
+  EXPECT_TRUE(run.plan.variables[0].hot_rows.empty());
+  ExpectOnlyHostLeadersPush(run);
+}
+
+// [ps] hot_rows with local aggregation: the hot rows' block takes the dense
+// gradients' all-reduce (host-aware: here all 4 ranks share one machine's
+// memory, so it never reaches a socket), the cold rows' gradients are
+// aggregated by host and pushed by its first rank, and the training is
+// still the one-process run's.
+TEST(LocalAggregationTest, HotRowsAreReducedOnTheHostFirstAndTrainTheSame) {
+  TwoHostsRun run;
+  ASSERT_NO_FATAL_FAILURE(RunTwoHosts("hot_rows = 4\n", &run));
+  ASSERT_EQ(run.plan.variables[0].name, "emb");
+  EXPECT_EQ(run.plan.variables[0].hot_rows.size(), 4u) << run.plan.variables[0].reason;
+  ExpectOnlyHostLeadersPush(run);
 }
 
 }  // namespace
