@@ -43,6 +43,12 @@ inline constexpr char kRowCacheHits[] = "row_cache_hits";
 inline constexpr char kRowCacheMisses[] = "row_cache_misses";
 inline constexpr char kRowCacheStaleRefreshes[] = "row_cache_stale_refreshes";
 inline constexpr char kRowCacheBytesSaved[] = "row_cache_bytes_saved";
+// Per step, with hot rows ([ps] hot_rows; core/plan/hot_rows.h): distinct
+// rows of the step's gradients of tables with hot rows that were hot (kept
+// on the ranks, no PS traffic) and that were not (pulled and pushed). Their
+// share hits / (hits + misses) is what the plan's "hot_rows_share" predicts.
+inline constexpr char kHotRowHits[] = "hot_row_hits";
+inline constexpr char kHotRowMisses[] = "hot_row_misses";
 
 // The value `name` of a point's values; 0 when the point has none (an older
 // trainer, or a path the job does not use).

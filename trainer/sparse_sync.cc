@@ -595,6 +595,10 @@ void SparseSync::SplitHotGradients(Slot& s) {
   }
   s.pending_ids.resize(kept);
   s.pending_grads.resize(kept * dim);
+  hot.hits += std::count_if(touched, touched + h, [](float t) { return t > 0; });
+  std::vector<int64_t> cold(s.pending_ids);
+  std::sort(cold.begin(), cold.end());
+  hot.misses += std::unique(cold.begin(), cold.end()) - cold.begin();
 }
 
 std::vector<std::span<float>> SparseSync::HotBlocks() {
@@ -793,6 +797,15 @@ Status SparseSync::FinishPushes(int64_t step) {
     cached.bytes_saved += c.bytes_saved;
   }
   if (caches) metrics_->SetRowCache(cached.hits, cached.misses, cached.stale_refreshes, cached.bytes_saved);
+  int64_t hot_hits = 0, hot_misses = 0;
+  bool hot = false;
+  for (const Slot& s : slots_) {
+    if (!s.hot) continue;
+    hot = true;
+    hot_hits += s.hot->hits;
+    hot_misses += s.hot->misses;
+  }
+  if (hot) metrics_->SetHotRows(hot_hits, hot_misses);
   for (Slot& s : slots_) {
     if (s.var.path == VariablePath::kPs && !s.var.sparse) {
       std::copy(s.pulled.begin(), s.pulled.begin() + static_cast<std::ptrdiff_t>(s.var.size),

@@ -204,6 +204,9 @@ class SparseSync {
     std::vector<float> values;                     // rows × dim
     std::unique_ptr<optim::SparseOptimizer> optimizer;
     std::vector<float> block;  // this step's: rows × dim gradients, then rows touched counts
+    // Distinct rows of this rank's gradients since the start that were hot,
+    // and that were not (the step's metric values hot_row_hits, _misses).
+    int64_t hits = 0, misses = 0;
   };
   struct Slot {
     plan::PlannedVariable var;

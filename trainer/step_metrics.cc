@@ -73,6 +73,13 @@ std::map<std::string, double> StepMetrics::Take(const comm::Communicator* comm,
       out[cache_names[i]] = static_cast<double>(now.cache[i] - last_.cache[i]) / steps;
     }
   }
+  if (hot_rows_) {
+    const char* hot_names[2] = {names::kHotRowHits, names::kHotRowMisses};
+    for (int i = 0; i < 2; ++i) {
+      now.hot[i] = hot_now_[i];
+      out[hot_names[i]] = static_cast<double>(now.hot[i] - last_.hot[i]) / steps;
+    }
+  }
   out[names::kComputeMs] = Ms(compute_) / steps;
   out[names::kDenseWaitMs] = Ms(total_dense_) / steps;
   out[names::kSparseWaitMs] = Ms(total_sparse_) / steps;

@@ -51,6 +51,13 @@ class StepMetrics {
     cache_now_[2] = stale_refreshes;
     cache_now_[3] = bytes_saved;
   }
+  // The hot rows' counters since the session started (distinct rows of each
+  // step's gradients that were hot and that were not), summed over tables.
+  void SetHotRows(int64_t hits, int64_t misses) {
+    hot_rows_ = true;
+    hot_now_[0] = hits;
+    hot_now_[1] = misses;
+  }
   // Marks the end of a step: everything since the previous end that was not
   // a wait is compute.
   void EndStep(Clock::time_point step_started, Clock::time_point now);
@@ -61,7 +68,8 @@ class StepMetrics {
   // "ps_pull_recv_bytes", "local_agg_sent_bytes", "local_agg_recv_bytes",
   // "ps_requests", "compute_ms", "dense_wait_ms", "sparse_wait_ms", "steps",
   // with row caches "row_cache_hits", "row_cache_misses",
-  // "row_cache_stale_refreshes" and "row_cache_bytes_saved", and
+  // "row_cache_stale_refreshes" and "row_cache_bytes_saved", with hot rows
+  // "hot_row_hits" and "hot_row_misses", and
   // "loss_mean", the mean of the losses AddLoss() was given, when it was
   // given any), then starts a
   // new interval. `comm` and `ps` may be null. `host`: the communicator of
@@ -75,10 +83,13 @@ class StepMetrics {
     int64_t v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     int64_t ps_requests = 0;
     int64_t cache[4] = {0, 0, 0, 0};  // hits, misses, stale refreshes, bytes saved
+    int64_t hot[2] = {0, 0};          // hot rows: hits, misses
   };
   Snapshot last_;
   bool row_cache_ = false;
   int64_t cache_now_[4] = {0, 0, 0, 0};
+  bool hot_rows_ = false;
+  int64_t hot_now_[2] = {0, 0};
   Clock::duration dense_wait_{}, sparse_wait_{}, total_dense_{}, total_sparse_{}, compute_{};
   int64_t steps_ = 0;
   double loss_sum_ = 0;

@@ -16,7 +16,8 @@ all-reduced).
 The bytes are the ranks' transport counters (`ps_pull_sent_bytes` + `ps_pull_recv_bytes`, and
 the push ones) from `parallax status --json --points`, averaged over the points after the first
 --skip steps and over the ranks; the cache's counters likewise (hit rate: hits over hits,
-misses and stale refreshes). The log loss is rank 0's last `eval ... log_loss L` line. Prints
+misses and stale refreshes; hot share: of a step's distinct rows of the tables, those the hot rows
+served, hot_row_hits over hits and misses). The log loss is rank 0's last `eval ... log_loss L` line. Prints
 one JSON line per variant, metric and statistic (median over seeds), one per run with
 --per-run, and per cache variant the median over seeds of its pull bytes against async's
 (`pull_bytes_ratio`) and of its log loss against sync's (`log_loss_ratio`); per hot variant the
@@ -37,7 +38,7 @@ import job_status  # noqa: E402
 
 METRICS = (("pull_bytes", "B/step"), ("push_bytes", "B/step"), ("allreduce_bytes", "B/step"),
            ("ps_requests", "messages/step"),
-           ("cache_hit_rate", ""), ("log_loss", "nats"), ("auc", ""), ("samples_per_s", "samples/s"))
+           ("cache_hit_rate", ""), ("hot_share", ""), ("log_loss", "nats"), ("auc", ""), ("samples_per_s", "samples/s"))
 
 
 def job_text(args, data, variant, seed):
@@ -84,6 +85,7 @@ def run(args, workdir, data, variant, seed):
         sys.exit(f"ctr_cache: {variant} seed {seed}: no metric points after step {args.skip}")
     looked = sum(mean_over(points, n) for n in
                  ("row_cache_hits", "row_cache_misses", "row_cache_stale_refreshes"))
+    hot_looked = sum(mean_over(points, n) for n in ("hot_row_hits", "hot_row_misses"))
     return {
         "pull_bytes": mean_over(points, "ps_pull_sent_bytes") + mean_over(points, "ps_pull_recv_bytes"),
         "push_bytes": mean_over(points, "ps_push_sent_bytes") + mean_over(points, "ps_push_recv_bytes"),
@@ -91,6 +93,7 @@ def run(args, workdir, data, variant, seed):
         mean_over(points, "allreduce_recv_bytes"),
         "ps_requests": mean_over(points, "ps_requests"),
         "cache_hit_rate": mean_over(points, "row_cache_hits") / looked if looked else 0.0,
+        "hot_share": mean_over(points, "hot_row_hits") / hot_looked if hot_looked else 0.0,
         "log_loss": log_loss, "auc": auc,
         "samples_per_s": statistics.fmean(p["throughput"] for p in points),
         "seconds": seconds}

@@ -168,6 +168,12 @@ void RenderJobs(const std::vector<JobSeries>& jobs, PrometheusText& out) {
              "Pull bytes per step and rank the row cache's hits did not send or receive (mean "
              "over ranks).",
              "", {{"", metric_names::kRowCacheBytesSaved}}, 1.0, out);
+  JobFigures(jobs, "parallax_job_hot_rows_per_step",
+             "Distinct rows per step and rank of the tables with hot rows ([ps] hot_rows) that "
+             "were hot, kept on the ranks (hit), or went through the PS (miss); mean over ranks.",
+             "result",
+             {{"hit", metric_names::kHotRowHits}, {"miss", metric_names::kHotRowMisses}}, 1.0,
+             out);
   JobFigures(jobs, "parallax_job_step_phase_seconds",
              "Time per step and rank in computing, waiting for dense (all-reduce) and for sparse "
              "(PS, all-gather) communication (mean over ranks).",

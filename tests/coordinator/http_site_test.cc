@@ -174,7 +174,9 @@ class HttpSiteTest : public ::testing::Test {
                     {metric_names::kRowCacheHits, 30.0 * (rank + 1)},
                     {metric_names::kRowCacheMisses, 10.0},
                     {metric_names::kRowCacheStaleRefreshes, 4.0},
-                    {metric_names::kRowCacheBytesSaved, 720.0 * (rank + 1)}};
+                    {metric_names::kRowCacheBytesSaved, 720.0 * (rank + 1)},
+                    {metric_names::kHotRowHits, 100.0 * (rank + 1)},
+                    {metric_names::kHotRowMisses, 300.0}};
         points.push_back(p);
       }
       clock_.Advance(1000);  // a step of 10 per second
@@ -388,6 +390,10 @@ TEST_F(HttpSiteTest, MetricsHaveSeriesOfRunningJobsOnly) {
   EXPECT_TRUE(Has(r.body, "parallax_job_row_cache_rows_per_step" + cache_labels +
                               ",result=\"stale_refresh\"} 4\n"));
   EXPECT_TRUE(Has(r.body, "parallax_job_row_cache_saved_bytes_per_step" + labels + " 1080\n"));
+  // The hot rows' figures, means over the two ranks' 100 and 200 hits.
+  EXPECT_TRUE(Has(r.body, "parallax_job_hot_rows_per_step" + cache_labels + ",result=\"hit\"} 150\n"))
+      << r.body;
+  EXPECT_TRUE(Has(r.body, "parallax_job_hot_rows_per_step" + cache_labels + ",result=\"miss\"} 300\n"));
   EXPECT_TRUE(
       Has(r.body, "parallax_ps_push_staleness_steps_bucket{" + job + ",shard=\"0\",le=\"1\"} 5\n"));
   EXPECT_TRUE(Has(r.body, "parallax_ps_push_staleness_steps_count{" + job + ",shard=\"0\"} 6\n"));

@@ -137,6 +137,26 @@ TEST(StepMetricsTest, AnIntervalWithoutASourceCountsNothingForIt) {
   EXPECT_EQ(v["allreduce_recv_bytes"], 20);
 }
 
+// Hot rows' counters are cumulative (SparseSync's, since the session
+// started): Take reports each interval's per step, and nothing without them.
+TEST(StepMetricsTest, HotRowCountsArePerStepOfTheInterval) {
+  StepMetrics m;
+  const auto t0 = StepMetrics::Clock::now();
+  m.EndStep(t0, t0);
+  EXPECT_EQ(m.Take(nullptr, nullptr).count("hot_row_hits"), 0u);
+  m.SetHotRows(30, 90);
+  m.EndStep(t0, t0);
+  m.EndStep(t0, t0);
+  auto v = m.Take(nullptr, nullptr);
+  EXPECT_EQ(v["hot_row_hits"], 15);
+  EXPECT_EQ(v["hot_row_misses"], 45);
+  m.SetHotRows(40, 100);
+  m.EndStep(t0, t0);
+  v = m.Take(nullptr, nullptr);
+  EXPECT_EQ(v["hot_row_hits"], 10);
+  EXPECT_EQ(v["hot_row_misses"], 10);
+}
+
 }  // namespace
 // A 3,000-step job reports every 10 steps (0 .. 2990) and its last step
 // (2999) too, so the job's step and loss are its last, not 2990's.
