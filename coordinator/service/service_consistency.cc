@@ -2,6 +2,7 @@
 // and the trainer ranks' leases (coordinator/service/consistency_switches.h).
 #include "coordinator/service/service.h"
 #include "core/plan/job_plan.h"
+#include "core/ps/consistency_schedule.h"
 #include "core/rpc/request_header.h"
 
 namespace parallax::coordinator {
@@ -39,6 +40,23 @@ void CoordinatorService::SetConsistency(rpc::ConsistencySwitch& out,
           "the plan of job " + std::to_string(job_id) + " attempt " + std::to_string(job.attempt) +
           " puts no variable on the PS; consistency applies to PS variables only (the dense "
           "paths are synchronous in every mode)"));
+    }
+    // Hot rows ([ps] hot_rows) are all-reduced every step, the sync rule:
+    // under another mode a table's hot and other rows would learn by
+    // different rules (a mean over the ranks once a step against every
+    // worker's push applied as it comes).
+    StatusOr<ps::ConsistencyMode> mode = ps::ParseConsistencyMode(consistency);
+    if (plan.ok() && mode.ok() && mode->consistency != Consistency::kSync) {
+      for (const plan::PlannedVariable& v : plan->variables) {
+        if (v.hot_rows.empty()) continue;
+        throw ToCoordinatorError(FailedPrecondition(
+            "the plan of job " + std::to_string(job_id) + " attempt " +
+            std::to_string(job.attempt) + " keeps " + std::to_string(v.hot_rows.size()) +
+            " hot rows of \"" + v.name + "\" on every rank ([ps] hot_rows), all-reduced every "
+            "step under the sync rule; consistency \"" + consistency + "\" would train them and "
+            "the table's other rows by different rules. Resubmit the job without hot_rows to "
+            "run it " + consistency));
+      }
     }
   }
   const int64_t now = clock_->NowMillis();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/plan/job_plan.h"
 #include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
@@ -100,6 +101,56 @@ TEST_F(ConsistencySwitchesTest, SwitchesOutliveTheCoordinatorLeasesDoNot) {
   StatusOr<ConsistencySwitchRecord> s = after.Add(Job(JobState::kRunning), "sync", 0);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->from_step, 15);
+}
+
+// A job whose plan keeps hot rows ([ps] hot_rows, all-reduced every step:
+// the sync rule) refuses a switch to async or ssp by name, and takes sync.
+TEST_F(ConsistencySwitchesTest, AJobWithHotRowsStaysSync) {
+  NewJob n;
+  n.name = "hot";
+  n.workers = 2;
+  n.job_text = "[job]\nname = \"hot\"\n";
+  n.submitted_by = "cli";
+  const JobRecord job = db_.store->CreateJob(n, 0).value();
+  TaskRecord t;
+  t.job_id = job.id;
+  ASSERT_TRUE(db_.store->StartAttempt(job.id, {t}, "placed", 0).ok());
+  ASSERT_TRUE(db_.store->TransitionJob(job.id, JobState::kRunning, "", 0).ok());
+  plan::JobPlan p;
+  plan::PlannedVariable emb;
+  emb.name = "emb";
+  emb.sparse = true;
+  emb.rows = 100;
+  emb.dim = 4;
+  emb.path = VariablePath::kPs;
+  emb.hot_rows = {3, 7};
+  p.variables = {emb};
+  ps::VariableSpec spec;
+  spec.name = "emb";
+  spec.rows = 100;
+  spec.dim = 4;
+  p.ps.variables = {spec};
+  const int attempt = db_.store->GetJob(job.id).value().attempt;
+  ASSERT_TRUE(db_.store->PutPlan(job.id, attempt, plan::JobPlanToJson(p), 0).ok());
+  for (const char* mode : {"async", "ssp:2"}) {
+    rpc::ConsistencySwitch out;
+    try {
+      db_.service->SetConsistency(out, testing::SqliteService::Header(), job.id, mode);
+      ADD_FAILURE() << mode << " was accepted";
+    } catch (const rpc::CoordinatorError& e) {
+      EXPECT_NE(e.message.find("keeps 2 hot rows of \"emb\" on every rank ([ps] hot_rows)"),
+                std::string::npos)
+          << e.message;
+      EXPECT_NE(e.message.find("Resubmit the job without hot_rows"), std::string::npos) << e.message;
+    }
+  }
+  // sync passes this check (and waits for the ranks' leases, none here).
+  rpc::ConsistencySwitch out;
+  try {
+    db_.service->SetConsistency(out, testing::SqliteService::Header(), job.id, "sync");
+  } catch (const rpc::CoordinatorError& e) {
+    EXPECT_EQ(e.message.find("hot rows"), std::string::npos) << e.message;
+  }
 }
 
 }  // namespace
