@@ -33,6 +33,8 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
     row.path = v.path;
     row.reason = v.reason;
     row.dynamic = v.dynamic;
+    row.hot_rows = v.hot_rows.size();
+    row.hot_share = v.hot_share;
     if (const ps::VariableSpec* spec = plan.ps.FindVariable(v.id)) {
       row.partition_shards = spec->partition_shards;
     }
@@ -191,6 +193,11 @@ std::string PlanReportJson(const PlanReport& report) {
     // As the plan's own JSON writes it (JobPlanToJson), so that a script
     // reads a table's budget and policy the same from either.
     if (r.dynamic) vars.back()["dynamic"] = DynamicSettingsToJson(*r.dynamic);
+    // The count, not the ids (the plan's JSON lists those).
+    if (r.hot_rows > 0) {
+      vars.back()["hot_rows"] = r.hot_rows;
+      vars.back()["hot_rows_share"] = r.hot_share;
+    }
   }
   const PlanTotals& t = report.totals;
   nlohmann::json doc = {

@@ -24,6 +24,8 @@ struct PlannedRow {
   std::string reason;   // the plan's reason
   std::vector<uint32_t> partition_shards;  // on the PS: partition -> shard
   std::optional<DynamicTableSettings> dynamic;  // a dynamic table's settings
+  size_t hot_rows = 0;    // [ps] hot_rows: how many the plan keeps on every rank
+  double hot_share = 0;   // the share of a step's rows they are expected to be
 };
 
 // The plan's predicted cost (core/plan/plan_cost.h) and that of forcing one

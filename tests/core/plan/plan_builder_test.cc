@@ -11,6 +11,7 @@
 #include <numeric>
 #include <map>
 #include <tuple>
+#include <nlohmann/json.hpp>
 
 #include "core/plan/report.h"
 #include "core/ps/dynamic_table.h"
@@ -577,6 +578,11 @@ TEST_F(HotRowsPlanTest, TheCostModelTakesTheRowsEveryBatchHoldsWhereTheyPay) {
   EXPECT_GT(with.totals.hybrid_by_path[ar].worker - without.totals.hybrid_by_path[ar].worker,
             50.0 * 65 * 4);
   EXPECT_DOUBLE_EQ(plan->predicted_comm_s, with.totals.hybrid.seconds);
+  // `parallax plan --json` gives the count and the share.
+  const nlohmann::json doc = nlohmann::json::parse(PlanReportJson(with));
+  EXPECT_EQ(doc["variables"][0]["hot_rows"], 50);
+  EXPECT_NEAR(doc["variables"][0]["hot_rows_share"].get<double>(), 50.0 / 450, 1e-9);
+  EXPECT_FALSE(doc["variables"][1].contains("hot_rows"));
   EXPECT_NE(plan->predicted_comm_s, without.totals.hybrid.seconds);
 }
 
