@@ -145,6 +145,13 @@ std::string FormatPlanReport(const PlanReport& report) {
            " per step, link bytes / bandwidth + operations x latency; under arch = \"hybrid\" the\n"
            " plan is the cheapest predicted of the per-variable choice and the single-path plans)\n";
   }
+  size_t hot = 0;
+  for (const PlannedRow& r : report.rows) hot += r.hot_rows;
+  if (hot > 0) {
+    out << "(this plan counts its " << hot
+        << " hot rows: the PS moves the other rows of their\n tables, and their blocks join "
+           "the all-reduce; the single-path plans have none)\n";
+  }
   if (report.cost.sync_straggler_s > 0) {
     std::snprintf(line, sizeof(line),
                   "predicted wait per step: %.3g ms communication + %.3g ms for the slowest "

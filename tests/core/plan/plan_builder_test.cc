@@ -583,6 +583,8 @@ TEST_F(HotRowsPlanTest, TheCostModelTakesTheRowsEveryBatchHoldsWhereTheyPay) {
   EXPECT_EQ(doc["variables"][0]["hot_rows"], 50);
   EXPECT_NEAR(doc["variables"][0]["hot_rows_share"].get<double>(), 50.0 / 450, 1e-9);
   EXPECT_FALSE(doc["variables"][1].contains("hot_rows"));
+  EXPECT_NE(FormatPlanReport(with).find("(this plan counts its 50 hot rows"), std::string::npos);
+  EXPECT_EQ(FormatPlanReport(without).find("(this plan counts its"), std::string::npos);
   EXPECT_NE(plan->predicted_comm_s, without.totals.hybrid.seconds);
 }
 
