@@ -1,8 +1,10 @@
 #include "core/plan/hot_rows.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 namespace parallax::plan {
 
@@ -34,6 +36,40 @@ double BlockSeconds(int64_t h, int64_t dim, const ClusterShape& cluster, const C
   return std::max(0.0, added) * options.collective_time_scale;
 }
 
+// How many of the `b` sampled batches hold a row of presence `p`.
+size_t Count(double p, int b) {
+  return static_cast<size_t>(std::clamp<long>(std::lround(p * b), 0, b));
+}
+
+// The share of the batches to come that hold a row c of the B sampled
+// batches hold, by c (index 0..B). The rows are picked from the same
+// samples, so the in-sample share c/B would count every row seen once (most
+// of a long tail) as if it recurred at 1/B. Leave-one-out, (c − 1)/(B − 1),
+// is the share of the other sampled batches that hold it: low, 0 for a row
+// seen once, though as a class such rows do recur. Good–Turing's estimate
+// for binomial counts corrects it where rows are rare (c ≤ 4): a row of
+// count c is expected at (c + 1)·N(c+1) / ((B − c)·N(c)), N(c) the rows of
+// count c (the rows seen c + 1 times tell how often the rows seen c times
+// come back), kept within [leave-one-out, c/B] so that the order by c holds.
+std::vector<double> ExpectedPresence(const Sparsity& sparsity) {
+  const int b = sparsity.batches;
+  std::vector<double> out(static_cast<size_t>(std::max(b, 0)) + 1, 0.0);
+  if (b <= 1) return out;
+  std::vector<double> n(out.size() + 1, 0.0);  // n[c]: rows of count c
+  for (const auto& [row, p] : sparsity.row_presence) n[Count(p, b)] += 1;
+  for (int c = 1; c <= b; ++c) {
+    const double loo = static_cast<double>(c - 1) / (b - 1);
+    const double in_sample = static_cast<double>(c) / b;
+    out[static_cast<size_t>(c)] = loo;
+    if (c <= 4 && c < b && n[static_cast<size_t>(c)] > 0) {
+      const double gt = (c + 1) * n[static_cast<size_t>(c) + 1] /
+                        ((b - c) * n[static_cast<size_t>(c)]);
+      out[static_cast<size_t>(c)] = std::clamp(gt, loo, in_sample);
+    }
+  }
+  return out;
+}
+
 std::string Ms(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g ms", s * 1e3);
@@ -46,20 +82,15 @@ HotRowsChoice ChooseHotRows(const VariableStats& var, const Sparsity& sparsity, 
                             const ClusterShape& cluster, const CostOptions& options,
                             bool local_aggregation, bool shares_call) {
   HotRowsChoice out;
-  // (presence, row), most present first. The presence a hot row is expected
-  // to have in the steps to come is its leave-one-out share: in how many of
-  // the other sampled batches it appears, (c − 1) / (B − 1) for a row c of
-  // the B batches hold. The rows are picked from the same samples, and the
-  // in-sample share would count every row seen once (most of a long tail) as
-  // if it recurred, and the most-present-first order as a saving the next
-  // batches do not make.
+  // (presence, row), most present first: the presence a hot row is expected
+  // to have in the steps to come (ExpectedPresence).
+  const std::vector<double> expected = ExpectedPresence(sparsity);
   const int b = sparsity.batches;
-  auto expected = [b](double p) {
-    return b > 1 ? std::max(0.0, (p * b - 1) / (b - 1)) : p;
-  };
   std::vector<std::pair<double, int64_t>> by_presence;
   by_presence.reserve(sparsity.row_presence.size());
-  for (const auto& [row, p] : sparsity.row_presence) by_presence.emplace_back(expected(p), row);
+  for (const auto& [row, p] : sparsity.row_presence) {
+    by_presence.emplace_back(b > 1 ? expected[Count(p, b)] : p, row);
+  }
   std::sort(by_presence.begin(), by_presence.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   const double rows = static_cast<double>(std::max<int64_t>(1, var.rows));

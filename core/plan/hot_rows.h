@@ -8,10 +8,12 @@
 //
 // How many: a hot row costs every step (H·(d+1) more floats in the
 // all-reduce: its gradient and a touched count), and saves its PS traffic in
-// the steps whose batch holds it (presence p: the share of the other sampled
-// batches that hold it, for a row one of them holds: the leave-one-out
-// estimate of its share of the batches to come, 0 for a row only one sampled
-// batch holds). With the rows sorted by presence, H hot rows take
+// the steps whose batch holds it (presence p: its expected share of the
+// batches to come, from how many of the sampled batches hold it: the share of
+// the other sampled batches, leave-one-out, and for rare rows Good–Turing's
+// estimate from how many rows the samples hold once more; not the in-sample
+// share, which would count the long tail seen once as recurring). With the
+// rows sorted by presence, H hot rows take
 // E_H = Σ p of the first H off a worker's k distinct PS rows a step, so
 //   predicted(H) = PS(k − E_H) + all-reduce(H·(d+1))
 // with the cost model's PsCost and AllReduceCost (core/plan/cost_model.h;

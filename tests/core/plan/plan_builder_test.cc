@@ -615,6 +615,27 @@ TEST_F(HotRowsPlanTest, ARowOnlyOneSampledBatchHoldsIsNotCountedOnToRecur) {
   EXPECT_NE(emb.reason.find("11% of a batch's distinct rows"), std::string::npos) << emb.reason;
 }
 
+TEST_F(HotRowsPlanTest, RowsSeenOnceAreExpectedAsOftenAsRowsSeenTwiceSay) {
+  // 8 batches of 500 distinct rows: the 50 in every batch, 50 of 200 "warm"
+  // rows each in exactly 2 batches, and 400 of their own (3,200 seen once).
+  std::vector<VariableInput> regs = Skewed();
+  for (int64_t w = 0; w < 200; ++w) {
+    for (int64_t b : {w % 8, (w + 1) % 8}) {
+      regs[0].sampled_batches[static_cast<size_t>(b)].push_back(10'000 + w);
+    }
+  }
+  // The 350 most present: the 50 (expected in every batch to come), the 200
+  // warm ones (leave-one-out: 1 of the 7 other batches; no row is seen 3
+  // times to say more), and 100 seen once, which as a class come back as
+  // often as the 200 seen twice say (Good–Turing: 2·200 / (7·3,200) each),
+  // not never (leave-one-out alone: 78.571 / 500).
+  auto plan = BuildHot(350, regs, 2, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->variables[0].hot_rows.size(), 350u);
+  EXPECT_NEAR(plan->variables[0].hot_share, (50 + 200.0 / 7 + 100 * 400.0 / 22'400) / 500, 1e-9)
+      << plan->variables[0].reason;
+}
+
 TEST_F(HotRowsPlanTest, ACountTakesThatManyOfTheMostFrequentRowsAndOffTakesNone) {
   std::vector<VariableInput> regs = Skewed();
   // Row 30 is in no batch: the 10 are among the 49 others every batch holds.
