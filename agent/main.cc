@@ -52,7 +52,7 @@ void AddFlags(CLI::App* app, Flags* f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"worker", "ps"}));
   app->add_option("--slots", f->slots, "CPU slots when the host has no GPU (default: CPUs)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 4096));
   app->add_option("--advertise", f->advertise,
                   "host the coordinator and CLI reach the log service at (default: the listen "
                   "host, or, listening on all interfaces, this host's address toward the "

@@ -410,9 +410,14 @@ void CoordinatorService::RegisterAgent(const rpc::RequestHeader& header,
   if (agent.address.empty()) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT, "agent \"" + agent.name + "\" has no address");
   }
-  if (agent.slots < 0 || agent.gpus < 0) {
+  // The scheduler sums every agent's slots in an int: a bound per agent
+  // keeps 100,000 agents' sums far from overflowing.
+  constexpr int32_t kMaxSlots = 4096;
+  if (agent.slots < 0 || agent.gpus < 0 || agent.slots > kMaxSlots || agent.gpus > kMaxSlots) {
     Throw(rpc::ErrorCode::INVALID_ARGUMENT,
-          "agent \"" + agent.name + "\": slots and gpus must be >= 0");
+          "agent \"" + agent.name + "\": slots and gpus must be from 0 to " +
+              std::to_string(kMaxSlots) + ", got slots = " + std::to_string(agent.slots) +
+              ", gpus = " + std::to_string(agent.gpus) + " (parallax-agent --slots)");
   }
   int64_t now = clock_->NowMillis();
   // A live agent of this name elsewhere: two daemons would fight over tasks.

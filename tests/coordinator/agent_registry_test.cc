@@ -91,6 +91,24 @@ class AgentRegistrationTest : public ::testing::Test {
   std::string message_;
 };
 
+// Slots beyond any host are refused by name (two agents of 2^30 slots once
+// overflowed the scheduler's total: the coordinator fuzzer's find), and the
+// agents already registered keep being served.
+TEST_F(AgentRegistrationTest, SlotsBeyondAnyHostAreRefusedByName) {
+  rpc::AgentInfo ok = Info("ok", "h:1", "id-ok");
+  ok.slots = 4096;
+  EXPECT_EQ(RegisterCode(ok), -1) << message_;
+  for (auto [slots, gpus] : {std::pair{1090519044, 0}, std::pair{1, 4097}, std::pair{-1, 0}}) {
+    rpc::AgentInfo big = Info("big", "h:2", "id-big");
+    big.slots = slots;
+    big.gpus = gpus;
+    EXPECT_EQ(RegisterCode(big), static_cast<int>(rpc::ErrorCode::INVALID_ARGUMENT));
+    EXPECT_THAT(message_, HasSubstr("agent \"big\": slots and gpus must be from 0 to 4096, got "
+                                    "slots = " + std::to_string(slots)));
+  }
+  EXPECT_EQ(Listed("ok").slots, 4096);
+}
+
 TEST_F(AgentRegistrationTest, AnotherAgentIsRefusedTheLiveNameUntilTheTimeout) {
   Register(Info("a", "10.0.0.1:7071", "id-1"));
   driver_.clock().Advance(1'000);
