@@ -1,7 +1,8 @@
 """parallax.torch jobs under `parallax run` (2 ranks, a PS shard): an interrupted job resumes to
 the same model, async and SSP jobs run to the end (one with a row cache, whose counters reach
 `parallax status`), ranks with different models stop with an
-error naming the rank and the parameter, a rank never holds a PS table, and small fusion
+error naming the rank and the parameter, a rank never holds a PS table, hot rows train the
+one-process model through a restart, and small fusion
 buckets all-reduce dense gradients while backward goes on."""
 import json
 import math
@@ -142,3 +143,26 @@ def test_small_fusion_buckets_all_reduce_while_backward_goes_on(tmp_path):
     whole, one = overlap(tmp_path / "default", "")
     assert one == 1, one
     assert whole < fraction, (whole, fraction)
+
+
+def test_hot_rows_train_the_one_process_model_through_a_restart(tmp_path):
+    # `[ps] hot_rows = 8`: the tags table's 8 most sampled rows live on both ranks, all-reduced
+    # with the dense gradients, the others on the shard. The job still trains the one-process
+    # model, across a restart at step 8 (the checkpoint of step 5 wrote the hot rows back to the
+    # shard and kept them in each rank's state), and the ranks count the rows the hot rows
+    # served (`hot_row_hits`) and the others.
+    toml = ref.job_toml("hybrid", tags_on_ps=True, checkpoint_every=5, max_restarts=1,
+                        user="fail_at_step = 8", ps="hot_rows = 8")
+    job = pxtest.Job(tmp_path, "tiny", toml)
+    code, output = job.run()
+    assert code == 0, output
+    for rank in range(2):
+        assert job.rank_result(rank)["resumed_from"] == 5, job.rank_result(rank)
+        assert job.rank_result(rank)["plan"]["tags.weight"] == "ps"
+    tiny = pxtest.load_trainer("tiny")
+    want = ref.plain_pytorch(tiny, job.state("initial.pt"))
+    pxtest.assert_close(job.state("final.pt"), want, "hot rows, restarted")
+    points = [p for p in job.status()["points"] if p["values"].get("steps", 0) > 0]
+    hits = sum(p["values"].get("hot_row_hits", 0.0) * p["values"]["steps"] for p in points)
+    misses = sum(p["values"].get("hot_row_misses", 0.0) * p["values"]["steps"] for p in points)
+    assert hits > 0 and misses > 0, (hits, misses)
