@@ -1,7 +1,6 @@
 #include "core/plan/hot_rows.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -10,35 +9,25 @@ namespace parallax::plan {
 
 namespace {
 
-// The PS part's predicted time when a worker's batch touches `k` distinct
-// rows of the table a step (its host's batches k_host).
-double PsSeconds(VariableStats var, double k, double k_host, const ClusterShape& cluster,
+// The PS part's predicted time with hot rows that take `share` of the
+// table's rows a step touches.
+double PsSeconds(const VariableStats& var, double share, const ClusterShape& cluster,
                  const CostOptions& options, bool local_aggregation) {
-  const double rows = static_cast<double>(std::max<int64_t>(1, var.rows));
-  var.alpha = std::max(0.0, k) / rows;
-  if (var.alpha_host >= 0) var.alpha_host = std::max(0.0, k_host) / rows;
-  return PsCost(var, cluster, options, local_aggregation).seconds * options.ps_time_scale;
+  return PsCost(WithoutHotRows(var, share), cluster, options, local_aggregation).seconds *
+         options.ps_time_scale;
 }
 
 // The all-reduce of h hot rows' block (gradients and touched counts).
 double BlockSeconds(int64_t h, int64_t dim, const ClusterShape& cluster, const CostOptions& options,
                     bool shares_call) {
   if (h == 0) return 0;
-  auto seconds = [&](int64_t elements) {
-    VariableStats block;
-    block.rows = 1;
-    block.dim = elements;
-    return AllReduceCost(block, cluster, options).seconds;
-  };
-  const double full = seconds(h * (dim + 1));
+  const double full = AllReduceCost(HotRowsBlock("", h, dim), cluster, options).seconds;
   // Joining other variables' buckets adds bytes, not a call.
-  const double added = shares_call ? full - seconds(1) : full;
+  VariableStats one;
+  one.rows = 1;
+  one.dim = 1;
+  const double added = shares_call ? full - AllReduceCost(one, cluster, options).seconds : full;
   return std::max(0.0, added) * options.collective_time_scale;
-}
-
-// How many of the `b` sampled batches hold a row of presence `p`.
-size_t Count(double p, int b) {
-  return static_cast<size_t>(std::clamp<long>(std::lround(p * b), 0, b));
 }
 
 // The share of the batches to come that hold a row c of the B sampled
@@ -51,12 +40,14 @@ size_t Count(double p, int b) {
 // count c is expected at (c + 1)·N(c+1) / ((B − c)·N(c)), N(c) the rows of
 // count c (the rows seen c + 1 times tell how often the rows seen c times
 // come back), kept within [leave-one-out, c/B] so that the order by c holds.
+// With one sampled batch, the in-sample share: there is no other.
 std::vector<double> ExpectedPresence(const Sparsity& sparsity) {
   const int b = sparsity.batches;
   std::vector<double> out(static_cast<size_t>(std::max(b, 0)) + 1, 0.0);
+  if (b == 1) out[1] = 1;
   if (b <= 1) return out;
   std::vector<double> n(out.size() + 1, 0.0);  // n[c]: rows of count c
-  for (const auto& [row, p] : sparsity.row_presence) n[Count(p, b)] += 1;
+  for (const auto& [row, c] : sparsity.row_batches) n[static_cast<size_t>(c)] += 1;
   for (int c = 1; c <= b; ++c) {
     const double loo = static_cast<double>(c - 1) / (b - 1);
     const double in_sample = static_cast<double>(c) / b;
@@ -78,6 +69,23 @@ std::string Ms(double s) {
 
 }  // namespace
 
+VariableStats WithoutHotRows(VariableStats var, double share) {
+  // A host's batches hold the hot rows about as a worker's do: its rows
+  // shrink by the same share.
+  var.alpha *= 1 - share;
+  if (var.alpha_host >= 0) var.alpha_host *= 1 - share;
+  return var;
+}
+
+VariableStats HotRowsBlock(std::string name, int64_t h, int64_t dim) {
+  VariableStats block;
+  block.name = std::move(name);
+  block.sparse = false;
+  block.rows = 1;
+  block.dim = h * (dim + 1);
+  return block;
+}
+
 HotRowsChoice ChooseHotRows(const VariableStats& var, const Sparsity& sparsity, int64_t requested,
                             const ClusterShape& cluster, const CostOptions& options,
                             bool local_aggregation, bool shares_call) {
@@ -85,22 +93,17 @@ HotRowsChoice ChooseHotRows(const VariableStats& var, const Sparsity& sparsity, 
   // (presence, row), most present first: the presence a hot row is expected
   // to have in the steps to come (ExpectedPresence).
   const std::vector<double> expected = ExpectedPresence(sparsity);
-  const int b = sparsity.batches;
   std::vector<std::pair<double, int64_t>> by_presence;
-  by_presence.reserve(sparsity.row_presence.size());
-  for (const auto& [row, p] : sparsity.row_presence) {
-    by_presence.emplace_back(b > 1 ? expected[Count(p, b)] : p, row);
+  by_presence.reserve(sparsity.row_batches.size());
+  for (const auto& [row, c] : sparsity.row_batches) {
+    by_presence.emplace_back(expected[static_cast<size_t>(c)], row);
   }
   std::sort(by_presence.begin(), by_presence.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  const double rows = static_cast<double>(std::max<int64_t>(1, var.rows));
-  const double k = var.alpha * rows;
-  const double k_host = var.alpha_host >= 0 ? var.alpha_host * rows : -1;
+  const double k = var.alpha * static_cast<double>(std::max<int64_t>(1, var.rows));
   auto predicted = [&](size_t h, double taken) {
-    // A host's batches hold the hot rows about as a worker's do: its rows
-    // shrink by the same share.
-    const double left = k > 0 ? std::max(0.0, k - taken) / k : 1;
-    return PsSeconds(var, k - taken, k_host * left, cluster, options, local_aggregation) +
+    const double share = k > 0 ? std::min(1.0, taken / k) : 0;
+    return PsSeconds(var, share, cluster, options, local_aggregation) +
            BlockSeconds(static_cast<int64_t>(h), var.dim, cluster, options, shares_call);
   };
   out.seconds_without = predicted(0, 0);

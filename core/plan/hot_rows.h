@@ -42,6 +42,13 @@ struct HotRowsChoice {
   std::string reason;         // one line: how many, and why
 };
 
+// `var` as the PS serves it once hot rows take `share` of the distinct rows
+// a worker's (and a host's) step touches.
+VariableStats WithoutHotRows(VariableStats var, double share);
+// The block of `h` hot rows of width `dim` a step all-reduces: their
+// gradients and a touched count each, as one dense variable.
+VariableStats HotRowsBlock(std::string name, int64_t h, int64_t dim);
+
 // `requested`: JobConfig::Ps::kHotRowsAuto (-1), or N > 0. `var` as the cost
 // model sees the table on the PS; `shares_call`: the plan all-reduces other
 // variables, so the hot block joins their calls.

@@ -1,6 +1,5 @@
 #include "core/plan/plan_builder.h"
 
-
 #include <algorithm>
 #include <set>
 #include <cstdio>

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/base/format_bytes.h"
+#include "core/plan/hot_rows.h"
 
 namespace parallax::plan {
 namespace {
@@ -50,15 +51,10 @@ PlanReport BuildPlanReport(const JobPlan& plan) {
   for (size_t i = 0; i < plan.variables.size(); ++i) {
     const PlannedVariable& v = plan.variables[i];
     if (v.hot_rows.empty()) continue;
-    VariableStats cold = vars[i].stats;
-    cold.alpha *= 1 - v.hot_share;
-    if (cold.alpha_host >= 0) cold.alpha_host *= 1 - v.hot_share;
+    const VariableStats cold = WithoutHotRows(vars[i].stats, v.hot_share);
     with_hot[i] = {cold, ChoosePath(cold, plan.cluster, plan.cost)};
-    VariableStats block;
-    block.name = v.name + " (hot rows)";
-    block.sparse = false;
-    block.rows = 1;
-    block.dim = static_cast<int64_t>(v.hot_rows.size()) * (static_cast<int64_t>(v.dim) + 1);
+    const VariableStats block = HotRowsBlock(v.name + " (hot rows)",
+                                             static_cast<int64_t>(v.hot_rows.size()), v.dim);
     with_hot.push_back({block, ChoosePath(block, plan.cluster, plan.cost)});
     with_hot_paths.push_back(VariablePath::kAllReduce);
   }

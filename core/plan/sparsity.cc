@@ -29,14 +29,13 @@ Sparsity MeasureSparsity(std::span<const std::vector<int64_t>> batches, int64_t 
       host_rows.insert(id);
     }
     distinct_sum += static_cast<double>(batch_rows.size());
-    for (int64_t id : batch_rows) s.row_presence[id] += 1;
+    for (int64_t id : batch_rows) ++s.row_batches[id];
   }
   host_distinct_sum += static_cast<double>(host_rows.size());
   ++host_groups;
   const double n = static_cast<double>(batches.size());
   s.alpha = distinct_sum / n / static_cast<double>(rows);
   s.alpha_host = host_distinct_sum / host_groups / static_cast<double>(rows);
-  for (auto& [id, p] : s.row_presence) p /= n;
   std::vector<double> sorted;
   sorted.reserve(s.row_frequency.size());
   double total = 0;

@@ -20,10 +20,10 @@ struct Sparsity {
   double top1pct_share = 0;
   // Accesses per batch of every row the batches touched (absent: never).
   std::unordered_map<int64_t, double> row_frequency;
-  // Share of batches in which each touched row appears (at least once): the
-  // chance a worker's step pulls and pushes it, what a hot row saves
-  // (core/plan/hot_rows.h).
-  std::unordered_map<int64_t, double> row_presence;
+  // How many of the batches hold each touched row (at least once): what the
+  // chance a worker's step pulls and pushes it is estimated from, what a hot
+  // row saves (core/plan/hot_rows.h).
+  std::unordered_map<int64_t, int> row_batches;
 };
 
 // `batches[i]` is the ids batch i touched (repeats allowed). Consecutive
