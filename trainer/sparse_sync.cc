@@ -322,23 +322,29 @@ Status SparseSync::Lookup(uint32_t id, std::span<const int64_t> ids, int64_t ste
   return LookupPs(s, ids, step, rows);
 }
 
+void SparseSync::CopyHotRows(const Slot& s, std::span<const int64_t> ids, float* out,
+                             std::vector<size_t>* cold_at) {
+  const size_t dim = s.var.dim;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = s.hot->index.find(ids[i]);
+    if (it != s.hot->index.end()) {
+      std::memcpy(out + i * dim, s.hot->values.data() + size_t{it->second} * dim,
+                  dim * sizeof(float));
+    } else if (cold_at != nullptr) {
+      cold_at->push_back(i);
+    }
+  }
+}
+
 Status SparseSync::LookupHot(Slot& s, std::span<const int64_t> ids, int64_t step,
                              std::vector<float>* rows) {
   const size_t dim = s.var.dim;
   std::vector<float> out(ids.size() * dim);
-  std::vector<int64_t> cold;
   std::vector<size_t> cold_at;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto it = s.hot->index.find(ids[i]);
-    if (it == s.hot->index.end()) {
-      cold.push_back(ids[i]);
-      cold_at.push_back(i);
-    } else {
-      std::memcpy(out.data() + i * dim, s.hot->values.data() + size_t{it->second} * dim,
-                  dim * sizeof(float));
-    }
-  }
-  if (!cold.empty()) {
+  CopyHotRows(s, ids, out.data(), &cold_at);
+  if (!cold_at.empty()) {
+    std::vector<int64_t> cold(cold_at.size());
+    for (size_t k = 0; k < cold_at.size(); ++k) cold[k] = ids[cold_at[k]];
     std::vector<float> cold_rows;
     PX_RETURN_IF_ERROR(LookupPs(s, cold, step, &cold_rows));
     for (size_t k = 0; k < cold.size(); ++k) {
@@ -495,10 +501,15 @@ bool SparseSync::HasGradient(uint32_t id) const { return At(id).grad_given; }
 
 Status SparseSync::StartPushes(int64_t step, bool flush_caches) {
   pushes_.clear();
+  bool hot = false;
   for (Slot& s : slots_) {
-    if (s.hot) SplitHotGradients(s);
+    if (s.hot) {
+      SplitHotGradients(s);
+      hot = true;
+    }
     if (CacheAt(s, step)) CacheGradients(s, step, flush_caches);
   }
+  if (hot) metrics_->SetHotRows(hot_hits_, hot_misses_);
   if (ps_) {
     const ps::ConsistencyMode mode = ps_->ConsistencyAt(step);
     if (pushed_mode_ && *pushed_mode_ != mode) {
@@ -595,10 +606,10 @@ void SparseSync::SplitHotGradients(Slot& s) {
   }
   s.pending_ids.resize(kept);
   s.pending_grads.resize(kept * dim);
-  hot.hits += std::count_if(touched, touched + h, [](float t) { return t > 0; });
+  hot_hits_ += std::count_if(touched, touched + h, [](float t) { return t > 0; });
   std::vector<int64_t> cold(s.pending_ids);
   std::sort(cold.begin(), cold.end());
-  hot.misses += std::unique(cold.begin(), cold.end()) - cold.begin();
+  hot_misses_ += std::unique(cold.begin(), cold.end()) - cold.begin();
 }
 
 std::vector<std::span<float>> SparseSync::HotBlocks() {
@@ -797,15 +808,6 @@ Status SparseSync::FinishPushes(int64_t step) {
     cached.bytes_saved += c.bytes_saved;
   }
   if (caches) metrics_->SetRowCache(cached.hits, cached.misses, cached.stale_refreshes, cached.bytes_saved);
-  int64_t hot_hits = 0, hot_misses = 0;
-  bool hot = false;
-  for (const Slot& s : slots_) {
-    if (!s.hot) continue;
-    hot = true;
-    hot_hits += s.hot->hits;
-    hot_misses += s.hot->misses;
-  }
-  if (hot) metrics_->SetHotRows(hot_hits, hot_misses);
   for (Slot& s : slots_) {
     if (s.var.path == VariablePath::kPs && !s.var.sparse) {
       std::copy(s.pulled.begin(), s.pulled.begin() + static_cast<std::ptrdiff_t>(s.var.size),
@@ -834,14 +836,8 @@ Status SparseSync::ReadSparse(uint32_t id, int64_t first_row, int64_t count, int
   PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, ids, step, buf.get()));
   PX_RETURN_IF_ERROR(
       AwaitPull(t, std::move(buf), out).WithContext("reading \"" + s.var.name + "\"" + ShardsOf(s)));
-  if (s.hot) {  // the shards' copies of hot rows are stale: this rank's are current
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto it = s.hot->index.find(ids[i]);
-      if (it == s.hot->index.end()) continue;
-      std::memcpy(out->data() + i * dim, s.hot->values.data() + size_t{it->second} * dim,
-                  dim * sizeof(float));
-    }
-  }
+  // The shards' copies of hot rows are stale: this rank's are current.
+  if (s.hot) CopyHotRows(s, ids, out->data(), nullptr);
   return Status::Ok();
 }
 

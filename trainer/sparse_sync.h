@@ -204,9 +204,6 @@ class SparseSync {
     std::vector<float> values;                     // rows × dim
     std::unique_ptr<optim::SparseOptimizer> optimizer;
     std::vector<float> block;  // this step's: rows × dim gradients, then rows touched counts
-    // Distinct rows of this rank's gradients since the start that were hot,
-    // and that were not (the step's metric values hot_row_hits, _misses).
-    int64_t hits = 0, misses = 0;
   };
   struct Slot {
     plan::PlannedVariable var;
@@ -238,8 +235,12 @@ class SparseSync {
   // others by LookupPs.
   Status LookupHot(Slot& s, std::span<const int64_t> ids, int64_t step, std::vector<float>* rows);
   // The step's gradient rows of hot rows go into the hot block, the others
-  // stay pending for the shards.
+  // stay pending for the shards; counts both (hot_hits_, hot_misses_).
   void SplitHotGradients(Slot& s);
+  // Copies the rows of `ids` that are hot from this rank's copy into `out`
+  // (ids.size() × dim); the positions of the others go to *cold_at if given.
+  static void CopyHotRows(const Slot& s, std::span<const int64_t> ids, float* out,
+                          std::vector<size_t>* cold_at);
   // Serves a lookup of step `step` from its prefetch when that holds every
   // id of `ids`; *served says whether it did.
   Status LookupPrefetched(Slot& s, std::span<const int64_t> ids, int64_t step,
@@ -283,6 +284,9 @@ class SparseSync {
   std::vector<std::pair<ps::Ticket, const Slot*>> pushes_;  // this step's, and ssp's clock (null)
   std::vector<PullBuffer> abandoned_;                       // pulls whose wait timed out
   std::optional<ps::ConsistencyMode> pushed_mode_;          // of the last step pushed
+  // Distinct rows of this rank's steps' gradients, of tables with hot rows,
+  // that were hot and that were not (metric values hot_row_hits, _misses).
+  int64_t hot_hits_ = 0, hot_misses_ = 0;
 };
 
 }  // namespace parallax::trainer
