@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/plan/job_plan.h"
+#include "tests/coordinator/plan_fixtures.h"
 #include "tests/coordinator/sqlite_service.h"
 
 namespace parallax::coordinator {
@@ -116,20 +116,8 @@ TEST_F(ConsistencySwitchesTest, AJobWithHotRowsStaysSync) {
   t.job_id = job.id;
   ASSERT_TRUE(db_.store->StartAttempt(job.id, {t}, "placed", 0).ok());
   ASSERT_TRUE(db_.store->TransitionJob(job.id, JobState::kRunning, "", 0).ok());
-  plan::JobPlan p;
-  plan::PlannedVariable emb;
-  emb.name = "emb";
-  emb.sparse = true;
-  emb.rows = 100;
-  emb.dim = 4;
-  emb.path = VariablePath::kPs;
-  emb.hot_rows = {3, 7};
-  p.variables = {emb};
-  ps::VariableSpec spec;
-  spec.name = "emb";
-  spec.rows = 100;
-  spec.dim = 4;
-  p.ps.variables = {spec};
+  plan::JobPlan p = parallax::testing::OnePsTablePlan("emb", 100, 4);
+  p.variables[0].hot_rows = {3, 7};
   const int attempt = db_.store->GetJob(job.id).value().attempt;
   ASSERT_TRUE(db_.store->PutPlan(job.id, attempt, plan::JobPlanToJson(p), 0).ok());
   for (const char* mode : {"async", "ssp:2"}) {

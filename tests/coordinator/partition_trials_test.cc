@@ -17,6 +17,7 @@
 #include "core/plan/job_plan.h"
 #include "schemas/coordinator_constants.h"
 #include "schemas/kv_keys.h"
+#include "tests/coordinator/plan_fixtures.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::coordinator {
@@ -101,26 +102,10 @@ class PartitionTrialsTest : public ::testing::Test {
   // Rank 0 of a trial: stores a plan with "emb" at the trial's P and
   // publishes the step time, through the service like a trainer would.
   void FinishTrial(int64_t id, int attempt, uint32_t partitions, double seconds) {
-    plan::PlannedVariable emb;
-    emb.name = "emb";
-    emb.sparse = true;
-    emb.rows = 1000;
-    emb.dim = 4;
-    emb.path = VariablePath::kPs;
-    emb.partitions = partitions;
-    ps::VariableSpec spec;
-    spec.name = emb.name;
-    spec.rows = emb.rows;
-    spec.dim = emb.dim;
-    spec.partitions = partitions;
-    spec.partition_shards.assign(partitions, 0);
-    plan::JobPlan plan;
-    plan.variables.push_back(emb);
-    plan.ps.variables.push_back(spec);
     rpc::PutPlanRequest put;
     put.job_id = id;
     put.attempt = attempt;
-    put.plan_json = plan::JobPlanToJson(plan);
+    put.plan_json = plan::JobPlanToJson(testing::OnePsTablePlan("emb", 1000, 4, partitions));
     service_->PutPlan(header_, put);
     rpc::KvSetRequest kv;
     kv.key = kv_keys::TrialStepSeconds(id, attempt);
