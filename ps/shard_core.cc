@@ -14,6 +14,8 @@
 
 #include "core/base/finite.h"
 #include "core/base/logging.h"
+#include "core/optim/optimizer.h"
+#include "core/ps/row_state.h"
 #include "ps/checkpoint.h"
 #include "ps/reshard.h"
 
@@ -172,7 +174,8 @@ OutMessage ShardCore::Reply(const std::string& identity, const Header& request, 
   m.identity = identity;
   Header h;
   h.op = static_cast<uint8_t>(op);
-  h.flags = ps_wire::kFlagReply | (request.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm));
+  h.flags = ps_wire::kFlagReply |
+            (request.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm | ps_wire::kFlagRowState));
   h.variable = request.variable;
   h.partition = request.partition;
   h.worker = request.worker;
@@ -292,7 +295,7 @@ void ShardCore::ApplyData(const std::string& identity, const Header& h, DataRequ
   max_clock_seen_ = std::max(max_clock_seen_, h.clock);
   const Op op = static_cast<Op>(h.op);
   if (op == Op::kWrite) {
-    WriteRows(*r.vs, r.ids, r.gp);
+    WriteRows(*r.vs, r.ids, r.gp, h.flags & ps_wire::kFlagRowState);
     ++r.vs->resets;
     out->push_back(DataReply(identity, h, Op::kWrite));
     return;
@@ -520,10 +523,21 @@ bool ShardCore::CheckData(const std::string& identity, const MessageView& m, Dat
           out);
     return false;
   }
-  if (h.count > 0 && h.dim != spec->dim) {
+  const bool row_state = h.flags & ps_wire::kFlagRowState;
+  if (row_state && spec->dynamic.has_value()) {
+    Error(identity, h, ErrorCode::kBadFlags,
+          "ROW_STATE of dynamic table \"" + spec->name +
+              "\": only a table of fixed rows hands its rows' state over",
+          out);
+    return false;
+  }
+  if (const uint32_t width = row_state ? RowStateWidth(*spec) : spec->dim; h.count > 0 && h.dim != width) {
     Error(identity, h, ErrorCode::kBadDim,
-          "dim " + std::to_string(h.dim) + " but variable \"" + spec->name + "\" has dim " +
-              std::to_string(spec->dim),
+          "dim " + std::to_string(h.dim) + " but variable \"" + spec->name + "\" has " +
+              (row_state ? "a row state of width " : "dim ") + std::to_string(width) +
+              (row_state ? " (weights, " + std::to_string(optim::StateSlots(spec->optimizer.type)) +
+                               " optimizer slots, step)"
+                         : ""),
           out);
     return false;
   }
@@ -573,7 +587,8 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
                               std::vector<OutMessage>* out) {
   const Header& h = m.header;
   const PsPlan& plan = options_.plan;
-  const uint32_t dim = r->spec->dim;
+  const bool row_state = h.flags & ps_wire::kFlagRowState;
+  const uint32_t dim = row_state ? RowStateWidth(*r->spec) : r->spec->dim;
   const bool writes = static_cast<Op>(h.op) == Op::kWrite;
   const bool pushes = IsPushOp(h.op) || writes;  // values to read
   // With kFlagShm the gradients are read from, and the rows written to, the
@@ -605,7 +620,8 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
     DecodeValues(values, n, m.fp16(), r->grads.data());
     r->gp = r->grads.data();
   }
-  if (!AnyNonFinite(r->gp, n)) return true;  // rows are looked at one by one only then
+  if (!AnyNonFinite(r->gp, n)) return !row_state || CheckRowStates(identity, h, *r, out);
+  // rows are looked at one by one only then
   size_t bad_rows = 0;
   for (size_t i = 0; i < r->ids.size(); ++i) {
     if (!AnyNonFinite(r->gp + i * dim, dim)) continue;
@@ -639,15 +655,40 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
 }
 
 // WRITE: the rows' weights become the given values (their optimizer state
-// stays as the initializer left it: a new row's, or what training made it).
-void ShardCore::WriteRows(VarState& vs, const std::vector<int64_t>& ids, const float* values) {
+// stays as the initializer left it: a new row's, or what training made it);
+// with ROW_STATE the rows' whole state does.
+void ShardCore::WriteRows(VarState& vs, const std::vector<int64_t>& ids, const float* values,
+                          bool row_state) {
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
+  const int slots = table.slots();
+  const size_t width = row_state ? RowStateWidth(table.spec()) : dim;
   std::vector<uint32_t> idx(ids.size());
   table.TouchAll(ids.data(), ids.size(), idx.data());
   for (size_t i = 0; i < ids.size(); ++i) {
-    std::memcpy(table.weights(idx[i]), values + i * dim, dim * sizeof(float));
+    const float* row = values + i * width;
+    std::memcpy(table.weights(idx[i]), row, dim * sizeof(float));
+    if (!row_state) continue;
+    for (int k = 0; k < slots; ++k)
+      std::memcpy(table.slot(k, idx[i]), row + (1 + size_t(k)) * dim, dim * sizeof(float));
+    if (table.spec().optimizer.type == OptimizerType::kAdam)
+      *table.step(idx[i]) = RowStateStep(row, dim, slots);
   }
+}
+
+bool ShardCore::CheckRowStates(const std::string& identity, const Header& h, const DataRequest& r,
+                               std::vector<OutMessage>* out) {
+  const size_t width = RowStateWidth(*r.spec);
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    if (std::string why = CheckRowState(*r.spec, r.gp + i * width); !why.empty()) {
+      Error(identity, h, ErrorCode::kBadRowState,
+            "the state of id " + std::to_string(r.ids[i]) + " of variable \"" + r.spec->name +
+                "\" cannot be a row's: " + why + "; nothing was written",
+            out);
+      return false;
+    }
+  }
+  return true;
 }
 
 // async and ssp: apply now; a PUSH_PULL answers the next step's rows when
@@ -743,7 +784,7 @@ OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, si
   OutMessage m = DataReply(identity, h, static_cast<Op>(h.op));
   Header rh = ps_wire::ReadHeader(m.frames[0].data());
   rh.count = static_cast<uint32_t>(n);
-  rh.dim = vs.dim;
+  rh.dim = h.flags & ps_wire::kFlagRowState ? RowStateWidth(*vs.spec) : vs.dim;
   rh.version_seen = vs.parts[h.partition].version;
   ps_wire::WriteHeader(rh, m.frames[0].data());
   m.values = std::move(values);
@@ -756,7 +797,8 @@ void ShardCore::AnswerPull(const std::string& identity, const Header& h,
   VarState& vs = vars_.at(h.variable);
   const uint32_t dim = vs.dim;
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
-  const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+  const bool row_state = h.flags & ps_wire::kFlagRowState;  // a table of fixed rows (CheckData)
+  const size_t row_bytes = size_t{row_state ? RowStateWidth(*vs.spec) : dim} * ValueBytes(h.flags);
   // A held request's region may have been replaced since: check again.
   char* dst = nullptr;
   ValueFrame values;
@@ -775,6 +817,14 @@ void ShardCore::AnswerPull(const std::string& identity, const Header& h,
     constexpr size_t kAhead = 4;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
+      if (row_state) {
+        const int slots = table.slots();
+        PackRowState(table.weights(idx[i]), slots >= 1 ? table.slot(0, idx[i]) : nullptr,
+                     slots >= 2 ? table.slot(1, idx[i]) : nullptr,
+                     table.spec().optimizer.type == OptimizerType::kAdam ? table.step_value(idx[i]) : 0, dim,
+                     slots, reinterpret_cast<float*>(dst + i * row_bytes));
+        continue;
+      }
       EncodeValues(table.weights(idx[i]), dim, fp16, dst + i * row_bytes);
     }
   }

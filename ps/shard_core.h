@@ -252,7 +252,11 @@ class ShardCore {
                  std::vector<OutMessage>* out);
   void PushSync(const std::string& identity, const Header& h, DataRequest* r,
                 std::vector<OutMessage>* out);
-  void WriteRows(VarState& vs, const std::vector<int64_t>& ids, const float* values);
+  void WriteRows(VarState& vs, const std::vector<int64_t>& ids, const float* values, bool row_state);
+  // A ROW_STATE WRITE's rows (finite) checked with CheckRowState: false
+  // after a BAD_ROW_STATE reply naming the first bad row.
+  bool CheckRowStates(const std::string& identity, const Header& h, const DataRequest& r,
+                      std::vector<OutMessage>* out);
   void HandleControl(const std::string& identity, const MessageView& m,
                      std::vector<OutMessage>* out);
   bool PullReady(const Header& h) const;

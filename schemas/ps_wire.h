@@ -82,7 +82,25 @@ constexpr uint32_t kAllVariables = 0xFFFFFFFFu;
 constexpr uint16_t kFlagReply = 1u << 0;  // set on every shard → worker message
 constexpr uint16_t kFlagFp16 = 1u << 1;   // values frame is IEEE half precision
 constexpr uint16_t kFlagShm = 1u << 2;    // values live in the attached shared memory region
-constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16 | kFlagShm;
+// PULL and WRITE only (request and reply), never with FP16 or SHM: a value
+// row is a row's whole state, RowStateWidth(dim, slots) float32 values
+// (weights, each optimizer slot, the row's step), and header.dim is that
+// width. A shard's checkpoint-equivalent copy of a row, as the trainer's hot
+// rows hand rows back to their shards and take them over (ps_wire.md, "Row
+// state").
+constexpr uint16_t kFlagRowState = 1u << 3;
+constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16 | kFlagShm | kFlagRowState;
+
+// The width in floats of a row's state of a variable of `dim` with
+// `slots` optimizer slots: the weights, the slots, then the row's step
+// count (Adam's; 0 for the others) as two floats holding its low and high
+// 24 bits, each an integer in [0, 2^24).
+constexpr uint32_t RowStateWidth(uint32_t dim, int slots) {
+  return (1 + static_cast<uint32_t>(slots)) * dim + 2;
+}
+// The step of a row state is below 2^48.
+constexpr int64_t kMaxRowStep = (int64_t{1} << 48) - 1;
+constexpr float kRowStepHalf = 16777216.0f;  // 2^24
 
 // header.error_code of an kError reply. Stable numbers: never reuse one.
 enum class ErrorCode : uint16_t {
@@ -108,8 +126,9 @@ enum class ErrorCode : uint16_t {
   kBadSetting = 19,      // SET of an unknown setting, or a value it does not accept
   kStaleGeneration = 20, // header.generation differs from the shard's (a restarted shard)
   kTableFull = 21,       // a dynamic table's step needs more rows than its max_rows
+  kBadRowState = 22,     // a ROW_STATE WRITE's step or optimizer slot no row can hold
 };
-constexpr uint16_t kMaxErrorCode = 21;
+constexpr uint16_t kMaxErrorCode = 22;
 
 // Frame 2 of a kFlagShm data request: byte offsets into the region the
 // connection attached. `values` holds count × dim values (PUSH, PUSH_PULL;

@@ -17,6 +17,7 @@
 #include "core/base/logging.h"
 #include "core/ps/aggregate.h"
 #include "core/ps/lost_shards.h"
+#include "core/ps/row_state.h"
 #include "core/ps/shm_region.h"
 #include "core/ps/wire.h"
 
@@ -54,6 +55,10 @@ struct Request {
   Op op = Op::kPull;
   const VariableSpec* var = nullptr;
   size_t var_index = 0;
+  // Floats of a row on the wire: var->dim, or its row state's width
+  // (PullState, WriteState: ROW_STATE, float32, never in shared memory).
+  uint32_t width = 0;
+  bool row_state = false;
   std::vector<float>* out = nullptr;
   std::vector<std::string>* texts = nullptr;
   std::vector<uint32_t> first_pos;  // per distinct id: its first position
@@ -285,6 +290,14 @@ class ZmqPsClient final : public PsClient {
                          std::span<const float> values) override {
     return SubmitData(Op::kWrite, var, ids, values, 0, nullptr);
   }
+  StatusOr<Ticket> PullState(uint32_t var, std::span<const int64_t> ids, int64_t clock,
+                             std::vector<float>* out) override {
+    return SubmitData(Op::kPull, var, ids, {}, clock, out, /*row_state=*/true);
+  }
+  StatusOr<Ticket> WriteState(uint32_t var, std::span<const int64_t> ids,
+                              std::span<const float> states) override {
+    return SubmitData(Op::kWrite, var, ids, states, 0, nullptr, /*row_state=*/true);
+  }
   StatusOr<Ticket> Clock(int64_t clock) override { return SubmitControl(Op::kClock, "", clock, nullptr); }
   StatusOr<Ticket> Save(const std::string& dir, int64_t step) override {
     return SubmitControl(Op::kSave, dir, step, nullptr);
@@ -350,14 +363,19 @@ class ZmqPsClient final : public PsClient {
  private:
   // INVALID_ARGUMENT naming the variable and the bad id or size.
   StatusOr<const VariableSpec*> CheckData(Op op, uint32_t var_id, std::span<const int64_t> ids,
-                                          std::span<const float> grads) const {
+                                          std::span<const float> grads, bool row_state) const {
     const VariableSpec* var = options_.plan.FindVariable(var_id);
     if (var == nullptr)
       return InvalidArgument("PS: variable " + std::to_string(var_id) + " is not in the plan");
-    if (op != Op::kPull && grads.size() != ids.size() * var->dim)
-      return InvalidArgument("PS push to \"" + var->name + "\": " + std::to_string(grads.size()) +
-                             " gradient values for " + std::to_string(ids.size()) +
-                             " ids of dim " + std::to_string(var->dim));
+    if (row_state && var->dynamic)
+      return InvalidArgument("PS row state of \"" + var->name +
+                             "\": a dynamic table's rows are not handed over");
+    const size_t width = row_state ? RowStateWidth(*var) : var->dim;
+    if (op != Op::kPull && grads.size() != ids.size() * width)
+      return InvalidArgument("PS " + std::string(OpName(static_cast<uint8_t>(op))) + " to \"" +
+                             var->name + "\": " + std::to_string(grads.size()) + " values for " +
+                             std::to_string(ids.size()) + " ids of " +
+                             (row_state ? "row-state width " : "dim ") + std::to_string(width));
     if (ids.size() >= kNoPos) return InvalidArgument("PS: too many ids in one request");
     // A dynamic table's ids are any 64-bit values.
     for (size_t i = 0; i < ids.size() && !var->dynamic; ++i) {
@@ -398,8 +416,8 @@ class ZmqPsClient final : public PsClient {
   std::vector<std::array<zmq::message_t, 3>> BuildFrames(
       Request& r, const Dedupe& d, bool pushes, bool replies,
       const std::function<const float*(uint32_t)>& grad_of) {
-    const uint32_t dim = r.var->dim;
-    const bool fp16 = options_.plan.value_encoding == ValueEncoding::kFp16;
+    const uint32_t dim = r.width;
+    const bool fp16 = options_.plan.value_encoding == ValueEncoding::kFp16 && !r.row_state;
     const size_t vbytes = ValueBytes(fp16 ? ps_wire::kFlagFp16 : 0);
     std::vector<std::array<zmq::message_t, 3>> frames(r.parts.size());
     for (size_t k = 0; k < r.parts.size(); ++k) {
@@ -408,7 +426,7 @@ class ZmqPsClient final : public PsClient {
       zmq::message_t id_msg(count * sizeof(int64_t));
       auto* idp = static_cast<char*>(id_msg.data());
       for (size_t j = 0; j < count; ++j) std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
-      const bool shm = ReserveShm(part, count * dim * vbytes, pushes, replies);
+      const bool shm = !r.row_state && ReserveShm(part, count * dim * vbytes, pushes, replies);
       zmq::message_t val_msg(shm ? ps_wire::kShmRefSize : pushes ? count * dim * vbytes : 0);
       if (shm) {
         ps_wire::ShmRef ref;
@@ -439,10 +457,10 @@ class ZmqPsClient final : public PsClient {
 
   StatusOr<Prepared> Prepare(Op op, uint32_t var_id, std::span<const int64_t> ids,
                              std::span<const float> grads, int64_t clock,
-                             std::vector<float>* out) {
-    PX_ASSIGN_OR_RETURN(const VariableSpec* var, CheckData(op, var_id, ids, grads));
+                             std::vector<float>* out, bool row_state = false) {
+    PX_ASSIGN_OR_RETURN(const VariableSpec* var, CheckData(op, var_id, ids, grads, row_state));
     const PsPlan& plan = options_.plan;
-    const uint32_t dim = var->dim;
+    const uint32_t dim = row_state ? RowStateWidth(*var) : var->dim;
     const bool pushes = op != Op::kPull;
     Prepared prepared;
     prepared.var_id = var_id;
@@ -450,6 +468,8 @@ class ZmqPsClient final : public PsClient {
     Request& r = *prepared.request;
     r.op = op;
     r.var = var;
+    r.width = dim;
+    r.row_state = row_state;
     if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
     r.var_index = static_cast<size_t>(var - plan.variables.data());
     r.out = out;
@@ -498,13 +518,15 @@ class ZmqPsClient final : public PsClient {
     for (size_t k = 0; k < p.frames.size(); ++k) {
       Header h;
       h.op = static_cast<uint8_t>(op);
-      h.flags = options_.plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16 : 0;
+      h.flags = r.row_state ? ps_wire::kFlagRowState
+                : options_.plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16
+                                                                       : 0;
       if (r.parts[k].shm()) h.flags |= ps_wire::kFlagShm;
       h.variable = p.var_id;
       h.partition = r.parts[k].partition;
       h.worker = options_.worker;
       h.count = static_cast<uint32_t>(r.parts[k].uniq.size());
-      h.dim = r.var->dim;
+      h.dim = r.width;
       h.request_id = ticket;
       h.clock = clock;
       h.version_seen = versions[k];
@@ -515,8 +537,9 @@ class ZmqPsClient final : public PsClient {
   }
 
   StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
-                              std::span<const float> grads, int64_t clock, std::vector<float>* out) {
-    PX_ASSIGN_OR_RETURN(Prepared p, Prepare(op, var_id, ids, grads, clock, out));
+                              std::span<const float> grads, int64_t clock, std::vector<float>* out,
+                              bool row_state = false) {
+    PX_ASSIGN_OR_RETURN(Prepared p, Prepare(op, var_id, ids, grads, clock, out, row_state));
     const Request& r = *p.request;  // registered below; owned by requests_ then
     const Ticket ticket = Register(p, clock);
     for (size_t k = 0; k < p.frames.size(); ++k) SendToLoop(r.parts[k].shard, p.frames[k]);
@@ -950,7 +973,7 @@ class ZmqPsClient final : public PsClient {
       (*r->texts)[h.partition] = std::string(m.text);
     } else if (r->op == Op::kPull || r->op == Op::kPushPull) {
       const Part& part = r->parts[k];
-      const uint32_t dim = r->var->dim;
+      const uint32_t dim = r->width;
       if (h.count != part.uniq.size() || (h.count > 0 && h.dim != dim)) {
         status = Internal("PS shard " + std::to_string(shard) + " returned " +
                           std::to_string(h.count) + " rows, expected " +
@@ -1006,7 +1029,7 @@ class ZmqPsClient final : public PsClient {
     if (!status.ok() && r->status.ok()) r->status = status;
     if (r->remaining > 0 && --r->remaining == 0) {
       if (r->has_duplicates && r->out != nullptr && r->status.ok()) {
-        const uint32_t dim = r->var->dim;
+        const uint32_t dim = r->width;
         float* out = r->out->data();
         for (size_t i = 0; i < r->index_of.size(); ++i) {
           const uint32_t first = r->first_pos[r->index_of[i]];

@@ -180,6 +180,18 @@ class PsClient {
   virtual StatusOr<Ticket> Write(uint32_t var, std::span<const int64_t> ids,
                                  std::span<const float> values) = 0;
 
+  // Pull and Write of the rows' whole state (schemas/ps_wire.md, "Row
+  // state"): per row RowStateWidth(var) floats (core/ps/row_state.h), its
+  // weights, optimizer slots and step, always float32 and over the socket.
+  // What the trainer's hot rows take over from their shards (PullState at
+  // step `clock`, as Pull) and hand back at a checkpoint (WriteState, as
+  // Write: distinct ids, outside steps). INVALID_ARGUMENT for a dynamic
+  // table; a shard refuses a state no row can hold (BAD_ROW_STATE).
+  virtual StatusOr<Ticket> PullState(uint32_t var, std::span<const int64_t> ids, int64_t clock,
+                                     std::vector<float>* out) = 0;
+  virtual StatusOr<Ticket> WriteState(uint32_t var, std::span<const int64_t> ids,
+                                      std::span<const float> states) = 0;
+
   // Several calls of step `clock` (Write: outside steps, clock 0), every
   // part a shard owns sent to it in one message and answered in one
   // (schemas/ps_wire.md, "Batches"): one request per shard instead of one

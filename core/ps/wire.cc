@@ -75,6 +75,12 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
   if (h.op == static_cast<uint8_t>(Op::kError) && !is_reply)
     return Err(ErrorCode::kUnknownOp, "ERROR is a reply-only op");
   const bool shm = h.flags & ps_wire::kFlagShm;
+  if (h.flags & ps_wire::kFlagRowState) {
+    if (h.op != static_cast<uint8_t>(Op::kPull) && h.op != static_cast<uint8_t>(Op::kWrite))
+      return Err(ErrorCode::kBadFlags, std::string("the ROW_STATE flag is for PULL and WRITE, not ") + OpName(h.op));
+    if (h.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm))
+      return Err(ErrorCode::kBadFlags, "a ROW_STATE message's values are float32 and inline: not with FP16 or SHM");
+  }
   if (!IsDataOp(h.op)) {
     if (shm) return Err(ErrorCode::kBadFlags, std::string("the SHM flag is for data ops, not ") + OpName(h.op));
     if (sizes[2] != 0) return Err(ErrorCode::kBadCount, "values frame must be empty for this op");
@@ -348,6 +354,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kBadSetting: return "BAD_SETTING";
     case ErrorCode::kStaleGeneration: return "STALE_GENERATION";
     case ErrorCode::kTableFull: return "TABLE_FULL";
+    case ErrorCode::kBadRowState: return "BAD_ROW_STATE";
   }
   return "UNKNOWN";
 }

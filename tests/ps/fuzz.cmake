@@ -11,6 +11,7 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/core/ps/partition_file.cc
     ${src}/core/ps/dynamic_table.cc
     ${src}/core/ps/dynamic_file.cc
+    ${src}/core/ps/row_state.cc
     ${src}/ps/shard_core.cc
     ${src}/ps/shard_core_consistency.cc
     ${src}/ps/updates_file.cc
@@ -33,5 +34,5 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
     ${src}/schemas/ps_wire.h ${src}/core/ps/wire.h ${src}/core/ps/plan.h
     ${src}/ps/shard_core.h ${src}/ps/updates_file.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h ${src}/ps/reshard.h
     ${src}/core/ps/consistency_schedule.h ${src}/core/ps/dynamic_table.h
-    ${src}/core/ps/dynamic_file.h ${src}/core/base/durable_file.h
+    ${src}/core/ps/dynamic_file.h ${src}/core/ps/row_state.h ${src}/core/base/durable_file.h
     ${src}/core/ps/partition_file.h ${src}/core/ps/shm_region.h ${src}/core/base/finite.h)

@@ -1,0 +1,181 @@
+// ROW_STATE (schemas/ps_wire.md, "Row state"): a PULL and a WRITE of rows'
+// whole state — weights, optimizer slots, step — as the trainer's hot rows
+// take rows over from their shards and hand them back. A state written is
+// the state a row trains on and a checkpoint keeps; a state no row can hold
+// is refused with nothing changed.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/optim/optimizer.h"
+#include "core/ps/row_state.h"
+#include "ps/shard_core.h"
+#include "tests/ps/ps_test_util.h"
+#include "tests/testing/temp_dir.h"
+
+namespace parallax::ps {
+namespace {
+
+using testing::ExpectOneErrorReply;
+using testing::MakeHeader;
+using testing::ReplyHeader;
+using testing::ReplyValues;
+using testing::Request;
+using testing::Send;
+
+constexpr uint32_t kDim = 3;
+
+PsPlan OneTablePlan(OptimizerType type) {
+  PsPlan plan;
+  plan.consistency = Consistency::kAsync;
+  plan.num_workers = 1;
+  VariableSpec v;
+  v.id = 0;
+  v.name = "emb";
+  v.rows = 50;
+  v.dim = kDim;
+  v.partitions = 1;
+  v.partition_shards = {0};
+  v.optimizer.type = type;
+  v.optimizer.lr = 0.1f;
+  v.optimizer.initial_accumulator = 0.1f;
+  v.init.seed = 5;
+  plan.variables.push_back(v);
+  return plan;
+}
+
+std::unique_ptr<ShardCore> Core(const PsPlan& plan) {
+  ShardOptions o;
+  o.plan = plan;
+  o.limits.max_message_bytes = 1 << 16;
+  auto c = ShardCore::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return std::move(c).value();
+}
+
+uint32_t Width(const PsPlan& plan) { return RowStateWidth(plan.variables[0]); }
+
+std::vector<OutMessage> SendState(ShardCore* core, Op op, const std::vector<int64_t>& ids,
+                                  const std::vector<float>& values, uint32_t dim,
+                                  uint16_t flags = ps_wire::kFlagRowState, int64_t clock = 0) {
+  Header h = MakeHeader(op, 0, 0, 0, static_cast<uint32_t>(ids.size()), dim, clock);
+  h.flags = flags;
+  return Send(core, Request(h, ids, values));
+}
+
+std::vector<float> PullState(ShardCore* core, const PsPlan& plan, const std::vector<int64_t>& ids) {
+  auto out = SendState(core, Op::kPull, ids, {}, Width(plan));
+  EXPECT_EQ(out.size(), 1u);
+  if (out.size() != 1) return {};
+  const Header h = ReplyHeader(out[0]);
+  EXPECT_EQ(h.op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+  EXPECT_TRUE(h.flags & ps_wire::kFlagRowState);
+  EXPECT_EQ(h.dim, Width(plan));
+  return ReplyValues(out[0]);
+}
+
+std::vector<float> PullRows(ShardCore* core, const std::vector<int64_t>& ids) {
+  auto out = Send(core, Request(MakeHeader(Op::kPull, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0),
+                                ids, {}));
+  EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+  return ReplyValues(out[0]);
+}
+
+void PushRow(ShardCore* core, int64_t id, const std::vector<float>& g, int64_t clock) {
+  auto out = Send(core, Request(MakeHeader(Op::kPush, 0, 0, 0, 1, kDim, clock), {id}, g));
+  ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush)) << out[0].frames[1];
+}
+
+class RowStateTest : public ::testing::TestWithParam<OptimizerType> {};
+
+// Row 1 trains two steps; its pulled state, written to row 7, makes row 7
+// train exactly as row 1 from then on: the slots and Adam's step came with
+// the weights. A checkpoint (SAVE, then LOAD into a new shard) keeps it.
+TEST_P(RowStateTest, AWrittenStateTrainsAsTheRowItWasPulledFrom) {
+  const PsPlan plan = OneTablePlan(GetParam());
+  const int slots = optim::StateSlots(GetParam());
+  ASSERT_EQ(Width(plan), (1 + slots) * kDim + 2);
+  auto core = Core(plan);
+  PushRow(core.get(), 1, {0.5f, -1.0f, 2.0f}, 0);
+  PushRow(core.get(), 1, {0.25f, 0.5f, -0.75f}, 1);
+  const std::vector<float> state = PullState(core.get(), plan, {1});
+  ASSERT_EQ(state.size(), Width(plan));
+  const std::vector<float> weights = PullRows(core.get(), {1});
+  EXPECT_EQ(std::vector<float>(state.begin(), state.begin() + kDim), weights);
+  EXPECT_EQ(RowStateStep(state.data(), kDim, slots), GetParam() == OptimizerType::kAdam ? 2 : 0);
+
+  auto ack = SendState(core.get(), Op::kWrite, {7}, state, Width(plan));
+  ASSERT_EQ(ReplyHeader(ack[0]).op, static_cast<uint8_t>(Op::kWrite)) << ack[0].frames[1];
+  EXPECT_EQ(PullState(core.get(), plan, {7}), state);
+  PushRow(core.get(), 1, {1.0f, 1.0f, -1.0f}, 2);
+  PushRow(core.get(), 7, {1.0f, 1.0f, -1.0f}, 3);
+  const std::vector<float> both = PullRows(core.get(), {1, 7});
+  EXPECT_EQ(std::vector<float>(both.begin(), both.begin() + kDim),
+            std::vector<float>(both.begin() + kDim, both.end()));
+  EXPECT_NE(std::vector<float>(both.begin(), both.begin() + kDim), weights) << "the push applied";
+
+  parallax::testing::TempDir dir;
+  testing::Frames save = Request(MakeHeader(Op::kSave, 0, 0, 0, 0, 0, 0), {}, {});
+  save.f[1] = dir.path();
+  auto saved = Send(core.get(), save);
+  ASSERT_EQ(ReplyHeader(saved[0]).op, static_cast<uint8_t>(Op::kSave)) << saved[0].frames[1];
+  auto fresh = Core(plan);
+  testing::Frames load = save;
+  Header lh = MakeHeader(Op::kLoad, 0, 0, 0, 0, 0, 0);
+  ps_wire::WriteHeader(lh, load.f[0].data());
+  auto loaded = Send(fresh.get(), load);
+  ASSERT_EQ(ReplyHeader(loaded[0]).op, static_cast<uint8_t>(Op::kLoad)) << loaded[0].frames[1];
+  EXPECT_EQ(PullState(fresh.get(), plan, {1, 7}), PullState(core.get(), plan, {1, 7}));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOptimizer, RowStateTest,
+                         ::testing::Values(OptimizerType::kSgd, OptimizerType::kMomentum,
+                                           OptimizerType::kAdagrad, OptimizerType::kAdam),
+                         [](const auto& info) { return std::string(OptimizerTypeName(info.param)); });
+
+// Each bad ROW_STATE message gets its named error, and the row it names
+// keeps its state.
+TEST(RowStateRefusalTest, AStateNoRowCanHoldIsRefusedAndChangesNothing) {
+  const PsPlan plan = OneTablePlan(OptimizerType::kAdam);
+  const uint32_t width = Width(plan);
+  auto core = Core(plan);
+  PushRow(core.get(), 4, {1.0f, 2.0f, 3.0f}, 0);
+  const std::vector<float> before = PullState(core.get(), plan, {4});
+  ASSERT_EQ(before.size(), width);
+
+  std::vector<float> half_step = before;
+  half_step[width - 2] = 0.5f;
+  ExpectOneErrorReply(SendState(core.get(), Op::kWrite, {4}, half_step, width), ErrorCode::kBadRowState);
+  std::vector<float> huge_step = before;
+  huge_step[width - 1] = 16777216.0f;  // 2^24: not a 24-bit half
+  ExpectOneErrorReply(SendState(core.get(), Op::kWrite, {4}, huge_step, width), ErrorCode::kBadRowState);
+  std::vector<float> negative_moment = before;
+  negative_moment[2 * kDim + 1] = -0.5f;  // Adam's second moment, column 1
+  auto out = SendState(core.get(), Op::kWrite, {4}, negative_moment, width);
+  ExpectOneErrorReply(out, ErrorCode::kBadRowState);
+  EXPECT_NE(out[0].frames[1].find("id 4"), std::string::npos) << out[0].frames[1];
+  std::vector<float> nan = before;
+  nan[kDim] = std::numeric_limits<float>::quiet_NaN();
+  ExpectOneErrorReply(SendState(core.get(), Op::kWrite, {4}, nan, width), ErrorCode::kNonFinite);
+  // The plain dim under ROW_STATE, and ROW_STATE where it has no meaning.
+  ExpectOneErrorReply(SendState(core.get(), Op::kWrite, {4}, std::vector<float>(kDim, 1.0f), kDim),
+                      ErrorCode::kBadDim);
+  ExpectOneErrorReply(SendState(core.get(), Op::kPush, {4}, before, width), ErrorCode::kBadFlags);
+  ExpectOneErrorReply(SendState(core.get(), Op::kWrite, {4}, before, width,
+                                ps_wire::kFlagRowState | ps_wire::kFlagFp16),
+                      ErrorCode::kBadFlags);
+  EXPECT_EQ(PullState(core.get(), plan, {4}), before);
+}
+
+// A dynamic table's rows are admitted and evicted by the shard: it hands no
+// row state over.
+TEST(RowStateRefusalTest, ADynamicTableRefusesRowState) {
+  PsPlan plan = OneTablePlan(OptimizerType::kAdagrad);
+  plan.variables[0].rows = 0;
+  plan.variables[0].dynamic = DynamicTableSettings{};
+  auto core = Core(plan);
+  ExpectOneErrorReply(SendState(core.get(), Op::kPull, {4}, {}, Width(plan)), ErrorCode::kBadFlags);
+}
+
+}  // namespace
+}  // namespace parallax::ps
