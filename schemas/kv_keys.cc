@@ -38,6 +38,7 @@ std::string JobPrefixEnd(int64_t job_id) {
 std::string SearchState(int64_t job_id) { return JobPrefix(job_id) + "search"; }
 std::string Consistency(int64_t job_id) { return JobPrefix(job_id) + "consistency"; }
 std::string PlanCorrection(int64_t job_id) { return JobPrefix(job_id) + "replan"; }
+std::string HotRowPresence(int64_t job_id) { return JobPrefix(job_id) + "hot_rows"; }
 
 std::string AttemptPrefix(int64_t job_id, int attempt) {
   return JobPrefix(job_id) + std::to_string(attempt) + "/";

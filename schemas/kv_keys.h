@@ -32,6 +32,7 @@ std::string JobPrefixEnd(int64_t job_id);
 std::string SearchState(int64_t job_id);     // "job/<id>/search": the partition search
 std::string Consistency(int64_t job_id);     // "job/<id>/consistency": `parallax set`
 std::string PlanCorrection(int64_t job_id);  // "job/<id>/replan": measured/predicted ratios
+std::string HotRowPresence(int64_t job_id);  // "job/<id>/hot_rows": re-measured hot rows
 
 // An attempt's keys.
 std::string AttemptPrefix(int64_t job_id, int attempt);  // "job/<id>/<attempt>/"

@@ -274,6 +274,24 @@ StatusOr<std::optional<plan::PlanCorrection>> PlanCorrectionOf(CoordinatorClient
   return std::optional<plan::PlanCorrection>(std::move(c));
 }
 
+// The hot rows an earlier attempt's rank 0 measured (core/plan/hot_presence.h);
+// none when there are none, or when they cannot be read (logged: the plan
+// then takes the sampled batches, as a first attempt does).
+std::optional<plan::MeasuredPresence> HotRowPresenceOf(CoordinatorClient* coord, int64_t job_id) {
+  StatusOr<std::vector<std::string>> got = coord->KvGet({kv_keys::HotRowPresence(job_id)}, 0);
+  if (!got.ok()) {
+    if (got.status().code() != StatusCode::kDeadlineExceeded)  // DEADLINE_EXCEEDED: no such key
+      PX_LOG(WARNING) << "reading the hot rows measured by an earlier attempt: " << got.status().ToString();
+    return std::nullopt;
+  }
+  StatusOr<plan::MeasuredPresence> m = plan::ParsePresence(got->at(0));
+  if (!m.ok()) {
+    PX_LOG(WARNING) << "the hot rows measured by an earlier attempt are unreadable: " << m.status().ToString();
+    return std::nullopt;
+  }
+  return std::move(m).value();
+}
+
 StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
   std::string json;
   if (options_.rank == 0) {
@@ -292,6 +310,7 @@ StatusOr<plan::JobPlan> SessionImpl::ObtainPlan() {
     if (coord_ && options_.config.plan.replan) {
       PX_ASSIGN_OR_RETURN(inputs.correction, PlanCorrectionOf(coord_.get(), options_.job_id));
     }
+    if (coord_ && options_.config.ps.hot_rows != 0) inputs.presence = HotRowPresenceOf(coord_.get(), options_.job_id);
     PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::BuildPlan(options_.config, inputs));
     json = plan::JobPlanToJson(plan);
     if (coord_) {
@@ -421,6 +440,8 @@ Status SessionImpl::CreateParts() {
   sparse_options.cache_staleness = options_.config.ps.cache_staleness;
   sparse_options.cache_rows = static_cast<size_t>(options_.config.ps.cache_rows);
   sparse_options.cache_accumulate = options_.config.ps.cache_accumulate;
+  sparse_options.count_presence = options_.rank == 0 && coord_ && options_.config.ps.hot_rows != 0 &&
+                                  plan_.consistency == Consistency::kSync;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),
                                          std::move(ps), &timeline_, &metrics_);
   device_ = std::make_unique<DeviceSync>(
@@ -526,7 +547,6 @@ Status SessionImpl::Start() {
   if (plan_.has_ps()) {
     PX_RETURN_IF_ERROR(sparse_->PullDenseValues());
     PX_RETURN_IF_ERROR(sparse_->PullHotRows(step_));
-    if (*rp) PX_RETURN_IF_ERROR(sparse_->RestoreHotState((*rp)->rank_state).WithContext(RankName()));
   }
   if (plan_.has_ps() && coord_) {
     lease_.emplace(ConsistencyLease::Options{.job_id = options_.job_id,
@@ -733,11 +753,19 @@ Status SessionImpl::WriteCheckpoint() {
   std::vector<DenseEntry> dense;
   if (options_.rank == 0) {
     dense = SnapshotHeld(Held());
-    // The shards save the hot rows as this rank has them.
+    // The shards save the hot rows, state and all, as this rank has them.
     PX_RETURN_IF_ERROR(sparse_->WriteHotRows().WithContext("checkpoint of step " + std::to_string(step_)));
+    // What the steps since the last checkpoint say is hot, for the next
+    // attempt's plan: a measurement, so a failure to store it is logged.
+    if (std::optional<plan::MeasuredPresence> p = sparse_->TakePresence(options_.attempt, step_)) {
+      if (Status st = coord_->KvSet(kv_keys::HotRowPresence(options_.job_id), plan::FormatPresence(*p));
+          !st.ok()) {
+        PX_LOG(WARNING) << RankName() << ": storing the hot rows measured through step " << step_
+                        << ": " << st.ToString();
+      }
+    }
   }
   std::map<std::string, std::string> state = states_.SaveAll();
-  sparse_->SaveHotState(&state);
   return checkpointer_->Write(step_, plan_json_, dense, state, sparse_->ps());
 }
 

@@ -13,6 +13,8 @@
 #include "core/ps/curve.h"
 #include "core/ps/discovery.h"
 #include "core/ps/row_cache.h"
+#include "core/ps/row_state.h"
+#include "schemas/ps_wire.h"
 #include "parallax/session.h"
 #include "trainer/sparse_allgather.h"
 
@@ -151,6 +153,15 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
     hot->optimizer = std::make_unique<optim::SparseOptimizer>(v.optimizer, static_cast<int64_t>(h), v.dim);
     hot->block.assign(h * (v.dim + 1), 0.0f);
     s.hot = std::move(hot);
+  }
+  if (options_.count_presence && v.sparse && !v.dynamic) {
+    // At most about 40,000 rows stored in all (the key-value store's value
+    // limit is 1 MiB), at least 1,024 a table.
+    const size_t tables = static_cast<size_t>(std::count_if(
+        plan_->variables.begin(), plan_->variables.end(), [](const plan::PlannedVariable& p) {
+          return p.path == VariablePath::kPs && p.sparse && !p.dynamic;
+        }));
+    s.presence = std::make_unique<plan::PresenceCounter>(std::max<size_t>(1024, 40'000 / std::max<size_t>(1, tables)));
   }
   index_[v.id] = slots_.size();
   slots_.push_back(std::move(s));
@@ -503,6 +514,7 @@ Status SparseSync::StartPushes(int64_t step, bool flush_caches) {
   pushes_.clear();
   bool hot = false;
   for (Slot& s : slots_) {
+    if (s.presence) s.presence->AddStep(s.pending_ids);
     if (s.hot) {
       SplitHotGradients(s);
       hot = true;
@@ -646,22 +658,51 @@ Status SparseSync::ApplyHotRows() {
 }
 
 Status SparseSync::PullHotRows(int64_t step) {
+  std::vector<float> states;
   for (Slot& s : slots_) {
     if (!s.hot) continue;
-    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Pull(s.var.id, s.var.hot_rows, step, &s.pulled));
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->PullState(s.var.id, s.var.hot_rows, step, &states));
     PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
                            .WithContext("pulling the hot rows of \"" + s.var.name + "\" from PS" +
                                         ShardsOf(s)));
-    s.hot->values = std::move(s.pulled);
-    s.pulled.clear();
+    // Each row's weights, optimizer slots and step become this rank's.
+    const size_t dim = s.var.dim;
+    const size_t h = s.var.hot_rows.size();
+    const int slots = optim::StateSlots(s.var.optimizer.type);
+    const size_t width = ps_wire::RowStateWidth(s.var.dim, slots);
+    optim::OptimizerState state = s.hot->optimizer->State();
+    s.hot->values.resize(h * dim);
+    for (size_t r = 0; r < h; ++r) {
+      const float* row = states.data() + r * width;
+      std::copy_n(row, dim, s.hot->values.begin() + static_cast<std::ptrdiff_t>(r * dim));
+      if (slots >= 1) std::copy_n(row + dim, dim, state.s1.begin() + static_cast<std::ptrdiff_t>(r * dim));
+      if (slots >= 2) std::copy_n(row + 2 * dim, dim, state.s2.begin() + static_cast<std::ptrdiff_t>(r * dim));
+      if (r < state.steps.size()) state.steps[r] = ps::RowStateStep(row, s.var.dim, slots);
+    }
+    PX_RETURN_IF_ERROR(s.hot->optimizer->Restore(std::move(state))
+                           .WithContext("taking over the hot rows of \"" + s.var.name + "\""));
   }
   return Status::Ok();
 }
 
 Status SparseSync::WriteHotRows() {
+  std::vector<float> states;
   for (Slot& s : slots_) {
     if (!s.hot) continue;
-    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Write(s.var.id, s.var.hot_rows, s.hot->values));
+    const uint32_t dim = s.var.dim;
+    const size_t h = s.var.hot_rows.size();
+    const int slots = optim::StateSlots(s.var.optimizer.type);
+    const size_t width = ps_wire::RowStateWidth(dim, slots);
+    const optim::OptimizerState state = s.hot->optimizer->State();
+    states.resize(h * width);
+    for (size_t r = 0; r < h; ++r) {
+      const size_t at = r * dim;
+      ps::PackRowState(s.hot->values.data() + at, slots >= 1 ? state.s1.data() + at : nullptr,
+                       slots >= 2 ? state.s2.data() + at : nullptr,
+                       r < state.steps.size() ? state.steps[r] : 0, dim, slots,
+                       states.data() + r * width);
+    }
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->WriteState(s.var.id, s.var.hot_rows, states));
     PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
                            .WithContext("writing the hot rows of \"" + s.var.name + "\" to PS" +
                                         ShardsOf(s)));
@@ -669,79 +710,19 @@ Status SparseSync::WriteHotRows() {
   return Status::Ok();
 }
 
-namespace {
-// Rank-state blobs of the hot rows: their optimizer state (dense.pxck's
-// format, an entry per table) and their ids (a line per table: the
-// variable's id, then the rows).
-constexpr char kHotStateBlob[] = "parallax.hot_rows";
-constexpr char kHotIdsBlob[] = "parallax.hot_row_ids";
-}  // namespace
-
-void SparseSync::SaveHotState(std::map<std::string, std::string>* blobs) const {
-  std::vector<DenseEntry> entries;
-  std::string ids;
-  for (const Slot& s : slots_) {
-    if (!s.hot) continue;
-    entries.push_back({s.var.id, s.var.name, s.hot->values, s.hot->optimizer->State()});
-    ids += std::to_string(s.var.id);
-    for (int64_t id : s.var.hot_rows) ids += " " + std::to_string(id);
-    ids += "\n";
-  }
-  if (entries.empty()) return;
-  (*blobs)[kHotStateBlob] = EncodeDenseFile(entries);
-  (*blobs)[kHotIdsBlob] = ids;
-}
-
-Status SparseSync::RestoreHotState(const std::map<std::string, std::string>& blobs) {
-  auto state = blobs.find(kHotStateBlob);
-  auto ids_blob = blobs.find(kHotIdsBlob);
-  if (state == blobs.end() || ids_blob == blobs.end()) return Status::Ok();  // none were hot
-  PX_ASSIGN_OR_RETURN(std::vector<DenseEntry> entries,
-                      DecodeDenseFile(state->second, std::string("state \"") + kHotStateBlob + "\""));
-  std::map<uint32_t, std::vector<int64_t>> saved_ids;
-  std::istringstream lines(ids_blob->second);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream in(line);
-    uint32_t var = 0;
-    if (!(in >> var)) continue;
-    std::vector<int64_t>& ids = saved_ids[var];
-    for (int64_t id; in >> id;) ids.push_back(id);
-  }
+std::optional<plan::MeasuredPresence> SparseSync::TakePresence(int attempt, int64_t step) {
+  plan::MeasuredPresence m;
+  m.attempt = attempt;
+  m.step = step;
+  m.first_step = step;
   for (Slot& s : slots_) {
-    if (!s.hot) continue;
-    auto entry = std::find_if(entries.begin(), entries.end(),
-                              [&](const DenseEntry& e) { return e.id == s.var.id; });
-    auto old_ids = saved_ids.find(s.var.id);
-    if (entry == entries.end() || old_ids == saved_ids.end()) continue;
-    const size_t dim = s.var.dim;
-    const std::vector<int64_t>& was = old_ids->second;
-    const optim::OptimizerState& from = entry->optimizer;
-    if (entry->values.size() != was.size() * dim) {
-      return FailedPrecondition("the checkpoint's hot rows of \"" + s.var.name + "\" hold " +
-                                std::to_string(entry->values.size()) + " values for " +
-                                std::to_string(was.size()) + " rows of dim " + std::to_string(dim));
-    }
-    // Rows hot in both take the checkpoint's state; rows hot only now keep
-    // the shard's values and start their optimizer state afresh.
-    optim::OptimizerState to = s.hot->optimizer->State();
-    for (size_t o = 0; o < was.size(); ++o) {
-      auto it = s.hot->index.find(was[o]);
-      if (it == s.hot->index.end()) continue;
-      const size_t n = it->second;
-      auto copy_row = [&](const std::vector<float>& src, std::vector<float>* dst) {
-        if (src.size() >= (o + 1) * dim && dst->size() >= (n + 1) * dim)
-          std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(o * dim), dim,
-                      dst->begin() + static_cast<std::ptrdiff_t>(n * dim));
-      };
-      copy_row(entry->values, &s.hot->values);
-      copy_row(from.s1, &to.s1);
-      copy_row(from.s2, &to.s2);
-      if (o < from.steps.size() && n < to.steps.size()) to.steps[n] = from.steps[o];
-    }
-    PX_RETURN_IF_ERROR(s.hot->optimizer->Restore(std::move(to))
-                           .WithContext("restoring the hot rows of \"" + s.var.name + "\""));
+    if (!s.presence) continue;
+    m.first_step = step - s.presence->steps();  // every table counts every step
+    m.tables[s.var.name] = s.presence->Take();
+    s.presence->Reset();
   }
-  return Status::Ok();
+  if (m.tables.empty()) return std::nullopt;
+  return m;
 }
 
 // Sums every rank's (ids, rows) of each all-gather table in rank order,

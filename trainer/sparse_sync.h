@@ -27,6 +27,7 @@
 
 #include "core/comm/communicator.h"
 #include "core/optim/optimizer.h"
+#include "core/plan/hot_presence.h"
 #include "core/plan/job_plan.h"
 #include "core/ps/client.h"
 #include "trainer/checkpoint.h"
@@ -73,6 +74,10 @@ class SparseSync {
     int64_t cache_staleness = 0;
     size_t cache_rows = 100'000;
     bool cache_accumulate = false;  // gradients of cached rows summed until due
+    // Rank 0 of a job with [ps] hot_rows under sync: counts in how many steps
+    // each row of each sparse PS table of fixed rows appears
+    // (core/plan/hot_presence.h), for TakePresence().
+    bool count_presence = false;
   };
 
   // `plan`, `world` (the job's communicator; null with one rank),
@@ -109,8 +114,9 @@ class SparseSync {
   // Hot rows (plan::PlannedVariable::hot_rows, core/plan/hot_rows.h): every
   // rank keeps a copy of a PS table's hot rows with their lazy optimizer,
   // looks them up locally, and sums their gradients with the dense ones.
-  // Start(): their values from the shards (initial, written or loaded),
-  // as of step `step`.
+  // Start(): their whole state (weights, optimizer slots, step) taken over
+  // from the shards as of step `step` (initial, written or loaded): the
+  // shards hold every row between checkpoints' hand-backs.
   Status PullHotRows(int64_t step);
   // Step: StartPushes() leaves each hot table's gradient block here, one
   // buffer a table: rows × dim gradients, then a count per row of the ranks
@@ -119,13 +125,17 @@ class SparseSync {
   // a sync step (the rows some rank touched, the mean or the sum).
   std::vector<std::span<float>> HotBlocks();
   Status ApplyHotRows();
-  // A checkpoint: rank 0 writes the hot rows' values to their shards before
-  // they save (what export and a resume read); every rank adds their
-  // optimizer state to its state blobs, which RestoreHotState() reads back
-  // after PullHotRows() (rows hot in both the checkpoint and the plan).
+  // A checkpoint: rank 0 hands the hot rows' whole state back to their
+  // shards before they save, so that a shard's checkpoint holds every row as
+  // if none were hot: what export reads, and what a resumed attempt takes
+  // its hot rows from, whichever rows its plan makes hot (rows that cooled
+  // keep their optimizer state on the shards, rows that warmed bring
+  // theirs).
   Status WriteHotRows();
-  void SaveHotState(std::map<std::string, std::string>* blobs) const;
-  Status RestoreHotState(const std::map<std::string, std::string>& blobs);
+  // Options::count_presence: the counts since the last call (or the start),
+  // through step `step` of attempt `attempt`, and a new window from there.
+  // Empty without counting.
+  std::optional<plan::MeasuredPresence> TakePresence(int attempt, int64_t step);
 
   // Starts pulling `next_ids` of PS variable `id` for step `step` (the next
   // one); a second prefetch of the variable in one step replaces the first.
@@ -221,6 +231,7 @@ class SparseSync {
     std::unique_ptr<ps::RowCache> cache;
     std::vector<uint16_t> resets_seen;
     std::unique_ptr<Hot> hot;  // a table with hot rows
+    std::unique_ptr<plan::PresenceCounter> presence;  // Options::count_presence
   };
 
   Slot& At(uint32_t id) { return slots_[index_.at(id)]; }

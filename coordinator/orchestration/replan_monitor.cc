@@ -1,6 +1,7 @@
 #include "coordinator/orchestration/replan_monitor.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "core/base/logging.h"
@@ -174,7 +175,43 @@ StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, con
   return request;
 }
 
+// Hot rows re-measured (core/plan/hot_presence.h): when attempt `attempt`'s
+// plan keeps other hot rows than the attempt before's, one `replan` event
+// says which tables changed and by how many rows.
+Status ReplanMonitor::HotRowsReplanned(int64_t job_id, int attempt, int64_t now) {
+  if (attempt < 2) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> before_json, store_->GetPlan(job_id, attempt - 1));
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> after_json, store_->GetPlan(job_id, attempt));
+  if (!before_json || !after_json) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(plan::JobPlan before, plan::ParseJobPlan(*before_json));
+  PX_ASSIGN_OR_RETURN(plan::JobPlan after, plan::ParseJobPlan(*after_json));
+  std::string changes;
+  for (const plan::PlannedVariable& v : after.variables) {
+    auto was = std::find_if(before.variables.begin(), before.variables.end(),
+                            [&](const plan::PlannedVariable& b) { return b.name == v.name; });
+    std::vector<int64_t> old_rows = was == before.variables.end() ? std::vector<int64_t>() : was->hot_rows;
+    std::vector<int64_t> new_rows = v.hot_rows;
+    if (old_rows.empty() && new_rows.empty()) continue;
+    std::sort(old_rows.begin(), old_rows.end());
+    std::sort(new_rows.begin(), new_rows.end());
+    std::vector<int64_t> left, came;
+    std::set_difference(old_rows.begin(), old_rows.end(), new_rows.begin(), new_rows.end(),
+                        std::back_inserter(left));
+    std::set_difference(new_rows.begin(), new_rows.end(), old_rows.begin(), old_rows.end(),
+                        std::back_inserter(came));
+    if (left.empty() && came.empty()) continue;
+    changes += std::string(changes.empty() ? "" : "; ") + "\"" + v.name + "\" " +
+               std::to_string(old_rows.size()) + " -> " + std::to_string(new_rows.size()) + " (" +
+               std::to_string(came.size()) + " warmed, " + std::to_string(left.size()) + " cooled)";
+  }
+  if (changes.empty()) return Status::Ok();
+  const std::string message = "attempt " + std::to_string(attempt) + " changed its hot rows: " + changes;
+  PX_LOG(INFO) << "job " << job_id << ": " << message;
+  return store_->AppendEvent(job_id, "replan", message, now).status();
+}
+
 Status ReplanMonitor::PlanStored(int64_t job_id, int attempt, int64_t now) {
+  PX_RETURN_IF_ERROR(HotRowsReplanned(job_id, attempt, now));
   PX_ASSIGN_OR_RETURN(std::optional<std::string> stored,
                       store_->KvGet(kv_keys::PlanCorrection(job_id)));
   if (!stored) return Status::Ok();

@@ -65,10 +65,14 @@ class ReplanMonitor {
 
   // The plan of (job, attempt) was stored: when it is the first attempt
   // after the one a correction was made from, records an event saying what
-  // changed in the plan.
+  // changed in the plan; when its hot rows differ from the attempt
+  // before's (re-measured, core/plan/hot_presence.h), an event says so.
   Status PlanStored(int64_t job_id, int attempt, int64_t now);
 
  private:
+  // PlanStored's part for hot rows: an event `replan` when the attempt's
+  // plan changed any table's hot rows from the attempt before's.
+  Status HotRowsReplanned(int64_t job_id, int attempt, int64_t now);
   // What one attempt of a job is watched with.
   struct Watch {
     int attempt = -1;

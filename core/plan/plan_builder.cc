@@ -329,7 +329,8 @@ namespace {
 
 // [ps] hot_rows: each sampled sparse table of fixed rows on the PS gets its
 // hot rows (core/plan/hot_rows.h), the choice and its figures in its reason.
-void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity, JobPlan* plan) {
+void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity,
+                     const std::optional<MeasuredPresence>& presence, JobPlan* plan) {
   if (job.ps.hot_rows == 0 || plan->consistency != Consistency::kSync) return;
   const bool shares_call =
       std::any_of(plan->variables.begin(), plan->variables.end(),
@@ -337,16 +338,34 @@ void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity
   for (size_t i = 0; i < plan->variables.size(); ++i) {
     PlannedVariable& v = plan->variables[i];
     if (!v.sparse || v.dynamic || v.path != VariablePath::kPs) continue;
-    if (sparsity[i].batches == 0) {
+    // Counts measured while an earlier attempt trained, where there are
+    // some: each of its steps stands for a sampled batch.
+    const TablePresence* measured = nullptr;
+    if (presence) {
+      auto it = presence->tables.find(v.name);
+      if (it != presence->tables.end() && it->second.steps >= 2) measured = &it->second;
+    }
+    if (sparsity[i].batches == 0 && measured == nullptr) {
       v.reason += "; hot rows: none (not sampled: SampleIds finds them)";
       continue;
     }
-    const HotRowsChoice hot = ChooseHotRows(CostInputs(v), sparsity[i], job.ps.hot_rows,
-                                            plan->cluster, plan->cost, plan->local_aggregation,
-                                            shares_call);
+    Sparsity rows = sparsity[i];
+    if (measured != nullptr) {
+      rows.batches = static_cast<int>(std::min<int64_t>(measured->steps, 1 << 30));
+      rows.row_batches.clear();
+      for (const auto& [id, c] : measured->row_steps)
+        if (id >= 0 && id < v.rows) rows.row_batches[id] = static_cast<int>(std::min<int64_t>(c, rows.batches));
+    }
+    const HotRowsChoice hot = ChooseHotRows(CostInputs(v), rows, job.ps.hot_rows, plan->cluster,
+                                            plan->cost, plan->local_aggregation, shares_call);
     v.hot_rows = hot.rows;
     v.hot_share = hot.share;
     v.reason += "; " + hot.reason;
+    if (measured != nullptr) {
+      v.reason += " (re-measured over steps " + std::to_string(presence->first_step) + "-" +
+                  std::to_string(presence->step - 1) + " of attempt " +
+                  std::to_string(presence->attempt) + ")";
+    }
   }
 }
 
@@ -423,7 +442,7 @@ StatusOr<JobPlan> BuildPlan(const JobConfig& job, const PlanInputs& inputs) {
     plan.local_aggregation = true;
     plan.ps.num_contributors = static_cast<uint32_t>(cluster.hosts);
   }
-  ChooseHotRowsOf(job, sparsity, &plan);
+  ChooseHotRowsOf(job, sparsity, inputs.presence, &plan);
   plan.predicted_comm_s = BuildPlanReport(plan).totals.hybrid.seconds;
   return plan;
 }

@@ -27,6 +27,7 @@
 #include "core/plan/cost_model.h"
 #include "core/plan/job_plan.h"
 #include "core/plan/plan_correction.h"
+#include "core/plan/hot_presence.h"
 #include "core/plan/straggler.h"
 #include "parallax/job_config.h"
 #include "parallax/status.h"
@@ -62,6 +63,11 @@ struct PlanInputs {
   // its slowest rank (core/plan/straggler.h); used by a sync plan of the
   // same workers and hosts.
   std::optional<MeasuredStraggler> straggler;
+  // [ps] hot_rows: what an earlier attempt's rank 0 measured of each sparse
+  // PS table's rows while training (core/plan/hot_presence.h). A table in
+  // it with at least 2 steps takes its hot rows from these counts instead
+  // of from its sampled batches.
+  std::optional<MeasuredPresence> presence;
 };
 
 // INVALID_ARGUMENT for a [[variable]] naming no registered variable;

@@ -54,6 +54,7 @@ py::dict JobDict(const SessionOptions& o) {
   d["checkpoint_dir"] = j.trainer.checkpoint_dir;
   d["checkpoint_every"] = j.trainer.checkpoint_every;
   d["metrics_every"] = j.trainer.metrics_every;
+  d["hot_rows"] = j.ps.hot_rows;  // [ps] hot_rows: -1 "auto", 0 none, N
   d["dense_optimizer"] = OptimizerDict(j.dense_optimizer);
   d["sparse_optimizer"] = OptimizerDict(j.sparse_optimizer);
   d["user_toml"] = j.user_toml;

@@ -148,9 +148,9 @@ def test_small_fusion_buckets_all_reduce_while_backward_goes_on(tmp_path):
 def test_hot_rows_train_the_one_process_model_through_a_restart(tmp_path):
     # `[ps] hot_rows = 8`: the tags table's 8 most sampled rows live on both ranks, all-reduced
     # with the dense gradients, the others on the shard. The job still trains the one-process
-    # model, across a restart at step 8 (the checkpoint of step 5 wrote the hot rows back to the
-    # shard and kept them in each rank's state), and the ranks count the rows the hot rows
-    # served (`hot_row_hits`) and the others.
+    # model, across a restart at step 8 (the checkpoint of step 5 handed the hot rows' whole
+    # state back to the shard, and the resumed ranks took it over from there), and the ranks
+    # count the rows the hot rows served (`hot_row_hits`) and the others.
     toml = ref.job_toml("hybrid", tags_on_ps=True, checkpoint_every=5, max_restarts=1,
                         user="fail_at_step = 8", ps="hot_rows = 8")
     job = pxtest.Job(tmp_path, "tiny", toml)

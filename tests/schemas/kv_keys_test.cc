@@ -16,6 +16,7 @@ TEST(KvKeysTest, BuildersSpellThePagesForms) {
   EXPECT_EQ(SearchState(7), "job/7/search");
   EXPECT_EQ(Consistency(7), "job/7/consistency");
   EXPECT_EQ(PlanCorrection(7), "job/7/replan");
+  EXPECT_EQ(HotRowPresence(7), "job/7/hot_rows");
   EXPECT_EQ(AttemptPrefix(7, 3), "job/7/3/");
   EXPECT_EQ(TrialSpec(7, 3), "job/7/3/search");
   EXPECT_EQ(TrialStepSeconds(7, 3), "job/7/3/trial/step_seconds");

@@ -10,16 +10,20 @@
 // write the same values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "core/plan/job_plan.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/model_file.h"
 #include "tests/testing/subprocess.h"
@@ -101,7 +105,8 @@ class ResumeTest : public ::testing::Test {
   // dense and sparse one (momentum/adam carry worker-side state).
   std::string Submit(const std::string& tag, bool crash, const std::string& arch = "hybrid",
                      const std::string& dense = "sgd", const std::string& sparse = "adagrad",
-                     const std::string& job_extra = "") {
+                     const std::string& job_extra = "", const std::string& ps_extra = "",
+                     const std::string& env_extra = "") {
     const std::string path = dir_.File(tag + ".toml");
     std::ofstream f(path);
     f << "[job]\nname = \"" << tag << "\"\nworkers = 2\narch = \"" << arch
@@ -111,12 +116,13 @@ class ResumeTest : public ::testing::Test {
       << dir_.File(tag + "-rank{rank}.out") << "\", \"30\", \"32\"]\n"
       << "checkpoint_every = 10\ncheckpoint_dir = \"" << dir_.File("ckpt") << "\"\n"
       << "keep_checkpoints = 2\nmetrics_every = 5\n";
-    if (crash) f << "[trainer.env]\nTINY_EXIT_AT_STEP = \"15\"\nTINY_EXIT_RANK = \"1\"\n";
+    if (crash) f << "[trainer.env]\nTINY_EXIT_AT_STEP = \"15\"\nTINY_EXIT_RANK = \"1\"\n" << env_extra;
     f << "[optimizer.dense]\ntype = \"" << dense << "\"\nlr = 0.1\n"
       << "[optimizer.sparse]\ntype = \"" << sparse << "\"\nlr = 0.1\n";
     // The cost model would all-gather the embedding with 2 workers; keep it
     // on the shards so that the checkpoint has partition files.
-    if (arch == "hybrid") f << "[ps]\nshards = 2\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
+    if (arch == "hybrid")
+      f << "[ps]\nshards = 2\n" << ps_extra << "[[variable]]\nname = \"emb\"\npath = \"ps\"\n";
     f.close();
     RunResult r = Cli({"submit", path});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -295,6 +301,87 @@ TEST_F(ResumeTest, AllGatherWithAdamResumesToTheSameModel) {
   EXPECT_EQ(
       nlohmann::json::parse(testing::ReadWholeFile(out + "/manifest.json"))["variables"][0]["path"],
       "allgather");
+}
+
+// Hot rows ([ps] hot_rows) are re-measured while the job trains: rank 0
+// counts in how many of its steps each row appears and stores the counts at
+// every checkpoint; the resumed attempt's plan takes its hot rows from them
+// (the rows of steps 0-9, before the checkpoint of step 10), not from the 3
+// batches sampled at start, and the coordinator records the changed hot set
+// as a `replan` event. The hot rows hand their whole state back to the
+// shards at each checkpoint and take it over at each start, so rows that
+// cooled train on with the Adam state they had as hot rows, and rows that
+// warmed with the state the shards kept: the model equals an uninterrupted
+// run's (which keeps its first hot set).
+TEST_F(ResumeTest, HotRowsResumeUnderAnotherHotSetToTheSameModel) {
+  const std::string ps = "hot_rows = 16\n";
+  const std::string crashed = Submit("hot-crashed", true, "hybrid", "momentum", "adam", "", ps);
+  ASSERT_FALSE(crashed.empty());
+  EXPECT_EQ(WaitFor(crashed, "SUCCEEDED")["attempt"], 2);
+  const std::string clean = Submit("hot-clean", false, "hybrid", "momentum", "adam", "", ps);
+  ASSERT_FALSE(clean.empty());
+  WaitFor(clean, "SUCCEEDED");
+
+  // The two attempts' plans made different rows hot, and kept some.
+  auto coord = testing::ConnectToCoordinator(*coordinator_);
+  ASSERT_TRUE(coord.ok()) << coord.status().ToString();
+  std::vector<std::vector<int64_t>> hot;
+  for (int attempt : {1, 2}) {
+    std::string json;
+    ASSERT_TRUE((*coord)
+                    ->Call([&](rpc::CoordinatorClient& c) {
+                      c.GetPlan(json, (*coord)->Header(), std::stoll(crashed), attempt, 0);
+                    })
+                    .ok());
+    auto plan = plan::ParseJobPlan(json);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    hot.push_back(plan->variables[0].hot_rows);
+    ASSERT_EQ(hot.back().size(), 16u) << json;
+    EXPECT_EQ(plan->variables[0].reason.find("re-measured over steps 0-9 of attempt 1") != std::string::npos,
+              attempt == 2)
+        << plan->variables[0].reason;
+  }
+  std::vector<int64_t> a = hot[0], b = hot[1], kept;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(kept));
+  RecordProperty("hot_rows_kept", std::to_string(kept.size()) + " of 16");
+  EXPECT_LT(kept.size(), 16u) << "the resumed attempt's plan must change the hot set";
+  // Attempt 2's are the 16 rows in most of rank 0's batches of steps 0-9.
+  std::map<int64_t, int> steps_of;
+  for (int64_t step = 0; step < 10; ++step) {
+    std::vector<int64_t> ids = TinyModel::MakeBatch(step, 0, 32).ids;
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (int64_t id : ids) ++steps_of[id];
+  }
+  std::vector<int> counts;
+  for (const auto& [id, c] : steps_of) counts.push_back(c);
+  std::sort(counts.rbegin(), counts.rend());
+  ASSERT_GE(counts.size(), 16u);
+  const int last = counts[15];
+  for (int64_t id : b) EXPECT_GE(steps_of[id], last) << "row " << id << " is not among the most present";
+  for (const auto& [id, c] : steps_of) {
+    if (c > last) EXPECT_TRUE(std::binary_search(b.begin(), b.end(), id)) << "row " << id << " in " << c << " steps";
+  }
+  RunResult events = Cli({"events", crashed});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_NE(events.out.find("attempt 2 changed its hot rows: \"emb\" 16 -> 16"), std::string::npos)
+      << events.out;
+
+  for (int r = 0; r < 2; ++r) {
+    Model got = ReadModel(dir_.File("hot-crashed-rank" + std::to_string(r) + ".out"));
+    Model want = ReadModel(dir_.File("hot-clean-rank" + std::to_string(r) + ".out"));
+    ASSERT_EQ(got["emb"].size(), TinyModel::kRows * TinyModel::kDim) << "rank " << r;
+    EXPECT_EQ(got["resumed"], std::vector<float>{10.0f}) << "rank " << r;
+    const double demb = testing::RelativeDifference(got["emb"], want["emb"]);
+    const double dw = testing::RelativeDifference(got["w"], want["w"]);
+    std::ostringstream diffs;
+    diffs << std::scientific << "emb " << demb << " w " << dw;
+    RecordProperty("rank" + std::to_string(r) + "_relative_difference", diffs.str());
+    EXPECT_LT(demb, 1e-5) << "rank " << r;
+    EXPECT_LT(dw, 1e-5) << "rank " << r;
+  }
 }
 
 // In-process ranks (one here) under a real coordinator and no agent: a

@@ -104,7 +104,8 @@ def random_state():
 
 class Model(nn.Module):
     """Wraps a model built inside build(): registers its parameters as variables, measures the
-    tables' sparsity on `sample_batches` batches of `sample` (see parallax/torch/_sampling.py),
+    tables' sparsity on `sample_batches` batches of `sample` (default 3; 16 in a job with
+    [ps] hot_rows, whose choice needs more; see parallax/torch/_sampling.py),
     starts the job (plan, rendezvous, PS connection, resume from the newest checkpoint) and
     routes the tables' lookups and every gradient to Parallax.
 
@@ -116,7 +117,7 @@ class Model(nn.Module):
     gradients while backward still computes the first layers', at a collective call each.
     """
 
-    def __init__(self, module, sample=None, sample_batches=3, forward=None, seed=1,
+    def __init__(self, module, sample=None, sample_batches=None, forward=None, seed=1,
                  bucket_bytes=None):
         super().__init__()
         ctx = _context.current("parallax.torch.Model()")

@@ -47,6 +47,11 @@ class Runtime:
                             ", ".join(repr(t.name) for t in self.tables) + ") but no sample= "
                             "batches: pass the data loader (or any re-iterable of batches), so "
                             "the plan measures which rows a batch touches")
+            if sample_batches is None:
+                # As the built-in models: with [ps] hot_rows a hot row's expected share of the
+                # steps to come is its share of the other sampled batches, which 3 measure only
+                # in halves.
+                sample_batches = 16 if ctx.options.job["hot_rows"] != 0 else 3
             _sampling.sample(self, sample, sample_batches, sample_forward)
         self._call(self.session.start, "starting the job")
         self.started = True

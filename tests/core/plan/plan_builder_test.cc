@@ -636,6 +636,42 @@ TEST_F(HotRowsPlanTest, RowsSeenOnceAreExpectedAsOftenAsRowsSeenTwiceSay) {
       << plan->variables[0].reason;
 }
 
+// What an earlier attempt's rank 0 measured while training replaces the
+// sampled batches' counts of the tables it names: here rows 100-109 were
+// in every one of 40 steps, and the sampled batches' 50 hot rows in none.
+TEST_F(HotRowsPlanTest, RowsMeasuredWhileTrainingReplaceTheSampledOnes) {
+  JobConfig job = Pinned(Job(Arch::kHybrid), VariablePath::kPs, VariablePath::kAllReduce);
+  job.ps.hot_rows = 10;
+  PlanInputs inputs;
+  inputs.cluster = {.workers = 2, .hosts = 1, .shards = 2};
+  inputs.shm_allreduce = true;
+  inputs.variables = Skewed();
+  MeasuredPresence m;
+  m.attempt = 1;
+  m.first_step = 60;
+  m.step = 100;
+  TablePresence& t = m.tables["emb"];
+  t.steps = 40;
+  for (int64_t id = 100; id < 110; ++id) t.row_steps[id] = 40;
+  for (int64_t id = 0; id < 50; ++id) t.row_steps[id] = 3;
+  t.row_steps[5'000'000] = 40;  // not a row of the table: ignored
+  inputs.presence = m;
+  auto plan = BuildPlan(job, inputs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const PlannedVariable& emb = plan->variables[0];
+  std::vector<int64_t> want(10);
+  std::iota(want.begin(), want.end(), 100);
+  EXPECT_EQ(emb.hot_rows, want) << emb.reason;
+  EXPECT_NE(emb.reason.find("re-measured over steps 60-99 of attempt 1"), std::string::npos) << emb.reason;
+  // A table measured over fewer than 2 steps keeps its samples' rows.
+  inputs.presence->tables["emb"].steps = 1;
+  inputs.presence->tables["emb"].row_steps = {{100, 1}};
+  auto sampled = BuildPlan(job, inputs);
+  ASSERT_TRUE(sampled.ok()) << sampled.status().ToString();
+  for (int64_t id : sampled->variables[0].hot_rows) EXPECT_LT(id, 50);
+  EXPECT_EQ(sampled->variables[0].reason.find("re-measured"), std::string::npos);
+}
+
 TEST_F(HotRowsPlanTest, ACountTakesThatManyOfTheMostFrequentRowsAndOffTakesNone) {
   std::vector<VariableInput> regs = Skewed();
   // Row 30 is in no batch: the 10 are among the 49 others every batch holds.

@@ -4,6 +4,7 @@ list(APPEND PX_CORE_TEST_SOURCES
   plan/comm_disagreement_test.cc
   plan/cost_model_test.cc
   plan/host_figures_test.cc
+  plan/hot_presence_test.cc
   plan/job_plan_test.cc
   plan/partition_search_test.cc
   plan/plan_builder_test.cc
