@@ -1,6 +1,7 @@
 #include "coordinator/orchestration/replan_monitor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <limits>
 
@@ -49,6 +50,17 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
   w.sync = config->job.consistency == Consistency::kSync;
   w.hosts = plan->cluster.hosts;
   w.steps_per_point = std::max<int64_t>(1, config->trainer.metrics_every);
+  w.factor = p.replan_factor;
+  w.after_steps = p.replan_after_steps;
+  w.window_steps = std::max<int64_t>(1, p.replan_window_steps);
+  double hot_served = 0, distinct = 0;
+  for (const plan::PlannedVariable& v : plan->variables) {
+    if (v.hot_rows.empty()) continue;
+    const double k = std::max(0.0, v.density) * static_cast<double>(std::max<int64_t>(1, v.rows));
+    hot_served += v.hot_share * k;
+    distinct += k;
+  }
+  w.hot_expected = distinct > 0 ? hot_served / distinct : 0;
   w.detector = std::make_unique<plan::DisagreementDetector>(
       plan::PredictedCommOf(*plan),
       plan::DisagreementOptions{.factor = p.replan_factor,
@@ -58,7 +70,26 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
   return &w;
 }
 
-std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w) {
+std::optional<ReplanMonitor::HotDrift> ReplanMonitor::FeedHotRows(Watch* w, int64_t first_step,
+                                                                   int64_t last_step, double hits,
+                                                                   double rows) {
+  if (w->hot_expected <= 0 || w->hot_reported || first_step < w->after_steps) return std::nullopt;
+  if (w->hot_first < 0) w->hot_first = first_step;
+  w->hot_hits += hits;
+  w->hot_rows += rows;
+  ++w->hot_intervals;
+  if (last_step - w->hot_first + 1 < w->window_steps || w->hot_intervals < 2) return std::nullopt;
+  HotDrift d{w->hot_first, last_step, w->hot_rows > 0 ? w->hot_hits / w->hot_rows : 0, w->hot_expected};
+  // The window is judged, then a new one begins.
+  w->hot_first = -1;
+  w->hot_hits = w->hot_rows = 0;
+  w->hot_intervals = 0;
+  if (d.measured * w->factor >= d.expected) return std::nullopt;
+  w->hot_reported = true;
+  return d;
+}
+
+std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w, std::optional<HotDrift>* drift) {
   std::optional<plan::Disagreement> found;
   for (auto it = w->partial.begin(); it != w->partial.end();) {
     const int64_t step = it->first;
@@ -74,8 +105,13 @@ std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w) {
     double steps = 0;
     std::vector<double> compute_s;
     double least_wait = std::numeric_limits<double>::infinity();
+    double hot_hits = 0, hot_rows = 0;  // over the ranks and the interval's steps
     for (const auto& [rank, p] : it->second) {
       steps = std::max(steps, metric_names::ValueOf(p.values, metric_names::kSteps));
+      const double n = metric_names::ValueOf(p.values, metric_names::kSteps);
+      const double hits = metric_names::ValueOf(p.values, metric_names::kHotRowHits);
+      hot_hits += hits * n;
+      hot_rows += (hits + metric_names::ValueOf(p.values, metric_names::kHotRowMisses)) * n;
       const double dense_s = metric_names::ValueOf(p.values, metric_names::kDenseWaitMs) / 1e3;
       const double sparse_s = metric_names::ValueOf(p.values, metric_names::kSparseWaitMs) / 1e3;
       if (w->sync) {
@@ -100,7 +136,11 @@ std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w) {
     if (w->sync && interval.first_step >= w->first_step + kStragglerWarmupSteps) {
       w->straggler.Add(compute_s, interval.steps());
     }
-    std::optional<plan::Disagreement> d = w->detector->Add(interval);
+    if (std::optional<HotDrift> h = FeedHotRows(w, interval.first_step, step, hot_hits, hot_rows);
+        h && !*drift) {
+      *drift = h;
+    }
+    std::optional<plan::Disagreement> d = w->detector->reported() ? std::nullopt : w->detector->Add(interval);
     if (d && !found) found = d;
     it = w->partial.erase(it);
   }
@@ -122,11 +162,17 @@ StatusOr<std::vector<ReplanRequest>> ReplanMonitor::Observe(
     touched[p.job_id] = w;
   }
   for (auto& [job_id, w] : touched) {
-    const std::optional<plan::Disagreement> d = FeedComplete(w);
+    std::optional<HotDrift> drift;
+    const std::optional<plan::Disagreement> d = FeedComplete(w, &drift);
     PX_RETURN_IF_ERROR(StoreStraggler(job_id, w, now));
-    if (!d) continue;
-    PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, Report(job_id, *w, *d, now));
-    if (request) requests.push_back(*std::move(request));
+    if (d) {
+      PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, Report(job_id, *w, *d, now));
+      if (request) requests.push_back(*std::move(request));
+    }
+    if (drift) {
+      PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, ReportHotDrift(job_id, *w, *drift, now));
+      if (request) requests.push_back(*std::move(request));
+    }
   }
   return requests;
 }
@@ -147,29 +193,67 @@ Status ReplanMonitor::StoreStraggler(int64_t job_id, Watch* w, int64_t now) {
   return store_->KvSet(kv_keys::Straggler(s.workers), plan::StragglerToJson(s), now);
 }
 
+StatusOr<std::optional<ReplanRequest>> ReplanMonitor::RequestReplan(int64_t job_id,
+                                                                     const Watch& w,
+                                                                     const plan::PlanCorrection& c,
+                                                                     std::string* message,
+                                                                     int64_t now) {
+  if (!w.replan) {
+    *message += "; [plan] replan = true would re-plan at the next checkpoint";
+    return std::optional<ReplanRequest>();
+  }
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> earlier,
+                      store_->KvGet(kv_keys::PlanCorrection(job_id)));
+  if (earlier) {
+    *message += "; the job re-planned once already and does not again";
+    return std::optional<ReplanRequest>();
+  }
+  PX_RETURN_IF_ERROR(
+      store_->KvSet(kv_keys::PlanCorrection(job_id), plan::PlanCorrectionToJson(c), now));
+  *message += "; the job re-plans at its next checkpoint (" + c.source + ")";
+  return std::optional<ReplanRequest>(ReplanRequest{job_id, w.attempt, c.source});
+}
+
 StatusOr<std::optional<ReplanRequest>> ReplanMonitor::Report(int64_t job_id, const Watch& w,
                                                               const plan::Disagreement& d,
                                                               int64_t now) {
   std::string message = d.Describe() + " on attempt " + std::to_string(w.attempt);
   std::optional<ReplanRequest> request;
-  if (!w.replan) {
-    message += "; [plan] replan = true would re-plan at the next checkpoint";
+  if (w.replan) {
+    PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json, store_->GetPlan(job_id, w.attempt));
+    PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(plan_json.value_or("")));
+    PX_ASSIGN_OR_RETURN(request,
+                        RequestReplan(job_id, w, plan::CorrectionFor(plan, d, w.attempt), &message, now));
   } else {
-    PX_ASSIGN_OR_RETURN(std::optional<std::string> earlier,
-                        store_->KvGet(kv_keys::PlanCorrection(job_id)));
-    if (earlier) {
-      message += "; the job re-planned once already and does not again";
-    } else {
-      PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json,
-                          store_->GetPlan(job_id, w.attempt));
-      PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(plan_json.value_or("")));
-      const plan::PlanCorrection c = plan::CorrectionFor(plan, d, w.attempt);
-      PX_RETURN_IF_ERROR(
-          store_->KvSet(kv_keys::PlanCorrection(job_id), plan::PlanCorrectionToJson(c), now));
-      message += "; the job re-plans at its next checkpoint (" + c.source + ")";
-      request = ReplanRequest{job_id, w.attempt, c.source};
-    }
+    PX_ASSIGN_OR_RETURN(request, RequestReplan(job_id, w, {}, &message, now));
   }
+  PX_LOG(INFO) << "job " << job_id << ": " << message;
+  PX_RETURN_IF_ERROR(store_->AppendEvent(job_id, "replan", message, now).status());
+  return request;
+}
+
+StatusOr<std::optional<ReplanRequest>> ReplanMonitor::ReportHotDrift(int64_t job_id, const Watch& w,
+                                                                      const HotDrift& d, int64_t now) {
+  auto percent = [](double x) { return std::to_string(static_cast<int>(std::lround(100 * x))) + "%"; };
+  const std::string what = "hot rows served " + percent(d.measured) +
+                           " of their tables' distinct rows a step over steps " +
+                           std::to_string(d.first_step) + "-" + std::to_string(d.last_step) +
+                           ", the plan expected " + percent(d.expected);
+  std::string message = what + " on attempt " + std::to_string(w.attempt);
+  // The model's time scales stay as they are (an earlier correction's are
+  // carried over by the plan); what changes is the data the hot rows are
+  // chosen from.
+  plan::PlanCorrection c;
+  c.from_attempt = w.attempt;
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json, store_->GetPlan(job_id, w.attempt));
+  if (plan_json) {
+    PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(*plan_json));
+    c.collective_time_scale = plan.cost.collective_time_scale;
+    c.ps_time_scale = plan.cost.ps_time_scale;
+  }
+  c.source = "re-planned from attempt " + std::to_string(w.attempt) + "'s " + what +
+             ": hot rows re-measured";
+  PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, RequestReplan(job_id, w, c, &message, now));
   PX_LOG(INFO) << "job " << job_id << ": " << message;
   PX_RETURN_IF_ERROR(store_->AppendEvent(job_id, "replan", message, now).status());
   return request;

@@ -17,6 +17,13 @@
 // (Orchestrator::ReplanAtCheckpoint). Once the first attempt planned with a
 // correction stores its plan, PlanStored records what changed.
 //
+// A plan with hot rows ([ps] hot_rows) is also watched on what they serve:
+// the ranks' hot_row_hits and hot_row_misses against the plan's
+// hot_rows_share; hot rows serving [plan] replan_factor times fewer rows
+// make the same event and, with replan = true, the same one re-plan (a
+// correction that keeps the model's time scales), whose attempt takes its
+// hot rows from what rank 0 re-measured (core/plan/hot_presence.h).
+//
 // The same complete steps of a sync job measure its ranks' wait for the
 // slowest one (core/plan/straggler.h), which the monitor keeps in the
 // key-value store for the next sync plan of as many workers.
@@ -33,11 +40,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "coordinator/store/state_store.h"
 #include "core/plan/comm_disagreement.h"
+#include "core/plan/plan_correction.h"
 #include "core/plan/straggler.h"
 #include "parallax/status.h"
 
@@ -93,16 +102,51 @@ class ReplanMonitor {
     int64_t steps_per_point = 1;
     plan::StragglerMeter straggler;
     int64_t straggler_stored_steps = 0;
+    // Hot rows drifting (a plan with hot rows): the share of a step's
+    // distinct rows of their tables the plan expects them to serve (each
+    // table's hot_rows_share weighted by its distinct rows a batch), and
+    // what the ranks counted (hot_row_hits, hot_row_misses) in the window
+    // that began at hot_first, past [plan] replan_after_steps. When a
+    // window of replan_window_steps (two intervals at least) served
+    // replan_factor times less, HotDrift() reports it, once an attempt.
+    double hot_expected = 0;
+    double factor = 2;
+    int64_t after_steps = 0, window_steps = 1;
+    int64_t hot_first = -1;
+    double hot_hits = 0, hot_rows = 0;
+    int hot_intervals = 0;
+    bool hot_reported = false;
+  };
+  // Hot rows that served less than the plan expected, over steps
+  // [first_step, last_step].
+  struct HotDrift {
+    int64_t first_step = 0, last_step = 0;
+    double measured = 0, expected = 0;
   };
 
   // REQUIRES: mu_ held.
   StatusOr<Watch*> WatchOf(int64_t job_id, int attempt);
-  // Feeds `watch` the steps every rank has reported; a disagreement found.
-  std::optional<plan::Disagreement> FeedComplete(Watch* watch);
+  // Feeds `watch` the steps every rank has reported; a disagreement found,
+  // and hot rows found drifting (*drift).
+  std::optional<plan::Disagreement> FeedComplete(Watch* watch, std::optional<HotDrift>* drift);
+  // One complete interval's hot-row counts into the watch's window.
+  static std::optional<HotDrift> FeedHotRows(Watch* watch, int64_t first_step, int64_t last_step,
+                                             double hits, double rows);
   // Stores the straggler `watch` measured when enough new steps came.
   Status StoreStraggler(int64_t job_id, Watch* watch, int64_t now);
   StatusOr<std::optional<ReplanRequest>> Report(int64_t job_id, const Watch& watch,
                                                 const plan::Disagreement& d, int64_t now);
+  // The event of hot rows drifting; with [plan] replan (once in the job's
+  // life, as Report) a correction that leaves the model's time scales as
+  // they are, so that the next attempt plans its hot rows again from what
+  // its rank 0 re-measured (core/plan/hot_presence.h).
+  StatusOr<std::optional<ReplanRequest>> ReportHotDrift(int64_t job_id, const Watch& watch,
+                                                        const HotDrift& d, int64_t now);
+  // Report's part that stores a correction and makes the request, or says
+  // why not; appends to *message.
+  StatusOr<std::optional<ReplanRequest>> RequestReplan(int64_t job_id, const Watch& watch,
+                                                       const plan::PlanCorrection& c,
+                                                       std::string* message, int64_t now);
 
   StateStore* const store_;
   std::mutex mu_;

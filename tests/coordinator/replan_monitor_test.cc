@@ -162,6 +162,60 @@ TEST_F(ReplanMonitorTest, ReplanOnceStoresTheCorrectionAndNamesWhatChanged) {
   EXPECT_EQ(ReplanEvents(id).size(), 3u);
 }
 
+// Hot rows that serve far fewer of a step's rows than the plan expected
+// (the data moved on since the batches they were chosen from): one event,
+// and with [plan] replan a re-plan at the next checkpoint, whose plan takes
+// its hot rows from what rank 0 re-measured. The model's time scales stay.
+TEST_F(ReplanMonitorTest, HotRowsServingFarFewerRowsThanPlannedReplanOnce) {
+  for (const double hits : {2.0, 4.0}) {
+    ReplanMonitor monitor(db_.store.get());
+    const int64_t id = CreateJob(true);
+    StatusOr<plan::JobPlan> plan = plan::BuildPlan(plan::testing::ReplanJob(), plan::testing::ReplanInputs());
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(plan->variables[0].path, VariablePath::kPs);
+    plan->variables[0].hot_rows = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    plan->variables[0].hot_share = 0.6;
+    ASSERT_TRUE(db_.store->PutPlan(id, 1, plan::JobPlanToJson(*plan), 0).ok());
+    // The communication as predicted, so only the hot rows can speak; of a
+    // step's 10 distinct rows of the table the hot rows served `hits`.
+    const plan::PredictedComm predicted = plan::PredictedCommOf(*plan);
+    std::vector<ReplanRequest> requests;
+    for (int64_t step = 9; step <= 49; step += 10) {
+      std::vector<MetricRecord> points = Points(id, 1, step, predicted.sparse_s * 1e3);
+      for (MetricRecord& p : points) {
+        p.values["dense_wait_ms"] = predicted.dense_s * 1e3;
+        p.values["hot_row_hits"] = hits;
+        p.values["hot_row_misses"] = 10 - hits;
+      }
+      StatusOr<std::vector<ReplanRequest>> got = monitor.Observe(points, 0);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      requests.insert(requests.end(), got->begin(), got->end());
+    }
+    const std::vector<std::string> events = ReplanEvents(id);
+    if (hits == 4.0) {  // 40% against 60%: within [plan] replan_factor 2
+      EXPECT_TRUE(requests.empty());
+      EXPECT_TRUE(events.empty()) << events[0];
+      continue;
+    }
+    ASSERT_EQ(requests.size(), 1u);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].rfind("hot rows served 20% of their tables' distinct rows a step over steps "
+                              "10-29, the plan expected 60% on attempt 1; the job re-plans at its "
+                              "next checkpoint (",
+                              0),
+              0u)
+        << events[0];
+    StatusOr<std::optional<std::string>> stored = db_.store->KvGet(kv_keys::PlanCorrection(id));
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    StatusOr<plan::PlanCorrection> c = plan::ParsePlanCorrection(**stored);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->collective_time_scale, 1);
+    EXPECT_EQ(c->ps_time_scale, 1);
+    EXPECT_NE(c->source.find("hot rows re-measured"), std::string::npos) << c->source;
+    EXPECT_EQ(requests[0].reason, c->source);
+  }
+}
+
 TEST_F(ReplanMonitorTest, AnAttemptWithoutAPlanIsNotWatched) {
   ReplanMonitor monitor(db_.store.get());
   const int64_t id = CreateJob(true);
