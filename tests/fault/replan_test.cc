@@ -17,6 +17,7 @@
 #include <regex>
 
 #include "tests/fault/fault_cluster.h"
+#include "tests/testing/relative_difference.h"
 
 namespace parallax::testing {
 namespace {
@@ -129,6 +130,70 @@ TEST_F(ReplanTest, ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan) {
       << status.out;
   for (const std::string& e : events) {
     if (e.find("re-plan") != std::string::npos) std::cout << "replan event: " << e << "\n";
+  }
+}
+
+// Hot rows that stop serving: the tiny job keeps the 16 rows its sampled
+// batches hold most (small ids: the data is skewed to them), and from step 5
+// on its data drifts (TINY_DRIFT_AT: row r's lookups go to row 99-r). The
+// monitor finds the hot rows serving far fewer rows than the plan expected
+// and re-plans at the next checkpoint; attempt 2's plan takes its hot rows
+// from what rank 0 counted before that checkpoint (the large ids), an event
+// says how the set changed, and the model equals the one a job that kept
+// its first hot set ends with (the hot rows' state went back to the shards
+// and came out again).
+TEST_F(ReplanTest, HotRowsThatStopServingAreReMeasuredAtTheNextCheckpoint) {
+  const std::string pause_dir = dir_.File("pause");
+  std::filesystem::create_directories(pause_dir);
+  auto job_of = [&](const std::string& tag, bool replan) {
+    TinyJob job;
+    job.tag = tag;
+    job.ps_extra = "hot_rows = 16\n";
+    job.job_extra = std::string("[plan]\nreplan = ") + (replan ? "true" : "false") +
+                    "\nreplan_factor = 2.0\nreplan_after_steps = 5\nreplan_window_steps = 5\n";
+    job.env = {{"TINY_DRIFT_AT", "5"}};
+    if (replan) {
+      job.env.insert({{"TINY_PAUSE_AT", "step:20"},
+                      {"TINY_PAUSE_DIR", pause_dir},
+                      {"TINY_PAUSE_ATTEMPTS", "1"}});
+    }
+    return job;
+  };
+  const std::string id = cluster_.Submit(job_of("hot-replan", true));
+  ASSERT_FALSE(id.empty());
+  const nlohmann::json end = cluster_.WaitForEnd(id, 90'000);
+  const std::string all = Joined(cluster_.EventMessages(id));
+  ASSERT_EQ(end.value("state", ""), "SUCCEEDED") << end.dump() << all << cluster_.Logs();
+  EXPECT_EQ(end.value("attempt", 0), 2) << all;
+  EXPECT_EQ(cluster_.Restarts(id), 0) << "a re-plan is not a restart\n" << all;
+  std::smatch m;
+  const std::regex drift(
+      R"(hot rows served (\d+)% of their tables' distinct rows a step over steps (\d+)-(\d+), the plan expected (\d+)% on attempt 1)");
+  ASSERT_TRUE(std::regex_search(all, m, drift)) << all;
+  RecordProperty("drift_event", m[0]);
+  EXPECT_LT(2 * std::stoi(m[1]), std::stoi(m[4])) << m[0];
+  EXPECT_GE(std::stoi(m[2]), 5) << m[0];
+  const std::regex changed(R"(attempt 2 changed its hot rows: "emb" 16 -> 16 \((\d+) warmed, (\d+) cooled\))");
+  ASSERT_TRUE(std::regex_search(all, m, changed)) << all;
+  RecordProperty("changed_event", m[0]);
+  EXPECT_GE(std::stoi(m[1]), 12) << "the drifted data's hot rows are other rows\n" << all;
+  const std::regex at_checkpoint(R"(re-plans at the checkpoint of step (\d+))");
+  ASSERT_TRUE(std::regex_search(all, m, at_checkpoint)) << all;
+  const int step = std::stoi(m[1]);
+
+  const std::string steady = cluster_.Submit(job_of("hot-steady", false));
+  ASSERT_FALSE(steady.empty());
+  const nlohmann::json steady_end = cluster_.WaitForEnd(steady, 90'000);
+  ASSERT_EQ(steady_end.value("state", ""), "SUCCEEDED") << steady_end.dump() << cluster_.Logs();
+  EXPECT_EQ(steady_end.value("attempt", 0), 1);
+  for (int r = 0; r < 2; ++r) {
+    const Model got = ReadModel(cluster_.Output("hot-replan", r));
+    const Model want = ReadModel(cluster_.Output("hot-steady", r));
+    EXPECT_EQ(got.at("resumed"), std::vector<float>{static_cast<float>(step)}) << "rank " << r;
+    RecordProperty("rank" + std::to_string(r) + "_emb_relative_difference",
+                   std::to_string(RelativeDifference(got.at("emb"), want.at("emb"))));
+    EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
+    EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
   }
 }
 

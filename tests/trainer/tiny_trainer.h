@@ -15,6 +15,7 @@
 
 #include "core/optim/optimizer.h"
 #include "core/ps/plan.h"
+#include "tests/testing/relative_difference.h"
 #include "tests/trainer/tiny_model.h"
 #include "parallax/session.h"
 
@@ -31,6 +32,19 @@ inline Initializer WInit() { return {Initializer::Type::kUniform, 9, 0.5f}; }
 inline std::string TinyDynamic() {
   const char* d = std::getenv("TINY_DYNAMIC");
   return d == nullptr ? "" : d;
+}
+// TINY_DRIFT_AT=N: from global step N on the data drifts, row r's lookups
+// going to row kRows-1-r (the skew moves from the small ids to the large).
+inline int64_t TinyDriftAt() {
+  const char* d = std::getenv("TINY_DRIFT_AT");
+  return d == nullptr ? -1 : std::atoll(d);
+}
+inline TinyModel::Batch TinyBatchAt(int64_t position, int64_t first, int64_t batch) {
+  TinyModel::Batch b = TinyModel::MakeBatch(position, first, batch);
+  if (const int64_t at = TinyDriftAt(); at >= 0 && position >= at) {
+    for (int64_t& id : b.ids) id = TinyModel::kRows - 1 - id;
+  }
+  return b;
 }
 inline int64_t TinyId(int64_t row, bool spread) {
   return spread ? static_cast<int64_t>(ps::Mix64(static_cast<uint64_t>(row) + 1)) : row;
@@ -98,13 +112,13 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
   TinyReader* r = reader ? reader : &local;
   while (session->step() < steps) {
     const int64_t step = session->step();
-    TinyModel::Batch b = TinyModel::MakeBatch(r->position, first, batch);
+    TinyModel::Batch b = TinyBatchAt(r->position, first, batch);
     b.ids = TinyIds(std::move(b.ids), spread);
     PX_RETURN_IF_ERROR(session->Lookup(emb, b.ids, &rows));
     const bool prefetch_next = prefetch && step + 1 < steps;
     if (prefetch_next && prefetch_early) {
       PX_RETURN_IF_ERROR(session->Prefetch(
-          emb, TinyIds(TinyModel::MakeBatch(r->position + 1, first, batch).ids, spread)));
+          emb, TinyIds(TinyBatchAt(r->position + 1, first, batch).ids, spread)));
     }
     PX_ASSIGN_OR_RETURN(std::span<const float> wv, session->Dense(w));
     std::vector<float> wcopy(wv.begin(), wv.end());
@@ -113,7 +127,7 @@ inline Status TrainTiny(Session* session, int emb, int w, int steps, int64_t bat
     PX_RETURN_IF_ERROR(session->Gradient(emb, b.ids, g.row_grads));
     if (prefetch_next && !prefetch_early) {
       PX_RETURN_IF_ERROR(session->Prefetch(
-          emb, TinyIds(TinyModel::MakeBatch(r->position + 1, first, batch).ids, spread)));
+          emb, TinyIds(TinyBatchAt(r->position + 1, first, batch).ids, spread)));
     }
     ++r->position;  // consumed: a checkpoint at this step saves the next position
     PX_RETURN_IF_ERROR(session->Step());
@@ -166,17 +180,6 @@ inline TinyResult TrainTinyReference(const OptimizerSettings& dense,
     if (!eopt.Apply(ids, grads, r.emb).ok()) std::abort();
   }
   return r;
-}
-
-// ||a − b|| / ||b||; infinity when the sizes differ.
-inline double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
 }  // namespace parallax::testing
