@@ -155,13 +155,13 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
     s.hot = std::move(hot);
   }
   if (options_.count_presence && v.sparse && !v.dynamic) {
-    // At most about 40,000 rows stored in all (the key-value store's value
-    // limit is 1 MiB), at least 1,024 a table.
+    // At most about 30,000 rows stored in all, at most 25 bytes each in the
+    // JSON: under the key-value store's default value limit of 1 MiB.
     const size_t tables = static_cast<size_t>(std::count_if(
         plan_->variables.begin(), plan_->variables.end(), [](const plan::PlannedVariable& p) {
           return p.path == VariablePath::kPs && p.sparse && !p.dynamic;
         }));
-    s.presence = std::make_unique<plan::PresenceCounter>(std::max<size_t>(1024, 40'000 / std::max<size_t>(1, tables)));
+    s.presence = std::make_unique<plan::PresenceCounter>(std::max<size_t>(64, 30'000 / std::max<size_t>(1, tables)));
   }
   index_[v.id] = slots_.size();
   slots_.push_back(std::move(s));

@@ -343,7 +343,12 @@ void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity
     const TablePresence* measured = nullptr;
     if (presence) {
       auto it = presence->tables.find(v.name);
-      if (it != presence->tables.end() && it->second.steps >= 2) measured = &it->second;
+      // A count of hot rows beyond the rows the counts kept is chosen from
+      // the samples, as before.
+      if (it != presence->tables.end() && it->second.steps >= 2 &&
+          (job.ps.hot_rows <= 0 || static_cast<int64_t>(it->second.row_steps.size()) >= job.ps.hot_rows)) {
+        measured = &it->second;
+      }
     }
     if (sparsity[i].batches == 0 && measured == nullptr) {
       v.reason += "; hot rows: none (not sampled: SampleIds finds them)";

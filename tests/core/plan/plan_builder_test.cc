@@ -663,13 +663,17 @@ TEST_F(HotRowsPlanTest, RowsMeasuredWhileTrainingReplaceTheSampledOnes) {
   std::iota(want.begin(), want.end(), 100);
   EXPECT_EQ(emb.hot_rows, want) << emb.reason;
   EXPECT_NE(emb.reason.find("re-measured over steps 60-99 of attempt 1"), std::string::npos) << emb.reason;
-  // A table measured over fewer than 2 steps keeps its samples' rows.
-  inputs.presence->tables["emb"].steps = 1;
-  inputs.presence->tables["emb"].row_steps = {{100, 1}};
-  auto sampled = BuildPlan(job, inputs);
-  ASSERT_TRUE(sampled.ok()) << sampled.status().ToString();
-  for (int64_t id : sampled->variables[0].hot_rows) EXPECT_LT(id, 50);
-  EXPECT_EQ(sampled->variables[0].reason.find("re-measured"), std::string::npos);
+  // A table measured over fewer than 2 steps, or whose counts kept fewer
+  // rows than the count asked for, keeps its samples' rows.
+  for (int64_t steps : {1, 40}) {
+    inputs.presence->tables["emb"].steps = steps;
+    inputs.presence->tables["emb"].row_steps = {{100, 1}, {101, 1}};
+    auto sampled = BuildPlan(job, inputs);
+    ASSERT_TRUE(sampled.ok()) << sampled.status().ToString();
+    EXPECT_EQ(sampled->variables[0].hot_rows.size(), 10u);
+    for (int64_t id : sampled->variables[0].hot_rows) EXPECT_LT(id, 50);
+    EXPECT_EQ(sampled->variables[0].reason.find("re-measured"), std::string::npos);
+  }
 }
 
 TEST_F(HotRowsPlanTest, ACountTakesThatManyOfTheMostFrequentRowsAndOffTakesNone) {
