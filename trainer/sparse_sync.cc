@@ -702,10 +702,24 @@ Status SparseSync::WriteHotRows() {
                        r < state.steps.size() ? state.steps[r] : 0, dim, slots,
                        states.data() + r * width);
     }
-    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->WriteState(s.var.id, s.var.hot_rows, states));
-    PX_RETURN_IF_ERROR(ps_->Wait(t, Deadline())
-                           .WithContext("writing the hot rows of \"" + s.var.name + "\" to PS" +
-                                        ShardsOf(s)));
+    // In requests of at most 32 MiB of states, well under a shard's
+    // --max-message-mb (256 by default), however many rows are hot.
+    const size_t chunk = std::max<size_t>(1, (size_t{32} << 20) / (width * sizeof(float)));
+    std::vector<ps::Ticket> tickets;
+    Status st;
+    for (size_t first = 0; first < h && st.ok(); first += chunk) {
+      const size_t n = std::min(chunk, h - first);
+      StatusOr<ps::Ticket> t = ps_->WriteState(
+          s.var.id, std::span<const int64_t>(s.var.hot_rows).subspan(first, n),
+          std::span<const float>(states).subspan(first * width, n * width));
+      if (t.ok()) tickets.push_back(*t);
+      st = t.status();
+    }
+    for (ps::Ticket t : tickets) {  // every ticket is waited for, even after an error
+      Status w = ps_->Wait(t, Deadline());
+      if (st.ok()) st = w;
+    }
+    PX_RETURN_IF_ERROR(st.WithContext("writing the hot rows of \"" + s.var.name + "\" to PS" + ShardsOf(s)));
   }
   return Status::Ok();
 }
