@@ -6,35 +6,42 @@
 namespace parallax::plan {
 
 void PresenceCounter::AddStep(std::span<const int64_t> ids) {
-  seen_.assign(ids.begin(), ids.end());
-  std::sort(seen_.begin(), seen_.end());
-  seen_.erase(std::unique(seen_.begin(), seen_.end()), seen_.end());
-  for (int64_t id : seen_) ++counts_[id];
+  if (calls_++ % every_ != 0) return;
+  for (int64_t id : ids) {
+    Count& c = counts_[id];
+    if (c.last == steps_) continue;
+    c.last = steps_;
+    ++c.steps;
+  }
   ++steps_;
-  if (counts_.size() > 2 * capacity_) Prune();
+  if (counts_.size() > 4 * capacity_) Prune();
 }
 
 // Keeps the `capacity_` rows of most steps (ties by id, so that the same
 // counts keep the same rows).
 void PresenceCounter::Prune() {
-  std::vector<std::pair<int64_t, int64_t>> rows(counts_.begin(), counts_.end());
+  std::vector<std::pair<int64_t, Count>> rows(counts_.begin(), counts_.end());
   const size_t keep = std::min(capacity_, rows.size());
   std::nth_element(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(keep), rows.end(),
                    [](const auto& a, const auto& b) {
-                     return a.second != b.second ? a.second > b.second : a.first < b.first;
+                     return a.second.steps != b.second.steps ? a.second.steps > b.second.steps
+                                                             : a.first < b.first;
                    });
   rows.resize(keep);
-  counts_ = std::unordered_map<int64_t, int64_t>(rows.begin(), rows.end());
+  counts_ = absl::flat_hash_map<int64_t, Count>(rows.begin(), rows.end());
 }
 
 TablePresence PresenceCounter::Take() const {
   PresenceCounter copy = *this;
   if (copy.counts_.size() > capacity_) copy.Prune();
-  return TablePresence{steps_, std::move(copy.counts_)};
+  TablePresence out{steps_, {}};
+  out.row_steps.reserve(copy.counts_.size());
+  for (const auto& [id, c] : copy.counts_) out.row_steps.emplace(id, c.steps);
+  return out;
 }
 
 void PresenceCounter::Reset() {
-  steps_ = 0;
+  steps_ = calls_ = 0;
   counts_.clear();
 }
 

@@ -8,10 +8,12 @@
 // recorded as a `replan` event.
 //
 // The counts are bounded: a table keeps at most `capacity` rows, and when
-// it holds more, the half with the fewest steps is dropped (lossy counting:
-// a row that keeps recurring comes back at once; a row dropped loses only
-// counts too low to be hot). What is stored is the `capacity` rows of most
-// steps.
+// it holds four times more, all but the `capacity` of most steps are
+// dropped (lossy counting: a row that keeps recurring comes back at once; a
+// row dropped loses only counts too low to be hot). What is stored is the
+// `capacity` rows of most steps. And they are sampled: one step in `every`
+// is counted (bench/presence_bench.cc: counting every step of `ctr` costs
+// rank 0 several times the push's own dedupe of the same ids).
 #ifndef PARALLAX_CORE_PLAN_HOT_PRESENCE_H_
 #define PARALLAX_CORE_PLAN_HOT_PRESENCE_H_
 
@@ -22,6 +24,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "parallax/status.h"
 
@@ -45,21 +49,30 @@ struct MeasuredPresence {
 // The counter of one table.
 class PresenceCounter {
  public:
-  explicit PresenceCounter(size_t capacity) : capacity_(capacity) {}
-  // One step: `ids` its batch's rows (repeats allowed: a row counts once).
+  PresenceCounter(size_t capacity, int64_t every = 1)
+      : capacity_(capacity), every_(every < 1 ? 1 : every) {}
+  // One step: `ids` its batch's rows (repeats allowed: a row counts once);
+  // counted when it is one of the `every`.
   void AddStep(std::span<const int64_t> ids);
   // The counts so far, at most `capacity` rows (the most steps); Reset()
   // starts a new window.
   TablePresence Take() const;
   void Reset();
-  int64_t steps() const { return steps_; }
+  int64_t steps() const { return steps_; }  // counted
+  int64_t calls() const { return calls_; }  // AddStep() since Reset()
 
  private:
+  // A row's count, and the step (steps_ then) that last counted it: a
+  // repeat within a step is one lookup, no sort.
+  struct Count {
+    int64_t steps = 0;
+    int64_t last = -1;
+  };
   void Prune();
   const size_t capacity_;
-  int64_t steps_ = 0;
-  std::unordered_map<int64_t, int64_t> counts_;
-  std::vector<int64_t> seen_;  // AddStep's distinct ids, reused
+  const int64_t every_;
+  int64_t steps_ = 0, calls_ = 0;
+  absl::flat_hash_map<int64_t, Count> counts_;
 };
 
 // The key-value value (JSON) and back. Parse: INVALID_ARGUMENT naming what

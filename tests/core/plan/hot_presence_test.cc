@@ -43,6 +43,18 @@ TEST(PresenceCounterTest, ARecurringRowPrunedEarlyIsCountedAgain) {
   EXPECT_EQ(p.row_steps.at(9), 5);
 }
 
+TEST(PresenceCounterTest, CountsOneStepInEvery) {
+  PresenceCounter counter(16, /*every=*/4);
+  for (int step = 0; step < 10; ++step) counter.AddStep(std::vector<int64_t>{step, 100});
+  EXPECT_EQ(counter.calls(), 10);
+  EXPECT_EQ(counter.steps(), 3);  // steps 0, 4, 8
+  const TablePresence p = counter.Take();
+  EXPECT_EQ(p.steps, 3);
+  EXPECT_EQ(p.row_steps.at(100), 3);
+  for (int64_t id : {0, 4, 8}) EXPECT_EQ(p.row_steps.at(id), 1) << id;
+  EXPECT_EQ(p.row_steps.count(1), 0u);
+}
+
 TEST(PresenceFormatTest, RoundTripsAndRefusesWhatNoCounterWrites) {
   MeasuredPresence m;
   m.attempt = 3;
