@@ -146,6 +146,7 @@ class Cli {
   // The plan of the job's current attempt, when rank 0 has put it.
   void PrintPlan(CoordinatorClient& client, const rpc::JobInfo& job);
   int Cancel();
+  int Replan();
   int Agents();
   int Events();
   int Drain();
@@ -502,6 +503,16 @@ int Cli::Cancel() {
   return kExitOk;
 }
 
+int Cli::Replan() {
+  int code = kExitOk;
+  std::unique_ptr<CoordinatorClient> client = ConnectOrReport(&code);
+  if (!client) return code;
+  StatusOr<rpc::JobInfo> job = client->ReplanJob(job_id_, reason_);
+  if (!job.ok()) return Report(job.status());
+  out_ << "job " << job->id << " attempt " << job->attempt << " re-plans at its next checkpoint\n";
+  return kExitOk;
+}
+
 namespace {
 
 // "worker" or "ps", as parallax-agent's --role spells it.
@@ -768,6 +779,14 @@ void Cli::AddClusterCommands(CLI::App* app) {
   AddJobId(cancel)->required();
   cancel->add_option("--reason", reason_, "why (recorded in the job's events)");
   cancel->callback([this] { result_ = Cancel(); });
+
+  CLI::App* replan = app->add_subcommand(
+      "replan",
+      "re-plan a running job at its next checkpoint: the attempt stops there and a new one (not "
+      "a restart) resumes from it with a new plan, hot rows chosen from what it measured");
+  AddJobId(replan)->required();
+  replan->add_option("--reason", reason_, "why (recorded in the job's events)");
+  replan->callback([this] { result_ = Replan(); });
 
   CLI::App* agents =
       app->add_subcommand("agents", "list the agents registered with the coordinator");

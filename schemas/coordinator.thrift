@@ -406,6 +406,14 @@ service Coordinator {
       throws (1: CoordinatorError error)
   JobInfo CancelJob(1: RequestHeader header, 2: i64 job_id, 3: string reason)
       throws (1: CoordinatorError error)
+  // Asks a running job to re-plan at its next committed checkpoint
+  // (`parallax replan JOB`): the attempt stops there and a new attempt, not
+  // a restart, resumes from it with a plan its rank 0 makes again (hot rows
+  // from what it re-measured while training). An event `replan` records who
+  // asked and why. FAILED_PRECONDITION for a job that is not RUNNING or
+  // writes no checkpoints.
+  JobInfo ReplanJob(1: RequestHeader header, 2: i64 job_id, 3: string reason)
+      throws (1: CoordinatorError error)
   // Events of one job (job_id > 0) or of every job (job_id = 0) with seq > after_seq.
   list<Event> GetEvents(1: RequestHeader header, 2: i64 job_id, 3: i64 after_seq, 4: i32 limit)
       throws (1: CoordinatorError error)

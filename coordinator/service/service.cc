@@ -383,6 +383,36 @@ void CoordinatorService::CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& 
   Wake();  // the orchestrator told the agents' long polls that the tasks must stop
 }
 
+void CoordinatorService::ReplanJob(rpc::JobInfo& out, const rpc::RequestHeader& header,
+                                   int64_t job_id, const std::string& reason) {
+  CheckHeader(header);
+  RequireJobId(job_id);
+  const JobRecord job = ValueOrThrow(store_->GetJob(job_id));
+  const std::string id = "job " + std::to_string(job_id);
+  if (job.state != JobState::kRunning) {
+    Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+          id + " is " + std::string(JobStateName(job.state)) +
+              "; only a RUNNING job re-plans (at its next checkpoint)");
+  }
+  const std::shared_ptr<const JobConfig> config = ValueOrThrow(store_->ParsedConfig(job));
+  if (config->trainer.checkpoint_every <= 0 || config->trainer.checkpoint_dir.empty()) {
+    Throw(rpc::ErrorCode::FAILED_PRECONDITION,
+          id + " writes no checkpoints ([trainer] checkpoint_every and checkpoint_dir), so it has "
+               "none to re-plan at; resubmit it with them");
+  }
+  if (reason.size() > 1024) {
+    Throw(rpc::ErrorCode::INVALID_ARGUMENT,
+          "the reason is " + std::to_string(reason.size()) + " bytes; at most 1024");
+  }
+  const std::string why = "asked by " + ClientName(header) + (reason.empty() ? "" : " (" + reason + ")");
+  orchestrator_.ReplanAtCheckpoint(job_id, job.attempt, why);
+  (void)ValueOrThrow(store_->AppendEvent(
+      job_id, "replan",
+      "attempt " + std::to_string(job.attempt) + " re-plans at its next checkpoint, " + why,
+      clock_->NowMillis()));
+  out = JobInfoOf(job, /*with_text=*/false);
+}
+
 void CoordinatorService::GetEvents(std::vector<rpc::Event>& out, const rpc::RequestHeader& header,
                                    int64_t job_id, int64_t after_seq, int32_t limit) {
   CheckHeader(header);

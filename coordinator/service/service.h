@@ -122,6 +122,8 @@ class CoordinatorService : public rpc::CoordinatorIf {
                 const rpc::ListJobsRequest& request) override;
   void CancelJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id,
                  const std::string& reason) override;
+  void ReplanJob(rpc::JobInfo& out, const rpc::RequestHeader& header, int64_t job_id,
+                 const std::string& reason) override;
   void GetEvents(std::vector<rpc::Event>& out, const rpc::RequestHeader& header, int64_t job_id,
                  int64_t after_seq, int32_t limit) override;
   void RegisterAgent(const rpc::RequestHeader& header, const rpc::AgentInfo& agent) override;

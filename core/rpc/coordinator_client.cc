@@ -235,6 +235,13 @@ StatusOr<rpc::JobInfo> CoordinatorClient::CancelJob(int64_t job_id, const std::s
   return out;
 }
 
+StatusOr<rpc::JobInfo> CoordinatorClient::ReplanJob(int64_t job_id, const std::string& reason) {
+  rpc::JobInfo out;
+  PX_RETURN_IF_ERROR(
+      Call([&](rpc::CoordinatorClient& c) { c.ReplanJob(out, Header(), job_id, reason); }));
+  return out;
+}
+
 StatusOr<std::vector<rpc::Event>> CoordinatorClient::GetEvents(int64_t job_id, int64_t after_seq,
                                                                int32_t limit) {
   std::vector<rpc::Event> out;

@@ -23,7 +23,7 @@
 // reads, Hello, Heartbeat, RegisterAgent, KvSet (same key and value),
 // KvGet, PutPlan (upserts of the same row), CommitCheckpoint (a repeat of
 // a recorded checkpoint records nothing) and LeaseConsistency (the
-// coordinator keeps the largest lease). SubmitJob, CancelJob, KvAdd and
+// coordinator keeps the largest lease). SubmitJob, CancelJob, ReplanJob, KvAdd and
 // ReportMetrics are never retried; a connection the
 // coordinator closed while idle is replaced before any call is sent, so
 // they fail only when the coordinator dies during the call itself.
@@ -92,6 +92,7 @@ class CoordinatorClient {
   StatusOr<rpc::JobInfo> GetJob(int64_t job_id);
   StatusOr<std::vector<rpc::JobInfo>> ListJobs(const rpc::ListJobsRequest& request = {});
   StatusOr<rpc::JobInfo> CancelJob(int64_t job_id, const std::string& reason);
+  StatusOr<rpc::JobInfo> ReplanJob(int64_t job_id, const std::string& reason);
   StatusOr<std::vector<rpc::Event>> GetEvents(int64_t job_id, int64_t after_seq, int32_t limit);
   Status RegisterAgent(const rpc::AgentInfo& agent);
   StatusOr<rpc::HeartbeatResponse> Heartbeat(const std::string& agent_name);

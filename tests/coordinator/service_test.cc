@@ -204,6 +204,26 @@ TEST_F(CoordinatorServiceTest, CancelIsRecordedAndOnlyOnce) {
   EXPECT_EQ(events->back().kind, "state");
 }
 
+// `parallax replan` of a job that is not running, or that writes no
+// checkpoint to re-plan at, is refused by name and records nothing.
+TEST_F(CoordinatorServiceTest, ReplanOnlyOfARunningJobThatCheckpoints) {
+  StartService();
+  auto client = Connect();
+  EXPECT_EQ(client->ReplanJob(42, "").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client->ReplanJob(0, "").status().code(), StatusCode::kInvalidArgument);
+  auto job = client->SubmitJob(kJob, "");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto pending = client->ReplanJob(job->id, "new hardware");
+  ASSERT_FALSE(pending.ok());
+  EXPECT_EQ(pending.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(pending.status().message().find("is PENDING; only a RUNNING job re-plans"),
+            std::string::npos)
+      << pending.status().message();
+  auto events = client->GetEvents(job->id, 0, 0);
+  ASSERT_TRUE(events.ok());
+  for (const rpc::Event& e : *events) EXPECT_NE(e.kind, "replan") << e.message;
+}
+
 TEST_F(CoordinatorServiceTest, ListJobsFiltersByState) {
   StartService();
   auto client = Connect();

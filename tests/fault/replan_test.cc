@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <regex>
 
@@ -195,6 +196,49 @@ TEST_F(ReplanTest, HotRowsThatStopServingAreReMeasuredAtTheNextCheckpoint) {
     EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
     EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
   }
+}
+
+// `parallax replan JOB`: an operator asks a running job to re-plan. Attempt
+// 1's ranks wait after step 15 until the request is in; the attempt stops
+// at the checkpoint of step 20, and attempt 2 (not a restart) resumes from
+// it with a plan whose hot rows rank 0 re-measured over steps 10-19.
+TEST_F(ReplanTest, AnOperatorsReplanResumesWithReMeasuredHotRows) {
+  const std::string pause_dir = dir_.File("pause-op");
+  std::filesystem::create_directories(pause_dir);
+  TinyJob job;
+  job.tag = "op-replan";
+  job.ps_extra = "hot_rows = 16\n";
+  job.env = {{"TINY_PAUSE_AT", "step:15"}, {"TINY_PAUSE_DIR", pause_dir}};  // attempt 1 only
+  const std::string id = cluster_.Submit(job);
+  ASSERT_FALSE(id.empty());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(WaitForFile(pause_dir + "/paused-rank" + std::to_string(r), 60'000))
+        << "rank " << r << cluster_.Logs();
+  }
+  const RunResult asked = cluster_.Cli({"replan", id, "--reason", "new hosts"});
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_NE(asked.out.find("attempt 1 re-plans at its next checkpoint"), std::string::npos) << asked.out;
+  std::ofstream(pause_dir + "/go").close();
+  const nlohmann::json end = cluster_.WaitForEnd(id, 90'000);
+  const std::string all = Joined(cluster_.EventMessages(id));
+  ASSERT_EQ(end.value("state", ""), "SUCCEEDED") << end.dump() << all << cluster_.Logs();
+  EXPECT_EQ(end.value("attempt", 0), 2) << all;
+  EXPECT_EQ(cluster_.Restarts(id), 0) << "a re-plan is not a restart\n" << all;
+  EXPECT_NE(all.find("attempt 1 re-plans at its next checkpoint, asked by "), std::string::npos) << all;
+  EXPECT_NE(all.find("(new hosts)"), std::string::npos) << all;
+  EXPECT_NE(all.find("re-plans at the checkpoint of step 20"), std::string::npos) << all;
+  // Attempt 2's plan, as its last checkpoint records it.
+  const std::string manifest = cluster_.CheckpointRoot() + "/job-" + id + "/step-30/MANIFEST.json";
+  std::ifstream in(manifest);
+  ASSERT_TRUE(in) << manifest;
+  const nlohmann::json m = nlohmann::json::parse(in);
+  EXPECT_EQ(m.value("attempt", 0), 2) << m.dump();
+  const std::string reason = m["plan"]["variables"][0].value("reason", "");
+  EXPECT_NE(reason.find("re-measured over steps 10-19 of attempt 1"), std::string::npos) << reason;
+  // A finished job has nothing to re-plan.
+  const RunResult late = cluster_.Cli({"replan", id});
+  EXPECT_EQ(late.exit_code, 1) << late.out;
+  EXPECT_NE(late.err.find("is SUCCEEDED; only a RUNNING job re-plans"), std::string::npos) << late.err;
 }
 
 }  // namespace
