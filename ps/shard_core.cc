@@ -665,14 +665,15 @@ void ShardCore::WriteRows(VarState& vs, const std::vector<int64_t>& ids, const f
   const size_t width = row_state ? RowStateWidth(table.spec()) : dim;
   std::vector<uint32_t> idx(ids.size());
   table.TouchAll(ids.data(), ids.size(), idx.data());
+  const bool adam = table.spec().optimizer.type == OptimizerType::kAdam;  // the only per-row step
   for (size_t i = 0; i < ids.size(); ++i) {
     const float* row = values + i * width;
-    std::memcpy(table.weights(idx[i]), row, dim * sizeof(float));
-    if (!row_state) continue;
-    for (int k = 0; k < slots; ++k)
-      std::memcpy(table.slot(k, idx[i]), row + (1 + size_t(k)) * dim, dim * sizeof(float));
-    if (table.spec().optimizer.type == OptimizerType::kAdam)
-      *table.step(idx[i]) = RowStateStep(row, dim, slots);
+    if (!row_state) {
+      std::memcpy(table.weights(idx[i]), row, dim * sizeof(float));
+      continue;
+    }
+    UnpackRowState(row, dim, slots, table.weights(idx[i]), slots >= 1 ? table.slot(0, idx[i]) : nullptr,
+                   slots >= 2 ? table.slot(1, idx[i]) : nullptr, adam ? table.step(idx[i]) : nullptr);
   }
 }
 

@@ -17,10 +17,10 @@ Status ApplySearchSpec(CoordinatorClient* coord, SessionOptions* o) {
     return Status::Ok();
   }
   const std::string key = kv_keys::TrialSpec(o->job_id, o->attempt);
-  StatusOr<std::vector<std::string>> got = coord->KvGet({key}, 0);
-  if (got.status().code() == StatusCode::kDeadlineExceeded) return Status::Ok();  // no search
+  StatusOr<std::optional<std::string>> got = coord->KvGetIfSet(key);
   if (!got.ok()) return got.status().WithContext("reading the partition-search settings");
-  const nlohmann::json doc = nlohmann::json::parse((*got)[0], nullptr, /*allow_exceptions=*/false);
+  if (!*got) return Status::Ok();  // no search
+  const nlohmann::json doc = nlohmann::json::parse(**got, nullptr, /*allow_exceptions=*/false);
   const auto get = [&](const char* name, int64_t min, int64_t* out) -> Status {
     if (!doc.contains(name)) return Status::Ok();
     const nlohmann::json& v = doc[name];

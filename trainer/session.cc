@@ -264,13 +264,10 @@ std::optional<plan::MeasuredStraggler> StragglerFigure(CoordinatorClient* coord,
 // re-plans on evidence and one was made (core/plan/plan_correction.h).
 StatusOr<std::optional<plan::PlanCorrection>> PlanCorrectionOf(CoordinatorClient* coord,
                                                                int64_t job_id) {
-  // A key that does not exist is DEADLINE_EXCEEDED at once (no wait).
-  StatusOr<std::vector<std::string>> got = coord->KvGet({kv_keys::PlanCorrection(job_id)}, 0);
-  if (!got.ok() && got.status().code() == StatusCode::kDeadlineExceeded) {
-    return std::optional<plan::PlanCorrection>();
-  }
+  StatusOr<std::optional<std::string>> got = coord->KvGetIfSet(kv_keys::PlanCorrection(job_id));
   if (!got.ok()) return got.status().WithContext("reading the job's re-plan correction");
-  PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(got->at(0)));
+  if (!*got) return std::optional<plan::PlanCorrection>();
+  PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(**got));
   return std::optional<plan::PlanCorrection>(std::move(c));
 }
 
@@ -278,13 +275,13 @@ StatusOr<std::optional<plan::PlanCorrection>> PlanCorrectionOf(CoordinatorClient
 // none when there are none, or when they cannot be read (logged: the plan
 // then takes the sampled batches, as a first attempt does).
 std::optional<plan::MeasuredPresence> HotRowPresenceOf(CoordinatorClient* coord, int64_t job_id) {
-  StatusOr<std::vector<std::string>> got = coord->KvGet({kv_keys::HotRowPresence(job_id)}, 0);
+  StatusOr<std::optional<std::string>> got = coord->KvGetIfSet(kv_keys::HotRowPresence(job_id));
   if (!got.ok()) {
-    if (got.status().code() != StatusCode::kDeadlineExceeded)  // DEADLINE_EXCEEDED: no such key
-      PX_LOG(WARNING) << "reading the hot rows measured by an earlier attempt: " << got.status().ToString();
+    PX_LOG(WARNING) << "reading the hot rows measured by an earlier attempt: " << got.status().ToString();
     return std::nullopt;
   }
-  StatusOr<plan::MeasuredPresence> m = plan::ParsePresence(got->at(0));
+  if (!*got) return std::nullopt;
+  StatusOr<plan::MeasuredPresence> m = plan::ParsePresence(**got);
   if (!m.ok()) {
     PX_LOG(WARNING) << "the hot rows measured by an earlier attempt are unreadable: " << m.status().ToString();
     return std::nullopt;

@@ -676,11 +676,11 @@ Status SparseSync::PullHotRows(int64_t step) {
     optim::OptimizerState state = s.hot->optimizer->State();
     s.hot->values.resize(h * dim);
     for (size_t r = 0; r < h; ++r) {
-      const float* row = states.data() + r * width;
-      std::copy_n(row, dim, s.hot->values.begin() + static_cast<std::ptrdiff_t>(r * dim));
-      if (slots >= 1) std::copy_n(row + dim, dim, state.s1.begin() + static_cast<std::ptrdiff_t>(r * dim));
-      if (slots >= 2) std::copy_n(row + 2 * dim, dim, state.s2.begin() + static_cast<std::ptrdiff_t>(r * dim));
-      if (r < state.steps.size()) state.steps[r] = ps::RowStateStep(row, s.var.dim, slots);
+      const size_t at = r * dim;
+      ps::UnpackRowState(states.data() + r * width, s.var.dim, slots, s.hot->values.data() + at,
+                         slots >= 1 ? state.s1.data() + at : nullptr,
+                         slots >= 2 ? state.s2.data() + at : nullptr,
+                         r < state.steps.size() ? &state.steps[r] : nullptr);
     }
     PX_RETURN_IF_ERROR(s.hot->optimizer->Restore(std::move(state))
                            .WithContext("taking over the hot rows of \"" + s.var.name + "\""));

@@ -107,8 +107,8 @@ std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w, std::opt
     double least_wait = std::numeric_limits<double>::infinity();
     double hot_hits = 0, hot_rows = 0;  // over the ranks and the interval's steps
     for (const auto& [rank, p] : it->second) {
-      steps = std::max(steps, metric_names::ValueOf(p.values, metric_names::kSteps));
       const double n = metric_names::ValueOf(p.values, metric_names::kSteps);
+      steps = std::max(steps, n);
       const double hits = metric_names::ValueOf(p.values, metric_names::kHotRowHits);
       hot_hits += hits * n;
       hot_rows += (hits + metric_names::ValueOf(p.values, metric_names::kHotRowMisses)) * n;
@@ -240,17 +240,11 @@ StatusOr<std::optional<ReplanRequest>> ReplanMonitor::ReportHotDrift(int64_t job
                            std::to_string(d.first_step) + "-" + std::to_string(d.last_step) +
                            ", the plan expected " + percent(d.expected);
   std::string message = what + " on attempt " + std::to_string(w.attempt);
-  // The model's time scales stay as they are (an earlier correction's are
-  // carried over by the plan); what changes is the data the hot rows are
-  // chosen from.
+  // The model's time scales stay 1 (RequestReplan re-plans only a job that
+  // never re-planned, so no correction scaled them); what changes is the
+  // data the hot rows are chosen from.
   plan::PlanCorrection c;
   c.from_attempt = w.attempt;
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> plan_json, store_->GetPlan(job_id, w.attempt));
-  if (plan_json) {
-    PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(*plan_json));
-    c.collective_time_scale = plan.cost.collective_time_scale;
-    c.ps_time_scale = plan.cost.ps_time_scale;
-  }
   c.source = "re-planned from attempt " + std::to_string(w.attempt) + "'s " + what +
              ": hot rows re-measured";
   PX_ASSIGN_OR_RETURN(std::optional<ReplanRequest> request, RequestReplan(job_id, w, c, &message, now));
@@ -259,16 +253,12 @@ StatusOr<std::optional<ReplanRequest>> ReplanMonitor::ReportHotDrift(int64_t job
   return request;
 }
 
-// Hot rows re-measured (core/plan/hot_presence.h): when attempt `attempt`'s
-// plan keeps other hot rows than the attempt before's, one `replan` event
-// says which tables changed and by how many rows.
-Status ReplanMonitor::HotRowsReplanned(int64_t job_id, int attempt, int64_t now) {
-  if (attempt < 2) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> before_json, store_->GetPlan(job_id, attempt - 1));
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> after_json, store_->GetPlan(job_id, attempt));
-  if (!before_json || !after_json) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(plan::JobPlan before, plan::ParseJobPlan(*before_json));
-  PX_ASSIGN_OR_RETURN(plan::JobPlan after, plan::ParseJobPlan(*after_json));
+namespace {
+
+// Hot rows re-measured (core/plan/hot_presence.h): which tables of `after`
+// keep other hot rows than `before`, and how many rows warmed and cooled
+// ("" when none).
+std::string HotRowChange(const plan::JobPlan& before, const plan::JobPlan& after) {
   std::string changes;
   for (const plan::PlannedVariable& v : after.variables) {
     auto was = std::find_if(before.variables.begin(), before.variables.end(),
@@ -288,25 +278,30 @@ Status ReplanMonitor::HotRowsReplanned(int64_t job_id, int attempt, int64_t now)
                std::to_string(old_rows.size()) + " -> " + std::to_string(new_rows.size()) + " (" +
                std::to_string(came.size()) + " warmed, " + std::to_string(left.size()) + " cooled)";
   }
-  if (changes.empty()) return Status::Ok();
-  const std::string message = "attempt " + std::to_string(attempt) + " changed its hot rows: " + changes;
-  PX_LOG(INFO) << "job " << job_id << ": " << message;
-  return store_->AppendEvent(job_id, "replan", message, now).status();
+  return changes;
 }
 
+}  // namespace
+
+// The plans of `attempt` and the attempt before are read once, for both
+// events.
 Status ReplanMonitor::PlanStored(int64_t job_id, int attempt, int64_t now) {
-  PX_RETURN_IF_ERROR(HotRowsReplanned(job_id, attempt, now));
+  if (attempt < 2) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> before_json, store_->GetPlan(job_id, attempt - 1));
+  PX_ASSIGN_OR_RETURN(std::optional<std::string> after_json, store_->GetPlan(job_id, attempt));
+  if (!before_json || !after_json) return Status::Ok();
+  PX_ASSIGN_OR_RETURN(plan::JobPlan before, plan::ParseJobPlan(*before_json));
+  PX_ASSIGN_OR_RETURN(plan::JobPlan after, plan::ParseJobPlan(*after_json));
+  if (const std::string changes = HotRowChange(before, after); !changes.empty()) {
+    const std::string message = "attempt " + std::to_string(attempt) + " changed its hot rows: " + changes;
+    PX_LOG(INFO) << "job " << job_id << ": " << message;
+    PX_RETURN_IF_ERROR(store_->AppendEvent(job_id, "replan", message, now).status());
+  }
   PX_ASSIGN_OR_RETURN(std::optional<std::string> stored,
                       store_->KvGet(kv_keys::PlanCorrection(job_id)));
   if (!stored) return Status::Ok();
   PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(*stored));
   if (attempt != c.from_attempt + 1) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> before_json,
-                      store_->GetPlan(job_id, c.from_attempt));
-  PX_ASSIGN_OR_RETURN(std::optional<std::string> after_json, store_->GetPlan(job_id, attempt));
-  if (!before_json || !after_json) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(plan::JobPlan before, plan::ParseJobPlan(*before_json));
-  PX_ASSIGN_OR_RETURN(plan::JobPlan after, plan::ParseJobPlan(*after_json));
   // An attempt whose rank 0 did not plan with the correction ([plan] replan
   // turned off in a resumed job file) did not re-plan.
   if (after.cost.collective_time_scale != c.collective_time_scale ||

@@ -79,9 +79,6 @@ class ReplanMonitor {
   Status PlanStored(int64_t job_id, int attempt, int64_t now);
 
  private:
-  // PlanStored's part for hot rows: an event `replan` when the attempt's
-  // plan changed any table's hot rows from the attempt before's.
-  Status HotRowsReplanned(int64_t job_id, int attempt, int64_t now);
   // What one attempt of a job is watched with.
   struct Watch {
     int attempt = -1;

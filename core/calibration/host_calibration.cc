@@ -26,16 +26,12 @@ StatusOr<plan::HostFigures> CalibrateHost(CoordinatorClient* coord, const std::s
 
 namespace {
 
-// The value of `key`, or nullopt when nobody stored one (a key that does not
-// exist is DEADLINE_EXCEEDED at once: no wait).
+// The value of `key`, or nullopt when nobody stored one.
 StatusOr<std::optional<std::string>> ReadIfStored(CoordinatorClient* coord,
                                                   const std::string& key) {
-  StatusOr<std::vector<std::string>> got = coord->KvGet({key}, 0);
-  if (!got.ok() && got.status().code() == StatusCode::kDeadlineExceeded) {
-    return std::optional<std::string>();
-  }
+  StatusOr<std::optional<std::string>> got = coord->KvGetIfSet(key);
   if (!got.ok()) return got.status().WithContext("reading " + key);
-  return std::optional<std::string>(got->at(0));
+  return got;
 }
 
 // One host's figures: its agent's (hostname key) and its trainers' (address

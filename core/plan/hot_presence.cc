@@ -1,6 +1,7 @@
 #include "core/plan/hot_presence.h"
 
 #include <algorithm>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 namespace parallax::plan {

@@ -23,6 +23,14 @@ void PackRowState(const float* weights, const float* s1, const float* s2, int64_
   tail[1] = static_cast<float>(step / half);
 }
 
+void UnpackRowState(const float* row, uint32_t dim, int slots, float* weights, float* s1,
+                    float* s2, int64_t* step) {
+  std::memcpy(weights, row, dim * sizeof(float));
+  if (slots >= 1 && s1 != nullptr) std::memcpy(s1, row + dim, dim * sizeof(float));
+  if (slots >= 2 && s2 != nullptr) std::memcpy(s2, row + 2 * size_t{dim}, dim * sizeof(float));
+  if (step != nullptr) *step = RowStateStep(row, dim, slots);
+}
+
 int64_t RowStateStep(const float* row, uint32_t dim, int slots) {
   const float* tail = row + (1 + size_t(slots)) * dim;
   return static_cast<int64_t>(tail[0]) + (static_cast<int64_t>(tail[1]) << 24);

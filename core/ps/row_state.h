@@ -23,6 +23,11 @@ uint32_t RowStateWidth(const VariableSpec& var);
 void PackRowState(const float* weights, const float* s1, const float* s2, int64_t step,
                   uint32_t dim, int slots, float* out);
 
+// The other way: one row's state `row` into its weights, slots and step;
+// `s1`, `s2` and `step` may be null where there is nothing to keep.
+void UnpackRowState(const float* row, uint32_t dim, int slots, float* weights, float* s1,
+                    float* s2, int64_t* step);
+
 // The step count a row state holds.
 int64_t RowStateStep(const float* row, uint32_t dim, int slots);
 

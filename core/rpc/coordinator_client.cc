@@ -301,6 +301,13 @@ StatusOr<std::vector<std::string>> CoordinatorClient::KvGet(const std::vector<st
   return out;
 }
 
+StatusOr<std::optional<std::string>> CoordinatorClient::KvGetIfSet(const std::string& key) {
+  StatusOr<std::vector<std::string>> got = KvGet({key}, 0);
+  if (got.status().code() == StatusCode::kDeadlineExceeded) return std::optional<std::string>();
+  if (!got.ok()) return got.status();
+  return std::optional<std::string>(std::move(got->at(0)));
+}
+
 StatusOr<std::vector<rpc::ConsistencySwitch>> CoordinatorClient::LeaseConsistency(
     const rpc::ConsistencyLeaseRequest& request) {
   std::vector<rpc::ConsistencySwitch> out;

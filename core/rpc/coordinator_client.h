@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,9 @@ class CoordinatorClient {
   Status KvSet(const std::string& key, const std::string& value);
   StatusOr<std::vector<std::string>> KvGet(const std::vector<std::string>& keys,
                                            int64_t timeout_ms);
+  // The value of `key`, or nullopt when nobody stored one, without waiting
+  // (KvGet of a key that does not exist is DEADLINE_EXCEEDED at once).
+  StatusOr<std::optional<std::string>> KvGetIfSet(const std::string& key);
   Status PutPlan(int64_t job_id, int32_t attempt, const std::string& plan_json);
   // Waits up to timeout_ms for the plan (DEADLINE_EXCEEDED after that).
   StatusOr<std::string> GetPlan(int64_t job_id, int32_t attempt, int64_t timeout_ms);

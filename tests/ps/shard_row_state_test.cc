@@ -44,15 +44,6 @@ PsPlan OneTablePlan(OptimizerType type) {
   return plan;
 }
 
-std::unique_ptr<ShardCore> Core(const PsPlan& plan) {
-  ShardOptions o;
-  o.plan = plan;
-  o.limits.max_message_bytes = 1 << 16;
-  auto c = ShardCore::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return std::move(c).value();
-}
-
 uint32_t Width(const PsPlan& plan) { return RowStateWidth(plan.variables[0]); }
 
 std::vector<OutMessage> SendState(ShardCore* core, Op op, const std::vector<int64_t>& ids,
@@ -95,7 +86,7 @@ TEST_P(RowStateTest, AWrittenStateTrainsAsTheRowItWasPulledFrom) {
   const PsPlan plan = OneTablePlan(GetParam());
   const int slots = optim::StateSlots(GetParam());
   ASSERT_EQ(Width(plan), (1 + slots) * kDim + 2);
-  auto core = Core(plan);
+  auto core = testing::MakeShard(plan);
   PushRow(core.get(), 1, {0.5f, -1.0f, 2.0f}, 0);
   PushRow(core.get(), 1, {0.25f, 0.5f, -0.75f}, 1);
   const std::vector<float> state = PullState(core.get(), plan, {1});
@@ -119,7 +110,7 @@ TEST_P(RowStateTest, AWrittenStateTrainsAsTheRowItWasPulledFrom) {
   save.f[1] = dir.path();
   auto saved = Send(core.get(), save);
   ASSERT_EQ(ReplyHeader(saved[0]).op, static_cast<uint8_t>(Op::kSave)) << saved[0].frames[1];
-  auto fresh = Core(plan);
+  auto fresh = testing::MakeShard(plan);
   testing::Frames load = save;
   Header lh = MakeHeader(Op::kLoad, 0, 0, 0, 0, 0, 0);
   ps_wire::WriteHeader(lh, load.f[0].data());
@@ -138,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(EveryOptimizer, RowStateTest,
 TEST(RowStateRefusalTest, AStateNoRowCanHoldIsRefusedAndChangesNothing) {
   const PsPlan plan = OneTablePlan(OptimizerType::kAdam);
   const uint32_t width = Width(plan);
-  auto core = Core(plan);
+  auto core = testing::MakeShard(plan);
   PushRow(core.get(), 4, {1.0f, 2.0f, 3.0f}, 0);
   const std::vector<float> before = PullState(core.get(), plan, {4});
   ASSERT_EQ(before.size(), width);
@@ -173,7 +164,7 @@ TEST(RowStateRefusalTest, ADynamicTableRefusesRowState) {
   PsPlan plan = OneTablePlan(OptimizerType::kAdagrad);
   plan.variables[0].rows = 0;
   plan.variables[0].dynamic = DynamicTableSettings{};
-  auto core = Core(plan);
+  auto core = testing::MakeShard(plan);
   ExpectOneErrorReply(SendState(core.get(), Op::kPull, {4}, {}, Width(plan)), ErrorCode::kBadFlags);
 }
 

@@ -17,6 +17,7 @@
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/model_file.h"
+#include "tests/testing/relative_difference.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/models/lm_ranks.h"
@@ -25,20 +26,11 @@ namespace parallax {
 namespace {
 
 using testing::ChildProcess;
+using testing::RelativeDifference;
 
 constexpr int kSteps = 20, kRanks = 2, kBatch = 16;
 
 std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
 
 class LmEquivalenceTest : public ::testing::Test {
  protected:
