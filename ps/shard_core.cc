@@ -45,10 +45,23 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
   return core;
 }
 
-Status ShardCore::LoadCheckpoint(const std::string& dir) {
+Status ShardCore::LoadCheckpoint(const std::string& dir, std::span<const uint32_t> fresh,
+                                 int64_t step) {
+  for (uint32_t id : fresh) {
+    const VariableSpec* spec = options_.plan.FindVariable(id);
+    if (spec == nullptr || spec->dynamic) {
+      return InvalidArgument("LOAD: variable " + std::to_string(id) +
+                             " to start over is not a fixed-row variable of the plan; nothing was loaded");
+    }
+  }
+  auto is_fresh = [&](uint32_t id) { return std::find(fresh.begin(), fresh.end(), id) != fresh.end(); };
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
   std::map<uint32_t, LoadedDynamic> loaded_dynamic;
   for (auto& [id, vs] : vars_) {
+    if (is_fresh(id)) {
+      loaded[id];  // no snapshot: every row starts over
+      continue;
+    }
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
       if (vs.parts[p].owned) owned.push_back(p);
@@ -75,6 +88,11 @@ Status ShardCore::LoadCheckpoint(const std::string& dir) {
     VarState& vs = vars_.at(id);
     RestoreTable(vs.table.get(), snaps);
     for (const auto& snap : snaps) set_part(vs, snap.partition, snap.applied, snap.version);
+    if (is_fresh(id)) {
+      for (uint32_t p = 0; p < vs.parts.size(); ++p) {
+        if (vs.parts[p].owned) set_part(vs, p, step, 0);
+      }
+    }
   }
   for (auto& [id, d] : loaded_dynamic) {
     VarState& vs = vars_.at(id);
@@ -1162,8 +1180,13 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
       return;
     }
     case Op::kLoad: {
-      if (Status st = LoadCheckpoint(std::string(m.text)); !st.ok()) {
-        Error(identity, h, ErrorCode::kCheckpoint, st.message(), out);
+      std::vector<uint32_t> fresh(h.count);
+      if (h.count > 0) std::memcpy(fresh.data(), m.values, m.values_bytes);
+      if (Status st = LoadCheckpoint(std::string(m.text), fresh, h.clock); !st.ok()) {
+        Error(identity, h,
+              st.code() == StatusCode::kInvalidArgument ? ErrorCode::kUnknownVariable
+                                                        : ErrorCode::kCheckpoint,
+              st.message(), out);
         return;
       }
       out->push_back(Reply(identity, h, Op::kLoad));

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <set>
 #include <string_view>
@@ -117,9 +118,14 @@ class ShardCore {
 
   const ShardStats& stats() const { return stats_; }
   // Replaces the partitions this shard owns by those of the checkpoint in
-  // `dir` (what a LOAD request does). FAILED_PRECONDITION naming the file
-  // and what differs; nothing changes then.
-  Status LoadCheckpoint(const std::string& dir);
+  // `dir` (what a LOAD request does). The variables in `fresh` are not read
+  // from it (the checkpoint's plan held them on workers): their rows start
+  // over from the initializer and their partitions count `step` steps
+  // applied, for the trainer to write. FAILED_PRECONDITION naming the file
+  // and what differs, INVALID_ARGUMENT for a `fresh` variable that is not a
+  // fixed-row variable of the plan; nothing changes then.
+  Status LoadCheckpoint(const std::string& dir, std::span<const uint32_t> fresh = {},
+                        int64_t step = 0);
   // Updates applied to this shard's partitions: the sum of their versions
   // (a checkpoint's, after LoadCheckpoint, plus every push since).
   int64_t UpdatesApplied() const;

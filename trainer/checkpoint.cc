@@ -8,9 +8,12 @@
 #include "core/plan/job_plan.h"
 #include "core/ps/client.h"
 #include "core/ps/dynamic_file.h"
+#include "core/ps/initializer.h"
 #include "core/ps/partition_file.h"
+#include "core/ps/row_state.h"
 #include "core/rpc/coordinator_client.h"
 #include "schemas/kv_keys.h"
+#include "schemas/ps_wire.h"
 
 namespace parallax::trainer {
 
@@ -66,6 +69,108 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
     *v.values = it->second->values;
   }
   return Status::Ok();
+}
+
+namespace {
+
+// The values a worker holds of `var`: a dense variable's size, a table's
+// rows × dim.
+size_t HeldSize(const plan::PlannedVariable& var) {
+  return var.sparse ? static_cast<size_t>(var.rows) * var.dim : static_cast<size_t>(var.size);
+}
+
+}  // namespace
+
+StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedVariable& var,
+                                    int64_t step) {
+  const size_t dim = var.dim, rows = static_cast<size_t>(var.rows), padded = rows * dim;
+  const int slots = optim::StateSlots(var.optimizer.type);
+  const bool adam = var.optimizer.type == OptimizerType::kAdam;
+  std::vector<float> weights(padded), s[2];
+  for (int k = 0; k < slots; ++k) s[k].assign(padded, optim::InitialStateValue(var.optimizer, k));
+  std::vector<int64_t> steps(adam ? rows : 0, 0);
+  std::vector<char> seen(rows, 0);
+  uint32_t partitions = 1;
+  for (uint32_t p = 0; p < partitions; ++p) {
+    const std::string path = dir + "/" + ps::PartitionFileName(var.id, p);
+    PX_ASSIGN_OR_RETURN(auto reader, ps::PartitionFileReader::Open(path));
+    const ps::PartitionFileHeader& h = reader->header();
+    if (p == 0) partitions = std::max<uint32_t>(1, h.partitions);
+    if (h.dim != var.dim || h.rows != var.rows ||
+        h.optimizer != static_cast<uint32_t>(var.optimizer.type) || h.partitions != partitions) {
+      return FailedPrecondition("PS checkpoint file \"" + path + "\" holds " + std::to_string(h.rows) +
+                                " rows of dim " + std::to_string(h.dim) + " (partition " +
+                                std::to_string(h.partition) + " of " + std::to_string(h.partitions) +
+                                "), optimizer " + std::to_string(h.optimizer) + "; \"" + var.name +
+                                "\" now has " + std::to_string(var.rows) + " of dim " +
+                                std::to_string(var.dim) + ", optimizer " +
+                                std::to_string(static_cast<uint32_t>(var.optimizer.type)));
+    }
+    std::vector<int64_t> ids, row_steps;
+    std::vector<float> w, s1, s2;
+    while (true) {
+      PX_RETURN_IF_ERROR(reader->NextWithState(4096, &ids, &w, &s1, &s2, &row_steps));
+      if (ids.empty()) break;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const size_t r = static_cast<size_t>(ids[i]);  // in [0, rows): checked by the reader
+        seen[r] = 1;
+        std::copy_n(w.begin() + i * dim, dim, weights.begin() + r * dim);
+        if (slots >= 1) std::copy_n(s1.begin() + i * dim, dim, s[0].begin() + r * dim);
+        if (slots >= 2) std::copy_n(s2.begin() + i * dim, dim, s[1].begin() + r * dim);
+        if (adam) steps[r] = row_steps[i];
+      }
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    if (!seen[r]) ps::InitializeRow(var.init, var.id, static_cast<int64_t>(r), var.dim, &weights[r * dim]);
+  }
+  DenseEntry e;
+  e.id = var.id;
+  e.name = var.name;
+  const size_t size = HeldSize(var);
+  weights.resize(size);
+  e.values = std::move(weights);
+  if (slots >= 1) e.optimizer.s1.assign(s[0].begin(), s[0].begin() + static_cast<std::ptrdiff_t>(size));
+  if (slots >= 2) e.optimizer.s2.assign(s[1].begin(), s[1].begin() + static_cast<std::ptrdiff_t>(size));
+  if (var.sparse) {
+    e.optimizer.steps = std::move(steps);
+  } else {
+    e.optimizer.steps = {adam && !steps.empty() ? *std::max_element(steps.begin(), steps.end()) : step};
+  }
+  return e;
+}
+
+StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::PlannedVariable& var) {
+  const size_t dim = var.dim, rows = static_cast<size_t>(var.rows), size = HeldSize(var);
+  const int slots = optim::StateSlots(var.optimizer.type);
+  const bool adam = var.optimizer.type == OptimizerType::kAdam;
+  const size_t want_steps = var.sparse ? (adam ? rows : 0) : 1;
+  if (entry.values.size() != size || entry.optimizer.s1.size() != (slots >= 1 ? size : 0) ||
+      entry.optimizer.s2.size() != (slots >= 2 ? size : 0) ||
+      entry.optimizer.steps.size() != want_steps) {
+    return FailedPrecondition("the checkpoint's \"" + var.name + "\" holds " +
+                              std::to_string(entry.values.size()) + " values and " +
+                              std::to_string(entry.optimizer.s1.size() + entry.optimizer.s2.size()) +
+                              " optimizer values; the plan's has " + std::to_string(size) +
+                              " values with a " + std::string(OptimizerTypeName(var.optimizer.type)) + " optimizer");
+  }
+  const size_t width = ps_wire::RowStateWidth(var.dim, slots);
+  std::vector<float> states(rows * width);
+  std::vector<float> w(dim), s1(dim), s2(dim);
+  auto row_of = [&](const std::vector<float>& from, size_t r, std::vector<float>* out) {
+    std::fill(out->begin(), out->end(), 0.0f);
+    const size_t begin = r * dim, n = std::min(dim, size - begin);
+    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(begin), n, out->begin());
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    row_of(entry.values, r, &w);
+    if (slots >= 1) row_of(entry.optimizer.s1, r, &s1);
+    if (slots >= 2) row_of(entry.optimizer.s2, r, &s2);
+    const int64_t row_step = !adam ? 0 : var.sparse ? entry.optimizer.steps[r] : entry.optimizer.steps[0];
+    ps::PackRowState(w.data(), slots >= 1 ? s1.data() : nullptr, slots >= 2 ? s2.data() : nullptr,
+                     row_step, var.dim, slots, states.data() + r * width);
+  }
+  return states;
 }
 
 Status Checkpointer::Write(int64_t step, const std::string& plan_json,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/optim/optimizer.h"
+#include "core/plan/job_plan.h"
 #include "parallax/status.h"
 #include "trainer/checkpoint_files.h"
 
@@ -55,6 +56,27 @@ std::vector<DenseEntry> SnapshotHeld(const std::vector<HeldVariable>& vars);
 // FAILED_PRECONDITION when `entries` lack a variable or its size differs;
 // nothing is half-restored per variable.
 Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<HeldVariable>& vars);
+
+// A plan may move a variable between the workers and the PS (a re-plan, or
+// a restart whose plan uses the hosts' measured figures); a resumed attempt
+// carries its state across (docs/RELIABILITY.md, "Checkpoints").
+//
+// PS -> workers: the variable `var` of the current plan (on a worker path)
+// from its partition files in the checkpoint directory `dir`, as the
+// DenseEntry dense.pxck would hold: every row's weights and optimizer state
+// (rows the PS never touched: the initializer's values and the optimizer's
+// initial state), a dense variable's padding dropped. The steps are a
+// DenseOptimizer's (one count: the rows' Adam step, else `step`) for a dense
+// variable, a SparseOptimizer's (per row, Adam only) for a table.
+// FAILED_PRECONDITION naming the file when one is missing, corrupt, or of
+// another shape or optimizer.
+StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedVariable& var,
+                                    int64_t step);
+// Workers -> PS: `entry` (dense.pxck's) as the row states of `var` (now on
+// the PS) for WRITE with ROW_STATE: var.rows × RowStateWidth values, rows
+// 0..rows-1, a dense variable's last row padded with zeros.
+// FAILED_PRECONDITION when the entry's sizes do not fit the variable.
+StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::PlannedVariable& var);
 
 // The checkpoint protocol of one rank (what a Session does at a checkpoint
 // step and in Start()). Thread-compatible.

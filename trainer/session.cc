@@ -11,6 +11,7 @@
 // the part its path belongs to, and orders the parts within a step.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "core/calibration/host_calibration.h"
 #include "core/comm/coordinator_store.h"
 #include "core/plan/job_plan.h"
+#include "core/ps/partition_file.h"
 #include "core/plan/plan_builder.h"
 #include "core/rpc/coordinator_client.h"
 #include "parallax/session.h"
@@ -488,14 +490,55 @@ std::vector<HeldVariable> SessionImpl::Held() {
 // Worker-held variables (every path but PS) and their optimizer state come
 // back from dense.pxck on every rank, then the rank's own state blobs; the
 // shards load their partitions.
+//
+// A variable whose path changed since the checkpoint (a re-plan, or a
+// restart planned with the hosts' measured figures) carries its state
+// across: one now held on workers that the checkpoint's plan kept on the
+// PS is read from its partition files; one now on the PS that dense.pxck
+// holds starts over on the shards and rank 0 writes its rows' whole state.
 Status SessionImpl::Resume(const Checkpointer::ResumePoint& rp) {
   const std::string where = RankName() + " resuming from the checkpoint in \"" + rp.dir + "\"";
-  PX_RETURN_IF_ERROR(RestoreHeld(rp.dense, Held()).WithContext(where));
+  std::vector<DenseEntry> dense = rp.dense;
+  std::map<uint32_t, std::vector<float>> moved_to_ps;
+  auto entry_of = [&](const plan::PlannedVariable& v) -> const DenseEntry* {
+    for (const DenseEntry& e : rp.dense) {
+      if (e.id == v.id && e.name == v.name) return &e;
+    }
+    return nullptr;
+  };
+  for (const plan::PlannedVariable& v : plan_.variables) {
+    const DenseEntry* e = entry_of(v);
+    if (v.path == VariablePath::kPs) {
+      if (e == nullptr || v.dynamic) continue;
+      if (options_.rank == 0) {
+        StatusOr<std::vector<float>> states = RowStatesOf(*e, v);
+        if (!states.ok()) return states.status().WithContext(where);
+        moved_to_ps[v.id] = std::move(states).value();
+      } else {
+        moved_to_ps[v.id];  // rank 0 writes it
+      }
+      PX_LOG(INFO) << RankName() << ": \"" << v.name << "\" moved from the workers to the PS since "
+                   << "the checkpoint of step " << rp.step << ": rank 0 writes its state to the shards";
+      continue;
+    }
+    if (e != nullptr ||
+        !std::filesystem::exists(rp.dir + "/" + ps::PartitionFileName(v.id, 0))) {
+      continue;
+    }
+    StatusOr<DenseEntry> from_ps = ReadPsVariable(rp.dir, v, rp.step);
+    if (!from_ps.ok()) return from_ps.status().WithContext(where);
+    PX_LOG(INFO) << RankName() << ": \"" << v.name << "\" moved from the PS to "
+                 << VariablePathName(v.path) << " since the checkpoint of step " << rp.step
+                 << ": its state read from the PS checkpoint files";
+    dense.push_back(std::move(from_ps).value());
+  }
+  PX_RETURN_IF_ERROR(RestoreHeld(dense, Held()).WithContext(where));
   PX_RETURN_IF_ERROR(states_.RestoreAll(rp.rank_state).WithContext(where));
   step_ = rp.step;
   resumed_from_ = rp.step;
   if (plan_.has_ps()) {
-    PX_RETURN_IF_ERROR(sparse_->LoadCheckpoint(rp.dir, rp.step, options_.rank == 0));
+    PX_RETURN_IF_ERROR(
+        sparse_->LoadCheckpoint(rp.dir, rp.step, options_.rank == 0, moved_to_ps).WithContext(where));
   }
   PX_LOG(INFO) << "rank " << options_.rank << " resumes job " << options_.job_id << " from step "
                << rp.step << " (" << rp.dir << ")";

@@ -170,13 +170,25 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
   slots_.push_back(std::move(s));
 }
 
-Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool rank0) {
+Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool rank0,
+                                  const std::map<uint32_t, std::vector<float>>& moved) {
   // A LOAD drops pending pushes: no rank pushes or pulls before every shard
   // has loaded.
   if (rank0) {
-    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(dir));
+    std::vector<uint32_t> fresh;
+    for (const auto& [id, states] : moved) fresh.push_back(id);
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(dir, fresh, step));
     PX_RETURN_IF_ERROR(
         ps_->Wait(t, Deadline()).WithContext("PS shards loading the checkpoint \"" + dir + "\""));
+    for (const auto& [id, states] : moved) {
+      const plan::PlannedVariable& v = At(id).var;
+      std::vector<int64_t> ids(static_cast<size_t>(v.rows));
+      std::iota(ids.begin(), ids.end(), 0);
+      PX_RETURN_IF_ERROR(WriteRowStates(v, ids, states,
+                                        "writing \"" + v.name +
+                                            "\", which the checkpoint held on workers, to PS" +
+                                            ShardsOf(At(id))));
+    }
   }
   if (world_) {
     PX_RETURN_IF_ERROR(
@@ -705,26 +717,32 @@ Status SparseSync::WriteHotRows() {
                        r < state.steps.size() ? state.steps[r] : 0, dim, slots,
                        states.data() + r * width);
     }
-    // In requests of at most 32 MiB of states, well under a shard's
-    // --max-message-mb (256 by default), however many rows are hot.
-    const size_t chunk = std::max<size_t>(1, (size_t{32} << 20) / (width * sizeof(float)));
-    std::vector<ps::Ticket> tickets;
-    Status st;
-    for (size_t first = 0; first < h && st.ok(); first += chunk) {
-      const size_t n = std::min(chunk, h - first);
-      StatusOr<ps::Ticket> t = ps_->WriteState(
-          s.var.id, std::span<const int64_t>(s.var.hot_rows).subspan(first, n),
-          std::span<const float>(states).subspan(first * width, n * width));
-      if (t.ok()) tickets.push_back(*t);
-      st = t.status();
-    }
-    for (ps::Ticket t : tickets) {  // every ticket is waited for, even after an error
-      Status w = ps_->Wait(t, Deadline());
-      if (st.ok()) st = w;
-    }
-    PX_RETURN_IF_ERROR(st.WithContext("writing the hot rows of \"" + s.var.name + "\" to PS" + ShardsOf(s)));
+    PX_RETURN_IF_ERROR(WriteRowStates(s.var, s.var.hot_rows, states,
+                                      "writing the hot rows of \"" + s.var.name + "\" to PS" + ShardsOf(s)));
   }
   return Status::Ok();
+}
+
+Status SparseSync::WriteRowStates(const plan::PlannedVariable& var, std::span<const int64_t> ids,
+                                  std::span<const float> states, const std::string& what) {
+  const size_t width = ps_wire::RowStateWidth(var.dim, optim::StateSlots(var.optimizer.type));
+  // In requests of at most 32 MiB of states, well under a shard's
+  // --max-message-mb (256 by default), however many rows there are.
+  const size_t chunk = std::max<size_t>(1, (size_t{32} << 20) / (width * sizeof(float)));
+  std::vector<ps::Ticket> tickets;
+  Status st;
+  for (size_t first = 0; first < ids.size() && st.ok(); first += chunk) {
+    const size_t n = std::min(chunk, ids.size() - first);
+    StatusOr<ps::Ticket> t =
+        ps_->WriteState(var.id, ids.subspan(first, n), states.subspan(first * width, n * width));
+    if (t.ok()) tickets.push_back(*t);
+    st = t.status();
+  }
+  for (ps::Ticket t : tickets) {  // every ticket is waited for, even after an error
+    Status w = ps_->Wait(t, Deadline());
+    if (st.ok()) st = w;
+  }
+  return st.WithContext(what);
 }
 
 std::optional<plan::MeasuredPresence> SparseSync::TakePresence(int attempt, int64_t step) {

@@ -101,7 +101,11 @@ class SparseSync {
   // Start(): every shard loads the checkpoint in `dir` (rank 0 asks, then
   // all ranks meet at a barrier), and under ssp the shards learn the step
   // this rank resumes at.
-  Status LoadCheckpoint(const std::string& dir, int64_t step, bool rank0);
+  // `moved`: the row states (trainer/checkpoint.h, RowStatesOf) of PS
+  // variables the checkpoint held on workers, by variable id: the shards
+  // start them over and rank 0 writes them, before any rank goes on.
+  Status LoadCheckpoint(const std::string& dir, int64_t step, bool rank0,
+                        const std::map<uint32_t, std::vector<float>>& moved = {});
   // Start() of a job that does not resume: rank 0 (`rank0`) writes the
   // given initial values of PS variables to their shards (`values` by
   // variable id: rows × dim for a sparse one, size() for a dense one), then
@@ -132,6 +136,10 @@ class SparseSync {
   // keep their optimizer state on the shards, rows that warmed bring
   // theirs).
   Status WriteHotRows();
+  // Rows `ids` of PS variable `var` become `states` (RowStateWidth values a
+  // row), in WRITE requests of at most 32 MiB.
+  Status WriteRowStates(const plan::PlannedVariable& var, std::span<const int64_t> ids,
+                        std::span<const float> states, const std::string& what);
   // Options::count_presence: the counts since the last call (or the start),
   // through step `step` of attempt `attempt`, and a new window from there.
   // Empty without counting.

@@ -13,10 +13,8 @@ namespace {
 
 constexpr double kMinRatio = 1e-9, kMaxRatio = 1e9;
 
-// measured / predicted, clamped; 1 where neither is above zero (a part the
-// attempt did not use), the largest where only the measurement is.
+// measured / predicted (> 0), clamped.
 double Ratio(double measured, double predicted) {
-  if (predicted <= 0) return measured > 0 ? kMaxRatio : 1.0;
   const double r = measured / predicted;
   if (!std::isfinite(r)) return kMaxRatio;
   return std::clamp(r, kMinRatio, kMaxRatio);
@@ -42,8 +40,19 @@ PredictedComm PredictedCommOf(const JobPlan& plan) {
 }
 
 PlanCorrection CorrectionFor(const JobPlan& plan, const Disagreement& measured, int attempt) {
-  const double dense = Ratio(measured.measured_dense_s, measured.predicted.dense_s);
-  const double sparse = Ratio(measured.measured_sparse_s, measured.predicted.sparse_s);
+  // A path the plan does not use (nothing predicted) has no variable whose
+  // time a scale could change: what was measured there joins the path the
+  // plan uses, and its own scale stays.
+  double measured_dense = measured.measured_dense_s, measured_sparse = measured.measured_sparse_s;
+  const bool dense_used = measured.predicted.dense_s > 0;
+  const bool sparse_used = measured.predicted.sparse_s > 0;
+  if (dense_used && !sparse_used) {
+    measured_dense += measured_sparse;
+  } else if (sparse_used && !dense_used) {
+    measured_sparse += measured_dense;
+  }
+  const double dense = dense_used ? Ratio(measured_dense, measured.predicted.dense_s) : 1.0;
+  const double sparse = sparse_used ? Ratio(measured_sparse, measured.predicted.sparse_s) : 1.0;
   PlanCorrection c;
   c.from_attempt = attempt;
   c.collective_time_scale = plan.cost.collective_time_scale * dense;

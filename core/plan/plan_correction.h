@@ -13,10 +13,11 @@
 // the job file, the hosts' measurements or the defaults give them). So the
 // re-planned model reproduces what was measured on the paths the attempt
 // used, and a path that turned out slower than predicted loses to one the
-// model still believes. A part the attempt did not use (nothing predicted
-// and nothing measured) keeps its scale: there is no evidence about it. A
-// part predicted to cost nothing that did cost something takes the largest
-// ratio. Each ratio is clamped to [1e-9, 1e9]; scales of an earlier
+// model still believes. A part the plan does not use (nothing predicted)
+// keeps its scale, since no variable of it could have been slow; the wait
+// measured there anyway (the session's bookkeeping) is added to the part the
+// plan uses, so the corrected model prices the plan at the whole measured
+// time. Each ratio is clamped to [1e-9, 1e9]; scales of an earlier
 // correction are multiplied.
 #ifndef PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_
 #define PARALLAX_CORE_PLAN_PLAN_CORRECTION_H_

@@ -63,8 +63,9 @@ StatusOr<std::unique_ptr<PartitionFileReader>> PartitionFileReader::Open(const s
   if (fh.dim == 0 || fh.optimizer > static_cast<uint32_t>(OptimizerType::kAdam))
     return bad("has a malformed header");
   const auto type = static_cast<OptimizerType>(fh.optimizer);
-  r->row_bytes_ = 8 + size_t{fh.dim} * 4 * (1 + static_cast<size_t>(optim::StateSlots(type))) +
-                  (type == OptimizerType::kAdam ? 8 : 0);
+  r->slots_ = optim::StateSlots(type);
+  r->adam_ = type == OptimizerType::kAdam;
+  r->row_bytes_ = 8 + size_t{fh.dim} * 4 * (1 + static_cast<size_t>(r->slots_)) + (r->adam_ ? 8 : 0);
   if (fh.count > (size - sizeof fh - 8) / r->row_bytes_ ||
       sizeof fh + fh.count * r->row_bytes_ + 8 != size)
     return bad("does not hold the " + std::to_string(fh.count) + " rows its header announces");
@@ -73,10 +74,21 @@ StatusOr<std::unique_ptr<PartitionFileReader>> PartitionFileReader::Open(const s
 
 Status PartitionFileReader::Next(size_t max_rows, std::vector<int64_t>* ids,
                                  std::vector<float>* weights) {
+  return NextWithState(max_rows, ids, weights, nullptr, nullptr, nullptr);
+}
+
+Status PartitionFileReader::NextWithState(size_t max_rows, std::vector<int64_t>* ids,
+                                          std::vector<float>* weights, std::vector<float>* s1,
+                                          std::vector<float>* s2, std::vector<int64_t>* steps) {
   const size_t n = static_cast<size_t>(std::min<uint64_t>(max_rows, header_.count - read_));
   const size_t dim = header_.dim;
   ids->resize(n);
   weights->resize(n * dim);
+  std::vector<float>* slot_out[2] = {s1, s2};
+  for (int k = 0; k < 2; ++k) {
+    if (slot_out[k] != nullptr) slot_out[k]->resize(k < slots_ ? n * dim : 0);
+  }
+  if (steps != nullptr) steps->resize(adam_ ? n : 0);
   std::vector<char> row(row_bytes_);
   for (size_t i = 0; i < n; ++i) {
     if (std::fread(row.data(), 1, row_bytes_, file_) != row_bytes_)
@@ -88,6 +100,11 @@ Status PartitionFileReader::Next(size_t max_rows, std::vector<int64_t>* ids,
                                 std::to_string(header_.rows - 1));
     }
     std::memcpy(weights->data() + i * dim, row.data() + 8, dim * 4);
+    const char* state = row.data() + 8 + dim * 4;
+    for (int k = 0; k < slots_; ++k) {
+      if (slot_out[k] != nullptr) std::memcpy(slot_out[k]->data() + i * dim, state + k * dim * 4, dim * 4);
+    }
+    if (adam_ && steps != nullptr) std::memcpy(&(*steps)[i], state + slots_ * dim * 4, 8);
   }
   read_ += n;
   return Status::Ok();

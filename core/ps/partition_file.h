@@ -2,7 +2,8 @@
 // "Checkpoint files"): a 64-byte header, then per row the id, the weights,
 // the optimizer slots and (Adam) the row's step, then an FNV-1a 64 checksum
 // of everything before it. Shards write it (ps/checkpoint.h); export reads
-// it here, a chunk of rows at a time, without holding the whole partition.
+// it here, a chunk of rows at a time, without holding the whole partition;
+// a resumed trainer reads a variable the PS held and it now holds here too.
 #ifndef PARALLAX_CORE_PS_PARTITION_FILE_H_
 #define PARALLAX_CORE_PS_PARTITION_FILE_H_
 
@@ -57,12 +58,19 @@ class PartitionFileReader {
   // Up to `max_rows` next rows: ids into *ids, weights (ids->size() × dim)
   // into *weights; the optimizer state is skipped. Both empty at the end.
   Status Next(size_t max_rows, std::vector<int64_t>* ids, std::vector<float>* weights);
+  // The same with each row's optimizer state: its slots into *s1 and *s2
+  // (ids->size() × dim each; empty for an optimizer with fewer) and Adam's
+  // step into *steps (ids->size(); empty for the others).
+  Status NextWithState(size_t max_rows, std::vector<int64_t>* ids, std::vector<float>* weights,
+                       std::vector<float>* s1, std::vector<float>* s2, std::vector<int64_t>* steps);
 
  private:
   PartitionFileReader() = default;
   std::string path_;
   std::FILE* file_ = nullptr;
   PartitionFileHeader header_;
+  int slots_ = 0;
+  bool adam_ = false;
   size_t row_bytes_ = 0;
   uint64_t read_ = 0;
 };

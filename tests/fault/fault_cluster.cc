@@ -113,7 +113,7 @@ std::string WriteTinyJob(const TempDir& dir, const TinyJob& job) {
     f << "[trainer.env]\n";
     for (const auto& [k, v] : job.env) f << k << " = \"" << v << "\"\n";
   }
-  f << "[optimizer.dense]\ntype = \"sgd\"\nlr = 0.1\n"
+  f << "[optimizer.dense]\ntype = \"" << job.dense_optimizer << "\"\nlr = 0.1\n"
     << "[optimizer.sparse]\ntype = \"adagrad\"\nlr = 0.1\n"
     << "[ps]\nshards = " << job.shards << "\n"
     << job.ps_extra << "\n[[variable]]\nname = \"emb\"\npath = \"ps\"\n"

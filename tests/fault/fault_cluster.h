@@ -31,6 +31,7 @@ struct TinyJob {
   int shards = 2;
   std::string ps_extra;  // more [ps] keys
   std::string variable_extra;  // more keys of emb's [[variable]]
+  std::string dense_optimizer = "sgd";  // [optimizer.dense] type, for "w"
 };
 
 // Writes the tiny job's file, DIR/<tag>.toml (ranks' outputs and checkpoints

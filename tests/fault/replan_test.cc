@@ -17,6 +17,9 @@
 #include <iostream>
 #include <regex>
 
+#include "core/plan/plan_correction.h"
+#include "core/rpc/coordinator_client.h"
+#include "schemas/kv_keys.h"
 #include "tests/fault/fault_cluster.h"
 #include "tests/testing/relative_difference.h"
 
@@ -87,6 +90,7 @@ TEST_F(ReplanTest, ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan) {
   std::filesystem::create_directories(pause_dir);
   TinyJob job;
   job.tag = "replan";
+  job.dense_optimizer = "momentum";
   job.job_extra = WrongPrediction(true);
   job.env = {{"TINY_PAUSE_AT", "step:20"},
              {"TINY_PAUSE_DIR", pause_dir},
@@ -131,6 +135,27 @@ TEST_F(ReplanTest, ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan) {
       << status.out;
   for (const std::string& e : events) {
     if (e.find("re-plan") != std::string::npos) std::cout << "replan event: " << e << "\n";
+  }
+  // With PS round trips now priced at what they cost, attempt 2 all-reduces
+  // "w", which attempt 1 kept on the PS: its values and momentum come from
+  // the shards' checkpoint files, and the job ends with the model of a job
+  // that kept it on the PS throughout.
+  EXPECT_NE(all.find("w: ps (P=1) -> allreduce"), std::string::npos) << all;
+  TinyJob stay = job;
+  stay.tag = "replan-stay";
+  stay.job_extra = WrongPrediction(false);
+  stay.env.clear();
+  const std::string steady = cluster_.Submit(stay);
+  ASSERT_FALSE(steady.empty());
+  const nlohmann::json steady_end = cluster_.WaitForEnd(steady, 60'000);
+  ASSERT_EQ(steady_end.value("state", ""), "SUCCEEDED") << steady_end.dump() << cluster_.Logs();
+  for (int r = 0; r < 2; ++r) {
+    const Model got = ReadModel(cluster_.Output("replan", r));
+    const Model want = ReadModel(cluster_.Output("replan-stay", r));
+    RecordProperty("rank" + std::to_string(r) + "_w_relative_difference",
+                   std::to_string(RelativeDifference(got.at("w"), want.at("w"))));
+    EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
+    EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
   }
 }
 
@@ -239,6 +264,91 @@ TEST_F(ReplanTest, AnOperatorsReplanResumesWithReMeasuredHotRows) {
   const RunResult late = cluster_.Cli({"replan", id});
   EXPECT_EQ(late.exit_code, 1) << late.out;
   EXPECT_NE(late.err.find("is SUCCEEDED; only a RUNNING job re-plans"), std::string::npos) << late.err;
+}
+
+// A re-plan that moves a variable between the workers and the PS carries
+// its state across the checkpoint (trainer/checkpoint.h, ReadPsVariable and
+// RowStatesOf). Attempt 1 all-reduces "w" (momentum; PS bytes priced at a
+// millisecond each); while its ranks wait
+// after step 15 the test stores a correction that prices the collectives a
+// billion times higher and an operator asks for a re-plan; attempt 2 puts
+// "w" on the PS, whose shards start it over and take its values and
+// momentum from rank 0, and the job ends with the model of a job that never
+// moved it. (ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan
+// moves "w" the other way, from the PS to all-reduce.)
+TEST_F(ReplanTest, AVariableTheRePlanMovesToThePsKeepsItsState) {
+  const std::string pause_dir = dir_.File("pause-move");
+  std::filesystem::create_directories(pause_dir);
+  auto job_of = [&](const std::string& tag) {
+    TinyJob job;
+    job.tag = tag;
+    job.dense_optimizer = "momentum";
+    // PS bytes priced at a millisecond each, so that the plan all-reduces
+    // "w" (through shared memory); the monitor never compares (only the
+    // test's correction counts).
+    job.job_extra =
+        "[plan]\nreplan = true\nreplan_after_steps = 1000\n"
+        "loopback_bytes_per_s = 1000\nlink_bytes_per_s = 1000\n";
+    return job;
+  };
+  TinyJob moved = job_of("move-to-ps");
+  moved.env = {{"TINY_PAUSE_AT", "step:15"}, {"TINY_PAUSE_DIR", pause_dir}};
+  const std::string id = cluster_.Submit(moved);
+  ASSERT_FALSE(id.empty());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(WaitForFile(pause_dir + "/paused-rank" + std::to_string(r), 60'000))
+        << "rank " << r << cluster_.Logs();
+  }
+  {
+    CoordinatorClientOptions co;
+    co.address = cluster_.address();
+    auto client = CoordinatorClient::Connect(co);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    const plan::PlanCorrection c{.from_attempt = 1, .collective_time_scale = 1e9,
+                                 .ps_time_scale = 1, .source = "the test's correction"};
+    ASSERT_TRUE((*client)->KvSet(kv_keys::PlanCorrection(std::stoll(id)), plan::PlanCorrectionToJson(c)).ok());
+  }
+  const RunResult asked = cluster_.Cli({"replan", id});
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  std::ofstream(pause_dir + "/go").close();
+  const nlohmann::json end = cluster_.WaitForEnd(id, 90'000);
+  const std::string all = Joined(cluster_.EventMessages(id));
+  ASSERT_EQ(end.value("state", ""), "SUCCEEDED") << end.dump() << all << cluster_.Logs();
+  EXPECT_EQ(end.value("attempt", 0), 2) << all;
+  auto path_of_w = [&](int step) {
+    std::ifstream in(cluster_.CheckpointRoot() + "/job-" + id + "/step-" + std::to_string(step) +
+                     "/MANIFEST.json");
+    if (!in) return std::string("no manifest of step ") + std::to_string(step);
+    const nlohmann::json m = nlohmann::json::parse(in);
+    return m["plan"]["variables"][1].value("name", "") + ":" +
+           m["plan"]["variables"][1].value("path", "");
+  };
+  auto reason_of_w = [&](int step) {
+    std::ifstream in(cluster_.CheckpointRoot() + "/job-" + id + "/step-" + std::to_string(step) +
+                     "/MANIFEST.json");
+    if (!in) return std::string();
+    return nlohmann::json::parse(in)["plan"]["variables"][1].value("reason", "");
+  };
+  ASSERT_EQ(path_of_w(20), "w:allreduce") << "attempt 1 all-reduces w: " << reason_of_w(20);
+  ASSERT_EQ(path_of_w(30), "w:ps") << "attempt 2 moved it: " << reason_of_w(30) << "\n" << all;
+  const std::regex at_checkpoint(R"(re-plans at the checkpoint of step (\d+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(all, m, at_checkpoint)) << all;
+  const int step = std::stoi(m[1]);
+
+  const std::string steady = cluster_.Submit(job_of("stay"));
+  ASSERT_FALSE(steady.empty());
+  const nlohmann::json steady_end = cluster_.WaitForEnd(steady, 90'000);
+  ASSERT_EQ(steady_end.value("state", ""), "SUCCEEDED") << steady_end.dump() << cluster_.Logs();
+  for (int r = 0; r < 2; ++r) {
+    const Model got = ReadModel(cluster_.Output("move-to-ps", r));
+    const Model want = ReadModel(cluster_.Output("stay", r));
+    EXPECT_EQ(got.at("resumed"), std::vector<float>{static_cast<float>(step)}) << "rank " << r;
+    RecordProperty("rank" + std::to_string(r) + "_w_relative_difference",
+                   std::to_string(RelativeDifference(got.at("w"), want.at("w"))));
+    EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
+    EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
+  }
 }
 
 }  // namespace

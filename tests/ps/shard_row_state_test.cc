@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/optim/optimizer.h"
+#include "core/ps/initializer.h"
 #include "core/ps/row_state.h"
 #include "ps/shard_core.h"
 #include "tests/ps/ps_test_util.h"
@@ -166,6 +167,79 @@ TEST(RowStateRefusalTest, ADynamicTableRefusesRowState) {
   plan.variables[0].dynamic = DynamicTableSettings{};
   auto core = testing::MakeShard(plan);
   ExpectOneErrorReply(SendState(core.get(), Op::kPull, {4}, {}, Width(plan)), ErrorCode::kBadFlags);
+}
+
+// A plan that moved a variable from the workers to the PS since the
+// checkpoint (a re-plan): the trainer's LOAD names it, each shard starts its
+// rows over instead of reading files the checkpoint does not have, and its
+// partitions count the checkpoint's steps as applied, so a sync pull of the
+// resumed step is answered, not held; rank 0 then writes its rows' state. A
+// LOAD naming a variable the plan does not have on the PS is refused, and
+// the shard keeps what it held.
+TEST(LoadFreshTest, AVariableNewToThePsStartsOverAtTheCheckpointsStep) {
+  PsPlan before = OneTablePlan(OptimizerType::kAdagrad);
+  before.consistency = Consistency::kSync;
+  auto old_shard = testing::MakeShard(before);
+  PushRow(old_shard.get(), 3, {0.5f, -1.0f, 2.0f}, 0);
+  PushRow(old_shard.get(), 3, {0.25f, 0.5f, -0.75f}, 1);
+  parallax::testing::TempDir dir;
+  testing::Frames save = Request(MakeHeader(Op::kSave, 0, 0, 0, 0, 0, 2), {}, {});
+  save.f[1] = dir.path();
+  auto saved = Send(old_shard.get(), save);
+  ASSERT_EQ(ReplyHeader(saved[0]).op, static_cast<uint8_t>(Op::kSave)) << saved[0].frames[1];
+
+  PsPlan after = before;
+  VariableSpec w = after.variables[0];
+  w.id = 1;
+  w.name = "w";
+  w.rows = 2;
+  w.init.seed = 9;
+  after.variables.push_back(w);
+  auto shard = testing::MakeShard(after);
+  auto load = [&](const std::vector<uint32_t>& fresh, uint32_t count, int64_t step) {
+    testing::Frames f = Request(MakeHeader(Op::kLoad, 0, 0, 0, count, 0, step), {}, {});
+    f.f[1] = dir.path();
+    f.f[2].assign(reinterpret_cast<const char*>(fresh.data()), fresh.size() * 4);
+    return Send(shard.get(), f);
+  };
+  // Without naming it, the LOAD finds no file of "w" and changes nothing.
+  auto missing = load({}, 0, 2);
+  ExpectOneErrorReply(missing, ErrorCode::kCheckpoint);
+  EXPECT_NE(missing[0].frames[1].find("nothing was loaded"), std::string::npos) << missing[0].frames[1];
+
+  auto loaded = load({1}, 1, 2);
+  ASSERT_EQ(ReplyHeader(loaded[0]).op, static_cast<uint8_t>(Op::kLoad)) << loaded[0].frames[1];
+  EXPECT_EQ(PullState(shard.get(), after, {3}), PullState(old_shard.get(), before, {3}));
+  // A sync pull of step 2 of "w": answered at once (steps 0 and 1 count as
+  // applied), with the initializer's row.
+  auto pulled = Send(shard.get(), Request(MakeHeader(Op::kPull, 1, 0, 0, 1, kDim, 2), {0}, {}));
+  ASSERT_EQ(pulled.size(), 1u) << "held: the fresh partition's steps were not counted";
+  ASSERT_EQ(ReplyHeader(pulled[0]).op, static_cast<uint8_t>(Op::kPull)) << pulled[0].frames[1];
+  std::vector<float> init(kDim);
+  InitializeRow(w.init, 1, 0, kDim, init.data());
+  EXPECT_EQ(ReplyValues(pulled[0]), init);
+
+  // The trainer writes the moved rows' state; bad LOADs leave it.
+  std::vector<float> state(Width(after), 0.0f);
+  state[0] = 7.0f;
+  state[kDim] = 0.5f;  // the Adagrad accumulator
+  auto ack = Send(shard.get(), [&] {
+    Header h = MakeHeader(Op::kWrite, 1, 0, 0, 1, Width(after), 0);
+    h.flags = ps_wire::kFlagRowState;
+    return Request(h, {1}, state);
+  }());
+  ASSERT_EQ(ReplyHeader(ack[0]).op, static_cast<uint8_t>(Op::kWrite)) << ack[0].frames[1];
+  auto unknown = load({5}, 1, 2);
+  ExpectOneErrorReply(unknown, ErrorCode::kUnknownVariable);
+  EXPECT_NE(unknown[0].frames[1].find("variable 5"), std::string::npos) << unknown[0].frames[1];
+  ExpectOneErrorReply(load({}, 1, 2), ErrorCode::kBadCount);
+  auto kept = Send(shard.get(), [&] {
+    Header h = MakeHeader(Op::kPull, 1, 0, 0, 1, Width(after), 2);
+    h.flags = ps_wire::kFlagRowState;
+    return Request(h, {1}, {});
+  }());
+  ASSERT_EQ(ReplyHeader(kept[0]).op, static_cast<uint8_t>(Op::kPull)) << kept[0].frames[1];
+  EXPECT_EQ(ReplyValues(kept[0]), state);
 }
 
 }  // namespace

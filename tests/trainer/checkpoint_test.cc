@@ -10,6 +10,9 @@
 #include <fstream>
 
 #include "core/base/durable_file.h"
+#include "core/ps/row_state.h"
+#include "ps/checkpoint.h"
+#include "ps/variable_table.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::trainer {
@@ -126,4 +129,83 @@ TEST_F(CheckpointFilesTest, PruneKeepsTheNewestCommittedAndAnythingNewer) {
 }
 
 }  // namespace
+// A variable that changed sides between the checkpoint and the resumed
+// plan (trainer/checkpoint.h): a dense variable of 1,030 elements (2 PS rows
+// of 1,024, the last one padded) trained by a shard's Adam comes back as the
+// DenseEntry a DenseOptimizer restores, and RowStatesOf gives the shard the
+// same rows back; a file of another shape is refused naming it.
+TEST_F(CheckpointFilesTest, AVariableCrossesBetweenThePsFilesAndAWorkersEntry) {
+  plan::PlannedVariable v;
+  v.id = 3;
+  v.name = "w";
+  v.sparse = false;
+  v.size = 1030;
+  v.dim = 1024;
+  v.rows = 2;
+  v.path = VariablePath::kAllReduce;
+  v.optimizer.type = OptimizerType::kAdam;
+  v.optimizer.lr = 0.01f;
+  v.init.seed = 4;
+  ps::VariableSpec spec;
+  spec.id = v.id;
+  spec.name = v.name;
+  spec.rows = v.rows;
+  spec.dim = v.dim;
+  spec.optimizer = v.optimizer;
+  spec.init = v.init;
+  spec.partition_shards = {0};
+  ps::VariableTable table(spec);
+  std::vector<float> g(v.dim);
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t row : {0, 1}) {
+      for (uint32_t d = 0; d < v.dim; ++d) g[d] = 0.001f * static_cast<float>((d + row + step) % 7) - 0.003f;
+      table.Apply(table.Touch(row), g.data(), 1.0f);
+    }
+  }
+  const std::string dir = dir_.File("step-3");
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(ps::SavePartition(dir, table, 0, 3, 6).ok());
+
+  StatusOr<DenseEntry> e = ReadPsVariable(dir, v, 3);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->id, 3u);
+  EXPECT_EQ(e->name, "w");
+  ASSERT_EQ(e->values.size(), 1030u);
+  ASSERT_EQ(e->optimizer.s1.size(), 1030u);
+  ASSERT_EQ(e->optimizer.s2.size(), 1030u);
+  EXPECT_EQ(e->optimizer.steps, std::vector<int64_t>{3}) << "Adam's step: the rows'";
+  for (size_t i = 0; i < 1030; ++i) {
+    const uint32_t idx = table.Touch(static_cast<int64_t>(i / 1024));
+    ASSERT_EQ(e->values[i], table.weights(idx)[i % 1024]) << i;
+    ASSERT_EQ(e->optimizer.s2[i], table.slot(1, idx)[i % 1024]) << i;
+  }
+  optim::DenseOptimizer dense(v.optimizer, v.size);
+  EXPECT_TRUE(dense.Restore(e->optimizer).ok());
+
+  StatusOr<std::vector<float>> states = RowStatesOf(*e, v);
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  const uint32_t width = ps::RowStateWidth(spec);
+  ASSERT_EQ(states->size(), 2u * width);
+  std::vector<float> w(v.dim), s1(v.dim), s2(v.dim);
+  int64_t row_step = 0;
+  ps::UnpackRowState(states->data() + width, v.dim, 2, w.data(), s1.data(), s2.data(), &row_step);
+  EXPECT_EQ(row_step, 3);
+  EXPECT_EQ(w[5], table.weights(table.Touch(1))[5]);
+  EXPECT_EQ(w[6], 0.0f) << "past the variable's 1,030 elements: padding";
+
+  plan::PlannedVariable other = v;
+  other.dim = 512;
+  other.rows = 3;
+  StatusOr<DenseEntry> bad = ReadPsVariable(dir, other, 3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("var3-part0.pxps"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("now has 3 of dim 512"));
+  other = v;
+  other.id = 4;
+  EXPECT_THAT(ReadPsVariable(dir, other, 3).status().message(), HasSubstr("var4-part0.pxps"));
+  DenseEntry short_entry = *e;
+  short_entry.values.pop_back();
+  EXPECT_FALSE(RowStatesOf(short_entry, v).ok());
+}
+
 }  // namespace parallax::trainer
