@@ -55,6 +55,29 @@ class ReplanTest : public ::testing::Test {
     ASSERT_EQ(cluster_.StartCoordinator(), "");
     cluster_.StartAgent("a");
   }
+  // Runs `reference` to its end, then checks that both ranks of job `tag`
+  // ended with its model ("emb" and "w" within 1e-5, recorded per rank)
+  // and, with `resumed` >= 0, resumed from that step.
+  void ExpectTheModelOf(const std::string& tag, const TinyJob& reference, int resumed = -1) {
+    const std::string id = cluster_.Submit(reference);
+    ASSERT_FALSE(id.empty());
+    const nlohmann::json end = cluster_.WaitForEnd(id, 90'000);
+    ASSERT_EQ(end.value("state", ""), "SUCCEEDED") << end.dump() << cluster_.Logs();
+    EXPECT_EQ(end.value("attempt", 0), 1);
+    for (int r = 0; r < 2; ++r) {
+      const Model got = ReadModel(cluster_.Output(tag, r));
+      const Model want = ReadModel(cluster_.Output(reference.tag, r));
+      if (resumed >= 0) {
+        EXPECT_EQ(got.at("resumed"), std::vector<float>{static_cast<float>(resumed)}) << "rank " << r;
+      }
+      for (const char* var : {"emb", "w"}) {
+        const double d = RelativeDifference(got.at(var), want.at(var));
+        RecordProperty("rank" + std::to_string(r) + "_" + var + "_relative_difference", std::to_string(d));
+        EXPECT_LT(d, 1e-5) << var << ", rank " << r;
+      }
+    }
+  }
+
   TempDir dir_;
   FaultCluster cluster_{dir_};
 };
@@ -145,18 +168,7 @@ TEST_F(ReplanTest, ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan) {
   stay.tag = "replan-stay";
   stay.job_extra = WrongPrediction(false);
   stay.env.clear();
-  const std::string steady = cluster_.Submit(stay);
-  ASSERT_FALSE(steady.empty());
-  const nlohmann::json steady_end = cluster_.WaitForEnd(steady, 60'000);
-  ASSERT_EQ(steady_end.value("state", ""), "SUCCEEDED") << steady_end.dump() << cluster_.Logs();
-  for (int r = 0; r < 2; ++r) {
-    const Model got = ReadModel(cluster_.Output("replan", r));
-    const Model want = ReadModel(cluster_.Output("replan-stay", r));
-    RecordProperty("rank" + std::to_string(r) + "_w_relative_difference",
-                   std::to_string(RelativeDifference(got.at("w"), want.at("w"))));
-    EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
-    EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
-  }
+  ExpectTheModelOf("replan", stay);
 }
 
 // Hot rows that stop serving: the tiny job keeps the 16 rows its sampled
@@ -207,20 +219,7 @@ TEST_F(ReplanTest, HotRowsThatStopServingAreReMeasuredAtTheNextCheckpoint) {
   ASSERT_TRUE(std::regex_search(all, m, at_checkpoint)) << all;
   const int step = std::stoi(m[1]);
 
-  const std::string steady = cluster_.Submit(job_of("hot-steady", false));
-  ASSERT_FALSE(steady.empty());
-  const nlohmann::json steady_end = cluster_.WaitForEnd(steady, 90'000);
-  ASSERT_EQ(steady_end.value("state", ""), "SUCCEEDED") << steady_end.dump() << cluster_.Logs();
-  EXPECT_EQ(steady_end.value("attempt", 0), 1);
-  for (int r = 0; r < 2; ++r) {
-    const Model got = ReadModel(cluster_.Output("hot-replan", r));
-    const Model want = ReadModel(cluster_.Output("hot-steady", r));
-    EXPECT_EQ(got.at("resumed"), std::vector<float>{static_cast<float>(step)}) << "rank " << r;
-    RecordProperty("rank" + std::to_string(r) + "_emb_relative_difference",
-                   std::to_string(RelativeDifference(got.at("emb"), want.at("emb"))));
-    EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
-    EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
-  }
+  ExpectTheModelOf("hot-replan", job_of("hot-steady", false), step);
 }
 
 // `parallax replan JOB`: an operator asks a running job to re-plan. Attempt
@@ -336,19 +335,7 @@ TEST_F(ReplanTest, AVariableTheRePlanMovesToThePsKeepsItsState) {
   ASSERT_TRUE(std::regex_search(all, m, at_checkpoint)) << all;
   const int step = std::stoi(m[1]);
 
-  const std::string steady = cluster_.Submit(job_of("stay"));
-  ASSERT_FALSE(steady.empty());
-  const nlohmann::json steady_end = cluster_.WaitForEnd(steady, 90'000);
-  ASSERT_EQ(steady_end.value("state", ""), "SUCCEEDED") << steady_end.dump() << cluster_.Logs();
-  for (int r = 0; r < 2; ++r) {
-    const Model got = ReadModel(cluster_.Output("move-to-ps", r));
-    const Model want = ReadModel(cluster_.Output("stay", r));
-    EXPECT_EQ(got.at("resumed"), std::vector<float>{static_cast<float>(step)}) << "rank " << r;
-    RecordProperty("rank" + std::to_string(r) + "_w_relative_difference",
-                   std::to_string(RelativeDifference(got.at("w"), want.at("w"))));
-    EXPECT_LT(RelativeDifference(got.at("w"), want.at("w")), 1e-5) << "rank " << r;
-    EXPECT_LT(RelativeDifference(got.at("emb"), want.at("emb")), 1e-5) << "rank " << r;
-  }
+  ExpectTheModelOf("move-to-ps", job_of("stay"), step);
 }
 
 }  // namespace
