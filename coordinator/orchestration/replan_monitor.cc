@@ -299,21 +299,29 @@ Status ReplanMonitor::PlanStored(int64_t job_id, int attempt, int64_t now) {
   }
   PX_ASSIGN_OR_RETURN(std::optional<std::string> stored,
                       store_->KvGet(kv_keys::PlanCorrection(job_id)));
-  if (!stored) return Status::Ok();
-  PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(*stored));
-  if (attempt != c.from_attempt + 1) return Status::Ok();
-  // An attempt whose rank 0 did not plan with the correction ([plan] replan
-  // turned off in a resumed job file) did not re-plan.
-  if (after.cost.collective_time_scale != c.collective_time_scale ||
-      after.cost.ps_time_scale != c.ps_time_scale) {
-    return Status::Ok();
+  if (stored) {
+    PX_ASSIGN_OR_RETURN(plan::PlanCorrection c, plan::ParsePlanCorrection(*stored));
+    // An attempt whose rank 0 did not plan with the correction ([plan]
+    // replan turned off in a resumed job file) did not re-plan.
+    if (attempt == c.from_attempt + 1 && after.cost.collective_time_scale == c.collective_time_scale &&
+        after.cost.ps_time_scale == c.ps_time_scale) {
+      return store_
+          ->AppendEvent(job_id, "replan",
+                        "attempt " + std::to_string(attempt) + " " + c.source + ": " +
+                            plan::DescribePlanChange(before, after),
+                        now)
+          .status();
+    }
   }
-  return store_
-      ->AppendEvent(job_id, "replan",
-                    "attempt " + std::to_string(attempt) + " " + c.source + ": " +
-                        plan::DescribePlanChange(before, after),
-                    now)
-      .status();
+  // Any other attempt plans again too (the hosts' figures its predecessor
+  // measured, another cluster after a resize): say where variables moved.
+  const std::string moved = plan::DescribePathChanges(before, after);
+  if (moved.empty()) return Status::Ok();
+  const std::string message = "attempt " + std::to_string(attempt) + " planned variables elsewhere than attempt " +
+                              std::to_string(attempt - 1) + ": " + moved +
+                              "; each resumes with its state from the checkpoint";
+  PX_LOG(INFO) << "job " << job_id << ": " << message;
+  return store_->AppendEvent(job_id, "replan", message, now).status();
 }
 
 }  // namespace parallax::coordinator

@@ -104,7 +104,7 @@ StatusOr<PlanCorrection> ParsePlanCorrection(std::string_view json) {
   return c;
 }
 
-std::string DescribePlanChange(const JobPlan& before, const JobPlan& after) {
+std::string DescribePathChanges(const JobPlan& before, const JobPlan& after) {
   std::string changes;
   for (const PlannedVariable& v : after.variables) {
     const auto old = std::find_if(before.variables.begin(), before.variables.end(),
@@ -117,6 +117,11 @@ std::string DescribePlanChange(const JobPlan& before, const JobPlan& after) {
     changes += std::string(" -> ") + VariablePathName(v.path);
     if (p_after > 0) changes += " (P=" + std::to_string(p_after) + ")";
   }
+  return changes;
+}
+
+std::string DescribePlanChange(const JobPlan& before, const JobPlan& after) {
+  std::string changes = DescribePathChanges(before, after);
   if (changes.empty()) changes = "no variable changed its path";
   // Both plans priced by the corrected model.
   JobPlan remodelled = before;

@@ -63,6 +63,9 @@ StatusOr<PlanCorrection> ParsePlanCorrection(std::string_view json);
 // (P=2) -> allgather"; "no variable changed its path" when none did) and
 // the predicted communication time per step of both plans under the
 // corrected model (after's time scales).
+// The variables whose path or PS partition count differs between two plans
+// ("emb: ps (P=2) -> allgather, w: ps (P=1) -> allreduce"); empty when none.
+std::string DescribePathChanges(const JobPlan& before, const JobPlan& after);
 std::string DescribePlanChange(const JobPlan& before, const JobPlan& after);
 
 }  // namespace parallax::plan

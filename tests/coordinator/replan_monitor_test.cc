@@ -162,6 +162,32 @@ TEST_F(ReplanMonitorTest, ReplanOnceStoresTheCorrectionAndNamesWhatChanged) {
   EXPECT_EQ(ReplanEvents(id).size(), 3u);
 }
 
+// Every attempt plans again, so a restart (planned with the hosts' figures
+// the first attempt measured) or a resize may put variables elsewhere
+// without a re-plan: an event says which moved.
+TEST_F(ReplanMonitorTest, ARestartWhosePlanMovedVariablesSaysSo) {
+  ReplanMonitor monitor(db_.store.get());
+  const int64_t id = CreateJob(false);
+  const plan::JobPlan first = PutPlan(id, 1);
+  ASSERT_EQ(first.variables[0].path, VariablePath::kPs);
+  // The same plan again: nothing to say.
+  PutPlan(id, 2);
+  ASSERT_TRUE(monitor.PlanStored(id, 2, 0).ok());
+  EXPECT_TRUE(ReplanEvents(id).empty());
+  // Figures that make the PS slow (no correction stored: not a re-plan).
+  const plan::JobPlan third =
+      PutPlan(id, 3, plan::PlanCorrection{.from_attempt = 2, .collective_time_scale = 1, .ps_time_scale = 1e4});
+  ASSERT_NE(third.variables[0].path, VariablePath::kPs);
+  ASSERT_TRUE(monitor.PlanStored(id, 3, 0).ok());
+  const std::vector<std::string> events = ReplanEvents(id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rfind("attempt 3 planned variables elsewhere than attempt 2: emb: ps (P=2) -> ", 0), 0u)
+      << events[0];
+  EXPECT_NE(events[0].find("w: ps (P=1) -> allreduce; each resumes with its state from the checkpoint"),
+            std::string::npos)
+      << events[0];
+}
+
 // Hot rows that serve far fewer of a step's rows than the plan expected
 // (the data moved on since the batches they were chosen from): one event,
 // and with [plan] replan a re-plan at the next checkpoint, whose plan takes
