@@ -132,7 +132,9 @@ StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedV
   e.values = std::move(weights);
   if (slots >= 1) e.optimizer.s1.assign(s[0].begin(), s[0].begin() + static_cast<std::ptrdiff_t>(size));
   if (slots >= 2) e.optimizer.s2.assign(s[1].begin(), s[1].begin() + static_cast<std::ptrdiff_t>(size));
-  if (var.sparse) {
+  // The holder's form: all-gather replicas keep a SparseOptimizer (a step
+  // per row, Adam only), the all-reduce path a DenseOptimizer (one count).
+  if (var.path == VariablePath::kAllGather) {
     e.optimizer.steps = std::move(steps);
   } else {
     e.optimizer.steps = {adam && !steps.empty() ? *std::max_element(steps.begin(), steps.end()) : step};
@@ -144,10 +146,12 @@ StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::Pl
   const size_t dim = var.dim, rows = static_cast<size_t>(var.rows), size = HeldSize(var);
   const int slots = optim::StateSlots(var.optimizer.type);
   const bool adam = var.optimizer.type == OptimizerType::kAdam;
-  const size_t want_steps = var.sparse ? (adam ? rows : 0) : 1;
+  // A DenseOptimizer's one count (the all-reduce path), or a
+  // SparseOptimizer's step per row (Adam) or none (all-gather replicas).
+  const size_t num_steps = entry.optimizer.steps.size();
+  const bool per_row = var.sparse && num_steps == (adam ? rows : 0) && (num_steps != 1 || rows == 1);
   if (entry.values.size() != size || entry.optimizer.s1.size() != (slots >= 1 ? size : 0) ||
-      entry.optimizer.s2.size() != (slots >= 2 ? size : 0) ||
-      entry.optimizer.steps.size() != want_steps) {
+      entry.optimizer.s2.size() != (slots >= 2 ? size : 0) || (!per_row && num_steps != 1)) {
     return FailedPrecondition("the checkpoint's \"" + var.name + "\" holds " +
                               std::to_string(entry.values.size()) + " values and " +
                               std::to_string(entry.optimizer.s1.size() + entry.optimizer.s2.size()) +
@@ -166,7 +170,7 @@ StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::Pl
     row_of(entry.values, r, &w);
     if (slots >= 1) row_of(entry.optimizer.s1, r, &s1);
     if (slots >= 2) row_of(entry.optimizer.s2, r, &s2);
-    const int64_t row_step = !adam ? 0 : var.sparse ? entry.optimizer.steps[r] : entry.optimizer.steps[0];
+    const int64_t row_step = !adam ? 0 : per_row ? entry.optimizer.steps[r] : entry.optimizer.steps[0];
     ps::PackRowState(w.data(), slots >= 1 ? s1.data() : nullptr, slots >= 2 ? s2.data() : nullptr,
                      row_step, var.dim, slots, states.data() + r * width);
   }

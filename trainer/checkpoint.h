@@ -65,16 +65,18 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
 // from its partition files in the checkpoint directory `dir`, as the
 // DenseEntry dense.pxck would hold: every row's weights and optimizer state
 // (rows the PS never touched: the initializer's values and the optimizer's
-// initial state), a dense variable's padding dropped. The steps are a
-// DenseOptimizer's (one count: the rows' Adam step, else `step`) for a dense
-// variable, a SparseOptimizer's (per row, Adam only) for a table.
+// initial state), a dense variable's padding dropped. The steps are those
+// of the optimizer its path keeps: a DenseOptimizer's on all-reduce (one
+// count: the rows' Adam step, else `step`), a SparseOptimizer's on
+// all-gather (per row, Adam only).
 // FAILED_PRECONDITION naming the file when one is missing, corrupt, or of
 // another shape or optimizer.
 StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedVariable& var,
                                     int64_t step);
-// Workers -> PS: `entry` (dense.pxck's) as the row states of `var` (now on
-// the PS) for WRITE with ROW_STATE: var.rows × RowStateWidth values, rows
-// 0..rows-1, a dense variable's last row padded with zeros.
+// Workers -> PS: `entry` (dense.pxck's, with either optimizer's steps) as
+// the row states of `var` (now on the PS) for WRITE with ROW_STATE:
+// var.rows × RowStateWidth values, rows 0..rows-1, a dense variable's last
+// row padded with zeros.
 // FAILED_PRECONDITION when the entry's sizes do not fit the variable.
 StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::PlannedVariable& var);
 

@@ -193,6 +193,31 @@ TEST_F(CheckpointFilesTest, AVariableCrossesBetweenThePsFilesAndAWorkersEntry) {
   EXPECT_EQ(w[5], table.weights(table.Touch(1))[5]);
   EXPECT_EQ(w[6], 0.0f) << "past the variable's 1,030 elements: padding";
 
+  // A table (2 rows of 1,024) read for the all-gather path gets a
+  // SparseOptimizer's steps, for all-reduce a DenseOptimizer's; either
+  // form goes back to the PS.
+  plan::PlannedVariable table_var = v;
+  table_var.sparse = true;
+  table_var.size = 0;
+  table_var.path = VariablePath::kAllGather;
+  StatusOr<DenseEntry> gathered = ReadPsVariable(dir, table_var, 3);
+  ASSERT_TRUE(gathered.ok()) << gathered.status().ToString();
+  EXPECT_EQ(gathered->values.size(), 2048u);
+  EXPECT_EQ(gathered->optimizer.steps, (std::vector<int64_t>{3, 3}));
+  optim::SparseOptimizer sparse(v.optimizer, 2, v.dim);
+  EXPECT_TRUE(sparse.Restore(gathered->optimizer).ok());
+  table_var.path = VariablePath::kAllReduce;
+  StatusOr<DenseEntry> reduced = ReadPsVariable(dir, table_var, 3);
+  ASSERT_TRUE(reduced.ok()) << reduced.status().ToString();
+  EXPECT_EQ(reduced->optimizer.steps, std::vector<int64_t>{3});
+  optim::DenseOptimizer whole(v.optimizer, 2048);
+  EXPECT_TRUE(whole.Restore(reduced->optimizer).ok());
+  for (const DenseEntry* form : {&*gathered, &*reduced}) {
+    StatusOr<std::vector<float>> back = RowStatesOf(*form, table_var);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(ps::RowStateStep(back->data() + width, v.dim, 2), 3);
+  }
+
   plan::PlannedVariable other = v;
   other.dim = 512;
   other.rows = 3;
