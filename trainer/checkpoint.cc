@@ -63,8 +63,22 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
                                 std::to_string(v.values->size()) +
                                 " values (was it written by another model?)");
     }
-    Status st = v.dense_opt ? v.dense_opt->Restore(it->second->optimizer)
-                            : v.sparse_opt->Restore(it->second->optimizer);
+    // The state in the form this rank's optimizer keeps: a variable the
+    // checkpoint's plan held on the other worker path (all-reduce keeps a
+    // DenseOptimizer, one step count; all-gather a SparseOptimizer, a step
+    // per row under Adam, none otherwise) has the other form.
+    optim::OptimizerState state = it->second->optimizer;
+    const bool adam = !state.s2.empty();  // the only optimizer with two slots
+    std::vector<int64_t>& steps = state.steps;
+    const int64_t most = steps.empty() ? 0 : *std::max_element(steps.begin(), steps.end());
+    if (v.dense_opt && steps.size() != 1) {
+      steps = {most};
+    } else if (v.sparse_opt) {
+      const size_t want = adam ? static_cast<size_t>(v.sparse_opt->rows()) : 0;
+      if (steps.size() != want) steps.assign(want, most);
+    }
+    Status st = v.dense_opt ? v.dense_opt->Restore(std::move(state))
+                            : v.sparse_opt->Restore(std::move(state));
     if (!st.ok()) return st.WithContext("variable \"" + v.name + "\"");
     *v.values = it->second->values;
   }

@@ -129,6 +129,42 @@ TEST_F(CheckpointFilesTest, PruneKeepsTheNewestCommittedAndAnythingNewer) {
 }
 
 }  // namespace
+// A table the plan moved between the two worker paths: all-reduce keeps a
+// DenseOptimizer (one step count), all-gather a SparseOptimizer (a step per
+// row under Adam, none otherwise); RestoreHeld takes either form.
+TEST_F(CheckpointFilesTest, ATableMovedBetweenAllReduceAndAllGatherRestores) {
+  for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kAdagrad, OptimizerType::kAdam}) {
+    OptimizerSettings spec;
+    spec.type = type;
+    spec.lr = 0.1f;
+    std::vector<float> table(3 * 2, 0.5f), grad(2, 0.25f);
+    optim::DenseOptimizer dense(spec, table.size());
+    std::vector<float> g(table.size(), 0.25f);
+    dense.Apply(g, table);
+    dense.Apply(g, table);
+    const DenseEntry from_allreduce{.id = 0, .name = "emb", .values = table, .optimizer = dense.State()};
+
+    std::vector<float> replica(table.size());
+    optim::SparseOptimizer sparse(spec, 3, 2);
+    HeldVariable gathered{.id = 0, .name = "emb", .values = &replica, .sparse_opt = &sparse};
+    ASSERT_TRUE(RestoreHeld({from_allreduce}, {gathered}).ok()) << OptimizerTypeName(type);
+    EXPECT_EQ(replica, table);
+    const optim::OptimizerState got = sparse.State();
+    EXPECT_EQ(got.s1, dense.State().s1) << OptimizerTypeName(type);
+    const std::vector<int64_t> want_steps =
+        type == OptimizerType::kAdam ? std::vector<int64_t>{2, 2, 2} : std::vector<int64_t>{};
+    EXPECT_EQ(got.steps, want_steps) << OptimizerTypeName(type);
+
+    // And back: the per-row form into a DenseOptimizer.
+    const DenseEntry from_allgather{.id = 0, .name = "emb", .values = replica, .optimizer = got};
+    std::vector<float> whole(table.size());
+    optim::DenseOptimizer again(spec, whole.size());
+    HeldVariable reduced{.id = 0, .name = "emb", .values = &whole, .dense_opt = &again};
+    ASSERT_TRUE(RestoreHeld({from_allgather}, {reduced}).ok()) << OptimizerTypeName(type);
+    EXPECT_EQ(again.steps(), type == OptimizerType::kAdam ? 2 : 0) << OptimizerTypeName(type);
+  }
+}
+
 // A variable that changed sides between the checkpoint and the resumed
 // plan (trainer/checkpoint.h): a dense variable of 1,030 elements (2 PS rows
 // of 1,024, the last one padded) trained by a shard's Adam comes back as the
