@@ -1,16 +1,12 @@
 #include "ps/checkpoint.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/base/durable_file.h"
 
 namespace parallax::ps {
 namespace {
 
-constexpr uint32_t kFileMagic = kPartitionFileMagic;
-constexpr uint32_t kFileVersion = kPartitionFileFormat;
 using FileHeader = PartitionFileHeader;
 
 uint64_t Fnv1a(const char* p, size_t n) { return Fnv1a64(p, n); }
@@ -76,26 +72,12 @@ Status SaveDynamic(const std::string& dir, const VariableSpec& var, uint32_t sha
 StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const VariableSpec& var,
                                           uint32_t partition) {
   const std::string path = dir + "/" + PartitionFileName(var.id, partition);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("checkpoint file \"" + path + "\" cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
-  if (data.size() < sizeof(FileHeader) + 8)
-    return FailedPrecondition("checkpoint file \"" + path + "\" is truncated (" +
-                              std::to_string(data.size()) + " bytes)");
-  uint64_t sum;
-  std::memcpy(&sum, data.data() + data.size() - 8, 8);
-  if (Fnv1a(data.data(), data.size() - 8) != sum)
-    return FailedPrecondition("checkpoint file \"" + path +
-                              "\" fails its checksum: it is corrupt or was not completely written");
-  FileHeader fh;
-  std::memcpy(&fh, data.data(), sizeof fh);
+  // The checksum, the format and the size its rows imply: the reader's.
+  PX_ASSIGN_OR_RETURN(std::unique_ptr<PartitionFileReader> reader, PartitionFileReader::Open(path));
+  const FileHeader& fh = reader->header();
   auto shape = [&](const std::string& what) {
     return FailedPrecondition("checkpoint file \"" + path + "\" does not match the plan: " + what);
   };
-  if (fh.magic != kFileMagic || fh.format != kFileVersion)
-    return shape("not a PS checkpoint of format 1");
   if (fh.variable != var.id || fh.partition != partition)
     return shape("it holds variable " + std::to_string(fh.variable) + " partition " +
                  std::to_string(fh.partition));
@@ -107,38 +89,15 @@ StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const Variable
                  std::to_string(var.partitions));
   if (fh.optimizer != static_cast<uint32_t>(var.optimizer.type))
     return shape("it holds the state of another optimizer");
-  const size_t dim = var.dim;
-  const int slots = var.optimizer.type == OptimizerType::kSgd ? 0
-                    : var.optimizer.type == OptimizerType::kAdam ? 2 : 1;
-  const bool adam = var.optimizer.type == OptimizerType::kAdam;
-  const size_t row_bytes = 8 + dim * 4 * (1 + slots) + (adam ? 8 : 0);
-  if (fh.count > (data.size() - sizeof fh - 8) / row_bytes ||
-      sizeof fh + fh.count * row_bytes + 8 != data.size())
-    return shape("its size does not match " + std::to_string(fh.count) + " rows");
   PartitionSnapshot snap;
   snap.partition = partition;
   snap.applied = fh.applied;
   snap.version = fh.version;
-  snap.ids.resize(fh.count);
-  snap.weights.resize(fh.count * dim);
-  for (int s = 0; s < slots; ++s) snap.slots[s].resize(fh.count * dim);
-  if (adam) snap.steps.resize(fh.count);
-  const char* p = data.data() + sizeof fh;
-  for (size_t r = 0; r < fh.count; ++r) {
-    std::memcpy(&snap.ids[r], p, 8);
-    p += 8;
-    if (snap.ids[r] < 0 || snap.ids[r] >= var.rows || PartitionOf(var, snap.ids[r]) != partition)
-      return shape("row id " + std::to_string(snap.ids[r]) + " does not belong to this partition");
-    std::memcpy(&snap.weights[r * dim], p, dim * 4);
-    p += dim * 4;
-    for (int s = 0; s < slots; ++s) {
-      std::memcpy(&snap.slots[s][r * dim], p, dim * 4);
-      p += dim * 4;
-    }
-    if (adam) {
-      std::memcpy(&snap.steps[r], p, 8);
-      p += 8;
-    }
+  PX_RETURN_IF_ERROR(reader->NextWithState(fh.count, &snap.ids, &snap.weights, &snap.slots[0],
+                                           &snap.slots[1], &snap.steps));
+  for (int64_t id : snap.ids) {
+    if (PartitionOf(var, id) != partition)
+      return shape("row id " + std::to_string(id) + " does not belong to this partition");
   }
   return snap;
 }

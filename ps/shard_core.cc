@@ -679,19 +679,16 @@ void ShardCore::WriteRows(VarState& vs, const std::vector<int64_t>& ids, const f
                           bool row_state) {
   VariableTable& table = *vs.table;
   const uint32_t dim = table.dim();
-  const int slots = table.slots();
   const size_t width = row_state ? RowStateWidth(table.spec()) : dim;
   std::vector<uint32_t> idx(ids.size());
   table.TouchAll(ids.data(), ids.size(), idx.data());
-  const bool adam = table.spec().optimizer.type == OptimizerType::kAdam;  // the only per-row step
   for (size_t i = 0; i < ids.size(); ++i) {
     const float* row = values + i * width;
-    if (!row_state) {
+    if (row_state) {
+      table.UnpackState(row, idx[i]);
+    } else {
       std::memcpy(table.weights(idx[i]), row, dim * sizeof(float));
-      continue;
     }
-    UnpackRowState(row, dim, slots, table.weights(idx[i]), slots >= 1 ? table.slot(0, idx[i]) : nullptr,
-                   slots >= 2 ? table.slot(1, idx[i]) : nullptr, adam ? table.step(idx[i]) : nullptr);
   }
 }
 
@@ -837,14 +834,10 @@ void ShardCore::AnswerPull(const std::string& identity, const Header& h,
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i + kAhead < ids.size()) table.PrefetchRow(idx[i + kAhead]);
       if (row_state) {
-        const int slots = table.slots();
-        PackRowState(table.weights(idx[i]), slots >= 1 ? table.slot(0, idx[i]) : nullptr,
-                     slots >= 2 ? table.slot(1, idx[i]) : nullptr,
-                     table.spec().optimizer.type == OptimizerType::kAdam ? table.step_value(idx[i]) : 0, dim,
-                     slots, reinterpret_cast<float*>(dst + i * row_bytes));
-        continue;
+        table.PackState(idx[i], reinterpret_cast<float*>(dst + i * row_bytes));
+      } else {
+        EncodeValues(table.weights(idx[i]), dim, fp16, dst + i * row_bytes);
       }
-      EncodeValues(table.weights(idx[i]), dim, fp16, dst + i * row_bytes);
     }
   }
   stats_.rows_pulled += static_cast<int64_t>(ids.size());

@@ -1,5 +1,7 @@
 #include "ps/variable_table.h"
 
+#include "core/ps/row_state.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -121,6 +123,18 @@ void VariableTable::Apply(uint32_t idx, const float* g, float lr_scale) {
   optim::ApplyUpdate(var_.optimizer, var_.optimizer.lr * lr_scale, var_.dim, g, weights(idx),
            num_slots_ > 0 ? slot(0, idx) : nullptr, num_slots_ > 1 ? slot(1, idx) : nullptr,
            steps_.empty() ? nullptr : &steps_[idx]);
+}
+
+void VariableTable::PackState(uint32_t idx, float* out) const {
+  const int slots = num_slots_;
+  PackRowState(weights(idx), slots >= 1 ? slot(0, idx) : nullptr, slots >= 2 ? slot(1, idx) : nullptr,
+               steps_.empty() ? 0 : steps_[idx], var_.dim, slots, out);
+}
+
+void VariableTable::UnpackState(const float* row, uint32_t idx) {
+  const int slots = num_slots_;
+  UnpackRowState(row, var_.dim, slots, weights(idx), slots >= 1 ? slot(0, idx) : nullptr,
+                 slots >= 2 ? slot(1, idx) : nullptr, steps_.empty() ? nullptr : &steps_[idx]);
 }
 
 void VariableTable::Clear() {

@@ -49,6 +49,11 @@ class VariableTable {
   int64_t step_value(uint32_t idx) const { return steps_[idx]; }
   int slots() const { return num_slots_; }
 
+  // Row `idx`'s whole state as ROW_STATE carries it (core/ps/row_state.h:
+  // RowStateWidth(spec()) floats), and the other way.
+  void PackState(uint32_t idx, float* out) const;
+  void UnpackState(const float* row, uint32_t idx);
+
   // Applies `g` to row `idx` with the variable's optimizer and lr × lr_scale.
   void Apply(uint32_t idx, const float* g, float lr_scale);
 
