@@ -13,7 +13,6 @@
 #include "core/ps/row_state.h"
 #include "core/rpc/coordinator_client.h"
 #include "schemas/kv_keys.h"
-#include "schemas/ps_wire.h"
 
 namespace parallax::trainer {
 
@@ -157,38 +156,22 @@ StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedV
 }
 
 StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::PlannedVariable& var) {
-  const size_t dim = var.dim, rows = static_cast<size_t>(var.rows), size = HeldSize(var);
+  const size_t rows = static_cast<size_t>(var.rows), size = HeldSize(var);
   const int slots = optim::StateSlots(var.optimizer.type);
   const bool adam = var.optimizer.type == OptimizerType::kAdam;
   // A DenseOptimizer's one count (the all-reduce path), or a
   // SparseOptimizer's step per row (Adam) or none (all-gather replicas).
   const size_t num_steps = entry.optimizer.steps.size();
-  const bool per_row = var.sparse && num_steps == (adam ? rows : 0) && (num_steps != 1 || rows == 1);
+  const bool steps_fit = num_steps == 1 || (var.sparse && num_steps == (adam ? rows : 0));
   if (entry.values.size() != size || entry.optimizer.s1.size() != (slots >= 1 ? size : 0) ||
-      entry.optimizer.s2.size() != (slots >= 2 ? size : 0) || (!per_row && num_steps != 1)) {
+      entry.optimizer.s2.size() != (slots >= 2 ? size : 0) || !steps_fit) {
     return FailedPrecondition("the checkpoint's \"" + var.name + "\" holds " +
                               std::to_string(entry.values.size()) + " values and " +
                               std::to_string(entry.optimizer.s1.size() + entry.optimizer.s2.size()) +
                               " optimizer values; the plan's has " + std::to_string(size) +
                               " values with a " + std::string(OptimizerTypeName(var.optimizer.type)) + " optimizer");
   }
-  const size_t width = ps_wire::RowStateWidth(var.dim, slots);
-  std::vector<float> states(rows * width);
-  std::vector<float> w(dim), s1(dim), s2(dim);
-  auto row_of = [&](const std::vector<float>& from, size_t r, std::vector<float>* out) {
-    std::fill(out->begin(), out->end(), 0.0f);
-    const size_t begin = r * dim, n = std::min(dim, size - begin);
-    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(begin), n, out->begin());
-  };
-  for (size_t r = 0; r < rows; ++r) {
-    row_of(entry.values, r, &w);
-    if (slots >= 1) row_of(entry.optimizer.s1, r, &s1);
-    if (slots >= 2) row_of(entry.optimizer.s2, r, &s2);
-    const int64_t row_step = !adam ? 0 : per_row ? entry.optimizer.steps[r] : entry.optimizer.steps[0];
-    ps::PackRowState(w.data(), slots >= 1 ? s1.data() : nullptr, slots >= 2 ? s2.data() : nullptr,
-                     row_step, var.dim, slots, states.data() + r * width);
-  }
-  return states;
+  return ps::PackRowStates(entry.values, entry.optimizer, rows, var.dim, var.optimizer.type);
 }
 
 Status Checkpointer::Write(int64_t step, const std::string& plan_json,

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -140,7 +141,7 @@ class SessionImpl final : public Session {
   Status WriteInitialPsValues();
   Status JoinCollectives();
   Status CreateParts();
-  Status Resume(const Checkpointer::ResumePoint& rp);
+  Status Resume(Checkpointer::ResumePoint rp);
 
   std::vector<HeldVariable> Held();
   Status WriteCheckpoint();
@@ -496,10 +497,10 @@ std::vector<HeldVariable> SessionImpl::Held() {
 // across: one now held on workers that the checkpoint's plan kept on the
 // PS is read from its partition files; one now on the PS that dense.pxck
 // holds starts over on the shards and rank 0 writes its rows' whole state.
-Status SessionImpl::Resume(const Checkpointer::ResumePoint& rp) {
+Status SessionImpl::Resume(Checkpointer::ResumePoint rp) {
   const std::string where = RankName() + " resuming from the checkpoint in \"" + rp.dir + "\"";
-  std::vector<DenseEntry> dense = rp.dense;
-  std::map<uint32_t, std::vector<float>> moved_to_ps;
+  std::map<uint32_t, std::vector<float>> moved_to_ps;  // rank 0's to write
+  std::vector<DenseEntry> from_ps;
   auto entry_of = [&](const plan::PlannedVariable& v) -> const DenseEntry* {
     for (const DenseEntry& e : rp.dense) {
       if (e.id == v.id && e.name == v.name) return &e;
@@ -510,29 +511,27 @@ Status SessionImpl::Resume(const Checkpointer::ResumePoint& rp) {
     const DenseEntry* e = entry_of(v);
     if (v.path == VariablePath::kPs) {
       if (e == nullptr || v.dynamic) continue;
-      if (options_.rank == 0) {
-        StatusOr<std::vector<float>> states = RowStatesOf(*e, v);
-        if (!states.ok()) return states.status().WithContext(where);
-        moved_to_ps[v.id] = std::move(states).value();
-      } else {
-        moved_to_ps[v.id];  // rank 0 writes it
-      }
       PX_LOG(INFO) << RankName() << ": \"" << v.name << "\" moved from the workers to the PS since "
                    << "the checkpoint of step " << rp.step << ": rank 0 writes its state to the shards";
+      if (options_.rank != 0) continue;
+      StatusOr<std::vector<float>> states = RowStatesOf(*e, v);
+      if (!states.ok()) return states.status().WithContext(where);
+      moved_to_ps[v.id] = std::move(states).value();
       continue;
     }
     if (e != nullptr ||
         !std::filesystem::exists(rp.dir + "/" + ps::PartitionFileName(v.id, 0))) {
       continue;
     }
-    StatusOr<DenseEntry> from_ps = ReadPsVariable(rp.dir, v, rp.step);
-    if (!from_ps.ok()) return from_ps.status().WithContext(where);
+    StatusOr<DenseEntry> read = ReadPsVariable(rp.dir, v, rp.step);
+    if (!read.ok()) return read.status().WithContext(where);
     PX_LOG(INFO) << RankName() << ": \"" << v.name << "\" moved from the PS to "
                  << VariablePathName(v.path) << " since the checkpoint of step " << rp.step
                  << ": its state read from the PS checkpoint files";
-    dense.push_back(std::move(from_ps).value());
+    from_ps.push_back(std::move(read).value());
   }
-  PX_RETURN_IF_ERROR(RestoreHeld(dense, Held()).WithContext(where));
+  std::move(from_ps.begin(), from_ps.end(), std::back_inserter(rp.dense));
+  PX_RETURN_IF_ERROR(RestoreHeld(rp.dense, Held()).WithContext(where));
   PX_RETURN_IF_ERROR(states_.RestoreAll(rp.rank_state).WithContext(where));
   step_ = rp.step;
   resumed_from_ = rp.step;
@@ -580,7 +579,7 @@ Status SessionImpl::Start() {
   auto rp = checkpointer_->FindResumePoint();
   if (!rp.ok()) return rp.status().WithContext(RankName() + " resuming");
   if (*rp) {
-    PX_RETURN_IF_ERROR(Resume(**rp));
+    PX_RETURN_IF_ERROR(Resume(std::move(**rp)));
   } else if (plan_.has_ps()) {
     PX_RETURN_IF_ERROR(WriteInitialPsValues());
   }

@@ -681,19 +681,9 @@ Status SparseSync::PullHotRows(int64_t step) {
                            .WithContext("pulling the hot rows of \"" + s.var.name + "\" from PS" +
                                         ShardsOf(s)));
     // Each row's weights, optimizer slots and step become this rank's.
-    const size_t dim = s.var.dim;
-    const size_t h = s.var.hot_rows.size();
-    const int slots = optim::StateSlots(s.var.optimizer.type);
-    const size_t width = ps_wire::RowStateWidth(s.var.dim, slots);
     optim::OptimizerState state = s.hot->optimizer->State();
-    s.hot->values.resize(h * dim);
-    for (size_t r = 0; r < h; ++r) {
-      const size_t at = r * dim;
-      ps::UnpackRowState(states.data() + r * width, s.var.dim, slots, s.hot->values.data() + at,
-                         slots >= 1 ? state.s1.data() + at : nullptr,
-                         slots >= 2 ? state.s2.data() + at : nullptr,
-                         r < state.steps.size() ? &state.steps[r] : nullptr);
-    }
+    s.hot->values.resize(s.var.hot_rows.size() * s.var.dim);
+    ps::UnpackRowStates(states, s.var.dim, s.var.optimizer.type, s.hot->values.data(), &state);
     PX_RETURN_IF_ERROR(s.hot->optimizer->Restore(std::move(state))
                            .WithContext("taking over the hot rows of \"" + s.var.name + "\""));
   }
@@ -701,22 +691,11 @@ Status SparseSync::PullHotRows(int64_t step) {
 }
 
 Status SparseSync::WriteHotRows() {
-  std::vector<float> states;
   for (Slot& s : slots_) {
     if (!s.hot) continue;
-    const uint32_t dim = s.var.dim;
-    const size_t h = s.var.hot_rows.size();
-    const int slots = optim::StateSlots(s.var.optimizer.type);
-    const size_t width = ps_wire::RowStateWidth(dim, slots);
-    const optim::OptimizerState state = s.hot->optimizer->State();
-    states.resize(h * width);
-    for (size_t r = 0; r < h; ++r) {
-      const size_t at = r * dim;
-      ps::PackRowState(s.hot->values.data() + at, slots >= 1 ? state.s1.data() + at : nullptr,
-                       slots >= 2 ? state.s2.data() + at : nullptr,
-                       r < state.steps.size() ? state.steps[r] : 0, dim, slots,
-                       states.data() + r * width);
-    }
+    const std::vector<float> states = ps::PackRowStates(s.hot->values, s.hot->optimizer->State(),
+                                                        s.var.hot_rows.size(), s.var.dim,
+                                                        s.var.optimizer.type);
     PX_RETURN_IF_ERROR(WriteRowStates(s.var, s.var.hot_rows, states,
                                       "writing the hot rows of \"" + s.var.name + "\" to PS" + ShardsOf(s)));
   }

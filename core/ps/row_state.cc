@@ -1,5 +1,6 @@
 #include "core/ps/row_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -29,6 +30,45 @@ void UnpackRowState(const float* row, uint32_t dim, int slots, float* weights, f
   if (slots >= 1 && s1 != nullptr) std::memcpy(s1, row + dim, dim * sizeof(float));
   if (slots >= 2 && s2 != nullptr) std::memcpy(s2, row + 2 * size_t{dim}, dim * sizeof(float));
   if (step != nullptr) *step = RowStateStep(row, dim, slots);
+}
+
+std::vector<float> PackRowStates(std::span<const float> values, const optim::OptimizerState& state,
+                                 size_t rows, uint32_t dim, OptimizerType type) {
+  const int slots = optim::StateSlots(type);
+  const size_t width = ps_wire::RowStateWidth(dim, slots);
+  const bool adam = type == OptimizerType::kAdam;
+  std::vector<float> out(rows * width);
+  std::vector<float> row[3];  // weights, s1, s2 of one row, zero-padded
+  for (auto& r : row) r.resize(dim);
+  const std::span<const float> from[3] = {values, state.s1, state.s2};
+  for (size_t r = 0; r < rows; ++r) {
+    for (int k = 0; k <= slots; ++k) {
+      const size_t begin = std::min(r * dim, from[k].size());
+      const size_t n = std::min<size_t>(dim, from[k].size() - begin);
+      std::copy_n(from[k].begin() + static_cast<std::ptrdiff_t>(begin), n, row[k].begin());
+      std::fill(row[k].begin() + static_cast<std::ptrdiff_t>(n), row[k].end(), 0.0f);
+    }
+    const int64_t step = !adam                      ? 0
+                         : state.steps.size() == rows ? state.steps[r]
+                         : state.steps.size() == 1    ? state.steps[0]
+                                                      : 0;
+    PackRowState(row[0].data(), row[1].data(), row[2].data(), step, dim, slots, out.data() + r * width);
+  }
+  return out;
+}
+
+void UnpackRowStates(std::span<const float> states, uint32_t dim, OptimizerType type, float* values,
+                     optim::OptimizerState* state) {
+  const int slots = optim::StateSlots(type);
+  const size_t width = ps_wire::RowStateWidth(dim, slots);
+  const size_t rows = states.size() / width;
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t at = r * dim;
+    UnpackRowState(states.data() + r * width, dim, slots, values + at,
+                   slots >= 1 ? state->s1.data() + at : nullptr,
+                   slots >= 2 ? state->s2.data() + at : nullptr,
+                   r < state->steps.size() ? &state->steps[r] : nullptr);
+  }
 }
 
 int64_t RowStateStep(const float* row, uint32_t dim, int slots) {

@@ -9,8 +9,11 @@
 #define PARALLAX_CORE_PS_ROW_STATE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "core/optim/optimizer.h"
 #include "core/ps/plan.h"
 
 namespace parallax::ps {
@@ -27,6 +30,19 @@ void PackRowState(const float* weights, const float* s1, const float* s2, int64_
 // `s1`, `s2` and `step` may be null where there is nothing to keep.
 void UnpackRowState(const float* row, uint32_t dim, int slots, float* weights, float* s1,
                     float* s2, int64_t* step);
+
+// A worker's copy of `rows` rows (weights and its optimizer's state, rows ×
+// dim row-major each; shorter arrays are zero-padded to their last row, as a
+// dense variable's last row) as row states, rows × RowStateWidth values. The
+// step of row r: state.steps[r] when there is one a row, else state.steps[0]
+// when there is one for all, else 0; only Adam's counts (the others' is 0).
+std::vector<float> PackRowStates(std::span<const float> values, const optim::OptimizerState& state,
+                                 size_t rows, uint32_t dim, OptimizerType type);
+// The other way: `states` (rows × RowStateWidth) into values[r × dim] and the
+// slots and steps of *state, which must be sized for the rows (steps: one a
+// row, or none).
+void UnpackRowStates(std::span<const float> states, uint32_t dim, OptimizerType type, float* values,
+                     optim::OptimizerState* state);
 
 // The step count a row state holds.
 int64_t RowStateStep(const float* row, uint32_t dim, int slots);
