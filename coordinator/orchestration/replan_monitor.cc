@@ -50,9 +50,10 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
   w.sync = config->job.consistency == Consistency::kSync;
   w.hosts = plan->cluster.hosts;
   w.steps_per_point = std::max<int64_t>(1, config->trainer.metrics_every);
-  w.factor = p.replan_factor;
-  w.after_steps = p.replan_after_steps;
-  w.window_steps = std::max<int64_t>(1, p.replan_window_steps);
+  w.options = plan::DisagreementOptions{.factor = p.replan_factor,
+                                        .after_steps = p.replan_after_steps,
+                                        .window_steps = p.replan_window_steps,
+                                        .min_intervals = 2};
   double hot_served = 0, distinct = 0;
   for (const plan::PlannedVariable& v : plan->variables) {
     if (v.hot_rows.empty()) continue;
@@ -61,30 +62,28 @@ StatusOr<ReplanMonitor::Watch*> ReplanMonitor::WatchOf(int64_t job_id, int attem
     distinct += k;
   }
   w.hot_expected = distinct > 0 ? hot_served / distinct : 0;
-  w.detector = std::make_unique<plan::DisagreementDetector>(
-      plan::PredictedCommOf(*plan),
-      plan::DisagreementOptions{.factor = p.replan_factor,
-                                .after_steps = p.replan_after_steps,
-                                .window_steps = p.replan_window_steps,
-                                .min_intervals = 2});
+  w.detector = std::make_unique<plan::DisagreementDetector>(plan::PredictedCommOf(*plan), w.options);
   return &w;
 }
 
 std::optional<ReplanMonitor::HotDrift> ReplanMonitor::FeedHotRows(Watch* w, int64_t first_step,
                                                                    int64_t last_step, double hits,
                                                                    double rows) {
-  if (w->hot_expected <= 0 || w->hot_reported || first_step < w->after_steps) return std::nullopt;
+  if (w->hot_expected <= 0 || w->hot_reported || first_step < w->options.after_steps) return std::nullopt;
   if (w->hot_first < 0) w->hot_first = first_step;
   w->hot_hits += hits;
   w->hot_rows += rows;
   ++w->hot_intervals;
-  if (last_step - w->hot_first + 1 < w->window_steps || w->hot_intervals < 2) return std::nullopt;
+  if (last_step - w->hot_first + 1 < w->options.window_steps ||
+      w->hot_intervals < w->options.min_intervals) {
+    return std::nullopt;
+  }
   HotDrift d{w->hot_first, last_step, w->hot_rows > 0 ? w->hot_hits / w->hot_rows : 0, w->hot_expected};
   // The window is judged, then a new one begins.
   w->hot_first = -1;
   w->hot_hits = w->hot_rows = 0;
   w->hot_intervals = 0;
-  if (d.measured * w->factor >= d.expected) return std::nullopt;
+  if (d.measured * w->options.factor >= d.expected) return std::nullopt;
   w->hot_reported = true;
   return d;
 }
@@ -140,7 +139,7 @@ std::optional<plan::Disagreement> ReplanMonitor::FeedComplete(Watch* w, std::opt
         h && !*drift) {
       *drift = h;
     }
-    std::optional<plan::Disagreement> d = w->detector->reported() ? std::nullopt : w->detector->Add(interval);
+    std::optional<plan::Disagreement> d = w->detector->Add(interval);
     if (d && !found) found = d;
     it = w->partial.erase(it);
   }

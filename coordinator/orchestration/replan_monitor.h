@@ -106,9 +106,9 @@ class ReplanMonitor {
     // that began at hot_first, past [plan] replan_after_steps. When a
     // window of replan_window_steps (two intervals at least) served
     // replan_factor times less, HotDrift() reports it, once an attempt.
+    // `options`: the [plan] replan_* settings, the detector's too.
+    plan::DisagreementOptions options;
     double hot_expected = 0;
-    double factor = 2;
-    int64_t after_steps = 0, window_steps = 1;
     int64_t hot_first = -1;
     double hot_hits = 0, hot_rows = 0;
     int hot_intervals = 0;
