@@ -35,6 +35,29 @@ inline Frames Request(Header h, const std::vector<int64_t>& ids, const std::vect
   return r;
 }
 
+// One variable "emb" (id 0) of rows × dim in one partition on shard 0, its
+// optimizer `opt` at lr 0.1 (Adagrad's accumulator from 0.1), its
+// initializer's seed `seed`.
+inline PsPlan OnePartitionPlan(Consistency mode, OptimizerType opt, int64_t rows, uint32_t dim,
+                               uint32_t workers = 1, uint64_t seed = 3) {
+  PsPlan plan;
+  plan.consistency = mode;
+  plan.num_workers = workers;
+  VariableSpec v;
+  v.id = 0;
+  v.name = "emb";
+  v.rows = rows;
+  v.dim = dim;
+  v.partitions = 1;
+  v.partition_shards = {0};
+  v.optimizer.type = opt;
+  v.optimizer.lr = 0.1f;
+  v.optimizer.initial_accumulator = 0.1f;
+  v.init.seed = seed;
+  plan.variables.push_back(v);
+  return plan;
+}
+
 inline Header MakeHeader(Op op, uint32_t var, uint32_t partition, uint32_t worker, uint32_t count,
                          uint32_t dim, int64_t clock, uint64_t request_id = 1) {
   Header h;

@@ -33,22 +33,7 @@ constexpr uint32_t kDim = 4;
 constexpr int64_t kRows = 100;
 
 PsPlan OnePartitionPlan(Consistency mode, OptimizerType opt, uint32_t workers = 1) {
-  PsPlan plan;
-  plan.consistency = mode;
-  plan.num_workers = workers;
-  VariableSpec v;
-  v.id = 0;
-  v.name = "emb";
-  v.rows = kRows;
-  v.dim = kDim;
-  v.partitions = 1;
-  v.partition_shards = {0};
-  v.optimizer.type = opt;
-  v.optimizer.lr = 0.1f;
-  v.optimizer.initial_accumulator = 0.1f;
-  v.init.seed = 3;
-  plan.variables.push_back(v);
-  return plan;
+  return testing::OnePartitionPlan(mode, opt, kRows, kDim, workers);
 }
 
 std::unique_ptr<ShardCore> MakeCore(const PsPlan& plan, uint32_t shard = 0) {

@@ -27,22 +27,7 @@ using testing::Send;
 constexpr uint32_t kDim = 3;
 
 PsPlan OneTablePlan(OptimizerType type) {
-  PsPlan plan;
-  plan.consistency = Consistency::kAsync;
-  plan.num_workers = 1;
-  VariableSpec v;
-  v.id = 0;
-  v.name = "emb";
-  v.rows = 50;
-  v.dim = kDim;
-  v.partitions = 1;
-  v.partition_shards = {0};
-  v.optimizer.type = type;
-  v.optimizer.lr = 0.1f;
-  v.optimizer.initial_accumulator = 0.1f;
-  v.init.seed = 5;
-  plan.variables.push_back(v);
-  return plan;
+  return testing::OnePartitionPlan(Consistency::kAsync, type, /*rows=*/50, kDim, /*workers=*/1, /*seed=*/5);
 }
 
 uint32_t Width(const PsPlan& plan) { return RowStateWidth(plan.variables[0]); }
