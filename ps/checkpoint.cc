@@ -1,8 +1,11 @@
 #include "ps/checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/base/durable_file.h"
+#include "core/base/finite.h"
 
 namespace parallax::ps {
 namespace {
@@ -100,6 +103,60 @@ StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const Variable
       return shape("row id " + std::to_string(id) + " does not belong to this partition");
   }
   return snap;
+}
+
+StatusOr<std::vector<PartitionSnapshot>> PartitionsFromWorkerCopy(
+    std::span<const float> values, const optim::OptimizerState& state, const VariableSpec& var,
+    std::span<const uint32_t> owned, int64_t step, const std::string& source) {
+  const size_t dim = var.dim, rows = static_cast<size_t>(var.rows), size = values.size();
+  const int slots = optim::StateSlots(var.optimizer.type);
+  const bool adam = var.optimizer.type == OptimizerType::kAdam;
+  // One count (a DenseOptimizer's), or a SparseOptimizer's: one a row under
+  // Adam, none otherwise.
+  const size_t num_steps = state.steps.size();
+  const bool fits = size > (rows - 1) * dim && size <= rows * dim && rows > 0 &&
+                    state.s1.size() == (slots >= 1 ? size : 0) &&
+                    state.s2.size() == (slots >= 2 ? size : 0) &&
+                    (num_steps == 1 || num_steps == (adam ? rows : 0));
+  if (!fits) {
+    return FailedPrecondition(source + ": \"" + var.name + "\" holds " + std::to_string(size) +
+                              " values, " + std::to_string(state.s1.size() + state.s2.size()) +
+                              " optimizer values and " + std::to_string(num_steps) +
+                              " step counts; the plan's has " + std::to_string(rows) + " rows of dim " +
+                              std::to_string(dim) + " with a " +
+                              std::string(OptimizerTypeName(var.optimizer.type)) + " optimizer");
+  }
+  if (std::any_of(state.steps.begin(), state.steps.end(), [](int64_t s) { return s < 0; }) ||
+      AnyNonFinite(values.data(), size) || AnyNonFinite(state.s1.data(), state.s1.size()) ||
+      AnyNonFinite(state.s2.data(), state.s2.size())) {
+    return FailedPrecondition(source + ": \"" + var.name +
+                              "\" holds a value that is not finite or a negative step count");
+  }
+  std::map<uint32_t, PartitionSnapshot> by_partition;
+  for (uint32_t p : owned) {
+    PartitionSnapshot& snap = by_partition[p];
+    snap.partition = p;
+    snap.applied = step;
+  }
+  auto copy_row = [&](std::span<const float> from, size_t r, std::vector<float>* to) {
+    const size_t begin = r * dim, end = std::min(size, begin + dim);
+    to->insert(to->end(), from.begin() + static_cast<std::ptrdiff_t>(begin),
+               from.begin() + static_cast<std::ptrdiff_t>(end));
+    to->resize(to->size() + (begin + dim - end), 0.0f);  // a short last row: padding
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    auto it = by_partition.find(PartitionOf(var, static_cast<int64_t>(r)));
+    if (it == by_partition.end()) continue;
+    PartitionSnapshot& snap = it->second;
+    snap.ids.push_back(static_cast<int64_t>(r));
+    copy_row(values, r, &snap.weights);
+    if (slots >= 1) copy_row(state.s1, r, &snap.slots[0]);
+    if (slots >= 2) copy_row(state.s2, r, &snap.slots[1]);
+    if (adam) snap.steps.push_back(num_steps == rows ? state.steps[r] : state.steps[0]);
+  }
+  std::vector<PartitionSnapshot> out;
+  for (auto& [p, snap] : by_partition) out.push_back(std::move(snap));
+  return out;
 }
 
 void RestoreTable(VariableTable* table, const std::vector<PartitionSnapshot>& snapshots) {

@@ -8,9 +8,11 @@
 #define PARALLAX_PS_CHECKPOINT_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/optim/optimizer.h"
 #include "core/ps/dynamic_file.h"
 #include "core/ps/dynamic_table.h"
 #include "core/ps/partition_file.h"
@@ -49,6 +51,18 @@ Status SaveDynamic(const std::string& dir, const VariableSpec& var, uint32_t sha
 // changed on failure; the message names the file and what differs.
 StatusOr<PartitionSnapshot> LoadPartition(const std::string& dir, const VariableSpec& var,
                                           uint32_t partition);
+
+// A variable a checkpoint held on workers (a plan has moved it to the PS
+// since): its worker copy `values` (rows × dim row-major; a dense variable's
+// last row may be short) and optimizer `state` (dense.pxck's entry, with a
+// DenseOptimizer's one step count or a SparseOptimizer's one a row) as the
+// snapshots of the `owned` partitions of `var`: every row of each, steps
+// applied = `step` (the checkpoint's), version 0. FAILED_PRECONDITION naming
+// `source` when the sizes do not fit `var`, a step count is negative or a
+// value not finite.
+StatusOr<std::vector<PartitionSnapshot>> PartitionsFromWorkerCopy(
+    std::span<const float> values, const optim::OptimizerState& state, const VariableSpec& var,
+    std::span<const uint32_t> owned, int64_t step, const std::string& source);
 
 // Replaces `table`'s rows by the rows of `snapshots` (already verified).
 void RestoreTable(VariableTable* table, const std::vector<PartitionSnapshot>& snapshots);

@@ -142,7 +142,7 @@ int LoadPlan(const Flags& f, CoordinatorClient* coord, ShardServerOptions* optio
 // A shard started again after it was lost: the job's newest committed
 // checkpoint, whose partitions it loads before serving ("" when the job has
 // none: the partitions start from their initializer). 0, or the exit code.
-int FindCheckpoint(const Flags& f, CoordinatorClient* coord, std::string* dir) {
+int FindCheckpoint(const Flags& f, CoordinatorClient* coord, std::string* dir, int64_t* step) {
   auto listed = coord->ListCheckpoints(f.job_id);
   if (!listed.ok()) {
     std::cerr << "parallax-ps: listing the checkpoints of job " << f.job_id << ": "
@@ -160,6 +160,7 @@ int FindCheckpoint(const Flags& f, CoordinatorClient* coord, std::string* dir) {
     return 0;
   }
   *dir = newest->path;
+  *step = newest->step;
   PX_LOG(INFO) << "PS shard \"" << f.shard << "\" generation " << f.generation
                << " loads the checkpoint of step " << newest->step << " from \"" << *dir << "\"";
   return 0;
@@ -275,7 +276,8 @@ int Serve(const Flags& f, const DaemonSettings& settings) {
   options.shard.attempt = static_cast<uint32_t>(f.attempt);
   options.shard.generation = f.generation;
   if (f.generation > 1 && coord) {
-    if (int code = FindCheckpoint(f, coord.get(), &options.load_checkpoint); code != 0) return code;
+    const int code = FindCheckpoint(f, coord.get(), &options.load_checkpoint, &options.load_step);
+    if (code != 0) return code;
   }
   options.updates_file = f.updates_file;
   options.previous_updates_file = f.previous_updates_file;

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -12,8 +14,10 @@
 #include <absl/container/flat_hash_map.h>
 #include <nlohmann/json.hpp>
 
+#include "core/base/durable_file.h"
 #include "core/base/finite.h"
 #include "core/base/logging.h"
+#include "core/checkpoint/rank_files.h"
 #include "core/optim/optimizer.h"
 #include "core/ps/row_state.h"
 #include "ps/checkpoint.h"
@@ -45,23 +49,13 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
   return core;
 }
 
-Status ShardCore::LoadCheckpoint(const std::string& dir, std::span<const uint32_t> fresh,
-                                 int64_t step) {
-  for (uint32_t id : fresh) {
-    const VariableSpec* spec = options_.plan.FindVariable(id);
-    if (spec == nullptr || spec->dynamic) {
-      return InvalidArgument("LOAD: variable " + std::to_string(id) +
-                             " to start over is not a fixed-row variable of the plan; nothing was loaded");
-    }
-  }
-  auto is_fresh = [&](uint32_t id) { return std::find(fresh.begin(), fresh.end(), id) != fresh.end(); };
+Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
   std::map<uint32_t, LoadedDynamic> loaded_dynamic;
+  // dense.pxck, read when a variable has no partition files.
+  std::optional<std::vector<checkpoint::DenseEntry>> dense;
+  const std::string dense_path = dir + "/" + checkpoint::kDenseFile;
   for (auto& [id, vs] : vars_) {
-    if (is_fresh(id)) {
-      loaded[id];  // no snapshot: every row starts over
-      continue;
-    }
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
       if (vs.parts[p].owned) owned.push_back(p);
@@ -72,6 +66,33 @@ Status ShardCore::LoadCheckpoint(const std::string& dir, std::span<const uint32_
       if (!table.ok()) return FailedPrecondition(table.status().message() + "; nothing was loaded");
       loaded_dynamic[id] = std::move(table).value();
       continue;
+    }
+    // A variable the checkpoint held on workers (the plan moved it here
+    // since) has no partition files; dense.pxck holds its rows and state.
+    if (!std::filesystem::exists(dir + "/" + PartitionFileName(id, 0)) &&
+        std::filesystem::exists(dense_path)) {
+      if (!dense) {
+        StatusOr<std::string> bytes = ReadWholeFile(dense_path);
+        if (!bytes.ok()) return FailedPrecondition(bytes.status().message() + "; nothing was loaded");
+        auto entries = checkpoint::DecodeDenseFile(*bytes, dense_path);
+        if (!entries.ok()) return FailedPrecondition(entries.status().message() + "; nothing was loaded");
+        dense = std::move(entries).value();
+      }
+      const uint32_t var_id = id;
+      const std::string& name = vs.spec->name;
+      auto entry = std::find_if(dense->begin(), dense->end(), [&](const checkpoint::DenseEntry& e) {
+        return e.id == var_id && e.name == name;
+      });
+      if (entry != dense->end()) {
+        auto snaps = PartitionsFromWorkerCopy(entry->values, entry->optimizer, *vs.spec, owned, step,
+                                              dense_path);
+        if (!snaps.ok()) return FailedPrecondition(snaps.status().message() + "; nothing was loaded");
+        PX_LOG(INFO) << "shard " << options_.shard << ": \"" << vs.spec->name
+                     << "\" was held on workers at the checkpoint in " << dir
+                     << ": its partitions come from " << checkpoint::kDenseFile << ", at step " << step;
+        loaded[id] = std::move(snaps).value();
+        continue;
+      }
     }
     // Another partitioning than the checkpoint's is re-split (ps/reshard.h).
     auto snaps = LoadOwnedPartitions(dir, vs.table->spec(), owned);
@@ -88,11 +109,6 @@ Status ShardCore::LoadCheckpoint(const std::string& dir, std::span<const uint32_
     VarState& vs = vars_.at(id);
     RestoreTable(vs.table.get(), snaps);
     for (const auto& snap : snaps) set_part(vs, snap.partition, snap.applied, snap.version);
-    if (is_fresh(id)) {
-      for (uint32_t p = 0; p < vs.parts.size(); ++p) {
-        if (vs.parts[p].owned) set_part(vs, p, step, 0);
-      }
-    }
   }
   for (auto& [id, d] : loaded_dynamic) {
     VarState& vs = vars_.at(id);
@@ -1173,13 +1189,8 @@ void ShardCore::HandleControl(const std::string& identity, const MessageView& m,
       return;
     }
     case Op::kLoad: {
-      std::vector<uint32_t> fresh(h.count);
-      if (h.count > 0) std::memcpy(fresh.data(), m.values, m.values_bytes);
-      if (Status st = LoadCheckpoint(std::string(m.text), fresh, h.clock); !st.ok()) {
-        Error(identity, h,
-              st.code() == StatusCode::kInvalidArgument ? ErrorCode::kUnknownVariable
-                                                        : ErrorCode::kCheckpoint,
-              st.message(), out);
+      if (Status st = LoadCheckpoint(std::string(m.text), h.clock); !st.ok()) {
+        Error(identity, h, ErrorCode::kCheckpoint, st.message(), out);
         return;
       }
       out->push_back(Reply(identity, h, Op::kLoad));

@@ -118,14 +118,13 @@ class ShardCore {
 
   const ShardStats& stats() const { return stats_; }
   // Replaces the partitions this shard owns by those of the checkpoint in
-  // `dir` (what a LOAD request does). The variables in `fresh` are not read
-  // from it (the checkpoint's plan held them on workers): their rows start
-  // over from the initializer and their partitions count `step` steps
-  // applied, for the trainer to write. FAILED_PRECONDITION naming the file
-  // and what differs, INVALID_ARGUMENT for a `fresh` variable that is not a
-  // fixed-row variable of the plan; nothing changes then.
-  Status LoadCheckpoint(const std::string& dir, std::span<const uint32_t> fresh = {},
-                        int64_t step = 0);
+  // `dir` (what a LOAD request does; `step`: the checkpoint's). A fixed
+  // variable without partition files there that the checkpoint's dense.pxck
+  // holds (same id and name: the checkpoint's plan kept it on workers) is
+  // taken from that entry, every row of the owned partitions, with `step`
+  // steps applied. FAILED_PRECONDITION naming the file and what differs;
+  // nothing changes then.
+  Status LoadCheckpoint(const std::string& dir, int64_t step = 0);
   // Updates applied to this shard's partitions: the sum of their versions
   // (a checkpoint's, after LoadCheckpoint, plus every push since).
   int64_t UpdatesApplied() const;

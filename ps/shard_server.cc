@@ -275,7 +275,7 @@ int64_t CountLostUpdates(const ShardCore& core, const std::string& previous_upda
 StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptions options) {
   PX_ASSIGN_OR_RETURN(auto core, ShardCore::Create(std::move(options.shard)));
   if (!options.load_checkpoint.empty()) {
-    PX_RETURN_IF_ERROR(core->LoadCheckpoint(options.load_checkpoint)
+    PX_RETURN_IF_ERROR(core->LoadCheckpoint(options.load_checkpoint, options.load_step)
                            .WithContext("loading the checkpoint \"" + options.load_checkpoint + "\""));
   }
   if (core->options().generation > 1) {

@@ -39,6 +39,9 @@ struct ShardServerOptions {
   // serves anything (a shard started again alone after it was lost); "":
   // the partitions start from their initializer.
   std::string load_checkpoint;
+  // Its step (the steps applied of a variable it holds on workers, which
+  // the shard takes from its dense.pxck: ShardCore::LoadCheckpoint).
+  int64_t load_step = 0;
   // Where the shard keeps its count of updates applied for a next
   // generation to read (ps/updates_file.h); "": nowhere.
   std::string updates_file;

@@ -10,7 +10,6 @@
 #include "core/ps/dynamic_file.h"
 #include "core/ps/initializer.h"
 #include "core/ps/partition_file.h"
-#include "core/ps/row_state.h"
 #include "core/rpc/coordinator_client.h"
 #include "schemas/kv_keys.h"
 
@@ -153,25 +152,6 @@ StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedV
     e.optimizer.steps = {adam && !steps.empty() ? *std::max_element(steps.begin(), steps.end()) : step};
   }
   return e;
-}
-
-StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::PlannedVariable& var) {
-  const size_t rows = static_cast<size_t>(var.rows), size = HeldSize(var);
-  const int slots = optim::StateSlots(var.optimizer.type);
-  const bool adam = var.optimizer.type == OptimizerType::kAdam;
-  // A DenseOptimizer's one count (the all-reduce path), or a
-  // SparseOptimizer's step per row (Adam) or none (all-gather replicas).
-  const size_t num_steps = entry.optimizer.steps.size();
-  const bool steps_fit = num_steps == 1 || (var.sparse && num_steps == (adam ? rows : 0));
-  if (entry.values.size() != size || entry.optimizer.s1.size() != (slots >= 1 ? size : 0) ||
-      entry.optimizer.s2.size() != (slots >= 2 ? size : 0) || !steps_fit) {
-    return FailedPrecondition("the checkpoint's \"" + var.name + "\" holds " +
-                              std::to_string(entry.values.size()) + " values and " +
-                              std::to_string(entry.optimizer.s1.size() + entry.optimizer.s2.size()) +
-                              " optimizer values; the plan's has " + std::to_string(size) +
-                              " values with a " + std::string(OptimizerTypeName(var.optimizer.type)) + " optimizer");
-  }
-  return ps::PackRowStates(entry.values, entry.optimizer, rows, var.dim, var.optimizer.type);
 }
 
 Status Checkpointer::Write(int64_t step, const std::string& plan_json,

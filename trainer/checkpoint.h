@@ -73,12 +73,8 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
 // another shape or optimizer.
 StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedVariable& var,
                                     int64_t step);
-// Workers -> PS: `entry` (dense.pxck's, with either optimizer's steps) as
-// the row states of `var` (now on the PS) for WRITE with ROW_STATE:
-// var.rows × RowStateWidth values, rows 0..rows-1, a dense variable's last
-// row padded with zeros.
-// FAILED_PRECONDITION when the entry's sizes do not fit the variable.
-StatusOr<std::vector<float>> RowStatesOf(const DenseEntry& entry, const plan::PlannedVariable& var);
+// Workers -> PS: each shard reads the variable's dense.pxck entry when it
+// loads (ps/shard_core.h, LoadCheckpoint).
 
 // The checkpoint protocol of one rank (what a Session does at a checkpoint
 // step and in Start()). Thread-compatible.

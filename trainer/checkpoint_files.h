@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/checkpoint/rank_files.h"
 #include "core/optim/optimizer.h"
 #include "parallax/status.h"
 
@@ -40,29 +41,19 @@ class CoordinatorClient;
 namespace parallax::trainer {
 
 constexpr char kManifestFile[] = "MANIFEST.json";
-constexpr char kDenseFile[] = "dense.pxck";
+using checkpoint::kDenseFile;
 
 std::string JobCheckpointDir(const std::string& root, int64_t job_id);
 std::string StepCheckpointDir(const std::string& root, int64_t job_id, int64_t step);
 std::string RankStateFile(int rank);  // "rank-<r>.state"
 
-// One worker-held variable in dense.pxck.
-struct DenseEntry {
-  uint32_t id = 0;
-  std::string name;
-  std::vector<float> values;
-  optim::OptimizerState optimizer;
-};
-
-// dense.pxck: magic "PXDN", format 1, entries; written durably.
-std::string EncodeDenseFile(const std::vector<DenseEntry>& entries);
-// FAILED_PRECONDITION naming `source` when the bytes are malformed.
-StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data, const std::string& source);
-
-// rank-<r>.state: magic "PXRS", format 1, (name, bytes) pairs.
-std::string EncodeRankState(const std::map<std::string, std::string>& blobs);
-StatusOr<std::map<std::string, std::string>> DecodeRankState(std::string_view data,
-                                                             const std::string& source);
+// dense.pxck and rank-<r>.state (core/checkpoint/rank_files.h, where a PS
+// shard reads dense.pxck too), by the names the trainer has always used.
+using checkpoint::DecodeDenseFile;
+using checkpoint::DecodeRankState;
+using checkpoint::DenseEntry;
+using checkpoint::EncodeDenseFile;
+using checkpoint::EncodeRankState;
 
 struct ManifestFile {
   std::string name;  // relative to the step directory

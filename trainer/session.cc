@@ -496,10 +496,9 @@ std::vector<HeldVariable> SessionImpl::Held() {
 // restart planned with the hosts' measured figures) carries its state
 // across: one now held on workers that the checkpoint's plan kept on the
 // PS is read from its partition files; one now on the PS that dense.pxck
-// holds starts over on the shards and rank 0 writes its rows' whole state.
+// holds is read from there by its shards when they load.
 Status SessionImpl::Resume(Checkpointer::ResumePoint rp) {
   const std::string where = RankName() + " resuming from the checkpoint in \"" + rp.dir + "\"";
-  std::map<uint32_t, std::vector<float>> moved_to_ps;  // rank 0's to write
   std::vector<DenseEntry> from_ps;
   auto entry_of = [&](const plan::PlannedVariable& v) -> const DenseEntry* {
     for (const DenseEntry& e : rp.dense) {
@@ -510,13 +509,11 @@ Status SessionImpl::Resume(Checkpointer::ResumePoint rp) {
   for (const plan::PlannedVariable& v : plan_.variables) {
     const DenseEntry* e = entry_of(v);
     if (v.path == VariablePath::kPs) {
-      if (e == nullptr || v.dynamic) continue;
-      PX_LOG(INFO) << RankName() << ": \"" << v.name << "\" moved from the workers to the PS since "
-                   << "the checkpoint of step " << rp.step << ": rank 0 writes its state to the shards";
-      if (options_.rank != 0) continue;
-      StatusOr<std::vector<float>> states = RowStatesOf(*e, v);
-      if (!states.ok()) return states.status().WithContext(where);
-      moved_to_ps[v.id] = std::move(states).value();
+      if (e != nullptr && !v.dynamic && options_.rank == 0) {
+        PX_LOG(INFO) << RankName() << ": \"" << v.name << "\" moved from the workers to the PS since "
+                     << "the checkpoint of step " << rp.step << ": its shards load its state from "
+                     << kDenseFile;
+      }
       continue;
     }
     if (e != nullptr ||
@@ -537,7 +534,7 @@ Status SessionImpl::Resume(Checkpointer::ResumePoint rp) {
   resumed_from_ = rp.step;
   if (plan_.has_ps()) {
     PX_RETURN_IF_ERROR(
-        sparse_->LoadCheckpoint(rp.dir, rp.step, options_.rank == 0, moved_to_ps).WithContext(where));
+        sparse_->LoadCheckpoint(rp.dir, rp.step, options_.rank == 0).WithContext(where));
   }
   PX_LOG(INFO) << "rank " << options_.rank << " resumes job " << options_.job_id << " from step "
                << rp.step << " (" << rp.dir << ")";

@@ -170,25 +170,13 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
   slots_.push_back(std::move(s));
 }
 
-Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool rank0,
-                                  const std::map<uint32_t, std::vector<float>>& moved) {
+Status SparseSync::LoadCheckpoint(const std::string& dir, int64_t step, bool rank0) {
   // A LOAD drops pending pushes: no rank pushes or pulls before every shard
   // has loaded.
   if (rank0) {
-    std::vector<uint32_t> fresh;
-    for (const auto& [id, states] : moved) fresh.push_back(id);
-    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(dir, fresh, step));
+    PX_ASSIGN_OR_RETURN(ps::Ticket t, ps_->Load(dir, step));
     PX_RETURN_IF_ERROR(
         ps_->Wait(t, Deadline()).WithContext("PS shards loading the checkpoint \"" + dir + "\""));
-    for (const auto& [id, states] : moved) {
-      const plan::PlannedVariable& v = At(id).var;
-      std::vector<int64_t> ids(static_cast<size_t>(v.rows));
-      std::iota(ids.begin(), ids.end(), 0);
-      PX_RETURN_IF_ERROR(WriteRowStates(v, ids, states,
-                                        "writing \"" + v.name +
-                                            "\", which the checkpoint held on workers, to PS" +
-                                            ShardsOf(At(id))));
-    }
   }
   if (world_) {
     PX_RETURN_IF_ERROR(

@@ -100,12 +100,9 @@ class SparseSync {
 
   // Start(): every shard loads the checkpoint in `dir` (rank 0 asks, then
   // all ranks meet at a barrier), and under ssp the shards learn the step
-  // this rank resumes at.
-  // `moved`: the row states (trainer/checkpoint.h, RowStatesOf) of PS
-  // variables the checkpoint held on workers, by variable id: the shards
-  // start them over and rank 0 writes them, before any rank goes on.
-  Status LoadCheckpoint(const std::string& dir, int64_t step, bool rank0,
-                        const std::map<uint32_t, std::vector<float>>& moved = {});
+  // this rank resumes at. A PS variable the checkpoint held on workers
+  // comes from its dense.pxck (each shard reads it: ShardCore::LoadCheckpoint).
+  Status LoadCheckpoint(const std::string& dir, int64_t step, bool rank0);
   // Start() of a job that does not resume: rank 0 (`rank0`) writes the
   // given initial values of PS variables to their shards (`values` by
   // variable id: rows × dim for a sparse one, size() for a dense one), then

@@ -302,17 +302,10 @@ class ZmqPsClient final : public PsClient {
   StatusOr<Ticket> Save(const std::string& dir, int64_t step) override {
     return SubmitControl(Op::kSave, dir, step, nullptr);
   }
-  StatusOr<Ticket> Load(const std::string& dir, std::span<const uint32_t> fresh,
-                        int64_t step) override {
-    for (uint32_t var : fresh) {
-      const VariableSpec* spec = options_.plan.FindVariable(var);
-      if (spec == nullptr || spec->dynamic)
-        return InvalidArgument("LOAD: variable " + std::to_string(var) +
-                               " is not a fixed-row variable on the PS");
-    }
+  StatusOr<Ticket> Load(const std::string& dir, int64_t step) override {
     if (step < 0 || step > ps_wire::kMaxClock)
       return InvalidArgument("LOAD: step " + std::to_string(step) + " is out of range");
-    return SubmitControl(Op::kLoad, dir, step, nullptr, 0, fresh);
+    return SubmitControl(Op::kLoad, dir, step, nullptr);
   }
   StatusOr<Ticket> Stats(std::vector<std::string>* out) override {
     out->assign(options_.plan.num_shards, "");
@@ -650,8 +643,7 @@ class ZmqPsClient final : public PsClient {
   }
 
   StatusOr<Ticket> SubmitControl(Op op, const std::string& text, int64_t clock,
-                                 std::vector<std::string>* texts, uint32_t variable = 0,
-                                 std::span<const uint32_t> fresh = {}) {
+                                 std::vector<std::string>* texts, uint32_t variable = 0) {
     const uint32_t num_shards = options_.plan.num_shards;
     auto req = std::make_unique<Request>();
     Request& r = *req;
@@ -679,11 +671,9 @@ class ZmqPsClient final : public PsClient {
       h.request_id = ticket;
       h.clock = clock;
       h.attempt = options_.attempt;
-      h.count = static_cast<uint32_t>(fresh.size());
       std::array<zmq::message_t, 3> frames;
       frames[0] = HeaderMessage(h);
       frames[1] = zmq::message_t(text.data(), text.size());
-      frames[2] = zmq::message_t(fresh.data(), fresh.size_bytes());
       SendToLoop(s, frames);
     }
     return ticket;

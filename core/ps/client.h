@@ -216,12 +216,11 @@ class PsClient {
   // Save with step s > 0 is written once every partition applied steps
   // 0..s-1, and holds step s until then: a consistent cut. step 0: now.
   virtual StatusOr<Ticket> Save(const std::string& dir, int64_t step) = 0;
-  // `fresh`: variables the checkpoint does not hold on the PS (a plan that
-  // moved them here since it was written): each shard starts their rows over
-  // from the initializer, counts their partitions' steps applied as `step`
-  // (the checkpoint's), and the caller writes their rows (WriteState).
-  virtual StatusOr<Ticket> Load(const std::string& dir, std::span<const uint32_t> fresh = {},
-                                int64_t step = 0) = 0;
+  // `step`: the checkpoint's. A variable the checkpoint's plan held on
+  // workers (a plan that moved it here since) has no partition files: each
+  // shard takes its rows and optimizer state from the checkpoint's
+  // dense.pxck, with `step` steps applied.
+  virtual StatusOr<Ticket> Load(const std::string& dir, int64_t step = 0) = 0;
 
   // A runtime setting of variable `var` (ps_wire::kAllVariables: every
   // variable), in effect from step `clock` on (schemas/ps_wire.md,

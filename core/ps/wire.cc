@@ -83,17 +83,7 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
   }
   if (!IsDataOp(h.op)) {
     if (shm) return Err(ErrorCode::kBadFlags, std::string("the SHM flag is for data ops, not ") + OpName(h.op));
-    if (h.op == static_cast<uint8_t>(Op::kLoad) && !is_reply) {
-      // LOAD: frame 2 lists the variables to start over (`count` × u32).
-      if (sizes[2] != size_t{h.count} * 4)
-        return Err(ErrorCode::kBadCount, "LOAD: count " + std::to_string(h.count) + " needs " +
-                                             std::to_string(size_t{h.count} * 4) +
-                                             " bytes of variable ids, got " + std::to_string(sizes[2]));
-      out->values = static_cast<const char*>(frames[2]);
-      out->values_bytes = sizes[2];
-    } else if (sizes[2] != 0) {
-      return Err(ErrorCode::kBadCount, "values frame must be empty for this op");
-    }
+    if (sizes[2] != 0) return Err(ErrorCode::kBadCount, "values frame must be empty for this op");
     out->text = std::string_view(static_cast<const char*>(frames[1]), sizes[1]);
     return {};
   }

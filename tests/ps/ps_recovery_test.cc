@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/durable_file.h"
+#include "core/checkpoint/rank_files.h"
 #include "core/ps/client.h"
 #include "core/ps/discovery.h"
 #include "core/rpc/coordinator_client.h"
@@ -218,6 +220,49 @@ TEST_F(PsRecoveryTest, WithoutACheckpointTheNextGenerationStartsFromTheInitializ
   EXPECT_EQ(after["updates_applied"], 0) << after.dump();
   EXPECT_NE(parallax::testing::ReadWholeFile(dir_.File("shard-g2.log")).find("no checkpoint"),
             std::string::npos);
+  second->Signal(SIGTERM);
+  second->Wait(10'000);
+}
+
+// A plan that moved a variable onto the PS since the checkpoint: the
+// checkpoint holds it in dense.pxck (the workers' copy), with no partition
+// files. A next generation loads it from there by itself (as every shard's
+// LOAD does when the attempt resumes), with the checkpoint's step, and the
+// rank's requests go on.
+TEST_F(PsRecoveryTest, ANextGenerationTakesAVariableTheCheckpointHeldOnWorkersFromItsDenseFile) {
+  checkpoint::DenseEntry held;
+  held.id = 0;
+  held.name = plan_.variables[0].name;
+  held.values.resize(static_cast<size_t>(plan_.variables[0].rows) * kDim);
+  for (size_t i = 0; i < held.values.size(); ++i) held.values[i] = 0.25f * static_cast<float>(i % 13);
+  held.optimizer.steps = {12};
+  const std::string ckpt = dir_.File("step-12");
+  std::filesystem::create_directories(ckpt);
+  ASSERT_TRUE(WriteFileDurably(ckpt + "/" + checkpoint::kDenseFile, checkpoint::EncodeDenseFile({held})).ok());
+  rpc::CheckpointInfo info;
+  info.job_id = job_id_;
+  info.attempt = attempt_;
+  info.step = 12;
+  info.path = ckpt;
+  info.manifest_sha256 = "";
+  ASSERT_TRUE(coord_->CommitCheckpoint(info).ok());
+
+  auto first = StartShard(1);
+  std::unique_ptr<PsClient> owned = Client();
+  ASSERT_NE(owned, nullptr);
+  PsClient* client = owned.get();
+  for (int step = 12; step < 15; ++step) PushAcked(client, step);
+  first->Signal(SIGKILL);
+  first->Wait(10'000);
+
+  auto second = StartShard(2);
+  const float row5 = held.values[5 * kDim];
+  EXPECT_FLOAT_EQ(RowValue(client), row5) << "see " << dir_.path();
+  EXPECT_EQ(Stats(client)["generation"], 2);
+  const std::string log = parallax::testing::ReadWholeFile(dir_.File("shard-g2.log"));
+  EXPECT_NE(log.find("held on workers"), std::string::npos) << log;
+  PushAcked(client, 15);
+  EXPECT_FLOAT_EQ(RowValue(client), row5 - kLr);
   second->Signal(SIGTERM);
   second->Wait(10'000);
 }

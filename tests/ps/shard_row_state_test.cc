@@ -5,10 +5,13 @@
 // is refused with nothing changed.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
 #include <vector>
 
+#include "core/base/durable_file.h"
+#include "core/checkpoint/rank_files.h"
 #include "core/optim/optimizer.h"
-#include "core/ps/initializer.h"
 #include "core/ps/row_state.h"
 #include "ps/shard_core.h"
 #include "tests/ps/ps_test_util.h"
@@ -155,23 +158,44 @@ TEST(RowStateRefusalTest, ADynamicTableRefusesRowState) {
 }
 
 // A plan that moved a variable from the workers to the PS since the
-// checkpoint (a re-plan): the trainer's LOAD names it, each shard starts its
-// rows over instead of reading files the checkpoint does not have, and its
-// partitions count the checkpoint's steps as applied, so a sync pull of the
-// resumed step is answered, not held; rank 0 then writes its rows' state. A
-// LOAD naming a variable the plan does not have on the PS is refused, and
+// checkpoint (a re-plan): the checkpoint has no partition files of it, and
+// each shard's LOAD takes its rows and optimizer state from dense.pxck, the
+// workers' copy, with the checkpoint's steps counted as applied, so a sync
+// pull of the resumed step is answered, not held. A shard started again
+// alone (a later generation) loads the same way by itself. A dense.pxck
+// that does not fit the variable, or none, is refused naming the file, and
 // the shard keeps what it held.
-TEST(LoadFreshTest, AVariableNewToThePsStartsOverAtTheCheckpointsStep) {
+TEST(LoadFromWorkersTest, AVariableTheCheckpointHeldOnWorkersComesFromDensePxck) {
   PsPlan before = OneTablePlan(OptimizerType::kAdagrad);
   before.consistency = Consistency::kSync;
   auto old_shard = testing::MakeShard(before);
   PushRow(old_shard.get(), 3, {0.5f, -1.0f, 2.0f}, 0);
   PushRow(old_shard.get(), 3, {0.25f, 0.5f, -0.75f}, 1);
   parallax::testing::TempDir dir;
-  testing::Frames save = Request(MakeHeader(Op::kSave, 0, 0, 0, 0, 0, 2), {}, {});
-  save.f[1] = dir.path();
-  auto saved = Send(old_shard.get(), save);
-  ASSERT_EQ(ReplyHeader(saved[0]).op, static_cast<uint8_t>(Op::kSave)) << saved[0].frames[1];
+  auto save_to = [&](const std::string& path) {
+    testing::Frames save = Request(MakeHeader(Op::kSave, 0, 0, 0, 0, 0, 2), {}, {});
+    save.f[1] = path;
+    auto saved = Send(old_shard.get(), save);
+    ASSERT_EQ(ReplyHeader(saved[0]).op, static_cast<uint8_t>(Op::kSave)) << saved[0].frames[1];
+  };
+  // "w": 5 values held on workers (2 rows of dim 3, the last one short),
+  // with their Adagrad accumulators.
+  checkpoint::DenseEntry held;
+  held.id = 1;
+  held.name = "w";
+  held.values = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+  held.optimizer.s1 = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
+  held.optimizer.steps = {2};
+  auto write_checkpoint = [&](const std::string& name, const std::vector<checkpoint::DenseEntry>& dense) {
+    const std::string path = dir.File(name);
+    std::filesystem::create_directories(path);
+    save_to(path);
+    if (!dense.empty()) {
+      EXPECT_TRUE(WriteFileDurably(path + "/" + checkpoint::kDenseFile, checkpoint::EncodeDenseFile(dense)).ok());
+    }
+    return path;
+  };
+  const std::string good = write_checkpoint("good", {held});
 
   PsPlan after = before;
   VariableSpec w = after.variables[0];
@@ -181,50 +205,53 @@ TEST(LoadFreshTest, AVariableNewToThePsStartsOverAtTheCheckpointsStep) {
   w.init.seed = 9;
   after.variables.push_back(w);
   auto shard = testing::MakeShard(after);
-  auto load = [&](const std::vector<uint32_t>& fresh, uint32_t count, int64_t step) {
-    testing::Frames f = Request(MakeHeader(Op::kLoad, 0, 0, 0, count, 0, step), {}, {});
-    f.f[1] = dir.path();
-    f.f[2].assign(reinterpret_cast<const char*>(fresh.data()), fresh.size() * 4);
+  auto load = [&](const std::string& path, int64_t step, const std::string& frame2 = "") {
+    testing::Frames f = Request(MakeHeader(Op::kLoad, 0, 0, 0, 0, 0, step), {}, {});
+    f.f[1] = path;
+    f.f[2] = frame2;
     return Send(shard.get(), f);
   };
-  // Without naming it, the LOAD finds no file of "w" and changes nothing.
-  auto missing = load({}, 0, 2);
-  ExpectOneErrorReply(missing, ErrorCode::kCheckpoint);
-  EXPECT_NE(missing[0].frames[1].find("nothing was loaded"), std::string::npos) << missing[0].frames[1];
+  auto pull_w_state = [&] {
+    Header h = MakeHeader(Op::kPull, 1, 0, 0, 2, Width(after), 0);
+    h.flags = ps_wire::kFlagRowState;
+    auto out = Send(shard.get(), Request(h, {0, 1}, {}));
+    EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+    return ReplyValues(out[0]);
+  };
+  ExpectOneErrorReply(load(good, 2, std::string(4, '\0')), ErrorCode::kBadCount);
 
-  auto loaded = load({1}, 1, 2);
+  auto loaded = load(good, 2);
   ASSERT_EQ(ReplyHeader(loaded[0]).op, static_cast<uint8_t>(Op::kLoad)) << loaded[0].frames[1];
   EXPECT_EQ(PullState(shard.get(), after, {3}), PullState(old_shard.get(), before, {3}));
+  std::vector<float> expected(2 * Width(after));
+  const std::vector<float> w1 = {4.0f, 5.0f, 0.0f}, a1 = {0.4f, 0.5f, 0.0f};
+  PackRowState(held.values.data(), held.optimizer.s1.data(), nullptr, 0, kDim, 1, expected.data());
+  PackRowState(w1.data(), a1.data(), nullptr, 0, kDim, 1, expected.data() + Width(after));
+  const std::vector<float> state = pull_w_state();
+  EXPECT_EQ(state, expected);
   // A sync pull of step 2 of "w": answered at once (steps 0 and 1 count as
-  // applied), with the initializer's row.
+  // applied), with the workers' row.
   auto pulled = Send(shard.get(), Request(MakeHeader(Op::kPull, 1, 0, 0, 1, kDim, 2), {0}, {}));
-  ASSERT_EQ(pulled.size(), 1u) << "held: the fresh partition's steps were not counted";
+  ASSERT_EQ(pulled.size(), 1u) << "held: the partition's steps applied were not the checkpoint's";
   ASSERT_EQ(ReplyHeader(pulled[0]).op, static_cast<uint8_t>(Op::kPull)) << pulled[0].frames[1];
-  std::vector<float> init(kDim);
-  InitializeRow(w.init, 1, 0, kDim, init.data());
-  EXPECT_EQ(ReplyValues(pulled[0]), init);
+  EXPECT_EQ(ReplyValues(pulled[0]), (std::vector<float>{1.0f, 2.0f, 3.0f}));
 
-  // The trainer writes the moved rows' state; bad LOADs leave it.
-  std::vector<float> state(Width(after), 0.0f);
-  state[0] = 7.0f;
-  state[kDim] = 0.5f;  // the Adagrad accumulator
-  auto ack = Send(shard.get(), [&] {
-    Header h = MakeHeader(Op::kWrite, 1, 0, 0, 1, Width(after), 0);
-    h.flags = ps_wire::kFlagRowState;
-    return Request(h, {1}, state);
-  }());
-  ASSERT_EQ(ReplyHeader(ack[0]).op, static_cast<uint8_t>(Op::kWrite)) << ack[0].frames[1];
-  auto unknown = load({5}, 1, 2);
-  ExpectOneErrorReply(unknown, ErrorCode::kUnknownVariable);
-  EXPECT_NE(unknown[0].frames[1].find("variable 5"), std::string::npos) << unknown[0].frames[1];
-  ExpectOneErrorReply(load({}, 1, 2), ErrorCode::kBadCount);
-  auto kept = Send(shard.get(), [&] {
-    Header h = MakeHeader(Op::kPull, 1, 0, 0, 1, Width(after), 2);
-    h.flags = ps_wire::kFlagRowState;
-    return Request(h, {1}, {});
-  }());
-  ASSERT_EQ(ReplyHeader(kept[0]).op, static_cast<uint8_t>(Op::kPull)) << kept[0].frames[1];
-  EXPECT_EQ(ReplyValues(kept[0]), state);
+  // Refused, and nothing changes: an entry of another size, a value that is
+  // not finite, no dense.pxck at all.
+  checkpoint::DenseEntry longer = held;
+  longer.values.resize(7, 1.0f);
+  longer.optimizer.s1.resize(7, 1.0f);
+  auto wrong = load(write_checkpoint("wrong", {longer}), 2);
+  ExpectOneErrorReply(wrong, ErrorCode::kCheckpoint);
+  EXPECT_NE(wrong[0].frames[1].find("dense.pxck: \"w\" holds 7 values"), std::string::npos) << wrong[0].frames[1];
+  EXPECT_NE(wrong[0].frames[1].find("nothing was loaded"), std::string::npos) << wrong[0].frames[1];
+  checkpoint::DenseEntry nan = held;
+  nan.values[4] = std::nanf("");
+  ExpectOneErrorReply(load(write_checkpoint("nan", {nan}), 2), ErrorCode::kCheckpoint);
+  auto missing = load(write_checkpoint("none", {}), 2);
+  ExpectOneErrorReply(missing, ErrorCode::kCheckpoint);
+  EXPECT_NE(missing[0].frames[1].find("var1-part0.pxps"), std::string::npos) << missing[0].frames[1];
+  EXPECT_EQ(pull_w_state(), state);
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <fstream>
 
 #include "core/base/durable_file.h"
-#include "core/ps/row_state.h"
 #include "ps/checkpoint.h"
 #include "ps/variable_table.h"
 #include "tests/testing/temp_dir.h"
@@ -168,8 +167,9 @@ TEST_F(CheckpointFilesTest, ATableMovedBetweenAllReduceAndAllGatherRestores) {
 // A variable that changed sides between the checkpoint and the resumed
 // plan (trainer/checkpoint.h): a dense variable of 1,030 elements (2 PS rows
 // of 1,024, the last one padded) trained by a shard's Adam comes back as the
-// DenseEntry a DenseOptimizer restores, and RowStatesOf gives the shard the
-// same rows back; a file of another shape is refused naming it.
+// DenseEntry a DenseOptimizer restores, and a shard takes the same rows back
+// from it (ps::PartitionsFromWorkerCopy, what LOAD does with dense.pxck); a
+// file of another shape is refused naming it.
 TEST_F(CheckpointFilesTest, AVariableCrossesBetweenThePsFilesAndAWorkersEntry) {
   plan::PlannedVariable v;
   v.id = 3;
@@ -218,16 +218,22 @@ TEST_F(CheckpointFilesTest, AVariableCrossesBetweenThePsFilesAndAWorkersEntry) {
   optim::DenseOptimizer dense(v.optimizer, v.size);
   EXPECT_TRUE(dense.Restore(e->optimizer).ok());
 
-  StatusOr<std::vector<float>> states = RowStatesOf(*e, v);
-  ASSERT_TRUE(states.ok()) << states.status().ToString();
-  const uint32_t width = ps::RowStateWidth(spec);
-  ASSERT_EQ(states->size(), 2u * width);
-  std::vector<float> w(v.dim), s1(v.dim), s2(v.dim);
-  int64_t row_step = 0;
-  ps::UnpackRowState(states->data() + width, v.dim, 2, w.data(), s1.data(), s2.data(), &row_step);
-  EXPECT_EQ(row_step, 3);
-  EXPECT_EQ(w[5], table.weights(table.Touch(1))[5]);
-  EXPECT_EQ(w[6], 0.0f) << "past the variable's 1,030 elements: padding";
+  const std::vector<uint32_t> owned = {0};
+  auto back = ps::PartitionsFromWorkerCopy(e->values, e->optimizer, spec, owned, 3, "dense.pxck");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 1u);
+  const ps::PartitionSnapshot& snap = back->front();
+  EXPECT_EQ(snap.ids, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(snap.applied, 3);
+  EXPECT_EQ(snap.steps, (std::vector<int64_t>{3, 3}));
+  ASSERT_EQ(snap.weights.size(), 2048u);
+  ASSERT_EQ(snap.slots[1].size(), 2048u);
+  for (size_t i = 0; i < 1030; ++i) {
+    const uint32_t idx = table.Touch(static_cast<int64_t>(i / 1024));
+    ASSERT_EQ(snap.weights[i], table.weights(idx)[i % 1024]) << i;
+    ASSERT_EQ(snap.slots[1][i], table.slot(1, idx)[i % 1024]) << i;
+  }
+  EXPECT_EQ(snap.weights[1030], 0.0f) << "past the variable's 1,030 elements: padding";
 
   // A table (2 rows of 1,024) read for the all-gather path gets a
   // SparseOptimizer's steps, for all-reduce a DenseOptimizer's; either
@@ -249,9 +255,13 @@ TEST_F(CheckpointFilesTest, AVariableCrossesBetweenThePsFilesAndAWorkersEntry) {
   optim::DenseOptimizer whole(v.optimizer, 2048);
   EXPECT_TRUE(whole.Restore(reduced->optimizer).ok());
   for (const DenseEntry* form : {&*gathered, &*reduced}) {
-    StatusOr<std::vector<float>> back = RowStatesOf(*form, table_var);
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
-    EXPECT_EQ(ps::RowStateStep(back->data() + width, v.dim, 2), 3);
+    auto parts = ps::PartitionsFromWorkerCopy(form->values, form->optimizer, spec, owned, 3, "dense.pxck");
+    ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+    EXPECT_EQ(parts->front().steps, (std::vector<int64_t>{3, 3}));
+    ASSERT_EQ(parts->front().weights.size(), 2048u);
+    for (size_t i = 0; i < 2048; ++i) {  // both rows whole: a table has no padding
+      ASSERT_EQ(parts->front().weights[i], table.weights(table.Touch(static_cast<int64_t>(i / 1024)))[i % 1024]);
+    }
   }
 
   plan::PlannedVariable other = v;
@@ -265,8 +275,11 @@ TEST_F(CheckpointFilesTest, AVariableCrossesBetweenThePsFilesAndAWorkersEntry) {
   other.id = 4;
   EXPECT_THAT(ReadPsVariable(dir, other, 3).status().message(), HasSubstr("var4-part0.pxps"));
   DenseEntry short_entry = *e;
-  short_entry.values.pop_back();
-  EXPECT_FALSE(RowStatesOf(short_entry, v).ok());
+  short_entry.optimizer.s1.pop_back();
+  auto refused = ps::PartitionsFromWorkerCopy(short_entry.values, short_entry.optimizer, spec, owned, 3,
+                                              "dense.pxck");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("dense.pxck: \"w\" holds 1030 values, 2059 optimizer values"));
 }
 
 }  // namespace parallax::trainer
