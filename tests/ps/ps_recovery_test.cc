@@ -103,6 +103,17 @@ class PsRecoveryTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
+  // Records the checkpoint in `path` as the job's, of step `step`.
+  void CommitCheckpoint(int64_t step, const std::string& path) {
+    rpc::CheckpointInfo info;
+    info.job_id = job_id_;
+    info.attempt = attempt_;
+    info.step = step;
+    info.path = path;
+    info.manifest_sha256 = "";
+    ASSERT_TRUE(coord_->CommitCheckpoint(info).ok());
+  }
+
   nlohmann::json Stats(PsClient* client) {
     std::vector<std::string> texts;
     auto t = client->Stats(&texts);
@@ -144,13 +155,7 @@ TEST_F(PsRecoveryTest, KilledShardComesBackFromItsCheckpointAndGetsTheUnanswered
   auto save = client->Save(ckpt, 0);
   ASSERT_TRUE(save.ok());
   ASSERT_TRUE(client->Wait(*save, DeadlineIn(20'000)).ok());
-  rpc::CheckpointInfo info;
-  info.job_id = job_id_;
-  info.attempt = attempt_;
-  info.step = 10;
-  info.path = ckpt;
-  info.manifest_sha256 = "";
-  ASSERT_TRUE(coord_->CommitCheckpoint(info).ok());
+  CommitCheckpoint(10, ckpt);
   for (int step = 10; step < 17; ++step) PushAcked(client, step);
   const nlohmann::json before = Stats(client);
   EXPECT_EQ(before["generation"], 1);
@@ -238,14 +243,9 @@ TEST_F(PsRecoveryTest, ANextGenerationTakesAVariableTheCheckpointHeldOnWorkersFr
   held.optimizer.steps = {12};
   const std::string ckpt = dir_.File("step-12");
   std::filesystem::create_directories(ckpt);
-  ASSERT_TRUE(WriteFileDurably(ckpt + "/" + checkpoint::kDenseFile, checkpoint::EncodeDenseFile({held})).ok());
-  rpc::CheckpointInfo info;
-  info.job_id = job_id_;
-  info.attempt = attempt_;
-  info.step = 12;
-  info.path = ckpt;
-  info.manifest_sha256 = "";
-  ASSERT_TRUE(coord_->CommitCheckpoint(info).ok());
+  ASSERT_TRUE(
+      WriteFileDurably(ckpt + "/" + checkpoint::kDenseFile, checkpoint::EncodeDenseFile({held})).ok());
+  CommitCheckpoint(12, ckpt);
 
   auto first = StartShard(1);
   std::unique_ptr<PsClient> owned = Client();
