@@ -266,13 +266,13 @@ TEST_F(ReplanTest, AnOperatorsReplanResumesWithReMeasuredHotRows) {
 }
 
 // A re-plan that moves a variable between the workers and the PS carries
-// its state across the checkpoint (trainer/checkpoint.h, ReadPsVariable and
-// RowStatesOf). Attempt 1 all-reduces "w" (momentum; PS bytes priced at a
+// its state across the checkpoint (trainer/checkpoint.h, ReadPsVariable;
+// ps/shard_core.h, LoadCheckpoint). Attempt 1 all-reduces "w" (momentum; PS bytes priced at a
 // millisecond each); while its ranks wait
 // after step 15 the test stores a correction that prices the collectives a
 // billion times higher and an operator asks for a re-plan; attempt 2 puts
-// "w" on the PS, whose shards start it over and take its values and
-// momentum from rank 0, and the job ends with the model of a job that never
+// "w" on the PS, whose shards take its values and momentum from the
+// checkpoint's dense.pxck, and the job ends with the model of a job that never
 // moved it. (ReplanTrueResumesFromTheNextCheckpointWithTheCorrectedPlan
 // moves "w" the other way, from the PS to all-reduce.)
 TEST_F(ReplanTest, AVariableTheRePlanMovesToThePsKeepsItsState) {
