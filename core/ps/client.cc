@@ -417,9 +417,10 @@ class ZmqPsClient final : public PsClient {
   // Every part's id and value frames (or its shared-memory references),
   // built before the request is registered so the loop never sees a
   // half-built one. `grad_of(u)` is distinct id u's gradient row.
-  std::vector<std::array<zmq::message_t, 3>> BuildFrames(
-      Request& r, const Dedupe& d, bool pushes, bool replies,
-      const std::function<const float*(uint32_t)>& grad_of) {
+  // (A template, not a std::function: it is called for every row.)
+  template <typename GradOf>
+  std::vector<std::array<zmq::message_t, 3>> BuildFrames(Request& r, const Dedupe& d, bool pushes,
+                                                         bool replies, const GradOf& grad_of) {
     const uint32_t dim = r.width;
     const bool fp16 = options_.plan.value_encoding == ValueEncoding::kFp16 && !r.row_state;
     const size_t vbytes = ValueBytes(fp16 ? ps_wire::kFlagFp16 : 0);
