@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -113,11 +114,16 @@ TEST_F(ShardServerTest, SnapshotHasTheCountersStatsReports) {
   Ok(slow.get(), slow->Push(0, ids, grads, 0));  // τ = 10 on each partition
   std::vector<std::string> stats;
   Ok(slow.get(), slow->Stats(&stats));
-  // The loop publishes its snapshot after each batch: once this later pull
-  // is answered, the batches before it are in the snapshot.
-  Ok(slow.get(), slow->Pull(0, ids, 0, &rows));
-  const ShardSnapshot snap = servers_[0]->Snapshot();
   auto j = nlohmann::json::parse(stats[0]);
+  // The loop publishes its snapshot once it has drained the messages that
+  // were waiting, after it answered them: an answer can arrive before the
+  // snapshot that counts it (the reporter reads it every 2 s). Wait for it.
+  ShardSnapshot snap = servers_[0]->Snapshot();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  while (snap.stats.pushes < j["pushes"].get<int64_t>() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    snap = servers_[0]->Snapshot();
+  }
   EXPECT_EQ(snap.stats.pushes, j["pushes"].get<int64_t>());
   EXPECT_EQ(snap.stats.pushes, 22);  // 11 pushes × 2 partitions
   EXPECT_EQ(snap.stats.rows_pushed, j["rows_pushed"].get<int64_t>());
