@@ -114,7 +114,7 @@ StatusOr<std::vector<PartitionSnapshot>> PartitionsFromWorkerCopy(
   // One count (a DenseOptimizer's), or a SparseOptimizer's: one a row under
   // Adam, none otherwise.
   const size_t num_steps = state.steps.size();
-  const bool fits = size > (rows - 1) * dim && size <= rows * dim && rows > 0 &&
+  const bool fits = rows > 0 && size > (rows - 1) * dim && size <= rows * dim &&
                     state.s1.size() == (slots >= 1 ? size : 0) &&
                     state.s2.size() == (slots >= 2 ? size : 0) &&
                     (num_steps == 1 || num_steps == (adam ? rows : 0));

@@ -49,12 +49,33 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
   return core;
 }
 
+namespace {
+
+// The dense.pxck entry of `var` (same id and name) in the checkpoint `dir`
+// when the checkpoint has no partition files of it: its plan held the
+// variable on workers. Null otherwise. The file is read once, into *dense.
+StatusOr<const checkpoint::DenseEntry*> WorkerCopyOf(const std::string& dir, const VariableSpec& var,
+                                                     std::optional<std::vector<checkpoint::DenseEntry>>* dense) {
+  const std::string path = dir + "/" + checkpoint::kDenseFile;
+  if (std::filesystem::exists(dir + "/" + PartitionFileName(var.id, 0)) || !std::filesystem::exists(path)) {
+    return nullptr;
+  }
+  if (!*dense) {
+    PX_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+    PX_ASSIGN_OR_RETURN(*dense, checkpoint::DecodeDenseFile(bytes, path));
+  }
+  for (const checkpoint::DenseEntry& e : **dense) {
+    if (e.id == var.id && e.name == var.name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
   std::map<uint32_t, LoadedDynamic> loaded_dynamic;
-  // dense.pxck, read when a variable has no partition files.
-  std::optional<std::vector<checkpoint::DenseEntry>> dense;
-  const std::string dense_path = dir + "/" + checkpoint::kDenseFile;
+  std::optional<std::vector<checkpoint::DenseEntry>> dense;  // read when needed
   for (auto& [id, vs] : vars_) {
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
@@ -69,30 +90,17 @@ Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
     }
     // A variable the checkpoint held on workers (the plan moved it here
     // since) has no partition files; dense.pxck holds its rows and state.
-    if (!std::filesystem::exists(dir + "/" + PartitionFileName(id, 0)) &&
-        std::filesystem::exists(dense_path)) {
-      if (!dense) {
-        StatusOr<std::string> bytes = ReadWholeFile(dense_path);
-        if (!bytes.ok()) return FailedPrecondition(bytes.status().message() + "; nothing was loaded");
-        auto entries = checkpoint::DecodeDenseFile(*bytes, dense_path);
-        if (!entries.ok()) return FailedPrecondition(entries.status().message() + "; nothing was loaded");
-        dense = std::move(entries).value();
-      }
-      const uint32_t var_id = id;
-      const std::string& name = vs.spec->name;
-      auto entry = std::find_if(dense->begin(), dense->end(), [&](const checkpoint::DenseEntry& e) {
-        return e.id == var_id && e.name == name;
-      });
-      if (entry != dense->end()) {
-        auto snaps = PartitionsFromWorkerCopy(entry->values, entry->optimizer, *vs.spec, owned, step,
-                                              dense_path);
-        if (!snaps.ok()) return FailedPrecondition(snaps.status().message() + "; nothing was loaded");
-        PX_LOG(INFO) << "shard " << options_.shard << ": \"" << vs.spec->name
-                     << "\" was held on workers at the checkpoint in " << dir
-                     << ": its partitions come from " << checkpoint::kDenseFile << ", at step " << step;
-        loaded[id] = std::move(snaps).value();
-        continue;
-      }
+    StatusOr<const checkpoint::DenseEntry*> entry = WorkerCopyOf(dir, *vs.spec, &dense);
+    if (!entry.ok()) return FailedPrecondition(entry.status().message() + "; nothing was loaded");
+    if (*entry != nullptr) {
+      auto snaps = PartitionsFromWorkerCopy((*entry)->values, (*entry)->optimizer, *vs.spec, owned, step,
+                                            dir + "/" + checkpoint::kDenseFile);
+      if (!snaps.ok()) return FailedPrecondition(snaps.status().message() + "; nothing was loaded");
+      PX_LOG(INFO) << "shard " << options_.shard << ": \"" << vs.spec->name
+                   << "\" was held on workers at the checkpoint in " << dir
+                   << ": its partitions come from " << checkpoint::kDenseFile << ", at step " << step;
+      loaded[id] = std::move(snaps).value();
+      continue;
     }
     // Another partitioning than the checkpoint's is re-split (ps/reshard.h).
     auto snaps = LoadOwnedPartitions(dir, vs.table->spec(), owned);

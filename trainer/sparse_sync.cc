@@ -681,9 +681,8 @@ Status SparseSync::PullHotRows(int64_t step) {
 Status SparseSync::WriteHotRows() {
   for (Slot& s : slots_) {
     if (!s.hot) continue;
-    const std::vector<float> states = ps::PackRowStates(s.hot->values, s.hot->optimizer->State(),
-                                                        s.var.hot_rows.size(), s.var.dim,
-                                                        s.var.optimizer.type);
+    const std::vector<float> states =
+        ps::PackRowStates(s.hot->values, s.hot->optimizer->State(), s.var.dim, s.var.optimizer.type);
     PX_RETURN_IF_ERROR(WriteRowStates(s.var, s.var.hot_rows, states,
                                       "writing the hot rows of \"" + s.var.name + "\" to PS" + ShardsOf(s)));
   }

@@ -1,6 +1,5 @@
 #include "core/ps/row_state.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -33,26 +32,16 @@ void UnpackRowState(const float* row, uint32_t dim, int slots, float* weights, f
 }
 
 std::vector<float> PackRowStates(std::span<const float> values, const optim::OptimizerState& state,
-                                 size_t rows, uint32_t dim, OptimizerType type) {
+                                 uint32_t dim, OptimizerType type) {
   const int slots = optim::StateSlots(type);
   const size_t width = ps_wire::RowStateWidth(dim, slots);
-  const bool adam = type == OptimizerType::kAdam;
+  const size_t rows = values.size() / dim;
   std::vector<float> out(rows * width);
-  std::vector<float> row[3];  // weights, s1, s2 of one row, zero-padded
-  for (auto& r : row) r.resize(dim);
-  const std::span<const float> from[3] = {values, state.s1, state.s2};
   for (size_t r = 0; r < rows; ++r) {
-    for (int k = 0; k <= slots; ++k) {
-      const size_t begin = std::min(r * dim, from[k].size());
-      const size_t n = std::min<size_t>(dim, from[k].size() - begin);
-      std::copy_n(from[k].begin() + static_cast<std::ptrdiff_t>(begin), n, row[k].begin());
-      std::fill(row[k].begin() + static_cast<std::ptrdiff_t>(n), row[k].end(), 0.0f);
-    }
-    const int64_t step = !adam                      ? 0
-                         : state.steps.size() == rows ? state.steps[r]
-                         : state.steps.size() == 1    ? state.steps[0]
-                                                      : 0;
-    PackRowState(row[0].data(), row[1].data(), row[2].data(), step, dim, slots, out.data() + r * width);
+    const size_t at = r * dim;
+    PackRowState(values.data() + at, slots >= 1 ? state.s1.data() + at : nullptr,
+                 slots >= 2 ? state.s2.data() + at : nullptr, r < state.steps.size() ? state.steps[r] : 0,
+                 dim, slots, out.data() + r * width);
   }
   return out;
 }

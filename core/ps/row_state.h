@@ -31,13 +31,12 @@ void PackRowState(const float* weights, const float* s1, const float* s2, int64_
 void UnpackRowState(const float* row, uint32_t dim, int slots, float* weights, float* s1,
                     float* s2, int64_t* step);
 
-// A worker's copy of `rows` rows (weights and its optimizer's state, rows ×
-// dim row-major each; shorter arrays are zero-padded to their last row, as a
-// dense variable's last row) as row states, rows × RowStateWidth values. The
-// step of row r: state.steps[r] when there is one a row, else state.steps[0]
-// when there is one for all, else 0; only Adam's counts (the others' is 0).
+// A worker's copy of rows (weights and its SparseOptimizer's state, rows ×
+// dim row-major each: values.size() / dim rows) as row states, rows ×
+// RowStateWidth values; a row's step is state.steps[r] (Adam's, one a row),
+// 0 without steps.
 std::vector<float> PackRowStates(std::span<const float> values, const optim::OptimizerState& state,
-                                 size_t rows, uint32_t dim, OptimizerType type);
+                                 uint32_t dim, OptimizerType type);
 // The other way: `states` (rows × RowStateWidth) into values[r × dim] and the
 // slots and steps of *state, which must be sized for the rows (steps: one a
 // row, or none).
