@@ -102,7 +102,9 @@ TEST_F(ResizeResumeTest, FourWorkersTwoShardsResumeOnTwoWorkersThreeShards) {
     ASSERT_FALSE(m.empty()) << "rank " << r << " wrote no model after resuming\n" << cluster_.Logs();
     EXPECT_EQ(m["resumed"], std::vector<float>{10}) << "rank " << r;
     for (const trainer::DenseEntry& e : *dense) {
-      if (e.name == "w") EXPECT_EQ(m["w"], e.values) << "rank " << r;
+      if (e.name == "w") {
+        EXPECT_EQ(m["w"], e.values) << "rank " << r;
+      }
     }
     const size_t dim = TinyModel::kDim;
     ASSERT_EQ(m["emb"].size(), TinyModel::kRows * dim) << "rank " << r;

@@ -508,8 +508,12 @@ TEST_F(SparseSyncTest, RowCacheServesOnlyAsyncStepsAndFlushesBeforeSync) {
     ASSERT_TRUE(sparse.StartPushes(step).ok()) << step;
     ASSERT_TRUE(sparse.FinishPushes(step).ok()) << step;
     ASSERT_TRUE(sparse.AdvancePrefetches().ok());
-    if (step == 1) EXPECT_FLOAT_EQ(rows[0], initial[0] - 1);  // sync: step 0 applied
-    if (step == 3) EXPECT_FLOAT_EQ(rows[0], initial[0] - 2);  // cached since step 2's pull
+    if (step == 1) {
+      EXPECT_FLOAT_EQ(rows[0], initial[0] - 1);  // sync: step 0 applied
+    }
+    if (step == 3) {
+      EXPECT_FLOAT_EQ(rows[0], initial[0] - 2);  // cached since step 2's pull
+    }
   }
   // Sync steps 0, 1 and 5 pull; async step 2 pulls, 3 and 4 are served.
   EXPECT_EQ(pulled, (std::vector<bool>{true, true, true, false, false, true}));
