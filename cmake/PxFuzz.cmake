@@ -6,7 +6,15 @@
 # `fuzz`; new inputs go to a scratch directory in the build tree, never to
 # the source tree.
 #
-# px_add_fuzz_target(NAME name SOURCES a.cc ... [DEPENDS headers...]
+# Each source is compiled on its own (through the build's compiler launcher,
+# ccache when scripts/build found one) and the objects are linked last: the
+# build runs them in parallel with everything else and recompiles only what
+# changed, and clang's depfiles track the headers. One clang++ call over all
+# of a target's sources was the build's longest step (the coordinator
+# target: over 7 minutes on one core, never cached).
+#
+# px_add_fuzz_target(NAME name SOURCES a.cc ... [DEPENDS targets or files
+#                    needed before compiling (generated headers)...]
 #                    [FLAGS -I... -D...] [LIBS -lfoo ...] [SECONDS 5]
 #                    [CORPUS dir under tests/fuzz/corpus, default NAME])
 
@@ -37,14 +45,38 @@ function(px_add_fuzz_target)
     set(F_CORPUS ${F_NAME})
   endif()
   set(bin ${PROJECT_BINARY_DIR}/bin/${F_NAME})
+  set(objdir ${PROJECT_BINARY_DIR}/fuzz-obj/${F_NAME})
+  file(MAKE_DIRECTORY ${objdir} ${PROJECT_BINARY_DIR}/bin)  # Ninja makes them; Make does not
+  set(sanitize -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+  set(objects)
+  foreach(source IN LISTS F_SOURCES)
+    # core/ps/wire.cc -> core_ps_wire.cc.o; generated sources by their path
+    # in the build tree.
+    cmake_path(IS_PREFIX PROJECT_BINARY_DIR "${source}" NORMALIZE generated)
+    if(generated)
+      file(RELATIVE_PATH rel ${PROJECT_BINARY_DIR} ${source})
+      set(rel gen/${rel})
+    else()
+      file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${source})
+    endif()
+    string(REPLACE "/" "_" obj_name "${rel}")
+    set(obj ${objdir}/${obj_name}.o)
+    add_custom_command(
+      OUTPUT ${obj}
+      COMMAND ${CMAKE_CXX_COMPILER_LAUNCHER} ${PX_FUZZ_CLANGXX} -std=c++20 -O1 -g ${sanitize}
+              -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR} -I${PROJECT_BINARY_DIR}
+              ${F_FLAGS} -MD -MF ${obj}.d -c ${source} -o ${obj}
+      DEPENDS ${source} ${F_DEPENDS}
+      DEPFILE ${obj}.d
+      COMMENT "clang++ -fsanitize=fuzzer ${F_NAME}: ${rel}"
+      VERBATIM)
+    list(APPEND objects ${obj})
+  endforeach()
   add_custom_command(
     OUTPUT ${bin}
-    COMMAND ${PX_FUZZ_CLANGXX} -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined
-            -fno-sanitize-recover=undefined -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}
-            -I${PROJECT_BINARY_DIR}
-            ${F_FLAGS} ${F_SOURCES} ${F_LIBS} -o ${bin}
-    DEPENDS ${F_SOURCES} ${F_DEPENDS}
-    COMMENT "clang++ -fsanitize=fuzzer ${F_NAME}"
+    COMMAND ${PX_FUZZ_CLANGXX} ${sanitize} ${objects} ${F_LIBS} -o ${bin}
+    DEPENDS ${objects}
+    COMMENT "clang++ -fsanitize=fuzzer ${F_NAME} (link)"
     VERBATIM)
   add_custom_target(${F_NAME} ALL DEPENDS ${bin})
   set(scratch ${PROJECT_BINARY_DIR}/fuzz/${F_NAME})

@@ -30,11 +30,4 @@ px_add_fuzz_target(NAME ps_wire_fuzz CORPUS ps_wire
   # core/ps/dynamic_table's index: Abseil's flat_hash_map and its hash;
   # core/base/durable_file's SHA-256: OpenSSL's libcrypto.
   LIBS -labsl_raw_hash_set -labsl_hash -labsl_city -labsl_low_level_hash -labsl_hashtablez_sampler
-    -lcrypto
-  DEPENDS
-    ${src}/schemas/ps_wire.h ${src}/core/ps/wire.h ${src}/core/ps/plan.h
-    ${src}/ps/shard_core.h ${src}/ps/updates_file.h ${src}/ps/variable_table.h ${src}/ps/checkpoint.h ${src}/ps/reshard.h
-    ${src}/core/ps/consistency_schedule.h ${src}/core/ps/dynamic_table.h
-    ${src}/core/ps/dynamic_file.h ${src}/core/ps/row_state.h ${src}/core/base/durable_file.h
-    ${src}/core/ps/partition_file.h ${src}/core/ps/shm_region.h ${src}/core/base/finite.h
-    ${src}/core/checkpoint/rank_files.h)
+    -lcrypto)
