@@ -364,7 +364,9 @@ TEST_F(ResumeTest, HotRowsResumeUnderAnotherHotSetToTheSameModel) {
   const int last = counts[15];
   for (int64_t id : b) EXPECT_GE(steps_of[id], last) << "row " << id << " is not among the most present";
   for (const auto& [id, c] : steps_of) {
-    if (c > last) EXPECT_TRUE(std::binary_search(b.begin(), b.end(), id)) << "row " << id << " in " << c << " steps";
+    if (c > last) {
+      EXPECT_TRUE(std::binary_search(b.begin(), b.end(), id)) << "row " << id << " in " << c << " steps";
+    }
   }
   RunResult events = Cli({"events", crashed});
   ASSERT_EQ(events.exit_code, 0) << events.err;

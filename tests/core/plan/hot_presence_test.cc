@@ -82,7 +82,9 @@ TEST(PresenceFormatTest, RoundTripsAndRefusesWhatNoCounterWrites) {
        }) {
     auto p = ParsePresence(bad);
     EXPECT_FALSE(p.ok()) << bad;
-    if (!p.ok()) EXPECT_NE(p.status().message().find("hot-row presence"), std::string::npos) << p.status().ToString();
+    if (!p.ok()) {
+      EXPECT_NE(p.status().message().find("hot-row presence"), std::string::npos) << p.status().ToString();
+    }
   }
 }
 
