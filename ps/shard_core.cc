@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <set>
@@ -51,18 +52,24 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
 
 namespace {
 
+// Whether the checkpoint `dir` has no partition files of `var`: its plan
+// held the variable on workers, and dense.pxck has it.
+bool HeldOnWorkers(const std::string& dir, const VariableSpec& var) {
+  return !std::filesystem::exists(dir + "/" + PartitionFileName(var.id, 0));
+}
+
 // The dense.pxck entry of `var` (same id and name) in the checkpoint `dir`
-// when the checkpoint has no partition files of it: its plan held the
-// variable on workers. Null otherwise. The file is read once, into *dense.
-StatusOr<const checkpoint::DenseEntry*> WorkerCopyOf(const std::string& dir, const VariableSpec& var,
-                                                     std::optional<std::vector<checkpoint::DenseEntry>>* dense) {
+// when HeldOnWorkers(dir, var). Null otherwise. The file is read once, into
+// *dense, which keeps only the entries `needed` accepts.
+StatusOr<const checkpoint::DenseEntry*> WorkerCopyOf(
+    const std::string& dir, const VariableSpec& var,
+    const std::function<bool(uint32_t, std::string_view)>& needed,
+    std::optional<std::vector<checkpoint::DenseEntry>>* dense) {
   const std::string path = dir + "/" + checkpoint::kDenseFile;
-  if (std::filesystem::exists(dir + "/" + PartitionFileName(var.id, 0)) || !std::filesystem::exists(path)) {
-    return nullptr;
-  }
+  if (!HeldOnWorkers(dir, var) || !std::filesystem::exists(path)) return nullptr;
   if (!*dense) {
     PX_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
-    PX_ASSIGN_OR_RETURN(*dense, checkpoint::DecodeDenseFile(bytes, path));
+    PX_ASSIGN_OR_RETURN(*dense, checkpoint::DecodeDenseFile(bytes, path, needed));
   }
   for (const checkpoint::DenseEntry& e : **dense) {
     if (e.id == var.id && e.name == var.name) return &e;
@@ -76,6 +83,13 @@ Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
   std::map<uint32_t, LoadedDynamic> loaded_dynamic;
   std::optional<std::vector<checkpoint::DenseEntry>> dense;  // read when needed
+  // Of dense.pxck, only this shard's fixed variables that the checkpoint
+  // held on workers: the file may hold a whole model.
+  auto needed = [&](uint32_t id, std::string_view name) {
+    auto it = vars_.find(id);
+    return it != vars_.end() && !it->second.dynamic && it->second.spec->name == name &&
+           HeldOnWorkers(dir, *it->second.spec);
+  };
   for (auto& [id, vs] : vars_) {
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
@@ -90,7 +104,7 @@ Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
     }
     // A variable the checkpoint held on workers (the plan moved it here
     // since) has no partition files; dense.pxck holds its rows and state.
-    StatusOr<const checkpoint::DenseEntry*> entry = WorkerCopyOf(dir, *vs.spec, &dense);
+    StatusOr<const checkpoint::DenseEntry*> entry = WorkerCopyOf(dir, *vs.spec, needed, &dense);
     if (!entry.ok()) return FailedPrecondition(entry.status().message() + "; nothing was loaded");
     if (*entry != nullptr) {
       auto snaps = PartitionsFromWorkerCopy((*entry)->values, (*entry)->optimizer, *vs.spec, owned, step,

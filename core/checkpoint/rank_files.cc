@@ -49,13 +49,16 @@ class Reader {
     at_ += n;
     return Status::Ok();
   }
+  // With a null `v`, checks the vector's length and steps over it.
   template <typename T>
   Status GetVector(std::vector<T>* v) {
     uint64_t n = 0;
     PX_RETURN_IF_ERROR(Get(&n));
     if (n > (data_.size() - at_) / sizeof(T)) return Truncated();
-    v->resize(n);
-    std::memcpy(v->data(), data_.data() + at_, n * sizeof(T));
+    if (v != nullptr) {
+      v->resize(n);
+      std::memcpy(v->data(), data_.data() + at_, n * sizeof(T));
+    }
     at_ += n * sizeof(T);
     return Status::Ok();
   }
@@ -103,6 +106,12 @@ std::string EncodeDenseFile(const std::vector<DenseEntry>& entries) {
 
 StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data,
                                                   const std::string& source) {
+  return DecodeDenseFile(data, source, [](uint32_t, std::string_view) { return true; });
+}
+
+StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
+    std::string_view data, const std::string& source,
+    const std::function<bool(uint32_t id, std::string_view name)>& keep) {
   Reader r(data, source);
   PX_RETURN_IF_ERROR(r.Header(kDenseMagic, "dense checkpoint file"));
   uint64_t n = 0;
@@ -112,11 +121,12 @@ StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data,
     DenseEntry e;
     PX_RETURN_IF_ERROR(r.Get(&e.id));
     PX_RETURN_IF_ERROR(r.GetBytes(&e.name));
-    PX_RETURN_IF_ERROR(r.GetVector(&e.values));
-    PX_RETURN_IF_ERROR(r.GetVector(&e.optimizer.s1));
-    PX_RETURN_IF_ERROR(r.GetVector(&e.optimizer.s2));
-    PX_RETURN_IF_ERROR(r.GetVector(&e.optimizer.steps));
-    entries.push_back(std::move(e));
+    const bool kept = keep(e.id, e.name);
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.values : nullptr));
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s1 : nullptr));
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s2 : nullptr));
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.steps : nullptr));
+    if (kept) entries.push_back(std::move(e));
   }
   PX_RETURN_IF_ERROR(r.End());
   return entries;

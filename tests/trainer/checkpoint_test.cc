@@ -87,6 +87,34 @@ TEST_F(CheckpointFilesTest, TruncatedOrForeignBytesAreRefusedWithTheFileName) {
   EXPECT_FALSE(DecodeDenseFile(bytes + "x", "d").ok());
 }
 
+TEST_F(CheckpointFilesTest, DenseFileDecodesOnlyTheEntriesAskedForAndStillChecksTheOthers) {
+  std::vector<DenseEntry> entries(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    entries[i].id = i;
+    entries[i].name = "v" + std::to_string(i);
+    entries[i].values.assign(10 + i, static_cast<float>(i));
+    entries[i].optimizer.s1.assign(10 + i, 0.5f);
+  }
+  const std::string bytes = EncodeDenseFile(entries);
+  std::vector<std::string> seen;
+  auto only1 = DecodeDenseFile(bytes, "d", [&](uint32_t id, std::string_view name) {
+    seen.emplace_back(name);
+    return id == 1 && name == "v1";
+  });
+  ASSERT_TRUE(only1.ok()) << only1.status().ToString();
+  EXPECT_EQ(seen, (std::vector<std::string>{"v0", "v1", "v2"}));
+  ASSERT_EQ(only1->size(), 1u);
+  EXPECT_EQ((*only1)[0].name, "v1");
+  EXPECT_EQ((*only1)[0].values, entries[1].values);
+  EXPECT_EQ((*only1)[0].optimizer.s1, entries[1].optimizer.s1);
+  // A cut inside an entry that is skipped is an error all the same.
+  auto none = [](uint32_t, std::string_view) { return false; };
+  EXPECT_TRUE(DecodeDenseFile(bytes, "d", none).ok());
+  auto cut = DecodeDenseFile(bytes.substr(0, bytes.size() - 5), "/ck/dense.pxck", none);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_THAT(cut.status().message(), HasSubstr("/ck/dense.pxck"));
+}
+
 TEST_F(CheckpointFilesTest, VerifyChecksTheManifestDigestAndEveryFile) {
   const std::string sha = WriteCheckpoint(10);
   const std::string dir = StepCheckpointDir(dir_.path(), 7, 10);
