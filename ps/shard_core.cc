@@ -5,9 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <iterator>
-#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -52,29 +50,24 @@ StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(ShardOptions options) {
 
 namespace {
 
-// Whether the checkpoint `dir` has no partition files of `var`: its plan
-// held the variable on workers, and dense.pxck has it.
-bool HeldOnWorkers(const std::string& dir, const VariableSpec& var) {
-  return !std::filesystem::exists(dir + "/" + PartitionFileName(var.id, 0));
-}
-
-// The dense.pxck entry of `var` (same id and name) in the checkpoint `dir`
-// when HeldOnWorkers(dir, var). Null otherwise. The file is read once, into
-// *dense, which keeps only the entries `needed` accepts.
-StatusOr<const checkpoint::DenseEntry*> WorkerCopyOf(
-    const std::string& dir, const VariableSpec& var,
-    const std::function<bool(uint32_t, std::string_view)>& needed,
-    std::optional<std::vector<checkpoint::DenseEntry>>* dense) {
+// The dense.pxck entries (same id and name) of `moved`, the variables the
+// checkpoint in `dir` has no partition files of (its plan held them on
+// workers), by id. The file is read only when there are some, and only
+// their entries are kept: it may hold a whole model.
+StatusOr<std::map<uint32_t, checkpoint::DenseEntry>> WorkerCopies(
+    const std::string& dir, const std::map<uint32_t, const VariableSpec*>& moved) {
+  std::map<uint32_t, checkpoint::DenseEntry> copies;
   const std::string path = dir + "/" + checkpoint::kDenseFile;
-  if (!HeldOnWorkers(dir, var) || !std::filesystem::exists(path)) return nullptr;
-  if (!*dense) {
-    PX_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
-    PX_ASSIGN_OR_RETURN(*dense, checkpoint::DecodeDenseFile(bytes, path, needed));
-  }
-  for (const checkpoint::DenseEntry& e : **dense) {
-    if (e.id == var.id && e.name == var.name) return &e;
-  }
-  return nullptr;
+  if (moved.empty() || !std::filesystem::exists(path)) return copies;
+  PX_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  auto is_moved = [&](uint32_t id, std::string_view name) {
+    auto it = moved.find(id);
+    return it != moved.end() && it->second->name == name;
+  };
+  PX_ASSIGN_OR_RETURN(std::vector<checkpoint::DenseEntry> entries,
+                      checkpoint::DecodeDenseFile(bytes, path, is_moved));
+  for (checkpoint::DenseEntry& e : entries) copies.try_emplace(e.id, std::move(e));
+  return copies;
 }
 
 }  // namespace
@@ -82,14 +75,14 @@ StatusOr<const checkpoint::DenseEntry*> WorkerCopyOf(
 Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
   std::map<uint32_t, std::vector<PartitionSnapshot>> loaded;
   std::map<uint32_t, LoadedDynamic> loaded_dynamic;
-  std::optional<std::vector<checkpoint::DenseEntry>> dense;  // read when needed
-  // Of dense.pxck, only this shard's fixed variables that the checkpoint
-  // held on workers: the file may hold a whole model.
-  auto needed = [&](uint32_t id, std::string_view name) {
-    auto it = vars_.find(id);
-    return it != vars_.end() && !it->second.dynamic && it->second.spec->name == name &&
-           HeldOnWorkers(dir, *it->second.spec);
-  };
+  // A fixed variable the checkpoint held on workers (the plan moved it here
+  // since) has no partition files; dense.pxck holds its rows and state.
+  std::map<uint32_t, const VariableSpec*> moved;
+  for (const auto& [id, vs] : vars_) {
+    if (!vs.dynamic && !std::filesystem::exists(dir + "/" + PartitionFileName(id, 0))) moved[id] = vs.spec;
+  }
+  auto copies = WorkerCopies(dir, moved);
+  if (!copies.ok()) return FailedPrecondition(copies.status().message() + "; nothing was loaded");
   for (auto& [id, vs] : vars_) {
     std::vector<uint32_t> owned;
     for (uint32_t p = 0; p < vs.parts.size(); ++p) {
@@ -102,13 +95,9 @@ Status ShardCore::LoadCheckpoint(const std::string& dir, int64_t step) {
       loaded_dynamic[id] = std::move(table).value();
       continue;
     }
-    // A variable the checkpoint held on workers (the plan moved it here
-    // since) has no partition files; dense.pxck holds its rows and state.
-    StatusOr<const checkpoint::DenseEntry*> entry = WorkerCopyOf(dir, *vs.spec, needed, &dense);
-    if (!entry.ok()) return FailedPrecondition(entry.status().message() + "; nothing was loaded");
-    if (*entry != nullptr) {
-      auto snaps = PartitionsFromWorkerCopy((*entry)->values, (*entry)->optimizer, *vs.spec, owned, step,
-                                            dir + "/" + checkpoint::kDenseFile);
+    if (auto copy = copies->find(id); copy != copies->end()) {
+      auto snaps = PartitionsFromWorkerCopy(copy->second.values, copy->second.optimizer, *vs.spec, owned,
+                                            step, dir + "/" + checkpoint::kDenseFile);
       if (!snaps.ok()) return FailedPrecondition(snaps.status().message() + "; nothing was loaded");
       PX_LOG(INFO) << "shard " << options_.shard << ": \"" << vs.spec->name
                    << "\" was held on workers at the checkpoint in " << dir
