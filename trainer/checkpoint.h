@@ -59,7 +59,9 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
 
 // A plan may move a variable between the workers and the PS (a re-plan, or
 // a restart whose plan uses the hosts' measured figures); a resumed attempt
-// carries its state across (docs/RELIABILITY.md, "Checkpoints").
+// carries its state across (docs/RELIABILITY.md, "Checkpoints"). Workers ->
+// PS needs nothing here: each shard reads the variable's dense.pxck entry
+// when it loads (ps/shard_core.h, LoadCheckpoint).
 //
 // PS -> workers: the variable `var` of the current plan (on a worker path)
 // from its partition files in the checkpoint directory `dir`, as the
@@ -73,8 +75,6 @@ Status RestoreHeld(const std::vector<DenseEntry>& entries, const std::vector<Hel
 // another shape or optimizer.
 StatusOr<DenseEntry> ReadPsVariable(const std::string& dir, const plan::PlannedVariable& var,
                                     int64_t step);
-// Workers -> PS: each shard reads the variable's dense.pxck entry when it
-// loads (ps/shard_core.h, LoadCheckpoint).
 
 // The checkpoint protocol of one rank (what a Session does at a checkpoint
 // step and in Start()). Thread-compatible.

@@ -104,11 +104,6 @@ std::string EncodeDenseFile(const std::vector<DenseEntry>& entries) {
   return w.Take();
 }
 
-StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data,
-                                                  const std::string& source) {
-  return DecodeDenseFile(data, source, [](uint32_t, std::string_view) { return true; });
-}
-
 StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
     std::string_view data, const std::string& source,
     const std::function<bool(uint32_t id, std::string_view name)>& keep) {
@@ -121,7 +116,7 @@ StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
     DenseEntry e;
     PX_RETURN_IF_ERROR(r.Get(&e.id));
     PX_RETURN_IF_ERROR(r.GetBytes(&e.name));
-    const bool kept = keep(e.id, e.name);
+    const bool kept = !keep || keep(e.id, e.name);
     PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.values : nullptr));
     PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s1 : nullptr));
     PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s2 : nullptr));

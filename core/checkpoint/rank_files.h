@@ -31,14 +31,13 @@ struct DenseEntry {
 
 // dense.pxck: magic "PXDN", format 1, entries; written durably.
 std::string EncodeDenseFile(const std::vector<DenseEntry>& entries);
-// FAILED_PRECONDITION naming `source` when the bytes are malformed.
-StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data, const std::string& source);
-// Only the entries `keep` accepts; the others are checked as well but not
-// copied (a PS shard needs one or two variables of a file that may hold a
-// whole model's dense weights and their optimizer state).
+// FAILED_PRECONDITION naming `source` when the bytes are malformed. With
+// `keep`, only the entries it accepts; the others are checked as well but
+// not copied (a PS shard needs one or two variables of a file that may hold
+// a whole model's dense weights and their optimizer state).
 StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
     std::string_view data, const std::string& source,
-    const std::function<bool(uint32_t id, std::string_view name)>& keep);
+    const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);
 
 // rank-<r>.state: magic "PXRS", format 1, (name, bytes) pairs.
 std::string EncodeRankState(const std::map<std::string, std::string>& blobs);
