@@ -263,7 +263,7 @@ void StreamIds(const Config& c, uint32_t worker, int64_t s, std::mt19937_64* rng
 
 // Worker 0's sample of every shard after step `s`: one line per shard into
 // `out` (rows held, the table's counters, RSS).
-bool SampleShards(const Config& c, PsClient& ps, const std::vector<pid_t>& pids, int64_t s,
+bool SampleShards(PsClient& ps, const std::vector<pid_t>& pids, int64_t s,
                   uint64_t new_ids, double secs, std::ostream& out) {
   std::vector<std::string> texts;
   auto t = ps.Stats(&texts);
@@ -339,7 +339,7 @@ int RunWorker(const Config& c, const std::string& plan_file, const std::string& 
       // filling up).
       const bool sample = s % c.every == 0 || s == steps || (s < c.every && (s & (s - 1)) == 0);
       if (worker == 0 && sample &&
-          !SampleShards(c, ps, pids, s, 2 * fresh,
+          !SampleShards(ps, pids, s, 2 * fresh,
                         std::chrono::duration<double>(Clock::now() - start).count(), samples)) {
         return 1;
       }

@@ -189,9 +189,9 @@ void StartAgent(const RunOptions& options, const JobConfig& config, Embedded* e,
 // Starts the agent that runs the job's ranks and, when the job's shards go on
 // PS hosts, a PS agent beside it.
 void StartAgents(const RunOptions& options, const JobConfig& config, Embedded* e) {
-  e->agents.push_back({.name = "local", .file = "agent"});
+  e->agents.push_back({.name = "local", .file = "agent", .ps_host = false, .daemon = nullptr});
   if (config.ps.hosts == PsHosts::kPs) {
-    e->agents.push_back({.name = "local-ps", .file = "ps-agent", .ps_host = true});
+    e->agents.push_back({.name = "local-ps", .file = "ps-agent", .ps_host = true, .daemon = nullptr});
   }
   for (LocalAgent& agent : e->agents) StartAgent(options, config, e, &agent);
 }

@@ -32,7 +32,10 @@ StatusOr<ConsistencyMode> ParseConsistencyMode(std::string_view text) {
 
 std::string FormatConsistencyMode(const ConsistencyMode& mode) {
   std::string s = ConsistencyName(mode.consistency);
-  if (mode.consistency == Consistency::kSsp) s += ":" + std::to_string(mode.staleness);
+  if (mode.consistency == Consistency::kSsp) {
+    s += ':';
+    s += std::to_string(mode.staleness);
+  }
   return s;
 }
 

@@ -148,7 +148,7 @@ StatusOr<std::unique_ptr<DynamicTable>> DynamicTable::Create(DynamicTableOptions
   if (options.var.dim == 0) return InvalidArgument(name + ": dim must be at least 1");
   PX_RETURN_IF_ERROR(
       CheckDynamicTableSettings({options.admit_after, options.ttl_steps, options.max_rows,
-                                 options.policy})
+                                 options.policy, /*never_admit=*/{}})
           .WithContext(name));
   if (options.lfu_sample < 1) return InvalidArgument(name + ": lfu_sample must be at least 1");
   if (options.sketch_width < 1) return InvalidArgument(name + ": sketch_width must be at least 1");

@@ -67,12 +67,11 @@ std::unique_ptr<ps::DynamicTable> Make(const std::string& name, uint32_t var_id,
   var.init.scale = scale;
   std::optional<EvictionPolicy> policy = ParseEvictionPolicy(eviction);
   if (!policy) ThrowIfError(InvalidArgument("eviction \"" + eviction + "\" is not lru or lfu"));
-  var.dynamic = DynamicTableSettings{admit_after, ttl_steps, max_rows, *policy};
+  var.dynamic = DynamicTableSettings{admit_after, ttl_steps, max_rows, *policy, never_admit};
   // One partition on "shard 0": a shard's table of the whole variable, with
   // the seeds a shard of this plan would use.
   var.partition_shards = {0};
   ps::DynamicTableOptions o = ps::ShardTableOptions(var, 0);
-  for (int64_t id : never_admit) o.never_admit.push_back(static_cast<uint64_t>(id));
   StatusOr<std::unique_ptr<ps::DynamicTable>> t = ps::DynamicTable::Create(std::move(o));
   ThrowIfError(t.status());
   return std::move(t).value();
