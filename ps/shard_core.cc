@@ -13,7 +13,6 @@
 #include <absl/container/flat_hash_map.h>
 #include <nlohmann/json.hpp>
 
-#include "core/base/durable_file.h"
 #include "core/base/finite.h"
 #include "core/base/logging.h"
 #include "core/checkpoint/rank_files.h"
@@ -52,20 +51,19 @@ namespace {
 
 // The dense.pxck entries (same id and name) of `moved`, the variables the
 // checkpoint in `dir` has no partition files of (its plan held them on
-// workers), by id. The file is read only when there are some, and only
-// their entries are kept: it may hold a whole model.
+// workers), by id. The file is read only when there are some, piece by
+// piece, and only their entries are kept: it may hold a whole model.
 StatusOr<std::map<uint32_t, checkpoint::DenseEntry>> WorkerCopies(
     const std::string& dir, const std::map<uint32_t, const VariableSpec*>& moved) {
   std::map<uint32_t, checkpoint::DenseEntry> copies;
   const std::string path = dir + "/" + checkpoint::kDenseFile;
   if (moved.empty() || !std::filesystem::exists(path)) return copies;
-  PX_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
   auto is_moved = [&](uint32_t id, std::string_view name) {
     auto it = moved.find(id);
     return it != moved.end() && it->second->name == name;
   };
   PX_ASSIGN_OR_RETURN(std::vector<checkpoint::DenseEntry> entries,
-                      checkpoint::DecodeDenseFile(bytes, path, is_moved));
+                      checkpoint::ReadDenseFile(path, is_moved));
   for (checkpoint::DenseEntry& e : entries) copies.try_emplace(e.id, std::move(e));
   return copies;
 }

@@ -1,6 +1,11 @@
 #include "core/checkpoint/rank_files.h"
 
+#include <cerrno>
 #include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace parallax::checkpoint {
 namespace {
@@ -30,37 +35,38 @@ class Writer {
   std::string out_;
 };
 
-// Reads what Writer wrote; every read is bounds-checked.
+// Reads what Writer wrote, from memory or from an open file (read piece by
+// piece, so a caller that keeps part of a large file never holds the rest);
+// every read is bounds-checked against the data's size.
 class Reader {
  public:
-  Reader(std::string_view data, const std::string& source) : data_(data), source_(source) {}
+  Reader(std::string_view data, const std::string& source)
+      : data_(data), size_(data.size()), source_(source) {}
+  Reader(int fd, uint64_t size, const std::string& source) : fd_(fd), size_(size), source_(source) {}
   template <typename T>
   Status Get(T* v) {
-    if (data_.size() - at_ < sizeof(T)) return Truncated();
-    std::memcpy(v, data_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return Status::Ok();
+    if (size_ - at_ < sizeof(T)) return Truncated();
+    return Copy(v, sizeof(T));
   }
   Status GetBytes(std::string* s) {
     uint64_t n = 0;
     PX_RETURN_IF_ERROR(Get(&n));
-    if (n > data_.size() - at_) return Truncated();
-    s->assign(data_.data() + at_, n);
-    at_ += n;
-    return Status::Ok();
+    if (n > size_ - at_) return Truncated();
+    s->resize(n);
+    return Copy(s->data(), n);
   }
   // With a null `v`, checks the vector's length and steps over it.
   template <typename T>
   Status GetVector(std::vector<T>* v) {
     uint64_t n = 0;
     PX_RETURN_IF_ERROR(Get(&n));
-    if (n > (data_.size() - at_) / sizeof(T)) return Truncated();
-    if (v != nullptr) {
-      v->resize(n);
-      std::memcpy(v->data(), data_.data() + at_, n * sizeof(T));
+    if (n > (size_ - at_) / sizeof(T)) return Truncated();
+    if (v == nullptr) {
+      at_ += n * sizeof(T);
+      return Status::Ok();
     }
-    at_ += n * sizeof(T);
-    return Status::Ok();
+    v->resize(n);
+    return Copy(v->data(), n * sizeof(T));
   }
   Status Header(uint32_t magic, const char* what) {
     uint32_t m = 0, f = 0;
@@ -72,19 +78,61 @@ class Reader {
     return Status::Ok();
   }
   Status End() const {
-    if (at_ != data_.size())
+    if (at_ != size_)
       return FailedPrecondition("\"" + source_ + "\" has trailing bytes: it is corrupt");
     return Status::Ok();
   }
 
  private:
+  // The next n bytes (within the size, checked by the caller) into `out`.
+  Status Copy(void* out, size_t n) {
+    if (fd_ < 0) {
+      if (n > 0) std::memcpy(out, data_.data() + at_, n);
+      at_ += n;
+      return Status::Ok();
+    }
+    auto* p = static_cast<char*>(out);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(at_));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return IoError("reading \"" + source_ + "\": " + std::strerror(errno));
+      if (got == 0) return Truncated();  // shorter than when it was opened
+      p += got;
+      n -= static_cast<size_t>(got);
+      at_ += static_cast<uint64_t>(got);
+    }
+    return Status::Ok();
+  }
   Status Truncated() const {
     return FailedPrecondition("\"" + source_ + "\" is truncated or corrupt");
   }
   std::string_view data_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
   const std::string& source_;
-  size_t at_ = 0;
+  uint64_t at_ = 0;
 };
+
+StatusOr<std::vector<DenseEntry>> DecodeDense(
+    Reader& r, const std::function<bool(uint32_t id, std::string_view name)>& keep) {
+  PX_RETURN_IF_ERROR(r.Header(kDenseMagic, "dense checkpoint file"));
+  uint64_t n = 0;
+  PX_RETURN_IF_ERROR(r.Get(&n));
+  std::vector<DenseEntry> entries;
+  for (uint64_t i = 0; i < n; ++i) {
+    DenseEntry e;
+    PX_RETURN_IF_ERROR(r.Get(&e.id));
+    PX_RETURN_IF_ERROR(r.GetBytes(&e.name));
+    const bool kept = !keep || keep(e.id, e.name);
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.values : nullptr));
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s1 : nullptr));
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s2 : nullptr));
+    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.steps : nullptr));
+    if (kept) entries.push_back(std::move(e));
+  }
+  PX_RETURN_IF_ERROR(r.End());
+  return entries;
+}
 
 }  // namespace
 
@@ -108,22 +156,22 @@ StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
     std::string_view data, const std::string& source,
     const std::function<bool(uint32_t id, std::string_view name)>& keep) {
   Reader r(data, source);
-  PX_RETURN_IF_ERROR(r.Header(kDenseMagic, "dense checkpoint file"));
-  uint64_t n = 0;
-  PX_RETURN_IF_ERROR(r.Get(&n));
-  std::vector<DenseEntry> entries;
-  for (uint64_t i = 0; i < n; ++i) {
-    DenseEntry e;
-    PX_RETURN_IF_ERROR(r.Get(&e.id));
-    PX_RETURN_IF_ERROR(r.GetBytes(&e.name));
-    const bool kept = !keep || keep(e.id, e.name);
-    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.values : nullptr));
-    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s1 : nullptr));
-    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.s2 : nullptr));
-    PX_RETURN_IF_ERROR(r.GetVector(kept ? &e.optimizer.steps : nullptr));
-    if (kept) entries.push_back(std::move(e));
+  return DecodeDense(r, keep);
+}
+
+StatusOr<std::vector<DenseEntry>> ReadDenseFile(
+    const std::string& path, const std::function<bool(uint32_t id, std::string_view name)>& keep) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("opening \"" + path + "\": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return IoError("reading \"" + path + "\": " + std::strerror(err));
   }
-  PX_RETURN_IF_ERROR(r.End());
+  Reader r(fd, static_cast<uint64_t>(st.st_size), path);
+  StatusOr<std::vector<DenseEntry>> entries = DecodeDense(r, keep);
+  ::close(fd);
   return entries;
 }
 

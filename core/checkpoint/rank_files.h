@@ -38,6 +38,12 @@ std::string EncodeDenseFile(const std::vector<DenseEntry>& entries);
 StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
     std::string_view data, const std::string& source,
     const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);
+// The same from the file at `path`, read piece by piece: memory holds only
+// the kept entries, never the whole file. IO_ERROR naming it when it cannot
+// be read.
+StatusOr<std::vector<DenseEntry>> ReadDenseFile(
+    const std::string& path,
+    const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);
 
 // rank-<r>.state: magic "PXRS", format 1, (name, bytes) pairs.
 std::string EncodeRankState(const std::map<std::string, std::string>& blobs);

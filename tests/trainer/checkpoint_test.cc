@@ -115,6 +115,45 @@ TEST_F(CheckpointFilesTest, DenseFileDecodesOnlyTheEntriesAskedForAndStillChecks
   EXPECT_THAT(cut.status().message(), HasSubstr("/ck/dense.pxck"));
 }
 
+TEST_F(CheckpointFilesTest, DenseFileReadFromDiskPieceByPieceEqualsTheDecodedBytes) {
+  std::vector<DenseEntry> entries(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    entries[i].id = i;
+    entries[i].name = "v" + std::to_string(i);
+    entries[i].values.assign(1000 + i, 0.25f * static_cast<float>(i));
+    entries[i].optimizer.s1.assign(1000 + i, 0.5f);
+    entries[i].optimizer.steps.assign(3, 7 + i);
+  }
+  const std::string bytes = EncodeDenseFile(entries);
+  const std::string path = dir_.path() + "/dense.pxck";
+  ASSERT_TRUE(WriteFileDurably(path, bytes).ok());
+  auto keep2 = [](uint32_t id, std::string_view name) { return id == 2 && name == "v2"; };
+  auto all = checkpoint::ReadDenseFile(path);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*all)[i].name, entries[i].name);
+    EXPECT_EQ((*all)[i].values, entries[i].values);
+    EXPECT_EQ((*all)[i].optimizer.s1, entries[i].optimizer.s1);
+    EXPECT_EQ((*all)[i].optimizer.steps, entries[i].optimizer.steps);
+  }
+  auto only2 = checkpoint::ReadDenseFile(path, keep2);
+  ASSERT_TRUE(only2.ok()) << only2.status().ToString();
+  ASSERT_EQ(only2->size(), 1u);
+  EXPECT_EQ((*only2)[0].values, entries[2].values);
+  // Cut inside a skipped entry, one byte too many, another file, none: refused, the file named.
+  for (const std::string& bad : {bytes.substr(0, 40), bytes + "x", std::string("PXRS....")}) {
+    ASSERT_TRUE(WriteFileDurably(path, bad).ok());
+    auto r = checkpoint::ReadDenseFile(path, keep2);
+    ASSERT_FALSE(r.ok()) << bad.size();
+    EXPECT_THAT(r.status().message(), HasSubstr(path));
+  }
+  auto missing = checkpoint::ReadDenseFile(dir_.path() + "/none.pxck");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(missing.status().message(), HasSubstr("none.pxck"));
+}
+
 TEST_F(CheckpointFilesTest, VerifyChecksTheManifestDigestAndEveryFile) {
   const std::string sha = WriteCheckpoint(10);
   const std::string dir = StepCheckpointDir(dir_.path(), 7, 10);
