@@ -214,8 +214,7 @@ Status ExportCheckpoint(CoordinatorClient* coord, const ExportOptions& options, 
   const trainer::Manifest& manifest = found->second;
   PX_ASSIGN_OR_RETURN(plan::JobPlan plan, plan::ParseJobPlan(manifest.plan_json));
   const std::string dense_path = ckpt.path + "/" + trainer::kDenseFile;
-  PX_ASSIGN_OR_RETURN(std::string dense_bytes, ReadWholeFile(dense_path));
-  PX_ASSIGN_OR_RETURN(auto dense, trainer::DecodeDenseFile(dense_bytes, dense_path));
+  PX_ASSIGN_OR_RETURN(auto dense, trainer::ReadDenseFile(dense_path));
   std::map<uint32_t, const trainer::DenseEntry*> dense_by_id;
   for (const auto& e : dense) dense_by_id[e.id] = &e;
   PX_RETURN_IF_ERROR(MakeDirectories(options.out_dir));

@@ -276,8 +276,7 @@ StatusOr<std::optional<Checkpointer::ResumePoint>> Checkpointer::FindResumePoint
   }
   if (!found) return std::optional<ResumePoint>();
   const std::string dense_path = rp.dir + "/" + kDenseFile;
-  PX_ASSIGN_OR_RETURN(std::string dense, ReadWholeFile(dense_path));
-  PX_ASSIGN_OR_RETURN(rp.dense, DecodeDenseFile(dense, dense_path));
+  PX_ASSIGN_OR_RETURN(rp.dense, ReadDenseFile(dense_path));
   // Written with another number of workers: rank r takes the state of the
   // checkpoint's rank r mod (its world size); data readers convert their
   // positions to the new shard count (docs/RELIABILITY.md, "Resuming with

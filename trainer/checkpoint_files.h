@@ -54,6 +54,7 @@ using checkpoint::DecodeRankState;
 using checkpoint::DenseEntry;
 using checkpoint::EncodeDenseFile;
 using checkpoint::EncodeRankState;
+using checkpoint::ReadDenseFile;
 
 struct ManifestFile {
   std::string name;  // relative to the step directory

@@ -95,7 +95,7 @@ class Reader {
     while (n > 0) {
       const ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(at_));
       if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return IoError("reading \"" + source_ + "\": " + std::strerror(errno));
+      if (got < 0) return IoError("cannot read \"" + source_ + "\": " + std::strerror(errno));
       if (got == 0) return Truncated();  // shorter than when it was opened
       p += got;
       n -= static_cast<size_t>(got);
@@ -162,12 +162,12 @@ StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
 StatusOr<std::vector<DenseEntry>> ReadDenseFile(
     const std::string& path, const std::function<bool(uint32_t id, std::string_view name)>& keep) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("opening \"" + path + "\": " + std::strerror(errno));
+  if (fd < 0) return IoError("cannot open \"" + path + "\": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return IoError("reading \"" + path + "\": " + std::strerror(err));
+    return IoError("cannot read \"" + path + "\": " + std::strerror(err));
   }
   Reader r(fd, static_cast<uint64_t>(st.st_size), path);
   StatusOr<std::vector<DenseEntry>> entries = DecodeDense(r, keep);

@@ -38,9 +38,9 @@ std::string EncodeDenseFile(const std::vector<DenseEntry>& entries);
 StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
     std::string_view data, const std::string& source,
     const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);
-// The same from the file at `path`, read piece by piece: memory holds only
-// the kept entries, never the whole file. IO_ERROR naming it when it cannot
-// be read.
+// The same from the file at `path`, read piece by piece (what the ranks, a
+// shard and `parallax export` use): memory holds the kept entries, never the
+// whole file as well. IO_ERROR naming it when it cannot be read.
 StatusOr<std::vector<DenseEntry>> ReadDenseFile(
     const std::string& path,
     const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);
