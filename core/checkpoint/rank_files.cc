@@ -152,11 +152,9 @@ std::string EncodeDenseFile(const std::vector<DenseEntry>& entries) {
   return w.Take();
 }
 
-StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
-    std::string_view data, const std::string& source,
-    const std::function<bool(uint32_t id, std::string_view name)>& keep) {
+StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data, const std::string& source) {
   Reader r(data, source);
-  return DecodeDense(r, keep);
+  return DecodeDense(r, nullptr);
 }
 
 StatusOr<std::vector<DenseEntry>> ReadDenseFile(

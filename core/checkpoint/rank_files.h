@@ -31,16 +31,15 @@ struct DenseEntry {
 
 // dense.pxck: magic "PXDN", format 1, entries; written durably.
 std::string EncodeDenseFile(const std::vector<DenseEntry>& entries);
-// FAILED_PRECONDITION naming `source` when the bytes are malformed. With
-// `keep`, only the entries it accepts; the others are checked as well but
-// not copied (a PS shard needs one or two variables of a file that may hold
-// a whole model's dense weights and their optimizer state).
-StatusOr<std::vector<DenseEntry>> DecodeDenseFile(
-    std::string_view data, const std::string& source,
-    const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);
-// The same from the file at `path`, read piece by piece (what the ranks, a
-// shard and `parallax export` use): memory holds the kept entries, never the
-// whole file as well. IO_ERROR naming it when it cannot be read.
+// FAILED_PRECONDITION naming `source` when the bytes are malformed.
+StatusOr<std::vector<DenseEntry>> DecodeDenseFile(std::string_view data, const std::string& source);
+// The file at `path`, read piece by piece (what the ranks, a shard and
+// `parallax export` use): memory holds the entries, never the whole file as
+// well. With `keep`, only the entries it accepts; the others are checked as
+// well but not read (a PS shard needs one or two variables of a file that
+// may hold a whole model's dense weights and their optimizer state).
+// FAILED_PRECONDITION naming it when it is malformed, IO_ERROR when it
+// cannot be read.
 StatusOr<std::vector<DenseEntry>> ReadDenseFile(
     const std::string& path,
     const std::function<bool(uint32_t id, std::string_view name)>& keep = nullptr);

@@ -96,8 +96,11 @@ TEST_F(CheckpointFilesTest, DenseFileDecodesOnlyTheEntriesAskedForAndStillChecks
     entries[i].optimizer.s1.assign(10 + i, 0.5f);
   }
   const std::string bytes = EncodeDenseFile(entries);
+  ASSERT_TRUE(MakeDirectories(dir_.path() + "/ck").ok());
+  const std::string path = dir_.path() + "/ck/dense.pxck";
+  ASSERT_TRUE(WriteFileDurably(path, bytes).ok());
   std::vector<std::string> seen;
-  auto only1 = DecodeDenseFile(bytes, "d", [&](uint32_t id, std::string_view name) {
+  auto only1 = checkpoint::ReadDenseFile(path, [&](uint32_t id, std::string_view name) {
     seen.emplace_back(name);
     return id == 1 && name == "v1";
   });
@@ -109,8 +112,9 @@ TEST_F(CheckpointFilesTest, DenseFileDecodesOnlyTheEntriesAskedForAndStillChecks
   EXPECT_EQ((*only1)[0].optimizer.s1, entries[1].optimizer.s1);
   // A cut inside an entry that is skipped is an error all the same.
   auto none = [](uint32_t, std::string_view) { return false; };
-  EXPECT_TRUE(DecodeDenseFile(bytes, "d", none).ok());
-  auto cut = DecodeDenseFile(bytes.substr(0, bytes.size() - 5), "/ck/dense.pxck", none);
+  EXPECT_TRUE(checkpoint::ReadDenseFile(path, none).ok());
+  ASSERT_TRUE(WriteFileDurably(path, bytes.substr(0, bytes.size() - 5)).ok());
+  auto cut = checkpoint::ReadDenseFile(path, none);
   ASSERT_FALSE(cut.ok());
   EXPECT_THAT(cut.status().message(), HasSubstr("/ck/dense.pxck"));
 }
