@@ -218,7 +218,8 @@ OutMessage ShardCore::Reply(const std::string& identity, const Header& request, 
   Header h;
   h.op = static_cast<uint8_t>(op);
   h.flags = ps_wire::kFlagReply |
-            (request.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm | ps_wire::kFlagRowState));
+            (request.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm | ps_wire::kFlagRowState |
+                              ps_wire::kFlagRowVersions));
   h.variable = request.variable;
   h.partition = request.partition;
   h.worker = request.worker;
@@ -346,10 +347,10 @@ void ShardCore::ApplyData(const std::string& identity, const Header& h, DataRequ
   if (op == Op::kPull) {
     ++stats_.pulls;
     if (PullReady(h)) {
-      AnswerPull(identity, h, r.ids, r.shm_reply, out);
+      AnswerPull(identity, h, r.ids, r.shm_reply, out, r.held_versions);
     } else {
       ++stats_.held;
-      held_.push_back(Held{identity, h, std::move(r.ids), r.shm_reply});
+      held_.push_back(Held{identity, h, std::move(r.ids), r.shm_reply, std::move(r.held_versions)});
     }
     return;
   }
@@ -566,6 +567,13 @@ bool ShardCore::CheckData(const std::string& identity, const MessageView& m, Dat
           out);
     return false;
   }
+  if ((h.flags & ps_wire::kFlagRowVersions) && spec->dynamic.has_value()) {
+    Error(identity, h, ErrorCode::kBadFlags,
+          "ROW_VERSIONS pull of dynamic table \"" + spec->name +
+              "\": only a table of fixed rows keeps row versions; pull without the flag",
+          out);
+    return false;
+  }
   const bool row_state = h.flags & ps_wire::kFlagRowState;
   if (row_state && spec->dynamic.has_value()) {
     Error(identity, h, ErrorCode::kBadFlags,
@@ -648,6 +656,10 @@ bool ShardCore::ReadGradients(const std::string& identity, const MessageView& m,
       r->shm_rows = ShmSpan(identity, h, r->shm_reply, value_bytes, "rows", out);
       if (r->shm_rows == nullptr) return false;
     }
+  }
+  if (h.flags & ps_wire::kFlagRowVersions) {  // a PULL (ParseMessage): frame 2 holds the versions held
+    r->held_versions.resize(h.count);
+    if (h.count > 0) std::memcpy(r->held_versions.data(), values, size_t{h.count} * sizeof(uint32_t));
   }
   if (!pushes) return true;
   // Gradients are read in place when they are float32 and aligned (the
@@ -766,7 +778,7 @@ void ShardCore::PushAsync(const std::string& identity, const Header& h, DataRequ
     if (!apply(nullptr)) return;
     ++stats_.held;
     held_.push_back(Held{identity, pull, r->pull_ids.empty() ? std::move(r->ids) : std::move(r->pull_ids),
-                         r->shm_reply});
+                         r->shm_reply, {}});
   }
   ReleaseHeld(out);
 }
@@ -792,7 +804,7 @@ void ShardCore::PushSync(const std::string& identity, const Header& h, DataReque
     pull.clock = h.clock + 1;
     ++stats_.held;
     held_.push_back(
-        Held{identity, pull, r->pull_ids.empty() ? c.ids : std::move(r->pull_ids), r->shm_reply});
+        Held{identity, pull, r->pull_ids.empty() ? c.ids : std::move(r->pull_ids), r->shm_reply, {}});
   }
   if (TryApplySync(*r->vs, ps)) TrySave(out);
   ReleaseHeld(out);
@@ -834,8 +846,12 @@ OutMessage ShardCore::PullReply(const std::string& identity, const Header& h, si
 
 void ShardCore::AnswerPull(const std::string& identity, const Header& h,
                            const std::vector<int64_t>& ids, uint64_t shm_reply,
-                           std::vector<OutMessage>* out) {
+                           std::vector<OutMessage>* out, const std::vector<uint32_t>& held) {
   VarState& vs = vars_.at(h.variable);
+  if (h.flags & ps_wire::kFlagRowVersions) {
+    AnswerVersionedPull(identity, h, ids, held, out);
+    return;
+  }
   const uint32_t dim = vs.dim;
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
   const bool row_state = h.flags & ps_wire::kFlagRowState;  // a table of fixed rows (CheckData)
@@ -867,6 +883,41 @@ void ShardCore::AnswerPull(const std::string& identity, const Header& h,
   }
   stats_.rows_pulled += static_cast<int64_t>(ids.size());
   out->push_back(PullReply(identity, h, ids.size(), std::move(values)));
+}
+
+void ShardCore::AnswerVersionedPull(const std::string& identity, const Header& h,
+                                    const std::vector<int64_t>& ids,
+                                    const std::vector<uint32_t>& held,
+                                    std::vector<OutMessage>* out) {
+  VariableTable& table = *vars_.at(h.variable).table;  // fixed rows (CheckData)
+  table.EnableVersions();
+  const uint32_t dim = table.dim();
+  const bool fp16 = h.flags & ps_wire::kFlagFp16;
+  const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+  const uint64_t bound = static_cast<uint64_t>(h.version_seen);
+  std::vector<uint32_t> idx(ids.size());
+  table.TouchAll(ids.data(), ids.size(), idx.data());
+  std::string versions(ids.size() * sizeof(uint32_t), '\0');
+  std::vector<uint32_t> send;  // positions whose rows go
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint32_t now = table.version(idx[i]);
+    // Pushes since the worker's copy, mod 2^32 (versions skip kRowFresh).
+    const bool fresh = held[i] != ps_wire::kNotHeld && uint64_t{static_cast<uint32_t>(now - held[i])} <= bound;
+    const uint32_t v = fresh ? ps_wire::kRowFresh : now;
+    std::memcpy(versions.data() + i * sizeof v, &v, sizeof v);
+    if (!fresh) send.push_back(static_cast<uint32_t>(i));
+  }
+  ValueFrame values(send.size() * row_bytes);
+  for (size_t k = 0; k < send.size(); ++k)
+    EncodeValues(table.weights(idx[send[k]]), dim, fp16, values.data() + k * row_bytes);
+  stats_.rows_pulled += static_cast<int64_t>(ids.size());
+  stats_.rows_fresh += static_cast<int64_t>(ids.size() - send.size());
+  OutMessage m = PullReply(identity, h, ids.size(), std::move(values));
+  Header rh = ps_wire::ReadHeader(m.frames[0].data());
+  rh.worker = static_cast<uint32_t>(send.size());
+  ps_wire::WriteHeader(rh, m.frames[0].data());
+  m.frames[1] = std::move(versions);
+  out->push_back(std::move(m));
 }
 
 bool ShardCore::ApplyAsync(VarState& vs, PartitionState& ps, const Header& h,
@@ -1094,7 +1145,7 @@ void ShardCore::ReleaseHeld(std::vector<OutMessage>* out) {
       Error(it->identity, it->header, ErrorCode::kTableFull, full, out);
       it = held_.erase(it);
     } else if (PullReady(it->header)) {
-      AnswerPull(it->identity, it->header, it->ids, it->shm_reply, out);
+      AnswerPull(it->identity, it->header, it->ids, it->shm_reply, out, it->held_versions);
       it = held_.erase(it);
     } else {
       ++it;
@@ -1336,6 +1387,7 @@ std::string ShardCore::StatsJson() const {
   j["push_pulls"] = stats_.push_pulls;
   j["clocks"] = stats_.clocks;
   j["rows_pulled"] = stats_.rows_pulled;
+  j["rows_fresh"] = stats_.rows_fresh;
   j["rows_pushed"] = stats_.rows_pushed;
   j["errors"] = stats_.errors;
   j["nonfinite_rows"] = stats_.nonfinite_rows;

@@ -95,6 +95,7 @@ struct ShardStats {
   int64_t batches = 0;   // of them, batches (wire version 2)
   int64_t pulls = 0, pushes = 0, push_pulls = 0, clocks = 0;
   int64_t rows_pulled = 0, rows_pushed = 0;
+  int64_t rows_fresh = 0;  // of rows_pulled, ROW_VERSIONS rows not sent: the worker's copy was fresh
   int64_t errors = 0;
   int64_t nonfinite_rows = 0;  // dropped when the plan counts instead of rejecting
   int64_t held = 0;            // requests answered later than they arrived
@@ -197,6 +198,7 @@ class ShardCore {
     Header header;
     std::vector<int64_t> ids;
     uint64_t shm_reply = 0;  // header has kFlagShm: where the rows go in the region
+    std::vector<uint32_t> held_versions;  // header has kFlagRowVersions: per id
   };
 
   // A PULL, PUSH or PUSH_PULL, checked and read: its partition, ids and, for
@@ -211,6 +213,7 @@ class ShardCore {
     std::vector<int64_t> pull_ids;   // a compacted PUSH_PULL: every row it asked for
     char* shm_rows = nullptr;        // kFlagShm: where the reply's rows go in the region
     uint64_t shm_reply = 0;
+    std::vector<uint32_t> held_versions;  // a kFlagRowVersions PULL: the worker's, per id
   };
 
   // Handle() without the batch replies' collection.
@@ -271,8 +274,15 @@ class ShardCore {
   int64_t SyncApplied(const PartitionState& ps, int64_t step) const;
   // Answers with the rows of `ids` (into the peer's region at `shm_reply`
   // when h has kFlagShm).
+  // With kFlagRowVersions, `held` has the worker's version of each id
+  // (schemas/ps_wire.md, "Row versions"): a row whose copy is at most
+  // h.version_seen pushes behind is not sent.
   void AnswerPull(const std::string& identity, const Header& h, const std::vector<int64_t>& ids,
-                  uint64_t shm_reply, std::vector<OutMessage>* out);
+                  uint64_t shm_reply, std::vector<OutMessage>* out,
+                  const std::vector<uint32_t>& held = {});
+  void AnswerVersionedPull(const std::string& identity, const Header& h,
+                           const std::vector<int64_t>& ids, const std::vector<uint32_t>& held,
+                           std::vector<OutMessage>* out);
   // `bytes` of the region `identity` attached, at `offset`; null (after an
   // error reply to `h`) when there is no region or the range is outside it.
   char* ShmSpan(const std::string& identity, const Header& h, uint64_t offset, uint64_t bytes,

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 
 #include "core/ps/initializer.h"
+#include "schemas/ps_wire.h"
 #include "core/optim/optimizer.h"
 
 namespace parallax::ps {
@@ -116,6 +118,7 @@ uint32_t VariableTable::Append(int64_t id) {
   for (int s = 0; s < num_slots_; ++s)
     slots_[s].resize(slots_[s].size() + dim, optim::InitialStateValue(var_.optimizer, s));
   if (var_.optimizer.type == OptimizerType::kAdam) steps_.push_back(0);
+  if (versions_on_) versions_.push_back(version_base_);
   return idx;
 }
 
@@ -123,6 +126,18 @@ void VariableTable::Apply(uint32_t idx, const float* g, float lr_scale) {
   optim::ApplyUpdate(var_.optimizer, var_.optimizer.lr * lr_scale, var_.dim, g, weights(idx),
            num_slots_ > 0 ? slot(0, idx) : nullptr, num_slots_ > 1 ? slot(1, idx) : nullptr,
            steps_.empty() ? nullptr : &steps_[idx]);
+  if (versions_on_) {
+    uint32_t& v = versions_[idx];
+    v = v + 1 == ps_wire::kRowFresh ? 0 : v + 1;
+  }
+}
+
+void VariableTable::EnableVersions() {
+  if (versions_on_) return;
+  versions_on_ = true;
+  std::random_device rd;
+  version_base_ = rd() % ps_wire::kRowFresh;
+  versions_.assign(ids_.size(), version_base_);
 }
 
 void VariableTable::PackState(uint32_t idx, float* out) const {
@@ -146,6 +161,7 @@ void VariableTable::Clear() {
   slots_[1].clear();
   steps_.clear();
   marks_.clear();
+  versions_.clear();
 }
 
 }  // namespace parallax::ps

@@ -57,6 +57,17 @@ class VariableTable {
   // Applies `g` to row `idx` with the variable's optimizer and lr × lr_scale.
   void Apply(uint32_t idx, const float* g, float lr_scale);
 
+  // Row versions (schemas/ps_wire.md, "Row versions"): from the first call
+  // on, every row carries a u32 that every Apply() to it advances by one
+  // (mod 2^32, skipping ps_wire::kRowFresh). New rows, and every row held
+  // now, start at a base drawn at random, so that a version another
+  // process handed out (an earlier generation of this shard) is unlikely
+  // to be anywhere near one of this process's.
+  void EnableVersions();
+  bool versions_enabled() const { return versions_on_; }
+  // REQUIRES: versions_enabled().
+  uint32_t version(uint32_t idx) const { return versions_[idx]; }
+
   // Drops every row (LOAD replaces the table).
   void Clear();
 
@@ -74,6 +85,9 @@ class VariableTable {
   std::vector<float> weights_;
   std::vector<float> slots_[2];
   std::vector<int64_t> steps_;
+  bool versions_on_ = false;
+  uint32_t version_base_ = 0;
+  std::vector<uint32_t> versions_;  // by idx, once EnableVersions() was called
   // TouchAll's duplicate check: marks_[idx] == epoch_ when row idx was seen
   // in the current call.
   std::vector<uint32_t> marks_;

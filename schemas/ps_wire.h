@@ -89,7 +89,17 @@ constexpr uint16_t kFlagShm = 1u << 2;    // values live in the attached shared 
 // rows hand rows back to their shards and take them over (ps_wire.md, "Row
 // state").
 constexpr uint16_t kFlagRowState = 1u << 3;
-constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16 | kFlagShm | kFlagRowState;
+// PULL only (request and reply), never with SHM or ROW_STATE, a table of
+// fixed rows only: the row cache's version check (ps_wire.md, "Row
+// versions"). The request's frame 2 holds, per id, the row's version the
+// worker holds (u32, kNotHeld when none) and its `version` field the bound
+// s. The reply's frame 1 holds, per id, the row's version when its row is
+// sent, kRowFresh when the worker's copy is at most s pushes behind (no row
+// sent); its `worker` field counts the rows sent, and frame 2 holds them.
+constexpr uint16_t kFlagRowVersions = 1u << 4;
+constexpr uint32_t kNotHeld = 0xFFFFFFFFu;   // request: no copy held
+constexpr uint32_t kRowFresh = 0xFFFFFFFFu;  // reply: the copy held is fresh enough
+constexpr uint16_t kKnownFlags = kFlagReply | kFlagFp16 | kFlagShm | kFlagRowState | kFlagRowVersions;
 
 // The width in floats of a row's state of a variable of `dim` with
 // `slots` optimizer slots: the weights, the slots, then the row's step
@@ -150,7 +160,8 @@ static_assert(sizeof(ShmRef) == kShmRefSize, "ShmRef must have no padding");
 //   10 u16 error_code   ErrorCode (ERROR replies); resets (data replies)
 //   12 u32 variable     variable id from the plan
 //   16 u32 partition    partition index within the variable
-//   20 u32 worker       contributor rank (worker, or host with local aggregation)
+//   20 u32 worker       contributor rank (worker, or host with local aggregation);
+//                       a ROW_VERSIONS reply: the rows sent
 //   24 u32 count        rows in the message
 //   28 u32 dim          row width; must equal the variable's dim when count > 0
 //   32 u64 request_id   chosen by the worker, echoed in the reply

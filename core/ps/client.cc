@@ -59,6 +59,10 @@ struct Request {
   // (PullState, WriteState: ROW_STATE, float32, never in shared memory).
   uint32_t width = 0;
   bool row_state = false;
+  // PullChecked: the bound sent and where the versions go (per position).
+  bool checked = false;
+  int64_t check_bound = 0;
+  std::vector<uint32_t>* versions = nullptr;
   std::vector<float>* out = nullptr;
   std::vector<std::string>* texts = nullptr;
   std::vector<uint32_t> first_pos;  // per distinct id: its first position
@@ -277,6 +281,11 @@ class ZmqPsClient final : public PsClient {
                         std::vector<float>* out) override {
     return SubmitData(Op::kPull, var, ids, {}, clock, out);
   }
+  StatusOr<Ticket> PullChecked(uint32_t var, std::span<const int64_t> ids,
+                               const RowVersionCheck& check, int64_t clock,
+                               std::vector<float>* out) override {
+    return SubmitData(Op::kPull, var, ids, {}, clock, out, /*row_state=*/false, &check);
+  }
   StatusOr<Ticket> Push(uint32_t var, std::span<const int64_t> ids, std::span<const float> grads,
                         int64_t clock) override {
     return SubmitData(Op::kPush, var, ids, grads, clock, nullptr);
@@ -420,7 +429,8 @@ class ZmqPsClient final : public PsClient {
   // (A template, not a std::function: it is called for every row.)
   template <typename GradOf>
   std::vector<std::array<zmq::message_t, 3>> BuildFrames(Request& r, const Dedupe& d, bool pushes,
-                                                         bool replies, const GradOf& grad_of) {
+                                                         bool replies, const GradOf& grad_of,
+                                                         std::span<const uint32_t> held = {}) {
     const uint32_t dim = r.width;
     const bool fp16 = options_.plan.value_encoding == ValueEncoding::kFp16 && !r.row_state;
     const size_t vbytes = ValueBytes(fp16 ? ps_wire::kFlagFp16 : 0);
@@ -431,6 +441,15 @@ class ZmqPsClient final : public PsClient {
       zmq::message_t id_msg(count * sizeof(int64_t));
       auto* idp = static_cast<char*>(id_msg.data());
       for (size_t j = 0; j < count; ++j) std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
+      if (r.checked) {  // the versions held, in wire order; never in shared memory
+        zmq::message_t held_msg(count * sizeof(uint32_t));
+        auto* hp = static_cast<char*>(held_msg.data());
+        for (size_t j = 0; j < count; ++j)
+          std::memcpy(hp + j * 4, &held[r.first_pos[part.uniq[j]]], 4);
+        frames[k][1] = std::move(id_msg);
+        frames[k][2] = std::move(held_msg);
+        continue;
+      }
       const bool shm = !r.row_state && ReserveShm(part, count * dim * vbytes, pushes, replies);
       zmq::message_t val_msg(shm ? ps_wire::kShmRefSize : pushes ? count * dim * vbytes : 0);
       if (shm) {
@@ -462,8 +481,21 @@ class ZmqPsClient final : public PsClient {
 
   StatusOr<Prepared> Prepare(Op op, uint32_t var_id, std::span<const int64_t> ids,
                              std::span<const float> grads, int64_t clock,
-                             std::vector<float>* out, bool row_state = false) {
+                             std::vector<float>* out, bool row_state = false,
+                             const RowVersionCheck* check = nullptr) {
     PX_ASSIGN_OR_RETURN(const VariableSpec* var, CheckData(op, var_id, ids, grads, row_state));
+    if (check != nullptr) {
+      const std::string what = "PS pull of \"" + var->name + "\" with row versions: ";
+      if (op != Op::kPull || out == nullptr || check->versions == nullptr)
+        return InvalidArgument(what + "only a pull with rows and versions to fill checks versions");
+      if (var->dynamic)
+        return InvalidArgument(what + "a dynamic table keeps no row versions");
+      if (check->held.size() != ids.size())
+        return InvalidArgument(what + std::to_string(check->held.size()) + " versions held for " +
+                               std::to_string(ids.size()) + " ids");
+      if (check->bound < 0 || check->bound > ps_wire::kMaxClock)
+        return InvalidArgument(what + "bound " + std::to_string(check->bound) + " is out of range");
+    }
     const PsPlan& plan = options_.plan;
     const uint32_t dim = row_state ? RowStateWidth(*var) : var->dim;
     const bool pushes = op != Op::kPull;
@@ -475,13 +507,20 @@ class ZmqPsClient final : public PsClient {
     r.var = var;
     r.width = dim;
     r.row_state = row_state;
+    if (check != nullptr) {
+      r.checked = true;
+      r.check_bound = check->bound;
+      r.versions = check->versions;
+    }
     if (options_.on_complete) r.submitted = std::chrono::steady_clock::now();
     r.var_index = static_cast<size_t>(var - plan.variables.data());
     r.out = out;
     Dedupe d = DedupeIdsFirstSeen(ids, &r.first_pos);
     r.has_duplicates = d.unique.size() != ids.size();
-    if (op == Op::kWrite && r.has_duplicates)
-      return InvalidArgument("PS write to \"" + var->name + "\": repeated ids (each row once)");
+    if ((op == Op::kWrite || check != nullptr) && r.has_duplicates)
+      return InvalidArgument("PS " + std::string(check != nullptr ? "checked pull of" : "write to") +
+                             " \"" + var->name + "\": repeated ids (each row once)");
+    if (check != nullptr) check->versions->assign(ids.size(), ps_wire::kRowFresh);
     const bool one_per_partition = op != Op::kWrite && pushes &&
                                    ConsistencyAt(clock).consistency == Consistency::kSync;
     SplitByPartition(d, one_per_partition, &r);
@@ -499,7 +538,7 @@ class ZmqPsClient final : public PsClient {
     prepared.frames = BuildFrames(r, d, pushes, out != nullptr, [&](uint32_t u) {
       return r.has_duplicates ? summed.data() + size_t{u} * dim
                               : grads.data() + size_t{r.first_pos[u]} * dim;
-    });
+    }, check != nullptr ? check->held : std::span<const uint32_t>{});
     if (r.has_duplicates) r.index_of = std::move(d.index_of);
     return prepared;
   }
@@ -527,6 +566,7 @@ class ZmqPsClient final : public PsClient {
                 : options_.plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16
                                                                        : 0;
       if (r.parts[k].shm()) h.flags |= ps_wire::kFlagShm;
+      if (r.checked) h.flags |= ps_wire::kFlagRowVersions;
       h.variable = p.var_id;
       h.partition = r.parts[k].partition;
       h.worker = options_.worker;
@@ -534,7 +574,7 @@ class ZmqPsClient final : public PsClient {
       h.dim = r.width;
       h.request_id = ticket;
       h.clock = clock;
-      h.version_seen = versions[k];
+      h.version_seen = r.checked ? r.check_bound : versions[k];
       h.attempt = options_.attempt;
       p.frames[k][0] = HeaderMessage(h);
     }
@@ -543,8 +583,8 @@ class ZmqPsClient final : public PsClient {
 
   StatusOr<Ticket> SubmitData(Op op, uint32_t var_id, std::span<const int64_t> ids,
                               std::span<const float> grads, int64_t clock, std::vector<float>* out,
-                              bool row_state = false) {
-    PX_ASSIGN_OR_RETURN(Prepared p, Prepare(op, var_id, ids, grads, clock, out, row_state));
+                              bool row_state = false, const RowVersionCheck* check = nullptr) {
+    PX_ASSIGN_OR_RETURN(Prepared p, Prepare(op, var_id, ids, grads, clock, out, row_state, check));
     const Request& r = *p.request;  // registered below; owned by requests_ then
     const Ticket ticket = Register(p, clock);
     for (size_t k = 0; k < p.frames.size(); ++k) SendToLoop(r.parts[k].shard, p.frames[k]);
@@ -566,7 +606,8 @@ class ZmqPsClient final : public PsClient {
                                (call.out == nullptr ? " needs" : " takes no") + " output buffer");
       }
       StatusOr<Prepared> p = Prepare(op, call.var, call.ids, call.grads,
-                                     op == Op::kWrite ? 0 : clock, call.out);
+                                     op == Op::kWrite ? 0 : clock, call.out,
+                                     /*row_state=*/false, call.check);
       if (!p.ok()) {
         Unprepare(prepared);
         return p.status().WithContext("PS batch call " + std::to_string(c));
@@ -916,6 +957,56 @@ class ZmqPsClient final : public PsClient {
     HandleParsedReply(shard, data, sizes, msgs.size(), bytes);
   }
 
+  // Loop thread: a PULL or PUSH_PULL reply's rows (and with a version
+  // check their versions) into the request's buffers, at each id's
+  // position; an error when the reply does not fit the part asked.
+  Status ReadRows(uint32_t shard, const MessageView& m, Request* r, const Part& part) {
+    const Header& h = m.header;
+    const uint32_t dim = r->width;
+    const std::string who = "PS shard " + std::to_string(shard);
+    if (h.count != part.uniq.size() || (h.count > 0 && h.dim != dim))
+      return Internal(who + " returned " + std::to_string(h.count) + " rows, expected " +
+                      std::to_string(part.uniq.size()));
+    if (r->checked != static_cast<bool>(h.flags & ps_wire::kFlagRowVersions))
+      return Internal(who + " answered " + (r->checked ? "without" : "with") +
+                      " row versions, which was not asked");
+    if (m.shm() != part.shm_reply.has_value())
+      return Internal(who + " answered " + (m.shm() ? "in" : "outside") +
+                      " shared memory, which was not asked");
+    const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
+    float* out = r->out->data();
+    if (!r->checked) {
+      const char* rows = m.shm() ? shm_[shard]->region->data() + *part.shm_reply : m.values;
+      for (size_t j = 0; j < part.uniq.size(); ++j) {
+        DecodeValues(rows + j * row_bytes, dim, m.fp16(),
+                     out + size_t{r->first_pos[part.uniq[j]]} * dim);
+      }
+      return Status::Ok();
+    }
+    // A version check: m.ids holds a version per id, m.values the rows of
+    // those not fresh.
+    auto version_at = [&m](size_t j) {
+      uint32_t v;
+      std::memcpy(&v, m.ids + j * sizeof v, sizeof v);
+      return v;
+    };
+    size_t need = 0;
+    for (size_t j = 0; j < part.uniq.size(); ++j) need += version_at(j) != ps_wire::kRowFresh;
+    if (need != h.worker)
+      return Internal(who + " sent " + std::to_string(h.worker) + " rows for " +
+                      std::to_string(need) + " versions that need them");
+    size_t sent = 0;
+    for (size_t j = 0; j < part.uniq.size(); ++j) {
+      const uint32_t v = version_at(j);
+      const size_t pos = r->first_pos[part.uniq[j]];
+      (*r->versions)[pos] = v;
+      if (v == ps_wire::kRowFresh) continue;
+      DecodeValues(m.values + sent * row_bytes, dim, m.fp16(), out + pos * dim);
+      ++sent;
+    }
+    return Status::Ok();
+  }
+
   // Loop thread: one version-1 reply (alone, or a part of a batch's),
   // `bytes` long in all.
   void HandleParsedReply(uint32_t shard, const void* const* data, const size_t* sizes,
@@ -977,24 +1068,7 @@ class ZmqPsClient final : public PsClient {
     } else if (r->op == Op::kStats) {
       (*r->texts)[h.partition] = std::string(m.text);
     } else if (r->op == Op::kPull || r->op == Op::kPushPull) {
-      const Part& part = r->parts[k];
-      const uint32_t dim = r->width;
-      if (h.count != part.uniq.size() || (h.count > 0 && h.dim != dim)) {
-        status = Internal("PS shard " + std::to_string(shard) + " returned " +
-                          std::to_string(h.count) + " rows, expected " +
-                          std::to_string(part.uniq.size()));
-      } else if (m.shm() != part.shm_reply.has_value()) {
-        status = Internal("PS shard " + std::to_string(shard) + " answered " +
-                          (m.shm() ? "in" : "outside") + " shared memory, which was not asked");
-      } else {
-        const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
-        const char* rows = m.shm() ? shm_[shard]->region->data() + *part.shm_reply : m.values;
-        float* out = r->out->data();
-        for (size_t j = 0; j < part.uniq.size(); ++j) {
-          DecodeValues(rows + j * row_bytes, dim, m.fp16(),
-                       out + size_t{r->first_pos[part.uniq[j]]} * dim);
-        }
-      }
+      status = ReadRows(shard, m, r, r->parts[k]);
     }
     if (k >= 0) ReleaseShm(r->parts[k]);
     std::optional<int64_t> version;
@@ -1124,7 +1198,9 @@ Status SubmitCalls(PsClient* ps, std::span<const BatchCall> calls, int64_t clock
   }
   for (const BatchCall& c : calls) {
     using Kind = BatchCall::Kind;
-    StatusOr<Ticket> t = c.kind == Kind::kPull   ? ps->Pull(c.var, c.ids, clock, c.out)
+    StatusOr<Ticket> t = c.kind == Kind::kPull && c.check != nullptr
+                             ? ps->PullChecked(c.var, c.ids, *c.check, clock, c.out)
+                         : c.kind == Kind::kPull ? ps->Pull(c.var, c.ids, clock, c.out)
                          : c.kind == Kind::kPush ? ps->Push(c.var, c.ids, c.grads, clock)
                          : c.kind == Kind::kPushPull
                              ? ps->PushPull(c.var, c.ids, c.grads, clock, c.out)

@@ -135,6 +135,19 @@ struct TransportBytes {
   int64_t messages_sent = 0;
 };
 
+// A pull's row version check (schemas/ps_wire.md, "Row versions"; the row
+// cache's `cache_rule = "version"`): the shard sends a row only when the
+// caller holds none or its copy is more than `bound` pushes behind.
+struct RowVersionCheck {
+  // Per id: the version of the row the caller holds, or ps_wire::kNotHeld.
+  std::span<const uint32_t> held;
+  int64_t bound = 0;
+  // Out, per id: the row's version now when its row was sent (and written
+  // to the pull's `out`), ps_wire::kRowFresh when not (that row of `out` is
+  // left as it was).
+  std::vector<uint32_t>* versions = nullptr;
+};
+
 // One call of a batch (PsClient::Batch): what Pull, Push, PushPull or Write
 // would be given.
 struct BatchCall {
@@ -144,6 +157,7 @@ struct BatchCall {
   std::span<const int64_t> ids;
   std::span<const float> grads;       // kPush, kPushPull: gradients; kWrite: values
   std::vector<float>* out = nullptr;  // kPull, kPushPull: the rows
+  const RowVersionCheck* check = nullptr;  // kPull: as PullChecked
 };
 
 class PsClient {
@@ -160,6 +174,13 @@ class PsClient {
   // INVALID_ARGUMENT for an unknown variable or an id outside it.
   virtual StatusOr<Ticket> Pull(uint32_t var, std::span<const int64_t> ids, int64_t clock,
                                 std::vector<float>* out) = 0;
+
+  // Pull with a row version check (RowVersionCheck): `ids` distinct, of a
+  // table of fixed rows, check.held.size() == ids.size(); never through
+  // shared memory. INVALID_ARGUMENT otherwise.
+  virtual StatusOr<Ticket> PullChecked(uint32_t var, std::span<const int64_t> ids,
+                                       const RowVersionCheck& check, int64_t clock,
+                                       std::vector<float>* out) = 0;
 
   // Gradients of step `clock` for `ids` (grads.size() == ids.size() × dim).
   // In sync mode every partition of `var` receives a (possibly empty) push,

@@ -81,6 +81,15 @@ WireError ParseMessage(const void* const* frames, const size_t* sizes, size_t nu
     if (h.flags & (ps_wire::kFlagFp16 | ps_wire::kFlagShm))
       return Err(ErrorCode::kBadFlags, "a ROW_STATE message's values are float32 and inline: not with FP16 or SHM");
   }
+  if (h.flags & ps_wire::kFlagRowVersions) {
+    if (h.op != static_cast<uint8_t>(Op::kPull))
+      return Err(ErrorCode::kBadFlags, std::string("the ROW_VERSIONS flag is for PULL, not ") + OpName(h.op));
+    if (h.flags & (ps_wire::kFlagShm | ps_wire::kFlagRowState))
+      return Err(ErrorCode::kBadFlags, "a ROW_VERSIONS pull's rows are inline and weights only: not with SHM or ROW_STATE");
+    if (is_reply && h.worker > h.count)
+      return Err(ErrorCode::kBadCount, "a ROW_VERSIONS reply says " + std::to_string(h.worker) +
+                                           " rows sent of " + std::to_string(h.count) + " asked for");
+  }
   if (!IsDataOp(h.op)) {
     if (shm) return Err(ErrorCode::kBadFlags, std::string("the SHM flag is for data ops, not ") + OpName(h.op));
     if (sizes[2] != 0) return Err(ErrorCode::kBadCount, "values frame must be empty for this op");
@@ -138,7 +147,16 @@ bool PartFrameSizes(const Header& h, bool is_reply, size_t* ids_bytes, size_t* v
   if (!IsDataOp(h.op)) return false;
   const Op op = static_cast<Op>(h.op);
   *ids_bytes = is_reply ? 0 : count * sizeof(int64_t);
-  if (h.flags & ps_wire::kFlagShm) {
+  if (op == Op::kPull && (h.flags & ps_wire::kFlagRowVersions)) {
+    // Request: ids, then the versions held. Reply: a version per id, then
+    // the rows sent (`worker` of them).
+    if (is_reply) {
+      *ids_bytes = count * sizeof(uint32_t);
+      *values_bytes = uint64_t{h.worker} * h.dim * ValueBytes(h.flags);
+    } else {
+      *values_bytes = count * sizeof(uint32_t);
+    }
+  } else if (h.flags & ps_wire::kFlagShm) {
     *values_bytes = is_reply ? 0 : ps_wire::kShmRefSize;
   } else {
     // Requests: PUSH, PUSH_PULL and WRITE carry values, PULL does not.

@@ -143,6 +143,34 @@ TEST_F(WireTest, SharedMemoryRequestsCarryAReferenceAndRepliesNothing) {
   EXPECT_EQ(view_.text, "/px-ps-1");
 }
 
+// ROW_VERSIONS (schemas/ps_wire.md, "Row versions"): a request's frame 2 is
+// a u32 per id; a reply's frame 1 a u32 per id and frame 2 the `worker`
+// rows sent, never more rows than ids.
+TEST_F(WireTest, RowVersionPullsCarryAVersionPerIdAndRepliesTheRowsSent) {
+  Header h;
+  h.op = static_cast<uint8_t>(Op::kPull);
+  h.flags = ps_wire::kFlagRowVersions;
+  h.count = 3;
+  h.dim = 2;
+  h.version_seen = 4;  // the bound
+  const std::string ids(3 * 8, '\0');
+  EXPECT_TRUE(Parse(h, ids, std::string(12, '\xff')).ok());
+  EXPECT_EQ(view_.values_bytes, 12u);
+  EXPECT_EQ(Parse(h, ids, "").code, ErrorCode::kBadCount);  // no versions held
+  h.flags |= ps_wire::kFlagReply;
+  h.worker = 1;  // one row sent
+  EXPECT_TRUE(Parse(h, std::string(12, '\0'), std::string(8, '\0'), /*expect_reply=*/true).ok());
+  EXPECT_EQ(Parse(h, std::string(12, '\0'), std::string(16, '\0'), true).code, ErrorCode::kBadCount);
+  h.worker = 4;  // more rows than ids
+  EXPECT_EQ(Parse(h, std::string(12, '\0'), std::string(32, '\0'), true).code, ErrorCode::kBadCount);
+  h.worker = 0;
+  h.flags = ps_wire::kFlagRowVersions | ps_wire::kFlagRowState;
+  EXPECT_EQ(Parse(h, ids, std::string(12, '\0')).code, ErrorCode::kBadFlags);
+  h.flags = ps_wire::kFlagRowVersions;
+  h.op = static_cast<uint8_t>(Op::kPushPull);
+  EXPECT_EQ(Parse(h, ids, std::string(24, '\0')).code, ErrorCode::kBadFlags);
+}
+
 TEST_F(WireTest, Fp16RoundTripsRepresentableValues) {
   for (float f : {0.0f, 1.0f, -2.5f, 0.099975586f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
     EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f) << f;

@@ -1,0 +1,211 @@
+// Row versions (schemas/ps_wire.md, "Row versions"): a PULL with the
+// ROW_VERSIONS flag names the version of each row the worker holds, and the
+// shard sends a row only when the worker holds none or its copy is more than
+// the request's bound of pushes behind. What the row cache's
+// cache_rule = "version" stands on: a copy a worker may keep reading never
+// misses more than the bound of its shard's updates.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/ps/client.h"
+#include "ps/shard_server.h"
+#include "tests/ps/ps_test_util.h"
+
+namespace parallax::ps {
+namespace {
+
+using testing::ExpectOneErrorReply;
+using testing::Frames;
+using testing::MakeHeader;
+using testing::ReplyHeader;
+using testing::Request;
+using testing::Send;
+
+constexpr int64_t kWaitMs = 10'000;
+constexpr uint32_t kDim = 3;
+
+// One Adagrad table of 40 rows of 3 in two partitions (ids < 20: partition
+// 0), both on shard 0; async.
+PsPlan Plan(uint32_t workers = 2) {
+  PsPlan plan = testing::OnePartitionPlan(Consistency::kAsync, OptimizerType::kAdagrad, 40, kDim,
+                                          workers, /*seed=*/11);
+  plan.variables[0].partitions = 2;
+  plan.variables[0].scheme = PartitionScheme::kRange;
+  plan.variables[0].partition_shards = {0, 0};
+  return plan;
+}
+
+std::unique_ptr<PsClient> Client(const PsPlan& plan, const std::vector<std::string>& endpoints,
+                                 uint32_t worker) {
+  PsClientOptions o;
+  o.plan = plan;
+  o.shard_endpoints = endpoints;
+  o.worker = worker;
+  auto c = PsClient::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+Status Done(PsClient* c, StatusOr<Ticket> t) {
+  if (!t.ok()) return t.status();
+  return c->Wait(*t, DeadlineIn(kWaitMs));
+}
+
+std::vector<float> Pull(PsClient* c, const std::vector<int64_t>& ids) {
+  std::vector<float> rows;
+  Status s = Done(c, c->Pull(0, ids, 0, &rows));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return rows;
+}
+
+void PushTimes(PsClient* c, int64_t id, int times) {
+  for (int k = 0; k < times; ++k) {
+    const std::vector<float> g = {0.5f, -0.25f, 1.0f};
+    Status s = Done(c, c->Push(0, std::vector<int64_t>{id}, g, k));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+}
+
+class RowVersionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    endpoints_ = testing::StartShardServers(plan_, &servers_);
+    ASSERT_EQ(endpoints_.size(), 1u);
+    reader_ = Client(plan_, endpoints_, 0);
+    writer_ = Client(plan_, endpoints_, 1);
+    ASSERT_TRUE(reader_ && writer_);
+  }
+
+  PsPlan plan_ = Plan();
+  std::vector<std::unique_ptr<ShardServer>> servers_;
+  std::vector<std::string> endpoints_;
+  std::unique_ptr<PsClient> reader_, writer_;
+};
+
+// The shard holds the updates a row took; over random rounds a copy comes
+// back as "fresh" exactly when it misses at most `bound` of them, and a row
+// sent equals what a plain pull reads. Checked alone and in a batch (wire
+// version 2) beside a plain pull.
+TEST_F(RowVersionsTest, ACopyIsFreshExactlyWhileItMissesAtMostTheBoundsUpdates) {
+  constexpr int64_t kBound = 2;
+  const std::vector<int64_t> ids = {3, 25, 7, 30};  // both partitions
+  std::vector<uint32_t> held(ids.size(), ps_wire::kNotHeld);
+  std::vector<uint32_t> versions;
+  std::vector<float> rows;
+  RowVersionCheck check{held, kBound, &versions};
+  ASSERT_TRUE(Done(reader_.get(), reader_->PullChecked(0, ids, check, 0, &rows)).ok());
+  ASSERT_EQ(versions.size(), ids.size());
+  for (uint32_t v : versions) EXPECT_NE(v, ps_wire::kRowFresh) << "nothing held: every row is sent";
+  EXPECT_EQ(rows, Pull(reader_.get(), ids));
+  held = versions;
+
+  std::mt19937 rng(5);
+  std::vector<int> missed(ids.size(), 0);  // updates since the copy the reader holds
+  for (int round = 0; round < 12; ++round) {
+    // Every row takes 0..4 updates from the other worker since the copy.
+    std::vector<int> pushes(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      pushes[i] = static_cast<int>(rng() % 5);
+      PushTimes(writer_.get(), ids[i], pushes[i]);
+    }
+    const bool batched = round % 2 == 1;
+    std::vector<float> got(ids.size() * kDim, -7.0f);
+    std::vector<uint32_t> now;
+    RowVersionCheck c{held, kBound, &now};
+    if (batched) {
+      std::vector<float> plain;
+      const std::vector<int64_t> other = {12};
+      std::vector<BatchCall> calls = {{BatchCall::Kind::kPull, 0, ids, {}, &got, &c},
+                                      {BatchCall::Kind::kPull, 0, other, {}, &plain}};
+      auto t = reader_->Batch(calls, 0);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      for (Ticket tk : *t) ASSERT_TRUE(reader_->Wait(tk, DeadlineIn(kWaitMs)).ok());
+      EXPECT_EQ(plain, Pull(reader_.get(), other));
+    } else {
+      ASSERT_TRUE(Done(reader_.get(), reader_->PullChecked(0, ids, c, 0, &got)).ok());
+    }
+    const std::vector<float> truth = Pull(reader_.get(), ids);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      missed[i] += pushes[i];
+      const std::vector<float> row(got.begin() + i * kDim, got.begin() + (i + 1) * kDim);
+      const std::vector<float> want(truth.begin() + i * kDim, truth.begin() + (i + 1) * kDim);
+      if (missed[i] <= kBound) {
+        EXPECT_EQ(now[i], ps_wire::kRowFresh) << "round " << round << " id " << ids[i] << " missed "
+                                              << missed[i];
+        EXPECT_EQ(row, std::vector<float>(kDim, -7.0f)) << "a fresh row is not sent";
+      } else {
+        EXPECT_EQ(now[i], held[i] + static_cast<uint32_t>(missed[i]))
+            << "round " << round << " id " << ids[i];
+        EXPECT_EQ(row, want) << "a row sent is the shard's row now";
+        held[i] = now[i];  // the reader's copy is the new one
+        missed[i] = 0;
+      }
+    }
+  }
+}
+
+// Everything the flag allows checked before anything happens; a refused
+// request changes nothing and names what is wrong.
+TEST(RowVersionsRefusalTest, BadRowVersionMessagesAreRefusedByName) {
+  const PsPlan plan = Plan(1);
+  auto core = testing::MakeShard(plan);
+  auto versioned = [](Op op, std::vector<int64_t> ids, size_t version_bytes, uint16_t more = 0) {
+    Header h = MakeHeader(op, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0);
+    h.flags = ps_wire::kFlagRowVersions | more;
+    h.version_seen = 2;
+    Frames f = Request(h, ids, {});
+    f.f[2].assign(version_bytes, '\xff');
+    return f;
+  };
+  // Not on a push.
+  auto out = Send(core.get(), versioned(Op::kPush, {1}, 4));
+  ExpectOneErrorReply(out, ErrorCode::kBadFlags);
+  EXPECT_NE(out[0].frames[1].find("ROW_VERSIONS flag is for PULL"), std::string::npos) << out[0].frames[1];
+  // Not with shared memory.
+  out = Send(core.get(), versioned(Op::kPull, {1}, 4, ps_wire::kFlagShm));
+  ExpectOneErrorReply(out, ErrorCode::kBadFlags);
+  // The versions held must be 4 bytes a row.
+  out = Send(core.get(), versioned(Op::kPull, {1, 2}, 4));
+  ExpectOneErrorReply(out, ErrorCode::kBadCount);
+  // A well-formed one is answered: nothing held, both rows sent.
+  out = Send(core.get(), versioned(Op::kPull, {1, 2}, 8));
+  ASSERT_EQ(out.size(), 1u);
+  const Header h = ReplyHeader(out[0]);
+  ASSERT_EQ(h.op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+  EXPECT_TRUE(h.flags & ps_wire::kFlagRowVersions);
+  EXPECT_EQ(h.count, 2u);
+  EXPECT_EQ(h.worker, 2u);  // rows sent
+  EXPECT_EQ(out[0].frames[1].size(), 8u);
+  EXPECT_EQ(out[0].values.size(), 2u * kDim * 4);
+
+  // A dynamic table keeps no row versions.
+  PsPlan dyn = testing::OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd, 0, kDim);
+  dyn.variables[0].dynamic = DynamicTableSettings{};
+  ASSERT_TRUE(ValidatePsPlan(&dyn).ok());
+  auto dcore = testing::MakeShard(dyn);
+  out = Send(dcore.get(), versioned(Op::kPull, {1}, 4));
+  ExpectOneErrorReply(out, ErrorCode::kBadFlags);
+  EXPECT_NE(out[0].frames[1].find("dynamic table \"emb\""), std::string::npos) << out[0].frames[1];
+}
+
+// The client refuses what the shard could not answer, before sending.
+TEST_F(RowVersionsTest, TheClientRefusesChecksItCannotMake) {
+  std::vector<uint32_t> versions;
+  std::vector<float> rows;
+  const std::vector<uint32_t> one = {ps_wire::kNotHeld};
+  const std::vector<uint32_t> two = {ps_wire::kNotHeld, ps_wire::kNotHeld};
+  auto repeated = reader_->PullChecked(0, std::vector<int64_t>{4, 4}, RowVersionCheck{two, 1, &versions}, 0, &rows);
+  EXPECT_EQ(repeated.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(repeated.status().message().find("repeated ids"), std::string::npos);
+  auto short_held = reader_->PullChecked(0, std::vector<int64_t>{4, 5}, RowVersionCheck{one, 1, &versions}, 0, &rows);
+  EXPECT_EQ(short_held.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(short_held.status().message().find("1 versions held for 2 ids"), std::string::npos);
+  auto no_out = reader_->PullChecked(0, std::vector<int64_t>{4}, RowVersionCheck{one, 1, nullptr}, 0, &rows);
+  EXPECT_EQ(no_out.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace parallax::ps
