@@ -440,6 +440,7 @@ Status SessionImpl::CreateParts() {
   sparse_options.cache_staleness = options_.config.ps.cache_staleness;
   sparse_options.cache_rows = static_cast<size_t>(options_.config.ps.cache_rows);
   sparse_options.cache_accumulate = options_.config.ps.cache_accumulate;
+  sparse_options.cache_check_versions = options_.config.ps.cache_check_versions;
   sparse_options.count_presence = options_.rank == 0 && coord_ && options_.config.ps.hot_rows != 0 &&
                                   plan_.consistency == Consistency::kSync;
   sparse_ = std::make_unique<SparseSync>(sparse_options, &plan_, comm_.get(), std::move(host_comm_),

@@ -142,7 +142,8 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
     const size_t value_bytes = plan_->ps.value_encoding == ValueEncoding::kFp16 ? 2 : 4;
     s.cache = std::make_unique<ps::RowCache>(*spec, options_.cache_staleness,
                                              std::max<size_t>(1, options_.cache_rows), value_bytes,
-                                             options_.cache_accumulate);
+                                             options_.cache_accumulate,
+                                             options_.cache_check_versions && !spec->dynamic);
   }
   if (!v.hot_rows.empty()) {
     auto hot = std::make_unique<Hot>();
@@ -284,7 +285,7 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
     if (s.prefetch) {  // an unused earlier prefetch
       std::unique_ptr<Prefetched> old = std::move(s.prefetch);
       std::vector<float> unused;
-      PX_RETURN_IF_ERROR(AwaitPull(old->ticket, std::move(old->rows), &unused)
+      PX_RETURN_IF_ERROR(AwaitPrefetch(*old, &unused)
                              .WithContext("earlier prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
     }
     auto pf = std::make_unique<Prefetched>();
@@ -300,12 +301,18 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
     }
     if (CacheAt(s, step)) {
       // Only the rows the cache cannot serve at `step`.
-      s.cache->Plan(wanted, step, &pf->ids);
+      const bool check = s.cache->check_versions();
+      s.cache->Plan(wanted, step, &pf->ids, check ? &pf->held : nullptr);
       if (pf->ids.empty()) continue;
+      if (check) {
+        pf->versions = std::make_unique<std::vector<uint32_t>>();
+        pf->check = ps::RowVersionCheck{pf->held, options_.cache_staleness, pf->versions.get()};
+      }
     } else {
       pf->ids.assign(wanted.begin(), wanted.end());
     }
-    calls.push_back({ps::BatchCall::Kind::kPull, s.var.id, pf->ids, {}, pf->rows.get()});
+    calls.push_back({ps::BatchCall::Kind::kPull, s.var.id, pf->ids, {}, pf->rows.get(),
+                     pf->versions ? &pf->check : nullptr});
     s.prefetch = std::move(pf);
     slots.push_back(&s);
   }
@@ -419,11 +426,20 @@ void SparseSync::NoteResets(Slot& s) {
   }
 }
 
+Status SparseSync::AwaitPrefetch(Prefetched& pf, std::vector<float>* rows) {
+  PullBuffer buf = std::move(pf.rows);
+  pf.rows = std::make_unique<std::vector<float>>();
+  Status st = AwaitPull(pf.ticket, std::move(buf), rows);
+  if (st.code() == StatusCode::kDeadlineExceeded && pf.versions)
+    abandoned_versions_.push_back(std::move(pf.versions));  // still the ticket's
+  return st;
+}
+
 Status SparseSync::AwaitPrefetched(Slot& s) {
   Prefetched* pf = s.prefetched.get();
-  auto buf = std::make_unique<std::vector<float>>();
-  std::swap(buf, pf->rows);
-  Status st = AwaitPull(pf->ticket, std::move(buf), pf->rows.get());
+  std::vector<float> rows;
+  Status st = AwaitPrefetch(*pf, &rows);
+  if (st.ok()) *pf->rows = std::move(rows);
   if (!st.ok()) {
     s.prefetched.reset();
     return st.WithContext("pulling \"" + s.var.name + "\"" + ShardsOf(s));
@@ -437,7 +453,8 @@ Status SparseSync::CachePrefetched(Slot& s, int64_t step) {
   if (pf == nullptr || pf->clock != step || pf->arrived) return Status::Ok();
   PX_RETURN_IF_ERROR(AwaitPrefetched(s));
   NoteResets(s);  // before the fresh rows join
-  s.cache->Insert(pf->ids, *pf->rows, step);
+  s.cache->Insert(pf->ids, *pf->rows, step,
+                  pf->versions ? std::span<const uint32_t>(*pf->versions) : std::span<const uint32_t>{});
   return Status::Ok();
 }
 
@@ -454,23 +471,64 @@ Status SparseSync::LookupCached(Slot& s, std::span<const int64_t> ids, int64_t s
   std::vector<uint32_t> first;
   const ps::Dedupe missing = ps::DedupeIdsFirstSeen(wanted, &first);
   const std::string what = "pulling \"" + s.var.name + "\"" + ShardsOf(s);
-  auto buf = std::make_unique<std::vector<float>>();
-  StatusOr<ps::Ticket> t = ps_->Pull(s.var.id, missing.unique, step, buf.get());
-  if (!t.ok()) return t.status().WithContext(what);
   std::vector<float> pulled;
-  PX_RETURN_IF_ERROR(AwaitPull(*t, std::move(buf), &pulled).WithContext(what));
+  if (s.cache->check_versions()) {
+    PX_RETURN_IF_ERROR(PullCheckedIntoCache(s, missing.unique, step, &pulled).WithContext(what));
+  } else {
+    auto buf = std::make_unique<std::vector<float>>();
+    StatusOr<ps::Ticket> t = ps_->Pull(s.var.id, missing.unique, step, buf.get());
+    if (!t.ok()) return t.status().WithContext(what);
+    PX_RETURN_IF_ERROR(AwaitPull(*t, std::move(buf), &pulled).WithContext(what));
+    NoteResets(s);
+    s.cache->Insert(missing.unique, pulled, step);
+  }
   for (size_t k = 0; k < unserved.size(); ++k) {
     std::memcpy(rows->data() + unserved[k] * dim,
                 pulled.data() + size_t{missing.index_of[k]} * dim, dim * sizeof(float));
   }
+  return Status::Ok();
+}
+
+Status SparseSync::PullCheckedIntoCache(Slot& s, const std::vector<int64_t>& ids, int64_t step,
+                                        std::vector<float>* rows) {
+  std::vector<uint32_t> held;
+  s.cache->Held(ids, &held);
+  auto versions = std::make_unique<std::vector<uint32_t>>();
+  auto buf = std::make_unique<std::vector<float>>();
+  PX_ASSIGN_OR_RETURN(
+      ps::Ticket t,
+      ps_->PullChecked(s.var.id, ids, ps::RowVersionCheck{held, options_.cache_staleness, versions.get()},
+                       step, buf.get()));
+  Status st = AwaitPull(t, std::move(buf), rows);
+  if (st.code() == StatusCode::kDeadlineExceeded) abandoned_versions_.push_back(std::move(versions));
+  PX_RETURN_IF_ERROR(st);
   NoteResets(s);
-  s.cache->Insert(missing.unique, pulled, step);
+  s.cache->Insert(ids, *rows, step, *versions);
+  // The rows found fresh come from the cache; one dropped since the pull
+  // (its partition reset) is pulled again, whole.
+  std::vector<size_t> unserved;
+  s.cache->Read(ids, step, rows->data(), &unserved);
+  std::vector<size_t> again;  // (a row sent is in *rows already, held or not)
+  for (size_t k : unserved)
+    if ((*versions)[k] == ps_wire::kRowFresh) again.push_back(k);
+  if (again.empty()) return Status::Ok();
+  std::vector<int64_t> lost(again.size());
+  for (size_t k = 0; k < again.size(); ++k) lost[k] = ids[again[k]];
+  auto buf2 = std::make_unique<std::vector<float>>();
+  PX_ASSIGN_OR_RETURN(ps::Ticket t2, ps_->Pull(s.var.id, lost, step, buf2.get()));
+  std::vector<float> lost_rows;
+  PX_RETURN_IF_ERROR(AwaitPull(t2, std::move(buf2), &lost_rows));
+  const size_t dim = s.var.dim;
+  for (size_t k = 0; k < again.size(); ++k)
+    std::memcpy(rows->data() + again[k] * dim, lost_rows.data() + k * dim, dim * sizeof(float));
+  NoteResets(s);
+  s.cache->Insert(lost, lost_rows, step);
   return Status::Ok();
 }
 
 void SparseSync::CacheGradients(Slot& s, int64_t step, bool flush) {
   ps::RowsToPush push;
-  s.cache->AddGradients(s.pending_ids, s.pending_grads, &push);
+  s.cache->AddGradients(s.pending_ids, s.pending_grads, step, &push);
   // The next step is sync (or a checkpoint or the end comes): nothing waits.
   if (flush || !CacheAt(s, step + 1)) {
     s.cache->Clear(&push);
@@ -489,9 +547,8 @@ Status SparseSync::AdvancePrefetches() {
     }
     if (s.prefetched && !s.prefetched->arrived) {
       std::vector<float> unused;
-      PX_RETURN_IF_ERROR(
-          AwaitPull(s.prefetched->ticket, std::move(s.prefetched->rows), &unused)
-              .WithContext("unused prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
+      PX_RETURN_IF_ERROR(AwaitPrefetch(*s.prefetched, &unused)
+                             .WithContext("unused prefetch of \"" + s.var.name + "\"" + ShardsOf(s)));
     }
     s.prefetched = std::move(s.prefetch);
   }

@@ -74,6 +74,11 @@ class SparseSync {
     int64_t cache_staleness = 0;
     size_t cache_rows = 100'000;
     bool cache_accumulate = false;  // gradients of cached rows summed until due
+    // The cache's rule ([ps] cache_rule = "version"): rows past their
+    // cache_staleness steps are checked against their shard's row versions
+    // (core/ps/row_cache.h); tables of fixed rows only, a dynamic table's
+    // cache keeps the clock rule.
+    bool cache_check_versions = false;
     // Rank 0 of a job with [ps] hot_rows under sync: counts in how many steps
     // each row of each sparse PS table of fixed rows appears
     // (core/plan/hot_presence.h), for TakePresence().
@@ -212,6 +217,12 @@ class SparseSync {
     ps::Ticket ticket = 0;
     bool arrived = false;                          // rows holds ids.size() × dim values
     std::unordered_map<int64_t, uint32_t> row_of;  // id → its first position in ids, once arrived
+    // A cache with version checks: the versions held of ids (sent), and
+    // those the shard answered (written by the PS client until the ticket
+    // completes, hence its own allocation).
+    std::vector<uint32_t> held;
+    std::unique_ptr<std::vector<uint32_t>> versions;
+    ps::RowVersionCheck check;
   };
   // A PS table's hot rows on this rank.
   struct Hot {
@@ -244,6 +255,9 @@ class SparseSync {
   ps::Deadline Deadline() const { return std::chrono::steady_clock::now() + options_.step_timeout; }
   // Waits for a pull into `buf`; on success moves the rows to *out.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out);
+  // Waits for a prefetch's rows (into *rows); a timed-out wait leaves its
+  // buffers to the ticket.
+  Status AwaitPrefetch(Prefetched& pf, std::vector<float>* rows);
   // Lookup() of a PS table's rows from the PS: the cache, the prefetch, or
   // a pull.
   Status LookupPs(Slot& s, std::span<const int64_t> ids, int64_t step, std::vector<float>* rows);
@@ -273,6 +287,12 @@ class SparseSync {
   // Waits for the rows of `s.prefetched` (not arrived yet); on an error the
   // prefetch is dropped and the error names the variable.
   Status AwaitPrefetched(Slot& s);
+  // A cache with version checks: pulls `ids` (distinct, none served by the
+  // cache at `step`) naming the versions held, and puts every row into *rows
+  // (ids.size() × dim) and the cache: those sent, and those found fresh
+  // from the cache.
+  Status PullCheckedIntoCache(Slot& s, const std::vector<int64_t>& ids, int64_t step,
+                              std::vector<float>* rows);
   // Waits for `s`'s prefetch for step `step` and puts its rows in the cache.
   Status CachePrefetched(Slot& s, int64_t step);
   // The step's gradient rows of a cached table become what is pushed now.
@@ -299,6 +319,7 @@ class SparseSync {
   std::map<uint32_t, size_t> index_;  // variable id -> slot
   std::vector<std::pair<ps::Ticket, const Slot*>> pushes_;  // this step's, and ssp's clock (null)
   std::vector<PullBuffer> abandoned_;                       // pulls whose wait timed out
+  std::vector<std::unique_ptr<std::vector<uint32_t>>> abandoned_versions_;  // and their versions
   std::optional<ps::ConsistencyMode> pushed_mode_;          // of the last step pushed
   // Distinct rows of this rank's steps' gradients, of tables with hot rows,
   // that were hot and that were not (metric values hot_row_hits, _misses).

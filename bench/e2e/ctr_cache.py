@@ -5,8 +5,8 @@
     bench/e2e/ctr_cache.py --bin build/bin [--seeds 1,2,3] [--variants sync,async,cache4]
         [--steps 1000] [--workers 2] [--shards 2] [--per-run]
 
-A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S), `cacheSacc` (the same
-with cache_accumulate), `hotN` (sync with `[ps] hot_rows = N`: each table's N most frequent
+A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S), `cacheSv` (the same
+with `cache_rule = "version"`), `cacheSacc` / `cacheSvacc` (either with cache_accumulate), `hotN` (sync with `[ps] hot_rows = N`: each table's N most frequent
 sampled rows on every worker, all-reduced with the MLPs) or `hotauto` (`hot_rows = "auto"`, as
 many as the planner's cost model chooses), and with the suffix
 `-unbatched` the same with `[ps] batch = false` (one message per table and partition). For each seed,
@@ -41,6 +41,18 @@ METRICS = (("pull_bytes", "B/step"), ("push_bytes", "B/step"), ("allreduce_bytes
            ("cache_hit_rate", ""), ("hot_share", ""), ("log_loss", "nats"), ("auc", ""), ("samples_per_s", "samples/s"))
 
 
+def cache_variant(variant):
+    """`cacheS[v][acc]`: (S, the rule, accumulate); None when `variant` is not one."""
+    spec = variant[len("cache"):]
+    accumulate = spec.endswith("acc")
+    spec = spec.removesuffix("acc")
+    rule = "version" if spec.endswith("v") else "clock"
+    spec = spec.removesuffix("v")
+    if not spec.isdigit() or int(spec) < 1:
+        return None
+    return int(spec), rule, accumulate
+
+
 def job_text(args, data, variant, seed):
     unbatched = variant.endswith("-unbatched")
     variant = variant.removesuffix("-unbatched")
@@ -52,8 +64,11 @@ def job_text(args, data, variant, seed):
              'arch = "hybrid"', f'consistency = "{consistency}"', "", "[ps]",
              f"shards = {args.shards}"]
     if variant.startswith("cache"):
-        lines.append(f"cache_staleness = {int(variant[len('cache'):].removesuffix('acc'))}")
-        if variant.endswith("acc"):
+        staleness, rule, accumulate = cache_variant(variant)
+        lines.append(f"cache_staleness = {staleness}")
+        if rule == "version":
+            lines.append('cache_rule = "version"')
+        if accumulate:
             lines.append("cache_accumulate = true")
     if hot:
         count = variant[len("hot"):]
@@ -126,10 +141,11 @@ def main():
     for v in variants:
         base = v.removesuffix("-unbatched")
         if base not in ("sync", "async", "hotauto") and not (
-                (base.startswith("cache") and base[5:].removesuffix("acc").isdigit()) or
+                (base.startswith("cache") and cache_variant(base) is not None) or
                 (base.startswith("hot") and base[3:].isdigit() and int(base[3:]) > 0)):
-            sys.exit(f"ctr_cache: unknown variant {v!r}: sync, async, cacheS or cacheSacc "
-                     "(S ≥ 1), hotN (N ≥ 1) or hotauto, each with -unbatched or not")
+            sys.exit(f"ctr_cache: unknown variant {v!r}: sync, async, cacheS, cacheSv or "
+                     "cacheSacc, cacheSvacc (S ≥ 1), hotN (N ≥ 1) or hotauto, each with "
+                     "-unbatched or not")
     # The generator's defaults of bench/e2e/ctr_quality.py, without drift.
     gen_args = argparse.Namespace(bin=args.bin, train=args.train, heldout=args.heldout,
                                   drift_shift=0.0, drift_new=0.0, zipf=1.2)

@@ -303,6 +303,9 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
   }
   ReadInt(t, "ps", "cache_rows", 1, int64_t{1} << 40, &ps->cache_rows);
   ReadBool(t, "ps", "cache_accumulate", &ps->cache_accumulate);
+  static constexpr std::string_view kCacheRules[] = {"clock", "version"};
+  if (std::string rule; ReadEnum(t, "ps", "cache_rule", kCacheRules, &rule))
+    ps->cache_check_versions = rule == "version";
   ReadHotRows(t, consistency, ps);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
     const auto v = mb->value<int64_t>();

@@ -44,7 +44,7 @@ inline constexpr std::string_view kJobOptimizerKeys[] = {
 inline constexpr std::string_view kPsKeys[] = {
     "shards",       "partitions",    "local_aggregation", "value_encoding", "curve",
     "staleness_lr", "shared_memory", "shared_memory_mb",  "hosts",          "batch",
-    "cache_staleness", "cache_rows", "cache_accumulate", "hot_rows"};
+    "cache_staleness", "cache_rows", "cache_accumulate", "cache_rule", "hot_rows"};
 inline constexpr std::string_view kPlanKeys[] = {
     "link_bytes_per_s",      "collective_latency_us", "ps_rtt_us",
     "loopback_bytes_per_s",  "shm_bytes_per_s",

@@ -3,16 +3,18 @@
 #include <cstring>
 
 #include "core/base/logging.h"
+#include "schemas/ps_wire.h"
 
 namespace parallax::ps {
 
 RowCache::RowCache(const VariableSpec& var, int64_t staleness, size_t capacity,
-                   size_t value_bytes, bool accumulate)
+                   size_t value_bytes, bool accumulate, bool check_versions)
     : dim_(var.dim),
       staleness_(staleness),
       capacity_(capacity),
       row_pull_bytes_(sizeof(int64_t) + size_t{var.dim} * value_bytes),
       accumulate_(accumulate),
+      check_versions_(check_versions),
       partition_of_(var) {
   PX_CHECK(staleness >= 1 && capacity >= 1 && var.dim >= 1)
       << "row cache of \"" << var.name << "\": staleness " << staleness << ", capacity "
@@ -24,14 +26,16 @@ void RowCache::Count(int64_t id, int64_t step, Entry* held) {
   if (held != nullptr) {
     if (held->counted_step[k] == step) return;
     held->counted_step[k] = step;
-    if (Fresh(*held, step)) {
+    if (Serves(*held, step)) {
       ++counters_.hits;
       counters_.bytes_saved += static_cast<int64_t>(row_pull_bytes_);
     } else {
       ++counters_.stale_refreshes;
+      if (check_versions_) counters_.bytes_saved -= kVersionBytes;
     }
     return;
   }
+  if (check_versions_) counters_.bytes_saved -= kVersionBytes;
   if (missed_step_[k] != step) {
     missed_[k].clear();
     missed_step_[k] = step;
@@ -44,7 +48,8 @@ void RowCache::Count(int64_t id, int64_t step, Entry* held) {
   }
 }
 
-void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull) {
+void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull,
+                    std::vector<uint32_t>* held) {
   const uint64_t mark = ++plans_;
   absl::flat_hash_set<int64_t> not_held;  // this call's, listed once
   for (int64_t id : ids) {
@@ -53,17 +58,29 @@ void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int6
       if (!not_held.insert(id).second) continue;
       Count(id, step, nullptr);
       to_pull->push_back(id);
+      if (held != nullptr) held->push_back(ps_wire::kNotHeld);
       continue;
     }
     Entry& e = entries_[it->second];
     if (e.plan_mark == mark) continue;
     e.plan_mark = mark;
     Count(id, step, &e);
-    if (Fresh(e, step)) {
+    if (Serves(e, step)) {
       Touch(it->second);
     } else {
       to_pull->push_back(id);
+      if (held != nullptr) held->push_back(check_versions_ ? e.version : ps_wire::kNotHeld);
     }
+  }
+}
+
+void RowCache::Held(std::span<const int64_t> ids, std::vector<uint32_t>* held) const {
+  held->clear();
+  held->reserve(ids.size());
+  for (int64_t id : ids) {
+    auto it = index_.find(id);
+    held->push_back(it == index_.end() || !check_versions_ ? ps_wire::kNotHeld
+                                                           : entries_[it->second].version);
   }
 }
 
@@ -73,7 +90,7 @@ void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
     auto it = index_.find(ids[i]);
     Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
     Count(ids[i], step, held);
-    if (held != nullptr && Fresh(*held, step)) {
+    if (held != nullptr && Serves(*held, step)) {
       std::memcpy(out + i * dim_, Row(it->second), dim_ * sizeof(float));
       Touch(it->second);
     } else {
@@ -82,11 +99,28 @@ void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
   }
 }
 
-void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows, int64_t step) {
+void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows, int64_t step,
+                      std::span<const uint32_t> versions) {
   PX_CHECK(rows.size() == ids.size() * dim_) << "row cache: " << rows.size() << " values for "
                                              << ids.size() << " rows of dim " << dim_;
+  PX_CHECK(versions.empty() || versions.size() == ids.size())
+      << "row cache: " << versions.size() << " versions for " << ids.size() << " rows";
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = index_.find(ids[i]);
+    if (!versions.empty() && versions[i] == ps_wire::kRowFresh) {
+      // The copy held took at most `staleness` pushes since: it serves `step`.
+      if (it == index_.end()) continue;  // dropped since the pull: Read() leaves it unserved
+      Entry& e = entries_[it->second];
+      if (e.checked_at == step) continue;
+      e.checked_at = step;
+      if (e.counted_step[step & 1] == step) {  // counted as a stale refresh: a hit after all
+        --counters_.stale_refreshes;
+        ++counters_.hits;
+        counters_.bytes_saved += static_cast<int64_t>(row_pull_bytes_) - kVersionBytes;
+      }
+      Touch(it->second);
+      continue;
+    }
     uint32_t slot;
     if (it != index_.end()) {
       slot = it->second;
@@ -107,6 +141,7 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
       index_.emplace(ids[i], slot);
     }
     entries_[slot].pulled_at = step;
+    entries_[slot].version = versions.empty() ? ps_wire::kNotHeld : versions[i];
     by_pull_[step].emplace_back(slot, ids[i]);
     std::memcpy(Row(slot), rows.data() + i * dim_, dim_ * sizeof(float));
     Touch(slot);
@@ -114,7 +149,7 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
 }
 
 void RowCache::AddGradients(std::span<const int64_t> ids, std::span<const float> grads,
-                            RowsToPush* push) {
+                            int64_t step, RowsToPush* push) {
   PX_CHECK(grads.size() == ids.size() * dim_) << "row cache: " << grads.size()
                                               << " gradient values for " << ids.size() << " rows";
   if (!accumulate_) {
@@ -125,7 +160,9 @@ void RowCache::AddGradients(std::span<const int64_t> ids, std::span<const float>
   for (size_t i = 0; i < ids.size(); ++i) {
     const float* g = grads.data() + i * dim_;
     auto it = index_.find(ids[i]);
-    if (it == index_.end()) {
+    // A row past its first `staleness` steps (version checks keep it) has
+    // had its sum pushed: its gradients go at once.
+    if (it == index_.end() || !Fresh(entries_[it->second], step)) {
       push->ids.push_back(ids[i]);
       push->grads.insert(push->grads.end(), g, g + dim_);
       continue;
@@ -160,6 +197,10 @@ void RowCache::TakeDue(int64_t step, RowsToPush* push) {
     for (const auto& [slot, id] : by_pull_.begin()->second) {
       auto it = index_.find(id);
       if (it == index_.end() || it->second != slot || entries_[slot].pulled_at != pulled_at) continue;
+      if (check_versions_) {  // stays, to be checked; its sum is due
+        MoveGradient(slot, &due_);
+        continue;
+      }
       expired_.insert(id);
       Remove(slot);
     }

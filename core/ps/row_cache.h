@@ -22,12 +22,22 @@
 // rows and stays small. Capacity: at most `capacity` rows; a new row evicts
 // the least recently used one.
 //
+// With `check_versions` (the job's `cache_rule = "version"`; HET's rule,
+// schemas/ps_wire.md, "Row versions") a row also keeps the version its
+// shard sent with it, and does not leave when its `staleness` steps are
+// over: a later step asks the shard, in its pull, whether the row took more
+// than `staleness` pushes since (PlanChecked, PsClient::PullChecked). If not,
+// the shard sends no row and the copy serves that step (Insert with the
+// reply's versions). Rows then leave only to make room.
+//
 // Counters, per distinct id of a step (the first time the step asks for it,
-// by a prefetch or a lookup): a hit (served by a row held and fresh), a
-// stale refresh (a row held, or held until the step before, too old: pulled
-// again) or a miss (pulled).
+// by a prefetch or a lookup): a hit (served by a row held and fresh, or
+// found fresh by a version check), a stale refresh (a row held, or held
+// until the step before, too old: pulled again) or a miss (pulled).
 // bytes_saved: the pull bytes the hits did not send or receive (the id's 8
-// bytes and the row).
+// bytes and the row; a version check's hit the row less the 8 bytes of its
+// versions), less, with version checks, the 8 bytes of versions that every
+// pulled row costs.
 //
 // Thread-compatible: the training thread owns it.
 #ifndef PARALLAX_CORE_PS_ROW_CACHE_H_
@@ -66,27 +76,41 @@ class RowCache {
   // REQUIRES: staleness ≥ 1, capacity ≥ 1, var.dim ≥ 1. `value_bytes`: the
   // bytes of one value on the wire (4, or 2 with fp16), for bytes_saved.
   RowCache(const VariableSpec& var, int64_t staleness, size_t capacity, size_t value_bytes,
-           bool accumulate);
+           bool accumulate, bool check_versions = false);
+
+  bool check_versions() const { return check_versions_; }
 
   // Step `step` needs the rows of `ids`: appends to *to_pull each distinct id
   // the cache cannot serve at `step` (not held, or pulled before
   // step − staleness), in first-seen order, and counts each distinct id once
-  // per step.
-  void Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull);
+  // per step. With version checks, `held` (not null) gets, for each id
+  // appended, the version of the copy held (ps_wire::kNotHeld: none), for
+  // a PullChecked.
+  void Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull,
+            std::vector<uint32_t>* held = nullptr);
   // Copies the row of every id held and fresh at `step` to out[i × dim] and
   // appends the positions i of the others to *unserved (Plan's counting
   // included).
   void Read(std::span<const int64_t> ids, int64_t step, float* out, std::vector<size_t>* unserved);
+  // The versions of the copies of `ids` held, as Plan gives them.
+  void Held(std::span<const int64_t> ids, std::vector<uint32_t>* held) const;
   // Rows (ids.size() × dim) pulled for step `step` of distinct `ids`: held
   // from now on (replacing older copies; a replaced row keeps its gradient).
-  void Insert(std::span<const int64_t> ids, std::span<const float> rows, int64_t step);
+  // `versions` (a PullChecked's, or empty): each row's version, or
+  // ps_wire::kRowFresh for a copy held that the shard found fresh: it serves
+  // `step` (its row in `rows` is not read). A fresh one no longer held (reset
+  // or evicted since the pull) serves nothing: Read() leaves it unserved.
+  void Insert(std::span<const int64_t> ids, std::span<const float> rows, int64_t step,
+              std::span<const uint32_t> versions = {});
 
-  // This step's gradient rows: with `accumulate` those of held rows
-  // accumulate; the others are appended to *push.
-  void AddGradients(std::span<const int64_t> ids, std::span<const float> grads, RowsToPush* push);
-  // End of step `step`: the rows whose last step to serve is `step` leave,
-  // and *push gets the gradients now due (theirs, and those of rows evicted
-  // or reset since the last call).
+  // Step `step`'s gradient rows: with `accumulate` those of held rows in
+  // their first `staleness` steps accumulate; the others are appended to
+  // *push.
+  void AddGradients(std::span<const int64_t> ids, std::span<const float> grads, int64_t step,
+                    RowsToPush* push);
+  // End of step `step`: the rows whose last step to serve is `step` leave
+  // (with version checks they stay), and *push gets the gradients now due
+  // (theirs, and those of rows evicted or reset since the last call).
   void TakeDue(int64_t step, RowsToPush* push);
   // Every row of partition `partition` is dropped (the shard evicted or
   // re-initialised rows there); their gradients are due.
@@ -101,9 +125,13 @@ class RowCache {
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
+  // A version check's bytes a row: its version in the request and the reply.
+  static constexpr int64_t kVersionBytes = 2 * sizeof(uint32_t);
   struct Entry {
     int64_t id = 0;
     int64_t pulled_at = 0;      // the step the row was pulled for
+    int64_t checked_at = -1;    // the step a version check found it fresh for
+    uint32_t version = 0;       // with version checks: the shard's (kNotHeld: unknown)
     // The steps whose counters include this id, by step parity (a prefetch
     // for the next step may come before this step's lookups).
     int64_t counted_step[2] = {-1, -1};
@@ -114,6 +142,7 @@ class RowCache {
   };
 
   bool Fresh(const Entry& e, int64_t step) const { return step - e.pulled_at <= staleness_; }
+  bool Serves(const Entry& e, int64_t step) const { return Fresh(e, step) || e.checked_at == step; }
   // Counts `id` for step `step` unless the step counted it already;
   // `held`: its entry, or null.
   void Count(int64_t id, int64_t step, Entry* held);
@@ -131,6 +160,7 @@ class RowCache {
   const size_t capacity_;
   const size_t row_pull_bytes_;
   const bool accumulate_;
+  const bool check_versions_;
   const Partitioner partition_of_;
 
   std::vector<Entry> entries_;  // by slot

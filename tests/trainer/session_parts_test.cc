@@ -447,6 +447,62 @@ TEST_F(SparseSyncTest, RowCacheReadsNoRowOlderThanItsStaleness) {
   EXPECT_GE(std::chrono::steady_clock::now() - asked, o.step_timeout);
 }
 
+// cache_rule = "version": a row past its staleness steps stays, and the
+// step that needs it asks its shard, which sends it only when it took more
+// than `staleness` updates since. Row 7 takes the other worker's updates in
+// bursts; row 9 none. Every read misses at most 2 of row 7's updates, and
+// row 9 is pulled once and then served for good. Odd steps are prefetched
+// (a batch of one table), even ones looked up directly.
+TEST_F(SparseSyncTest, RowCacheWithVersionChecksReadsNoRowMissingMoreThanItsStalenessUpdates) {
+  auto c = StartCachedPs();
+  ASSERT_NE(c, nullptr);
+  SparseSync::Options o;
+  o.cache_staleness = 2;
+  o.cache_check_versions = true;
+  StepMetrics metrics;
+  SparseSync sparse(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn), &timeline_, &metrics);
+  sparse.AddPs(c->plan.variables[0]);
+  const std::vector<float> row7 = c->Row(7), row9 = c->Row(9);
+  const int updates[12] = {1, 0, 0, 2, 0, 1, 0, 0, 0, 3, 0, 0};  // of row 7, before each step
+  int64_t applied = 0;
+  auto update = [&](int64_t step) {
+    for (int k = 0; k < updates[step]; ++k) c->Add(7, 1.0f, step);
+    applied += updates[step];
+  };
+  update(0);
+  const std::vector<int64_t> ids = {7, 9};
+  std::vector<int64_t> seen;
+  for (int64_t step = 0; step < 12; ++step) {
+    std::vector<float> rows;
+    ASSERT_TRUE(sparse.Lookup(0, ids, step, &rows).ok()) << step;
+    seen.push_back(std::lround(rows[0] - row7[0]));
+    EXPECT_GE(seen.back(), applied - o.cache_staleness) << "step " << step;
+    EXPECT_LE(seen.back(), applied);
+    EXPECT_EQ(rows[2], row9[0]) << "step " << step;
+    ASSERT_TRUE(sparse.StartPushes(step).ok());
+    ASSERT_TRUE(sparse.FinishPushes(step).ok());
+    if (step + 1 < 12) {
+      update(step + 1);
+      if (step % 2 == 0) {
+        ASSERT_TRUE(sparse.Prefetch(0, ids, step + 1).ok());
+      }
+    }
+    ASSERT_TRUE(sparse.AdvancePrefetches().ok());
+  }
+  // Row 7 found fresh at steps 3 and 4 (2 updates behind: the bound), sent
+  // again at 5 and 9 (3 behind), fresh at 8, served by the clock at the others.
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 1, 1, 1, 1, 4, 4, 4, 4, 7, 7, 7}));
+  const auto values = metrics.Take(nullptr, nullptr);
+  EXPECT_EQ(metric_names::ValueOf(values, metric_names::kRowCacheHits), 9.0 + 11.0);
+  EXPECT_EQ(metric_names::ValueOf(values, metric_names::kRowCacheMisses), 2.0);
+  EXPECT_EQ(metric_names::ValueOf(values, metric_names::kRowCacheStaleRefreshes), 2.0);
+  // 8 clock hits (row 9 at steps 1-2, row 7 at 1-2, 6-7, 10-11) save an id
+  // and a row, 16 bytes each; 12 checked ones (row 9 from step 3 on, row 7
+  // at 3, 4, 8) the row less its 8 bytes of versions and the id, 0; the 4
+  // rows pulled cost 8 bytes of versions each.
+  EXPECT_EQ(metric_names::ValueOf(values, metric_names::kRowCacheBytesSaved), 8.0 * 16 - 4 * 8);
+}
+
 // A row the shard re-initialises (a WRITE here; a dynamic table's eviction
 // and a LOAD likewise) leaves the cache once a reply from its partition
 // says so: the next lookup pulls the new value, though the copy was young.

@@ -449,11 +449,14 @@ TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
   EXPECT_EQ(off->ps.cache_rows, 100'000);
   StatusOr<JobConfig> on = ParseJobConfig(
       "[job]\nname = \"t\"\nconsistency = \"ssp\"\nstaleness = 2\n[trainer]\nmodel = \"lm\"\n"
-      "[ps]\ncache_staleness = 4\ncache_rows = 5000\ncache_accumulate = true\n",
+      "[ps]\ncache_staleness = 4\ncache_rows = 5000\ncache_accumulate = true\n"
+      "cache_rule = \"version\"\n",
       "job.toml");
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   EXPECT_FALSE(off->ps.cache_accumulate);
   EXPECT_TRUE(on->ps.cache_accumulate);
+  EXPECT_FALSE(off->ps.cache_check_versions);
+  EXPECT_TRUE(on->ps.cache_check_versions);
   EXPECT_EQ(on->ps.cache_staleness, 4);
   EXPECT_EQ(on->ps.cache_rows, 5000);
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_staleness = 4\n"),
@@ -461,6 +464,8 @@ TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
                         "consistency = 'async' or 'ssp'"));
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_rows = 0\n"),
               HasSubstr("key 'ps.cache_rows': expected an integer >= 1, got 0"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_rule = \"versions\"\n"),
+              HasSubstr("key 'ps.cache_rule'"));
 }
 
 TEST_F(JobConfigTest, HotRowsAreOffByDefaultAutoOrACountAndOnlySync) {

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "schemas/ps_wire.h"
+
 namespace parallax::ps {
 namespace {
 
@@ -69,7 +71,8 @@ TEST(RowCacheTest, RowsLeaveWithTheirGradientsAfterTheLastStepTheyServe) {
   for (int64_t step = 0; step <= 2; ++step) {
     RowsToPush push;
     // Row 3 is not held: pushed at once, every step.
-    cache.AddGradients(std::vector<int64_t>{1, 3, 1}, std::vector<float>{1, 1, 5, 5, 2, 2}, &push);
+    cache.AddGradients(std::vector<int64_t>{1, 3, 1}, std::vector<float>{1, 1, 5, 5, 2, 2}, step,
+                       &push);
     cache.TakeDue(step, &push);
     if (step < 2) {
       EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{3, 5}})) << "step " << step;
@@ -89,7 +92,7 @@ TEST(RowCacheTest, EvictionAndResetsPushTheRowsGradientsAndDropTheRows) {
   RowCache cache(Table(), /*staleness=*/4, /*capacity=*/2, 4, /*accumulate=*/true);
   cache.Insert(std::vector<int64_t>{1, 600}, RowsOf({1, 600}, 0), 0);
   RowsToPush push;
-  cache.AddGradients(std::vector<int64_t>{1, 600}, std::vector<float>{1, 1, 2, 2}, &push);
+  cache.AddGradients(std::vector<int64_t>{1, 600}, std::vector<float>{1, 1, 2, 2}, 0, &push);
   EXPECT_TRUE(push.ids.empty());
   std::vector<float> out(2);
   std::vector<size_t> unserved;
@@ -132,7 +135,7 @@ TEST(RowCacheTest, WithoutAccumulationEveryGradientIsPushedAtOnce) {
   RowCache cache(Table(), 4, 10, 4, /*accumulate=*/false);
   cache.Insert(std::vector<int64_t>{1}, RowsOf({1}, 0), 0);
   RowsToPush push;
-  cache.AddGradients(std::vector<int64_t>{1, 3, 1}, std::vector<float>{1, 1, 5, 5, 2, 2}, &push);
+  cache.AddGradients(std::vector<int64_t>{1, 3, 1}, std::vector<float>{1, 1, 5, 5, 2, 2}, 0, &push);
   cache.TakeDue(0, &push);
   EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{1, 3}, {3, 5}}));
   EXPECT_EQ(cache.size(), 1u);  // the row still serves
@@ -156,6 +159,80 @@ TEST(RowCacheTest, CountsEachIdOncePerStepWhenStepsInterleave) {
   }
   EXPECT_EQ(cache.counters().misses, 1);
   EXPECT_EQ(cache.counters().hits, 3);
+}
+
+// With version checks (cache_rule = "version") a row outlives its
+// `staleness` steps: a later step asks the shard with the version held, and
+// a "fresh" answer (no row) lets the copy serve that step.
+TEST(RowCacheTest, WithVersionChecksAStaleRowIsCheckedAndServesWhenTheShardSaysFresh) {
+  RowCache cache(Table(), /*staleness=*/1, 100, /*value_bytes=*/4, /*accumulate=*/true,
+                 /*check_versions=*/true);
+  std::vector<int64_t> pull;
+  std::vector<uint32_t> held;
+  cache.Plan(std::vector<int64_t>{7, 8}, 0, &pull, &held);
+  EXPECT_EQ(pull, (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(held, (std::vector<uint32_t>{ps_wire::kNotHeld, ps_wire::kNotHeld}));
+  cache.Insert(pull, RowsOf(pull, 0), 0, std::vector<uint32_t>{40, 90});
+  RowsToPush push;
+  cache.AddGradients(std::vector<int64_t>{7}, std::vector<float>{1, 1}, 0, &push);
+  cache.TakeDue(0, &push);
+  cache.AddGradients(std::vector<int64_t>{7}, std::vector<float>{2, 2}, 1, &push);
+  cache.TakeDue(1, &push);  // 7's last step by the clock: its sum goes, the row stays
+  EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{7, 3}}));
+  EXPECT_EQ(cache.size(), 2u);
+
+  // Step 3: both are past their steps; the pull names the versions held.
+  pull.clear();
+  held.clear();
+  cache.Plan(std::vector<int64_t>{8, 7}, 3, &pull, &held);
+  EXPECT_EQ(pull, (std::vector<int64_t>{8, 7}));
+  EXPECT_EQ(held, (std::vector<uint32_t>{90, 40}));
+  // The shard: 8 is fresh (no row), 7 took too many pushes (its row, v 45).
+  std::vector<float> rows = {0, 0, 7.03f, 7.03f};
+  cache.Insert(pull, rows, 3, std::vector<uint32_t>{ps_wire::kRowFresh, 45});
+  std::vector<float> out(4);
+  std::vector<size_t> unserved;
+  cache.Read(std::vector<int64_t>{7, 8}, 3, out.data(), &unserved);
+  EXPECT_TRUE(unserved.empty());
+  EXPECT_FLOAT_EQ(out[0], 7.03f);  // the new row
+  EXPECT_FLOAT_EQ(out[2], 8.0f);   // the copy of step 0, found fresh
+  // Step 4: 8's check was for step 3 only; 7 is in its steps again.
+  pull.clear();
+  held.clear();
+  cache.Plan(std::vector<int64_t>{7, 8}, 4, &pull, &held);
+  EXPECT_EQ(pull, (std::vector<int64_t>{8}));
+  EXPECT_EQ(held, (std::vector<uint32_t>{90}));
+  // A gradient of a row past its steps goes at once, not into a sum.
+  push = {};
+  cache.AddGradients(std::vector<int64_t>{8, 7}, std::vector<float>{5, 5, 6, 6}, 4, &push);
+  EXPECT_EQ(Sums(push), (std::map<int64_t, float>{{8, 5}}));
+  // Step 0: 2 misses; step 3: 8 a hit (checked), 7 a stale refresh; step 4:
+  // 7 a hit, 8 a stale refresh so far. Bytes: a clock hit saves the id and
+  // the row (8 + 8), a checked one the row less 8 bytes of versions, and
+  // every row pulled costs 8 bytes of versions.
+  EXPECT_EQ(cache.counters().misses, 2);
+  EXPECT_EQ(cache.counters().hits, 2);
+  EXPECT_EQ(cache.counters().stale_refreshes, 2);
+  EXPECT_EQ(cache.counters().bytes_saved, -2 * 8 + (16 - 16) - 8 + 16 - 8);
+}
+
+// A "fresh" answer for a row dropped since the pull (its partition reset)
+// serves nothing: the lookup pulls it.
+TEST(RowCacheTest, AFreshAnswerForARowDroppedSinceThePullServesNothing) {
+  RowCache cache(Table(), 1, 100, 4, false, /*check_versions=*/true);
+  cache.Insert(std::vector<int64_t>{600}, RowsOf({600}, 0), 0, std::vector<uint32_t>{3});
+  std::vector<int64_t> pull;
+  std::vector<uint32_t> held;
+  cache.Plan(std::vector<int64_t>{600}, 5, &pull, &held);
+  EXPECT_EQ(held, (std::vector<uint32_t>{3}));
+  cache.DropPartition(1);
+  cache.Insert(pull, std::vector<float>(2), 5, std::vector<uint32_t>{ps_wire::kRowFresh});
+  std::vector<size_t> unserved;
+  cache.Read(std::vector<int64_t>{600}, 5, std::vector<float>(2).data(), &unserved);
+  EXPECT_EQ(unserved, (std::vector<size_t>{0}));
+  std::vector<uint32_t> now;
+  cache.Held(std::vector<int64_t>{600}, &now);
+  EXPECT_EQ(now, (std::vector<uint32_t>{ps_wire::kNotHeld}));
 }
 
 }  // namespace
