@@ -910,7 +910,7 @@ void ShardCore::AnswerVersionedPull(const std::string& identity, const Header& h
   ValueFrame values(send.size() * row_bytes);
   for (size_t k = 0; k < send.size(); ++k)
     EncodeValues(table.weights(idx[send[k]]), dim, fp16, values.data() + k * row_bytes);
-  stats_.rows_pulled += static_cast<int64_t>(ids.size());
+  stats_.rows_pulled += static_cast<int64_t>(send.size());
   stats_.rows_fresh += static_cast<int64_t>(ids.size() - send.size());
   OutMessage m = PullReply(identity, h, ids.size(), std::move(values));
   Header rh = ps_wire::ReadHeader(m.frames[0].data());

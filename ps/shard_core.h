@@ -95,7 +95,7 @@ struct ShardStats {
   int64_t batches = 0;   // of them, batches (wire version 2)
   int64_t pulls = 0, pushes = 0, push_pulls = 0, clocks = 0;
   int64_t rows_pulled = 0, rows_pushed = 0;
-  int64_t rows_fresh = 0;  // of rows_pulled, ROW_VERSIONS rows not sent: the worker's copy was fresh
+  int64_t rows_fresh = 0;  // rows a ROW_VERSIONS pull asked for and did not get: its copy was fresh
   int64_t errors = 0;
   int64_t nonfinite_rows = 0;  // dropped when the plan counts instead of rejecting
   int64_t held = 0;            // requests answered later than they arrived

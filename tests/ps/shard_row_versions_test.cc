@@ -6,6 +6,8 @@
 // misses more than the bound of its shard's updates.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <random>
 #include <vector>
@@ -104,6 +106,7 @@ TEST_F(RowVersionsTest, ACopyIsFreshExactlyWhileItMissesAtMostTheBoundsUpdates) 
 
   std::mt19937 rng(5);
   std::vector<int> missed(ids.size(), 0);  // updates since the copy the reader holds
+  int64_t fresh = 0;
   for (int round = 0; round < 12; ++round) {
     // Every row takes 0..4 updates from the other worker since the copy.
     std::vector<int> pushes(ids.size());
@@ -136,6 +139,7 @@ TEST_F(RowVersionsTest, ACopyIsFreshExactlyWhileItMissesAtMostTheBoundsUpdates) 
         EXPECT_EQ(now[i], ps_wire::kRowFresh) << "round " << round << " id " << ids[i] << " missed "
                                               << missed[i];
         EXPECT_EQ(row, std::vector<float>(kDim, -7.0f)) << "a fresh row is not sent";
+        ++fresh;
       } else {
         EXPECT_EQ(now[i], held[i] + static_cast<uint32_t>(missed[i]))
             << "round " << round << " id " << ids[i];
@@ -145,6 +149,11 @@ TEST_F(RowVersionsTest, ACopyIsFreshExactlyWhileItMissesAtMostTheBoundsUpdates) 
       }
     }
   }
+  // The shard counts the rows it did not send.
+  std::vector<std::string> stats;
+  ASSERT_TRUE(Done(reader_.get(), reader_->Stats(&stats)).ok());
+  EXPECT_GT(fresh, 0);
+  EXPECT_EQ(nlohmann::json::parse(stats[0])["rows_fresh"].get<int64_t>(), fresh);
 }
 
 // Everything the flag allows checked before anything happens; a refused

@@ -534,6 +534,31 @@ TEST_F(SparseSyncTest, RowCacheDropsRowsItsShardReset) {
   EXPECT_EQ(rows[0], 100.0f);
 }
 
+// With version checks a WRITE leaves a row's version as it was, so the
+// shard finds the old copy fresh; the reply's resets drop it all the same,
+// and the lookup pulls the row written.
+TEST_F(SparseSyncTest, RowCacheWithVersionChecksDropsRowsItsShardReset) {
+  auto c = StartCachedPs();
+  ASSERT_NE(c, nullptr);
+  SparseSync::Options o;
+  o.cache_staleness = 1;
+  o.cache_check_versions = true;
+  StepMetrics metrics;
+  SparseSync sparse(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn), &timeline_, &metrics);
+  sparse.AddPs(c->plan.variables[0]);
+  std::vector<float> rows;
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 0, &rows).ok());
+  const float before = rows[0];
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 2, &rows).ok());  // checked: fresh
+  EXPECT_EQ(rows[0], before);
+  auto t = c->writer->Write(0, std::vector<int64_t>{7}, std::vector<float>{100, 100});
+  ASSERT_TRUE(t.ok() && c->writer->Wait(*t, ps::DeadlineIn(10'000)).ok());
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 3, &rows).ok());
+  EXPECT_EQ(rows[0], 100.0f);
+  ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 4, &rows).ok());  // held again
+  EXPECT_EQ(rows[0], 100.0f);
+}
+
 // Sync steps bypass the cache, and the step before one empties it: the
 // sync warm-up pulls every step, async steps are served from the cache,
 // and before a switch back to sync the gradients the cache held are pushed.
