@@ -567,13 +567,6 @@ bool ShardCore::CheckData(const std::string& identity, const MessageView& m, Dat
           out);
     return false;
   }
-  if ((h.flags & ps_wire::kFlagRowVersions) && spec->dynamic.has_value()) {
-    Error(identity, h, ErrorCode::kBadFlags,
-          "ROW_VERSIONS pull of dynamic table \"" + spec->name +
-              "\": only a table of fixed rows keeps row versions; pull without the flag",
-          out);
-    return false;
-  }
   const bool row_state = h.flags & ps_wire::kFlagRowState;
   if (row_state && spec->dynamic.has_value()) {
     Error(identity, h, ErrorCode::kBadFlags,
@@ -889,27 +882,52 @@ void ShardCore::AnswerVersionedPull(const std::string& identity, const Header& h
                                     const std::vector<int64_t>& ids,
                                     const std::vector<uint32_t>& held,
                                     std::vector<OutMessage>* out) {
-  VariableTable& table = *vars_.at(h.variable).table;  // fixed rows (CheckData)
-  table.EnableVersions();
-  const uint32_t dim = table.dim();
+  VarState& vs = vars_.at(h.variable);
+  const uint32_t dim = vs.dim;
   const bool fp16 = h.flags & ps_wire::kFlagFp16;
   const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
   const uint64_t bound = static_cast<uint64_t>(h.version_seen);
-  std::vector<uint32_t> idx(ids.size());
-  table.TouchAll(ids.data(), ids.size(), idx.data());
+  // Each id's version now, and where its weights are: a fixed table's row,
+  // or a dynamic table's read (every id read, as a plain pull reads it: a
+  // row becomes the step's, an id not a row reads the initializer's values).
+  std::vector<uint32_t> now(ids.size());
+  std::vector<const float*> weights(ids.size());
+  std::vector<float> read;
+  if (vs.dynamic) {
+    DynamicTable& table = *vs.dynamic;
+    table.EnableVersions();
+    const uint64_t* keys = reinterpret_cast<const uint64_t*>(ids.data());
+    std::vector<int64_t> slots(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      slots[i] = table.Find(keys[i]);
+      now[i] = table.version(slots[i]);
+    }
+    read.resize(ids.size() * dim);
+    table.ReadSlots(keys, slots.data(), ids.size(), read.data());
+    for (size_t i = 0; i < ids.size(); ++i) weights[i] = read.data() + i * dim;
+  } else {
+    VariableTable& table = *vs.table;
+    table.EnableVersions();
+    std::vector<uint32_t> idx(ids.size());
+    table.TouchAll(ids.data(), ids.size(), idx.data());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      now[i] = table.version(idx[i]);
+      weights[i] = table.weights(idx[i]);
+    }
+  }
   std::string versions(ids.size() * sizeof(uint32_t), '\0');
   std::vector<uint32_t> send;  // positions whose rows go
   for (size_t i = 0; i < ids.size(); ++i) {
-    const uint32_t now = table.version(idx[i]);
-    // Pushes since the worker's copy, mod 2^32 (versions skip kRowFresh).
-    const bool fresh = held[i] != ps_wire::kNotHeld && uint64_t{static_cast<uint32_t>(now - held[i])} <= bound;
-    const uint32_t v = fresh ? ps_wire::kRowFresh : now;
+    // Updates since the worker's copy, mod 2^32 (versions skip kRowFresh).
+    const bool fresh = held[i] != ps_wire::kNotHeld &&
+                       uint64_t{static_cast<uint32_t>(now[i] - held[i])} <= bound;
+    const uint32_t v = fresh ? ps_wire::kRowFresh : now[i];
     std::memcpy(versions.data() + i * sizeof v, &v, sizeof v);
     if (!fresh) send.push_back(static_cast<uint32_t>(i));
   }
   ValueFrame values(send.size() * row_bytes);
   for (size_t k = 0; k < send.size(); ++k)
-    EncodeValues(table.weights(idx[send[k]]), dim, fp16, values.data() + k * row_bytes);
+    EncodeValues(weights[send[k]], dim, fp16, values.data() + k * row_bytes);
   stats_.rows_pulled += static_cast<int64_t>(send.size());
   stats_.rows_fresh += static_cast<int64_t>(ids.size() - send.size());
   OutMessage m = PullReply(identity, h, ids.size(), std::move(values));

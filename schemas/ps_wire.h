@@ -89,11 +89,10 @@ constexpr uint16_t kFlagShm = 1u << 2;    // values live in the attached shared 
 // rows hand rows back to their shards and take them over (ps_wire.md, "Row
 // state").
 constexpr uint16_t kFlagRowState = 1u << 3;
-// PULL only (request and reply), never with SHM or ROW_STATE, a table of
-// fixed rows only: the row cache's version check (ps_wire.md, "Row
-// versions"). The request's frame 2 holds, per id, the row's version the
-// worker holds (u32, kNotHeld when none) and its `version` field the bound
-// s. The reply's frame 1 holds, per id, the row's version when its row is
+// PULL only (request and reply), never with SHM or ROW_STATE: the row
+// cache's version check (ps_wire.md, "Row versions"). The request's frame 2
+// holds, per id, the row's version the worker holds (u32, kNotHeld when
+// none) and its `version` field the bound s. The reply's frame 1 holds, per id, the row's version when its row is
 // sent, kRowFresh when the worker's copy is at most s pushes behind (no row
 // sent); its `worker` field counts the rows sent, and frame 2 holds them.
 constexpr uint16_t kFlagRowVersions = 1u << 4;

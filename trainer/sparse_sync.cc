@@ -143,7 +143,7 @@ void SparseSync::AddPs(const plan::PlannedVariable& v) {
     s.cache = std::make_unique<ps::RowCache>(*spec, options_.cache_staleness,
                                              std::max<size_t>(1, options_.cache_rows), value_bytes,
                                              options_.cache_accumulate,
-                                             options_.cache_check_versions && !spec->dynamic);
+                                             options_.cache_check_versions);
   }
   if (!v.hot_rows.empty()) {
     auto hot = std::make_unique<Hot>();

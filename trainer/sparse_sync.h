@@ -76,8 +76,7 @@ class SparseSync {
     bool cache_accumulate = false;  // gradients of cached rows summed until due
     // The cache's rule ([ps] cache_rule = "version"): rows past their
     // cache_staleness steps are checked against their shard's row versions
-    // (core/ps/row_cache.h); tables of fixed rows only, a dynamic table's
-    // cache keeps the clock rule.
+    // (core/ps/row_cache.h).
     bool cache_check_versions = false;
     // Rank 0 of a job with [ps] hot_rows under sync: counts in how many steps
     // each row of each sparse PS table of fixed rows appears

@@ -3,7 +3,7 @@
 26 tables on the PS, sync against async without a cache and with `[ps] cache_staleness` S.
 
     bench/e2e/ctr_cache.py --bin build/bin [--seeds 1,2,3] [--variants sync,async,cache4]
-        [--steps 1000] [--workers 2] [--shards 2] [--per-run]
+        [--steps 1000] [--workers 2] [--shards 2] [--ids fixed|hashed] [--per-run]
 
 A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S), `cacheSv` (the same
 with `cache_rule = "version"`), `cacheSacc` / `cacheSvacc` (either with cache_accumulate), `hotN` (sync with `[ps] hot_rows = N`: each table's N most frequent
@@ -77,7 +77,9 @@ def job_text(args, data, variant, seed):
         lines.append("batch = false")
     lines += ["", "[trainer]", 'model = "ctr"', f"steps = {args.steps}",
               f"batch_size = {args.batch}", f"metrics_every = {args.metrics_every}", "",
-              "[model]", f'data = "{data}"', f"tables = {ctr_quality.TABLE_SIZES}",
+              "[model]", f'data = "{data}"',
+              *([f"tables = {ctr_quality.TABLE_SIZES}"] if args.ids == "fixed" else
+                ['ids = "hashed"', f"max_rows = [{args.max_rows}]", 'eviction = "lfu"']),
               f"dim = {args.dim}", "bottom = [64]", "top = [64]", f"eval_every = {args.steps}",
               f"eval_examples = {args.heldout}", f"seed = {seed}", "", "[optimizer.dense]",
               'type = "adam"', "lr = 1e-3", "", "[optimizer.sparse]", 'type = "adagrad"',
@@ -127,6 +129,9 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--dim", type=int, default=16)
+    p.add_argument("--ids", choices=("fixed", "hashed"), default="fixed",
+                   help="hashed: every table a dynamic table of the raw ids (examples/ctr-hashed.toml)")
+    p.add_argument("--max-rows", type=int, default=200000, help="with --ids hashed: each table's budget")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05, help="sparse Adagrad's")
     p.add_argument("--workdir", default="")
@@ -151,6 +156,7 @@ def main():
                                   drift_shift=0.0, drift_new=0.0, zipf=1.2)
     params = {"steps": args.steps, "workers": args.workers, "shards": args.shards,
               "dim": args.dim, "batch": args.batch, "lr": args.lr, "train": args.train,
+              "ids": args.ids, **({"max_rows": args.max_rows} if args.ids == "hashed" else {}),
               "arch": "hybrid, tables on ps"}
     results = {v: [] for v in variants}
     for seed in seeds:

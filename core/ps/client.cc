@@ -488,8 +488,6 @@ class ZmqPsClient final : public PsClient {
       const std::string what = "PS pull of \"" + var->name + "\" with row versions: ";
       if (op != Op::kPull || out == nullptr || check->versions == nullptr)
         return InvalidArgument(what + "only a pull with rows and versions to fill checks versions");
-      if (var->dynamic)
-        return InvalidArgument(what + "a dynamic table keeps no row versions");
       if (check->held.size() != ids.size())
         return InvalidArgument(what + std::to_string(check->held.size()) + " versions held for " +
                                std::to_string(ids.size()) + " ids");

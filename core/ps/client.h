@@ -175,9 +175,9 @@ class PsClient {
   virtual StatusOr<Ticket> Pull(uint32_t var, std::span<const int64_t> ids, int64_t clock,
                                 std::vector<float>* out) = 0;
 
-  // Pull with a row version check (RowVersionCheck): `ids` distinct, of a
-  // table of fixed rows, check.held.size() == ids.size(); never through
-  // shared memory. INVALID_ARGUMENT otherwise.
+  // Pull with a row version check (RowVersionCheck): `ids` distinct,
+  // check.held.size() == ids.size(); never through shared memory.
+  // INVALID_ARGUMENT otherwise.
   virtual StatusOr<Ticket> PullChecked(uint32_t var, std::span<const int64_t> ids,
                                        const RowVersionCheck& check, int64_t clock,
                                        std::vector<float>* out) = 0;

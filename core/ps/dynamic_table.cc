@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <random>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -306,6 +307,15 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id, Spare spare) {
   const int64_t slot = NewRow(id);
   ++stats_.admitted;
   Touch(slot);
+  if (versions_on_) {
+    // A new row starts at a version of its own: a copy of a row this id had
+    // before an eviction (or of the initializer's values) is then unlikely
+    // to be within a cache's bound of it.
+    const size_t i = static_cast<size_t>(slot);
+    if (i >= versions_.size()) versions_.resize(std::max(i + 1, 2 * versions_.size()), version_base_);
+    version_draws_ = version_draws_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    versions_[i] = static_cast<uint32_t>(version_draws_ >> 32) % 0xFFFFFFFFu;
+  }
   return slot;
 }
 
@@ -385,6 +395,20 @@ void DynamicTable::Apply(int64_t slot, const float* g, float lr_scale) {
   optim::ApplyUpdate(options_.var.optimizer, options_.var.optimizer.lr * lr_scale, d, g, w,
                      state_slots_ > 0 ? w + d : nullptr, state_slots_ > 1 ? w + 2 * d : nullptr,
                      adam_steps_.empty() ? nullptr : &adam_steps_[static_cast<size_t>(slot)]);
+  if (versions_on_) {
+    const size_t i = static_cast<size_t>(slot);
+    if (i >= versions_.size()) versions_.resize(std::max(i + 1, 2 * versions_.size()), version_base_);
+    uint32_t& v = versions_[i];
+    v = v + 1 == 0xFFFFFFFFu ? 0 : v + 1;
+  }
+}
+
+void DynamicTable::EnableVersions() {
+  if (versions_on_) return;
+  versions_on_ = true;
+  std::random_device rd;
+  version_base_ = rd() % 0xFFFFFFFFu;
+  version_draws_ = (uint64_t{rd()} << 32) | rd();
 }
 
 std::vector<uint64_t> DynamicTable::Ids() const {
@@ -671,6 +695,7 @@ Status DynamicTable::Restore(std::string_view bytes) {
   head_ = t.head_;
   tail_ = t.tail_;
   stats_ = t.stats_;
+  versions_.clear();  // every row at the base again
   return Status::Ok();
 }
 

@@ -179,6 +179,23 @@ class DynamicTable {
   // variable's optimizer and lr × lr_scale.
   void Apply(int64_t slot, const float* g, float lr_scale = 1.0f);
 
+  // Row versions (schemas/ps_wire.md, "Row versions"), as VariableTable's:
+  // from EnableVersions() on, every Apply() to a row advances its u32 (mod
+  // 2^32, skipping 0xFFFFFFFF). An id that is not a row (its reads are the
+  // initializer's values) and every row held when versions were enabled or
+  // restored (LOAD) are at a base drawn at random then; a row admitted
+  // later starts at a number drawn for it, so a copy of what the id read
+  // before (the initializer's values, or a row evicted since) is unlikely
+  // to be within a cache's bound of it. (An eviction also changes the
+  // shard's `resets`, which drops the workers' copies.)
+  void EnableVersions();
+  bool versions_enabled() const { return versions_on_; }
+  // The version of the row in `slot` (kNotARow: the base).
+  uint32_t version(int64_t slot) const {
+    const size_t i = static_cast<size_t>(slot);
+    return slot == kNotARow || i >= versions_.size() ? version_base_ : versions_[i];
+  }
+
   uint32_t dim() const { return options_.var.dim; }
   uint64_t id_at(int64_t slot) const { return meta_[static_cast<size_t>(slot)].id; }
   const float* weights(int64_t slot) const { return Row(slot); }
@@ -258,6 +275,10 @@ class DynamicTable {
   // A slot for a new row: a freed one, or a new one at the end.
   int64_t TakeSlot();
   void Evict(int64_t slot);
+  bool versions_on_ = false;
+  uint32_t version_base_ = 0;
+  uint64_t version_draws_ = 0;      // a new row's start: a linear congruential step
+  std::vector<uint32_t> versions_;  // by slot; slots past its end are at the base
   int64_t NewRow(uint64_t id);
   // The sketch's count of `id` after adding one.
   uint32_t CountContribution(uint64_t id);

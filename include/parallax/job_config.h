@@ -109,8 +109,7 @@ struct JobConfig {
     // cache_rule = "version": a row past its cache_staleness steps stays and
     // is checked against its shard's row version instead of pulled again;
     // the shard sends it only if it took more than cache_staleness pushes
-    // since (HET's rule; schemas/ps_wire.md, "Row versions"). Tables of
-    // fixed rows; a dynamic table's cache keeps the clock rule.
+    // since (HET's rule; schemas/ps_wire.md, "Row versions").
     bool cache_check_versions = false;
     // Sync jobs: the hot rows of a sparse PS table are replicated on every
     // rank and all-reduced with the dense gradients (core/plan/hot_rows.h).

@@ -189,15 +189,59 @@ TEST(RowVersionsRefusalTest, BadRowVersionMessagesAreRefusedByName) {
   EXPECT_EQ(h.worker, 2u);  // rows sent
   EXPECT_EQ(out[0].frames[1].size(), 8u);
   EXPECT_EQ(out[0].values.size(), 2u * kDim * 4);
+}
 
-  // A dynamic table keeps no row versions.
-  PsPlan dyn = testing::OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd, 0, kDim);
-  dyn.variables[0].dynamic = DynamicTableSettings{};
-  ASSERT_TRUE(ValidatePsPlan(&dyn).ok());
-  auto dcore = testing::MakeShard(dyn);
-  out = Send(dcore.get(), versioned(Op::kPull, {1}, 4));
-  ExpectOneErrorReply(out, ErrorCode::kBadFlags);
-  EXPECT_NE(out[0].frames[1].find("dynamic table \"emb\""), std::string::npos) << out[0].frames[1];
+// A dynamic table's versions: an id that is not a row is at the base; a
+// row admitted starts at a number of its own, so the copy of the
+// initializer's values a worker read before is not fresh, and every update
+// advances it; a row evicted and admitted again starts over elsewhere, so a
+// copy of the old row is not fresh either.
+TEST(RowVersionsDynamicTest, AdmittedRowsCountUpdatesAndAnEvictedRowStartsOver) {
+  PsPlan plan = testing::OnePartitionPlan(Consistency::kAsync, OptimizerType::kSgd, 0, kDim);
+  DynamicTableSettings budget;
+  budget.max_rows = 1;
+  plan.variables[0].dynamic = budget;
+  ASSERT_TRUE(ValidatePsPlan(&plan).ok());
+  auto core = testing::MakeShard(plan);
+  // (versions, rows sent) of a checked pull of `ids` holding `held`.
+  auto pull = [&](std::vector<int64_t> ids, std::vector<uint32_t> held, int64_t bound) {
+    Header h = MakeHeader(Op::kPull, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0);
+    h.flags = ps_wire::kFlagRowVersions;
+    h.version_seen = bound;
+    Frames f = Request(h, ids, {});
+    f.f[2].assign(reinterpret_cast<const char*>(held.data()), held.size() * 4);
+    auto out = Send(core.get(), f);
+    EXPECT_EQ(out.size(), 1u);
+    EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+    std::vector<uint32_t> v(ids.size());
+    if (out[0].frames[1].size() == v.size() * 4) std::memcpy(v.data(), out[0].frames[1].data(), v.size() * 4);
+    return std::make_pair(v, ReplyHeader(out[0]).worker);
+  };
+  auto push = [&](int64_t id, int64_t clock) {
+    auto out = Send(core.get(), Request(MakeHeader(Op::kPush, 0, 0, 0, 1, kDim, clock), {id},
+                                        std::vector<float>(kDim, 1.0f)));
+    ASSERT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPush)) << out[0].frames[1];
+  };
+  const uint32_t none = ps_wire::kNotHeld, fresh = ps_wire::kRowFresh;
+  auto [first, sent] = pull({5, 6}, {none, none}, 0);
+  EXPECT_EQ(sent, 2u);
+  const uint32_t base = first[0];
+  EXPECT_EQ(first[1], base) << "ids that are not rows are at the base";
+  EXPECT_EQ(pull({5, 6}, {base, base}, 0).first, (std::vector<uint32_t>{fresh, fresh}));
+  push(5, 0);  // admitted, and updated once
+  auto [after, sent2] = pull({5, 6}, {base, base}, 100);
+  EXPECT_NE(after[0], fresh) << "a new row is not the initializer's values the copy holds";
+  EXPECT_EQ(after[1], fresh);
+  EXPECT_EQ(sent2, 1u);
+  const uint32_t row5 = after[0];
+  push(5, 1);
+  EXPECT_EQ(pull({5}, {row5}, 1).first, (std::vector<uint32_t>{fresh}));
+  EXPECT_EQ(pull({5}, {row5}, 0).first, (std::vector<uint32_t>{row5 + 1}));
+  push(7, 2);  // the budget is one row: 5 goes
+  push(5, 3);  // and comes back, from the initializer, updated once
+  auto [back, sent3] = pull({5}, {row5 + 1}, 100);
+  EXPECT_NE(back[0], fresh) << "a copy of the evicted row is not fresh";
+  EXPECT_EQ(sent3, 1u);
 }
 
 // The client refuses what the shard could not answer, before sending.
