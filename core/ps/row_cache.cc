@@ -133,6 +133,7 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
       e.id = ids[i];
       e.partition = partition_of_(ids[i]);
       e.has_grad = false;
+      e.checked_at = -1;
       // Pulled for `step` because it was not held: counted as that step's
       // miss already (Plan or Read).
       e.counted_step[step & 1] = step;
@@ -275,7 +276,7 @@ uint32_t RowCache::NewSlot() {
     slot = static_cast<uint32_t>(entries_.size());
     entries_.emplace_back();
     rows_.resize(rows_.size() + dim_);
-    grads_.resize(grads_.size() + dim_);
+    if (accumulate_) grads_.resize(grads_.size() + dim_);  // sums only with `accumulate`
   }
   return slot;
 }

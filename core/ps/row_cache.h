@@ -26,7 +26,7 @@
 // schemas/ps_wire.md, "Row versions") a row also keeps the version its
 // shard sent with it, and does not leave when its `staleness` steps are
 // over: a later step asks the shard, in its pull, whether the row took more
-// than `staleness` pushes since (PlanChecked, PsClient::PullChecked). If not,
+// than `staleness` pushes since (Plan's `held`, PsClient::PullChecked). If not,
 // the shard sends no row and the copy serves that step (Insert with the
 // reply's versions). Rows then leave only to make room.
 //

@@ -244,6 +244,31 @@ TEST(RowVersionsDynamicTest, AdmittedRowsCountUpdatesAndAnEvictedRowStartsOver) 
   EXPECT_EQ(sent3, 1u);
 }
 
+// A shard's next process (a recovered generation, its rows from a
+// checkpoint) draws its versions anew: a version the one before handed out
+// names nothing there, and the rows are sent.
+TEST(RowVersionsGenerationTest, AVersionFromAnotherShardProcessIsNotFresh) {
+  const PsPlan plan = Plan(1);
+  auto pull = [](ShardCore* core, std::vector<int64_t> ids, std::vector<uint32_t> held) {
+    Header h = MakeHeader(Op::kPull, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0);
+    h.flags = ps_wire::kFlagRowVersions;
+    h.version_seen = 1000;
+    Frames f = Request(h, ids, {});
+    f.f[2].assign(reinterpret_cast<const char*>(held.data()), held.size() * 4);
+    auto out = Send(core, f);
+    std::vector<uint32_t> v(ids.size());
+    if (out.size() == 1 && out[0].frames[1].size() == v.size() * 4)
+      std::memcpy(v.data(), out[0].frames[1].data(), v.size() * 4);
+    return v;
+  };
+  auto first = testing::MakeShard(plan);
+  const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<uint32_t> held = pull(first.get(), ids, std::vector<uint32_t>(8, ps_wire::kNotHeld));
+  EXPECT_EQ(pull(first.get(), ids, held), std::vector<uint32_t>(8, ps_wire::kRowFresh));
+  auto next = testing::MakeShard(plan);
+  for (uint32_t v : pull(next.get(), ids, held)) EXPECT_NE(v, ps_wire::kRowFresh);
+}
+
 // The client refuses what the shard could not answer, before sending.
 TEST_F(RowVersionsTest, TheClientRefusesChecksItCannotMake) {
   std::vector<uint32_t> versions;
