@@ -304,8 +304,14 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
   ReadInt(t, "ps", "cache_rows", 1, int64_t{1} << 40, &ps->cache_rows);
   ReadBool(t, "ps", "cache_accumulate", &ps->cache_accumulate);
   static constexpr std::string_view kCacheRules[] = {"clock", "version"};
-  if (std::string rule; ReadEnum(t, "ps", "cache_rule", kCacheRules, &rule))
+  if (std::string rule; ReadEnum(t, "ps", "cache_rule", kCacheRules, &rule)) {
     ps->cache_check_versions = rule == "version";
+    if (ps->cache_check_versions && ps->cache_staleness == 0) {
+      KeyError(*t.get("cache_rule"), "ps.cache_rule",
+               "cache_rule = 'version' checks cached rows against cache_staleness, and there is "
+               "no cache: set cache_staleness (async or ssp), or remove cache_rule");
+    }
+  }
   ReadHotRows(t, consistency, ps);
   if (const auto* mb = t.get("shared_memory_mb"); mb != nullptr) {
     const auto v = mb->value<int64_t>();

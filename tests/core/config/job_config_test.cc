@@ -466,6 +466,9 @@ TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
               HasSubstr("key 'ps.cache_rows': expected an integer >= 1, got 0"));
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_rule = \"versions\"\n"),
               HasSubstr("key 'ps.cache_rule'"));
+  EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_rule = \"version\"\n"),
+              HasSubstr("key 'ps.cache_rule': cache_rule = 'version' checks cached rows against "
+                        "cache_staleness, and there is no cache"));
 }
 
 TEST_F(JobConfigTest, HotRowsAreOffByDefaultAutoOrACountAndOnlySync) {
