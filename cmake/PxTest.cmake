@@ -4,7 +4,8 @@
 function(px_add_test)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS;PROPERTIES" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} px_test_paths GTest::gtest GTest::gmock
+                        GTest::gtest_main)
   set(props LABELS "${T_LABELS}")
   if(T_PROPERTIES)
     list(APPEND props ${T_PROPERTIES})

@@ -16,6 +16,7 @@
 #include "core/data/token_file.h"
 #include "core/data/vocabulary.h"
 #include "tests/cli/plan_json.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::cli {
@@ -65,7 +66,7 @@ class CheapestPlanTest : public ::testing::Test {
 };
 
 TEST_F(CheapestPlanTest, TheChosenPlanIsAtOrBelowEverySinglePathPlan) {
-  const fs::path examples = fs::path(PARALLAX_SOURCE_DIR) / "examples";
+  const fs::path examples = fs::path(::parallax::testing::SourceDir()) / "examples";
   const std::string figures[] = {
       "",  // the defaults
       "[plan]\nlink_bytes_per_s = 1.25e9\ncollective_latency_us = 50\nps_rtt_us = 100\n"};
@@ -104,7 +105,7 @@ TEST_F(CheapestPlanTest, TheChosenPlanIsAtOrBelowEverySinglePathPlan) {
 // writes them; the MLPs are planned as in examples/ctr.toml. A single-path
 // plan that puts the tables off the PS is infeasible, and says why.
 TEST_F(CheapestPlanTest, HashedCtrPlansItsTablesAsDynamicPsTables) {
-  const fs::path example = fs::path(PARALLAX_SOURCE_DIR) / "examples" / "ctr-hashed.toml";
+  const fs::path example = fs::path(::parallax::testing::SourceDir()) / "examples" / "ctr-hashed.toml";
   const std::string job = dir_.File("hashed.toml");
   std::ofstream(job) << WithTestData(example);
   for (auto [workers, hosts] : {std::pair{2, 1}, {8, 2}}) {

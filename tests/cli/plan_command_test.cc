@@ -14,6 +14,7 @@
 #include "core/data/vocabulary.h"
 #include "core/plan/cost_model.h"
 #include "tests/cli/plan_json.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/temp_dir.h"
 
 namespace parallax::cli {
@@ -183,7 +184,7 @@ TEST_F(PlanCommandTest, TheDefaultsHintNamesAScriptThatExists) {
   std::smatch m;
   const std::string text = out.str();
   ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(bench/[A-Za-z0-9_/.-]+)"))) << text;
-  EXPECT_TRUE(std::filesystem::exists(std::string(PARALLAX_SOURCE_DIR) + "/" + m.str()))
+  EXPECT_TRUE(std::filesystem::exists(std::string(::parallax::testing::SourceDir()) + "/" + m.str()))
       << m.str() << " named in: " << text;
 }
 

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "tests/fault/fault_cluster.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/net_hosts.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/testing/subprocess.h"
@@ -43,8 +44,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
-const std::string kSource = PARALLAX_SOURCE_DIR_DEFAULT;
+const std::string kBin = ::parallax::testing::BuildBinDir();
+const std::string kSource = ::parallax::testing::SourceDir();
 const char* const kOpenssl = "/usr/bin/openssl";
 const char* const kUnshare = "/usr/bin/unshare";
 

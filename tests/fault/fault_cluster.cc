@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/model_file.h"
 #include "tests/testing/proc_scan.h"
 
@@ -18,7 +19,7 @@ namespace parallax::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
+const std::string kBin = ::parallax::testing::BuildBinDir();
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/build_paths.h"
 
 namespace parallax {
 namespace {
@@ -29,7 +30,7 @@ using testing::RunProcess;
 using testing::RunResult;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
+const std::string kBin = ::parallax::testing::BuildBinDir();
 
 class ClusterTest : public ::testing::Test {
  protected:

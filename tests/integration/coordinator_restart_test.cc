@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -30,8 +31,8 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-const std::string kBinDir = EnvOr("PARALLAX_BIN_DIR", PARALLAX_BIN_DIR_DEFAULT);
-const std::string kSourceDir = EnvOr("PARALLAX_SOURCE_DIR", PARALLAX_SOURCE_DIR_DEFAULT);
+const std::string kBinDir = EnvOr("PARALLAX_BIN_DIR", ::parallax::testing::BuildBinDir());
+const std::string kSourceDir = EnvOr("PARALLAX_SOURCE_DIR", ::parallax::testing::SourceDir());
 
 class CoordinatorProcessTest : public ::testing::Test {
  protected:

@@ -20,6 +20,7 @@
 
 #include "core/data/token_file.h"
 #include "tests/fault/fault_cluster.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -58,7 +59,7 @@ void WriteSyntheticCorpus(const testing::TempDir& dir) {
 // run, and partitions = 4 instead of "auto".
 std::string BrownJob(const testing::TempDir& dir, int workers, const std::string& extra = "") {
   const char* env = std::getenv("PARALLAX_SOURCE_DIR");
-  std::ifstream in(std::string(env ? env : PARALLAX_SOURCE_DIR_DEFAULT) +
+  std::ifstream in(std::string(env ? env : ::parallax::testing::SourceDir()) +
                    "/examples/brown-lm.toml");
   std::stringstream text;
   text << in.rdbuf();

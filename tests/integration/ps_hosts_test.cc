@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tests/fault/fault_cluster.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -184,7 +185,7 @@ RunResult ParallaxRun(const testing::TempDir& dir, const std::string& tag,
   job.max_restarts = 0;
   job.shards = 1;
   job.ps_extra = ps_extra;
-  return RunProcess({std::string(PARALLAX_BIN_DIR_DEFAULT) + "/parallax", "run", "--state-dir",
+  return RunProcess({std::string(::parallax::testing::BuildBinDir()) + "/parallax", "run", "--state-dir",
                      dir.File(tag), testing::WriteTinyJob(dir, job)},
                     {}, 60'000);
 }

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/testing/subprocess.h"
@@ -31,7 +32,7 @@ using testing::RunProcess;
 using testing::RunResult;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
+const std::string kBin = ::parallax::testing::BuildBinDir();
 
 class SecurityTest : public ::testing::Test {
  protected:

@@ -20,11 +20,12 @@
 #include "tests/ps/ps_job_util.h"
 #include "tests/testing/temp_dir.h"
 #include "schemas/kv_keys.h"
+#include "tests/testing/build_paths.h"
 
 namespace parallax::ps {
 namespace {
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 constexpr char kJob[] = R"(
 [job]

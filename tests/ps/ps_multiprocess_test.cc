@@ -18,11 +18,12 @@
 #include "core/optim/optimizer.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/build_paths.h"
 
 namespace parallax::ps {
 namespace {
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 constexpr uint32_t kWorkers = 3;
 constexpr int kSteps = 50;

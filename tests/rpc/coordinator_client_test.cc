@@ -10,6 +10,7 @@
 #include <future>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/temp_dir.h"
@@ -41,7 +42,7 @@ class CoordinatorClientRetryTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  CoordinatorProcess coordinator_{testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT), dir_.path()};
+  CoordinatorProcess coordinator_{testing::BinDirOr(::parallax::testing::BuildBinDir()), dir_.path()};
   std::unique_ptr<CoordinatorClient> client_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "core/rpc/coordinator_client.h"
 #include "schemas/coordinator_constants.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -23,7 +24,7 @@ namespace {
 using testing::RunProcess;
 using testing::RunResult;
 
-const std::string kBin = testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT);
+const std::string kBin = testing::BinDirOr(::parallax::testing::BuildBinDir());
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -29,7 +30,7 @@ using testing::RunProcess;
 using testing::RunResult;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT);
+const std::string kBin = testing::BinDirOr(::parallax::testing::BuildBinDir());
 
 // What a job sets and which trainer runs it.
 struct Injection {

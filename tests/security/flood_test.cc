@@ -21,6 +21,7 @@
 #include "core/rpc/agent_client.h"
 #include "core/rpc/coordinator_client.h"
 #include "tests/security/flood.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -32,7 +33,7 @@ using testing::ConnectionFlood;
 using testing::ProbeLog;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT);
+const std::string kBin = testing::BinDirOr(::parallax::testing::BuildBinDir());
 constexpr char kSecret[] = "flood-test-secret-0123456789";
 // The daemons' open-file limit in these tests, and the flood: six times it.
 constexpr int kFileLimit = 128;

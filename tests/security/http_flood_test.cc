@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tests/security/flood.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -32,7 +33,7 @@ using testing::ConnectionFlood;
 using testing::ProbeLog;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT);
+const std::string kBin = testing::BinDirOr(::parallax::testing::BuildBinDir());
 constexpr char kSecret[] = "http-flood-test-secret-0123456789";
 constexpr char kToken[] = "http-flood-test-web-token-9876543210";
 // The failure bound of one honest scrape (connect, request, whole reply).

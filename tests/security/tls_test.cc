@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -28,7 +29,7 @@ using testing::RunProcess;
 using testing::RunResult;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT);
+const std::string kBin = testing::BinDirOr(::parallax::testing::BuildBinDir());
 constexpr char kOpenssl[] = "/usr/bin/openssl";
 
 bool Contains(const std::string& text, const std::string& part) {

@@ -41,6 +41,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/testing/build_paths.h"
 #include "tests/testing/net_hosts.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/testing/subprocess.h"
@@ -52,8 +53,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
-const std::string kSource = PARALLAX_SOURCE_DIR_DEFAULT;
+const std::string kBin = ::parallax::testing::BuildBinDir();
+const std::string kSource = ::parallax::testing::SourceDir();
 constexpr int kNodes = 3;
 
 // Slurm's programs and munge's daemon, as Debian installs them.

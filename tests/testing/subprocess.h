@@ -65,7 +65,7 @@ std::string LastLine(const std::string& text);
 std::vector<std::string> WithOpenFileLimit(int limit, const std::vector<std::string>& argv);
 
 // Where the project's binaries are: $PARALLAX_BIN_DIR when set, else
-// `fallback` (the test target's PARALLAX_BIN_DIR_DEFAULT).
+// `fallback` (testing::BuildBinDir(), tests/testing/build_paths.h).
 std::string BinDirOr(const char* fallback);
 
 }  // namespace parallax::testing

@@ -16,6 +16,7 @@
 
 #include "core/config/job_config.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
@@ -32,7 +33,7 @@ constexpr char kSecret[] = "curve-session-secret";
 constexpr int kSteps = 30;
 constexpr int kBatch = 64;
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 // Trains with a secured coordinator; `ps_section` is appended to the job file.
 // Returns the shard's log.

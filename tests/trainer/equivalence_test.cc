@@ -24,6 +24,7 @@
 #include "tests/trainer/tiny_trainer.h"
 #include "core/plan/job_plan.h"
 #include "schemas/metric_names.h"
+#include "tests/testing/build_paths.h"
 
 namespace parallax {
 namespace {
@@ -31,7 +32,7 @@ namespace {
 using testing::ChildProcess;
 using testing::TinyModel;
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 constexpr int kSteps = 30;
 constexpr int kRanks = 2;

@@ -20,6 +20,7 @@
 #include "tests/testing/temp_dir.h"
 #include "tests/trainer/tiny_trainer.h"
 #include "core/plan/job_plan.h"
+#include "tests/testing/build_paths.h"
 
 namespace parallax {
 namespace {
@@ -30,7 +31,7 @@ using testing::TinyModel;
 constexpr int kHosts = 2, kPerHost = 2, kRanks = kHosts * kPerHost;
 constexpr int kShards = 2, kSteps = 20, kBatch = 16;
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 // What a run of the 4 ranks left: the plan and each rank's bytes per path.
 struct TwoHostsRun {

@@ -23,6 +23,7 @@
 
 #include "core/plan/job_plan.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/model_file.h"
@@ -40,7 +41,7 @@ using testing::TinyModel;
 using Clock = std::chrono::steady_clock;
 using Model = std::map<std::string, std::vector<float>>;
 
-const std::string kBin = PARALLAX_BIN_DIR_DEFAULT;
+const std::string kBin = ::parallax::testing::BuildBinDir();
 
 Model ReadModel(const std::string& path) { return testing::ReadModelFile(path); }
 

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
@@ -28,7 +29,7 @@ namespace {
 using testing::ChildProcess;
 using Json = nlohmann::json;
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 class TimelineIntegrationTest : public ::testing::Test {
  protected:

@@ -14,6 +14,7 @@
 #include "core/comm/gradient_fusion.h"
 #include "schemas/kv_keys.h"
 #include "tests/core/comm/rank_threads.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string RankBinary() { return std::string(PARALLAX_BIN_DIR_DEFAULT) + "/comm_test_rank"; }
+std::string RankBinary() { return std::string(::parallax::testing::BuildBinDir()) + "/comm_test_rank"; }
 
 class CommProcessTest : public ::testing::Test {
  protected:

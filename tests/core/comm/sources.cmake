@@ -19,8 +19,6 @@ px_add_test(NAME comm_integration_tests
     ../testing/subprocess.cc
   LIBS px_comm px_coordinator SQLite::SQLite3
   LABELS integration)
-target_compile_definitions(comm_integration_tests PRIVATE
-  PARALLAX_BIN_DIR_DEFAULT="${PROJECT_BINARY_DIR}/bin")
 add_dependencies(comm_integration_tests comm_test_rank)
 
 # NCCL on a real device; every test skips with the reason where none is visible.

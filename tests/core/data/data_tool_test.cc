@@ -10,6 +10,7 @@
 #include "core/data/token_file.h"
 #include "core/data/token_reader.h"
 #include "core/data/vocabulary.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -18,7 +19,7 @@ namespace {
 
 using parallax::testing::RunProcess;
 
-std::string Tool() { return std::string(PARALLAX_BIN_DIR_DEFAULT) + "/parallax-data"; }
+std::string Tool() { return std::string(::parallax::testing::BuildBinDir()) + "/parallax-data"; }
 
 class DataToolTest : public ::testing::Test {
  protected:

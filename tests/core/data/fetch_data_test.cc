@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/vocabulary.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -17,7 +18,7 @@ namespace {
 using parallax::testing::RunProcess;
 using parallax::testing::RunResult;
 
-std::string Script() { return std::string(PARALLAX_SOURCE_DIR_DEFAULT) + "/scripts/fetch-data"; }
+std::string Script() { return std::string(::parallax::testing::SourceDir()) + "/scripts/fetch-data"; }
 
 class FetchDataTest : public ::testing::Test {
  protected:
@@ -42,7 +43,7 @@ class FetchDataTest : public ::testing::Test {
   }
 
   RunResult Fetch(std::vector<std::string> args,
-                  const std::string& build_dir = PARALLAX_BUILD_DIR_DEFAULT) {
+                  const std::string& build_dir = ::parallax::testing::BuildDir()) {
     args.insert(args.begin(), {Script(), "--out", dir_.File("data")});
     const char* path = std::getenv("PATH");
     return RunProcess(args, {"BUILD_DIR=" + build_dir,

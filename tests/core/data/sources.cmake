@@ -16,8 +16,4 @@ px_add_test(NAME data_integration_tests
     ../testing/subprocess.cc
   LIBS px_data nlohmann_json::nlohmann_json
   LABELS integration)
-target_compile_definitions(data_integration_tests PRIVATE
-  PARALLAX_BIN_DIR_DEFAULT="${PROJECT_BINARY_DIR}/bin"
-  PARALLAX_BUILD_DIR_DEFAULT="${PROJECT_BINARY_DIR}"
-  PARALLAX_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}")
 add_dependencies(data_integration_tests parallax-data)

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/model_file.h"
@@ -30,7 +31,7 @@ using testing::RelativeDifference;
 
 constexpr int kSteps = 20, kRanks = 2, kBatch = 16;
 
-std::string BinDir() { return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT); }
+std::string BinDir() { return testing::BinDirOr(::parallax::testing::BuildBinDir()); }
 
 class LmEquivalenceTest : public ::testing::Test {
  protected:

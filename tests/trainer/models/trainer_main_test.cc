@@ -10,6 +10,7 @@
 
 #include "core/data/token_file.h"
 #include "core/rpc/coordinator_client.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/coordinator_connect.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/subprocess.h"
@@ -20,7 +21,7 @@ namespace parallax {
 namespace {
 
 std::string Trainer() {
-  return testing::BinDirOr(PARALLAX_BIN_DIR_DEFAULT) + "/parallax-trainer";
+  return testing::BinDirOr(::parallax::testing::BuildBinDir()) + "/parallax-trainer";
 }
 
 class TrainerMainTest : public ::testing::Test {
@@ -75,7 +76,7 @@ TEST_F(TrainerMainTest, LmReadsItsDataRelativeToTheJobFile) {
 // attempt read on instead of starting the data over.
 TEST_F(TrainerMainTest, LmResumesItsDataPositionFromACheckpoint) {
   WriteTinyLmData();
-  testing::CoordinatorProcess coordinator(PARALLAX_BIN_DIR_DEFAULT, dir_.path());
+  testing::CoordinatorProcess coordinator(::parallax::testing::BuildBinDir(), dir_.path());
   ASSERT_TRUE(coordinator.ok()) << coordinator.error();
   const std::string port = coordinator.port_text();
   auto coord = testing::ConnectToCoordinator(coordinator);
