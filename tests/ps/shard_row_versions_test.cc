@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/ps/client.h"
@@ -69,6 +70,26 @@ void PushTimes(PsClient* c, int64_t id, int times) {
     Status s = Done(c, c->Push(0, std::vector<int64_t>{id}, g, k));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
+}
+
+// A ROW_VERSIONS pull of `ids` (of variable 0, partition 0) holding `held`,
+// straight to a shard core: each id's version in the reply (kRowFresh: not
+// sent) and the rows sent.
+std::pair<std::vector<uint32_t>, uint32_t> CheckedPull(ShardCore* core, const std::vector<int64_t>& ids,
+                                                       const std::vector<uint32_t>& held,
+                                                       int64_t bound) {
+  Header h = MakeHeader(Op::kPull, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0);
+  h.flags = ps_wire::kFlagRowVersions;
+  h.version_seen = bound;
+  Frames f = Request(h, ids, {});
+  f.f[2].assign(reinterpret_cast<const char*>(held.data()), held.size() * 4);
+  auto out = Send(core, f);
+  EXPECT_EQ(out.size(), 1u);
+  if (out.size() != 1) return {};
+  EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
+  std::vector<uint32_t> v(ids.size());
+  if (out[0].frames[1].size() == v.size() * 4) std::memcpy(v.data(), out[0].frames[1].data(), v.size() * 4);
+  return {v, ReplyHeader(out[0]).worker};
 }
 
 class RowVersionsTest : public ::testing::Test {
@@ -203,19 +224,8 @@ TEST(RowVersionsDynamicTest, AdmittedRowsCountUpdatesAndAnEvictedRowStartsOver) 
   plan.variables[0].dynamic = budget;
   ASSERT_TRUE(ValidatePsPlan(&plan).ok());
   auto core = testing::MakeShard(plan);
-  // (versions, rows sent) of a checked pull of `ids` holding `held`.
   auto pull = [&](std::vector<int64_t> ids, std::vector<uint32_t> held, int64_t bound) {
-    Header h = MakeHeader(Op::kPull, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0);
-    h.flags = ps_wire::kFlagRowVersions;
-    h.version_seen = bound;
-    Frames f = Request(h, ids, {});
-    f.f[2].assign(reinterpret_cast<const char*>(held.data()), held.size() * 4);
-    auto out = Send(core.get(), f);
-    EXPECT_EQ(out.size(), 1u);
-    EXPECT_EQ(ReplyHeader(out[0]).op, static_cast<uint8_t>(Op::kPull)) << out[0].frames[1];
-    std::vector<uint32_t> v(ids.size());
-    if (out[0].frames[1].size() == v.size() * 4) std::memcpy(v.data(), out[0].frames[1].data(), v.size() * 4);
-    return std::make_pair(v, ReplyHeader(out[0]).worker);
+    return CheckedPull(core.get(), ids, held, bound);
   };
   auto push = [&](int64_t id, int64_t clock) {
     auto out = Send(core.get(), Request(MakeHeader(Op::kPush, 0, 0, 0, 1, kDim, clock), {id},
@@ -249,17 +259,8 @@ TEST(RowVersionsDynamicTest, AdmittedRowsCountUpdatesAndAnEvictedRowStartsOver) 
 // names nothing there, and the rows are sent.
 TEST(RowVersionsGenerationTest, AVersionFromAnotherShardProcessIsNotFresh) {
   const PsPlan plan = Plan(1);
-  auto pull = [](ShardCore* core, std::vector<int64_t> ids, std::vector<uint32_t> held) {
-    Header h = MakeHeader(Op::kPull, 0, 0, 0, static_cast<uint32_t>(ids.size()), kDim, 0);
-    h.flags = ps_wire::kFlagRowVersions;
-    h.version_seen = 1000;
-    Frames f = Request(h, ids, {});
-    f.f[2].assign(reinterpret_cast<const char*>(held.data()), held.size() * 4);
-    auto out = Send(core, f);
-    std::vector<uint32_t> v(ids.size());
-    if (out.size() == 1 && out[0].frames[1].size() == v.size() * 4)
-      std::memcpy(v.data(), out[0].frames[1].data(), v.size() * 4);
-    return v;
+  auto pull = [](ShardCore* core, const std::vector<int64_t>& ids, const std::vector<uint32_t>& held) {
+    return CheckedPull(core, ids, held, 1000).first;
   };
   auto first = testing::MakeShard(plan);
   const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6, 7, 8};
