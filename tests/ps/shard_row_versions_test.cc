@@ -270,6 +270,41 @@ TEST(RowVersionsGenerationTest, AVersionFromAnotherShardProcessIsNotFresh) {
   for (uint32_t v : pull(next.get(), ids, held)) EXPECT_NE(v, ps_wire::kRowFresh);
 }
 
+// Under ssp a pull can wait for the slowest worker: a checked one keeps the
+// versions it holds until it is answered.
+TEST(RowVersionsSspTest, AHeldPullKeepsTheVersionsItHoldsUntilItIsAnswered) {
+  PsPlan plan = Plan(2);
+  plan.consistency = Consistency::kSsp;
+  plan.staleness = 0;
+  auto core = testing::MakeShard(plan);
+  const std::vector<int64_t> ids = {3, 4};
+  const auto [held, sent] = CheckedPull(core.get(), ids, {ps_wire::kNotHeld, ps_wire::kNotHeld}, 5);
+  ASSERT_EQ(sent, 2u);
+  // Worker 0's pull for step 1 waits until worker 1 finished step 0 too.
+  EXPECT_FALSE(Send(core.get(), Request(MakeHeader(Op::kClock, 0, 0, 0, 0, 0, 0), {}, {})).empty());
+  Header h = MakeHeader(Op::kPull, 0, 0, 0, 2, kDim, /*clock=*/1, /*request_id=*/9);
+  h.flags = ps_wire::kFlagRowVersions;
+  h.version_seen = 5;
+  Frames f = Request(h, ids, {});
+  f.f[2].assign(reinterpret_cast<const char*>(held.data()), held.size() * 4);
+  EXPECT_TRUE(Send(core.get(), f).empty());
+  auto out = Send(core.get(), Request(MakeHeader(Op::kClock, 0, 0, 1, 0, 0, 0), {}, {}));
+  bool answered = false;
+  for (const OutMessage& m : out) {
+    const Header r = ReplyHeader(m);
+    if (r.request_id != 9) continue;
+    answered = true;
+    ASSERT_EQ(r.op, static_cast<uint8_t>(Op::kPull)) << m.frames[1];
+    EXPECT_TRUE(r.flags & ps_wire::kFlagRowVersions);
+    EXPECT_EQ(r.worker, 0u) << "both copies are fresh";
+    ASSERT_EQ(m.frames[1].size(), 8u);
+    std::vector<uint32_t> v(2);
+    std::memcpy(v.data(), m.frames[1].data(), 8);
+    EXPECT_EQ(v, std::vector<uint32_t>(2, ps_wire::kRowFresh));
+  }
+  EXPECT_TRUE(answered);
+}
+
 // The client refuses what the shard could not answer, before sending.
 TEST_F(RowVersionsTest, TheClientRefusesChecksItCannotMake) {
   std::vector<uint32_t> versions;
