@@ -66,6 +66,8 @@ def job_text(args, data, variant, seed):
     if variant.startswith("cache"):
         staleness, rule, accumulate = cache_variant(variant)
         lines.append(f"cache_staleness = {staleness}")
+        if args.cache_rows:
+            lines.append(f"cache_rows = {args.cache_rows}")
         if rule == "version":
             lines.append('cache_rule = "version"')
         if accumulate:
@@ -129,6 +131,8 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--dim", type=int, default=16)
+    p.add_argument("--cache-rows", type=int, default=0,
+                   help="[ps] cache_rows of the cache variants (0: the default, 100,000)")
     p.add_argument("--ids", choices=("fixed", "hashed"), default="fixed",
                    help="hashed: every table a dynamic table of the raw ids (examples/ctr-hashed.toml)")
     p.add_argument("--max-rows", type=int, default=200000, help="with --ids hashed: each table's budget")
@@ -157,6 +161,7 @@ def main():
     params = {"steps": args.steps, "workers": args.workers, "shards": args.shards,
               "dim": args.dim, "batch": args.batch, "lr": args.lr, "train": args.train,
               "ids": args.ids, **({"max_rows": args.max_rows} if args.ids == "hashed" else {}),
+              **({"cache_rows": args.cache_rows} if args.cache_rows else {}),
               "arch": "hybrid, tables on ps"}
     results = {v: [] for v in variants}
     for seed in seeds:
