@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ps/client.h"
 #include "core/ps/wire.h"
 #include "ps/shard_core.h"
 #include "ps/shard_server.h"
@@ -128,6 +129,21 @@ inline std::vector<std::string> StartShardServers(
     servers->push_back(std::move(server).value());
   }
   return endpoints;
+}
+
+// A client of `plan`'s shards at `endpoints`, as worker `worker`, with what
+// `adjust` sets in its options (a failure is a test failure, and null).
+inline std::unique_ptr<PsClient> ConnectClient(
+    const PsPlan& plan, std::vector<std::string> endpoints, uint32_t worker,
+    const std::function<void(PsClientOptions*)>& adjust = {}) {
+  PsClientOptions o;
+  o.plan = plan;
+  o.shard_endpoints = std::move(endpoints);
+  o.worker = worker;
+  if (adjust) adjust(&o);
+  auto c = PsClient::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
 }
 
 inline Header ReplyHeader(const OutMessage& m) { return ps_wire::ReadHeader(m.frames[0].data()); }

@@ -312,15 +312,10 @@ class BatchClientTest : public ::testing::Test {
   static std::unique_ptr<PsClient> Client(const PsPlan& plan, std::vector<std::string> endpoints,
                                           uint32_t worker, size_t max_batch_bytes = 64 << 20,
                                           bool shm = false) {
-    PsClientOptions o;
-    o.plan = plan;
-    o.shard_endpoints = std::move(endpoints);
-    o.worker = worker;
-    o.max_batch_bytes = max_batch_bytes;
-    o.shared_memory = shm;
-    auto c = PsClient::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
+    return testing::ConnectClient(plan, std::move(endpoints), worker, [&](PsClientOptions* o) {
+      o->max_batch_bytes = max_batch_bytes;
+      o->shared_memory = shm;
+    });
   }
 
   // Step `step` of worker `w`: ids (with repeats) and gradients per variable.

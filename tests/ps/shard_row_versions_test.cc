@@ -41,17 +41,6 @@ PsPlan Plan(uint32_t workers = 2) {
   return plan;
 }
 
-std::unique_ptr<PsClient> Client(const PsPlan& plan, const std::vector<std::string>& endpoints,
-                                 uint32_t worker) {
-  PsClientOptions o;
-  o.plan = plan;
-  o.shard_endpoints = endpoints;
-  o.worker = worker;
-  auto c = PsClient::Create(o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
-}
-
 Status Done(PsClient* c, StatusOr<Ticket> t) {
   if (!t.ok()) return t.status();
   return c->Wait(*t, DeadlineIn(kWaitMs));
@@ -97,8 +86,8 @@ class RowVersionsTest : public ::testing::Test {
   void SetUp() override {
     endpoints_ = testing::StartShardServers(plan_, &servers_);
     ASSERT_EQ(endpoints_.size(), 1u);
-    reader_ = Client(plan_, endpoints_, 0);
-    writer_ = Client(plan_, endpoints_, 1);
+    reader_ = testing::ConnectClient(plan_, endpoints_, 0);
+    writer_ = testing::ConnectClient(plan_, endpoints_, 1);
     ASSERT_TRUE(reader_ && writer_);
   }
 

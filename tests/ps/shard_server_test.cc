@@ -50,13 +50,7 @@ class ShardServerTest : public ::testing::Test {
   }
 
   std::unique_ptr<PsClient> Client(uint32_t worker) {
-    PsClientOptions o;
-    o.plan = plan_;
-    o.shard_endpoints = endpoints_;
-    o.worker = worker;
-    auto c = PsClient::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return std::move(c).value();
+    return testing::ConnectClient(plan_, endpoints_, worker);
   }
 
   static void Ok(PsClient* c, StatusOr<Ticket> t) {

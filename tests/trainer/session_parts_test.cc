@@ -390,6 +390,15 @@ std::unique_ptr<CachedPs> StartCachedPs() {
   return out;
 }
 
+// A SparseSync of cache options `o` over `c`'s shard, its table added.
+std::unique_ptr<SparseSync> CachedSync(CachedPs* c, const SparseSync::Options& o, Timeline* timeline,
+                                       StepMetrics* metrics) {
+  auto sparse = std::make_unique<SparseSync>(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn),
+                                             timeline, metrics);
+  sparse->AddPs(c->plan.variables[0]);
+  return sparse;
+}
+
 // The bound, with another worker updating a row before every step: a row
 // read at step c holds every update applied before the pull for a step at
 // or after c − staleness (3 of them at most missing), and the cache does
@@ -460,8 +469,8 @@ TEST_F(SparseSyncTest, RowCacheWithVersionChecksReadsNoRowMissingMoreThanItsStal
   o.cache_staleness = 2;
   o.cache_check_versions = true;
   StepMetrics metrics;
-  SparseSync sparse(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn), &timeline_, &metrics);
-  sparse.AddPs(c->plan.variables[0]);
+  std::unique_ptr<SparseSync> owned = CachedSync(c.get(), o, &timeline_, &metrics);
+  SparseSync& sparse = *owned;
   const std::vector<float> row7 = c->Row(7), row9 = c->Row(9);
   const int updates[12] = {1, 0, 0, 2, 0, 1, 0, 0, 0, 3, 0, 0};  // of row 7, before each step
   int64_t applied = 0;
@@ -544,8 +553,8 @@ TEST_F(SparseSyncTest, RowCacheWithVersionChecksDropsRowsItsShardReset) {
   o.cache_staleness = 1;
   o.cache_check_versions = true;
   StepMetrics metrics;
-  SparseSync sparse(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn), &timeline_, &metrics);
-  sparse.AddPs(c->plan.variables[0]);
+  std::unique_ptr<SparseSync> owned = CachedSync(c.get(), o, &timeline_, &metrics);
+  SparseSync& sparse = *owned;
   std::vector<float> rows;
   ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 0, &rows).ok());
   const float before = rows[0];
