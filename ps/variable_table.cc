@@ -6,10 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <random>
 
 #include "core/ps/initializer.h"
-#include "schemas/ps_wire.h"
+#include "core/ps/row_versions.h"
 #include "core/optim/optimizer.h"
 
 namespace parallax::ps {
@@ -126,17 +125,13 @@ void VariableTable::Apply(uint32_t idx, const float* g, float lr_scale) {
   optim::ApplyUpdate(var_.optimizer, var_.optimizer.lr * lr_scale, var_.dim, g, weights(idx),
            num_slots_ > 0 ? slot(0, idx) : nullptr, num_slots_ > 1 ? slot(1, idx) : nullptr,
            steps_.empty() ? nullptr : &steps_[idx]);
-  if (versions_on_) {
-    uint32_t& v = versions_[idx];
-    v = v + 1 == ps_wire::kRowFresh ? 0 : v + 1;
-  }
+  if (versions_on_) versions_[idx] = NextRowVersion(versions_[idx]);
 }
 
 void VariableTable::EnableVersions() {
   if (versions_on_) return;
   versions_on_ = true;
-  std::random_device rd;
-  version_base_ = rd() % ps_wire::kRowFresh;
+  version_base_ = RandomRowVersion();
   versions_.assign(ids_.size(), version_base_);
 }
 

@@ -64,8 +64,7 @@ class VariableTable {
   // process handed out (an earlier generation of this shard) is unlikely
   // to be anywhere near one of this process's.
   void EnableVersions();
-  bool versions_enabled() const { return versions_on_; }
-  // REQUIRES: versions_enabled().
+  // REQUIRES: EnableVersions() was called.
   uint32_t version(uint32_t idx) const { return versions_[idx]; }
 
   // Drops every row (LOAD replaces the table).

@@ -239,13 +239,15 @@ Status SparseSync::PullDenseValues() {
   return Status::Ok();
 }
 
-Status SparseSync::AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out) {
+Status SparseSync::AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out,
+                             VersionBuffer* versions) {
   WaitTimer timer(metrics_, /*dense=*/false, timeline_);
   Status st = ps_->Wait(ticket, Deadline());
   if (st.ok()) {
     *out = std::move(*buf);
   } else if (st.code() == StatusCode::kDeadlineExceeded) {
-    abandoned_.push_back(std::move(buf));  // still owned by the pending ticket
+    // Still owned by the pending ticket.
+    abandoned_.emplace_back(std::move(buf), versions != nullptr ? std::move(*versions) : nullptr);
   }
   return st;
 }
@@ -279,7 +281,12 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
   }
   std::vector<ps::BatchCall> calls;
   std::vector<Slot*> slots;
-  for (const auto& [id, next_ids] : vars) {
+  // A cached table's version checks, needed until the calls are submitted:
+  // by the index in `vars` (sized once: calls point into them).
+  std::vector<std::vector<uint32_t>> held(vars.size());
+  std::vector<ps::RowVersionCheck> checks(vars.size());
+  for (size_t v = 0; v < vars.size(); ++v) {
+    const auto& [id, next_ids] = vars[v];
     Slot& s = At(id);
     if (s.var.path != VariablePath::kPs) continue;  // a replica: nothing to fetch
     if (s.prefetch) {  // an unused earlier prefetch
@@ -302,17 +309,17 @@ Status SparseSync::PrefetchMany(std::span<const std::pair<uint32_t, std::span<co
     if (CacheAt(s, step)) {
       // Only the rows the cache cannot serve at `step`.
       const bool check = s.cache->check_versions();
-      s.cache->Plan(wanted, step, &pf->ids, check ? &pf->held : nullptr);
+      s.cache->Plan(wanted, step, &pf->ids, check ? &held[v] : nullptr);
       if (pf->ids.empty()) continue;
       if (check) {
         pf->versions = std::make_unique<std::vector<uint32_t>>();
-        pf->check = ps::RowVersionCheck{pf->held, options_.cache_staleness, pf->versions.get()};
+        checks[v] = ps::RowVersionCheck{held[v], options_.cache_staleness, pf->versions.get()};
       }
     } else {
       pf->ids.assign(wanted.begin(), wanted.end());
     }
     calls.push_back({ps::BatchCall::Kind::kPull, s.var.id, pf->ids, {}, pf->rows.get(),
-                     pf->versions ? &pf->check : nullptr});
+                     pf->versions ? &checks[v] : nullptr});
     s.prefetch = std::move(pf);
     slots.push_back(&s);
   }
@@ -429,10 +436,7 @@ void SparseSync::NoteResets(Slot& s) {
 Status SparseSync::AwaitPrefetch(Prefetched& pf, std::vector<float>* rows) {
   PullBuffer buf = std::move(pf.rows);
   pf.rows = std::make_unique<std::vector<float>>();
-  Status st = AwaitPull(pf.ticket, std::move(buf), rows);
-  if (st.code() == StatusCode::kDeadlineExceeded && pf.versions)
-    abandoned_versions_.push_back(std::move(pf.versions));  // still the ticket's
-  return st;
+  return AwaitPull(pf.ticket, std::move(buf), rows, &pf.versions);
 }
 
 Status SparseSync::AwaitPrefetched(Slot& s) {
@@ -493,15 +497,13 @@ Status SparseSync::PullCheckedIntoCache(Slot& s, const std::vector<int64_t>& ids
                                         std::vector<float>* rows) {
   std::vector<uint32_t> held;
   s.cache->Held(ids, &held);
-  auto versions = std::make_unique<std::vector<uint32_t>>();
+  VersionBuffer versions = std::make_unique<std::vector<uint32_t>>();
   auto buf = std::make_unique<std::vector<float>>();
   PX_ASSIGN_OR_RETURN(
       ps::Ticket t,
       ps_->PullChecked(s.var.id, ids, ps::RowVersionCheck{held, options_.cache_staleness, versions.get()},
                        step, buf.get()));
-  Status st = AwaitPull(t, std::move(buf), rows);
-  if (st.code() == StatusCode::kDeadlineExceeded) abandoned_versions_.push_back(std::move(versions));
-  PX_RETURN_IF_ERROR(st);
+  PX_RETURN_IF_ERROR(AwaitPull(t, std::move(buf), rows, &versions));
   NoteResets(s);
   s.cache->Insert(ids, *rows, step, *versions);
   // The rows found fresh come from the cache; one dropped since the pull

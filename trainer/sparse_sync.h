@@ -206,6 +206,9 @@ class SparseSync {
   // pull whose wait timed out keeps its buffer alive until the client is
   // gone.
   using PullBuffer = std::unique_ptr<std::vector<float>>;
+  // A checked pull's versions (ps::RowVersionCheck), written by the PS
+  // client until its ticket completes.
+  using VersionBuffer = std::unique_ptr<std::vector<uint32_t>>;
   // A pull started by Prefetch(). The step it is for looks rows up in it
   // once it arrived, as often as it likes (a model may call a table several
   // times).
@@ -216,12 +219,7 @@ class SparseSync {
     ps::Ticket ticket = 0;
     bool arrived = false;                          // rows holds ids.size() × dim values
     std::unordered_map<int64_t, uint32_t> row_of;  // id → its first position in ids, once arrived
-    // A cache with version checks: the versions held of ids (sent), and
-    // those the shard answered (written by the PS client until the ticket
-    // completes, hence its own allocation).
-    std::vector<uint32_t> held;
-    std::unique_ptr<std::vector<uint32_t>> versions;
-    ps::RowVersionCheck check;
+    VersionBuffer versions;  // a cache with version checks: what the shard answered
   };
   // A PS table's hot rows on this rank.
   struct Hot {
@@ -253,7 +251,10 @@ class SparseSync {
   const Slot& At(uint32_t id) const { return slots_[index_.at(id)]; }
   ps::Deadline Deadline() const { return std::chrono::steady_clock::now() + options_.step_timeout; }
   // Waits for a pull into `buf`; on success moves the rows to *out.
-  Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out);
+  // Waits for a pull's rows (into *out). A timed-out wait leaves `buf`, and
+  // `*versions` of a checked pull, to the ticket.
+  Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out,
+                   VersionBuffer* versions = nullptr);
   // Waits for a prefetch's rows (into *rows); a timed-out wait leaves its
   // buffers to the ticket.
   Status AwaitPrefetch(Prefetched& pf, std::vector<float>* rows);
@@ -317,8 +318,8 @@ class SparseSync {
   std::vector<Slot> slots_;
   std::map<uint32_t, size_t> index_;  // variable id -> slot
   std::vector<std::pair<ps::Ticket, const Slot*>> pushes_;  // this step's, and ssp's clock (null)
-  std::vector<PullBuffer> abandoned_;                       // pulls whose wait timed out
-  std::vector<std::unique_ptr<std::vector<uint32_t>>> abandoned_versions_;  // and their versions
+  // Pulls whose wait timed out: their buffers, still the tickets'.
+  std::vector<std::pair<PullBuffer, VersionBuffer>> abandoned_;
   std::optional<ps::ConsistencyMode> pushed_mode_;          // of the last step pushed
   // Distinct rows of this rank's steps' gradients, of tables with hot rows,
   // that were hot and that were not (metric values hot_row_hits, _misses).

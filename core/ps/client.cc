@@ -59,10 +59,11 @@ struct Request {
   // (PullState, WriteState: ROW_STATE, float32, never in shared memory).
   uint32_t width = 0;
   bool row_state = false;
-  // PullChecked: the bound sent and where the versions go (per position).
-  bool checked = false;
+  // PullChecked: the bound sent and where the versions go (per position);
+  // null versions: not a checked pull.
   int64_t check_bound = 0;
   std::vector<uint32_t>* versions = nullptr;
+  bool checked() const { return versions != nullptr; }
   std::vector<float>* out = nullptr;
   std::vector<std::string>* texts = nullptr;
   std::vector<uint32_t> first_pos;  // per distinct id: its first position
@@ -441,7 +442,7 @@ class ZmqPsClient final : public PsClient {
       zmq::message_t id_msg(count * sizeof(int64_t));
       auto* idp = static_cast<char*>(id_msg.data());
       for (size_t j = 0; j < count; ++j) std::memcpy(idp + j * 8, &d.unique[part.uniq[j]], 8);
-      if (r.checked) {  // the versions held, in wire order; never in shared memory
+      if (r.checked()) {  // the versions held, in wire order; never in shared memory
         zmq::message_t held_msg(count * sizeof(uint32_t));
         auto* hp = static_cast<char*>(held_msg.data());
         for (size_t j = 0; j < count; ++j)
@@ -506,7 +507,6 @@ class ZmqPsClient final : public PsClient {
     r.width = dim;
     r.row_state = row_state;
     if (check != nullptr) {
-      r.checked = true;
       r.check_bound = check->bound;
       r.versions = check->versions;
     }
@@ -564,7 +564,7 @@ class ZmqPsClient final : public PsClient {
                 : options_.plan.value_encoding == ValueEncoding::kFp16 ? ps_wire::kFlagFp16
                                                                        : 0;
       if (r.parts[k].shm()) h.flags |= ps_wire::kFlagShm;
-      if (r.checked) h.flags |= ps_wire::kFlagRowVersions;
+      if (r.checked()) h.flags |= ps_wire::kFlagRowVersions;
       h.variable = p.var_id;
       h.partition = r.parts[k].partition;
       h.worker = options_.worker;
@@ -572,7 +572,7 @@ class ZmqPsClient final : public PsClient {
       h.dim = r.width;
       h.request_id = ticket;
       h.clock = clock;
-      h.version_seen = r.checked ? r.check_bound : versions[k];
+      h.version_seen = r.checked() ? r.check_bound : versions[k];
       h.attempt = options_.attempt;
       p.frames[k][0] = HeaderMessage(h);
     }
@@ -965,15 +965,15 @@ class ZmqPsClient final : public PsClient {
     if (h.count != part.uniq.size() || (h.count > 0 && h.dim != dim))
       return Internal(who + " returned " + std::to_string(h.count) + " rows, expected " +
                       std::to_string(part.uniq.size()));
-    if (r->checked != static_cast<bool>(h.flags & ps_wire::kFlagRowVersions))
-      return Internal(who + " answered " + (r->checked ? "without" : "with") +
+    if (r->checked() != static_cast<bool>(h.flags & ps_wire::kFlagRowVersions))
+      return Internal(who + " answered " + (r->checked() ? "without" : "with") +
                       " row versions, which was not asked");
     if (m.shm() != part.shm_reply.has_value())
       return Internal(who + " answered " + (m.shm() ? "in" : "outside") +
                       " shared memory, which was not asked");
     const size_t row_bytes = size_t{dim} * ValueBytes(h.flags);
     float* out = r->out->data();
-    if (!r->checked) {
+    if (!r->checked()) {
       const char* rows = m.shm() ? shm_[shard]->region->data() + *part.shm_reply : m.values;
       for (size_t j = 0; j < part.uniq.size(); ++j) {
         DecodeValues(rows + j * row_bytes, dim, m.fp16(),

@@ -4,13 +4,13 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <random>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "core/optim/optimizer.h"
 #include "core/ps/initializer.h"
+#include "core/ps/row_versions.h"
 
 namespace parallax::ps {
 namespace {
@@ -311,10 +311,8 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id, Spare spare) {
     // A new row starts at a version of its own: a copy of a row this id had
     // before an eviction (or of the initializer's values) is then unlikely
     // to be within a cache's bound of it.
-    const size_t i = static_cast<size_t>(slot);
-    if (i >= versions_.size()) versions_.resize(std::max(i + 1, 2 * versions_.size()), version_base_);
     version_draws_ = version_draws_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    versions_[i] = static_cast<uint32_t>(version_draws_ >> 32) % 0xFFFFFFFFu;
+    VersionOf(slot) = static_cast<uint32_t>(version_draws_ >> 32) % ps_wire::kRowFresh;
   }
   return slot;
 }
@@ -396,19 +394,22 @@ void DynamicTable::Apply(int64_t slot, const float* g, float lr_scale) {
                      state_slots_ > 0 ? w + d : nullptr, state_slots_ > 1 ? w + 2 * d : nullptr,
                      adam_steps_.empty() ? nullptr : &adam_steps_[static_cast<size_t>(slot)]);
   if (versions_on_) {
-    const size_t i = static_cast<size_t>(slot);
-    if (i >= versions_.size()) versions_.resize(std::max(i + 1, 2 * versions_.size()), version_base_);
-    uint32_t& v = versions_[i];
-    v = v + 1 == 0xFFFFFFFFu ? 0 : v + 1;
+    uint32_t& v = VersionOf(slot);
+    v = NextRowVersion(v);
   }
 }
 
 void DynamicTable::EnableVersions() {
   if (versions_on_) return;
   versions_on_ = true;
-  std::random_device rd;
-  version_base_ = rd() % 0xFFFFFFFFu;
-  version_draws_ = (uint64_t{rd()} << 32) | rd();
+  version_base_ = RandomRowVersion();
+  version_draws_ = (uint64_t{RandomRowVersion()} << 32) | RandomRowVersion();
+}
+
+uint32_t& DynamicTable::VersionOf(int64_t slot) {
+  const size_t i = static_cast<size_t>(slot);
+  if (i >= versions_.size()) versions_.resize(std::max(i + 1, 2 * versions_.size()), version_base_);
+  return versions_[i];
 }
 
 std::vector<uint64_t> DynamicTable::Ids() const {

@@ -189,7 +189,6 @@ class DynamicTable {
   // to be within a cache's bound of it. (An eviction also changes the
   // shard's `resets`, which drops the workers' copies.)
   void EnableVersions();
-  bool versions_enabled() const { return versions_on_; }
   // The version of the row in `slot` (kNotARow: the base).
   uint32_t version(int64_t slot) const {
     const size_t i = static_cast<size_t>(slot);
@@ -275,6 +274,8 @@ class DynamicTable {
   // A slot for a new row: a freed one, or a new one at the end.
   int64_t TakeSlot();
   void Evict(int64_t slot);
+  // The row in `slot`'s version, the vector grown (at the base) to hold it.
+  uint32_t& VersionOf(int64_t slot);
   bool versions_on_ = false;
   uint32_t version_base_ = 0;
   uint64_t version_draws_ = 0;      // a new row's start: a linear congruential step

@@ -390,9 +390,13 @@ std::unique_ptr<CachedPs> StartCachedPs() {
   return out;
 }
 
-// A SparseSync of cache options `o` over `c`'s shard, its table added.
-std::unique_ptr<SparseSync> CachedSync(CachedPs* c, const SparseSync::Options& o, Timeline* timeline,
-                                       StepMetrics* metrics) {
+// A SparseSync over `c`'s shard, its table added, whose cache checks row
+// versions (cache_rule = "version") with bound `staleness`.
+std::unique_ptr<SparseSync> VersionCheckedSync(CachedPs* c, int64_t staleness, Timeline* timeline,
+                                               StepMetrics* metrics) {
+  SparseSync::Options o;
+  o.cache_staleness = staleness;
+  o.cache_check_versions = true;
   auto sparse = std::make_unique<SparseSync>(o, &c->plan, nullptr, nullptr, std::move(c->ps.conn),
                                              timeline, metrics);
   sparse->AddPs(c->plan.variables[0]);
@@ -465,11 +469,9 @@ TEST_F(SparseSyncTest, RowCacheReadsNoRowOlderThanItsStaleness) {
 TEST_F(SparseSyncTest, RowCacheWithVersionChecksReadsNoRowMissingMoreThanItsStalenessUpdates) {
   auto c = StartCachedPs();
   ASSERT_NE(c, nullptr);
-  SparseSync::Options o;
-  o.cache_staleness = 2;
-  o.cache_check_versions = true;
+  constexpr int64_t kStaleness = 2;
   StepMetrics metrics;
-  std::unique_ptr<SparseSync> owned = CachedSync(c.get(), o, &timeline_, &metrics);
+  std::unique_ptr<SparseSync> owned = VersionCheckedSync(c.get(), kStaleness, &timeline_, &metrics);
   SparseSync& sparse = *owned;
   const std::vector<float> row7 = c->Row(7), row9 = c->Row(9);
   const int updates[12] = {1, 0, 0, 2, 0, 1, 0, 0, 0, 3, 0, 0};  // of row 7, before each step
@@ -485,7 +487,7 @@ TEST_F(SparseSyncTest, RowCacheWithVersionChecksReadsNoRowMissingMoreThanItsStal
     std::vector<float> rows;
     ASSERT_TRUE(sparse.Lookup(0, ids, step, &rows).ok()) << step;
     seen.push_back(std::lround(rows[0] - row7[0]));
-    EXPECT_GE(seen.back(), applied - o.cache_staleness) << "step " << step;
+    EXPECT_GE(seen.back(), applied - kStaleness) << "step " << step;
     EXPECT_LE(seen.back(), applied);
     EXPECT_EQ(rows[2], row9[0]) << "step " << step;
     ASSERT_TRUE(sparse.StartPushes(step).ok());
@@ -549,11 +551,8 @@ TEST_F(SparseSyncTest, RowCacheDropsRowsItsShardReset) {
 TEST_F(SparseSyncTest, RowCacheWithVersionChecksDropsRowsItsShardReset) {
   auto c = StartCachedPs();
   ASSERT_NE(c, nullptr);
-  SparseSync::Options o;
-  o.cache_staleness = 1;
-  o.cache_check_versions = true;
   StepMetrics metrics;
-  std::unique_ptr<SparseSync> owned = CachedSync(c.get(), o, &timeline_, &metrics);
+  std::unique_ptr<SparseSync> owned = VersionCheckedSync(c.get(), /*staleness=*/1, &timeline_, &metrics);
   SparseSync& sparse = *owned;
   std::vector<float> rows;
   ASSERT_TRUE(sparse.Lookup(0, std::vector<int64_t>{7}, 0, &rows).ok());
