@@ -30,7 +30,9 @@ standard error (`sem`).
 
 - parallax-<arch> (hybrid = the planner's choice, ps, allgather, allreduce; hybrid-noagg = the
   planner's choice with `[ps] local_aggregation = false`, hybrid-unbatched with `batch = false`,
-  hybrid-hot with `hot_rows = 1024`, hybrid-hotauto with `hot_rows = "auto"`): the job is submitted
+  hybrid-hot with `hot_rows = 1024`, hybrid-hotauto with `hot_rows = "auto"`; hybrid-async with
+  `consistency = "async"`, and hybrid-async-cacheS / -cacheSv, S = 1, 4, 16, the same with the row
+  cache, `[ps] cache_staleness = S` and for -cacheSv `cache_rule = "version"`): the job is submitted
   to the cluster's coordinator; PS shards: one per host (`shards = "auto"`). Its figures come from
   the ranks' metric points (tokens/s from the slower rank's step times, loss, compute time,
   dense and sparse wait per step, from `parallax status JOB --json --points` once it ended;
@@ -119,6 +121,16 @@ PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"],
            "parallax-hybrid-unbatched": ["batch = false"],
            "parallax-hybrid-hot": ["hot_rows = 1024"],
            "parallax-hybrid-hotauto": ['hot_rows = "auto"']}
+# Asynchronous variants (consistency = "async"): the planner's choice, and with the row cache
+# (-cacheS: `[ps] cache_staleness = S`; -cacheSv: with `cache_rule = "version"` too).
+ASYNC = {"parallax-hybrid-async"}
+for _s in (1, 4, 16):
+    for _rule, _keys in (("", []), ("v", ['cache_rule = "version"'])):
+        _name = f"parallax-hybrid-async-cache{_s}{_rule}"
+        PARALLAX[_name] = "hybrid"
+        PS_KEYS[_name] = [f"cache_staleness = {_s}"] + _keys
+        ASYNC.add(_name)
+PARALLAX["parallax-hybrid-async"] = "hybrid"
 TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
          "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
 # The PyTorch front-end (`parallax.torch`): the torch side's W3 model trained through Parallax
@@ -128,7 +140,8 @@ FRONTEND = {"parallax-torch-hybrid": "hybrid"}
 # Runs at the first rate only: it sends nothing.
 RATE_INDEPENDENT = {"torch-ddp-nosync"}
 
-FULL_VARIANTS = list(PARALLAX) + list(FRONTEND) + ["torch-ddp-sparse", "torch-ddp-nosync"]
+FULL_VARIANTS = ([v for v in PARALLAX if v not in ASYNC] + list(FRONTEND)
+                 + ["torch-ddp-sparse", "torch-ddp-nosync"])
 SHORT_VARIANTS = ["parallax-hybrid", "torch-ddp-sparse"]
 FULL_SHAPES = "2:2,4:4,8:8,8:2"
 SHORT_SHAPES = "8:8"
@@ -141,7 +154,9 @@ METRICS = ("tokens_per_s", "step_ms", "loss_last20", "eval_loss", "compute_ms", 
            "link_vs_plan_link", "link_vs_plan_paths", "link_util_max", "link_util_mean",
            "cpu_ms_per_step", "cpu_ms_per_step_trainer", "cpu_ms_per_step_ps",
            "cpu_ms_per_step_agent", "cpu_ms_per_step_coordinator", "cpu_ms_per_step_peer",
-           "machine_idle_frac", "ps_host_link_bytes_per_step", "ps_host_link_util_max")
+           "machine_idle_frac", "ps_host_link_bytes_per_step", "ps_host_link_util_max",
+           "pull_bytes_per_worker_per_step", "ps_requests_per_worker_per_step",
+           "row_cache_hit_rate")
 
 
 def load1():
@@ -164,11 +179,13 @@ def round_seed(args, rnd):
     return args.seed_per_round + rnd if args.seed_per_round else 1
 
 
-def job_text(args, workers, arch, rate, ps_keys=(), seed=1):
-    """examples/w3.toml for this run: only workers, arch, steps, batch, the seed and bookkeeping
-    change; [plan] link_bytes_per_s is the shaped rate (no [plan] at all with
+def job_text(args, workers, arch, rate, ps_keys=(), seed=1, consistency="sync"):
+    """examples/w3.toml for this run: only workers, arch, consistency, steps, batch, the seed and
+    bookkeeping change; [plan] link_bytes_per_s is the shaped rate (no [plan] at all with
     --measured-figures); `ps_keys`, when given, make a [ps] table."""
     more = [(r'(?m)^\[model\]$', f"[model]\nseed = {seed}")] if seed != 1 else []
+    if consistency != "sync":
+        more.append((r'(?m)^consistency = "sync"', f'consistency = "{consistency}"'))
     text = w3_text(workers, arch, args.warmup + args.steps, args.batch, args.data, more,
                    eval_tokens=args.eval_tokens or 1, metrics_every=args.metrics_every)
     ps = "\n[ps]\n" + "\n".join(ps_keys) + "\n" if ps_keys else ""
@@ -322,7 +339,8 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
     ps_keys = list(PS_KEYS.get(impl, ())) + (['hosts = "ps"'] if ps_hosts else [])
     seed = round_seed(args, rnd)
     text = (frontend_job_text(args, workers, arch, rate, workdir, ps_keys, seed) if frontend
-            else job_text(args, workers, arch, rate, ps_keys, seed))
+            else job_text(args, workers, arch, rate, ps_keys, seed,
+                          "async" if impl in ASYNC else "sync"))
     with open(job, "w", encoding="utf-8") as f:
         f.write(text)
     # The plan the job's rank 0 makes, from the same figures (a plan from the defaults could
@@ -365,7 +383,11 @@ def run_parallax(args, cluster, workers, hosts, impl, arch, rate, workdir, rnd, 
                **straggler_figures(status, args.warmup, total),
                worker_bytes_per_step=m["bytes_sent_per_worker_per_step"]
                + sum(m[f"{p}_recv_bytes_per_worker_per_step"]
-                     for p in ("allreduce", "allgather", "ps_push", "ps_pull")))
+                     for p in ("allreduce", "allgather", "ps_push", "ps_pull")),
+               pull_bytes_per_worker_per_step=m["ps_pull_sent_bytes_per_worker_per_step"]
+               + m["ps_pull_recv_bytes_per_worker_per_step"],
+               ps_requests_per_worker_per_step=m["ps_requests_per_worker_per_step"],
+               row_cache_hit_rate=m["row_cache_hit_rate"])
     out.update(link_figures(b0, b1, s1 - s0, t1 - t0, cluster.rate_bits_per_s, hosts))
     out.update(cpu_figures(cpu0, cpu1, s1 - s0))
     out.update({k: v for k, v in pred.items() if k not in ("predicted_paths", "figures")})

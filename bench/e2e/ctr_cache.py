@@ -53,7 +53,19 @@ def cache_variant(variant):
     return int(spec), rule, accumulate
 
 
-def job_text(args, data, variant, seed):
+def check_variant(bench, variant):
+    """Exits naming `bench` unless `variant` is one job_text knows."""
+    base = variant.removesuffix("-unbatched")
+    if base not in ("sync", "async", "hotauto") and not (
+            (base.startswith("cache") and cache_variant(base) is not None) or
+            (base.startswith("hot") and base[3:].isdigit() and int(base[3:]) > 0)):
+        sys.exit(f"{bench}: unknown variant {variant!r}: sync, async, cacheS, cacheSv or "
+                 "cacheSacc, cacheSvacc (S ≥ 1), hotN (N ≥ 1) or hotauto, each with "
+                 "-unbatched or not")
+
+
+def job_text(args, data, variant, seed, ps_keys=()):
+    """The job file of `variant`; `ps_keys` are more lines of its [ps] table."""
     unbatched = variant.endswith("-unbatched")
     variant = variant.removesuffix("-unbatched")
     hot = variant.startswith("hot")
@@ -62,7 +74,7 @@ def job_text(args, data, variant, seed):
     # arch "ps" the MLPs' push-pull would be most of the pull bytes, and no cache's business).
     lines = ["[job]", f'name = "ctr-cache-{variant}"', f"workers = {args.workers}",
              'arch = "hybrid"', f'consistency = "{consistency}"', "", "[ps]",
-             f"shards = {args.shards}"]
+             f"shards = {args.shards}", *ps_keys]
     if variant.startswith("cache"):
         staleness, rule, accumulate = cache_variant(variant)
         lines.append(f"cache_staleness = {staleness}")
@@ -88,6 +100,14 @@ def job_text(args, data, variant, seed):
               f"lr = {args.lr}", ""]
     for t in range(len(ctr_quality.TABLE_SIZES)):
         lines += ["[[variable]]", f'name = "ctr/table{t}"', 'path = "ps"', ""]
+    # The MLPs' layers (bottom = [64], top = [64]: two each, trainer/models/ctr_model.cc), pinned
+    # so that sync and async run the same plan: left to the planner, a sync job on hosts of
+    # their own put them on the PS.
+    for mlp in ("bottom", "top"):
+        for layer in range(2):
+            for part in ("weights", "bias"):
+                lines += ["[[variable]]", f'name = "ctr/{mlp}/layer{layer}/{part}"',
+                          'path = "allreduce"', ""]
     return "\n".join(lines)
 
 
@@ -99,9 +119,17 @@ def run(args, workdir, data, variant, seed):
     text = job_text(args, os.path.join(data, "train.tsv"), variant, seed)
     status, seconds, (auc, log_loss) = ctr_quality.train(
         "ctr_cache", args.bin, workdir, f"{variant}-{seed}", text, args.timeout, points=True)
-    points = job_status.points_between(status, args.skip, args.steps + 1)
+    return {**figures(status, args.skip, args.steps, f"{variant} seed {seed}"),
+            "log_loss": log_loss, "auc": auc, "seconds": seconds}
+
+
+def figures(status, skip, steps, name):
+    """What the ranks' metric points of steps skip..steps say, averaged over the points and the
+    ranks: bytes per step by path (transport counters), PS messages per step, the cache's hit
+    rate, the hot rows' share and samples/s. `status` is read with points=True."""
+    points = job_status.points_between(status, skip, steps + 1)
     if not points:
-        sys.exit(f"ctr_cache: {variant} seed {seed}: no metric points after step {args.skip}")
+        sys.exit(f"ctr_cache: {name}: no metric points after step {skip}")
     looked = sum(mean_over(points, n) for n in
                  ("row_cache_hits", "row_cache_misses", "row_cache_stale_refreshes"))
     hot_looked = sum(mean_over(points, n) for n in ("hot_row_hits", "hot_row_misses"))
@@ -113,9 +141,7 @@ def run(args, workdir, data, variant, seed):
         "ps_requests": mean_over(points, "ps_requests"),
         "cache_hit_rate": mean_over(points, "row_cache_hits") / looked if looked else 0.0,
         "hot_share": mean_over(points, "hot_row_hits") / hot_looked if hot_looked else 0.0,
-        "log_loss": log_loss, "auc": auc,
-        "samples_per_s": statistics.fmean(p["throughput"] for p in points),
-        "seconds": seconds}
+        "samples_per_s": statistics.fmean(p["throughput"] for p in points)}
 
 
 def main():
@@ -148,13 +174,7 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
     variants = args.variants.split(",")
     for v in variants:
-        base = v.removesuffix("-unbatched")
-        if base not in ("sync", "async", "hotauto") and not (
-                (base.startswith("cache") and cache_variant(base) is not None) or
-                (base.startswith("hot") and base[3:].isdigit() and int(base[3:]) > 0)):
-            sys.exit(f"ctr_cache: unknown variant {v!r}: sync, async, cacheS, cacheSv or "
-                     "cacheSacc, cacheSvacc (S ≥ 1), hotN (N ≥ 1) or hotauto, each with "
-                     "-unbatched or not")
+        check_variant("ctr_cache", v)
     # The generator's defaults of bench/e2e/ctr_quality.py, without drift.
     gen_args = argparse.Namespace(bin=args.bin, train=args.train, heldout=args.heldout,
                                   drift_shift=0.0, drift_new=0.0, zipf=1.2)

@@ -150,12 +150,21 @@ def train(bench, bin_dir, workdir, name, text, timeout, points=False):
     if task_logs:
         with open(task_logs[-1], encoding="utf-8", errors="replace") as f:
             logs = f.read()
-    found = EVAL_LINE.findall(logs)
-    if not found or not found[-1][3]:
+    evaluation = last_eval(logs)
+    if evaluation is None:
         sys.exit(f"{bench}: {name}: no `eval step S auc A ... log_loss L` line in trainer/0's "
                  f"log:\n{logs[-3000:]}")
+    return status, seconds, evaluation
+
+
+def last_eval(log):
+    """(auc, log_loss) of the last `eval step S auc A ... log_loss L` line of a trainer's log;
+    None when it has none (or none with a log loss)."""
+    found = EVAL_LINE.findall(log)
+    if not found or not found[-1][3]:
+        return None
     _, auc, _, log_loss = found[-1]
-    return status, seconds, (float(auc), float(log_loss))
+    return float(auc), float(log_loss)
 
 
 def run(args, workdir, data, impl, seed):

@@ -7,8 +7,8 @@ Run through bench/e2e/run.sh (it checks the data, the binaries and torch first):
 
 Each round runs every variant once, in order, so the variants alternate; --runs rounds. A
 Parallax variant is examples/w3.toml with [job] arch changed (and, for the ones on the PS,
-[ps] shards = 1 and local_aggregation; -unbatched, -hot and -hotauto add the [ps] keys of
-PS_KEYS), written into a temporary directory with
+[ps] shards = 1 and local_aggregation; -unbatched, -hot, -hotauto and the async variant's
+row caches -cacheS and -cacheSv, S = 1, 4, 16, add the [ps] keys of PS_KEYS), written into a temporary directory with
 `[trainer] metrics_every = 1`, and run with `parallax run`. Its figures come from the job's
 own metric points (`parallax status 1 --json --points`, from a parallax-coordinator started on
 the run's state directory once it ended: bench/e2e/job_status.py): per step, the rank's
@@ -106,6 +106,12 @@ for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
 PS_KEYS = {"parallax-hybrid-ps-unbatched": ("batch = false",),
            "parallax-hybrid-ps-ar-hot": ("hot_rows = 1024",),
            "parallax-hybrid-ps-ar-hotauto": ('hot_rows = "auto"',)}
+# The row cache on the async variant: "-cacheS" keeps pulled rows S steps (`[ps]
+# cache_staleness`), "-cacheSv" checks a held row's version past them (`cache_rule = "version"`).
+for _s in (1, 4, 16):
+    PS_KEYS[f"parallax-hybrid-ps-async-cache{_s}"] = (f"cache_staleness = {_s}",)
+    PS_KEYS[f"parallax-hybrid-ps-async-cache{_s}v"] = (f"cache_staleness = {_s}",
+                                                       'cache_rule = "version"')
 for _name, _keys in PS_KEYS.items():
     PARALLAX[_name] = PARALLAX[_name.rsplit("-", 1)[0]]
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
@@ -367,6 +373,10 @@ def job_metrics(status, steps, warmup, batch):
                                                 for p in PATHS)
     for key in ("compute_ms", "dense_wait_ms", "sparse_wait_ms"):
         out[key] = mean(key)
+    out["ps_requests_per_worker_per_step"] = mean("ps_requests")
+    # The row cache's share of the rows a step looked up (0 without a cache).
+    looked = sum(mean(f"row_cache_{k}") for k in ("hits", "misses", "stale_refreshes"))
+    out["row_cache_hit_rate"] = mean("row_cache_hits") / looked if looked else 0.0
     return out
 
 
