@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The built-in `ctr` model on the emulated cluster: bench/e2e/ctr_cache.py's variants (sync,
-async, the row cache's cacheS / cacheSv, hot rows, each -unbatched or not) with every worker and
-every PS shard on its own network-namespace host, so that the PS and all-reduce bytes cross
-shaped links and are counted at each host's veth.
+async, the row cache's cacheS / cacheSv, hot rows; each -unbatched, -fp16 or neither) with every
+worker and every PS shard on its own network-namespace host, so that the PS and all-reduce bytes
+cross shaped links and are counted at each host's veth.
 
     bench/cluster/ctr.py --bin build/bin [--hosts 2] [--ps-hosts 2] [--rates 100mbit,1gbit]
         [--variants sync,async,cache4,cache4v] [--seeds 1,2,3] [--steps 1000] [--per-run]

@@ -9,7 +9,8 @@ A variant is `sync`, `async`, `cacheS` (async with cache_staleness = S), `cacheS
 with `cache_rule = "version"`), `cacheSacc` / `cacheSvacc` (either with cache_accumulate), `hotN` (sync with `[ps] hot_rows = N`: each table's N most frequent
 sampled rows on every worker, all-reduced with the MLPs) or `hotauto` (`hot_rows = "auto"`, as
 many as the planner's cost model chooses), and with the suffix
-`-unbatched` the same with `[ps] batch = false` (one message per table and partition). For each seed,
+`-unbatched` the same with `[ps] batch = false` (one message per table and partition), with `-fp16`
+with `[ps] value_encoding = "fp16"` (rows and gradients as halves on the wire). For each seed,
 `parallax-data synthetic-ctr` writes the data (bench/e2e/ctr_quality.py's generator settings),
 then `parallax run` trains each variant for the same steps (every table on the PS, the MLPs
 all-reduced).
@@ -53,21 +54,36 @@ def cache_variant(variant):
     return int(spec), rule, accumulate
 
 
+SUFFIXES = {"-unbatched": "batch = false", "-fp16": 'value_encoding = "fp16"'}
+
+
+def split_variant(variant):
+    """(the variant without its suffixes, the [ps] lines of its suffixes)."""
+    keys = []
+    while True:
+        for suffix, key in SUFFIXES.items():
+            if variant.endswith(suffix):
+                variant = variant.removesuffix(suffix)
+                keys.append(key)
+                break
+        else:
+            return variant, keys
+
+
 def check_variant(bench, variant):
     """Exits naming `bench` unless `variant` is one job_text knows."""
-    base = variant.removesuffix("-unbatched")
+    base, _ = split_variant(variant)
     if base not in ("sync", "async", "hotauto") and not (
             (base.startswith("cache") and cache_variant(base) is not None) or
             (base.startswith("hot") and base[3:].isdigit() and int(base[3:]) > 0)):
         sys.exit(f"{bench}: unknown variant {variant!r}: sync, async, cacheS, cacheSv or "
                  "cacheSacc, cacheSvacc (S ≥ 1), hotN (N ≥ 1) or hotauto, each with "
-                 "-unbatched or not")
+                 "-unbatched, -fp16, both or neither")
 
 
 def job_text(args, data, variant, seed, ps_keys=()):
     """The job file of `variant`; `ps_keys` are more lines of its [ps] table."""
-    unbatched = variant.endswith("-unbatched")
-    variant = variant.removesuffix("-unbatched")
+    variant, suffix_keys = split_variant(variant)
     hot = variant.startswith("hot")
     consistency = "sync" if variant == "sync" or hot else "async"
     # The MLPs all-reduced, every table on the PS: the PS bytes are the tables' alone (with
@@ -87,8 +103,7 @@ def job_text(args, data, variant, seed, ps_keys=()):
     if hot:
         count = variant[len("hot"):]
         lines.append(f'hot_rows = "{count}"' if count == "auto" else f"hot_rows = {int(count)}")
-    if unbatched:
-        lines.append("batch = false")
+    lines += suffix_keys
     lines += ["", "[trainer]", 'model = "ctr"', f"steps = {args.steps}",
               f"batch_size = {args.batch}", f"metrics_every = {args.metrics_every}", "",
               "[model]", f'data = "{data}"',
@@ -202,7 +217,7 @@ def main():
                               "values": [r[metric] for r in rs], "seeds": seeds, **params}),
                   flush=True)
     for v in variants:
-        if not v.startswith(("cache", "hot")) or v.endswith("-unbatched"):
+        if not v.startswith(("cache", "hot")) or split_variant(v)[1]:
             continue
         pull_base = "async" if v.startswith("cache") else "sync"
         for metric, base in (("pull_bytes", pull_base), ("log_loss", "sync")):

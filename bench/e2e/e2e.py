@@ -8,10 +8,11 @@ Run through bench/e2e/run.sh (it checks the data, the binaries and torch first):
 Each round runs every variant once, in order, so the variants alternate; --runs rounds. A
 Parallax variant is examples/w3.toml with [job] arch changed (and, for the ones on the PS,
 [ps] shards = 1 and local_aggregation; -unbatched, -hot, -hotauto and the async variant's
-row caches -cacheS and -cacheSv, S = 1, 4, 16, add the [ps] keys of PS_KEYS), written into a temporary directory with
-`[trainer] metrics_every = 1`, and run with `parallax run`. Its figures come from the job's
-own metric points (`parallax status 1 --json --points`, from a parallax-coordinator started on
-the run's state directory once it ended: bench/e2e/job_status.py): per step, the rank's
+row caches -cacheS and -cacheSv, S = 1, 4, 16, add the [ps] keys of PS_KEYS), written into a
+temporary directory with `[trainer] metrics_every = 1`, and run with `parallax run`. Its figures
+come from the job's own metric points (`parallax status 1 --json --points`, from a
+parallax-coordinator started on the run's state directory once it ended:
+bench/e2e/job_status.py): per step, the rank's
 samples/s and loss, and bytes sent and received per path counted by the trainer
 (allreduce/allgather: the bytes on the collectives' sockets, none for an all-reduce through
 shared memory; ps_push/ps_pull: bytes at the ZeroMQ transport). PyTorch variants run
