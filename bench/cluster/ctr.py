@@ -84,28 +84,11 @@ def run(args, cluster, data, variant, seed, rate, workdir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bin", default="build/bin")
+    ctr_cache.add_options(p, "sync,async,cache4,cache4v", 1200)
     p.add_argument("--hosts", type=int, default=2, help="worker hosts, one rank each")
     p.add_argument("--ps-hosts", type=int, default=2,
                    help="PS hosts, one shard each (0: the shards on the worker hosts)")
     p.add_argument("--rates", default="100mbit,1gbit", help="each link's rate, per cluster")
-    p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--variants", default="sync,async,cache4,cache4v")
-    p.add_argument("--train", type=int, default=500000)
-    p.add_argument("--heldout", type=int, default=50000)
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--skip", type=int, default=100, help="steps before the measured window")
-    p.add_argument("--metrics-every", type=int, default=50)
-    p.add_argument("--dim", type=int, default=16)
-    p.add_argument("--cache-rows", type=int, default=0,
-                   help="[ps] cache_rows of the cache variants (0: the default)")
-    p.add_argument("--ids", choices=("fixed", "hashed"), default="fixed")
-    p.add_argument("--max-rows", type=int, default=200000, help="with --ids hashed")
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.05, help="sparse Adagrad's")
-    p.add_argument("--workdir", default="")
-    p.add_argument("--timeout", type=int, default=1200, help="seconds a job may take")
-    p.add_argument("--per-run", action="store_true")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("ctr.py: network namespaces need root")

@@ -159,18 +159,17 @@ def figures(status, skip, steps, name):
         "samples_per_s": statistics.fmean(p["throughput"] for p in points)}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_options(p, variants, timeout):
+    """The options of the runs (data, job files, what is measured) on parser `p`, shared with
+    bench/cluster/ctr.py."""
     p.add_argument("--bin", default="build/bin")
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--variants", default="sync,async,cache1,cache4,cache16")
+    p.add_argument("--variants", default=variants)
     p.add_argument("--train", type=int, default=500000)
     p.add_argument("--heldout", type=int, default=50000)
     p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--skip", type=int, default=100, help="steps left out of the byte means")
+    p.add_argument("--skip", type=int, default=100, help="steps left out of the measures")
     p.add_argument("--metrics-every", type=int, default=50)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--shards", type=int, default=2)
     p.add_argument("--dim", type=int, default=16)
     p.add_argument("--cache-rows", type=int, default=0,
                    help="[ps] cache_rows of the cache variants (0: the default, 100,000)")
@@ -180,8 +179,15 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05, help="sparse Adagrad's")
     p.add_argument("--workdir", default="")
-    p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--timeout", type=int, default=timeout, help="seconds a job may take")
     p.add_argument("--per-run", action="store_true")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_options(p, "sync,async,cache1,cache4,cache16", 900)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--shards", type=int, default=2)
     args = p.parse_args()
     args.bin = os.path.abspath(args.bin)
     workdir = args.workdir or tempfile.mkdtemp(prefix="ctr-cache-")
