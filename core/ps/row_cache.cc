@@ -65,9 +65,8 @@ void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int6
     if (e.plan_mark == mark) continue;
     e.plan_mark = mark;
     Count(id, step, &e);
-    if (Serves(e, step)) {
-      Touch(it->second);
-    } else {
+    Use(it->second, step);
+    if (!Serves(e, step)) {
       to_pull->push_back(id);
       if (held != nullptr) held->push_back(check_versions_ ? e.version : ps_wire::kNotHeld);
     }
@@ -92,7 +91,7 @@ void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
     Count(ids[i], step, held);
     if (held != nullptr && Serves(*held, step)) {
       std::memcpy(out + i * dim_, Row(it->second), dim_ * sizeof(float));
-      Touch(it->second);
+      Use(it->second, step);
     } else {
       unserved->push_back(i);
     }
@@ -118,7 +117,7 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
         ++counters_.hits;
         counters_.bytes_saved += static_cast<int64_t>(row_pull_bytes_) - kVersionBytes;
       }
-      Touch(it->second);
+      Use(it->second, step);
       continue;
     }
     uint32_t slot;
@@ -128,7 +127,7 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
       // make the row look younger than what it holds.
       if (entries_[slot].pulled_at > step) continue;
     } else {
-      slot = NewSlot();
+      slot = NewSlot(step);
       Entry& e = entries_[slot];
       e.id = ids[i];
       e.partition = partition_of_(ids[i]);
@@ -139,13 +138,14 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
       e.counted_step[step & 1] = step;
       e.counted_step[(step + 1) & 1] = -1;
       e.plan_mark = 0;
+      e.used_at = -1;
       index_.emplace(ids[i], slot);
     }
     entries_[slot].pulled_at = step;
     entries_[slot].version = versions.empty() ? ps_wire::kNotHeld : versions[i];
     by_pull_[step].emplace_back(slot, ids[i]);
     std::memcpy(Row(slot), rows.data() + i * dim_, dim_ * sizeof(float));
-    Touch(slot);
+    Use(slot, step);
   }
 }
 
@@ -207,6 +207,12 @@ void RowCache::TakeDue(int64_t step, RowsToPush* push) {
     }
     by_pull_.erase(by_pull_.begin());
   }
+  // Rows past the capacity (a step that used more) leave, least recently
+  // used first, now that their step is over.
+  while (index_.size() > capacity_ && entries_[tail_].used_at <= step) {
+    ++counters_.evictions;
+    Remove(tail_);
+  }
   push->ids.insert(push->ids.end(), due_.ids.begin(), due_.ids.end());
   push->grads.insert(push->grads.end(), due_.grads.begin(), due_.grads.end());
   due_.ids.clear();
@@ -236,6 +242,12 @@ void RowCache::Clear(RowsToPush* push) {
   head_ = tail_ = kNone;
 }
 
+void RowCache::Use(uint32_t slot, int64_t step) {
+  Entry& e = entries_[slot];
+  if (e.used_at < step) e.used_at = step;
+  Touch(slot);
+}
+
 void RowCache::Touch(uint32_t slot) {
   if (head_ == slot) return;
   Unlink(slot);
@@ -263,8 +275,10 @@ void RowCache::Remove(uint32_t slot) {
   free_.push_back(slot);
 }
 
-uint32_t RowCache::NewSlot() {
-  if (index_.size() >= capacity_) {
+uint32_t RowCache::NewSlot(int64_t step) {
+  // The least recently used row makes room unless `step` uses it too (then
+  // the cache holds more than its capacity until TakeDue).
+  if (index_.size() >= capacity_ && entries_[tail_].used_at < step) {
     ++counters_.evictions;
     Remove(tail_);
   }

@@ -19,8 +19,13 @@
 //
 // A row leaves the cache at the end of the last step it may serve (it could
 // serve no later lookup), so the cache holds about `staleness` + 1 steps of
-// rows and stays small. Capacity: at most `capacity` rows; a new row evicts
-// the least recently used one.
+// rows and stays small. Capacity: `capacity` rows between steps; a new row
+// evicts the least recently used one, unless its step uses that one too (a
+// prefetch's or a lookup's rows, or a row a step's plan checks): a step's
+// rows stay through the step, past the capacity if the step needs more, and
+// the overflow leaves at the end of the step (TakeDue), least recently used
+// first. Evicting a row its own step pulled would make the lookup pull it
+// again.
 //
 // With `check_versions` (the job's `cache_rule = "version"`; HET's rule,
 // schemas/ps_wire.md, "Row versions") a row also keeps the version its
@@ -109,8 +114,9 @@ class RowCache {
   void AddGradients(std::span<const int64_t> ids, std::span<const float> grads, int64_t step,
                     RowsToPush* push);
   // End of step `step`: the rows whose last step to serve is `step` leave
-  // (with version checks they stay), and *push gets the gradients now due
-  // (theirs, and those of rows evicted or reset since the last call).
+  // (with version checks they stay), so do the least recently used rows
+  // past the capacity, and *push gets the gradients now due (theirs, and
+  // those of rows evicted or reset since the last call).
   void TakeDue(int64_t step, RowsToPush* push);
   // Every row of partition `partition` is dropped (the shard evicted or
   // re-initialised rows there); their gradients are due.
@@ -136,6 +142,7 @@ class RowCache {
     // for the next step may come before this step's lookups).
     int64_t counted_step[2] = {-1, -1};
     uint64_t plan_mark = 0;     // the Plan() call that last saw it
+    int64_t used_at = -1;       // the latest step that read, planned or pulled it
     uint32_t partition = 0;
     uint32_t prev = kNone, next = kNone;  // LRU list: head = most recent
     bool has_grad = false;
@@ -148,11 +155,14 @@ class RowCache {
   void Count(int64_t id, int64_t step, Entry* held);
   float* Row(uint32_t slot) { return rows_.data() + size_t{slot} * dim_; }
   float* Grad(uint32_t slot) { return grads_.data() + size_t{slot} * dim_; }
+  // Touch, and `step` uses the row (it is not evicted for that step's rows).
+  void Use(uint32_t slot, int64_t step);
   void Touch(uint32_t slot);
   void Unlink(uint32_t slot);
   // Removes `slot`'s row; its gradient becomes due.
   void Remove(uint32_t slot);
-  uint32_t NewSlot();
+  // A slot for a row pulled for `step`.
+  uint32_t NewSlot(int64_t step);
   void MoveGradient(uint32_t slot, RowsToPush* push);
 
   const uint32_t dim_;

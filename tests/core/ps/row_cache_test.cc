@@ -118,6 +118,57 @@ TEST(RowCacheTest, EvictionAndResetsPushTheRowsGradientsAndDropTheRows) {
   EXPECT_TRUE(all.ids.empty());
 }
 
+// A step that needs more rows than the capacity keeps them all through the
+// step: evicting a row the step just pulled would make its lookup pull it
+// again. The overflow leaves at the end of the step, least recently used
+// first.
+TEST(RowCacheTest, AStepsRowsStayThroughTheStepBeyondTheCapacity) {
+  for (bool check_versions : {false, true}) {
+    SCOPED_TRACE(check_versions ? "version checks" : "clock");
+    RowCache cache(Table(), /*staleness=*/4, /*capacity=*/2, 4, /*accumulate=*/false,
+                   check_versions);
+    const std::vector<int64_t> ids{1, 2, 3, 4};
+    std::vector<int64_t> pull;
+    std::vector<uint32_t> held;
+    cache.Plan(ids, 5, &pull, check_versions ? &held : nullptr);
+    EXPECT_EQ(pull, ids);
+    cache.Insert(pull, RowsOf(pull, 5), 5,
+                 check_versions ? std::vector<uint32_t>{10, 11, 12, 13} : std::vector<uint32_t>{});
+    std::vector<float> out(8);
+    std::vector<size_t> unserved;
+    cache.Read(ids, 5, out.data(), &unserved);
+    EXPECT_TRUE(unserved.empty());
+    EXPECT_FLOAT_EQ(out[0], 1.05f);
+    EXPECT_EQ(cache.size(), 4u);
+    EXPECT_EQ(cache.counters().evictions, 0);
+    RowsToPush push;
+    cache.TakeDue(5, &push);
+    EXPECT_EQ(cache.size(), 2u);  // rows 1 and 2, used least recently, left
+    EXPECT_EQ(cache.counters().evictions, 2);
+    unserved.clear();
+    cache.Read(ids, 6, out.data(), &unserved);
+    EXPECT_EQ(unserved, (std::vector<size_t>{0, 1}));
+    // 3 and 4 were read at step 6: a row pulled for it does not evict them.
+    pull.clear();
+    cache.Plan(std::vector<int64_t>{5}, 6, &pull, check_versions ? &held : nullptr);
+    cache.Insert(pull, RowsOf(pull, 6), 6,
+                 check_versions ? std::vector<uint32_t>{14} : std::vector<uint32_t>{});
+    EXPECT_EQ(cache.size(), 3u);
+    cache.TakeDue(6, &push);
+    EXPECT_EQ(cache.size(), 2u);  // 4 and 5
+    // At step 7 a new row evicts the least recently used one, 4, used at step 6.
+    pull.clear();
+    cache.Plan(std::vector<int64_t>{6}, 7, &pull, check_versions ? &held : nullptr);
+    cache.Insert(pull, RowsOf(pull, 7), 7,
+                 check_versions ? std::vector<uint32_t>{15} : std::vector<uint32_t>{});
+    EXPECT_EQ(cache.size(), 2u);
+    EXPECT_EQ(cache.counters().evictions, 4);
+    unserved.clear();
+    cache.Read(std::vector<int64_t>{4, 5, 6}, 7, out.data(), &unserved);
+    EXPECT_EQ(unserved, (std::vector<size_t>{0}));
+  }
+}
+
 TEST(RowCacheTest, AnOlderPullDoesNotMakeAHeldRowLookYounger) {
   RowCache cache(Table(), 1, 10, 4, false);
   cache.Insert(std::vector<int64_t>{5}, RowsOf({5}, 7), 7);
