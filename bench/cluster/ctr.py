@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The built-in `ctr` model on the emulated cluster: bench/e2e/ctr_cache.py's variants (sync,
-async, the row cache's cacheS / cacheSv, hot rows; each -unbatched, -fp16 or neither) with every
-worker and every PS shard on its own network-namespace host, so that the PS and all-reduce bytes
-cross shaped links and are counted at each host's veth.
+async, the row cache's cacheS / cacheSv, hot rows; each with any of -unbatched, -fp16 and
+-planner) with every worker and every PS shard on its own network-namespace host, so that the
+PS and all-reduce bytes cross shaped links and are counted at each host's veth.
 
     bench/cluster/ctr.py --bin build/bin [--hosts 2] [--ps-hosts 2] [--rates 100mbit,1gbit]
         [--variants sync,async,cache4,cache4v] [--seeds 1,2,3] [--steps 1000] [--per-run]
@@ -19,6 +19,9 @@ ctr_cache.py's (26 tables on the PS, the MLPs all-reduced). Per run:
 - from the ranks' metric points (ctr_cache.figures): pull and push bytes at the ranks' transport
   counters, PS messages per step, the cache's hit rate;
 - rank 0's held-out log loss and AUC (`parallax logs JOB --task trainer/0`, its last `eval`).
+
+Each job's `[plan] link_bytes_per_s` is the link's rate / 8, so that the planner's choices
+(`hotauto`, `-planner`) know the link.
 
 Prints one JSON line per run with --per-run, per variant, rate and metric the median over
 seeds, and per variant and rate the medians of the paired ratios: link bytes, pull bytes and
@@ -56,6 +59,9 @@ def run(args, cluster, data, variant, seed, rate, workdir):
     name = f"ctr-{variant}-{args.hosts}x{args.ps_hosts}-{rate}-{seed}"
     ps_keys = ['hosts = "ps"'] if args.ps_hosts else []
     text = ctr_cache.job_text(args, os.path.join(data, "train.tsv"), variant, seed, ps_keys)
+    # The planner's link figure is the shaped rate (as matrix.py's jobs): what `hotauto` and
+    # `-planner` choose by.
+    text += f"\n[plan]\nlink_bytes_per_s = {rate_bits(rate) / 8:.6g}\n"
     path = os.path.join(workdir, f"{name}.toml")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

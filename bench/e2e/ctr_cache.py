@@ -10,7 +10,8 @@ with `cache_rule = "version"`), `cacheSacc` / `cacheSvacc` (either with cache_ac
 sampled rows on every worker, all-reduced with the MLPs) or `hotauto` (`hot_rows = "auto"`, as
 many as the planner's cost model chooses), and with the suffix
 `-unbatched` the same with `[ps] batch = false` (one message per table and partition), with `-fp16`
-with `[ps] value_encoding = "fp16"` (rows and gradients as halves on the wire). For each seed,
+with `[ps] value_encoding = "fp16"` (rows and gradients as halves on the wire), with `-planner`
+with the MLPs' path left to the planner (otherwise pinned to all-reduce). For each seed,
 `parallax-data synthetic-ctr` writes the data (bench/e2e/ctr_quality.py's generator settings),
 then `parallax run` trains each variant for the same steps (every table on the PS, the MLPs
 all-reduced).
@@ -54,7 +55,11 @@ def cache_variant(variant):
     return int(spec), rule, accumulate
 
 
-SUFFIXES = {"-unbatched": "batch = false", "-fp16": 'value_encoding = "fp16"'}
+# A suffix's line in the job's [ps] table. "-planner" leaves the MLPs' path to the planner (the
+# job says so in a comment) where the others pin them to all-reduce.
+MLP_BY_PLANNER = "# the MLPs' path: the planner's"
+SUFFIXES = {"-unbatched": "batch = false", "-fp16": 'value_encoding = "fp16"',
+            "-planner": MLP_BY_PLANNER}
 
 
 def split_variant(variant):
@@ -78,7 +83,7 @@ def check_variant(bench, variant):
             (base.startswith("hot") and base[3:].isdigit() and int(base[3:]) > 0)):
         sys.exit(f"{bench}: unknown variant {variant!r}: sync, async, cacheS, cacheSv or "
                  "cacheSacc, cacheSvacc (S ≥ 1), hotN (N ≥ 1) or hotauto, each with "
-                 "-unbatched, -fp16, both or neither")
+                 "any of -unbatched, -fp16 and -planner")
 
 
 def job_text(args, data, variant, seed, ps_keys=()):
@@ -116,9 +121,9 @@ def job_text(args, data, variant, seed, ps_keys=()):
     for t in range(len(ctr_quality.TABLE_SIZES)):
         lines += ["[[variable]]", f'name = "ctr/table{t}"', 'path = "ps"', ""]
     # The MLPs' layers (bottom = [64], top = [64]: two each, trainer/models/ctr_model.cc), pinned
-    # so that sync and async run the same plan: left to the planner, a sync job on hosts of
-    # their own put them on the PS.
-    for mlp in ("bottom", "top"):
+    # so that sync and async run the same plan (left to the planner, a sync job on hosts of
+    # their own put them on the PS), unless -planner.
+    for mlp in (() if MLP_BY_PLANNER in suffix_keys else ("bottom", "top")):
         for layer in range(2):
             for part in ("weights", "bias"):
                 lines += ["[[variable]]", f'name = "ctr/{mlp}/layer{layer}/{part}"',
