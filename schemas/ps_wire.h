@@ -92,9 +92,10 @@ constexpr uint16_t kFlagRowState = 1u << 3;
 // PULL only (request and reply), never with SHM or ROW_STATE: the row
 // cache's version check (ps_wire.md, "Row versions"). The request's frame 2
 // holds, per id, the row's version the worker holds (u32, kNotHeld when
-// none) and its `version` field the bound s. The reply's frame 1 holds, per id, the row's version when its row is
-// sent, kRowFresh when the worker's copy is at most s pushes behind (no row
-// sent); its `worker` field counts the rows sent, and frame 2 holds them.
+// none) and its `version` field the bound s. The reply's frame 1 holds, per
+// id, the row's version when its row is sent, kRowFresh when the worker's
+// copy is at most s pushes behind (no row sent); its `worker` field counts
+// the rows sent, and frame 2 holds them.
 constexpr uint16_t kFlagRowVersions = 1u << 4;
 constexpr uint32_t kNotHeld = 0xFFFFFFFFu;   // request: no copy held
 constexpr uint32_t kRowFresh = 0xFFFFFFFFu;  // reply: the copy held is fresh enough

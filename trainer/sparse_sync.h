@@ -250,9 +250,9 @@ class SparseSync {
   Slot& At(uint32_t id) { return slots_[index_.at(id)]; }
   const Slot& At(uint32_t id) const { return slots_[index_.at(id)]; }
   ps::Deadline Deadline() const { return std::chrono::steady_clock::now() + options_.step_timeout; }
-  // Waits for a pull into `buf`; on success moves the rows to *out.
-  // Waits for a pull's rows (into *out). A timed-out wait leaves `buf`, and
-  // `*versions` of a checked pull, to the ticket.
+  // Waits for a pull into `buf`; on success moves the rows to *out. A
+  // timed-out wait leaves `buf`, and `*versions` of a checked pull, to the
+  // ticket.
   Status AwaitPull(ps::Ticket ticket, PullBuffer buf, std::vector<float>* out,
                    VersionBuffer* versions = nullptr);
   // Waits for a prefetch's rows (into *rows); a timed-out wait leaves its

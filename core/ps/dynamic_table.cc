@@ -311,8 +311,7 @@ StatusOr<int64_t> DynamicTable::AdmitMissing(uint64_t id, Spare spare) {
     // A new row starts at a version of its own: a copy of a row this id had
     // before an eviction (or of the initializer's values) is then unlikely
     // to be within a cache's bound of it.
-    version_draws_ = version_draws_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    VersionOf(slot) = static_cast<uint32_t>(version_draws_ >> 32) % ps_wire::kRowFresh;
+    VersionOf(slot) = static_cast<uint32_t>(SplitMix64(&version_draws_) % ps_wire::kRowFresh);
   }
   return slot;
 }
@@ -607,10 +606,7 @@ void DynamicTable::LinkTail(int64_t slot) {
   if (head_ < 0) head_ = slot;
 }
 
-uint64_t DynamicTable::NextRandom() {  // splitmix64
-  rng_ += 0x9e3779b97f4a7c15ULL;
-  return Mix64(rng_);
-}
+uint64_t DynamicTable::NextRandom() { return SplitMix64(&rng_); }
 
 std::string DynamicTable::Serialize() const {
   Writer w;

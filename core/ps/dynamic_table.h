@@ -278,7 +278,7 @@ class DynamicTable {
   uint32_t& VersionOf(int64_t slot);
   bool versions_on_ = false;
   uint32_t version_base_ = 0;
-  uint64_t version_draws_ = 0;      // a new row's start: a linear congruential step
+  uint64_t version_draws_ = 0;      // the state of new rows' starts (SplitMix64)
   std::vector<uint32_t> versions_;  // by slot; slots past its end are at the base
   int64_t NewRow(uint64_t id);
   // The sketch's count of `id` after adding one.

@@ -92,6 +92,11 @@ inline uint64_t Mix64(uint64_t x) {
 }
 // Its inverse.
 uint64_t UnMix64(uint64_t x);
+// splitmix64: the next number of the sequence whose state is *state.
+inline uint64_t SplitMix64(uint64_t* state) {
+  *state += 0x9e3779b97f4a7c15ULL;
+  return Mix64(*state);
+}
 
 // PartitionOf for many ids of one variable (the hot path of the client and
 // the shard): the range scheme's block size and its reciprocal are computed

@@ -129,21 +129,18 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
     } else {
       slot = NewSlot(step);
       Entry& e = entries_[slot];
+      e = Entry{};  // nothing of a row that had the slot before
       e.id = ids[i];
       e.partition = partition_of_(ids[i]);
-      e.has_grad = false;
-      e.checked_at = -1;
       // Pulled for `step` because it was not held: counted as that step's
       // miss already (Plan or Read).
       e.counted_step[step & 1] = step;
-      e.counted_step[(step + 1) & 1] = -1;
-      e.plan_mark = 0;
-      e.used_at = -1;
       index_.emplace(ids[i], slot);
     }
     entries_[slot].pulled_at = step;
     entries_[slot].version = versions.empty() ? ps_wire::kNotHeld : versions[i];
-    by_pull_[step].emplace_back(slot, ids[i]);
+    // TakeDue ends the row's steps (or, with version checks, moves its sum).
+    if (!check_versions_ || accumulate_) by_pull_[step].emplace_back(slot, ids[i]);
     std::memcpy(Row(slot), rows.data() + i * dim_, dim_ * sizeof(float));
     Use(slot, step);
   }

@@ -184,8 +184,9 @@ class RowCache {
   int64_t missed_step_[2] = {-1, -1};
   uint64_t plans_ = 0;  // Plan() calls so far
   uint32_t head_ = kNone, tail_ = kNone;
-  // By the step rows were pulled for: (slot, id) as inserted; a record whose
-  // slot no longer holds that id pulled at that step is spent.
+  // By the step rows were pulled for: (slot, id) as inserted (with version
+  // checks only with `accumulate`: TakeDue has nothing else to do for them);
+  // a record whose slot no longer holds that id pulled at that step is spent.
   std::map<int64_t, std::vector<std::pair<uint32_t, int64_t>>> by_pull_;
   // The ids that left at the last TakeDue (step expired_at_): a pull of one
   // at the next step is a stale refresh, not a miss.
