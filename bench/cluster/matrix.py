@@ -105,7 +105,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
 from cluster import Cluster, ClusterError, machine_idle  # noqa: E402
 import job_status  # noqa: E402  (what `parallax status JOB --json` says of a job)
-from e2e import (TORCH_TRAINER, eval_loss_from_log, job_metrics,  # noqa: E402
+from e2e import (ROW_CACHES, TORCH_TRAINER, eval_loss_from_log, job_metrics,  # noqa: E402
                  torch_job_text, w3_text, write_batches)  # as the one-host bench
 
 PARALLAX = {"parallax-hybrid": "hybrid", "parallax-ps": "ps", "parallax-allgather": "allgather",
@@ -123,14 +123,11 @@ PS_KEYS = {"parallax-hybrid-noagg": ["local_aggregation = false"],
            "parallax-hybrid-hotauto": ['hot_rows = "auto"']}
 # Asynchronous variants (consistency = "async"): the planner's choice, and with the row cache
 # (-cacheS: `[ps] cache_staleness = S`; -cacheSv: with `cache_rule = "version"` too).
-ASYNC = {"parallax-hybrid-async"}
-for _s in (1, 4, 16):
-    for _rule, _keys in (("", []), ("v", ['cache_rule = "version"'])):
-        _name = f"parallax-hybrid-async-cache{_s}{_rule}"
-        PARALLAX[_name] = "hybrid"
-        PS_KEYS[_name] = [f"cache_staleness = {_s}"] + _keys
-        ASYNC.add(_name)
-PARALLAX["parallax-hybrid-async"] = "hybrid"
+ASYNC = ["parallax-hybrid-async"] + [f"parallax-hybrid-async-{c}" for c in ROW_CACHES]
+for _name in ASYNC:
+    PARALLAX[_name] = "hybrid"
+for _cache, _keys in ROW_CACHES.items():
+    PS_KEYS[f"parallax-hybrid-async-{_cache}"] = list(_keys)
 TORCH = {"torch-ddp-sparse": dict(sparse=True), "torch-ddp-dense": dict(sparse=False),
          "torch-ddp-nosync": dict(sparse=True, no_sync=True)}
 # The PyTorch front-end (`parallax.torch`): the torch side's W3 model trained through Parallax

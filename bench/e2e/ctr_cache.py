@@ -55,24 +55,22 @@ def cache_variant(variant):
     return int(spec), rule, accumulate
 
 
-# A suffix's line in the job's [ps] table. "-planner" leaves the MLPs' path to the planner (the
-# job says so in a comment) where the others pin them to all-reduce.
-MLP_BY_PLANNER = "# the MLPs' path: the planner's"
-SUFFIXES = {"-unbatched": "batch = false", "-fp16": 'value_encoding = "fp16"',
-            "-planner": MLP_BY_PLANNER}
+# A suffix -> its line in the job's [ps] table; "-planner" has none: it leaves the MLPs' path to
+# the planner where the other variants pin them to all-reduce.
+SUFFIXES = {"-unbatched": "batch = false", "-fp16": 'value_encoding = "fp16"', "-planner": None}
 
 
 def split_variant(variant):
-    """(the variant without its suffixes, the [ps] lines of its suffixes)."""
-    keys = []
+    """(the variant without its suffixes, the set of its suffixes)."""
+    suffixes = set()
     while True:
-        for suffix, key in SUFFIXES.items():
+        for suffix in SUFFIXES:
             if variant.endswith(suffix):
                 variant = variant.removesuffix(suffix)
-                keys.append(key)
+                suffixes.add(suffix)
                 break
         else:
-            return variant, keys
+            return variant, suffixes
 
 
 def check_variant(bench, variant):
@@ -88,7 +86,7 @@ def check_variant(bench, variant):
 
 def job_text(args, data, variant, seed, ps_keys=()):
     """The job file of `variant`; `ps_keys` are more lines of its [ps] table."""
-    variant, suffix_keys = split_variant(variant)
+    variant, suffixes = split_variant(variant)
     hot = variant.startswith("hot")
     consistency = "sync" if variant == "sync" or hot else "async"
     # The MLPs all-reduced, every table on the PS: the PS bytes are the tables' alone (with
@@ -108,7 +106,7 @@ def job_text(args, data, variant, seed, ps_keys=()):
     if hot:
         count = variant[len("hot"):]
         lines.append(f'hot_rows = "{count}"' if count == "auto" else f"hot_rows = {int(count)}")
-    lines += suffix_keys
+    lines += [SUFFIXES[s] for s in sorted(suffixes) if SUFFIXES[s]]
     lines += ["", "[trainer]", 'model = "ctr"', f"steps = {args.steps}",
               f"batch_size = {args.batch}", f"metrics_every = {args.metrics_every}", "",
               "[model]", f'data = "{data}"',
@@ -123,7 +121,7 @@ def job_text(args, data, variant, seed, ps_keys=()):
     # The MLPs' layers (bottom = [64], top = [64]: two each, trainer/models/ctr_model.cc), pinned
     # so that sync and async run the same plan (left to the planner, a sync job on hosts of
     # their own put them on the PS), unless -planner.
-    for mlp in (() if MLP_BY_PLANNER in suffix_keys else ("bottom", "top")):
+    for mlp in (() if "-planner" in suffixes else ("bottom", "top")):
         for layer in range(2):
             for part in ("weights", "bias"):
                 lines += ["[[variable]]", f'name = "ctr/{mlp}/layer{layer}/{part}"',
@@ -150,8 +148,6 @@ def figures(status, skip, steps, name):
     points = job_status.points_between(status, skip, steps + 1)
     if not points:
         sys.exit(f"ctr_cache: {name}: no metric points after step {skip}")
-    looked = sum(mean_over(points, n) for n in
-                 ("row_cache_hits", "row_cache_misses", "row_cache_stale_refreshes"))
     hot_looked = sum(mean_over(points, n) for n in ("hot_row_hits", "hot_row_misses"))
     return {
         "pull_bytes": mean_over(points, "ps_pull_sent_bytes") + mean_over(points, "ps_pull_recv_bytes"),
@@ -159,7 +155,7 @@ def figures(status, skip, steps, name):
         "allreduce_bytes": mean_over(points, "allreduce_sent_bytes") +
         mean_over(points, "allreduce_recv_bytes"),
         "ps_requests": mean_over(points, "ps_requests"),
-        "cache_hit_rate": mean_over(points, "row_cache_hits") / looked if looked else 0.0,
+        "cache_hit_rate": job_status.row_cache_hit_rate(lambda name: mean_over(points, name)),
         "hot_share": mean_over(points, "hot_row_hits") / hot_looked if hot_looked else 0.0,
         "samples_per_s": statistics.fmean(p["throughput"] for p in points)}
 

@@ -107,12 +107,13 @@ for _name in ("parallax-hybrid", "parallax-ps", "parallax-hybrid-ps"):
 PS_KEYS = {"parallax-hybrid-ps-unbatched": ("batch = false",),
            "parallax-hybrid-ps-ar-hot": ("hot_rows = 1024",),
            "parallax-hybrid-ps-ar-hotauto": ('hot_rows = "auto"',)}
-# The row cache on the async variant: "-cacheS" keeps pulled rows S steps (`[ps]
-# cache_staleness`), "-cacheSv" checks a held row's version past them (`cache_rule = "version"`).
-for _s in (1, 4, 16):
-    PS_KEYS[f"parallax-hybrid-ps-async-cache{_s}"] = (f"cache_staleness = {_s}",)
-    PS_KEYS[f"parallax-hybrid-ps-async-cache{_s}v"] = (f"cache_staleness = {_s}",
-                                                       'cache_rule = "version"')
+# The row cache (for an async variant; bench/cluster/matrix.py's too): "cacheS" keeps pulled
+# rows S steps (`[ps] cache_staleness`), "cacheSv" checks a held row's version past them
+# (`cache_rule = "version"`).
+ROW_CACHES = {f"cache{s}{rule}": (f"cache_staleness = {s}",) + keys
+              for s in (1, 4, 16) for rule, keys in (("", ()), ("v", ('cache_rule = "version"',)))}
+for _cache, _keys in ROW_CACHES.items():
+    PS_KEYS[f"parallax-hybrid-ps-async-{_cache}"] = _keys
 for _name, _keys in PS_KEYS.items():
     PARALLAX[_name] = PARALLAX[_name.rsplit("-", 1)[0]]
 TORCH = {"torch-ddp-dense": False, "torch-ddp-sparse": True}
@@ -375,9 +376,7 @@ def job_metrics(status, steps, warmup, batch):
     for key in ("compute_ms", "dense_wait_ms", "sparse_wait_ms"):
         out[key] = mean(key)
     out["ps_requests_per_worker_per_step"] = mean("ps_requests")
-    # The row cache's share of the rows a step looked up (0 without a cache).
-    looked = sum(mean(f"row_cache_{k}") for k in ("hits", "misses", "stale_refreshes"))
-    out["row_cache_hit_rate"] = mean("row_cache_hits") / looked if looked else 0.0
+    out["row_cache_hit_rate"] = job_status.row_cache_hit_rate(mean)
     return out
 
 

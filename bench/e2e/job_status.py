@@ -83,6 +83,14 @@ class Pace:
         return min(self.longest, max(self.shortest, self._seconds_per_step * (target - step) / 4))
 
 
+def row_cache_hit_rate(mean):
+    """The row cache's share of the distinct rows the steps looked up: hits over hits, misses and
+    stale refreshes (the ranks' row_cache_* metric values), each read by `mean(name)`; 0 without
+    a cache."""
+    looked = sum(mean(f"row_cache_{k}") for k in ("hits", "misses", "stale_refreshes"))
+    return mean("row_cache_hits") / looked if looked else 0.0
+
+
 def running_address(state_dir):
     """HOST:PORT of the embedded coordinator of a `parallax run --state-dir state_dir` that is
     going on (from the port file it writes); None before it wrote one."""
