@@ -127,7 +127,8 @@ def one(args, model, workers, arch, workdir):
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(model, workers, args.steps, arch, args.plan))
     pred = predicted(args.bin, job, workers)
-    state = os.path.join(workdir, f"{model}-{workers}-{arch}.state")
+    state = job_status.fresh_state_dir(
+        os.path.join(workdir, f"{model}-{workers}-{arch}.state"))
     proc = subprocess.Popen([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     # ss samples of rank 0: the first after the warm-up, the second near the end.

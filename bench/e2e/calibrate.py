@@ -39,6 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e  # noqa: E402  (job_text, job_metrics, ROOT)
+import job_status  # noqa: E402  (fresh_state_dir)
 
 
 def iperf3_bytes_per_s(seconds=3):
@@ -140,7 +141,8 @@ def main():
     waits = {name: [] for name in variants}
     for rnd in range(args.rounds):
         for name in variants:
-            state = os.path.join(workdir, f"calibrate-{name}-{rnd}.state")
+            state = job_status.fresh_state_dir(
+                os.path.join(workdir, f"calibrate-{name}-{rnd}.state"))
             before = os.getloadavg()[0]
             proc = subprocess.run([os.path.join(args.bin, "parallax"), "run", "--state-dir", state,
                                    jobs[name]], capture_output=True, text=True,

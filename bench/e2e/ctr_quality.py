@@ -129,7 +129,7 @@ def train(bench, bin_dir, workdir, name, text, timeout, points=False):
     job = os.path.join(workdir, f"{name}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(text)
-    state = os.path.join(workdir, f"{name}.state")
+    state = job_status.fresh_state_dir(os.path.join(workdir, f"{name}.state"))
     t0 = time.monotonic()
     proc = subprocess.run([os.path.join(bin_dir, "parallax"), "run", "--state-dir", state, job],
                           capture_output=True, text=True, timeout=timeout)

@@ -279,7 +279,7 @@ def run_job(args, impl, workdir, run, text, seeds, baseline=False):
     job = os.path.join(workdir, f"{impl}-{run}.toml")
     with open(job, "w", encoding="utf-8") as f:
         f.write(text)
-    state = os.path.join(workdir, f"{impl}-{run}.state")
+    state = job_status.fresh_state_dir(os.path.join(workdir, f"{impl}-{run}.state"))
     binary = os.path.join(args.baseline_bin if baseline else args.bin, "parallax")
     cmd = [binary, "run", "--state-dir", state]
     timeline = os.path.join(workdir, f"{impl}-{run}.timeline")

@@ -14,12 +14,16 @@ coordinator started on its state directory for the reading (as docs/PYTHON.md re
 
     s = job_status.finished(bin_dir, state_dir)  # job 1 of the run, with its points
 
+so a bench gives each run a state directory of its own, emptied first (fresh_state_dir): in a
+reused --workdir, job 1 would be an earlier run's.
+
 and a run still going through the address its coordinator wrote (running_address).
 """
 
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -129,6 +133,13 @@ def served(bin_dir, state_dir, timeout=60):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def fresh_state_dir(state_dir):
+    """`state_dir`, emptied of an earlier run's state: `parallax run` then makes its job job 1,
+    which finished() reads."""
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return state_dir
 
 
 def finished(bin_dir, state_dir, job_id=1, points=True):

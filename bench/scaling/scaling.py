@@ -101,7 +101,7 @@ def run_parallax(args, workers, arch, workdir):
     with open(job, "w", encoding="utf-8") as f:
         f.write(job_text(args, workers, arch, args.data))
     pred = predicted(args.bin, job, workers)
-    state = os.path.join(workdir, f"{name}.state")
+    state = job_status.fresh_state_dir(os.path.join(workdir, f"{name}.state"))
     load = os.getloadavg()[0]
     proc = subprocess.Popen([os.path.join(args.bin, "parallax"), "run", "--state-dir", state, job],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -129,6 +129,22 @@ class JobStatusTest(unittest.TestCase):
         self.assertAlmostEqual(m["step_ms"], 1000.0 * slowest / (STEPS - warmup), places=6)
         self.assertGreater(m["compute_ms"], 0)
 
+    def test_a_run_in_a_state_dir_used_before_is_the_one_read(self):
+        # finished() reads job 1: a bench that runs again in the same --workdir empties the
+        # run's state directory first, or it reports the earlier run's figures as its own.
+        with tempfile.TemporaryDirectory(prefix="px-job-status-reuse-") as tmp:
+            state = os.path.join(tmp, "state")
+            for steps in (20, 30):
+                job = os.path.join(tmp, f"job-{steps}.toml")
+                with open(job, "w", encoding="utf-8") as f:
+                    f.write(JOB.replace(f"steps = {STEPS}", f"steps = {steps}"))
+                run = subprocess.run([os.path.join(ARGS.bin, "parallax"), "run", "--state-dir",
+                                      job_status.fresh_state_dir(state), job],
+                                     capture_output=True, text=True, timeout=300)
+                self.assertEqual(run.returncode, 0, run.stdout[-2000:] + run.stderr[-2000:])
+                s = job_status.finished(ARGS.bin, state)
+                self.assertEqual(len(s["points"]), WORKERS * steps)
+
     def test_points_only_of_one_job_in_json(self):
         cli = os.path.join(ARGS.bin, "parallax")
         with job_status.served(ARGS.bin, self.state) as address:
