@@ -1,6 +1,8 @@
 #include "core/ps/row_cache.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "core/base/logging.h"
 #include "schemas/ps_wire.h"
@@ -19,6 +21,15 @@ RowCache::RowCache(const VariableSpec& var, int64_t staleness, size_t capacity,
   PX_CHECK(staleness >= 1 && capacity >= 1 && var.dim >= 1)
       << "row cache of \"" << var.name << "\": staleness " << staleness << ", capacity "
       << capacity;
+  // Room for the rows it may hold (no more than the table has), so that
+  // filling up does not copy them over and over; the pages are committed as
+  // rows arrive. (Not the index: a large sparse one costs every lookup of a
+  // cache that stays small, as the clock rule's does.)
+  const size_t rows = std::min<size_t>(
+      {capacity, var.rows > 0 ? static_cast<size_t>(var.rows) : capacity, size_t{1} << 20});
+  entries_.reserve(rows);
+  rows_.reserve(rows * dim_);
+  if (accumulate_) grads_.reserve(rows * dim_);
 }
 
 void RowCache::Count(int64_t id, int64_t step, Entry* held) {
@@ -48,24 +59,51 @@ void RowCache::Count(int64_t id, int64_t step, Entry* held) {
   }
 }
 
+namespace {
+// How many ids ahead the lookups prefetch: an index probe or a cached row is
+// a cache miss in a cache of many rows. In a small one (the clock rule's
+// holds about staleness + 1 steps of rows) they are not, and prefetching
+// only costs: below kPrefetchRows rows the lookups do not.
+constexpr size_t kAhead = 8;
+constexpr size_t kPrefetchRows = 16384;
+}  // namespace
+
+void RowCache::FindAll(std::span<const int64_t> ids) {
+  found_.resize(ids.size());
+  prefetch_ = index_.size() >= kPrefetchRows;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (prefetch_ && i + kAhead < ids.size()) index_.prefetch(ids[i + kAhead]);
+    auto it = index_.find(ids[i]);
+    found_[i] = it == index_.end() ? kNone : it->second;
+  }
+}
+
+void RowCache::PrefetchEntry(size_t i) const {
+  if (prefetch_ && i < found_.size() && found_[i] != kNone) {
+    __builtin_prefetch(&entries_[found_[i]]);
+  }
+}
+
 void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull,
                     std::vector<uint32_t>* held) {
   const uint64_t mark = ++plans_;
   absl::flat_hash_set<int64_t> not_held;  // this call's, listed once
-  for (int64_t id : ids) {
-    auto it = index_.find(id);
-    if (it == index_.end()) {
+  FindAll(ids);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    PrefetchEntry(i + kAhead);
+    const int64_t id = ids[i];
+    if (found_[i] == kNone) {
       if (!not_held.insert(id).second) continue;
       Count(id, step, nullptr);
       to_pull->push_back(id);
       if (held != nullptr) held->push_back(ps_wire::kNotHeld);
       continue;
     }
-    Entry& e = entries_[it->second];
+    Entry& e = entries_[found_[i]];
     if (e.plan_mark == mark) continue;
     e.plan_mark = mark;
     Count(id, step, &e);
-    Use(it->second, step);
+    Use(found_[i], step);
     if (!Serves(e, step)) {
       to_pull->push_back(id);
       if (held != nullptr) held->push_back(check_versions_ ? e.version : ps_wire::kNotHeld);
@@ -85,13 +123,17 @@ void RowCache::Held(std::span<const int64_t> ids, std::vector<uint32_t>* held) c
 
 void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
                     std::vector<size_t>* unserved) {
+  FindAll(ids);
   for (size_t i = 0; i < ids.size(); ++i) {
-    auto it = index_.find(ids[i]);
-    Entry* held = it == index_.end() ? nullptr : &entries_[it->second];
+    PrefetchEntry(i + kAhead);
+    if (prefetch_ && i + kAhead / 2 < ids.size() && found_[i + kAhead / 2] != kNone)
+      __builtin_prefetch(Row(found_[i + kAhead / 2]));
+    const uint32_t slot = found_[i];
+    Entry* held = slot == kNone ? nullptr : &entries_[slot];
     Count(ids[i], step, held);
     if (held != nullptr && Serves(*held, step)) {
-      std::memcpy(out + i * dim_, Row(it->second), dim_ * sizeof(float));
-      Use(it->second, step);
+      std::memcpy(out + i * dim_, Row(slot), dim_ * sizeof(float));
+      Use(slot, step);
     } else {
       unserved->push_back(i);
     }
@@ -105,6 +147,8 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
   PX_CHECK(versions.empty() || versions.size() == ids.size())
       << "row cache: " << versions.size() << " versions for " << ids.size() << " rows";
   for (size_t i = 0; i < ids.size(); ++i) {
+    // (Not FindAll: making room below may evict a row a later id found.)
+    if (index_.size() >= kPrefetchRows && i + kAhead < ids.size()) index_.prefetch(ids[i + kAhead]);
     auto it = index_.find(ids[i]);
     if (!versions.empty() && versions[i] == ps_wire::kRowFresh) {
       // The copy held took at most `staleness` pushes since: it serves `step`.
@@ -206,9 +250,11 @@ void RowCache::TakeDue(int64_t step, RowsToPush* push) {
   }
   // Rows past the capacity (a step that used more) leave, least recently
   // used first, now that their step is over.
-  while (index_.size() > capacity_ && entries_[tail_].used_at <= step) {
+  while (index_.size() > capacity_) {
+    const uint32_t lru = LeastRecentlyUsed();
+    if (entries_[lru].used_at > step) break;
     ++counters_.evictions;
-    Remove(tail_);
+    Remove(lru);
   }
   push->ids.insert(push->ids.end(), due_.ids.begin(), due_.ids.end());
   push->grads.insert(push->grads.end(), due_.grads.begin(), due_.grads.end());
@@ -236,38 +282,73 @@ void RowCache::Clear(RowsToPush* push) {
   grads_.clear();
   free_.clear();
   by_pull_.clear();
-  head_ = tail_ = kNone;
+  used_.clear();
+  used_last_step_ = -2;
+  used_front_ = used_records_ = 0;
 }
 
 void RowCache::Use(uint32_t slot, int64_t step) {
   Entry& e = entries_[slot];
-  if (e.used_at < step) e.used_at = step;
-  Touch(slot);
+  if (e.used_at >= step) return;  // queued for this step (or the next) already
+  e.used_at = step;
+  if (used_last_step_ != step) {
+    auto [it, added] = used_.try_emplace(step);
+    if (added && !spare_.empty()) {  // a list of an earlier step, with its storage
+      it->second = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    used_last_ = &it->second;
+    used_last_step_ = step;
+  }
+  used_last_->push_back(slot);
+  if (++used_records_ > 4 * index_.size() + 4096) Compact();
 }
 
-void RowCache::Touch(uint32_t slot) {
-  if (head_ == slot) return;
-  Unlink(slot);
-  Entry& e = entries_[slot];
-  e.prev = kNone;
-  e.next = head_;
-  if (head_ != kNone) entries_[head_].prev = slot;
-  head_ = slot;
-  if (tail_ == kNone) tail_ = slot;
+uint32_t RowCache::LeastRecentlyUsed() {
+  while (true) {
+    PX_CHECK(!used_.empty()) << "row cache: no row held";
+    const auto& [step, slots] = *used_.begin();
+    for (; used_front_ < slots.size(); ++used_front_, --used_records_) {
+      const uint32_t slot = slots[used_front_];
+      if (entries_[slot].used_at == step) return slot;
+    }
+    EraseUsed(used_.begin());
+    used_front_ = 0;
+  }
 }
 
-void RowCache::Unlink(uint32_t slot) {
-  Entry& e = entries_[slot];
-  if (e.prev != kNone) entries_[e.prev].next = e.next;
-  if (e.next != kNone) entries_[e.next].prev = e.prev;
-  if (head_ == slot) head_ = e.next;
-  if (tail_ == slot) tail_ = e.prev;
-  e.prev = e.next = kNone;
+std::map<int64_t, std::vector<uint32_t>>::iterator RowCache::EraseUsed(
+    std::map<int64_t, std::vector<uint32_t>>::iterator it) {
+  if (it->first == used_last_step_) used_last_step_ = -2;  // (no step is -2)
+  if (spare_.size() < 4) {
+    spare_.push_back(std::move(it->second));
+    spare_.back().clear();
+  }
+  return used_.erase(it);
+}
+
+void RowCache::Compact() {
+  // The live records stay, in order. (A slot freed and taken again within a
+  // step may keep two live records in that step's list; the first one found
+  // stands for it, the other is skipped once the row leaves.)
+  size_t kept = 0;
+  for (auto it = used_.begin(); it != used_.end();) {
+    std::vector<uint32_t>& slots = it->second;
+    size_t n = 0;
+    for (size_t k = it == used_.begin() ? used_front_ : 0; k < slots.size(); ++k) {
+      if (entries_[slots[k]].used_at == it->first) slots[n++] = slots[k];
+    }
+    slots.resize(n);
+    kept += n;
+    it = n == 0 ? EraseUsed(it) : std::next(it);
+  }
+  used_front_ = 0;
+  used_records_ = kept;
 }
 
 void RowCache::Remove(uint32_t slot) {
   MoveGradient(slot, &due_);
-  Unlink(slot);
+  entries_[slot].used_at = -1;  // its records in used_ are spent
   index_.erase(entries_[slot].id);
   free_.push_back(slot);
 }
@@ -275,9 +356,12 @@ void RowCache::Remove(uint32_t slot) {
 uint32_t RowCache::NewSlot(int64_t step) {
   // The least recently used row makes room unless `step` uses it too (then
   // the cache holds more than its capacity until TakeDue).
-  if (index_.size() >= capacity_ && entries_[tail_].used_at < step) {
-    ++counters_.evictions;
-    Remove(tail_);
+  if (index_.size() >= capacity_) {
+    const uint32_t lru = LeastRecentlyUsed();
+    if (entries_[lru].used_at < step) {
+      ++counters_.evictions;
+      Remove(lru);
+    }
   }
   uint32_t slot;
   if (!free_.empty()) {

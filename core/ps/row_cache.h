@@ -25,7 +25,10 @@
 // rows stay through the step, past the capacity if the step needs more, and
 // the overflow leaves at the end of the step (TakeDue), least recently used
 // first. Evicting a row its own step pulled would make the lookup pull it
-// again.
+// again. "Recently" counts in steps: rows are ordered by the last step that
+// used them, and rows of one step by that step's first use of each (a row
+// is queued once a step, so a step's second and third use of it, by the
+// lookup after the plan, cost no list update).
 //
 // With `check_versions` (the job's `cache_rule = "version"`; HET's rule,
 // schemas/ps_wire.md, "Row versions") a row also keeps the version its
@@ -142,9 +145,8 @@ class RowCache {
     // for the next step may come before this step's lookups).
     int64_t counted_step[2] = {-1, -1};
     uint64_t plan_mark = 0;     // the Plan() call that last saw it
-    int64_t used_at = -1;       // the latest step that read, planned or pulled it
+    int64_t used_at = -1;       // the latest step that read, planned or pulled it; -1: not held
     uint32_t partition = 0;
-    uint32_t prev = kNone, next = kNone;  // LRU list: head = most recent
     bool has_grad = false;
   };
 
@@ -155,10 +157,15 @@ class RowCache {
   void Count(int64_t id, int64_t step, Entry* held);
   float* Row(uint32_t slot) { return rows_.data() + size_t{slot} * dim_; }
   float* Grad(uint32_t slot) { return grads_.data() + size_t{slot} * dim_; }
-  // Touch, and `step` uses the row (it is not evicted for that step's rows).
+  // `step` uses the row: it is not evicted for that step's rows, and it
+  // joins the back of the LRU queue unless the step used it already.
   void Use(uint32_t slot, int64_t step);
-  void Touch(uint32_t slot);
-  void Unlink(uint32_t slot);
+  // The held row used least recently (REQUIRES: one is held).
+  uint32_t LeastRecentlyUsed();
+  // Slots of index_'s entries for `ids` into found_ (kNone: not held), the
+  // hash probes prefetched a few ids ahead.
+  void FindAll(std::span<const int64_t> ids);
+  void PrefetchEntry(size_t i) const;
   // Removes `slot`'s row; its gradient becomes due.
   void Remove(uint32_t slot);
   // A slot for a row pulled for `step`.
@@ -183,7 +190,24 @@ class RowCache {
   absl::flat_hash_set<int64_t> missed_[2];
   int64_t missed_step_[2] = {-1, -1};
   uint64_t plans_ = 0;  // Plan() calls so far
-  uint32_t head_ = kNone, tail_ = kNone;
+  std::vector<uint32_t> found_;  // FindAll's
+  bool prefetch_ = false;        // FindAll's: the cache is large enough to prefetch
+  // The LRU queue: by step, the slots in the order that step first used
+  // them. A record is live while its slot's row was last used at that step
+  // (used_at); the others, left behind when a row is used again or leaves,
+  // are skipped at the front and dropped when they outnumber the rows
+  // (Compact). So a use is an append, not a list update at three random
+  // places in entries_.
+  std::map<int64_t, std::vector<uint32_t>> used_;
+  size_t used_front_ = 0;    // the first record of used_.begin() not yet skipped
+  size_t used_records_ = 0;  // records in used_ from used_front_ on
+  // used_'s list of step used_last_step_ (-2: none), where Use appends.
+  int64_t used_last_step_ = -2;
+  std::vector<uint32_t>* used_last_ = nullptr;
+  std::vector<std::vector<uint32_t>> spare_;  // lists of steps gone, kept for their storage
+  void Compact();
+  std::map<int64_t, std::vector<uint32_t>>::iterator EraseUsed(
+      std::map<int64_t, std::vector<uint32_t>>::iterator it);
   // By the step rows were pulled for: (slot, id) as inserted (with version
   // checks only with `accumulate`: TakeDue has nothing else to do for them);
   // a record whose slot no longer holds that id pulled at that step is spent.

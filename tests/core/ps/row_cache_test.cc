@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "schemas/ps_wire.h"
@@ -166,6 +167,56 @@ TEST(RowCacheTest, AStepsRowsStayThroughTheStepBeyondTheCapacity) {
     unserved.clear();
     cache.Read(std::vector<int64_t>{4, 5, 6}, 7, out.data(), &unserved);
     EXPECT_EQ(unserved, (std::vector<size_t>{0}));
+  }
+}
+
+// Least recently used counts in steps, and within a step by each row's
+// first use; the order holds over many steps of rows used again and again
+// (the queue of uses drops its spent records as it goes).
+TEST(RowCacheTest, EvictsTheLeastRecentlyUsedRowsAfterManyStepsOfReuse) {
+  RowCache cache(Table(), /*staleness=*/1, /*capacity=*/300, 4, /*accumulate=*/false,
+                 /*check_versions=*/true);
+  std::vector<int64_t> rows(200);
+  for (int64_t i = 0; i < 200; ++i) rows[static_cast<size_t>(i)] = i;
+  cache.Insert(rows, RowsOf(rows, 0), 0, std::vector<uint32_t>(200, 7));
+  std::vector<size_t> unserved;
+  std::vector<float> out(2 * 200);
+  RowsToPush push;
+  for (int64_t step = 0; step <= 100; ++step) {
+    // Each step reads every row, in an order that changes; the last, step
+    // 100, reads 199 down to 0. (Served: pulled at step 0, then found fresh.)
+    std::vector<int64_t> order = rows;
+    if (step == 100) {
+      std::reverse(order.begin(), order.end());
+    } else {
+      std::rotate(order.begin(), order.begin() + (step * 37) % 200, order.end());
+    }
+    if (step > 1) {
+      cache.Insert(order, std::vector<float>(2 * 200), step,
+                   std::vector<uint32_t>(200, ps_wire::kRowFresh));
+    }
+    unserved.clear();
+    cache.Read(order, step, out.data(), &unserved);
+    ASSERT_TRUE(unserved.empty()) << "step " << step;
+    cache.TakeDue(step, &push);
+  }
+  // Step 101 uses rows 0..99 again; rows 100..199 were last used at step 100.
+  std::vector<int64_t> first(rows.begin(), rows.begin() + 100);
+  cache.Insert(first, std::vector<float>(2 * 100), 101,
+               std::vector<uint32_t>(100, ps_wire::kRowFresh));
+  cache.TakeDue(101, &push);
+  // 150 new rows at step 102: 100 fit, 50 evict the least recently used:
+  // of rows 100..199, step 100 used 199 first.
+  std::vector<int64_t> fresh(150);
+  for (int64_t i = 0; i < 150; ++i) fresh[static_cast<size_t>(i)] = 300 + i;
+  cache.Insert(fresh, RowsOf(fresh, 102), 102, std::vector<uint32_t>(150, 9));
+  EXPECT_EQ(cache.size(), 300u);
+  EXPECT_EQ(cache.counters().evictions, 50);
+  std::vector<uint32_t> held;
+  cache.Held(rows, &held);
+  for (int64_t id = 0; id < 200; ++id) {
+    const bool evicted = id >= 150;
+    EXPECT_EQ(held[static_cast<size_t>(id)] == ps_wire::kNotHeld, evicted) << "row " << id;
   }
 }
 
