@@ -254,7 +254,7 @@ TEST(RowCacheTest, CountsEachIdOncePerStepWhenStepsInterleave) {
     pull.clear();
     cache.Plan(std::vector<int64_t>{1}, step + 1, &pull);  // the next step's prefetch: a hit
     EXPECT_TRUE(pull.empty());
-    std::vector<float> out(2);
+    std::vector<float> out(4);  // two rows of dim 2
     std::vector<size_t> unserved;
     cache.Read(std::vector<int64_t>{1, 1}, step, out.data(), &unserved);  // counted already
     EXPECT_TRUE(unserved.empty());
