@@ -162,6 +162,11 @@ class RowCache {
   void Use(uint32_t slot, int64_t step);
   // The held row used least recently (REQUIRES: one is held).
   uint32_t LeastRecentlyUsed();
+  // Drops the spent records of used_.
+  void Compact();
+  // Erases a step's list of used_, keeping its storage in spare_.
+  std::map<int64_t, std::vector<uint32_t>>::iterator EraseUsed(
+      std::map<int64_t, std::vector<uint32_t>>::iterator it);
   // Slots of index_'s entries for `ids` into found_ (kNone: not held), the
   // hash probes prefetched a few ids ahead.
   void FindAll(std::span<const int64_t> ids);
@@ -195,9 +200,9 @@ class RowCache {
   // The LRU queue: by step, the slots in the order that step first used
   // them. A record is live while its slot's row was last used at that step
   // (used_at); the others, left behind when a row is used again or leaves,
-  // are skipped at the front and dropped when they outnumber the rows
-  // (Compact). So a use is an append, not a list update at three random
-  // places in entries_.
+  // are skipped at the front and dropped when they outnumber the rows four
+  // to one (Compact). So a use is an append, not a list update at three
+  // random places in entries_.
   std::map<int64_t, std::vector<uint32_t>> used_;
   size_t used_front_ = 0;    // the first record of used_.begin() not yet skipped
   size_t used_records_ = 0;  // records in used_ from used_front_ on
@@ -205,9 +210,6 @@ class RowCache {
   int64_t used_last_step_ = -2;
   std::vector<uint32_t>* used_last_ = nullptr;
   std::vector<std::vector<uint32_t>> spare_;  // lists of steps gone, kept for their storage
-  void Compact();
-  std::map<int64_t, std::vector<uint32_t>>::iterator EraseUsed(
-      std::map<int64_t, std::vector<uint32_t>>::iterator it);
   // By the step rows were pulled for: (slot, id) as inserted (with version
   // checks only with `accumulate`: TakeDue has nothing else to do for them);
   // a record whose slot no longer holds that id pulled at that step is spent.
