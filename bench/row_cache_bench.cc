@@ -126,6 +126,7 @@ Result Run(const Config& c, const std::vector<int64_t>& sizes, const std::vector
   // the processor's caches (not timed).
   auto work_between = [&] {
     for (size_t i = 0; i < other.size(); i += 64) other[i] = static_cast<char>(other[i] + 1);
+    asm volatile("" : : "r"(other.data()) : "memory");  // the stores happen
   };
   double seconds = 0;
   int64_t looked = 0;

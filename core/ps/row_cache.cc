@@ -256,6 +256,9 @@ void RowCache::TakeDue(int64_t step, RowsToPush* push) {
     ++counters_.evictions;
     Remove(lru);
   }
+  // Far below its capacity (the clock rule's rows leave after their steps)
+  // the cache needs no queue until it fills again.
+  if (queued_ && index_.size() < capacity_ / 2) StopQueue();
   push->ids.insert(push->ids.end(), due_.ids.begin(), due_.ids.end());
   push->grads.insert(push->grads.end(), due_.grads.begin(), due_.grads.end());
   due_.ids.clear();
@@ -282,15 +285,14 @@ void RowCache::Clear(RowsToPush* push) {
   grads_.clear();
   free_.clear();
   by_pull_.clear();
-  used_.clear();
-  used_last_step_ = -2;
-  used_front_ = used_records_ = 0;
+  StopQueue();
 }
 
 void RowCache::Use(uint32_t slot, int64_t step) {
   Entry& e = entries_[slot];
   if (e.used_at >= step) return;  // queued for this step (or the next) already
   e.used_at = step;
+  if (!queued_) return;  // no queue while nothing needs one (StartQueue)
   if (used_last_step_ != step) {
     auto [it, added] = used_.try_emplace(step);
     if (added && !spare_.empty()) {  // a list of an earlier step, with its storage
@@ -304,7 +306,34 @@ void RowCache::Use(uint32_t slot, int64_t step) {
   if (++used_records_ > 4 * index_.size() + 4096) Compact();
 }
 
+void RowCache::StartQueue() {
+  // Every held row once, by the last step that used it (within a step, by
+  // slot: the queue learns the order of uses from now on).
+  std::vector<std::pair<int64_t, uint32_t>> held;
+  held.reserve(index_.size());
+  for (const auto& [id, slot] : index_) held.emplace_back(entries_[slot].used_at, slot);
+  std::sort(held.begin(), held.end());
+  StopQueue();
+  queued_ = true;
+  for (const auto& [step, slot] : held) {
+    if (used_last_step_ != step) {
+      used_last_ = &used_[step];
+      used_last_step_ = step;
+    }
+    used_last_->push_back(slot);
+  }
+  used_records_ = held.size();
+}
+
+void RowCache::StopQueue() {
+  used_.clear();
+  used_last_step_ = -2;
+  used_front_ = used_records_ = 0;
+  queued_ = false;
+}
+
 uint32_t RowCache::LeastRecentlyUsed() {
+  if (!queued_) StartQueue();
   while (true) {
     PX_CHECK(!used_.empty()) << "row cache: no row held";
     const auto& [step, slots] = *used_.begin();

@@ -28,7 +28,9 @@
 // again. "Recently" counts in steps: rows are ordered by the last step that
 // used them, and rows of one step by that step's first use of each (a row
 // is queued once a step, so a step's second and third use of it, by the
-// lookup after the plan, cost no list update).
+// lookup after the plan, cost no list update). The queue is kept only from
+// the first time the cache is full (until it is far below full again):
+// the rows held then are queued by step, within a step in no set order.
 //
 // With `check_versions` (the job's `cache_rule = "version"`; HET's rule,
 // schemas/ps_wire.md, "Row versions") a row also keeps the version its
@@ -162,6 +164,10 @@ class RowCache {
   void Use(uint32_t slot, int64_t step);
   // The held row used least recently (REQUIRES: one is held).
   uint32_t LeastRecentlyUsed();
+  // The queue, built from the rows' used_at when the cache first needs it
+  // (full), and dropped when the cache is far below its capacity again.
+  void StartQueue();
+  void StopQueue();
   // Drops the spent records of used_.
   void Compact();
   // Erases a step's list of used_, keeping its storage in spare_.
@@ -210,6 +216,7 @@ class RowCache {
   int64_t used_last_step_ = -2;
   std::vector<uint32_t>* used_last_ = nullptr;
   std::vector<std::vector<uint32_t>> spare_;  // lists of steps gone, kept for their storage
+  bool queued_ = false;  // the queue is kept (StartQueue)
   // By the step rows were pulled for: (slot, id) as inserted (with version
   // checks only with `accumulate`: TakeDue has nothing else to do for them);
   // a record whose slot no longer holds that id pulled at that step is spent.

@@ -174,16 +174,20 @@ TEST(RowCacheTest, AStepsRowsStayThroughTheStepBeyondTheCapacity) {
 // first use; the order holds over many steps of rows used again and again
 // (the queue of uses drops its spent records as it goes).
 TEST(RowCacheTest, EvictsTheLeastRecentlyUsedRowsAfterManyStepsOfReuse) {
-  RowCache cache(Table(), /*staleness=*/1, /*capacity=*/300, 4, /*accumulate=*/false,
+  RowCache cache(Table(), /*staleness=*/1, /*capacity=*/201, 4, /*accumulate=*/false,
                  /*check_versions=*/true);
   std::vector<int64_t> rows(200);
   for (int64_t i = 0; i < 200; ++i) rows[static_cast<size_t>(i)] = i;
-  cache.Insert(rows, RowsOf(rows, 0), 0, std::vector<uint32_t>(200, 7));
+  // Rows 900 and 901 first, then 0..199: one more than the capacity, so the
+  // step's end evicts one (900, the first used) and the cache is full.
+  std::vector<int64_t> first_ids{900, 901};
+  first_ids.insert(first_ids.end(), rows.begin(), rows.end());
+  cache.Insert(first_ids, RowsOf(first_ids, 0), 0, std::vector<uint32_t>(202, 7));
   std::vector<size_t> unserved;
   std::vector<float> out(2 * 200);
   RowsToPush push;
   for (int64_t step = 0; step <= 100; ++step) {
-    // Each step reads every row, in an order that changes; the last, step
+    // Each step reads rows 0..199, in an order that changes; the last, step
     // 100, reads 199 down to 0. (Served: pulled at step 0, then found fresh.)
     std::vector<int64_t> order = rows;
     if (step == 100) {
@@ -199,20 +203,27 @@ TEST(RowCacheTest, EvictsTheLeastRecentlyUsedRowsAfterManyStepsOfReuse) {
     cache.Read(order, step, out.data(), &unserved);
     ASSERT_TRUE(unserved.empty()) << "step " << step;
     cache.TakeDue(step, &push);
+    ASSERT_EQ(cache.size(), 201u) << "step " << step;
   }
-  // Step 101 uses rows 0..99 again; rows 100..199 were last used at step 100.
-  std::vector<int64_t> first(rows.begin(), rows.begin() + 100);
-  cache.Insert(first, std::vector<float>(2 * 100), 101,
-               std::vector<uint32_t>(100, ps_wire::kRowFresh));
-  cache.TakeDue(101, &push);
-  // 150 new rows at step 102: 100 fit, 50 evict the least recently used:
-  // of rows 100..199, step 100 used 199 first.
-  std::vector<int64_t> fresh(150);
-  for (int64_t i = 0; i < 150; ++i) fresh[static_cast<size_t>(i)] = 300 + i;
-  cache.Insert(fresh, RowsOf(fresh, 102), 102, std::vector<uint32_t>(150, 9));
-  EXPECT_EQ(cache.size(), 300u);
-  EXPECT_EQ(cache.counters().evictions, 50);
+  EXPECT_EQ(cache.counters().evictions, 1);
+  // Steps 101..160 use rows 0..99 again (long enough for the queue to drop
+  // spent records more than once); rows 100..199 were last used at step 100.
+  std::vector<int64_t> again(rows.begin(), rows.begin() + 100);
+  for (int64_t step = 101; step <= 160; ++step) {
+    cache.Insert(again, std::vector<float>(2 * 100), step,
+                 std::vector<uint32_t>(100, ps_wire::kRowFresh));
+    cache.TakeDue(step, &push);
+  }
+  // 51 new rows at step 161 evict the least recently used: 901 (step 0),
+  // then 50 of rows 100..199, of which step 100 used 199 first.
+  std::vector<int64_t> fresh(51);
+  for (int64_t i = 0; i < 51; ++i) fresh[static_cast<size_t>(i)] = 300 + i;
+  cache.Insert(fresh, RowsOf(fresh, 161), 161, std::vector<uint32_t>(51, 9));
+  EXPECT_EQ(cache.size(), 201u);
+  EXPECT_EQ(cache.counters().evictions, 52);
   std::vector<uint32_t> held;
+  cache.Held(std::vector<int64_t>{900, 901}, &held);
+  EXPECT_EQ(held, (std::vector<uint32_t>{ps_wire::kNotHeld, ps_wire::kNotHeld}));
   cache.Held(rows, &held);
   for (int64_t id = 0; id < 200; ++id) {
     const bool evicted = id >= 150;
