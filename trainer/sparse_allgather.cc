@@ -53,12 +53,16 @@ StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
   if (bytes[static_cast<size_t>(comm->rank())] != my_bytes) {
     return Internal("all-gather of sparse rows: this rank's counts came back changed");
   }
+  // memcpy of nothing may still not be given a null pointer (an empty vector's data()).
+  auto copy = [](void* dst, const void* src, size_t n) {
+    if (n > 0) std::memcpy(dst, src, n);
+  };
   std::vector<uint8_t> packed(my_bytes);
   uint8_t* out = packed.data();
   for (size_t t = 0; t < tables; ++t) {
-    std::memcpy(out, mine[t].ids.data(), mine[t].ids.size() * sizeof(int64_t));
+    copy(out, mine[t].ids.data(), mine[t].ids.size() * sizeof(int64_t));
     out += mine[t].ids.size() * sizeof(int64_t);
-    std::memcpy(out, mine[t].values.data(), mine[t].values.size() * sizeof(float));
+    copy(out, mine[t].values.data(), mine[t].values.size() * sizeof(float));
     out += mine[t].values.size() * sizeof(float);
   }
   std::vector<uint8_t> all(total);
@@ -77,9 +81,9 @@ StatusOr<std::vector<ps::SparseRows>> AllGatherSparse(comm::Communicator* comm,
       const size_t c = count(r, t);
       part.ids.resize(c);
       part.values.resize(c * dims[t]);
-      std::memcpy(part.ids.data(), in, c * sizeof(int64_t));
+      copy(part.ids.data(), in, c * sizeof(int64_t));
       in += c * sizeof(int64_t);
-      std::memcpy(part.values.data(), in, part.values.size() * sizeof(float));
+      copy(part.values.data(), in, part.values.size() * sizeof(float));
       in += part.values.size() * sizeof(float);
     }
   }

@@ -52,7 +52,7 @@ class Reader {
     uint64_t n = 0;
     if (!Get(&n) || n > in_.size() / sizeof(T)) return false;
     v->resize(n);
-    std::memcpy(v->data(), in_.data(), n * sizeof(T));
+    if (n > 0) std::memcpy(v->data(), in_.data(), n * sizeof(T));  // (no null pointer to memcpy)
     in_.remove_prefix(n * sizeof(T));
     return true;
   }

@@ -43,9 +43,9 @@ class FakeShard {
     r.identity = msgs[0].to_string();
     r.header = ps_wire::ReadHeader(msgs[1].data());
     r.ids.resize(msgs[2].size() / 8);
-    std::memcpy(r.ids.data(), msgs[2].data(), msgs[2].size());
+    if (!r.ids.empty()) std::memcpy(r.ids.data(), msgs[2].data(), msgs[2].size());
     r.values.resize(msgs[3].size() / 4);
-    std::memcpy(r.values.data(), msgs[3].data(), msgs[3].size());
+    if (!r.values.empty()) std::memcpy(r.values.data(), msgs[3].data(), msgs[3].size());
     return r;
   }
 

@@ -15,10 +15,13 @@ class WireTest : public ::testing::Test {
  protected:
   WireError Parse(const Header& h, const std::string& ids, const std::string& values,
                   bool expect_reply = false, size_t limit = 1 << 20) {
-    std::string head(ps_wire::kHeaderSize, '\0');
-    ps_wire::WriteHeader(h, head.data());
-    const void* frames[3] = {head.data(), ids.data(), values.data()};
-    size_t sizes[3] = {head.size(), ids.size(), values.size()};
+    // The frames are kept (view_ points into them) until the next Parse.
+    head_.assign(ps_wire::kHeaderSize, '\0');
+    ps_wire::WriteHeader(h, head_.data());
+    ids_ = ids;
+    values_ = values;
+    const void* frames[3] = {head_.data(), ids_.data(), values_.data()};
+    size_t sizes[3] = {head_.size(), ids_.size(), values_.size()};
     WireLimits limits;
     limits.max_message_bytes = limit;
     return ParseMessage(frames, sizes, 3, limits, expect_reply, &view_);
@@ -31,6 +34,7 @@ class WireTest : public ::testing::Test {
     return h;
   }
   MessageView view_;
+  std::string head_, ids_, values_;
 };
 
 TEST_F(WireTest, HeaderIsSixtyFourLittleEndianBytes) {
