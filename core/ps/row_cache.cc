@@ -68,20 +68,22 @@ constexpr size_t kAhead = 8;
 constexpr size_t kPrefetchRows = 16384;
 }  // namespace
 
+bool RowCache::Prefetching() const { return index_.size() >= kPrefetchRows; }
+
 void RowCache::FindAll(std::span<const int64_t> ids) {
   found_.resize(ids.size());
-  prefetch_ = index_.size() >= kPrefetchRows;
+  const bool prefetch = Prefetching();
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (prefetch_ && i + kAhead < ids.size()) index_.prefetch(ids[i + kAhead]);
+    if (prefetch && i + kAhead < ids.size()) index_.prefetch(ids[i + kAhead]);
     auto it = index_.find(ids[i]);
     found_[i] = it == index_.end() ? kNone : it->second;
   }
 }
 
-void RowCache::PrefetchEntry(size_t i) const {
-  if (prefetch_ && i < found_.size() && found_[i] != kNone) {
-    __builtin_prefetch(&entries_[found_[i]]);
-  }
+void RowCache::PrefetchEntry(size_t i, bool row) {
+  if (i >= found_.size() || found_[i] == kNone) return;
+  __builtin_prefetch(&entries_[found_[i]]);
+  if (row) __builtin_prefetch(Row(found_[i]));
 }
 
 void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int64_t>* to_pull,
@@ -89,8 +91,9 @@ void RowCache::Plan(std::span<const int64_t> ids, int64_t step, std::vector<int6
   const uint64_t mark = ++plans_;
   absl::flat_hash_set<int64_t> not_held;  // this call's, listed once
   FindAll(ids);
+  const bool prefetch = Prefetching();
   for (size_t i = 0; i < ids.size(); ++i) {
-    PrefetchEntry(i + kAhead);
+    if (prefetch) PrefetchEntry(i + kAhead, /*row=*/false);
     const int64_t id = ids[i];
     if (found_[i] == kNone) {
       if (!not_held.insert(id).second) continue;
@@ -124,10 +127,9 @@ void RowCache::Held(std::span<const int64_t> ids, std::vector<uint32_t>* held) c
 void RowCache::Read(std::span<const int64_t> ids, int64_t step, float* out,
                     std::vector<size_t>* unserved) {
   FindAll(ids);
+  const bool prefetch = Prefetching();
   for (size_t i = 0; i < ids.size(); ++i) {
-    PrefetchEntry(i + kAhead);
-    if (prefetch_ && i + kAhead / 2 < ids.size() && found_[i + kAhead / 2] != kNone)
-      __builtin_prefetch(Row(found_[i + kAhead / 2]));
+    if (prefetch) PrefetchEntry(i + kAhead, /*row=*/true);
     const uint32_t slot = found_[i];
     Entry* held = slot == kNone ? nullptr : &entries_[slot];
     Count(ids[i], step, held);
@@ -148,7 +150,7 @@ void RowCache::Insert(std::span<const int64_t> ids, std::span<const float> rows,
       << "row cache: " << versions.size() << " versions for " << ids.size() << " rows";
   for (size_t i = 0; i < ids.size(); ++i) {
     // (Not FindAll: making room below may evict a row a later id found.)
-    if (index_.size() >= kPrefetchRows && i + kAhead < ids.size()) index_.prefetch(ids[i + kAhead]);
+    if (Prefetching() && i + kAhead < ids.size()) index_.prefetch(ids[i + kAhead]);
     auto it = index_.find(ids[i]);
     if (!versions.empty() && versions[i] == ps_wire::kRowFresh) {
       // The copy held took at most `staleness` pushes since: it serves `step`.
@@ -293,17 +295,16 @@ void RowCache::Use(uint32_t slot, int64_t step) {
   if (e.used_at >= step) return;  // queued for this step (or the next) already
   e.used_at = step;
   if (!queued_) return;  // no queue while nothing needs one (StartQueue)
+  Queue(slot, step);
+  if (++used_records_ > 4 * index_.size() + 4096) Compact();
+}
+
+void RowCache::Queue(uint32_t slot, int64_t step) {
   if (used_last_step_ != step) {
-    auto [it, added] = used_.try_emplace(step);
-    if (added && !spare_.empty()) {  // a list of an earlier step, with its storage
-      it->second = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    used_last_ = &it->second;
+    used_last_ = &used_[step];
     used_last_step_ = step;
   }
   used_last_->push_back(slot);
-  if (++used_records_ > 4 * index_.size() + 4096) Compact();
 }
 
 void RowCache::StartQueue() {
@@ -315,13 +316,7 @@ void RowCache::StartQueue() {
   std::sort(held.begin(), held.end());
   StopQueue();
   queued_ = true;
-  for (const auto& [step, slot] : held) {
-    if (used_last_step_ != step) {
-      used_last_ = &used_[step];
-      used_last_step_ = step;
-    }
-    used_last_->push_back(slot);
-  }
+  for (const auto& [step, slot] : held) Queue(slot, step);
   used_records_ = held.size();
 }
 
@@ -349,10 +344,6 @@ uint32_t RowCache::LeastRecentlyUsed() {
 std::map<int64_t, std::vector<uint32_t>>::iterator RowCache::EraseUsed(
     std::map<int64_t, std::vector<uint32_t>>::iterator it) {
   if (it->first == used_last_step_) used_last_step_ = -2;  // (no step is -2)
-  if (spare_.size() < 4) {
-    spare_.push_back(std::move(it->second));
-    spare_.back().clear();
-  }
   return used_.erase(it);
 }
 

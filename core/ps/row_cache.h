@@ -170,13 +170,19 @@ class RowCache {
   void StopQueue();
   // Drops the spent records of used_.
   void Compact();
-  // Erases a step's list of used_, keeping its storage in spare_.
+  // Appends `slot` to step `step`'s list of used_.
+  void Queue(uint32_t slot, int64_t step);
+  // Erases a step's list of used_ (forgetting used_last_ if it is that one).
   std::map<int64_t, std::vector<uint32_t>>::iterator EraseUsed(
       std::map<int64_t, std::vector<uint32_t>>::iterator it);
+  // Whether lookups prefetch: the cache holds enough rows for its index and
+  // entries to miss the processor's caches.
+  bool Prefetching() const;
   // Slots of index_'s entries for `ids` into found_ (kNone: not held), the
-  // hash probes prefetched a few ids ahead.
+  // hash probes prefetched a few ids ahead when Prefetching().
   void FindAll(std::span<const int64_t> ids);
-  void PrefetchEntry(size_t i) const;
+  // Prefetches found_[i]'s entry (and with `row` its row), if held.
+  void PrefetchEntry(size_t i, bool row);
   // Removes `slot`'s row; its gradient becomes due.
   void Remove(uint32_t slot);
   // A slot for a row pulled for `step`.
@@ -202,7 +208,6 @@ class RowCache {
   int64_t missed_step_[2] = {-1, -1};
   uint64_t plans_ = 0;  // Plan() calls so far
   std::vector<uint32_t> found_;  // FindAll's
-  bool prefetch_ = false;        // FindAll's: the cache is large enough to prefetch
   // The LRU queue: by step, the slots in the order that step first used
   // them. A record is live while its slot's row was last used at that step
   // (used_at); the others, left behind when a row is used again or leaves,
@@ -215,7 +220,6 @@ class RowCache {
   // used_'s list of step used_last_step_ (-2: none), where Use appends.
   int64_t used_last_step_ = -2;
   std::vector<uint32_t>* used_last_ = nullptr;
-  std::vector<std::vector<uint32_t>> spare_;  // lists of steps gone, kept for their storage
   bool queued_ = false;  // the queue is kept (StartQueue)
   // By the step rows were pulled for: (slot, id) as inserted (with version
   // checks only with `accumulate`: TakeDue has nothing else to do for them);
