@@ -2,8 +2,8 @@
 // training thread a step, alone, on a stream shaped like the `ctr` model's.
 //
 // Per step and table (the 26 of core/data's synthetic CTR data by default),
-// --batch ids drawn as the generator draws them (Zipf(--zipf) over the
-// table's rows, 2% missing as row 0), deduplicated as the model does; then
+// --batch ids drawn as the generator draws them (its Zipf sampler and row
+// scatter, exponent --zipf; row 0 for a missing value), deduplicated; then
 // what SparseSync does with a cache: Plan (the rows to pull, with the
 // versions held), Insert (the shard's answer), Read (the lookup), and
 // AddGradients and TakeDue (the push), each call for every table in turn
@@ -25,19 +25,20 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/data/bytes.h"
 #include "core/data/synthetic_ctr.h"
+#include "core/ps/aggregate.h"
 #include "core/ps/plan.h"
 #include "core/ps/row_cache.h"
 #include "schemas/ps_wire.h"
 
 namespace {
 
-using parallax::ps::Mix64;
+using parallax::data::internal::SplitMix64;
 using parallax::ps::RowCache;
 using parallax::ps::RowsToPush;
 using parallax::ps::VariableSpec;
@@ -53,41 +54,32 @@ struct Config {
   int workers = 2;
   int steps = 1000;
   int runs = 5;
-  double zipf = 1.2;
+  double zipf = parallax::data::SyntheticCtrOptions{}.zipf_exponent;
   int between_kb = 2048;
 };
 
-// Draws a table's rows as the synthetic CTR generator does: rank r of
-// 1..size−1 with P ∝ r^−s, placed on a row by a fixed scramble; 2% row 0.
+// Draws a table's rows as the synthetic CTR generator does without drift
+// (core/data/synthetic_ctr.h): a Zipf rank placed on a row by the
+// generator's scatter; row 0 (missing) at its default rate.
 class RowDraw {
  public:
-  RowDraw(int64_t size, double s) : size_(size) {
-    double sum = 0;
-    for (int64_t r = 1; r < size; ++r) {
-      sum += 1.0 / std::pow(static_cast<double>(r), s);
-      cdf_.push_back(sum);
-    }
-  }
-  int64_t operator()(std::mt19937_64& rng) const {
-    if (std::uniform_real_distribution<double>(0, 1)(rng) < 0.02) return 0;
-    const double u = std::uniform_real_distribution<double>(0, cdf_.back())(rng);
-    const int64_t rank = std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin() + 1;
-    return 1 + static_cast<int64_t>(Mix64(static_cast<uint64_t>(rank)) %
-                                    static_cast<uint64_t>(size_ - 1));
+  RowDraw(int64_t size, double s, double missing)
+      : zipf_(size, s), scatter_(size), missing_(missing) {}
+  int64_t operator()(SplitMix64& rng) const {
+    if (rng.Uniform() < missing_) return 0;
+    return scatter_.Row(zipf_.Sample(rng));
   }
 
  private:
-  int64_t size_;
-  std::vector<double> cdf_;
+  parallax::data::ZipfSampler zipf_;
+  parallax::data::RankScatter scatter_;
+  double missing_;
 };
 
-// Distinct ids of `ids` in first-seen order.
+// Distinct ids of `ids` in first-seen order, as the PS client dedupes them.
 std::vector<int64_t> Distinct(const std::vector<int64_t>& ids) {
-  std::vector<int64_t> out;
-  absl::flat_hash_map<int64_t, bool> seen;
-  for (int64_t id : ids)
-    if (seen.emplace(id, true).second) out.push_back(id);
-  return out;
+  std::vector<uint32_t> first_pos;
+  return parallax::ps::DedupeIdsFirstSeen(ids, &first_pos).unique;
 }
 
 struct Result {
@@ -97,7 +89,7 @@ struct Result {
 
 Result Run(const Config& c, const std::vector<int64_t>& sizes, const std::vector<RowDraw>& draws,
            uint64_t seed) {
-  std::mt19937_64 rng(seed);
+  SplitMix64 rng(seed);
   const size_t tables = sizes.size();
   std::vector<RowCache> caches;
   std::vector<absl::flat_hash_map<int64_t, uint32_t>> shard(tables);  // id → version
@@ -228,9 +220,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 22));
   CLI11_PARSE(app, argc, argv);
 
-  const std::vector<int64_t> sizes = parallax::data::DefaultCtrTableSizes();
+  const parallax::data::SyntheticCtrOptions generator;  // its defaults: the tables, missing rate
+  const std::vector<int64_t>& sizes = generator.table_sizes;
   std::vector<RowDraw> draws;
-  for (int64_t size : sizes) draws.emplace_back(size, c.zipf);
+  for (int64_t size : sizes) draws.emplace_back(size, c.zipf, generator.categorical_missing);
   std::vector<double> ns, hit_rate;
   for (int r = 0; r < c.runs; ++r) {
     const Result result = Run(c, sizes, draws, 1000 + static_cast<uint64_t>(r));

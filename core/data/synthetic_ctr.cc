@@ -50,44 +50,6 @@ float DenseValue(int64_t x) {
   return static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0)));
 }
 
-// A row of table `size` for Zipf rank r in [1, size): an affine bijection of
-// [1, size) so the hot rows are spread over the table (and over range
-// partitions), not packed at its start.
-class RankScatter {
- public:
-  explicit RankScatter(int64_t size) : n_(static_cast<uint64_t>(size - 1)) {
-    a_ = std::max<uint64_t>(1, static_cast<uint64_t>(0.6180339887 * static_cast<double>(n_)));
-    while (std::gcd(a_, n_) != 1) ++a_;
-  }
-  int64_t Row(uint64_t rank) const {
-    return static_cast<int64_t>(
-        1 + static_cast<uint64_t>((static_cast<unsigned __int128>(rank - 1) * a_) % n_));
-  }
-
- private:
-  uint64_t n_, a_ = 1;
-};
-
-class ZipfSampler {
- public:
-  ZipfSampler(int64_t size, double exponent) : cdf_(static_cast<size_t>(size - 1)) {
-    double total = 0;
-    for (size_t r = 0; r < cdf_.size(); ++r) {
-      total += std::pow(static_cast<double>(r + 1), -exponent);
-      cdf_[r] = total;
-    }
-  }
-  // A rank in [1, size).
-  uint64_t Sample(SplitMix64& rng) const {
-    const double u = rng.Uniform() * cdf_.back();
-    const auto it = std::upper_bound(cdf_.begin(), cdf_.end(), u);
-    return static_cast<uint64_t>(std::min<ptrdiff_t>(it - cdf_.begin(), cdf_.size() - 1)) + 1;
-  }
-
- private:
-  std::vector<double> cdf_;
-};
-
 Status ValidateOptions(const SyntheticCtrOptions& o) {
   if (o.table_sizes.size() != kCriteoCategorical) {
     return InvalidArgument("synthetic CTR needs 26 table sizes, got " +
@@ -251,6 +213,30 @@ uint64_t CtrRawValue(uint64_t seed, int feature, int64_t row, int64_t size) {
   const auto n = static_cast<uint64_t>(size), r = static_cast<uint64_t>(row);
   // The largest multiple k with r + n·k < 2^64.
   return r + n * h.Below((~uint64_t{0} - r) / n + 1);
+}
+
+RankScatter::RankScatter(int64_t size) : n_(static_cast<uint64_t>(size - 1)) {
+  a_ = std::max<uint64_t>(1, static_cast<uint64_t>(0.6180339887 * static_cast<double>(n_)));
+  while (std::gcd(a_, n_) != 1) ++a_;
+}
+
+int64_t RankScatter::Row(uint64_t rank) const {
+  return static_cast<int64_t>(
+      1 + static_cast<uint64_t>((static_cast<unsigned __int128>(rank - 1) * a_) % n_));
+}
+
+ZipfSampler::ZipfSampler(int64_t size, double exponent) : cdf_(static_cast<size_t>(size - 1)) {
+  double total = 0;
+  for (size_t r = 0; r < cdf_.size(); ++r) {
+    total += std::pow(static_cast<double>(r + 1), -exponent);
+    cdf_[r] = total;
+  }
+}
+
+uint64_t ZipfSampler::Sample(internal::SplitMix64& rng) const {
+  const double u = rng.Uniform() * cdf_.back();
+  const auto it = std::upper_bound(cdf_.begin(), cdf_.end(), u);
+  return static_cast<uint64_t>(std::min<ptrdiff_t>(it - cdf_.begin(), cdf_.size() - 1)) + 1;
 }
 
 std::vector<int64_t> DefaultCtrTableSizes() {

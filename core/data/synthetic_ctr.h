@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/data/bytes.h"
 #include "core/data/criteo.h"
 #include "parallax/status.h"
 
@@ -45,6 +46,32 @@ struct SyntheticCtrOptions {
 // sizes recovers the row, and otherwise spread over the whole 64-bit range
 // like a hash of a raw feature value.
 uint64_t CtrRawValue(uint64_t seed, int feature, int64_t row, int64_t size);
+
+// How the generator draws a categorical field's row (without drift): a Zipf
+// rank of ZipfSampler, placed on a row by RankScatter.
+//
+// A row of table `size` for Zipf rank r in [1, size): an affine bijection of
+// [1, size) so the hot rows are spread over the table (and over range
+// partitions), not packed at its start.
+class RankScatter {
+ public:
+  explicit RankScatter(int64_t size);
+  int64_t Row(uint64_t rank) const;
+
+ private:
+  uint64_t n_, a_ = 1;
+};
+
+// Ranks of a table of `size` rows, P(rank r) ∝ r^-exponent over 1..size−1.
+class ZipfSampler {
+ public:
+  ZipfSampler(int64_t size, double exponent);
+  // A rank in [1, size).
+  uint64_t Sample(internal::SplitMix64& rng) const;
+
+ private:
+  std::vector<double> cdf_;
+};
 
 // The hidden model: logit = base_logit + sum_f w_f[row_f] + sum_d u_d (z_d - m_d),
 // z_d = log(1 + x_d) as CriteoReader computes it (0 when missing), row_f the
