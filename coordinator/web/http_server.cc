@@ -129,11 +129,11 @@ class HttplibServer final : public httplib::Server, public HttpServer {
     limits.auth_timeout_ms = options_.request_timeout_ms;
     limits.request_timeout_ms = options_.request_timeout_ms;
     limits.limit_flag = "--http-max-connections";  // the coordinator's flag for the cap
-    PX_ASSIGN_OR_RETURN(acceptor_,
-                        StartGuardedAcceptor(listen_fd_, limits, "web server",
-                                             [this](int fd, ConnectionGuard::Id id,
-                                                    const std::string&) { Serve(fd, id); }));
-    return Status::Ok();
+    // Stored before it starts: Serve and stats() read it.
+    acceptor_ = NewGuardedAcceptor(
+        listen_fd_, limits, "web server",
+        [this](int fd, ConnectionGuard::Id id, const std::string&) { Serve(fd, id); });
+    return acceptor_->Start();
   }
 
   int port() const override { return port_; }
@@ -246,7 +246,7 @@ class HttplibServer final : public httplib::Server, public HttpServer {
   int port_ = 0;                        // constant after Start
   int listen_fd_ = INVALID_SOCKET;      // constant after Start, until Stop
   std::counting_semaphore<> handler_slots_;  // requests answered at once
-  std::unique_ptr<GuardedAcceptor> acceptor_;  // constant after Start
+  std::unique_ptr<GuardedAcceptor> acceptor_;  // set before it starts, constant after
   std::mutex stop_mu_;
 };
 

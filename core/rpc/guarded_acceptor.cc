@@ -38,7 +38,7 @@ class Acceptor final : public GuardedAcceptor {
         thread_log_(RealClock(), 10'000) {}
   ~Acceptor() override { Stop(); }
 
-  Status Init() {
+  Status Start() override {
     fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
     stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -95,7 +95,7 @@ class Acceptor final : public GuardedAcceptor {
     return poll(&p, 1, ms) > 0;
   }
 
-  // Constant after construction (fds after Init).
+  // Constant after construction (fds after Start).
   const int listen_fd_;
   const std::string what_;
   const ServeFn serve_;
@@ -233,13 +233,10 @@ void Acceptor::JoinFinished() {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GuardedAcceptor>> StartGuardedAcceptor(int listen_fd,
-                                                               const ConnectionLimits& limits,
-                                                               const std::string& what,
-                                                               GuardedAcceptor::ServeFn serve) {
-  auto acceptor = std::make_unique<Acceptor>(listen_fd, limits, what, std::move(serve));
-  PX_RETURN_IF_ERROR(acceptor->Init());
-  return std::unique_ptr<GuardedAcceptor>(std::move(acceptor));
+std::unique_ptr<GuardedAcceptor> NewGuardedAcceptor(int listen_fd, const ConnectionLimits& limits,
+                                                    const std::string& what,
+                                                    GuardedAcceptor::ServeFn serve) {
+  return std::make_unique<Acceptor>(listen_fd, limits, what, std::move(serve));
 }
 
 }  // namespace parallax

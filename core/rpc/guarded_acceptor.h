@@ -36,6 +36,12 @@ class GuardedAcceptor {
 
   virtual ~GuardedAcceptor() = default;
 
+  // Starts accepting. Connections may be served before Start() returns, so
+  // whatever `serve` reads (the acceptor's owner's members included) must be
+  // set before it is called. UNAVAILABLE when the process cannot make the
+  // descriptors the loop needs. Call once.
+  virtual Status Start() = 0;
+
   // The guard every connection is registered with; constant for the
   // acceptor's life.
   virtual ConnectionGuard* guard() = 0;
@@ -48,15 +54,16 @@ class GuardedAcceptor {
   virtual void Stop() = 0;
 };
 
-// Accepts on `listen_fd` (bound and listening; the acceptor makes it
-// non-blocking but does not own it: close it after Stop()) and serves
-// each connection with `serve`. `what` names the server in log lines.
-// REQUIRES: limits.max_connections > 0. UNAVAILABLE when the process cannot
-// make the descriptors the loop needs.
-StatusOr<std::unique_ptr<GuardedAcceptor>> StartGuardedAcceptor(int listen_fd,
-                                                               const ConnectionLimits& limits,
-                                                               const std::string& what,
-                                                               GuardedAcceptor::ServeFn serve);
+// An acceptor for `listen_fd` (bound and listening; the acceptor makes it
+// non-blocking but does not own it: close it after Stop()) that serves each
+// connection with `serve` once started. `what` names the server in log
+// lines. Made and started in two steps so that its owner can store it
+// before the first connection is served (a connection thread that read the
+// owner's pointer to it while the owner was still starting it once crashed
+// a restarted coordinator). REQUIRES: limits.max_connections > 0.
+std::unique_ptr<GuardedAcceptor> NewGuardedAcceptor(int listen_fd, const ConnectionLimits& limits,
+                                                    const std::string& what,
+                                                    GuardedAcceptor::ServeFn serve);
 
 }  // namespace parallax
 

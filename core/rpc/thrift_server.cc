@@ -52,12 +52,13 @@ class GuardedServer : public ThriftServer {
                          std::to_string(options_.port) + " for the " + options_.what + ": " +
                          e.what() + "; is another process using the port?");
     }
-    PX_ASSIGN_OR_RETURN(
-        acceptor_, StartGuardedAcceptor(static_cast<int>(socket_.listener->getSocketFD()),
-                                        limits_, options_.what,
-                                        [this](int fd, ConnectionGuard::Id id,
-                                               const std::string& peer) { Serve(fd, id, peer); }));
-    return Status::Ok();
+    // Stored before it starts: Serve reads it.
+    acceptor_ = NewGuardedAcceptor(static_cast<int>(socket_.listener->getSocketFD()), limits_,
+                                   options_.what,
+                                   [this](int fd, ConnectionGuard::Id id, const std::string& peer) {
+                                     Serve(fd, id, peer);
+                                   });
+    return acceptor_->Start();
   }
 
   int port() const override { return socket_.listener->getPort(); }
@@ -71,7 +72,8 @@ class GuardedServer : public ThriftServer {
  private:
   void Serve(int fd, ConnectionGuard::Id id, const std::string& peer);
 
-  // Constant after construction (the acceptor after Start).
+  // Constant after construction (the acceptor: set in Start before it starts
+  // accepting, constant after).
   const ThriftServerOptions options_;
   const std::shared_ptr<TProcessor> processor_;
   ThriftServerSocket socket_;

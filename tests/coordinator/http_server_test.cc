@@ -21,6 +21,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/testing/connect_storm.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -488,6 +489,23 @@ TEST_F(HttpServerTest, BadCertificateIsRefusedNamingTheFile) {
   auto server = StartHttpServer(options, [](const HttpRequest&) { return HttpResponse{}; });
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("junk.pem"), std::string::npos);
+}
+
+// Connections that arrive as the server starts are served on threads that
+// may run before StartHttpServer returns; they once read the server's
+// acceptor before it was stored (SIGSEGV).
+TEST(HttpServerStartTest, ConnectionsArrivingAsTheServerStartsAreServed) {
+  const int port = testing::FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  testing::ConnectStorm storm(port);
+  for (int i = 0; i < 40; ++i) {
+    HttpServerOptions options;
+    options.port = port;
+    auto server = StartHttpServer(options, [](const HttpRequest&) { return HttpResponse{}; });
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    (*server)->Stop();
+  }
+  EXPECT_GT(storm.connected(), 0) << "no connection reached the server: the test tested nothing";
 }
 
 TEST(HttpLoopbackTest, KnowsLoopbackAddresses) {
