@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/bench_stats.h"
 #include "core/comm/communicator.h"
 #include "core/comm/gradient_fusion.h"
 #include "core/comm/rendezvous_store.h"
@@ -81,11 +82,7 @@ std::string Significant(double v) {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
+using ::parallax::bench::Median;
 
 void Emit(const std::string& bench, const std::string& impl, const std::string& metric,
           const std::string& unit, double value, int runs, size_t bytes, int ranks,

@@ -20,13 +20,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/bench_stats.h"
+
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
+using ::parallax::bench::Median;
 
 void Emit(const std::string& impl, const std::string& metric, const std::string& unit, double value,
           int runs, size_t bytes, int ranks) {

@@ -23,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/bench_stats.h"
 #include "bench/spawn_coordinator.h"
 #include "core/rpc/coordinator_client.h"
 
@@ -41,7 +42,7 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-double Median(std::vector<double> v) { return Percentile(std::move(v), 50); }
+using ::parallax::bench::Median;
 
 struct Args {
   std::string coordinator;

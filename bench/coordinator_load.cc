@@ -43,6 +43,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/bench_stats.h"
 #include "bench/spawn_coordinator.h"
 #include "coordinator/store/sqlite_state_store.h"
 #include "core/base/secret.h"
@@ -573,14 +574,12 @@ int Main(int argc, char** argv) {
     std::cout << ratio.dump() << std::endl;
   }
   if (!baseline.empty()) {
-    std::sort(current.begin(), current.end());
-    std::sort(baseline.begin(), baseline.end());
     nlohmann::json median = Line(args, "current/baseline", 0, "ratio");
     median["metric"] = "submits_per_s";
     median["stat"] = "median";
     median["rounds"] = args.rounds;
-    const double b = baseline[baseline.size() / 2];
-    median["value"] = b > 0 ? current[current.size() / 2] / b : 0.0;
+    const double b = bench::Median(baseline);
+    median["value"] = b > 0 ? bench::Median(current) / b : 0.0;
     std::cout << median.dump() << std::endl;
   }
   return ok ? 0 : 1;

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "core/ps/dynamic_table.h"
 #include "ps/variable_table.h"
 
@@ -158,10 +159,7 @@ nlohmann::json Line(const Config& c, const std::string& impl, const std::string&
           {"steps", c.steps}};
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using ::parallax::bench::Median;
 
 void Throughput(const Config& c) {
   const auto stream = MakeStream(c);

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/bench_stats.h"
 #include "core/rpc/coordinator_client.h"
 
 extern char** environ;
@@ -233,13 +234,14 @@ bool RunSeries(const Setup& setup, const std::string& coordinator_bin, Times* ti
 void Emit(const Setup& setup, const std::string& impl, const std::string& metric,
           std::vector<double> ms) {
   if (ms.empty()) return;
-  std::sort(ms.begin(), ms.end());
+  const size_t runs = ms.size();
+  const bench::Spread spread = bench::SpreadOf(std::move(ms));
   const int agents = setup.agents > 0 ? setup.agents : (setup.mode == "real" ? 2 : 16);
   for (const auto& [stat, value] : std::vector<std::pair<std::string, double>>{
-           {"median", ms[ms.size() / 2]}, {"min", ms.front()}, {"max", ms.back()}}) {
+           {"median", spread.median}, {"min", spread.min}, {"max", spread.max}}) {
     nlohmann::json o = {{"bench", "launch"}, {"impl", impl},
                         {"metric", metric},  {"unit", "ms"},
-                        {"stat", stat},      {"runs", ms.size()},
+                        {"stat", stat},      {"runs", runs},
                         {"value", value},    {"ranks", agents * setup.slots},
                         {"agents", agents},  {"mode", setup.mode}};
     std::cout << o.dump() << std::endl;
@@ -281,12 +283,10 @@ int Main(int argc, char** argv) {
   Emit(setup, "baseline", "submit_to_placed", baseline.placed);
   Emit(setup, "baseline", "submit_to_running", baseline.running);
   if (!baseline.running.empty()) {
-    std::sort(current.running.begin(), current.running.end());
-    std::sort(baseline.running.begin(), baseline.running.end());
-    const double c = current.running[current.running.size() / 2];
+    const double c = bench::Median(current.running);
     nlohmann::json o = {{"bench", "launch"}, {"impl", "baseline/current"},
                         {"metric", "submit_to_running"}, {"stat", "median"},
-                        {"value", c > 0 ? baseline.running[baseline.running.size() / 2] / c : 0.0},
+                        {"value", c > 0 ? bench::Median(baseline.running) / c : 0.0},
                         {"mode", setup.mode}};
     std::cout << o.dump() << std::endl;
   }

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_stats.h"
 #include "trainer/models/model.h"
 #include "trainer/models/sampling.h"
 
@@ -172,12 +173,11 @@ int main(int argc, char** argv) {
       }
       rates.push_back(*rate);
     }
-    std::sort(rates.begin(), rates.end());
+    const ::parallax::bench::Spread spread = ::parallax::bench::SpreadOf(rates);
     const bool tokens = c.model == "lm";
-    for (const auto& [stat, value] :
-         {std::pair<const char*, double>{"median", rates[rates.size() / 2]},
-          {"min", rates.front()},
-          {"max", rates.back()}}) {
+    for (const auto& [stat, value] : {std::pair<const char*, double>{"median", spread.median},
+                                      {"min", spread.min},
+                                      {"max", spread.max}}) {
       nlohmann::json j = {{"bench", "model"},
                           {"impl", "parallax"},
                           {"metric", tokens ? "tokens_per_s" : "samples_per_s"},

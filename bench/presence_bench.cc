@@ -20,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "core/plan/hot_presence.h"
 #include "core/ps/aggregate.h"
 
@@ -27,10 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using ::parallax::bench::Median;
 
 }  // namespace
 

@@ -55,6 +55,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "core/plan/job_plan.h"
 #include "core/ps/client.h"
 #include "core/ps/plan.h"
@@ -636,9 +637,9 @@ int RunStream(const Config& c, const std::string& self) {
     std::cout << l.dump() << "\n";
     if (warm.empty()) continue;
     const double first = warm.front(), last = warm.back();
-    std::sort(warm.begin(), warm.end());
-    for (auto [stat, v] : {std::pair{"min", warm.front()}, {"max", warm.back()},
-                           {"median", warm[warm.size() / 2]}}) {
+    const bench::Spread spread = bench::SpreadOf(warm);
+    for (auto [stat, v] :
+         {std::pair{"min", spread.min}, {"max", spread.max}, {"median", spread.median}}) {
       l = StreamLine(c, "shard_rss_after_warmup_bytes", "B", stat, v);
       l["shard"] = shard;
       l["samples"] = warm.size();
@@ -773,25 +774,20 @@ int main(int argc, char** argv) {
                 << cpu_ns.back() << " CPU ns/row (shards " << run.shard_cpu * 1e9 / rows
                 << ", workers " << (run.cpu - run.shard_cpu) * 1e9 / rows << ")\n";
     }
-    std::sort(rates.begin(), rates.end());
-    std::sort(cpu_ns.begin(), cpu_ns.end());
-    const double med = rates[rates.size() / 2];
+    const bench::Spread rate = bench::SpreadOf(rates), cpu = bench::SpreadOf(cpu_ns);
     const double row_bytes = 4.0 * c.dim;
-    for (auto [stat, v] : {std::pair{"median", med}, {"min", rates.front()}, {"max", rates.back()}}) {
+    for (auto [stat, v] : {std::pair{"median", rate.median}, {"min", rate.min}, {"max", rate.max}}) {
       Emit("rows_per_s", "rows/s", stat, c.runs, v, m, c);
     }
-    for (auto [stat, v] : {std::pair{"median", med}, {"min", rates.front()}, {"max", rates.back()}}) {
+    for (auto [stat, v] : {std::pair{"median", rate.median}, {"min", rate.min}, {"max", rate.max}}) {
       Emit("row_values_gb_per_s", "GB/s", stat, c.runs, v * row_bytes / 1e9, m, c);
     }
-    for (auto [stat, v] : {std::pair{"median", cpu_ns[cpu_ns.size() / 2]}, {"min", cpu_ns.front()},
-                           {"max", cpu_ns.back()}}) {
+    for (auto [stat, v] : {std::pair{"median", cpu.median}, {"min", cpu.min}, {"max", cpu.max}}) {
       Emit("cpu_ns_per_row", "ns", stat, c.runs, v, m, c);
     }
-    std::sort(socket_bytes.begin(), socket_bytes.end());
-    Emit("socket_bytes_per_row", "B", "median", c.runs, socket_bytes[socket_bytes.size() / 2], m, c);
-    std::sort(requests.begin(), requests.end());
-    Emit("shard_requests_per_worker_step", "requests", "median", c.runs,
-         requests[requests.size() / 2], m, c);
+    Emit("socket_bytes_per_row", "B", "median", c.runs, bench::Median(socket_bytes), m, c);
+    Emit("shard_requests_per_worker_step", "requests", "median", c.runs, bench::Median(requests), m,
+         c);
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "bench/bench_stats.h"
 #include "core/ps/client.h"
 #include "ps/shard_server.h"
 
@@ -81,10 +82,7 @@ double Run(const Args& a, bool curve) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.steps;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using ::parallax::bench::Median;
 
 int Main(int argc, char** argv) {
   Args a;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "bench/bench_stats.h"
 #include "core/data/bytes.h"
 #include "core/data/synthetic_ctr.h"
 #include "core/ps/aggregate.h"
@@ -192,10 +193,7 @@ Result Run(const Config& c, const std::vector<int64_t>& sizes, const std::vector
           static_cast<double>(hits) / static_cast<double>(looked)};
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using ::parallax::bench::Median;
 
 }  // namespace
 
