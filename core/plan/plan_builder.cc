@@ -337,7 +337,13 @@ void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity
                   [](const PlannedVariable& v) { return v.path == VariablePath::kAllReduce; });
   for (size_t i = 0; i < plan->variables.size(); ++i) {
     PlannedVariable& v = plan->variables[i];
-    if (!v.sparse || v.dynamic || v.path != VariablePath::kPs) continue;
+    if (!v.sparse || v.path != VariablePath::kPs) continue;
+    if (v.dynamic) {
+      // Not silently: the job asked for hot rows.
+      v.reason += "; hot rows: none (a dynamic table's rows stay on its shards: hot rows are for "
+                  "tables of fixed rows)";
+      continue;
+    }
     // Counts measured while an earlier attempt trained, where there are
     // some: each of its steps stands for a sampled batch.
     const TablePresence* measured = nullptr;

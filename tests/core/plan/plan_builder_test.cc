@@ -588,6 +588,23 @@ TEST_F(HotRowsPlanTest, TheCostModelTakesTheRowsEveryBatchHoldsWhereTheyPay) {
   EXPECT_NE(plan->predicted_comm_s, without.totals.hybrid.seconds);
 }
 
+// A dynamic table's rows stay on its shards: asked for hot rows ("auto"
+// or a count), its reason says it gets none and why, instead of nothing.
+TEST_F(HotRowsPlanTest, ADynamicTableSaysItHasNone) {
+  for (int64_t requested : {JobConfig::Ps::kHotRowsAuto, int64_t{10}}) {
+    std::vector<VariableInput> regs = Skewed();
+    regs[0].var.rows = 0;
+    regs[0].var.dynamic = DynamicTableSettings{};
+    JobConfig job = Job(Arch::kHybrid);
+    job.ps.hot_rows = requested;
+    auto plan = Build(job, 2, std::move(regs));
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const PlannedVariable& emb = plan->variables[0];
+    EXPECT_TRUE(emb.hot_rows.empty()) << emb.reason;
+    EXPECT_NE(emb.reason.find("hot rows: none (a dynamic table"), std::string::npos) << emb.reason;
+  }
+}
+
 TEST_F(HotRowsPlanTest, NoneWhereEveryRowIsRare) {
   std::vector<VariableInput> regs = Skewed();
   for (auto& batch : regs[0].sampled_batches) batch.erase(batch.begin(), batch.begin() + 150);
