@@ -469,6 +469,15 @@ TEST_F(JobConfigTest, RowCacheOnlyWhereReadsMayBeStale) {
   EXPECT_THAT(Error(std::string(kMinimal) + "[ps]\ncache_rule = \"version\"\n"),
               HasSubstr("key 'ps.cache_rule': cache_rule = 'version' checks cached rows against "
                         "cache_staleness, and there is no cache"));
+  // The cache's settings without a cache would do nothing: refused by name.
+  const std::string async = "[job]\nname = \"t\"\nconsistency = \"async\"\n[trainer]\nmodel = \"lm\"\n";
+  EXPECT_THAT(Error(async + "[ps]\ncache_rows = 5000\n"),
+              HasSubstr("job.toml:7:14: key 'ps.cache_rows': cache_rows bounds the row cache, and "
+                        "there is no cache: set cache_staleness"));
+  EXPECT_THAT(Error(async + "[ps]\ncache_accumulate = true\n"),
+              HasSubstr("key 'ps.cache_accumulate': cache_accumulate sums the gradients of cached "
+                        "rows, and there is no cache"));
+  EXPECT_TRUE(ParseJobConfig(async + "[ps]\ncache_accumulate = false\n", "job.toml").ok());
 }
 
 TEST_F(JobConfigTest, HotRowsAreOffByDefaultAutoOrACountAndOnlySync) {
