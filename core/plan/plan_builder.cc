@@ -337,7 +337,12 @@ void ChooseHotRowsOf(const JobConfig& job, const std::vector<Sparsity>& sparsity
                   [](const PlannedVariable& v) { return v.path == VariablePath::kAllReduce; });
   for (size_t i = 0; i < plan->variables.size(); ++i) {
     PlannedVariable& v = plan->variables[i];
-    if (!v.sparse || v.path != VariablePath::kPs) continue;
+    if (!v.sparse) continue;
+    if (v.path != VariablePath::kPs) {
+      v.reason += std::string("; hot rows: none (on ") + VariablePathName(v.path) +
+                  " every rank holds the whole table)";
+      continue;
+    }
     if (v.dynamic) {
       // Not silently: the job asked for hot rows.
       v.reason += "; hot rows: none (a dynamic table's rows stay on its shards: hot rows are for "

@@ -605,6 +605,22 @@ TEST_F(HotRowsPlanTest, ADynamicTableSaysItHasNone) {
   }
 }
 
+// A table every rank holds whole (all-reduced or all-gathered) has no hot
+// rows to keep: asked for them, its reason says so.
+TEST_F(HotRowsPlanTest, ATableEveryRankHoldsSaysItHasNone) {
+  JobConfig job = Pinned(Job(Arch::kHybrid), VariablePath::kAllGather, VariablePath::kAllReduce);
+  job.ps.hot_rows = 10;
+  auto plan = Build(job, 2, Skewed(), 2, 2, /*shm_allreduce=*/true);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const PlannedVariable& emb = plan->variables[0];
+  EXPECT_TRUE(emb.hot_rows.empty()) << emb.reason;
+  EXPECT_NE(emb.reason.find("hot rows: none (on allgather every rank holds the whole table)"),
+            std::string::npos)
+      << emb.reason;
+  EXPECT_EQ(plan->variables[1].reason.find("hot rows"), std::string::npos)
+      << "a dense variable has no rows to speak of: " << plan->variables[1].reason;
+}
+
 TEST_F(HotRowsPlanTest, NoneWhereEveryRowIsRare) {
   std::vector<VariableInput> regs = Skewed();
   for (auto& batch : regs[0].sampled_batches) batch.erase(batch.begin(), batch.begin() + 150);
