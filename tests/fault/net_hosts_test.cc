@@ -26,10 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
 // A listening socket on address:0; returns the fd and sets *port.
 int Listen(const std::string& address, int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -71,11 +67,15 @@ int Connect(const std::string& address, int port, int timeout_ms) {
 
 // Host `from` sends `bytes` to a listener of host `to` (or of the root
 // namespace when `to` < 0). Returns "" or what failed; *receive_s is the
-// receiver's time from its first byte to the last.
+// time from the sender's first send to the receiver's last byte: never less
+// than the link took, however late either thread runs (timed from the
+// receiver's first byte instead, a receiver that ran late found bytes that
+// had already crossed waiting and counted the link faster than its rate).
 std::string Transfer(const NetHosts& net, int from, int to, size_t bytes,
                      double* receive_s = nullptr) {
   std::promise<int> port_promise;
   std::future<int> port_future = port_promise.get_future();
+  Clock::time_point first_send, last_byte;  // each written by one thread, read after both joined
   std::string receiver_error;
   std::thread receiver([&] {
     if (to >= 0) receiver_error = net.EnterInThisThread(to);
@@ -93,12 +93,10 @@ std::string Transfer(const NetHosts& net, int from, int to, size_t bytes,
     }
     std::vector<char> buf(1 << 16);
     size_t got = 0;
-    Clock::time_point first;
     for (ssize_t n; (n = recv(conn, buf.data(), buf.size(), 0)) > 0;) {
-      if (got == 0) first = Clock::now();
       got += n;
+      last_byte = Clock::now();
     }
-    if (receive_s != nullptr) *receive_s = Seconds(first);
     close(conn);
     if (got != bytes) receiver_error = "received " + std::to_string(got) + " bytes";
   });
@@ -113,6 +111,7 @@ std::string Transfer(const NetHosts& net, int from, int to, size_t bytes,
       return;
     }
     std::vector<char> buf(1 << 16, 'x');
+    first_send = Clock::now();
     for (size_t sent = 0; sent < bytes;) {
       const ssize_t n = send(fd, buf.data(), std::min(buf.size(), bytes - sent), MSG_NOSIGNAL);
       if (n <= 0) break;
@@ -122,6 +121,7 @@ std::string Transfer(const NetHosts& net, int from, int to, size_t bytes,
   });
   sender.join();
   receiver.join();
+  if (receive_s != nullptr) *receive_s = std::chrono::duration<double>(last_byte - first_send).count();
   return receiver_error.empty() ? sender_error : receiver_error;
 }
 
