@@ -498,7 +498,7 @@ TEST(HttpServerStartTest, ConnectionsArrivingAsTheServerStartsAreServed) {
   const int port = testing::FreeLoopbackPort();
   ASSERT_GT(port, 0);
   testing::ConnectStorm storm(port);
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 100; ++i) {
     HttpServerOptions options;
     options.port = port;
     auto server = StartHttpServer(options, [](const HttpRequest&) { return HttpResponse{}; });

@@ -27,7 +27,7 @@ TEST(ThriftServerTest, ConnectionsArrivingAsTheServerStartsAreServed) {
   ASSERT_GT(port, 0);
   testing::ConnectStorm storm(port);
   auto processor = std::make_shared<ClosingProcessor>();
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 100; ++i) {
     ThriftServerOptions options;
     options.port = port;
     options.what = "test service";
