@@ -35,7 +35,7 @@
 #include "core/ps/aggregate.h"
 #include "core/ps/plan.h"
 #include "core/ps/row_cache.h"
-#include "schemas/ps_wire.h"
+#include "core/ps/row_versions.h"
 
 namespace {
 
@@ -44,7 +44,6 @@ using parallax::ps::RowCache;
 using parallax::ps::RowsToPush;
 using parallax::ps::VariableSpec;
 using Clock = std::chrono::steady_clock;
-namespace ps_wire = parallax::ps_wire;
 
 struct Config {
   std::string rule = "version";
@@ -150,10 +149,8 @@ Result Run(const Config& c, const std::vector<int64_t>& sizes, const std::vector
       rows.assign(to_pull[t].size() * dim, 0.5f);
       versions.clear();
       for (size_t i = 0; i < to_pull[t].size() && cache.check_versions(); ++i) {
-        const uint32_t now = shard[t][to_pull[t][i]];
-        const uint32_t copy = held[t][i];
-        versions.push_back(
-            copy != ps_wire::kNotHeld && now - copy <= c.staleness ? ps_wire::kRowFresh : now);
+        versions.push_back(parallax::ps::VersionAnswer(shard[t][to_pull[t][i]], held[t][i],
+                                                       static_cast<uint64_t>(c.staleness)));
       }
       out.resize(unique[t].size() * dim);
       unserved.clear();
@@ -180,10 +177,14 @@ Result Run(const Config& c, const std::vector<int64_t>& sizes, const std::vector
     work_between();
     // The pushes reach the shard: this worker's, and the others'.
     for (size_t t = 0; t < tables; ++t) {
-      for (int64_t id : push[t].ids) ++shard[t][id];
+      auto update = [&](int64_t id) {
+        uint32_t& v = shard[t][id];
+        v = parallax::ps::NextRowVersion(v);
+      };
+      for (int64_t id : push[t].ids) update(id);
       for (int w = 1; w < c.workers; ++w) {
         for (int64_t& id : ids) id = draws[t](rng);
-        for (int64_t id : Distinct(ids)) ++shard[t][id];
+        for (int64_t id : Distinct(ids)) update(id);
       }
     }
   }

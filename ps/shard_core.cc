@@ -18,6 +18,7 @@
 #include "core/checkpoint/rank_files.h"
 #include "core/optim/optimizer.h"
 #include "core/ps/row_state.h"
+#include "core/ps/row_versions.h"
 #include "ps/checkpoint.h"
 #include "ps/reshard.h"
 
@@ -918,12 +919,9 @@ void ShardCore::AnswerVersionedPull(const std::string& identity, const Header& h
   std::string versions(ids.size() * sizeof(uint32_t), '\0');
   std::vector<uint32_t> send;  // positions whose rows go
   for (size_t i = 0; i < ids.size(); ++i) {
-    // Updates since the worker's copy, mod 2^32 (versions skip kRowFresh).
-    const bool fresh = held[i] != ps_wire::kNotHeld &&
-                       uint64_t{static_cast<uint32_t>(now[i] - held[i])} <= bound;
-    const uint32_t v = fresh ? ps_wire::kRowFresh : now[i];
+    const uint32_t v = VersionAnswer(now[i], held[i], bound);
     std::memcpy(versions.data() + i * sizeof v, &v, sizeof v);
-    if (!fresh) send.push_back(static_cast<uint32_t>(i));
+    if (v != ps_wire::kRowFresh) send.push_back(static_cast<uint32_t>(i));
   }
   ValueFrame values(send.size() * row_bytes);
   for (size_t k = 0; k < send.size(); ++k)
