@@ -21,7 +21,8 @@ inline uint32_t NextRowVersion(uint32_t v) { return v + 1 == ps_wire::kRowFresh 
 // sent; otherwise the row's version `now`. A copy not held
 // (ps_wire::kNotHeld) is never fresh.
 inline uint32_t VersionAnswer(uint32_t now, uint32_t held, uint64_t bound) {
-  const bool fresh = held != ps_wire::kNotHeld && uint64_t{static_cast<uint32_t>(now - held)} <= bound;
+  const bool fresh =
+      held != ps_wire::kNotHeld && uint64_t{static_cast<uint32_t>(now - held)} <= bound;
   return fresh ? ps_wire::kRowFresh : now;
 }
 

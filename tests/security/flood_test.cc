@@ -44,6 +44,24 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// `connect()` until it answers, or fails otherwise than UNAVAILABLE, or
+// kAnswerMs have passed. At the open-file limit a server sheds a new
+// connection unanswered (EMFILE, while evicted connections are still being
+// released); a client connects again, as agents and `parallax logs
+// --follow` do. The whole exchange, retries included, must still be
+// answered within kAnswerMs.
+template <typename Connect>
+auto ConnectAgainWhenShed(const Connect& connect) {
+  const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<int>(kAnswerMs));
+  auto client = connect();
+  while (!client.ok() && client.status().code() == StatusCode::kUnavailable &&
+         Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    client = connect();
+  }
+  return client;
+}
+
 // Whether a flood is still on: its connections are still being opened, or
 // the server (whose log `log` returns) has not yet said it reached its cap
 // (then the flood is held, for 30 s at most).
@@ -94,17 +112,7 @@ class FloodTest : public ::testing::Test {
   // An honest client's whole exchange: connect, Hello, list the jobs; and a
   // call on a connection opened before the flood. "" when both answered.
   std::string ProbeCoordinator(CoordinatorClient* existing) {
-    // At the open-file limit the server sheds a new connection unanswered
-    // (EMFILE, while evicted connections are still being released); a
-    // client connects again, as agents do. The whole exchange, retries
-    // included, must still be answered within kAnswerMs.
-    const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<int>(kAnswerMs));
-    StatusOr<std::unique_ptr<CoordinatorClient>> fresh = CoordinatorClient::Connect(ClientOptions());
-    while (!fresh.ok() && fresh.status().code() == StatusCode::kUnavailable &&
-           Clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      fresh = CoordinatorClient::Connect(ClientOptions());
-    }
+    auto fresh = ConnectAgainWhenShed([&] { return CoordinatorClient::Connect(ClientOptions()); });
     if (!fresh.ok()) return "new client: " + fresh.status().ToString();
     if (auto jobs = (*fresh)->ListJobs(); !jobs.ok()) return "new client: " + jobs.status().ToString();
     if (auto jobs = existing->ListJobs(); !jobs.ok()) return "old client: " + jobs.status().ToString();
@@ -188,15 +196,8 @@ TEST_F(FloodTest, TheAgentLogServiceAnswersThroughIdleAndSlowFloods) {
   ASSERT_FALSE(port.empty()) << testing::ReadWholeFile(dir_.File("agent.log"));
   const std::string address = "127.0.0.1:" + port;
   auto probe = [&]() -> std::string {
-    // Shed unanswered at the open-file limit, a client connects again (as
-    // `parallax logs --follow` does), within the time the answer must come in.
-    const auto give_up = Clock::now() + std::chrono::milliseconds(static_cast<int>(kAnswerMs));
-    auto client = AgentClient::Connect(address, kSecret, 2'000);
-    while (!client.ok() && client.status().code() == StatusCode::kUnavailable &&
-           Clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      client = AgentClient::Connect(address, kSecret, 2'000);
-    }
+    auto client =
+        ConnectAgainWhenShed([&] { return AgentClient::Connect(address, kSecret, 2'000); });
     if (!client.ok()) return client.status().ToString();
     rpc::TaskKey key;
     key.job_id = 1;
