@@ -322,7 +322,7 @@ void RowCache::StartQueue() {
 
 void RowCache::StopQueue() {
   used_.clear();
-  used_last_step_ = -2;
+  used_last_step_ = kNoStep;
   used_front_ = used_records_ = 0;
   queued_ = false;
 }
@@ -343,7 +343,7 @@ uint32_t RowCache::LeastRecentlyUsed() {
 
 std::map<int64_t, std::vector<uint32_t>>::iterator RowCache::EraseUsed(
     std::map<int64_t, std::vector<uint32_t>>::iterator it) {
-  if (it->first == used_last_step_) used_last_step_ = -2;  // (no step is -2)
+  if (it->first == used_last_step_) used_last_step_ = kNoStep;
   return used_.erase(it);
 }
 

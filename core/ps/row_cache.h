@@ -217,8 +217,9 @@ class RowCache {
   std::map<int64_t, std::vector<uint32_t>> used_;
   size_t used_front_ = 0;    // the first record of used_.begin() not yet skipped
   size_t used_records_ = 0;  // records in used_ from used_front_ on
-  // used_'s list of step used_last_step_ (-2: none), where Use appends.
-  int64_t used_last_step_ = -2;
+  // used_'s list of step used_last_step_ (kNoStep: none), where Use appends.
+  static constexpr int64_t kNoStep = -2;  // no step is -2 (and -1 is used_at's "not held")
+  int64_t used_last_step_ = kNoStep;
   std::vector<uint32_t>* used_last_ = nullptr;
   bool queued_ = false;  // the queue is kept (StartQueue)
   // By the step rows were pulled for: (slot, id) as inserted (with version
