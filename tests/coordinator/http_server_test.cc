@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "tests/testing/connect_storm.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -495,7 +496,7 @@ TEST_F(HttpServerTest, BadCertificateIsRefusedNamingTheFile) {
 // may run before StartHttpServer returns; they once read the server's
 // acceptor before it was stored (SIGSEGV).
 TEST(HttpServerStartTest, ConnectionsArrivingAsTheServerStartsAreServed) {
-  const int port = testing::FreeLoopbackPort();
+  const int port = testing::FreePort();
   ASSERT_GT(port, 0);
   testing::ConnectStorm storm(port);
   for (int i = 0; i < 100; ++i) {

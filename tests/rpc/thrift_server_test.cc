@@ -5,6 +5,7 @@
 #include <thrift/TProcessor.h>
 
 #include "tests/testing/connect_storm.h"
+#include "tests/testing/free_port.h"
 
 namespace parallax {
 namespace {
@@ -23,7 +24,7 @@ class ClosingProcessor : public apache::thrift::TProcessor {
 // acceptor before StartThriftServer had stored it, and a coordinator
 // restarted while agents heartbeat died of SIGSEGV.
 TEST(ThriftServerTest, ConnectionsArrivingAsTheServerStartsAreServed) {
-  const int port = testing::FreeLoopbackPort();
+  const int port = testing::FreePort();
   ASSERT_GT(port, 0);
   testing::ConnectStorm storm(port);
   auto processor = std::make_shared<ClosingProcessor>();

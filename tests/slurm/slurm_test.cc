@@ -42,6 +42,7 @@
 #include <thread>
 
 #include "tests/testing/build_paths.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/net_hosts.h"
 #include "tests/testing/proc_scan.h"
 #include "tests/testing/subprocess.h"
@@ -61,22 +62,6 @@ constexpr int kNodes = 3;
 const char* const kPrograms[] = {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd",
                                  "/usr/bin/sbatch",  "/usr/bin/srun",       "/usr/bin/scontrol",
                                  "/usr/bin/scancel"};
-
-// A TCP port free on this machine now (slurmctld listens on every address of
-// the root namespace, where other tests run too).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 // One value of the SQLite database at `path` ("" when the query fails).
 std::string Query(const std::string& path, const std::string& sql) {

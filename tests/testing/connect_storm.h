@@ -24,20 +24,6 @@ inline sockaddr_in LoopbackAddress(int port, uint32_t host = INADDR_LOOPBACK) {
   return addr;
 }
 
-// A loopback port that was free a moment ago (bound to port 0, then closed).
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr = LoopbackAddress(0);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 class ConnectStorm {
  public:
   // One client thread (on 2 cores, more made the server's start slower and
