@@ -301,27 +301,26 @@ void Validator::ReadPs(const toml::table& t, Consistency consistency, JobConfig:
              "cache_staleness only applies to consistency = 'async' or 'ssp' (a sync step reads "
              "every row as of the step before); remove it or set consistency");
   }
-  // The cache's other settings without a cache would do nothing: refused
-  // by name, as cache_rule is.
+  // A setting of the cache without a cache would do nothing: refused by name.
+  auto without_cache = [&](const std::string& key, const std::string& what) {
+    KeyError(*t.get(key), "ps." + key,
+             what + ", and there is no cache: set cache_staleness (async or ssp), or remove " +
+                 key);
+  };
   if (ReadInt(t, "ps", "cache_rows", 1, int64_t{1} << 40, &ps->cache_rows) &&
       ps->cache_staleness == 0) {
-    KeyError(*t.get("cache_rows"), "ps.cache_rows",
-             "cache_rows bounds the row cache, and there is no cache: set cache_staleness "
-             "(async or ssp), or remove cache_rows");
+    without_cache("cache_rows", "cache_rows bounds the row cache");
   }
   if (ReadBool(t, "ps", "cache_accumulate", &ps->cache_accumulate) && ps->cache_accumulate &&
       ps->cache_staleness == 0) {
-    KeyError(*t.get("cache_accumulate"), "ps.cache_accumulate",
-             "cache_accumulate sums the gradients of cached rows, and there is no cache: set "
-             "cache_staleness (async or ssp), or remove cache_accumulate");
+    without_cache("cache_accumulate", "cache_accumulate sums the gradients of cached rows");
   }
   static constexpr std::string_view kCacheRules[] = {"clock", "version"};
   if (std::string rule; ReadEnum(t, "ps", "cache_rule", kCacheRules, &rule)) {
     ps->cache_check_versions = rule == "version";
     if (ps->cache_check_versions && ps->cache_staleness == 0) {
-      KeyError(*t.get("cache_rule"), "ps.cache_rule",
-               "cache_rule = 'version' checks cached rows against cache_staleness, and there is "
-               "no cache: set cache_staleness (async or ssp), or remove cache_rule");
+      without_cache("cache_rule",
+                    "cache_rule = 'version' checks cached rows against cache_staleness");
     }
   }
   ReadHotRows(t, consistency, ps);
